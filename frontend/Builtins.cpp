@@ -1,0 +1,627 @@
+//===- Builtins.cpp - The ops a model file can call ----------------------===//
+//
+// One entry per builtin: its parameters and how it types and emits graph ops.
+// Shape checks go through lang/ShapeRules.h (the rules the op verifiers use);
+// here they get worded against the source expression.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/SemaInternal.h"
+
+#include <cmath>
+
+using namespace mnemo;
+using namespace mnemo::sema;
+using llvm::SMRange;
+using llvm::Twine;
+
+namespace {
+
+/// Reports a failed shape rule as "cannot <what> <operands>: <why>".
+bool check(Sema &s, BoundArgs &a, const shape::ShapeResult &r,
+           const std::string &what) {
+  if (r.ok())
+    return true;
+  s.error(a.loc, "cannot " + what + ": " + r.error, {a.range});
+  return false;
+}
+
+Val tensor(int id) { return Val::ofTensor(id); }
+
+/// A unary elementwise op; on a plain number it is computed at compile time
+/// when `fold` is given (sqrt(head_dim) is a number, not a tensor).
+Val unary(Sema &s, BoundArgs &a, const char *op, double (*fold)(double)) {
+  const Val &x = a.values[0];
+  if (x.isNumber() && fold) {
+    double r = fold(x.number());
+    if (std::isnan(r)) {
+      s.error(a.loc, Twine(op) + " of " + s.describe(x) + " is undefined", {a.range});
+      return Val::error();
+    }
+    return Val::ofFloat(r);
+  }
+  auto t = s.asFloatTensor(x, a.ranges[0], Twine("the argument of ") + op);
+  if (!t)
+    return Val::error();
+  return tensor(s.emit(op, {*t}, s.typeOf(*t), {}, a.loc));
+}
+
+double foldExp(double x) { return std::exp(x); }
+double foldLog(double x) { return x > 0 ? std::log(x) : NAN; }
+double foldSqrt(double x) { return x >= 0 ? std::sqrt(x) : NAN; }
+double foldRsqrt(double x) { return x > 0 ? 1.0 / std::sqrt(x) : NAN; }
+double foldTanh(double x) { return std::tanh(x); }
+double foldSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double foldRelu(double x) { return x > 0 ? x : 0; }
+
+/// Normalized, sorted, duplicate-free axes; all axes when not given.
+std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
+                                            size_t rank) {
+  std::vector<int64_t> axes;
+  if (!a.has(slot)) {
+    for (size_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+    return axes;
+  }
+  auto given = s.asIntList(a.values[slot], a.ranges[slot], "axis");
+  if (!given)
+    return std::nullopt;
+  for (int64_t axis : *given) {
+    auto n = shape::normalizeAxis(axis, rank);
+    if (!n) {
+      s.error(a.ranges[slot].Start, "axis " + std::to_string(axis) +
+                                        " is out of range for rank " + std::to_string(rank),
+              {a.ranges[slot]});
+      return std::nullopt;
+    }
+    axes.push_back(*n);
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
+    s.error(a.ranges[slot].Start, "an axis is listed twice", {a.ranges[slot]});
+    return std::nullopt;
+  }
+  return axes;
+}
+
+Val reduction(Sema &s, BoundArgs &a, const char *op) {
+  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  if (!t)
+    return Val::error();
+  TensorType in = s.typeOf(*t);
+  auto axes = axesArg(s, a, 1, in.shape.size());
+  bool keep = false;
+  if (a.has(2)) {
+    auto k = s.asBool(a.values[2], a.ranges[2], "keepdim");
+    if (!k)
+      return Val::error();
+    keep = *k;
+  }
+  if (!axes)
+    return Val::error();
+  shape::ShapeResult r = shape::reduce(in.shape, *axes, keep);
+  if (!check(s, a, r, std::string(op) + " " + in.str()))
+    return Val::error();
+  return tensor(s.emit(op, {*t}, {in.dtype, r.shape},
+                       {{"axes", *axes}, {"keep_dims", keep}}, a.loc));
+}
+
+Val softmaxLike(Sema &s, BoundArgs &a, const char *op) {
+  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  if (!t)
+    return Val::error();
+  TensorType in = s.typeOf(*t);
+  int64_t axis = -1;
+  if (a.has(1)) {
+    auto given = s.asInt(a.values[1], a.ranges[1], "axis");
+    if (!given)
+      return Val::error();
+    axis = *given;
+  }
+  auto n = shape::normalizeAxis(axis, in.shape.size());
+  if (!n) {
+    s.error(a.loc, "axis " + std::to_string(axis) + " is out of range for " + in.str(),
+            {a.range});
+    return Val::error();
+  }
+  return tensor(s.emit(op, {*t}, in, {{"axis", *n}}, a.loc));
+}
+
+std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
+                               const char *what) {
+  if (!a.has(slot))
+    return dflt;
+  return s.asNumber(a.values[slot], a.ranges[slot], what);
+}
+
+/// An int or a pair of ints, as conv and pooling take them.
+std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
+                                            std::vector<int64_t> dflt, const char *what) {
+  if (!a.has(slot))
+    return dflt;
+  auto v = s.asIntList(a.values[slot], a.ranges[slot], what);
+  if (!v)
+    return std::nullopt;
+  if (v->size() == 1)
+    v->push_back(v->front());
+  if (v->size() != 2) {
+    s.error(a.ranges[slot].Start, Twine(what) + " must be an integer or a pair",
+            {a.ranges[slot]});
+    return std::nullopt;
+  }
+  return v;
+}
+
+Val pool(Sema &s, BoundArgs &a, const char *op) {
+  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto kernel = pairArg(s, a, 1, {}, "kernel");
+  if (!t || !kernel)
+    return Val::error();
+  auto stride = pairArg(s, a, 2, *kernel, "stride");
+  auto padding = pairArg(s, a, 3, {0, 0}, "padding");
+  if (!stride || !padding)
+    return Val::error();
+  TensorType in = s.typeOf(*t);
+  shape::ShapeResult r = shape::pool2d(in.shape, *kernel, *stride, *padding);
+  if (!check(s, a, r, std::string(op) + " " + in.str()))
+    return Val::error();
+  return tensor(s.emit(op, {*t}, {in.dtype, r.shape},
+                       {{"kernel", *kernel}, {"stride", *stride}, {"padding", *padding}},
+                       a.loc));
+}
+
+Val reshapeTo(Sema &s, BoundArgs &a, int t, const shape::Shape &requested) {
+  TensorType in = s.typeOf(t);
+  shape::ShapeResult r = shape::reshape(in.shape, requested);
+  if (!check(s, a, r, "reshape " + in.str() + " to " + shape::format(requested)))
+    return Val::error();
+  return tensor(s.emit("reshape", {t}, {in.dtype, r.shape}, {}, a.loc));
+}
+
+/// Loss operands: the prediction must be floating point.
+Val loss(Sema &s, BoundArgs &a, const char *op) {
+  auto pred = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the prediction of ") + op);
+  auto target = s.asTensor(a.values[1], a.ranges[1], Twine("the target of ") + op);
+  if (!pred || !target)
+    return Val::error();
+  TensorType p = s.typeOf(*pred), t = s.typeOf(*target);
+  if (std::string(op) == "cross_entropy") {
+    if (t.dtype != DType::I32 && t.dtype != DType::I8) {
+      s.error(a.ranges[1].Start, "cross_entropy needs integer class targets, not " + t.str(),
+              {a.ranges[1]});
+      return Val::error();
+    }
+    if (!check(s, a, shape::crossEntropy(p.shape, t.shape),
+               "take cross_entropy of " + p.str() + " and " + t.str()))
+      return Val::error();
+  } else if (p != t) {
+    s.error(a.loc, "cannot take mse of " + p.str() + " and " + t.str() +
+                       ": the types must match",
+            {a.range});
+    return Val::error();
+  }
+  return tensor(s.emit(op, {*pred, *target}, {p.dtype, {}}, {}, a.loc));
+}
+
+const std::vector<Builtin> kBuiltins = {
+    {"exp", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "exp", foldExp); }},
+    {"log", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "log", foldLog); }},
+    {"sqrt", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "sqrt", foldSqrt); }},
+    {"rsqrt", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "rsqrt", foldRsqrt); }},
+    {"tanh", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "tanh", foldTanh); }},
+    {"sigmoid", {"x"}, 1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "sigmoid", foldSigmoid); }},
+    {"relu", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "relu", foldRelu); }},
+    {"silu", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "silu", nullptr); }},
+    {"gelu", {"x", "approximate"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
+       bool approx = false;
+       if (a.has(1)) {
+         auto b = s.asBool(a.values[1], a.ranges[1], "approximate");
+         if (!b)
+           return Val::error();
+         approx = *b;
+       }
+       if (!t)
+         return Val::error();
+       return tensor(s.emit("gelu", {*t}, s.typeOf(*t), {{"approximate", approx}}, a.loc));
+     }},
+    {"pow", {"x", "exponent"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       return s.binary(BinaryOp::Pow, a.values[0], a.values[1], a.loc, a.ranges[0],
+                       a.ranges[1]);
+     }},
+    {"matmul", {"a", "b"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       return s.binary(BinaryOp::MatMul, a.values[0], a.values[1], a.loc, a.ranges[0],
+                       a.ranges[1]);
+     }},
+    {"sum", {"x", "axis", "keepdim"}, 1,
+     [](Sema &s, BoundArgs &a) { return reduction(s, a, "sum"); }},
+    {"mean", {"x", "axis", "keepdim"}, 1,
+     [](Sema &s, BoundArgs &a) { return reduction(s, a, "mean"); }},
+    {"max", {"x", "axis", "keepdim"}, 1,
+     [](Sema &s, BoundArgs &a) { return reduction(s, a, "max"); }},
+    {"softmax", {"x", "axis"}, 1,
+     [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "softmax"); }},
+    {"log_softmax", {"x", "axis"}, 1,
+     [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "log_softmax"); }},
+    {"layernorm", {"x", "scale", "bias", "eps"}, 3,
+     [](Sema &s, BoundArgs &a) {
+       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of layernorm");
+       auto g = s.asFloatTensor(a.values[1], a.ranges[1], "the scale of layernorm");
+       auto b = s.asFloatTensor(a.values[2], a.ranges[2], "the bias of layernorm");
+       auto eps = numberOr(s, a, 3, 1e-5, "eps");
+       if (!x || !g || !b || !eps)
+         return Val::error();
+       TensorType in = s.typeOf(*x);
+       if (!check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*g).shape),
+                  "layernorm " + in.str() + " with scale " + s.typeOf(*g).str()) ||
+           !check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*b).shape),
+                  "layernorm " + in.str() + " with bias " + s.typeOf(*b).str()))
+         return Val::error();
+       if (s.typeOf(*g).dtype != s.typeOf(*b).dtype) {
+         s.error(a.loc, "the scale and bias of layernorm must have one element type",
+                 {a.range});
+         return Val::error();
+       }
+       return tensor(s.emit("layernorm", {*x, *g, *b}, in, {{"epsilon", *eps}}, a.loc));
+     }},
+    {"rmsnorm", {"x", "scale", "eps"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of rmsnorm");
+       auto g = s.asFloatTensor(a.values[1], a.ranges[1], "the scale of rmsnorm");
+       auto eps = numberOr(s, a, 2, 1e-6, "eps");
+       if (!x || !g || !eps)
+         return Val::error();
+       TensorType in = s.typeOf(*x);
+       if (!check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*g).shape),
+                  "rmsnorm " + in.str() + " with scale " + s.typeOf(*g).str()))
+         return Val::error();
+       return tensor(s.emit("rmsnorm", {*x, *g}, in, {{"epsilon", *eps}}, a.loc));
+     }},
+    {"embedding", {"table", "indices"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto table = s.asFloatTensor(a.values[0], a.ranges[0], "the embedding table");
+       auto idx = s.asTensor(a.values[1], a.ranges[1], "the indices");
+       if (!table || !idx)
+         return Val::error();
+       TensorType tt = s.typeOf(*table), it = s.typeOf(*idx);
+       if (it.dtype != DType::I32 && it.dtype != DType::I8) {
+         s.error(a.ranges[1].Start, "embedding indices must be integers, not " + it.str(),
+                 {a.ranges[1]});
+         return Val::error();
+       }
+       shape::ShapeResult r = shape::embedding(tt.shape, it.shape);
+       if (!check(s, a, r, "look up " + it.str() + " in " + tt.str()))
+         return Val::error();
+       return tensor(s.emit("embedding", {*table, *idx}, {tt.dtype, r.shape}, {}, a.loc));
+     }},
+    {"reshape", {"x", "shape"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of reshape");
+       auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
+       if (!t || !dims)
+         return Val::error();
+       return reshapeTo(s, a, *t, *dims);
+     }},
+    {"flatten", {"x", "start"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of flatten");
+       if (!t)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       int64_t start = 1;
+       if (a.has(1)) {
+         auto v = s.asInt(a.values[1], a.ranges[1], "start");
+         if (!v)
+           return Val::error();
+         start = *v;
+       }
+       auto n = shape::normalizeAxis(start, in.shape.size());
+       if (!n) {
+         s.error(a.loc, "cannot flatten " + in.str() + " from axis " + std::to_string(start),
+                 {a.range});
+         return Val::error();
+       }
+       shape::Shape out(in.shape.begin(), in.shape.begin() + *n);
+       out.push_back(-1);
+       return reshapeTo(s, a, *t, out);
+     }},
+    {"transpose", {"x", "dim0", "dim1"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of transpose");
+       if (!t)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       int64_t d0 = -2, d1 = -1;
+       if (a.has(1)) {
+         auto v = s.asInt(a.values[1], a.ranges[1], "dim0");
+         if (!v)
+           return Val::error();
+         d0 = *v;
+       }
+       if (a.has(2)) {
+         auto v = s.asInt(a.values[2], a.ranges[2], "dim1");
+         if (!v)
+           return Val::error();
+         d1 = *v;
+       }
+       auto n0 = shape::normalizeAxis(d0, in.shape.size());
+       auto n1 = shape::normalizeAxis(d1, in.shape.size());
+       if (!n0 || !n1) {
+         s.error(a.loc, "cannot transpose axes " + std::to_string(d0) + " and " +
+                            std::to_string(d1) + " of " + in.str(),
+                 {a.range});
+         return Val::error();
+       }
+       std::vector<int64_t> perm;
+       for (size_t i = 0; i < in.shape.size(); ++i)
+         perm.push_back(i);
+       std::swap(perm[*n0], perm[*n1]);
+       shape::ShapeResult r = shape::transpose(in.shape, perm);
+       return tensor(s.emit("transpose", {*t}, {in.dtype, r.shape},
+                            {{"permutation", perm}}, a.loc));
+     }},
+    {"permute", {"x", "dims"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of permute");
+       auto dims = s.asIntList(a.values[1], a.ranges[1], "dims");
+       if (!t || !dims)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       for (int64_t &d : *dims)
+         if (auto n = shape::normalizeAxis(d, in.shape.size()))
+           d = *n;
+       shape::ShapeResult r = shape::transpose(in.shape, *dims);
+       if (!check(s, a, r, "permute " + in.str()))
+         return Val::error();
+       return tensor(s.emit("transpose", {*t}, {in.dtype, r.shape},
+                            {{"permutation", *dims}}, a.loc));
+     }},
+    {"broadcast", {"x", "shape"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of broadcast");
+       auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
+       if (!t || !dims)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       if (!check(s, a, shape::broadcastTo(in.shape, *dims),
+                  "broadcast " + in.str() + " to " + shape::format(*dims)))
+         return Val::error();
+       return tensor(s.broadcastTo(*t, *dims, a.loc));
+     }},
+    {"slice", {"x", "axis", "start", "end", "step"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of slice");
+       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
+       if (!t || !axis)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       auto n = shape::normalizeAxis(*axis, in.shape.size());
+       if (!n) {
+         s.error(a.ranges[1].Start, "axis " + std::to_string(*axis) +
+                                        " is out of range for " + in.str(),
+                 {a.ranges[1]});
+         return Val::error();
+       }
+       int64_t dim = in.shape[*n];
+       int64_t bounds[3] = {0, dim, 1};
+       const char *names[3] = {"start", "end", "step"};
+       for (int k = 0; k < 3; ++k) {
+         if (!a.has(2 + k))
+           continue;
+         auto v = s.asInt(a.values[2 + k], a.ranges[2 + k], names[k]);
+         if (!v)
+           return Val::error();
+         bounds[k] = *v;
+       }
+       shape::ShapeResult r = shape::slice(in.shape, *n, bounds[0], bounds[1], bounds[2]);
+       if (!check(s, a, r, "slice " + in.str()))
+         return Val::error();
+       auto clampIndex = [dim](int64_t i) {
+         if (i < 0)
+           i = i < -dim ? 0 : i + dim;
+         return std::min(i, dim);
+       };
+       return tensor(s.emit("slice", {*t}, {in.dtype, r.shape},
+                            {{"axis", *n},
+                             {"start", clampIndex(bounds[0])},
+                             {"end", clampIndex(bounds[1])},
+                             {"step", bounds[2]}},
+                            a.loc));
+     }},
+    {"concat", {"tensors", "axis"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       const Val &list = a.values[0];
+       if (list.kind != Val::Kind::List || list.list.empty()) {
+         s.error(a.ranges[0].Start, "concat takes a non-empty list of tensors, [a, b, ...]",
+                 {a.ranges[0]});
+         return Val::error();
+       }
+       std::vector<int> operands;
+       std::vector<shape::Shape> shapes;
+       for (const Val &v : list.list) {
+         auto t = s.asTensor(v, a.ranges[0], "each entry of concat");
+         if (!t)
+           return Val::error();
+         if (s.typeOf(*t).dtype != s.typeOf(operands.empty() ? *t : operands[0]).dtype) {
+           s.error(a.ranges[0].Start, "concat needs tensors of one element type",
+                   {a.ranges[0]});
+           return Val::error();
+         }
+         operands.push_back(*t);
+         shapes.push_back(s.typeOf(*t).shape);
+       }
+       int64_t axis = 0;
+       if (a.has(1)) {
+         auto v = s.asInt(a.values[1], a.ranges[1], "axis");
+         if (!v)
+           return Val::error();
+         axis = *v;
+       }
+       shape::ShapeResult r = shape::concat(shapes, axis);
+       if (!check(s, a, r, "concat"))
+         return Val::error();
+       int64_t n = *shape::normalizeAxis(axis, shapes[0].size());
+       return tensor(s.emit("concat", operands, {s.typeOf(operands[0]).dtype, r.shape},
+                            {{"axis", n}}, a.loc));
+     }},
+    {"where", {"condition", "on_true", "on_false"}, 3,
+     [](Sema &s, BoundArgs &a) {
+       auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
+       if (!c)
+         return Val::error();
+       if (s.typeOf(*c).dtype != DType::I1) {
+         s.error(a.ranges[0].Start, "the condition of where must be a mask (such as "
+                                    "causal_mask(n)), not " + s.typeOf(*c).str(),
+                 {a.ranges[0]});
+         return Val::error();
+       }
+       const Val &x = a.values[1], &y = a.values[2];
+       if (!x.isTensor() && !y.isTensor()) {
+         s.error(a.loc, "where needs at least one tensor value", {a.range});
+         return Val::error();
+       }
+       if (!(x.isTensor() || x.isNumber()) || !(y.isTensor() || y.isNumber())) {
+         s.error(a.loc, "where chooses between tensors or numbers", {a.range});
+         return Val::error();
+       }
+       DType dtype = s.typeOf(x.isTensor() ? x.tensor : y.tensor).dtype;
+       if (x.isTensor() && y.isTensor() && s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype) {
+         s.error(a.loc, "where needs values of one element type", {a.range});
+         return Val::error();
+       }
+       shape::Shape out = s.typeOf(*c).shape;
+       for (const Val *v : {&x, &y}) {
+         if (!v->isTensor())
+           continue;
+         shape::ShapeResult r = shape::broadcast(out, s.typeOf(v->tensor).shape);
+         if (!check(s, a, r, "where over " + s.typeOf(*c).str() + " and " +
+                                 s.typeOf(v->tensor).str()))
+           return Val::error();
+         out = r.shape;
+       }
+       auto operand = [&](const Val &v) {
+         return v.isTensor() ? s.broadcastTo(v.tensor, out, a.loc)
+                             : s.splat(v.number(), {dtype, out}, a.loc);
+       };
+       int cond = s.broadcastTo(*c, out, a.loc);
+       int on = operand(x), off = operand(y);
+       return tensor(s.emit("where", {cond, on, off}, {dtype, out}, {}, a.loc));
+     }},
+    {"causal_mask", {"rows", "cols"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       auto rows = s.asInt(a.values[0], a.ranges[0], "rows");
+       if (!rows)
+         return Val::error();
+       int64_t cols = *rows;
+       if (a.has(1)) {
+         auto v = s.asInt(a.values[1], a.ranges[1], "cols");
+         if (!v)
+           return Val::error();
+         cols = *v;
+       }
+       if (*rows < 1 || cols < 1 || !shape::numElements({*rows, cols})) {
+         s.error(a.loc, "the mask must have a positive size", {a.range});
+         return Val::error();
+       }
+       return tensor(s.emit("causal_mask", {}, {DType::I1, {*rows, cols}}, {}, a.loc));
+     }},
+    {"conv2d", {"x", "weight", "stride", "padding"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of conv2d");
+       auto w = s.asFloatTensor(a.values[1], a.ranges[1], "the weight of conv2d");
+       auto stride = pairArg(s, a, 2, {1, 1}, "stride");
+       auto padding = pairArg(s, a, 3, {0, 0}, "padding");
+       if (!x || !w || !stride || !padding)
+         return Val::error();
+       TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
+       if (in.dtype != wt.dtype) {
+         s.error(a.loc, "cannot conv2d " + in.str() + " with " + wt.str() +
+                            ": element types differ",
+                 {a.range});
+         return Val::error();
+       }
+       shape::ShapeResult r = shape::conv2d(in.shape, wt.shape, *stride, *padding);
+       if (!check(s, a, r, "conv2d " + in.str() + " with " + wt.str()))
+         return Val::error();
+       return tensor(s.emit("conv2d", {*x, *w}, {in.dtype, r.shape},
+                            {{"stride", *stride}, {"padding", *padding}}, a.loc));
+     }},
+    {"max_pool2d", {"x", "kernel", "stride", "padding"}, 2,
+     [](Sema &s, BoundArgs &a) { return pool(s, a, "max_pool2d"); }},
+    {"avg_pool2d", {"x", "kernel", "stride", "padding"}, 2,
+     [](Sema &s, BoundArgs &a) { return pool(s, a, "avg_pool2d"); }},
+    {"dropout", {"x", "p"}, 1,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
+       auto p = numberOr(s, a, 1, 0.1, "p");
+       if (!t || !p)
+         return Val::error();
+       if (!(*p >= 0 && *p < 1)) {
+         s.error(a.ranges[1].Start, "dropout p must be in [0, 1)", {a.ranges[1]});
+         return Val::error();
+       }
+       if (*p == 0)
+         return tensor(*t);
+       return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
+                            {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc));
+     }},
+    {"cross_entropy", {"logits", "targets"}, 2,
+     [](Sema &s, BoundArgs &a) { return loss(s, a, "cross_entropy"); }},
+    {"mse", {"prediction", "target"}, 2,
+     [](Sema &s, BoundArgs &a) { return loss(s, a, "mse"); }},
+    {"cast", {"x", "dtype"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of cast");
+       auto d = s.asDType(a.values[1], a.ranges[1], "the target of cast");
+       if (!t || !d)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       return tensor(s.emit("cast", {*t}, {*d, in.shape}, {}, a.loc));
+     }},
+    {"assert", {"condition", "message"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto cond = s.asBool(a.values[0], a.ranges[0], "the condition of assert");
+       if (!cond)
+         return Val::error();
+       if (a.values[1].kind != Val::Kind::String) {
+         s.error(a.ranges[1].Start, "the message of assert must be a string", {a.ranges[1]});
+         return Val::error();
+       }
+       if (!*cond) {
+         s.error(a.loc, a.values[1].s, {a.ranges[0]});
+         return Val::error();
+       }
+       return Val::ofBool(true);
+     }},
+    {"size", {"x", "axis"}, 2,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of size");
+       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
+       if (!t || !axis)
+         return Val::error();
+       const TensorType &in = s.typeOf(*t);
+       auto n = shape::normalizeAxis(*axis, in.shape.size());
+       if (!n) {
+         s.error(a.ranges[1].Start, "axis " + std::to_string(*axis) +
+                                        " is out of range for " + in.str(),
+                 {a.ranges[1]});
+         return Val::error();
+       }
+       return Val::ofInt(in.shape[*n]);
+     }},
+};
+
+} // namespace
+
+const std::vector<Builtin> &mnemo::sema::builtinTable() { return kBuiltins; }
+
+const Builtin *mnemo::sema::findBuiltin(llvm::StringRef name) {
+  for (const Builtin &b : kBuiltins)
+    if (name == b.name)
+      return &b;
+  return nullptr;
+}

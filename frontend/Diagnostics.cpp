@@ -1,0 +1,48 @@
+//===- Diagnostics.cpp - Clang-style errors for model files ---------------===//
+
+#include "frontend/Diagnostics.h"
+
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mnemo;
+
+Diagnostics::Diagnostics(llvm::SourceMgr &sourceMgr, llvm::raw_ostream &os)
+    : sourceMgr(sourceMgr), os(os) {}
+
+void Diagnostics::print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+                        const llvm::Twine &message,
+                        llvm::ArrayRef<llvm::SMRange> ranges) {
+  bool colors = os.has_colors();
+  if (loc.isValid() && sourceMgr.FindBufferContainingLoc(loc)) {
+    sourceMgr.PrintMessage(os, loc, kind, message, ranges, {}, colors);
+    return;
+  }
+  const char *label = kind == llvm::SourceMgr::DK_Error     ? "error"
+                      : kind == llvm::SourceMgr::DK_Warning ? "warning"
+                                                            : "note";
+  os << "mnemoc: " << label << ": " << message << "\n";
+}
+
+void Diagnostics::error(llvm::SMLoc loc, const llvm::Twine &message,
+                        llvm::ArrayRef<llvm::SMRange> ranges) {
+  ++numErrors;
+  suppressNotes = numErrors > kErrorLimit;
+  if (numErrors == kErrorLimit + 1)
+    os << "mnemoc: error: too many errors; stopping here\n";
+  if (!suppressNotes)
+    print(loc, llvm::SourceMgr::DK_Error, message, ranges);
+}
+
+void Diagnostics::error(const llvm::Twine &message) {
+  error(llvm::SMLoc(), message);
+}
+
+void Diagnostics::warning(llvm::SMLoc loc, const llvm::Twine &message) {
+  print(loc, llvm::SourceMgr::DK_Warning, message, {});
+}
+
+void Diagnostics::note(llvm::SMLoc loc, const llvm::Twine &message) {
+  if (!suppressNotes)
+    print(loc, llvm::SourceMgr::DK_Note, message, {});
+}

@@ -1,0 +1,55 @@
+//===- Diagnostics.h - Clang-style errors for model files -------*- C++ -*-===//
+//
+// Every message is `file:line:col: error: text`, then the source line and a
+// caret (llvm::SourceMgr prints them as clang does). Counts errors so that the
+// driver can exit with status 1, and stops printing after a limit so that a
+// badly broken file cannot flood the terminal.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_FRONTEND_DIAGNOSTICS_H
+#define MNEMO_FRONTEND_DIAGNOSTICS_H
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/SMLoc.h"
+#include "llvm/Support/SourceMgr.h"
+
+namespace llvm {
+class raw_ostream;
+} // namespace llvm
+
+namespace mnemo {
+
+class Diagnostics {
+public:
+  /// Messages go to `os`; pass llvm::nulls() to only count them.
+  Diagnostics(llvm::SourceMgr &sourceMgr, llvm::raw_ostream &os);
+
+  void error(llvm::SMLoc loc, const llvm::Twine &message,
+             llvm::ArrayRef<llvm::SMRange> ranges = {});
+  void warning(llvm::SMLoc loc, const llvm::Twine &message);
+  void note(llvm::SMLoc loc, const llvm::Twine &message);
+  /// An error with no position (a missing file, a bad -D).
+  void error(const llvm::Twine &message);
+
+  unsigned errorCount() const { return numErrors; }
+  bool hadError() const { return numErrors != 0; }
+
+  llvm::SourceMgr &getSourceMgr() { return sourceMgr; }
+
+  /// Printing stops after this many errors (they are still counted).
+  static constexpr unsigned kErrorLimit = 20;
+
+private:
+  void print(llvm::SMLoc loc, llvm::SourceMgr::DiagKind kind,
+             const llvm::Twine &message, llvm::ArrayRef<llvm::SMRange> ranges);
+
+  llvm::SourceMgr &sourceMgr;
+  llvm::raw_ostream &os;
+  unsigned numErrors = 0;
+  bool suppressNotes = false; // notes of an error past the limit
+};
+
+} // namespace mnemo
+
+#endif // MNEMO_FRONTEND_DIAGNOSTICS_H

@@ -1,0 +1,139 @@
+//===- Graph.cpp - The elaborated, typed model ----------------------------===//
+
+#include "frontend/Graph.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mnemo;
+
+const char *mnemo::spell(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::I32:
+    return "i32";
+  case DType::I8:
+    return "i8";
+  case DType::I1:
+    return "i1";
+  }
+  return "?";
+}
+
+std::optional<DType> mnemo::parseDType(const std::string &name) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I8})
+    if (name == spell(d))
+      return d;
+  return std::nullopt;
+}
+
+const char *mnemo::spell(ArgRole role) {
+  switch (role) {
+  case ArgRole::Input:
+    return "input";
+  case ArgRole::Target:
+    return "target";
+  case ArgRole::Param:
+    return "param";
+  }
+  return "?";
+}
+
+std::string TensorType::str() const {
+  if (dtype == DType::I1)
+    return "bool" + shape::format(shape);
+  return spell(dtype) + shape::format(shape);
+}
+
+ConfigValue ConfigValue::ofInt(int64_t v) {
+  ConfigValue c;
+  c.kind = Kind::Int;
+  c.intValue = v;
+  return c;
+}
+ConfigValue ConfigValue::ofFloat(double v) {
+  ConfigValue c;
+  c.kind = Kind::Float;
+  c.floatValue = v;
+  return c;
+}
+ConfigValue ConfigValue::ofBool(bool v) {
+  ConfigValue c;
+  c.kind = Kind::Bool;
+  c.boolValue = v;
+  return c;
+}
+ConfigValue ConfigValue::ofString(std::string s) {
+  ConfigValue c;
+  c.kind = Kind::String;
+  c.text = std::move(s);
+  return c;
+}
+ConfigValue ConfigValue::ofSymbol(std::string s) {
+  ConfigValue c;
+  c.kind = Kind::Symbol;
+  c.text = std::move(s);
+  return c;
+}
+ConfigValue ConfigValue::ofCall(std::string name, std::vector<Setting> args) {
+  ConfigValue c;
+  c.kind = Kind::Call;
+  c.text = std::move(name);
+  c.args = std::move(args);
+  return c;
+}
+
+const ConfigValue *ConfigValue::arg(const std::string &key) const {
+  for (const Setting &s : args)
+    if (s.key == key)
+      return &s.value;
+  return nullptr;
+}
+
+std::string ConfigValue::str() const {
+  switch (kind) {
+  case Kind::Int:
+    return std::to_string(intValue);
+  case Kind::Float: {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", floatValue);
+    std::string s = buf;
+    // Keep floats recognisable as floats: 1 -> 1.0.
+    if (s.find_first_of(".eEn") == std::string::npos)
+      s += ".0";
+    return s;
+  }
+  case Kind::Bool:
+    return boolValue ? "true" : "false";
+  case Kind::String:
+    return "\"" + text + "\"";
+  case Kind::Symbol:
+    return text;
+  case Kind::List: {
+    std::string s = "[";
+    for (size_t i = 0; i < list.size(); ++i)
+      s += (i ? ", " : "") + list[i].str();
+    return s + "]";
+  }
+  case Kind::Call: {
+    std::string s = text + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      s += (i ? ", " : "") + args[i].key + "=" + args[i].value.str();
+    return s + ")";
+  }
+  }
+  return "";
+}
+
+int64_t Graph::parameterCount() const {
+  int64_t total = 0;
+  for (const GraphArg &arg : args)
+    if (arg.role == ArgRole::Param)
+      total += shape::numElements(values[arg.value].shape).value_or(0);
+  return total;
+}

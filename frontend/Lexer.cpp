@@ -1,0 +1,386 @@
+//===- Lexer.cpp - Tokens of the Mnemo language ---------------------------===//
+
+#include "frontend/Lexer.h"
+#include "frontend/Diagnostics.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+using namespace mnemo;
+
+const char *mnemo::spell(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::Eof:
+    return "end of file";
+  case TokenKind::Newline:
+    return "end of line";
+  case TokenKind::Identifier:
+    return "a name";
+  case TokenKind::Integer:
+    return "an integer";
+  case TokenKind::Float:
+    return "a number";
+  case TokenKind::Size:
+    return "a size";
+  case TokenKind::String:
+    return "a string";
+  case TokenKind::KwModel:
+    return "'model'";
+  case TokenKind::KwLayer:
+    return "'layer'";
+  case TokenKind::KwImport:
+    return "'import'";
+  case TokenKind::KwParam:
+    return "'param'";
+  case TokenKind::KwInput:
+    return "'input'";
+  case TokenKind::KwTarget:
+    return "'target'";
+  case TokenKind::KwForward:
+    return "'forward'";
+  case TokenKind::KwTrain:
+    return "'train'";
+  case TokenKind::KwLet:
+    return "'let'";
+  case TokenKind::KwReturn:
+    return "'return'";
+  case TokenKind::KwRepeat:
+    return "'repeat'";
+  case TokenKind::KwIf:
+    return "'if'";
+  case TokenKind::KwElse:
+    return "'else'";
+  case TokenKind::KwTrue:
+    return "'true'";
+  case TokenKind::KwFalse:
+    return "'false'";
+  case TokenKind::KwPrune:
+    return "'prune'";
+  case TokenKind::KwQuantize:
+    return "'quantize'";
+  case TokenKind::KwAnd:
+    return "'and'";
+  case TokenKind::KwOr:
+    return "'or'";
+  case TokenKind::KwNot:
+    return "'not'";
+  case TokenKind::LParen:
+    return "'('";
+  case TokenKind::RParen:
+    return "')'";
+  case TokenKind::LBracket:
+    return "'['";
+  case TokenKind::RBracket:
+    return "']'";
+  case TokenKind::LBrace:
+    return "'{'";
+  case TokenKind::RBrace:
+    return "'}'";
+  case TokenKind::Comma:
+    return "','";
+  case TokenKind::Colon:
+    return "':'";
+  case TokenKind::Semicolon:
+    return "';'";
+  case TokenKind::Dot:
+    return "'.'";
+  case TokenKind::Assign:
+    return "'='";
+  case TokenKind::Plus:
+    return "'+'";
+  case TokenKind::Minus:
+    return "'-'";
+  case TokenKind::Star:
+    return "'*'";
+  case TokenKind::StarStar:
+    return "'**'";
+  case TokenKind::Slash:
+    return "'/'";
+  case TokenKind::SlashSlash:
+    return "'//'";
+  case TokenKind::Percent:
+    return "'%'";
+  case TokenKind::At:
+    return "'@'";
+  case TokenKind::EqEq:
+    return "'=='";
+  case TokenKind::NotEq:
+    return "'!='";
+  case TokenKind::Less:
+    return "'<'";
+  case TokenKind::LessEq:
+    return "'<='";
+  case TokenKind::Greater:
+    return "'>'";
+  case TokenKind::GreaterEq:
+    return "'>='";
+  case TokenKind::Error:
+    return "an invalid character";
+  }
+  return "a token";
+}
+
+Lexer::Lexer(llvm::StringRef buffer, Diagnostics &diags)
+    : buffer(buffer), cur(buffer.begin()), diags(diags) {}
+
+Token Lexer::make(TokenKind kind, const char *start) {
+  Token tok;
+  tok.kind = kind;
+  tok.text = llvm::StringRef(start, cur - start);
+  lastWasNewline = kind == TokenKind::Newline;
+  return tok;
+}
+
+void Lexer::skipSpaceAndComments() {
+  while (cur < buffer.end()) {
+    char c = *cur;
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++cur;
+    } else if (c == '#') {
+      while (cur < buffer.end() && *cur != '\n')
+        ++cur;
+    } else if (c == '\n' && (nesting > 0 || lastWasNewline)) {
+      ++cur; // insignificant newline
+    } else {
+      return;
+    }
+  }
+}
+
+static bool isIdentStart(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static bool isDigit(char c) { return c >= '0' && c <= '9'; }
+static bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
+
+Token Lexer::next() {
+  skipSpaceAndComments();
+  const char *start = cur;
+  if (cur >= buffer.end()) {
+    // End every file with a newline so the last statement is terminated.
+    if (!lastWasNewline)
+      return make(TokenKind::Newline, start);
+    return make(TokenKind::Eof, start);
+  }
+  char c = *cur++;
+  if (c == '\n')
+    return make(TokenKind::Newline, start);
+  if (isIdentStart(c))
+    return lexIdentifier(start);
+  if (isDigit(c) || (c == '.' && cur < buffer.end() && isDigit(*cur)))
+    return lexNumber(start);
+  if (c == '"')
+    return lexString(start);
+
+  auto peekIs = [&](char want) {
+    if (cur < buffer.end() && *cur == want) {
+      ++cur;
+      return true;
+    }
+    return false;
+  };
+  switch (c) {
+  case '(':
+    ++nesting;
+    return make(TokenKind::LParen, start);
+  case '[':
+    ++nesting;
+    return make(TokenKind::LBracket, start);
+  case ')':
+    nesting = nesting > 0 ? nesting - 1 : 0;
+    return make(TokenKind::RParen, start);
+  case ']':
+    nesting = nesting > 0 ? nesting - 1 : 0;
+    return make(TokenKind::RBracket, start);
+  case '{':
+    return make(TokenKind::LBrace, start);
+  case '}':
+    return make(TokenKind::RBrace, start);
+  case ',':
+    return make(TokenKind::Comma, start);
+  case ':':
+    return make(TokenKind::Colon, start);
+  case ';':
+    return make(TokenKind::Semicolon, start);
+  case '.':
+    return make(TokenKind::Dot, start);
+  case '=':
+    return make(peekIs('=') ? TokenKind::EqEq : TokenKind::Assign, start);
+  case '<':
+    return make(peekIs('=') ? TokenKind::LessEq : TokenKind::Less, start);
+  case '>':
+    return make(peekIs('=') ? TokenKind::GreaterEq : TokenKind::Greater, start);
+  case '!':
+    if (peekIs('='))
+      return make(TokenKind::NotEq, start);
+    break;
+  case '+':
+    return make(TokenKind::Plus, start);
+  case '-':
+    return make(TokenKind::Minus, start);
+  case '*':
+    return make(peekIs('*') ? TokenKind::StarStar : TokenKind::Star, start);
+  case '/':
+    return make(peekIs('/') ? TokenKind::SlashSlash : TokenKind::Slash, start);
+  case '%':
+    return make(TokenKind::Percent, start);
+  case '@':
+    return make(TokenKind::At, start);
+  default:
+    break;
+  }
+  // Consume a whole UTF-8 sequence so the caret points at one character.
+  while (cur < buffer.end() && (static_cast<unsigned char>(*cur) & 0xC0) == 0x80)
+    ++cur;
+  Token tok = make(TokenKind::Error, start);
+  if (static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f)
+    diags.error(tok.loc(), llvm::Twine("unexpected character '") + llvm::Twine(c) + "'");
+  else
+    diags.error(tok.loc(), "unexpected character in the source");
+  return tok;
+}
+
+Token Lexer::lexIdentifier(const char *start) {
+  while (cur < buffer.end() && isIdentChar(*cur))
+    ++cur;
+  llvm::StringRef text(start, cur - start);
+  TokenKind kind = llvm::StringSwitch<TokenKind>(text)
+                       .Case("model", TokenKind::KwModel)
+                       .Case("layer", TokenKind::KwLayer)
+                       .Case("import", TokenKind::KwImport)
+                       .Case("param", TokenKind::KwParam)
+                       .Case("input", TokenKind::KwInput)
+                       .Case("target", TokenKind::KwTarget)
+                       .Case("forward", TokenKind::KwForward)
+                       .Case("train", TokenKind::KwTrain)
+                       .Case("let", TokenKind::KwLet)
+                       .Case("return", TokenKind::KwReturn)
+                       .Case("repeat", TokenKind::KwRepeat)
+                       .Case("if", TokenKind::KwIf)
+                       .Case("else", TokenKind::KwElse)
+                       .Case("true", TokenKind::KwTrue)
+                       .Case("false", TokenKind::KwFalse)
+                       .Case("prune", TokenKind::KwPrune)
+                       .Case("quantize", TokenKind::KwQuantize)
+                       .Case("and", TokenKind::KwAnd)
+                       .Case("or", TokenKind::KwOr)
+                       .Case("not", TokenKind::KwNot)
+                       .Default(TokenKind::Identifier);
+  return make(kind, start);
+}
+
+/// Bytes in one unit of a size suffix, or 0 if `unit` is not one.
+static int64_t unitBytes(llvm::StringRef unit) {
+  return llvm::StringSwitch<int64_t>(unit)
+      .Case("B", 1)
+      .Case("KB", 1000)
+      .Case("MB", 1000 * 1000)
+      .Case("GB", int64_t(1000) * 1000 * 1000)
+      .Case("TB", int64_t(1000) * 1000 * 1000 * 1000)
+      .Case("KiB", int64_t(1) << 10)
+      .Case("MiB", int64_t(1) << 20)
+      .Case("GiB", int64_t(1) << 30)
+      .Case("TiB", int64_t(1) << 40)
+      .Default(0);
+}
+
+Token Lexer::lexNumber(const char *start) {
+  bool isFloat = false;
+  while (cur < buffer.end() && isDigit(*cur))
+    ++cur;
+  // A fraction needs a digit after the dot: `blocks.3.attn` keeps `3` an
+  // integer, `0.5` and `.5` are floats.
+  if (cur + 1 < buffer.end() && *cur == '.' && isDigit(cur[1])) {
+    isFloat = true;
+    ++cur;
+    while (cur < buffer.end() && isDigit(*cur))
+      ++cur;
+  } else if (*start == '.') {
+    isFloat = true;
+    while (cur < buffer.end() && isDigit(*cur))
+      ++cur;
+  }
+  // An exponent: e, optional sign, digits.
+  if (cur < buffer.end() && (*cur == 'e' || *cur == 'E')) {
+    const char *p = cur + 1;
+    if (p < buffer.end() && (*p == '+' || *p == '-'))
+      ++p;
+    if (p < buffer.end() && isDigit(*p)) {
+      isFloat = true;
+      cur = p;
+      while (cur < buffer.end() && isDigit(*cur))
+        ++cur;
+    }
+  }
+  llvm::StringRef digits(start, cur - start);
+  // A unit suffix directly after an integer makes a size: 512MiB.
+  const char *suffixStart = cur;
+  while (cur < buffer.end() && isIdentChar(*cur))
+    ++cur;
+  llvm::StringRef suffix(suffixStart, cur - suffixStart);
+
+  Token tok = make(TokenKind::Float, start);
+  std::string text = digits.str();
+  if (isFloat) {
+    tok.floatValue = std::strtod(text.c_str(), nullptr);
+    if (!suffix.empty()) {
+      tok.kind = TokenKind::Error;
+      diags.error(llvm::SMLoc::getFromPointer(suffixStart),
+                  "a size must be a whole number of units, as in 512MiB");
+    }
+    return tok;
+  }
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE || value > uint64_t(std::numeric_limits<int64_t>::max())) {
+    diags.error(tok.loc(), "integer literal is too large", {tok.range()});
+    tok.kind = TokenKind::Error;
+    return tok;
+  }
+  tok.intValue = int64_t(value);
+  tok.floatValue = double(value);
+  tok.kind = TokenKind::Integer;
+  if (suffix.empty())
+    return tok;
+  int64_t unit = unitBytes(suffix);
+  if (unit == 0) {
+    diags.error(llvm::SMLoc::getFromPointer(suffixStart),
+                "unknown size unit '" + suffix +
+                    "'; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
+    tok.kind = TokenKind::Error;
+    return tok;
+  }
+  if (tok.intValue > std::numeric_limits<int64_t>::max() / unit) {
+    diags.error(tok.loc(), "size is too large", {tok.range()});
+    tok.kind = TokenKind::Error;
+    return tok;
+  }
+  tok.kind = TokenKind::Size;
+  tok.intValue *= unit;
+  return tok;
+}
+
+Token Lexer::lexString(const char *start) {
+  std::string value;
+  while (cur < buffer.end() && *cur != '"' && *cur != '\n') {
+    if (*cur == '\\' && cur + 1 < buffer.end() && cur[1] != '\n') {
+      ++cur;
+      value += *cur == 'n' ? '\n' : *cur == 't' ? '\t' : *cur;
+      ++cur;
+      continue;
+    }
+    value += *cur++;
+  }
+  if (cur >= buffer.end() || *cur != '"') {
+    Token tok = make(TokenKind::Error, start);
+    diags.error(tok.loc(), "unterminated string");
+    return tok;
+  }
+  ++cur;
+  Token tok = make(TokenKind::String, start);
+  tok.stringValue = std::move(value);
+  return tok;
+}

@@ -1,0 +1,206 @@
+//===- MLIRGen.cpp - Graph to the mnemo dialect ---------------------------===//
+
+#include "frontend/MLIRGen.h"
+#include "frontend/Graph.h"
+#include "lang/MnemoDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+class MLIRGenerator {
+public:
+  MLIRGenerator(MLIRContext &context, const Graph &graph)
+      : builder(&context), graph(graph) {}
+
+  OwningOpRef<ModuleOp> generate() {
+    OwningOpRef<ModuleOp> module =
+        ModuleOp::create(fileLoc({graph.fileName, 1, 1}));
+    module->getOperation()->setAttr("mnemo.model", builder.getStringAttr(graph.modelName));
+    SmallVector<NamedAttribute> hyper;
+    for (const Setting &s : graph.hyperParams)
+      hyper.push_back(builder.getNamedAttr(s.key, config(s.value)));
+    module->getOperation()->setAttr("mnemo.hyperparams", builder.getDictionaryAttr(hyper));
+    if (!graph.train.empty())
+      module->getOperation()->setAttr("mnemo.train", trainAttr());
+
+    SmallVector<Type> argTypes, resultTypes;
+    for (const GraphArg &arg : graph.args)
+      argTypes.push_back(tensorType(graph.values[arg.value]));
+    for (int out : graph.outputs)
+      resultTypes.push_back(tensorType(graph.values[out]));
+
+    builder.setInsertionPointToEnd(module->getBody());
+    auto func = builder.create<func::FuncOp>(
+        fileLoc({graph.fileName, 1, 1}), "forward",
+        builder.getFunctionType(argTypes, resultTypes));
+    Block *entry = func.addEntryBlock();
+    for (auto [i, arg] : llvm::enumerate(graph.args)) {
+      values[arg.value] = entry->getArgument(i);
+      entry->getArgument(i).setLoc(NameLoc::get(builder.getStringAttr(arg.name), fileLoc(arg.pos)));
+      SmallVector<NamedAttribute> attrs{
+          builder.getNamedAttr("mnemo.role", builder.getStringAttr(spell(arg.role))),
+          builder.getNamedAttr("mnemo.name", builder.getStringAttr(arg.name))};
+      if (arg.role == ArgRole::Param)
+        attrs.push_back(builder.getNamedAttr("mnemo.init", config(arg.init)));
+      func.setArgAttrs(i, builder.getDictionaryAttr(attrs));
+    }
+    for (size_t i = 0; i < graph.outputNames.size(); ++i)
+      func.setResultAttr(i, "mnemo.name", builder.getStringAttr(graph.outputNames[i]));
+
+    builder.setInsertionPointToEnd(entry);
+    for (const Node &node : graph.nodes)
+      if (!emit(node))
+        return nullptr;
+    SmallVector<Value> results;
+    for (int out : graph.outputs)
+      results.push_back(values.at(out));
+    builder.create<func::ReturnOp>(fileLoc({graph.fileName, 1, 1}), results);
+
+    if (failed(verify(*module)))
+      return nullptr;
+    return module;
+  }
+
+private:
+  Location fileLoc(const SourcePos &pos) {
+    if (pos.file.empty())
+      return builder.getUnknownLoc();
+    return FileLineColLoc::get(builder.getStringAttr(pos.file), pos.line, pos.col);
+  }
+
+  /// The expression, called from each layer call site outward; named after
+  /// the layer instance that owns the op.
+  Location nodeLoc(const Node &node) {
+    Location loc = fileLoc(node.trace.back());
+    for (size_t i = node.trace.size() - 1; i-- > 0;)
+      loc = CallSiteLoc::get(fileLoc(node.trace[i]), loc);
+    if (!node.scope.empty())
+      loc = NameLoc::get(builder.getStringAttr(node.scope), loc);
+    return loc;
+  }
+
+  Type elementType(DType dtype) {
+    switch (dtype) {
+    case DType::F32:
+      return builder.getF32Type();
+    case DType::F16:
+      return builder.getF16Type();
+    case DType::BF16:
+      return builder.getBF16Type();
+    case DType::I32:
+      return builder.getI32Type();
+    case DType::I8:
+      return builder.getI8Type();
+    case DType::I1:
+      return builder.getI1Type();
+    }
+    return builder.getF32Type();
+  }
+
+  RankedTensorType tensorType(const mnemo::TensorType &type) {
+    return RankedTensorType::get(type.shape, elementType(type.dtype));
+  }
+
+  Attribute config(const ConfigValue &value) {
+    switch (value.kind) {
+    case ConfigValue::Kind::Int:
+      return builder.getI64IntegerAttr(value.intValue);
+    case ConfigValue::Kind::Float:
+      return builder.getF64FloatAttr(value.floatValue);
+    case ConfigValue::Kind::Bool:
+      return builder.getBoolAttr(value.boolValue);
+    case ConfigValue::Kind::String:
+    case ConfigValue::Kind::Symbol:
+      return builder.getStringAttr(value.text);
+    case ConfigValue::Kind::List: {
+      SmallVector<Attribute> elements;
+      for (const ConfigValue &e : value.list)
+        elements.push_back(config(e));
+      return builder.getArrayAttr(elements);
+    }
+    case ConfigValue::Kind::Call: {
+      SmallVector<NamedAttribute> entries{
+          builder.getNamedAttr("kind", builder.getStringAttr(value.text))};
+      for (const Setting &arg : value.args)
+        entries.push_back(builder.getNamedAttr(arg.key, config(arg.value)));
+      return builder.getDictionaryAttr(entries);
+    }
+    }
+    return builder.getUnitAttr();
+  }
+
+  /// Directives may repeat, so prune and quantize become arrays.
+  DictionaryAttr trainAttr() {
+    SmallVector<NamedAttribute> entries;
+    std::map<std::string, SmallVector<Attribute>> lists;
+    for (const Setting &s : graph.train) {
+      if (s.key == "prune" || s.key == "quantize")
+        lists[s.key].push_back(config(s.value));
+      else
+        entries.push_back(builder.getNamedAttr(s.key, config(s.value)));
+    }
+    for (auto &[key, list] : lists)
+      entries.push_back(builder.getNamedAttr(key, builder.getArrayAttr(list)));
+    return builder.getDictionaryAttr(entries);
+  }
+
+  Attribute opAttr(const NamedAttr &attr, RankedTensorType resultType) {
+    return std::visit(
+        [&](const auto &v) -> Attribute {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t>)
+            return builder.getI64IntegerAttr(v);
+          else if constexpr (std::is_same_v<T, double>) {
+            if (attr.name == "value") {
+              Type element = resultType.getElementType();
+              Attribute scalar = llvm::isa<FloatType>(element)
+                                     ? Attribute(builder.getFloatAttr(element, v))
+                                     : Attribute(builder.getIntegerAttr(element, int64_t(v)));
+              return DenseElementsAttr::get(resultType, scalar);
+            }
+            return builder.getF64FloatAttr(v);
+          } else if constexpr (std::is_same_v<T, bool>)
+            return builder.getBoolAttr(v);
+          else if constexpr (std::is_same_v<T, std::string>)
+            return builder.getStringAttr(v);
+          else
+            return builder.getDenseI64ArrayAttr(v);
+        },
+        attr.value);
+  }
+
+  bool emit(const Node &node) {
+    RankedTensorType resultType = tensorType(graph.values[node.result]);
+    OperationState state(nodeLoc(node), "mnemo." + node.op);
+    for (int operand : node.operands)
+      state.addOperands(values.at(operand));
+    state.addTypes(resultType);
+    for (const NamedAttr &attr : node.attrs)
+      state.addAttribute(attr.name, opAttr(attr, resultType));
+    Operation *op = builder.create(state);
+    values[node.result] = op->getResult(0);
+    return true;
+  }
+
+  OpBuilder builder;
+  const Graph &graph;
+  std::map<int, Value> values;
+};
+} // namespace
+
+OwningOpRef<ModuleOp> mnemo::mlirGen(MLIRContext &context, const Graph &graph) {
+  context.getOrLoadDialect<MnemoDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+  return MLIRGenerator(context, graph).generate();
+}

@@ -1,0 +1,817 @@
+//===- Parser.cpp - Recursive-descent parser for Mnemo --------------------===//
+
+#include "frontend/Parser.h"
+#include "frontend/Diagnostics.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mnemo;
+using llvm::SMLoc;
+using llvm::SMRange;
+
+Parser::Parser(unsigned bufferId, Diagnostics &diags)
+    : diags(diags),
+      lexer(diags.getSourceMgr().getMemoryBuffer(bufferId)->getBuffer(), diags) {
+  prevEnd = diags.getSourceMgr().getMemoryBuffer(bufferId)->getBufferStart();
+  advance();
+}
+
+std::unique_ptr<Module> mnemo::parseBuffer(unsigned bufferId, Diagnostics &diags) {
+  Parser parser(bufferId, diags);
+  return parser.parseModule();
+}
+
+//===----------------------------------------------------------------------===//
+// Tokens
+//===----------------------------------------------------------------------===//
+
+void Parser::advance() {
+  if (!tok.text.empty())
+    prevEnd = tok.text.data() + tok.text.size();
+  // Invalid characters were diagnosed by the lexer; skip them.
+  do {
+    tok = lexer.next();
+  } while (tok.is(TokenKind::Error));
+}
+
+bool Parser::consumeIf(TokenKind kind) {
+  if (!tok.is(kind))
+    return false;
+  advance();
+  return true;
+}
+
+void Parser::errorAtCurrent(const llvm::Twine &message) {
+  diags.error(tok.loc(), message, tok.is(TokenKind::Newline) ? llvm::ArrayRef<SMRange>{} : llvm::ArrayRef<SMRange>{tok.range()});
+}
+
+bool Parser::expect(TokenKind kind, const char *context) {
+  if (consumeIf(kind))
+    return true;
+  errorAtCurrent(llvm::Twine("expected ") + spell(kind) + " " + context +
+                 ", found " + spell(tok.kind));
+  return false;
+}
+
+SMRange Parser::rangeFrom(SMLoc start) const {
+  return {start, SMLoc::getFromPointer(prevEnd)};
+}
+
+void Parser::skipNewlines() {
+  while (tok.is(TokenKind::Newline) || tok.is(TokenKind::Semicolon))
+    advance();
+}
+
+bool Parser::endOfStatement() {
+  if (tok.is(TokenKind::Newline) || tok.is(TokenKind::Semicolon)) {
+    advance();
+    return true;
+  }
+  if (tok.is(TokenKind::RBrace) || tok.is(TokenKind::Eof))
+    return true;
+  errorAtCurrent(llvm::Twine("expected the end of the statement, found ") +
+                 spell(tok.kind));
+  skipToStatementEnd();
+  return false;
+}
+
+void Parser::skipToStatementEnd() {
+  int braces = 0;
+  while (!tok.is(TokenKind::Eof)) {
+    if (tok.is(TokenKind::LBrace)) {
+      ++braces;
+    } else if (tok.is(TokenKind::RBrace)) {
+      if (braces == 0)
+        return; // the enclosing block's end
+      --braces;
+    } else if (braces == 0 &&
+               (tok.is(TokenKind::Newline) || tok.is(TokenKind::Semicolon))) {
+      advance();
+      return;
+    }
+    advance();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Top level
+//===----------------------------------------------------------------------===//
+
+/// module ::= (import | definition)*
+std::unique_ptr<Module> Parser::parseModule() {
+  auto module = std::make_unique<Module>();
+  skipNewlines();
+  while (!tok.is(TokenKind::Eof)) {
+    if (tok.is(TokenKind::KwImport)) {
+      parseImport(*module);
+    } else if (tok.is(TokenKind::KwLayer) || tok.is(TokenKind::KwModel)) {
+      if (auto def = parseDefinition())
+        module->definitions.push_back(std::move(def));
+    } else {
+      errorAtCurrent(llvm::Twine("expected 'import', 'layer' or 'model' at the "
+                                 "top level, found ") +
+                     spell(tok.kind));
+      // Resynchronize at the next top-level keyword.
+      advance();
+      while (!tok.is(TokenKind::Eof) && !tok.is(TokenKind::KwImport) &&
+             !tok.is(TokenKind::KwLayer) && !tok.is(TokenKind::KwModel))
+        advance();
+    }
+    skipNewlines();
+  }
+  return module;
+}
+
+/// import ::= 'import' NAME ('.' NAME)*
+void Parser::parseImport(Module &module) {
+  advance(); // import
+  SMLoc start = tok.loc();
+  Import import;
+  if (!tok.is(TokenKind::Identifier)) {
+    errorAtCurrent(llvm::Twine("expected a module name after 'import', found ") +
+                   spell(tok.kind));
+    skipToStatementEnd();
+    return;
+  }
+  import.path = tok.text.str();
+  advance();
+  while (consumeIf(TokenKind::Dot)) {
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent("expected a name after '.' in the import path");
+      skipToStatementEnd();
+      return;
+    }
+    import.path += "." + tok.text.str();
+    advance();
+  }
+  import.range = rangeFrom(start);
+  module.imports.push_back(std::move(import));
+  endOfStatement();
+}
+
+/// definition ::= ('layer' | 'model') NAME '(' hyperparams? ')' block
+std::unique_ptr<Definition> Parser::parseDefinition() {
+  auto def = std::make_unique<Definition>();
+  def->isModel = tok.is(TokenKind::KwModel);
+  const char *what = def->isModel ? "model" : "layer";
+  advance();
+  if (!tok.is(TokenKind::Identifier)) {
+    errorAtCurrent(llvm::Twine("expected a name after '") + what + "', found " +
+                   spell(tok.kind));
+    skipToStatementEnd();
+    return nullptr;
+  }
+  def->name = tok.text.str();
+  def->nameRange = tok.range();
+  advance();
+  if (tok.is(TokenKind::LParen) && !parseHyperParams(*def)) {
+    skipToStatementEnd();
+    if (!tok.is(TokenKind::LBrace))
+      return nullptr;
+  }
+  if (!tok.is(TokenKind::LBrace)) {
+    errorAtCurrent(llvm::Twine("expected '{' to begin the body of ") + what +
+                   " '" + def->name + "', found " + spell(tok.kind));
+    return nullptr;
+  }
+  parseBlock(def->body);
+  return def;
+}
+
+/// hyperparams ::= '(' (NAME ('=' expr)? (',' NAME ('=' expr)?)*)? ')'
+bool Parser::parseHyperParams(Definition &def) {
+  advance(); // (
+  if (consumeIf(TokenKind::RParen))
+    return true;
+  do {
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent(llvm::Twine("expected a hyper-parameter name, found ") +
+                     spell(tok.kind));
+      return false;
+    }
+    HyperParam hp;
+    hp.name = tok.text.str();
+    hp.range = tok.range();
+    advance();
+    if (consumeIf(TokenKind::Assign)) {
+      hp.defaultValue = parseExpr();
+      if (!hp.defaultValue)
+        return false;
+    }
+    def.hyperParams.push_back(std::move(hp));
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RParen, "after the hyper-parameters");
+}
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+/// block ::= '{' statement* '}'
+bool Parser::parseBlock(Block &block, bool isTrain) {
+  if (!expect(TokenKind::LBrace, "to begin a block"))
+    return false;
+  skipNewlines();
+  while (!tok.is(TokenKind::RBrace) && !tok.is(TokenKind::Eof)) {
+    StmtPtr stmt = isTrain ? parseTrainSetting() : parseStatement();
+    if (stmt) {
+      block.push_back(std::move(stmt));
+      endOfStatement();
+    } else {
+      skipToStatementEnd();
+    }
+    skipNewlines();
+  }
+  return expect(TokenKind::RBrace, "to end the block");
+}
+
+/// statement ::= 'let' NAME '=' expr | NAME '=' expr | 'return' expr
+///             | 'if' expr block ('else' (block | if))?
+///             | 'param' NAME ':' type ('=' expr)?
+///             | ('input' | 'target') NAME ':' type
+///             | 'forward' ('(' names ')')? block
+///             | 'train' '{' setting* '}'
+StmtPtr Parser::parseStatement() {
+  SMLoc start = tok.loc();
+  switch (tok.kind) {
+  case TokenKind::KwLet:
+  case TokenKind::Identifier: {
+    bool isLet = consumeIf(TokenKind::KwLet);
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent(llvm::Twine("expected a name after 'let', found ") +
+                     spell(tok.kind));
+      return nullptr;
+    }
+    std::string name = tok.text.str();
+    SMRange nameRange = tok.range();
+    advance();
+    if (!isLet && (tok.is(TokenKind::LParen) || tok.is(TokenKind::Dot))) {
+      // An expression statement: only a call makes sense on its own.
+      ExprPtr expr = parsePostfixFrom(std::make_unique<NameExpr>(nameRange, name), start);
+      if (!expr)
+        return nullptr;
+      if (!llvm::isa<CallExpr>(expr.get())) {
+        diags.error(expr->loc(), "this expression does nothing; did you mean 'let x = ...'?",
+                    {expr->getRange()});
+        return nullptr;
+      }
+      return std::make_unique<ExprStmt>(start, std::move(expr));
+    }
+    if (!tok.is(TokenKind::Assign)) {
+      errorAtCurrent(llvm::Twine("expected '=' after '") + name +
+                     "' (statements are 'let x = ...', 'x = ...' or "
+                     "'return ...'), found " +
+                     spell(tok.kind));
+      return nullptr;
+    }
+    advance();
+    ExprPtr value = parseExpr();
+    if (!value)
+      return nullptr;
+    return std::make_unique<BindStmt>(isLet ? Stmt::Kind::Let : Stmt::Kind::Assign,
+                                      start, std::move(name), nameRange,
+                                      std::move(value));
+  }
+  case TokenKind::KwReturn: {
+    advance();
+    ExprPtr value = parseExpr();
+    if (!value)
+      return nullptr;
+    return std::make_unique<ReturnStmt>(start, std::move(value));
+  }
+  case TokenKind::KwIf:
+    return parseIf();
+  case TokenKind::KwParam: {
+    advance();
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent(llvm::Twine("expected a parameter name after 'param', found ") +
+                     spell(tok.kind));
+      return nullptr;
+    }
+    std::string name = tok.text.str();
+    SMRange nameRange = tok.range();
+    advance();
+    TypeSpec type;
+    if (!expect(TokenKind::Colon, "and a type after the parameter name") ||
+        !parseType(type))
+      return nullptr;
+    ExprPtr init;
+    if (consumeIf(TokenKind::Assign) && !(init = parseExpr()))
+      return nullptr;
+    return std::make_unique<ParamStmt>(start, std::move(name), nameRange,
+                                       std::move(type), std::move(init));
+  }
+  case TokenKind::KwInput:
+  case TokenKind::KwTarget: {
+    bool isTarget = tok.is(TokenKind::KwTarget);
+    advance();
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent(llvm::Twine("expected a name after '") +
+                     (isTarget ? "target" : "input") + "', found " +
+                     spell(tok.kind));
+      return nullptr;
+    }
+    std::string name = tok.text.str();
+    SMRange nameRange = tok.range();
+    advance();
+    TypeSpec type;
+    if (!expect(TokenKind::Colon, "and a type after the name") || !parseType(type))
+      return nullptr;
+    return std::make_unique<DataStmt>(start, isTarget, std::move(name),
+                                      nameRange, std::move(type));
+  }
+  case TokenKind::KwForward:
+    return parseForward();
+  case TokenKind::KwTrain:
+    return parseTrain();
+  default:
+    errorAtCurrent(llvm::Twine("expected a statement, found ") + spell(tok.kind));
+    return nullptr;
+  }
+}
+
+/// if ::= 'if' expr block ('else' (block | if))?
+StmtPtr Parser::parseIf() {
+  SMLoc start = tok.loc();
+  advance(); // if
+  ExprPtr cond = parseExpr();
+  if (!cond)
+    return nullptr;
+  Block thenBlock, elseBlock;
+  if (!parseBlock(thenBlock))
+    return nullptr;
+  if (consumeIf(TokenKind::KwElse)) {
+    if (tok.is(TokenKind::KwIf)) {
+      StmtPtr nested = parseIf();
+      if (!nested)
+        return nullptr;
+      elseBlock.push_back(std::move(nested));
+    } else if (!parseBlock(elseBlock)) {
+      return nullptr;
+    }
+  }
+  return std::make_unique<IfStmt>(start, std::move(cond), std::move(thenBlock),
+                                  std::move(elseBlock));
+}
+
+/// forward ::= 'forward' ('(' (NAME (',' NAME)*)? ')')? block
+StmtPtr Parser::parseForward() {
+  SMLoc start = tok.loc();
+  advance(); // forward
+  std::vector<std::pair<std::string, SMRange>> params;
+  if (consumeIf(TokenKind::LParen)) {
+    if (!tok.is(TokenKind::RParen)) {
+      do {
+        if (!tok.is(TokenKind::Identifier)) {
+          errorAtCurrent(llvm::Twine("expected an argument name, found ") +
+                         spell(tok.kind));
+          return nullptr;
+        }
+        params.emplace_back(tok.text.str(), tok.range());
+        advance();
+      } while (consumeIf(TokenKind::Comma));
+    }
+    if (!expect(TokenKind::RParen, "after the forward arguments"))
+      return nullptr;
+  }
+  Block body;
+  if (!parseBlock(body))
+    return nullptr;
+  return std::make_unique<ForwardStmt>(start, std::move(params), std::move(body));
+}
+
+/// train ::= 'train' '{' (NAME '=' expr | ('prune' | 'quantize') pattern '=' expr)* '}'
+StmtPtr Parser::parseTrain() {
+  SMLoc start = tok.loc();
+  advance(); // train
+  Block settings;
+  if (!parseBlock(settings, /*isTrain=*/true))
+    return nullptr;
+  return std::make_unique<TrainStmt>(start, std::move(settings));
+}
+
+StmtPtr Parser::parseTrainSetting() {
+  SMLoc start = tok.loc();
+  if (tok.is(TokenKind::KwPrune) || tok.is(TokenKind::KwQuantize)) {
+    bool isPrune = tok.is(TokenKind::KwPrune);
+    advance();
+    std::string pattern;
+    SMRange patternRange;
+    if (!parseDirectivePattern(pattern, patternRange) ||
+        !expect(TokenKind::Assign, "after the parameter pattern"))
+      return nullptr;
+    ExprPtr value = parseExpr();
+    if (!value)
+      return nullptr;
+    return std::make_unique<DirectiveStmt>(start, isPrune, std::move(pattern),
+                                           patternRange, std::move(value));
+  }
+  if (!tok.is(TokenKind::Identifier)) {
+    errorAtCurrent(llvm::Twine("expected a setting ('name = value'), 'prune' or "
+                               "'quantize' in the train section, found ") +
+                   spell(tok.kind));
+    return nullptr;
+  }
+  std::string name = tok.text.str();
+  SMRange nameRange = tok.range();
+  advance();
+  if (!expect(TokenKind::Assign, "after the setting name"))
+    return nullptr;
+  ExprPtr value = parseExpr();
+  if (!value)
+    return nullptr;
+  return std::make_unique<BindStmt>(Stmt::Kind::Assign, start, std::move(name),
+                                    nameRange, std::move(value));
+}
+
+/// pattern ::= part ('.' part)*   part ::= NAME | INTEGER | '*'
+bool Parser::parseDirectivePattern(std::string &pattern, SMRange &range) {
+  SMLoc start = tok.loc();
+  do {
+    if (!pattern.empty())
+      pattern += ".";
+    if (tok.is(TokenKind::Identifier) || tok.is(TokenKind::Integer) ||
+        tok.is(TokenKind::Star)) {
+      pattern += tok.text.str();
+      advance();
+    } else {
+      errorAtCurrent(llvm::Twine("expected a parameter path such as "
+                                 "'blocks.*.mlp.fc1.weight', found ") +
+                     spell(tok.kind));
+      return false;
+    }
+  } while (consumeIf(TokenKind::Dot));
+  range = rangeFrom(start);
+  return true;
+}
+
+/// type ::= NAME '[' (expr (',' expr)*)? ']'
+bool Parser::parseType(TypeSpec &type) {
+  SMLoc start = tok.loc();
+  if (!tok.is(TokenKind::Identifier)) {
+    errorAtCurrent(llvm::Twine("expected a type such as f32[128, 784], found ") +
+                   spell(tok.kind));
+    return false;
+  }
+  type.dtype = tok.text.str();
+  type.dtypeRange = tok.range();
+  advance();
+  if (!expect(TokenKind::LBracket, "with the shape after the element type"))
+    return false;
+  if (!tok.is(TokenKind::RBracket)) {
+    do {
+      ExprPtr dim = parseExpr();
+      if (!dim)
+        return false;
+      type.dims.push_back(std::move(dim));
+    } while (consumeIf(TokenKind::Comma));
+  }
+  if (!expect(TokenKind::RBracket, "to end the shape"))
+    return false;
+  type.range = rangeFrom(start);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Counts nesting so that pathological input ends in an error, not a crash.
+struct NestingGuard {
+  NestingGuard(int &depth) : depth(depth) { ++depth; }
+  ~NestingGuard() { --depth; }
+  int &depth;
+};
+} // namespace
+
+/// expr ::= or
+ExprPtr Parser::parseExpr() {
+  NestingGuard guard(nesting);
+  if (nesting > kMaxNesting) {
+    if (!tooDeep)
+      errorAtCurrent("expression is nested too deeply");
+    tooDeep = true;
+    return nullptr;
+  }
+  return parseLogical(/*isOr=*/true);
+}
+
+/// or  ::= and ('or' and)*
+/// and ::= not ('and' not)*
+ExprPtr Parser::parseLogical(bool isOr) {
+  SMLoc start = tok.loc();
+  TokenKind kind = isOr ? TokenKind::KwOr : TokenKind::KwAnd;
+  ExprPtr lhs = isOr ? parseLogical(false) : parseNot();
+  while (lhs && tok.is(kind)) {
+    SMLoc opLoc = tok.loc();
+    advance();
+    ExprPtr rhs = isOr ? parseLogical(false) : parseNot();
+    if (!rhs)
+      return nullptr;
+    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), isOr ? BinaryOp::Or : BinaryOp::And,
+                                       opLoc, std::move(lhs), std::move(rhs));
+  }
+  return lhs;
+}
+
+/// not ::= 'not' not | comparison
+ExprPtr Parser::parseNot() {
+  if (!tok.is(TokenKind::KwNot))
+    return parseComparison();
+  NestingGuard guard(nesting);
+  if (nesting > kMaxNesting) {
+    if (!tooDeep)
+      errorAtCurrent("expression is nested too deeply");
+    tooDeep = true;
+    return nullptr;
+  }
+  SMLoc start = tok.loc();
+  advance();
+  ExprPtr operand = parseNot();
+  if (!operand)
+    return nullptr;
+  return std::make_unique<UnaryExpr>(rangeFrom(start), '!', std::move(operand));
+}
+
+/// comparison ::= additive (('==' | '!=' | '<' | '<=' | '>' | '>=') additive)?
+ExprPtr Parser::parseComparison() {
+  SMLoc start = tok.loc();
+  ExprPtr lhs = parseAdditive();
+  if (!lhs)
+    return nullptr;
+  BinaryOp op;
+  switch (tok.kind) {
+  case TokenKind::EqEq:
+    op = BinaryOp::Eq;
+    break;
+  case TokenKind::NotEq:
+    op = BinaryOp::Ne;
+    break;
+  case TokenKind::Less:
+    op = BinaryOp::Lt;
+    break;
+  case TokenKind::LessEq:
+    op = BinaryOp::Le;
+    break;
+  case TokenKind::Greater:
+    op = BinaryOp::Gt;
+    break;
+  case TokenKind::GreaterEq:
+    op = BinaryOp::Ge;
+    break;
+  default:
+    return lhs;
+  }
+  SMLoc opLoc = tok.loc();
+  advance();
+  ExprPtr rhs = parseAdditive();
+  if (!rhs)
+    return nullptr;
+  return std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc, std::move(lhs),
+                                      std::move(rhs));
+}
+
+/// additive ::= multiplicative (('+' | '-') multiplicative)*
+ExprPtr Parser::parseAdditive() {
+  SMLoc start = tok.loc();
+  ExprPtr lhs = parseMultiplicative();
+  while (lhs && (tok.is(TokenKind::Plus) || tok.is(TokenKind::Minus))) {
+    BinaryOp op = tok.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
+    SMLoc opLoc = tok.loc();
+    advance();
+    ExprPtr rhs = parseMultiplicative();
+    if (!rhs)
+      return nullptr;
+    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
+                                       std::move(lhs), std::move(rhs));
+  }
+  return lhs;
+}
+
+/// multiplicative ::= unary (('*' | '/' | '//' | '%' | '@') unary)*
+ExprPtr Parser::parseMultiplicative() {
+  SMLoc start = tok.loc();
+  ExprPtr lhs = parseUnary();
+  while (lhs) {
+    BinaryOp op;
+    switch (tok.kind) {
+    case TokenKind::Star:
+      op = BinaryOp::Mul;
+      break;
+    case TokenKind::Slash:
+      op = BinaryOp::Div;
+      break;
+    case TokenKind::SlashSlash:
+      op = BinaryOp::FloorDiv;
+      break;
+    case TokenKind::Percent:
+      op = BinaryOp::Mod;
+      break;
+    case TokenKind::At:
+      op = BinaryOp::MatMul;
+      break;
+    default:
+      return lhs;
+    }
+    SMLoc opLoc = tok.loc();
+    advance();
+    ExprPtr rhs = parseUnary();
+    if (!rhs)
+      return nullptr;
+    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
+                                       std::move(lhs), std::move(rhs));
+  }
+  return lhs;
+}
+
+/// unary ::= '-' unary | power
+ExprPtr Parser::parseUnary() {
+  // Every level of unary, power and parenthesis recursion passes here.
+  NestingGuard guard(nesting);
+  if (nesting > kMaxNesting) {
+    if (!tooDeep)
+      errorAtCurrent("expression is nested too deeply");
+    tooDeep = true;
+    return nullptr;
+  }
+  if (tok.is(TokenKind::Minus)) {
+    SMLoc start = tok.loc();
+    advance();
+    ExprPtr operand = parseUnary();
+    if (!operand)
+      return nullptr;
+    return std::make_unique<UnaryExpr>(rangeFrom(start), '-', std::move(operand));
+  }
+  return parsePower();
+}
+
+/// power ::= postfix ('**' unary)?
+ExprPtr Parser::parsePower() {
+  SMLoc start = tok.loc();
+  ExprPtr base = parsePostfix();
+  if (!base || !tok.is(TokenKind::StarStar))
+    return base;
+  SMLoc opLoc = tok.loc();
+  advance();
+  ExprPtr exponent = parseUnary();
+  if (!exponent)
+    return nullptr;
+  return std::make_unique<BinaryExpr>(rangeFrom(start), BinaryOp::Pow, opLoc,
+                                      std::move(base), std::move(exponent));
+}
+
+/// postfix ::= primary ('(' arguments ')' | '.' NAME)*
+ExprPtr Parser::parsePostfix() {
+  SMLoc start = tok.loc();
+  return parsePostfixFrom(parsePrimary(), start);
+}
+
+ExprPtr Parser::parsePostfixFrom(ExprPtr expr, SMLoc start) {
+  while (expr) {
+    if (tok.is(TokenKind::LParen)) {
+      std::vector<Argument> args;
+      if (!parseArguments(args))
+        return nullptr;
+      expr = std::make_unique<CallExpr>(rangeFrom(start), std::move(expr),
+                                        std::move(args));
+    } else if (tok.is(TokenKind::Dot)) {
+      advance();
+      // Numbers are allowed so that `blocks.3` can name one repeated layer.
+      if (!tok.is(TokenKind::Identifier) && !tok.is(TokenKind::Integer)) {
+        errorAtCurrent(llvm::Twine("expected a member name after '.', found ") +
+                       spell(tok.kind));
+        return nullptr;
+      }
+      std::string member = tok.text.str();
+      SMLoc memberLoc = tok.loc();
+      advance();
+      expr = std::make_unique<MemberExpr>(rangeFrom(start), std::move(expr),
+                                          std::move(member), memberLoc);
+    } else {
+      return expr;
+    }
+  }
+  return expr;
+}
+
+/// arguments ::= '(' (argument (',' argument)*)? ')'
+/// argument  ::= (NAME '=')? expr
+bool Parser::parseArguments(std::vector<Argument> &args) {
+  advance(); // (
+  if (consumeIf(TokenKind::RParen))
+    return true;
+  do {
+    if (tok.is(TokenKind::RParen))
+      break; // trailing comma
+    Argument arg;
+    // NAME '=' is a keyword argument; look one token ahead through a copy
+    // of the lexer state is not possible, so parse an expression and check.
+    ExprPtr value = parseExpr();
+    if (!value)
+      return false;
+    if (tok.is(TokenKind::Assign)) {
+      auto *name = llvm::dyn_cast<NameExpr>(value.get());
+      if (!name) {
+        errorAtCurrent("only a plain name can be a keyword argument");
+        return false;
+      }
+      arg.name = name->name;
+      arg.nameLoc = name->loc();
+      advance();
+      value = parseExpr();
+      if (!value)
+        return false;
+    } else if (!args.empty() && !args.back().name.empty()) {
+      diags.error(value->loc(),
+                  "a positional argument cannot follow a keyword argument",
+                  {value->getRange()});
+    }
+    arg.value = std::move(value);
+    args.push_back(std::move(arg));
+  } while (consumeIf(TokenKind::Comma));
+  return expect(TokenKind::RParen, "to close the argument list");
+}
+
+/// primary ::= INTEGER | FLOAT | SIZE | STRING | 'true' | 'false' | NAME
+///           | '(' expr ')' | '[' (expr (',' expr)*)? ']'
+///           | 'repeat' expr '{' expr '}'
+ExprPtr Parser::parsePrimary() {
+  SMLoc start = tok.loc();
+  switch (tok.kind) {
+  case TokenKind::Integer: {
+    auto e = std::make_unique<NumberExpr>(tok.range(), true, tok.intValue,
+                                          double(tok.intValue));
+    advance();
+    return e;
+  }
+  case TokenKind::Float: {
+    auto e = std::make_unique<NumberExpr>(tok.range(), false, 0, tok.floatValue);
+    advance();
+    return e;
+  }
+  case TokenKind::Size: {
+    auto e = std::make_unique<SizeExpr>(tok.range(), tok.intValue);
+    advance();
+    return e;
+  }
+  case TokenKind::String: {
+    auto e = std::make_unique<StringExpr>(tok.range(), tok.stringValue);
+    advance();
+    return e;
+  }
+  case TokenKind::KwTrue:
+  case TokenKind::KwFalse: {
+    auto e = std::make_unique<BoolExpr>(tok.range(), tok.is(TokenKind::KwTrue));
+    advance();
+    return e;
+  }
+  case TokenKind::Identifier: {
+    auto e = std::make_unique<NameExpr>(tok.range(), tok.text.str());
+    advance();
+    return e;
+  }
+  case TokenKind::LParen: {
+    advance();
+    ExprPtr inner = parseExpr();
+    if (!inner || !expect(TokenKind::RParen, "to close the parenthesis"))
+      return nullptr;
+    return inner;
+  }
+  case TokenKind::LBracket: {
+    advance();
+    std::vector<ExprPtr> elements;
+    if (!tok.is(TokenKind::RBracket)) {
+      do {
+        if (tok.is(TokenKind::RBracket))
+          break; // trailing comma
+        ExprPtr element = parseExpr();
+        if (!element)
+          return nullptr;
+        elements.push_back(std::move(element));
+      } while (consumeIf(TokenKind::Comma));
+    }
+    if (!expect(TokenKind::RBracket, "to close the list"))
+      return nullptr;
+    return std::make_unique<ListExpr>(rangeFrom(start), std::move(elements));
+  }
+  case TokenKind::KwRepeat: {
+    advance();
+    ExprPtr count = parseExpr();
+    if (!count || !expect(TokenKind::LBrace, "after the repeat count"))
+      return nullptr;
+    skipNewlines();
+    ExprPtr body = parseExpr();
+    if (!body)
+      return nullptr;
+    skipNewlines();
+    if (!expect(TokenKind::RBrace, "to end the repeated layer"))
+      return nullptr;
+    return std::make_unique<RepeatExpr>(rangeFrom(start), std::move(count),
+                                        std::move(body));
+  }
+  default:
+    errorAtCurrent(llvm::Twine("expected an expression, found ") + spell(tok.kind));
+    return nullptr;
+  }
+}

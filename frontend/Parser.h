@@ -1,0 +1,86 @@
+//===- Parser.h - Recursive-descent parser for Mnemo ------------*- C++ -*-===//
+//
+// The grammar is written above each parse function. Statements end at a
+// newline or `;`; newlines inside (), [] do not count. After an error the
+// parser skips to the end of the statement and goes on, so one run reports
+// several independent mistakes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_FRONTEND_PARSER_H
+#define MNEMO_FRONTEND_PARSER_H
+
+#include "frontend/AST.h"
+#include "frontend/Lexer.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <memory>
+
+namespace mnemo {
+
+class Parser {
+public:
+  /// Parses the buffer with id `bufferId` in the diagnostics' SourceMgr.
+  Parser(unsigned bufferId, Diagnostics &diags);
+
+  /// Always returns a module; check diags.hadError() for a clean parse.
+  std::unique_ptr<Module> parseModule();
+
+  /// Expressions nested deeper than this are an error, not a stack overflow.
+  static constexpr int kMaxNesting = 200;
+
+private:
+  // Top level.
+  void parseImport(Module &module);
+  std::unique_ptr<Definition> parseDefinition();
+  bool parseHyperParams(Definition &def);
+
+  // Statements.
+  bool parseBlock(Block &block, bool isTrain = false);
+  StmtPtr parseStatement();
+  StmtPtr parseTrainSetting();
+  StmtPtr parseIf();
+  StmtPtr parseForward();
+  StmtPtr parseTrain();
+  bool parseType(TypeSpec &type);
+  bool parseDirectivePattern(std::string &pattern, llvm::SMRange &range);
+
+  // Expressions.
+  ExprPtr parseExpr();
+  ExprPtr parseLogical(bool isOr);
+  ExprPtr parseNot();
+  ExprPtr parseComparison();
+  ExprPtr parseAdditive();
+  ExprPtr parseMultiplicative();
+  ExprPtr parseUnary();
+  ExprPtr parsePower();
+  ExprPtr parsePostfix();
+  ExprPtr parsePostfixFrom(ExprPtr expr, llvm::SMLoc start);
+  ExprPtr parsePrimary();
+  bool parseArguments(std::vector<Argument> &args);
+
+  // Tokens.
+  void advance();
+  bool consumeIf(TokenKind kind);
+  bool expect(TokenKind kind, const char *context);
+  void errorAtCurrent(const llvm::Twine &message);
+  bool endOfStatement();
+  void skipToStatementEnd();
+  void skipNewlines();
+  llvm::SMRange rangeFrom(llvm::SMLoc start) const;
+
+  Diagnostics &diags;
+  Lexer lexer;
+  Token tok;
+  const char *prevEnd; // end of the last consumed token, for ranges
+  int nesting = 0;
+  bool tooDeep = false;
+};
+
+/// Convenience: parse a file already added to `diags`' SourceMgr.
+std::unique_ptr<Module> parseBuffer(unsigned bufferId, Diagnostics &diags);
+
+} // namespace mnemo
+
+#endif // MNEMO_FRONTEND_PARSER_H

@@ -1,0 +1,141 @@
+//===- Program.cpp - A model file and everything it imports ---------------===//
+
+#include "frontend/Program.h"
+#include "frontend/Diagnostics.h"
+#include "frontend/Parser.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <set>
+
+using namespace mnemo;
+
+std::vector<const Definition *> Program::mainModels() const {
+  std::vector<const Definition *> models;
+  for (const auto &def : mainModule().definitions)
+    if (def->isModel)
+      models.push_back(def.get());
+  return models;
+}
+
+const Definition *Program::find(const std::string &name, const Module *from) const {
+  if (from)
+    for (const auto &def : from->definitions)
+      if (def->name == name)
+        return def.get();
+  auto it = definitions.find(name);
+  return it == definitions.end() ? nullptr : it->second;
+}
+
+namespace {
+class Loader {
+public:
+  Loader(const std::vector<std::string> &searchPaths, Diagnostics &diags)
+      : searchPaths(searchPaths), diags(diags) {}
+
+  void load(std::unique_ptr<llvm::MemoryBuffer> buffer, Program &program) {
+    std::string name = buffer->getBufferIdentifier().str();
+    loaded.insert(canonical(name));
+    unsigned id = diags.getSourceMgr().AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    std::unique_ptr<Module> module = parseBuffer(id, diags);
+    module->fileName = name;
+    Module &ref = *module;
+    program.modules.push_back(std::move(module));
+    for (const auto &def : ref.definitions) {
+      def->module = &ref;
+      define(*def, ref, program);
+    }
+    for (const Import &import : ref.imports)
+      resolve(import, name, program);
+  }
+
+private:
+  static std::string canonical(const std::string &path) {
+    llvm::SmallString<256> real;
+    if (llvm::sys::fs::real_path(path, real))
+      return path;
+    return std::string(real);
+  }
+
+  void define(const Definition &def, const Module &module, Program &program) {
+    for (const auto &other : module.definitions) {
+      if (other.get() == &def)
+        break;
+      if (other->name == def.name) {
+        diags.error(def.nameRange.Start, "'" + def.name + "' is defined twice",
+                    {def.nameRange});
+        diags.note(other->nameRange.Start, "the first definition is here");
+        return;
+      }
+    }
+    program.definitions.emplace(def.name, &def);
+  }
+
+  void resolve(const Import &import, const std::string &importer,
+               Program &program) {
+    llvm::SmallString<128> relative;
+    for (llvm::StringRef part : llvm::split(import.path, '.'))
+      llvm::sys::path::append(relative, part);
+    relative += ".mn";
+
+    std::vector<std::string> candidates;
+    llvm::SmallString<256> local(llvm::sys::path::parent_path(importer));
+    llvm::sys::path::append(local, relative);
+    candidates.push_back(std::string(local));
+    for (const std::string &dir : searchPaths) {
+      llvm::SmallString<256> path(dir);
+      llvm::sys::path::append(path, relative);
+      candidates.push_back(std::string(path));
+    }
+    for (const std::string &candidate : candidates) {
+      if (!llvm::sys::fs::is_regular_file(candidate))
+        continue;
+      if (loaded.count(canonical(candidate)))
+        return;
+      auto buffer = llvm::MemoryBuffer::getFile(candidate, /*IsText=*/true);
+      if (!buffer) {
+        diags.error(import.range.Start, "cannot read '" + candidate +
+                                            "': " + buffer.getError().message(),
+                    {import.range});
+        return;
+      }
+      load(std::move(*buffer), program);
+      return;
+    }
+    std::string searched;
+    for (const std::string &c : candidates)
+      searched += "\n    " + c;
+    diags.error(import.range.Start,
+                "cannot find module '" + import.path + "'; looked for" + searched,
+                {import.range});
+  }
+
+  const std::vector<std::string> &searchPaths;
+  Diagnostics &diags;
+  std::set<std::string> loaded;
+};
+} // namespace
+
+std::unique_ptr<Program>
+mnemo::loadProgram(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                   const std::vector<std::string> &searchPaths,
+                   Diagnostics &diags) {
+  auto program = std::make_unique<Program>();
+  Loader(searchPaths, diags).load(std::move(buffer), *program);
+  return program;
+}
+
+std::unique_ptr<Program>
+mnemo::loadProgramFile(llvm::StringRef path,
+                       const std::vector<std::string> &searchPaths,
+                       Diagnostics &diags) {
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  if (!buffer) {
+    diags.error("cannot read '" + path + "': " + buffer.getError().message());
+    return nullptr;
+  }
+  return loadProgram(std::move(*buffer), searchPaths, diags);
+}

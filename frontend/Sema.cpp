@@ -1,0 +1,1486 @@
+//===- Sema.cpp - Elaboration: layers, hyper-parameters, shapes -----------===//
+//
+// Sema runs the program at compile time. A layer body runs once per instance
+// (declaring parameters and sub-layers, like nn.Module.__init__); a forward
+// runs once per call site, emitting graph ops with inferred types. Errors
+// leave an Error value behind that later operations pass through silently,
+// so one run reports every independent mistake without cascades.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/SemaInternal.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Casting.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mnemo;
+using namespace mnemo::sema;
+using llvm::cast;
+using llvm::dyn_cast;
+using llvm::isa;
+using llvm::SMLoc;
+using llvm::SMRange;
+using llvm::Twine;
+
+std::optional<Graph> mnemo::elaborate(const Program &program,
+                                      const ElaborateOptions &options,
+                                      Diagnostics &diags) {
+  Sema sema(program, diags);
+  return sema.run(options);
+}
+
+//===----------------------------------------------------------------------===//
+// Diagnostics and locations
+//===----------------------------------------------------------------------===//
+
+void Sema::error(SMLoc loc, const Twine &message, llvm::ArrayRef<SMRange> ranges) {
+  diags.error(loc, message, ranges);
+  // Name the layer calls that led here, innermost first.
+  unsigned shown = 0;
+  for (auto it = frames.rbegin(); it != frames.rend() && shown < 4; ++it) {
+    if (!it->site.isValid() || !it->self || it->self->path.empty())
+      continue;
+    const char *verb = it->mode == Mode::Body ? "creating" : "calling";
+    diags.note(it->site, Twine("while ") + verb + " '" + it->self->path +
+                             "' (" + it->self->typeName + ")");
+    ++shown;
+  }
+}
+
+SourcePos Sema::position(SMLoc loc) const {
+  SourcePos pos;
+  llvm::SourceMgr &sm = diags.getSourceMgr();
+  unsigned id = sm.FindBufferContainingLoc(loc);
+  if (!id)
+    return pos;
+  pos.file = sm.getMemoryBuffer(id)->getBufferIdentifier().str();
+  std::tie(pos.line, pos.col) = sm.getLineAndColumn(loc, id);
+  return pos;
+}
+
+SourceTrace Sema::traceAt(SMLoc loc) const {
+  SourceTrace trace{position(loc)};
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it)
+    if (it->site.isValid() && it->mode == Mode::Forward)
+      trace.push_back(position(it->site));
+  return trace;
+}
+
+void Sema::suggestName(const std::string &name, SMRange range) {
+  std::vector<std::string> candidates;
+  for (const Frame &f : frames)
+    for (Scope *s = f.scope; s; s = s->parent)
+      for (const auto &entry : s->vars)
+        candidates.push_back(entry.first);
+  for (const auto &entry : program.definitions)
+    candidates.push_back(entry.first);
+  for (const Builtin &b : builtinTable())
+    candidates.push_back(b.name);
+  for (const char *extra : {"f32", "f16", "bf16", "i32", "i8", "inf", "pi"})
+    candidates.push_back(extra);
+
+  std::string best;
+  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  for (const std::string &c : candidates) {
+    unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = c;
+    }
+  }
+  if (best.empty())
+    error(range.Start, "unknown name '" + name + "'", {range});
+  else
+    error(range.Start, "unknown name '" + name + "'; did you mean '" + best + "'?",
+          {range});
+}
+
+std::string Sema::describe(const Val &v) const {
+  switch (v.kind) {
+  case Val::Kind::Error:
+    return "an invalid value";
+  case Val::Kind::Int:
+    return "the integer " + std::to_string(v.i);
+  case Val::Kind::Float:
+    return "the number " + ConfigValue::ofFloat(v.f).str();
+  case Val::Kind::Bool:
+    return v.b ? "true" : "false";
+  case Val::Kind::String:
+    return "a string";
+  case Val::Kind::Size:
+    return "a size";
+  case Val::Kind::Symbol:
+    return "'" + v.s + "'";
+  case Val::Kind::DType:
+    return std::string("the type ") + spell(v.dtype);
+  case Val::Kind::Tensor:
+    return "a tensor " + typeOf(v.tensor).str();
+  case Val::Kind::List:
+    return "a list";
+  case Val::Kind::Layer:
+    return "layer '" + v.layer->path + "' (" + v.layer->typeName + ")";
+  case Val::Kind::LayerDef:
+    return "the layer definition '" + v.def->name + "'";
+  case Val::Kind::Builtin:
+    return std::string("the builtin '") + v.builtin->name + "'";
+  }
+  return "a value";
+}
+
+//===----------------------------------------------------------------------===//
+// Graph construction
+//===----------------------------------------------------------------------===//
+
+int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
+               std::vector<NamedAttr> attrs, SMLoc loc) {
+  if (graph.nodes.size() >= kMaxNodes && !tooLarge) {
+    tooLarge = true;
+    error(loc, "the model is too large to elaborate (over " +
+                   Twine(uint64_t(kMaxNodes)) + " ops)");
+  }
+  Node node;
+  node.op = op.str();
+  node.operands = std::move(operands);
+  node.attrs = std::move(attrs);
+  node.result = graph.addValue(std::move(result));
+  node.scope = frames.empty() || !frame().self ? "" : frame().self->path;
+  node.trace = traceAt(loc);
+  graph.nodes.push_back(std::move(node));
+  return graph.nodes.back().result;
+}
+
+int Sema::splat(double value, TensorType type, SMLoc loc) {
+  return emit("constant", {}, std::move(type), {{"value", value}}, loc);
+}
+
+int Sema::broadcastTo(int value, const shape::Shape &target, SMLoc loc) {
+  const TensorType &type = typeOf(value);
+  if (type.shape == target)
+    return value;
+  return emit("broadcast", {value}, TensorType{type.dtype, target}, {}, loc);
+}
+
+//===----------------------------------------------------------------------===//
+// Coercions
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> Sema::asInt(const Val &v, SMRange range, const llvm::Twine &what) {
+  if (v.kind == Val::Kind::Int)
+    return v.i;
+  if (v.kind == Val::Kind::Float && std::floor(v.f) == v.f && std::fabs(v.f) < 9e15)
+    return int64_t(v.f);
+  if (!v.isError())
+    error(range.Start, what + " must be an integer, not " + describe(v), {range});
+  return std::nullopt;
+}
+
+std::optional<double> Sema::asNumber(const Val &v, SMRange range, const llvm::Twine &what) {
+  if (v.isNumber())
+    return v.number();
+  if (!v.isError())
+    error(range.Start, what + " must be a number, not " + describe(v), {range});
+  return std::nullopt;
+}
+
+std::optional<bool> Sema::asBool(const Val &v, SMRange range, const llvm::Twine &what) {
+  if (v.kind == Val::Kind::Bool)
+    return v.b;
+  if (!v.isError())
+    error(range.Start, what + " must be true or false, not " + describe(v), {range});
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> Sema::asIntList(const Val &v, SMRange range,
+                                                    const llvm::Twine &what) {
+  if (v.kind == Val::Kind::Int)
+    return std::vector<int64_t>{v.i};
+  if (v.kind != Val::Kind::List) {
+    if (!v.isError())
+      error(range.Start, what + " must be an integer or a list of integers, not " +
+                             describe(v),
+            {range});
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (const Val &e : v.list) {
+    auto i = asInt(e, range, what + " entries");
+    if (!i)
+      return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+std::optional<int> Sema::asTensor(const Val &v, SMRange range, const llvm::Twine &what) {
+  if (v.isTensor())
+    return v.tensor;
+  if (!v.isError())
+    error(range.Start, what + " must be a tensor, not " + describe(v), {range});
+  return std::nullopt;
+}
+
+std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range, const llvm::Twine &what) {
+  auto t = asTensor(v, range, what);
+  if (!t)
+    return std::nullopt;
+  if (!isFloat(typeOf(*t).dtype)) {
+    error(range.Start, what + " must be a floating-point tensor, not " +
+                           typeOf(*t).str(),
+          {range});
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::optional<DType> Sema::asDType(const Val &v, SMRange range, const llvm::Twine &what) {
+  if (v.kind == Val::Kind::DType)
+    return v.dtype;
+  if (!v.isError())
+    error(range.Start, what + " must be an element type (f32, f16, bf16, i32, i8), not " +
+                           describe(v),
+          {range});
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Arithmetic
+//===----------------------------------------------------------------------===//
+
+static const char *verb(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add:
+    return "add";
+  case BinaryOp::Sub:
+    return "subtract";
+  case BinaryOp::Mul:
+    return "multiply";
+  case BinaryOp::Div:
+    return "divide";
+  case BinaryOp::FloorDiv:
+    return "floor-divide";
+  case BinaryOp::Mod:
+    return "take the remainder of";
+  case BinaryOp::Pow:
+    return "raise";
+  case BinaryOp::MatMul:
+    return "matmul";
+  default:
+    return "compare";
+  }
+}
+
+static const char *opName(BinaryOp op) {
+  switch (op) {
+  case BinaryOp::Add:
+    return "add";
+  case BinaryOp::Sub:
+    return "sub";
+  case BinaryOp::Mul:
+    return "mul";
+  case BinaryOp::Div:
+    return "div";
+  default:
+    return nullptr;
+  }
+}
+
+/// Arithmetic on two compile-time numbers, Python style: `/` gives a float,
+/// `//` and `%` floor, integers stay integers and never overflow silently.
+static std::optional<Val> foldNumbers(BinaryOp op, const Val &a, const Val &b,
+                                      std::string &why) {
+  bool ints = a.kind == Val::Kind::Int && b.kind == Val::Kind::Int;
+  if (ints) {
+    int64_t x = a.i, y = b.i, r = 0;
+    switch (op) {
+    case BinaryOp::Add:
+      if (__builtin_add_overflow(x, y, &r))
+        break;
+      return Val::ofInt(r);
+    case BinaryOp::Sub:
+      if (__builtin_sub_overflow(x, y, &r))
+        break;
+      return Val::ofInt(r);
+    case BinaryOp::Mul:
+      if (__builtin_mul_overflow(x, y, &r))
+        break;
+      return Val::ofInt(r);
+    case BinaryOp::FloorDiv:
+    case BinaryOp::Mod: {
+      if (y == 0) {
+        why = "division by zero";
+        return std::nullopt;
+      }
+      if (x == std::numeric_limits<int64_t>::min() && y == -1)
+        break;
+      int64_t q = x / y, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) {
+        --q;
+        m += y;
+      }
+      return Val::ofInt(op == BinaryOp::FloorDiv ? q : m);
+    }
+    case BinaryOp::Pow: {
+      if (y < 0)
+        return Val::ofFloat(std::pow(double(x), double(y)));
+      int64_t result = 1;
+      for (int64_t k = 0; k < y; ++k) {
+        if (__builtin_mul_overflow(result, x, &result)) {
+          why = "integer overflow";
+          return std::nullopt;
+        }
+        if (result == 0 || result == 1)
+          break;
+      }
+      return Val::ofInt(result);
+    }
+    case BinaryOp::Div:
+      if (y == 0) {
+        why = "division by zero";
+        return std::nullopt;
+      }
+      return Val::ofFloat(double(x) / double(y));
+    case BinaryOp::MatMul:
+      why = "'@' needs tensors";
+      return std::nullopt;
+    default:
+      return std::nullopt; // comparisons are handled by compare()
+    }
+    why = "integer overflow";
+    return std::nullopt;
+  }
+  double x = a.number(), y = b.number();
+  switch (op) {
+  case BinaryOp::Add:
+    return Val::ofFloat(x + y);
+  case BinaryOp::Sub:
+    return Val::ofFloat(x - y);
+  case BinaryOp::Mul:
+    return Val::ofFloat(x * y);
+  case BinaryOp::Div:
+    if (y == 0) {
+      why = "division by zero";
+      return std::nullopt;
+    }
+    return Val::ofFloat(x / y);
+  case BinaryOp::FloorDiv:
+  case BinaryOp::Mod:
+    if (y == 0) {
+      why = "division by zero";
+      return std::nullopt;
+    }
+    return Val::ofFloat(op == BinaryOp::FloorDiv ? std::floor(x / y)
+                                                 : x - std::floor(x / y) * y);
+  case BinaryOp::Pow:
+    return Val::ofFloat(std::pow(x, y));
+  case BinaryOp::MatMul:
+    why = "'@' needs tensors";
+    return std::nullopt;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Comparisons are decided at compile time, on numbers, bools and names.
+static std::optional<bool> compare(BinaryOp op, const Val &a, const Val &b) {
+  auto order = [&](int c) {
+    switch (op) {
+    case BinaryOp::Eq:
+      return c == 0;
+    case BinaryOp::Ne:
+      return c != 0;
+    case BinaryOp::Lt:
+      return c < 0;
+    case BinaryOp::Le:
+      return c <= 0;
+    case BinaryOp::Gt:
+      return c > 0;
+    default:
+      return c >= 0;
+    }
+  };
+  if (a.isNumber() && b.isNumber()) {
+    double x = a.number(), y = b.number();
+    return order(x < y ? -1 : x > y ? 1 : 0);
+  }
+  bool equality = op == BinaryOp::Eq || op == BinaryOp::Ne;
+  auto text = [](const Val &v) -> std::optional<std::string> {
+    if (v.kind == Val::Kind::String || v.kind == Val::Kind::Symbol)
+      return v.s;
+    if (v.kind == Val::Kind::DType)
+      return std::string(spell(v.dtype));
+    return std::nullopt;
+  };
+  if (text(a) && text(b))
+    return order(text(a)->compare(*text(b)));
+  if (equality && a.kind == Val::Kind::Bool && b.kind == Val::Kind::Bool)
+    return order(a.b == b.b ? 0 : 1);
+  return std::nullopt;
+}
+
+Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
+                 SMRange lhsRange, SMRange rhsRange) {
+  if (lhs.isError() || rhs.isError())
+    return Val::error();
+  SMRange whole{lhsRange.Start, rhsRange.End};
+  if (isComparison(op)) {
+    if (auto result = compare(op, lhs, rhs))
+      return Val::ofBool(*result);
+    error(loc, Twine("cannot compare ") + describe(lhs) + " with " + describe(rhs) +
+                   " (comparisons are decided at compile time, on numbers, "
+                   "bools and strings)",
+          {whole});
+    return Val::error();
+  }
+  if (lhs.isNumber() && rhs.isNumber()) {
+    std::string why;
+    if (auto v = foldNumbers(op, lhs, rhs, why))
+      return *v;
+    error(loc, Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+                   describe(rhs) + ": " + why,
+          {whole});
+    return Val::error();
+  }
+  bool lhsOk = lhs.isNumber() || lhs.isTensor();
+  bool rhsOk = rhs.isNumber() || rhs.isTensor();
+  if (!lhsOk || !rhsOk) {
+    error(loc, Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+                   describe(rhs),
+          {lhsOk ? rhsRange : lhsRange});
+    return Val::error();
+  }
+
+  if (op == BinaryOp::MatMul) {
+    if (!lhs.isTensor() || !rhs.isTensor()) {
+      error(loc, "'@' needs two tensors, not " + describe(lhs) + " and " + describe(rhs),
+            {whole});
+      return Val::error();
+    }
+    return matmul(lhs.tensor, rhs.tensor, loc, whole);
+  }
+
+  if (op == BinaryOp::Pow) {
+    if (!lhs.isTensor() || !rhs.isNumber()) {
+      error(loc, "'**' raises a tensor to a constant exponent, not " +
+                     describe(lhs) + " to " + describe(rhs),
+            {whole});
+      return Val::error();
+    }
+    const TensorType &t = typeOf(lhs.tensor);
+    if (!isFloat(t.dtype)) {
+      error(loc, "'**' needs a floating-point tensor, not " + t.str(), {lhsRange});
+      return Val::error();
+    }
+    return Val::ofTensor(
+        emit("pow", {lhs.tensor}, t, {{"exponent", rhs.number()}}, loc));
+  }
+
+  const char *name = opName(op);
+  if (!name) {
+    error(loc, Twine("'") + spell(op) + "' works on numbers, not tensors", {whole});
+    return Val::error();
+  }
+
+  // A number next to a tensor becomes a constant of the tensor's type.
+  auto materialize = [&](const Val &number, const TensorType &like,
+                         SMRange range) -> std::optional<int> {
+    if (!isFloat(like.dtype) && number.kind != Val::Kind::Int) {
+      error(range.Start, "cannot combine " + describe(number) +
+                             " with the integer tensor " + like.str(),
+            {range});
+      return std::nullopt;
+    }
+    return splat(number.number(), like, loc);
+  };
+  int a, b;
+  if (!lhs.isTensor()) {
+    auto c = materialize(lhs, typeOf(rhs.tensor), lhsRange);
+    if (!c)
+      return Val::error();
+    a = *c;
+    b = rhs.tensor;
+  } else if (!rhs.isTensor()) {
+    auto c = materialize(rhs, typeOf(lhs.tensor), rhsRange);
+    if (!c)
+      return Val::error();
+    a = lhs.tensor;
+    b = *c;
+  } else {
+    a = lhs.tensor;
+    b = rhs.tensor;
+    const TensorType &ta = typeOf(a), &tb = typeOf(b);
+    if (ta.dtype != tb.dtype) {
+      error(loc, Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
+                     tb.str() + ": element types differ (use cast)",
+            {whole});
+      return Val::error();
+    }
+    shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
+    if (!r.ok()) {
+      error(loc, Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
+                     tb.str() + ": " + r.error,
+            {whole});
+      return Val::error();
+    }
+    a = broadcastTo(a, r.shape, loc);
+    b = broadcastTo(b, r.shape, loc);
+  }
+  if (typeOf(a).dtype == DType::I1) {
+    error(loc, Twine("cannot ") + verb(op) + " boolean masks", {whole});
+    return Val::error();
+  }
+  TensorType result = typeOf(a);
+  return Val::ofTensor(emit(name, {a, b}, result, {}, loc));
+}
+
+Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {
+  TensorType ta = typeOf(lhs), tb = typeOf(rhs);
+  auto fail = [&](const std::string &why) {
+    error(loc, "cannot matmul " + ta.str() + " by " + tb.str() + ": " + why, {range});
+    return Val::error();
+  };
+  if (!isFloat(ta.dtype) || !isFloat(tb.dtype))
+    return (fail("matmul needs floating-point operands"));
+  if (ta.dtype != tb.dtype)
+    return (fail("element types differ (use cast)"));
+  if (ta.shape.size() < 2 || tb.shape.size() < 2)
+    return (
+        fail("both operands need rank >= 2 (reshape a vector to [1, n])"));
+  if (tb.shape.size() == 2) {
+    shape::ShapeResult r = shape::matmul(ta.shape, tb.shape, false, false);
+    if (!r.ok())
+      return (fail(r.error));
+    return Val::ofTensor(emit("matmul", {lhs, rhs}, {ta.dtype, r.shape}, {}, loc));
+  }
+  // Batched: broadcast the leading dimensions, as torch.matmul does.
+  shape::Shape batchA(ta.shape.begin(), ta.shape.end() - 2);
+  shape::Shape batchB(tb.shape.begin(), tb.shape.end() - 2);
+  shape::ShapeResult batch = shape::broadcast(batchA, batchB);
+  if (!batch.ok())
+    return (fail("batch dimensions: " + batch.error));
+  shape::Shape fullA = batch.shape, fullB = batch.shape;
+  fullA.insert(fullA.end(), ta.shape.end() - 2, ta.shape.end());
+  fullB.insert(fullB.end(), tb.shape.end() - 2, tb.shape.end());
+  shape::ShapeResult r = shape::batchMatmul(fullA, fullB, false, false);
+  if (!r.ok())
+    return (fail(r.error));
+  int a = broadcastTo(lhs, fullA, loc), b = broadcastTo(rhs, fullB, loc);
+  return Val::ofTensor(emit("batch_matmul", {a, b}, {ta.dtype, r.shape}, {}, loc));
+}
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+Val Sema::eval(const Expr &expr) {
+  switch (expr.getKind()) {
+  case Expr::Kind::Number: {
+    auto &n = cast<NumberExpr>(expr);
+    return n.isInt ? Val::ofInt(n.intValue) : Val::ofFloat(n.floatValue);
+  }
+  case Expr::Kind::Size: {
+    Val v;
+    v.kind = Val::Kind::Size;
+    v.i = cast<SizeExpr>(expr).bytes;
+    return v;
+  }
+  case Expr::Kind::Bool:
+    return Val::ofBool(cast<BoolExpr>(expr).value);
+  case Expr::Kind::String: {
+    Val v;
+    v.kind = Val::Kind::String;
+    v.s = cast<StringExpr>(expr).value;
+    return v;
+  }
+  case Expr::Kind::Name:
+    return evalName(cast<NameExpr>(expr));
+  case Expr::Kind::Member:
+    return evalMember(cast<MemberExpr>(expr));
+  case Expr::Kind::Call:
+    return evalCall(cast<CallExpr>(expr));
+  case Expr::Kind::Unary: {
+    auto &u = cast<UnaryExpr>(expr);
+    Val v = eval(*u.operand);
+    if (v.isError())
+      return v;
+    if (u.op == '!') {
+      auto b = asBool(v, u.operand->getRange(), "the operand of 'not'");
+      return b ? Val::ofBool(!*b) : Val::error();
+    }
+    if (v.kind == Val::Kind::Int) {
+      if (v.i == std::numeric_limits<int64_t>::min()) {
+        error(expr.loc(), "integer overflow", {expr.getRange()});
+        return Val::error();
+      }
+      return Val::ofInt(-v.i);
+    }
+    if (v.kind == Val::Kind::Float)
+      return Val::ofFloat(-v.f);
+    if (v.isTensor() && isFloat(typeOf(v.tensor).dtype))
+      return Val::ofTensor(emit("neg", {v.tensor}, typeOf(v.tensor), {}, expr.loc()));
+    error(expr.loc(), "cannot negate " + describe(v), {expr.getRange()});
+    return Val::error();
+  }
+  case Expr::Kind::Binary: {
+    auto &b = cast<BinaryExpr>(expr);
+    if (b.op == BinaryOp::And || b.op == BinaryOp::Or) {
+      // Short-circuit, so `use_bias and size(x, 0) > 1` can guard the rest.
+      const char *what = b.op == BinaryOp::And ? "an operand of 'and'" : "an operand of 'or'";
+      auto lhs = asBool(eval(*b.lhs), b.lhs->getRange(), what);
+      if (!lhs)
+        return Val::error();
+      if (*lhs == (b.op == BinaryOp::Or))
+        return Val::ofBool(*lhs);
+      auto rhs = asBool(eval(*b.rhs), b.rhs->getRange(), what);
+      return rhs ? Val::ofBool(*rhs) : Val::error();
+    }
+    Val lhs = eval(*b.lhs);
+    Val rhs = eval(*b.rhs);
+    return binary(b.op, lhs, rhs, b.opLoc, b.lhs->getRange(), b.rhs->getRange());
+  }
+  case Expr::Kind::List: {
+    Val v;
+    v.kind = Val::Kind::List;
+    for (const ExprPtr &e : cast<ListExpr>(expr).elements) {
+      v.list.push_back(eval(*e));
+      if (v.list.back().isError())
+        return Val::error();
+    }
+    return v;
+  }
+  case Expr::Kind::Repeat:
+    error(expr.loc(),
+          "'repeat' creates layers, so it belongs in a layer or model body as "
+          "'let name = repeat N { Layer(...) }'",
+          {expr.getRange()});
+    return Val::error();
+  }
+  return Val::error();
+}
+
+Val Sema::evalName(const NameExpr &name) {
+  if (!frames.empty())
+    if (Val *v = frame().scope->lookup(name.name))
+      return *v;
+  const Module *from = !frames.empty() && frame().self && frame().self->def
+                           ? frame().self->def->module
+                           : nullptr;
+  if (const Definition *def = program.find(name.name, from)) {
+    Val v;
+    v.kind = Val::Kind::LayerDef;
+    v.def = def;
+    return v;
+  }
+  if (const Builtin *b = findBuiltin(name.name)) {
+    Val v;
+    v.kind = Val::Kind::Builtin;
+    v.builtin = b;
+    return v;
+  }
+  if (auto d = parseDType(name.name)) {
+    Val v;
+    v.kind = Val::Kind::DType;
+    v.dtype = *d;
+    return v;
+  }
+  if (name.name == "inf")
+    return Val::ofFloat(std::numeric_limits<double>::infinity());
+  if (name.name == "pi")
+    return Val::ofFloat(M_PI);
+  suggestName(name.name, name.getRange());
+  return Val::error();
+}
+
+Val Sema::evalMember(const MemberExpr &member) {
+  Val base = eval(*member.base);
+  if (base.isError())
+    return base;
+  SMRange memberRange{member.memberLoc, member.getRange().End};
+  if (base.kind == Val::Kind::Layer) {
+    LayerInstance *layer = base.layer;
+    if (!layer->sequence.empty() || !layer->def) {
+      int64_t index = -1;
+      if (llvm::to_integer(member.member, index) && index >= 0 &&
+          size_t(index) < layer->sequence.size()) {
+        Val v;
+        v.kind = Val::Kind::Layer;
+        v.layer = layer->sequence[index];
+        return v;
+      }
+      error(member.memberLoc, "'" + layer->path + "' is a repeat of " +
+                                  std::to_string(layer->sequence.size()) +
+                                  " layers; index it with a number from 0 to " +
+                                  std::to_string(layer->sequence.size() - 1),
+            {memberRange});
+      return Val::error();
+    }
+    auto it = layer->members.vars.find(member.member);
+    if (it != layer->members.vars.end())
+      return it->second;
+    std::string best;
+    unsigned bestDistance = 3;
+    for (const auto &entry : layer->members.vars) {
+      unsigned d = llvm::StringRef(member.member).edit_distance(entry.first, true, bestDistance);
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = entry.first;
+      }
+    }
+    error(member.memberLoc,
+          "layer '" + layer->path + "' (" + layer->typeName + ") has no member '" +
+              member.member + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"),
+          {memberRange});
+    return Val::error();
+  }
+  if (base.isTensor()) {
+    const TensorType &t = typeOf(base.tensor);
+    if (member.member == "T") {
+      if (t.shape.size() < 2) {
+        error(member.memberLoc, "'.T' needs rank >= 2, not " + t.str(), {memberRange});
+        return Val::error();
+      }
+      std::vector<int64_t> perm;
+      for (size_t i = 0; i < t.shape.size(); ++i)
+        perm.push_back(i);
+      std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+      shape::ShapeResult r = shape::transpose(t.shape, perm);
+      return Val::ofTensor(emit("transpose", {base.tensor}, {t.dtype, r.shape},
+                                {{"permutation", perm}}, member.memberLoc));
+    }
+    error(member.memberLoc,
+          "a tensor has no member '" + member.member + "' (only '.T')",
+          {memberRange});
+    return Val::error();
+  }
+  error(member.memberLoc, "cannot take member '" + member.member + "' of " + describe(base),
+        {memberRange});
+  return Val::error();
+}
+
+Val Sema::evalCall(const CallExpr &call) {
+  // Constructors name what they create after the binding they appear in, so
+  // take the pending name before evaluating anything nested.
+  const std::string *name = pendingName;
+  pendingName = nullptr;
+  Val callee = eval(*call.callee);
+  switch (callee.kind) {
+  case Val::Kind::Error:
+    for (const Argument &arg : call.args)
+      eval(*arg.value); // still report errors in the arguments
+    return Val::error();
+  case Val::Kind::Builtin:
+    return callBuiltin(*callee.builtin, call);
+  case Val::Kind::LayerDef:
+    if (callee.def->isModel) {
+      error(call.loc(), "'" + callee.def->name +
+                            "' is a model; only layers can be used inside "
+                            "other definitions",
+            {call.callee->getRange()});
+      return Val::error();
+    }
+    if (!name || frames.empty() || frame().mode != Mode::Body) {
+      error(call.loc(),
+            "layers are created in a layer or model body, as 'let name = " +
+                callee.def->name + "(...)', and called in the forward",
+            {call.getRange()});
+      return Val::error();
+    }
+    return construct(*callee.def, call, *name);
+  case Val::Kind::Layer:
+    if (frame().mode == Mode::Body) {
+      error(call.loc(), "layers are called in a forward, not in the body that "
+                        "declares them",
+            {call.getRange()});
+      return Val::error();
+    }
+    return apply(*callee.layer, call);
+  default:
+    error(call.loc(), "cannot call " + describe(callee), {call.callee->getRange()});
+    return Val::error();
+  }
+}
+
+Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
+  BoundArgs args;
+  args.loc = call.loc();
+  args.range = call.getRange();
+  size_t n = builtin.params.size();
+  args.values.assign(n, Val::error());
+  args.ranges.assign(n, call.getRange());
+  args.given.assign(n, false);
+  bool ok = true;
+  size_t position = 0;
+  std::string signature = std::string(builtin.name) + "(";
+  for (size_t i = 0; i < n; ++i)
+    signature += (i ? ", " : "") + std::string(builtin.params[i]) +
+                 (i >= builtin.required ? "=..." : "");
+  signature += ")";
+  for (const Argument &arg : call.args) {
+    size_t slot;
+    SMRange range = arg.value->getRange();
+    if (arg.name.empty()) {
+      slot = position++;
+      if (slot >= n) {
+        error(range.Start, Twine("too many arguments; the signature is ") + signature,
+              {range});
+        ok = false;
+        continue;
+      }
+    } else {
+      slot = n;
+      for (size_t i = 0; i < n; ++i)
+        if (arg.name == builtin.params[i])
+          slot = i;
+      if (slot == n) {
+        error(arg.nameLoc, "'" + arg.name + "' is not an argument of " + signature,
+              {SMRange(arg.nameLoc, range.End)});
+        ok = false;
+        continue;
+      }
+      if (args.given[slot]) {
+        error(arg.nameLoc, "argument '" + arg.name + "' is given twice", {range});
+        ok = false;
+        continue;
+      }
+    }
+    args.values[slot] = eval(*arg.value);
+    args.ranges[slot] = range;
+    args.given[slot] = true;
+    if (args.values[slot].isError())
+      ok = false;
+  }
+  for (size_t i = 0; ok && i < builtin.required; ++i) {
+    if (!args.given[i]) {
+      error(call.loc(), Twine("missing argument '") + builtin.params[i] +
+                            "'; the signature is " + signature,
+            {call.getRange()});
+      ok = false;
+    }
+  }
+  if (!ok)
+    return Val::error();
+  return builtin.run(*this, args);
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
+                           const CallExpr *call) {
+  bool ok = true;
+  std::vector<bool> bound(def.hyperParams.size(), false);
+  auto slotOf = [&](const std::string &name) -> int {
+    for (size_t i = 0; i < def.hyperParams.size(); ++i)
+      if (def.hyperParams[i].name == name)
+        return int(i);
+    return -1;
+  };
+  auto check = [&](const Val &v, SMRange range, const std::string &name) {
+    if (v.isError())
+      return false;
+    if (v.kind == Val::Kind::Tensor || v.kind == Val::Kind::Layer ||
+        v.kind == Val::Kind::LayerDef || v.kind == Val::Kind::Builtin) {
+      error(range.Start, "hyper-parameter '" + name +
+                             "' must be known at compile time (a number, a "
+                             "bool or a type), not " +
+                             describe(v),
+            {range});
+      return false;
+    }
+    return true;
+  };
+  if (call) {
+    // Explicit arguments, evaluated in the caller's scope.
+    size_t position = 0;
+    for (const Argument &arg : call->args) {
+      SMRange range = arg.value->getRange();
+      int slot;
+      if (arg.name.empty()) {
+        slot = position < def.hyperParams.size() ? int(position) : -1;
+        ++position;
+        if (slot < 0) {
+          error(range.Start, "too many arguments for layer '" + def.name + "', which takes " +
+                                 std::to_string(def.hyperParams.size()),
+                {range});
+          ok = false;
+          continue;
+        }
+      } else {
+        slot = slotOf(arg.name);
+        if (slot < 0) {
+          error(arg.nameLoc, "layer '" + def.name + "' has no hyper-parameter '" +
+                                 arg.name + "'",
+                {SMRange(arg.nameLoc, range.End)});
+          ok = false;
+          continue;
+        }
+      }
+      if (bound[slot]) {
+        error(range.Start, "hyper-parameter '" + def.hyperParams[slot].name +
+                               "' is given twice",
+              {range});
+        ok = false;
+        continue;
+      }
+      Val v = eval(*arg.value);
+      bound[slot] = true;
+      if (!check(v, range, def.hyperParams[slot].name)) {
+        ok = false;
+        continue;
+      }
+      instance.members.vars[def.hyperParams[slot].name] = v;
+    }
+    return ok;
+  }
+  // Defaults are evaluated inside the instance, so they may use earlier
+  // hyper-parameters: layer Attn(dim, heads = dim // 64).
+  for (size_t i = 0; i < def.hyperParams.size(); ++i) {
+    const HyperParam &hp = def.hyperParams[i];
+    if (instance.members.vars.count(hp.name))
+      continue;
+    if (def.isModel) {
+      auto it = overrides.find(hp.name);
+      if (it != overrides.end()) {
+        llvm::StringRef text = it->second;
+        int64_t iv;
+        double fv;
+        Val v;
+        if (!text.getAsInteger(10, iv))
+          v = Val::ofInt(iv);
+        else if (text == "true" || text == "false")
+          v = Val::ofBool(text == "true");
+        else if (!text.getAsDouble(fv))
+          v = Val::ofFloat(fv);
+        else if (auto d = parseDType(text.str())) {
+          v.kind = Val::Kind::DType;
+          v.dtype = *d;
+        } else {
+          diags.error("-D " + hp.name + "=" + text +
+                      ": the value must be an integer, a number, true/false or a type");
+          ok = false;
+          continue;
+        }
+        instance.members.vars[hp.name] = v;
+        overrides.erase(it);
+        continue;
+      }
+    }
+    if (!hp.defaultValue) {
+      if (def.isModel)
+        error(hp.range.Start, "model hyper-parameter '" + hp.name +
+                                  "' has no default; pass -D " + hp.name + "=VALUE",
+              {hp.range});
+      else
+        error(frame().site, "missing hyper-parameter '" + hp.name + "' of layer '" +
+                                def.name + "'");
+      ok = false;
+      continue;
+    }
+    Val v = eval(*hp.defaultValue);
+    if (!check(v, hp.defaultValue->getRange(), hp.name)) {
+      ok = false;
+      continue;
+    }
+    instance.members.vars[hp.name] = v;
+  }
+  return ok;
+}
+
+Val Sema::construct(const Definition &def, const CallExpr &call,
+                    const std::string &name) {
+  if (frames.size() >= kMaxDepth) {
+    error(call.loc(), "layers nest too deeply (does '" + def.name +
+                          "' contain itself?)",
+          {call.getRange()});
+    return Val::error();
+  }
+  LayerInstance &instance = instances.emplace_back();
+  instance.def = &def;
+  instance.typeName = def.name;
+  const std::string &prefix = frame().self ? frame().self->path : "";
+  instance.path = prefix.empty() ? name : prefix + "." + name;
+
+  LayerInstance scratch;
+  if (!bindHyperParams(def, scratch, &call))
+    return Val::error();
+  instance.members.vars = std::move(scratch.members.vars);
+
+  frames.push_back({&instance, Mode::Body, &instance.members, call.loc()});
+  // Defaults that were not given are evaluated in the new instance.
+  bool ok = bindHyperParams(def, instance, nullptr);
+  if (ok)
+    execBlock(def.body);
+  frames.pop_back();
+  if (!ok)
+    return Val::error();
+  Val v;
+  v.kind = Val::Kind::Layer;
+  v.layer = &instance;
+  return v;
+}
+
+Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
+  Val countVal = eval(*repeat.count);
+  auto count = asInt(countVal, repeat.count->getRange(), "the repeat count");
+  if (!count)
+    return Val::error();
+  if (*count < 1 || *count > kMaxRepeat) {
+    error(repeat.count->loc(), "the repeat count must be between 1 and " +
+                                   std::to_string(kMaxRepeat) + ", not " +
+                                   std::to_string(*count),
+          {repeat.count->getRange()});
+    return Val::error();
+  }
+  auto *ctor = dyn_cast<CallExpr>(repeat.body.get());
+  if (!ctor) {
+    error(repeat.body->loc(), "the body of 'repeat' must create a layer, as in "
+                              "'repeat 4 { Block(dim) }'",
+          {repeat.body->getRange()});
+    return Val::error();
+  }
+  LayerInstance &sequence = instances.emplace_back();
+  const std::string &prefix = frame().self ? frame().self->path : "";
+  sequence.path = prefix.empty() ? name : prefix + "." + name;
+  // Children are named name.0, name.1, ...: their paths hang off the
+  // sequence, so construct them with the sequence as the enclosing layer.
+  Scope &scope = scopes.emplace_back();
+  scope.parent = frame().scope;
+  frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
+  for (int64_t i = 0; i < *count; ++i) {
+    std::string index = std::to_string(i);
+    pendingName = &index;
+    Val child = eval(*ctor);
+    pendingName = nullptr;
+    if (child.kind != Val::Kind::Layer) {
+      if (!child.isError())
+        error(ctor->loc(), "the body of 'repeat' must create a layer, not " +
+                               describe(child),
+              {ctor->getRange()});
+      frames.pop_back();
+      return Val::error();
+    }
+    sequence.sequence.push_back(child.layer);
+  }
+  frames.pop_back();
+  sequence.typeName = "repeat " + std::to_string(*count) + " x " +
+                      sequence.sequence.front()->typeName;
+  Val v;
+  v.kind = Val::Kind::Layer;
+  v.layer = &sequence;
+  return v;
+}
+
+Val Sema::apply(LayerInstance &layer, const CallExpr &call) {
+  std::vector<Val> args;
+  std::vector<SMRange> ranges;
+  for (const Argument &arg : call.args) {
+    if (!arg.name.empty()) {
+      error(arg.nameLoc, "layer calls take positional arguments only",
+            {SMRange(arg.nameLoc, arg.value->getRange().End)});
+      return Val::error();
+    }
+    args.push_back(eval(*arg.value));
+    ranges.push_back(arg.value->getRange());
+    if (args.back().isError())
+      return Val::error();
+  }
+  return applyWith(layer, std::move(args), ranges, call.loc());
+}
+
+Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
+                    const std::vector<SMRange> &ranges, SMLoc loc) {
+  if (frames.size() >= kMaxDepth) {
+    error(loc, "layer calls nest too deeply");
+    return Val::error();
+  }
+  if (!layer.def) {
+    // A repeat: feed each layer's output to the next.
+    if (args.size() != 1) {
+      error(loc, "a repeat of layers takes exactly one argument, which flows "
+                 "through every layer in turn");
+      return Val::error();
+    }
+    Val value = args.front();
+    for (LayerInstance *child : layer.sequence) {
+      value = applyWith(*child, {value}, ranges, loc);
+      if (value.isError())
+        return value;
+    }
+    return value;
+  }
+  if (!layer.forward) {
+    error(loc, "layer '" + layer.path + "' (" + layer.typeName + ") has no forward");
+    return Val::error();
+  }
+  const ForwardStmt &fwd = *layer.forward;
+  if (fwd.params.size() != args.size()) {
+    error(loc, "the forward of " + layer.typeName + " takes " +
+                   std::to_string(fwd.params.size()) + " argument" +
+                   (fwd.params.size() == 1 ? "" : "s") + ", not " +
+                   std::to_string(args.size()));
+    diags.note(fwd.loc(), "the forward is defined here");
+    return Val::error();
+  }
+  Scope &locals = scopes.emplace_back();
+  locals.parent = &layer.members;
+  for (size_t i = 0; i < args.size(); ++i)
+    locals.vars[fwd.params[i].first] = args[i];
+  frames.push_back({&layer, Mode::Forward, &locals, loc});
+  returned.reset();
+  execBlock(fwd.body);
+  std::optional<Val> result = std::move(returned);
+  returned.reset();
+  frames.pop_back();
+  if (!result) {
+    error(fwd.loc(), "the forward of " + layer.typeName + " does not return a value");
+    return Val::error();
+  }
+  return *result;
+}
+
+std::optional<TensorType> Sema::evalType(const TypeSpec &spec) {
+  std::optional<DType> dtype = parseDType(spec.dtype);
+  if (!dtype) {
+    error(spec.dtypeRange.Start, "unknown element type '" + spec.dtype +
+                                     "'; use f32, f16, bf16, i32 or i8",
+          {spec.dtypeRange});
+    return std::nullopt;
+  }
+  TensorType type{*dtype, {}};
+  for (const ExprPtr &dim : spec.dims) {
+    auto d = asInt(eval(*dim), dim->getRange(), "a dimension");
+    if (!d)
+      return std::nullopt;
+    if (*d < 1) {
+      error(dim->loc(), "dimensions must be positive, not " + std::to_string(*d),
+            {dim->getRange()});
+      return std::nullopt;
+    }
+    type.shape.push_back(*d);
+  }
+  if (!shape::numElements(type.shape)) {
+    error(spec.range.Start, "the tensor " + type.str() + " has too many elements",
+          {spec.range});
+    return std::nullopt;
+  }
+  return type;
+}
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+void Sema::execBlock(const Block &block) {
+  for (const StmtPtr &stmt : block) {
+    if (returned || tooLarge)
+      return;
+    execStmt(*stmt);
+  }
+}
+
+void Sema::execStmt(const Stmt &stmt) {
+  Mode mode = frame().mode;
+  bool isModel = frame().self && frame().self->path.empty() && mode == Mode::Body;
+  switch (stmt.getKind()) {
+  case Stmt::Kind::Let:
+  case Stmt::Kind::Assign:
+    return execBind(cast<BindStmt>(stmt));
+  case Stmt::Kind::Expr:
+    eval(*cast<ExprStmt>(stmt).value);
+    return;
+  case Stmt::Kind::Return: {
+    auto &ret = cast<ReturnStmt>(stmt);
+    if (mode != Mode::Forward) {
+      error(stmt.loc(), "'return' belongs in a forward");
+      return;
+    }
+    returned = eval(*ret.value);
+    return;
+  }
+  case Stmt::Kind::If: {
+    auto &ifStmt = cast<IfStmt>(stmt);
+    auto cond = asBool(eval(*ifStmt.cond), ifStmt.cond->getRange(),
+                       "an 'if' condition (decided at compile time)");
+    if (!cond)
+      return;
+    execBlock(*cond ? ifStmt.thenBlock : ifStmt.elseBlock);
+    return;
+  }
+  case Stmt::Kind::Param:
+    if (mode != Mode::Body) {
+      error(stmt.loc(), "parameters are declared in the layer body, not in a forward");
+      return;
+    }
+    return execParam(cast<ParamStmt>(stmt));
+  case Stmt::Kind::Data:
+    if (!isModel) {
+      error(stmt.loc(), "'input' and 'target' are declared in a model body");
+      return;
+    }
+    return execData(cast<DataStmt>(stmt));
+  case Stmt::Kind::Forward: {
+    auto &fwd = cast<ForwardStmt>(stmt);
+    if (mode != Mode::Body) {
+      error(stmt.loc(), "a forward cannot be nested in a forward");
+      return;
+    }
+    LayerInstance &self = *frame().self;
+    const ForwardStmt *&slot = isModel ? modelForward : self.forward;
+    if (slot) {
+      error(stmt.loc(), "'" + self.typeName + "' has two forwards");
+      diags.note(slot->loc(), "the first forward is here");
+      return;
+    }
+    if (isModel && !fwd.params.empty()) {
+      error(fwd.params.front().second.Start,
+            "a model's forward takes no arguments; declare them with 'input'",
+            {fwd.params.front().second});
+      return;
+    }
+    slot = &fwd;
+    return;
+  }
+  case Stmt::Kind::Train:
+    if (!isModel) {
+      error(stmt.loc(), "a 'train' section belongs in a model body");
+      return;
+    }
+    if (trainStmt) {
+      error(stmt.loc(), "the model has two 'train' sections");
+      diags.note(trainStmt->loc(), "the first is here");
+      return;
+    }
+    trainStmt = &cast<TrainStmt>(stmt);
+    return;
+  case Stmt::Kind::Directive:
+    error(stmt.loc(), "'prune' and 'quantize' belong in the train section");
+    return;
+  }
+}
+
+void Sema::execBind(const BindStmt &bind) {
+  Scope &scope = *frame().scope;
+  bool isLet = bind.getKind() == Stmt::Kind::Let;
+  Val *existing = nullptr;
+  if (isLet) {
+    auto it = scope.vars.find(bind.name);
+    if (it != scope.vars.end()) {
+      error(bind.nameRange.Start, "'" + bind.name + "' is already defined here; use '" +
+                                      bind.name + " = ...' to rebind it",
+            {bind.nameRange});
+      return;
+    }
+  } else {
+    // Rebinding never reaches into a layer's members from its forward.
+    Scope *stop = frame().mode == Mode::Forward && frame().self
+                      ? &frame().self->members
+                      : nullptr;
+    for (Scope *s = &scope; s && s != stop; s = s->parent) {
+      auto it = s->vars.find(bind.name);
+      if (it != s->vars.end()) {
+        existing = &it->second;
+        break;
+      }
+    }
+    if (!existing) {
+      error(bind.nameRange.Start, "'" + bind.name + "' is not defined; declare it with 'let " +
+                                      bind.name + " = ...'",
+            {bind.nameRange});
+      eval(*bind.value);
+      return;
+    }
+  }
+
+  Val value;
+  if (auto *repeat = dyn_cast<RepeatExpr>(bind.value.get())) {
+    if (frame().mode != Mode::Body)
+      value = eval(*repeat); // diagnoses the misuse
+    else
+      value = constructRepeat(*repeat, bind.name);
+  } else {
+    pendingName = isa<CallExpr>(bind.value.get()) ? &bind.name : nullptr;
+    value = eval(*bind.value);
+    pendingName = nullptr;
+  }
+  if (existing)
+    *existing = value;
+  else
+    scope.vars[bind.name] = value;
+}
+
+void Sema::execParam(const ParamStmt &param) {
+  LayerInstance &self = *frame().self;
+  Scope &scope = *frame().scope;
+  if (scope.vars.count(param.name)) {
+    error(param.nameRange.Start, "'" + param.name + "' is already defined in this layer",
+          {param.nameRange});
+    return;
+  }
+  std::optional<TensorType> type = evalType(param.type);
+  if (!type) {
+    scope.vars[param.name] = Val::error();
+    return;
+  }
+  if (!isFloat(type->dtype)) {
+    error(param.type.dtypeRange.Start,
+          "parameters must have a floating-point type, not " + type->str(),
+          {param.type.dtypeRange});
+    scope.vars[param.name] = Val::error();
+    return;
+  }
+  if (!param.init) {
+    error(param.nameRange.Start, "parameter '" + param.name +
+                                     "' needs an initializer, such as '= normal(std=0.02)'",
+          {param.nameRange});
+    scope.vars[param.name] = Val::error();
+    return;
+  }
+  extern const SettingFamily &initializerFamily();
+  std::optional<ConfigValue> init = evalSetting(*param.init, initializerFamily());
+  if (!init) {
+    scope.vars[param.name] = Val::error();
+    return;
+  }
+  GraphArg arg;
+  arg.name = self.path.empty() ? param.name : self.path + "." + param.name;
+  arg.role = ArgRole::Param;
+  arg.value = graph.addValue(*type);
+  arg.init = *init;
+  arg.pos = position(param.loc());
+  graph.args.push_back(arg);
+  scope.vars[param.name] = Val::ofTensor(arg.value);
+}
+
+void Sema::execData(const DataStmt &data) {
+  Scope &scope = *frame().scope;
+  if (scope.vars.count(data.name)) {
+    error(data.nameRange.Start, "'" + data.name + "' is already defined", {data.nameRange});
+    return;
+  }
+  std::optional<TensorType> type = evalType(data.type);
+  if (!type) {
+    scope.vars[data.name] = Val::error();
+    return;
+  }
+  GraphArg arg;
+  arg.name = data.name;
+  arg.role = data.isTarget ? ArgRole::Target : ArgRole::Input;
+  arg.value = graph.addValue(*type);
+  arg.pos = position(data.loc());
+  graph.args.push_back(arg);
+  scope.vars[data.name] = Val::ofTensor(arg.value);
+}
+
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+
+std::optional<Graph> Sema::run(const ElaborateOptions &options) {
+  const Definition *model = nullptr;
+  std::vector<const Definition *> models = program.mainModels();
+  if (!options.modelName.empty()) {
+    auto it = program.definitions.find(options.modelName);
+    if (it == program.definitions.end() || !it->second->isModel) {
+      diags.error("there is no model named '" + options.modelName + "'");
+      return std::nullopt;
+    }
+    model = it->second;
+  } else if (models.size() == 1) {
+    model = models.front();
+  } else if (models.empty()) {
+    diags.error("'" + program.mainModule().fileName +
+                "' defines no model (write 'model Name(...) { ... }')");
+    return std::nullopt;
+  } else {
+    std::string names;
+    for (const Definition *m : models)
+      names += (names.empty() ? "" : ", ") + m->name;
+    diags.error("'" + program.mainModule().fileName + "' defines several models (" +
+                names + "); choose one with --model");
+    return std::nullopt;
+  }
+
+  for (const auto &[name, value] : options.overrides)
+    overrides[name] = value;
+  graph.modelName = model->name;
+  graph.fileName = program.mainModule().fileName;
+
+  LayerInstance &root = instances.emplace_back();
+  root.def = model;
+  root.typeName = model->name;
+  frames.push_back({&root, Mode::Body, &root.members, SMLoc()});
+  bool ok = bindHyperParams(*model, root, nullptr);
+  for (const auto &[name, value] : overrides) {
+    std::string known;
+    for (const HyperParam &hp : model->hyperParams)
+      known += (known.empty() ? "" : ", ") + hp.name;
+    diags.error("-D " + name + ": model '" + model->name +
+                "' has no hyper-parameter '" + name + "' (it has: " +
+                (known.empty() ? "none" : known) + ")");
+    ok = false;
+  }
+  if (!ok)
+    return std::nullopt;
+  for (const HyperParam &hp : model->hyperParams) {
+    const Val &v = root.members.vars[hp.name];
+    ConfigValue c = v.kind == Val::Kind::Int     ? ConfigValue::ofInt(v.i)
+                    : v.kind == Val::Kind::Float ? ConfigValue::ofFloat(v.f)
+                    : v.kind == Val::Kind::Bool  ? ConfigValue::ofBool(v.b)
+                    : v.kind == Val::Kind::DType ? ConfigValue::ofSymbol(spell(v.dtype))
+                                                 : ConfigValue::ofSymbol(v.s);
+    graph.hyperParams.push_back({hp.name, c});
+  }
+
+  execBlock(model->body);
+  frames.pop_back();
+
+  if (!modelForward) {
+    if (!diags.hadError())
+      error(model->nameRange.Start, "model '" + model->name + "' has no forward",
+            {model->nameRange});
+    return std::nullopt;
+  }
+  if (diags.hadError())
+    return std::nullopt;
+
+  Scope &locals = scopes.emplace_back();
+  locals.parent = &root.members;
+  frames.push_back({&root, Mode::Forward, &locals, SMLoc()});
+  execBlock(modelForward->body);
+  frames.pop_back();
+  std::optional<Val> output = std::move(returned);
+  returned.reset();
+  if (diags.hadError())
+    return std::nullopt;
+  if (!output) {
+    error(modelForward->loc(), "the model's forward does not return a value");
+    return std::nullopt;
+  }
+  if (!output->isTensor()) {
+    error(modelForward->loc(), "the model's forward must return a tensor, not " +
+                                   describe(*output));
+    return std::nullopt;
+  }
+
+  // Inputs, then targets, then parameters; each group in declaration order.
+  std::stable_sort(graph.args.begin(), graph.args.end(),
+                   [](const GraphArg &a, const GraphArg &b) {
+                     return int(a.role) < int(b.role);
+                   });
+
+  if (trainStmt) {
+    frames.push_back({&root, Mode::Train, &locals, SMLoc()});
+    evalTrain(*trainStmt, output->tensor);
+    frames.pop_back();
+  } else {
+    graph.outputs.push_back(output->tensor);
+    graph.outputNames.push_back("output");
+  }
+  if (diags.hadError())
+    return std::nullopt;
+  return std::move(graph);
+}

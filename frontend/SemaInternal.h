@@ -1,0 +1,235 @@
+//===- SemaInternal.h - Shared state of semantic analysis --------*- C++ -*-===//
+//
+// Private to frontend/: the evaluator (Sema.cpp), the builtin op table
+// (Builtins.cpp) and the settings schemas (Settings.cpp) share this class.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_FRONTEND_SEMAINTERNAL_H
+#define MNEMO_FRONTEND_SEMAINTERNAL_H
+
+#include "frontend/AST.h"
+#include "frontend/Diagnostics.h"
+#include "frontend/Graph.h"
+#include "frontend/Program.h"
+#include "frontend/Sema.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace mnemo {
+namespace sema {
+
+struct LayerInstance;
+struct Builtin;
+
+/// A compile-time value: a number, a tensor (a graph value), a layer, ...
+struct Val {
+  enum class Kind {
+    Error, // already diagnosed; operations on it stay silent
+    Int,
+    Float,
+    Bool,
+    String,
+    Size,
+    Symbol,
+    DType,
+    Tensor,
+    List,
+    Layer,
+    LayerDef,
+    Builtin,
+  };
+  Kind kind = Kind::Error;
+  int64_t i = 0; // Int, Size (bytes)
+  double f = 0;  // Float
+  bool b = false;
+  std::string s; // String, Symbol
+  DType dtype = DType::F32;
+  int tensor = -1;
+  std::vector<Val> list;
+  LayerInstance *layer = nullptr;
+  const Definition *def = nullptr;
+  const Builtin *builtin = nullptr;
+
+  static Val error() { return Val(); }
+  static Val ofInt(int64_t v) { Val x; x.kind = Kind::Int; x.i = v; return x; }
+  static Val ofFloat(double v) { Val x; x.kind = Kind::Float; x.f = v; return x; }
+  static Val ofBool(bool v) { Val x; x.kind = Kind::Bool; x.b = v; return x; }
+  static Val ofTensor(int id) { Val x; x.kind = Kind::Tensor; x.tensor = id; return x; }
+
+  bool isError() const { return kind == Kind::Error; }
+  bool isNumber() const { return kind == Kind::Int || kind == Kind::Float; }
+  bool isTensor() const { return kind == Kind::Tensor; }
+  double number() const { return kind == Kind::Int ? double(i) : f; }
+};
+
+struct Scope {
+  std::map<std::string, Val> vars;
+  Scope *parent = nullptr;
+
+  Val *lookup(const std::string &name) {
+    for (Scope *s = this; s; s = s->parent) {
+      auto it = s->vars.find(name);
+      if (it != s->vars.end())
+        return &it->second;
+    }
+    return nullptr;
+  }
+};
+
+/// One instantiated layer (or the model itself, whose path is empty).
+struct LayerInstance {
+  const Definition *def = nullptr; // null for a `repeat` sequence
+  std::string typeName;            // Linear, or repeat[Block]
+  std::string path;                // blocks.3.attn
+  Scope members;                   // hyper-parameters, params, sub-layers
+  const ForwardStmt *forward = nullptr;
+  std::vector<LayerInstance *> sequence; // the layers of a repeat
+};
+
+/// The arguments of a builtin call, bound to its parameters by position or
+/// keyword. Missing optional arguments are Error values with given = false.
+struct BoundArgs {
+  std::vector<Val> values;
+  std::vector<llvm::SMRange> ranges;
+  std::vector<bool> given;
+  llvm::SMLoc loc;     // the call
+  llvm::SMRange range; // the whole call
+
+  bool has(size_t i) const { return given[i]; }
+};
+
+class Sema;
+
+struct Builtin {
+  const char *name;
+  std::vector<const char *> params; // the first `required` are required
+  size_t required;
+  Val (*run)(Sema &sema, BoundArgs &args);
+};
+
+const std::vector<Builtin> &builtinTable();
+const Builtin *findBuiltin(llvm::StringRef name);
+
+/// A family of named setting functions (initializers, optimizers, ...), for
+/// validating `normal(std=0.02)` or `adamw(lr=3e-4)`.
+struct SettingFamily;
+
+class Sema {
+public:
+  Sema(const Program &program, Diagnostics &diags)
+      : program(program), diags(diags) {}
+
+  std::optional<Graph> run(const ElaborateOptions &options);
+
+  //===--------------------------------------------------------------------===//
+  // Services for builtins
+  //===--------------------------------------------------------------------===//
+
+  /// An error at `loc`, followed by notes naming the layer calls that led
+  /// there.
+  void error(llvm::SMLoc loc, const llvm::Twine &message,
+             llvm::ArrayRef<llvm::SMRange> ranges = {});
+
+  const TensorType &typeOf(int value) const { return graph.values[value]; }
+  /// Appends op `op` to the graph and returns its result value.
+  int emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
+           std::vector<NamedAttr> attrs, llvm::SMLoc loc);
+  int splat(double value, TensorType type, llvm::SMLoc loc);
+  /// `value` broadcast to `shape` (no op when it already has that shape).
+  int broadcastTo(int value, const shape::Shape &shape, llvm::SMLoc loc);
+
+  // Coercions that report an error (pointing at `range`) and return nullopt.
+  std::optional<int64_t> asInt(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<double> asNumber(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<bool> asBool(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<std::vector<int64_t>> asIntList(const Val &v, llvm::SMRange range,
+                                                const llvm::Twine &what);
+  std::optional<int> asTensor(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<int> asFloatTensor(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<DType> asDType(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+
+  /// "f32[128,784]", "the integer 3", "layer 'fc1' (Linear)".
+  std::string describe(const Val &v) const;
+
+  Val binary(BinaryOp op, const Val &lhs, const Val &rhs, llvm::SMLoc loc,
+             llvm::SMRange lhsRange, llvm::SMRange rhsRange);
+  Val matmul(int lhs, int rhs, llvm::SMLoc loc, llvm::SMRange range);
+
+  int64_t nextDropoutSeed() { return dropoutSeeds++; }
+
+  Graph graph;
+
+private:
+  friend struct SettingsEvaluator;
+
+  enum class Mode { Body, Forward, Train };
+  struct Frame {
+    LayerInstance *self;
+    Mode mode;
+    Scope *scope;
+    llvm::SMLoc site; // the call or construction that opened the frame
+  };
+
+  // Statements.
+  void execBlock(const Block &block);
+  void execStmt(const Stmt &stmt);
+  void execBind(const BindStmt &bind);
+  void execParam(const ParamStmt &param);
+  void execData(const DataStmt &data);
+
+  // Expressions.
+  Val eval(const Expr &expr);
+  Val evalName(const NameExpr &name);
+  Val evalMember(const MemberExpr &member);
+  Val evalCall(const CallExpr &call);
+  Val callBuiltin(const Builtin &builtin, const CallExpr &call);
+  Val construct(const Definition &def, const CallExpr &call, const std::string &name);
+  Val constructRepeat(const RepeatExpr &repeat, const std::string &name);
+  Val apply(LayerInstance &layer, const CallExpr &call);
+  Val applyWith(LayerInstance &layer, std::vector<Val> args,
+                const std::vector<llvm::SMRange> &ranges, llvm::SMLoc loc);
+  std::optional<TensorType> evalType(const TypeSpec &type);
+  void suggestName(const std::string &name, llvm::SMRange range);
+
+  // Settings: the train section and parameter initializers.
+  std::optional<ConfigValue> evalSetting(const Expr &expr, const SettingFamily &family);
+  std::optional<ConfigValue> evalSettingValue(const Expr &expr);
+  void evalTrain(const TrainStmt &train, int output);
+
+  Frame &frame() { return frames.back(); }
+  SourceTrace traceAt(llvm::SMLoc loc) const;
+  SourcePos position(llvm::SMLoc loc) const;
+  bool bindHyperParams(const Definition &def, LayerInstance &instance,
+                       const CallExpr *call);
+
+  const Program &program;
+  Diagnostics &diags;
+  std::deque<LayerInstance> instances;
+  std::deque<Scope> scopes;
+  std::vector<Frame> frames;
+  std::optional<Val> returned;       // set by `return` in a forward
+  const std::string *pendingName = nullptr; // the binding a constructor names
+  const TrainStmt *trainStmt = nullptr;
+  const ForwardStmt *modelForward = nullptr;
+  std::map<std::string, std::string> overrides;
+  int64_t dropoutSeeds = 0;
+  bool tooLarge = false;
+
+public:
+  /// Bounds that keep elaboration finite on any input.
+  static constexpr size_t kMaxDepth = 48;
+  static constexpr int64_t kMaxRepeat = 10000;
+  static constexpr size_t kMaxNodes = 500000;
+};
+
+} // namespace sema
+} // namespace mnemo
+
+#endif // MNEMO_FRONTEND_SEMAINTERNAL_H

@@ -1,0 +1,672 @@
+//===- Settings.cpp - The train section and parameter initializers --------===//
+//
+// Settings are compile-time calls such as `adamw(lr=3e-4)` or
+// `normal(std=0.02)`. Each family lists its functions with typed, defaulted
+// parameters; validation fills in every default, so later stages read one
+// complete, checked ConfigValue and never guess.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/SemaInternal.h"
+
+#include "llvm/Support/Casting.h"
+
+#include <cmath>
+
+using namespace mnemo;
+using namespace mnemo::sema;
+using llvm::SMRange;
+using llvm::Twine;
+
+namespace mnemo {
+namespace sema {
+
+enum class ParamType {
+  Number,
+  Positive,      // > 0
+  NonNegative,   // >= 0
+  Fraction,      // [0, 1)
+  Int,           // any integer
+  PositiveInt,   // >= 1
+  NonNegativeInt,
+  Bool,
+  Enum,          // one of `options`
+  Betas,         // two numbers in [0, 1)
+  Bits,          // 4 or 8
+};
+
+struct SettingParam {
+  const char *name;
+  ParamType type;
+  bool required = false;
+  double number = 0;             // default of numeric and Bool parameters
+  const char *symbol = nullptr;  // default of Enum parameters
+  std::vector<const char *> options;
+};
+
+struct SettingFunction {
+  const char *name;
+  std::vector<const char *> aliases;
+  std::vector<SettingParam> params;
+};
+
+struct SettingFamily {
+  const char *what;
+  std::vector<SettingFunction> functions;
+};
+
+} // namespace sema
+} // namespace mnemo
+
+namespace {
+SettingParam required(const char *name, ParamType type) {
+  SettingParam p{name, type, false, 0, nullptr, {}};
+  p.required = true;
+  return p;
+}
+SettingParam optional(const char *name, ParamType type, double dflt) {
+  SettingParam p{name, type, false, 0, nullptr, {}};
+  p.number = dflt;
+  return p;
+}
+SettingParam choice(const char *name, std::vector<const char *> options,
+                    const char *dflt) {
+  SettingParam p{name, ParamType::Enum, false, 0, nullptr, {}};
+  p.options = std::move(options);
+  p.symbol = dflt;
+  return p;
+}
+SettingParam betas() {
+  SettingParam p{"betas", ParamType::Betas, false, 0, nullptr, {}};
+  return p;
+}
+
+/// Gradual pruning follows Zhu & Gupta: sparsity ramps up cubically from
+/// `start` to `end`, updated every `every` steps; end = 0 means one-shot.
+std::vector<SettingParam> withGradual(std::vector<SettingParam> params) {
+  params.push_back(optional("start", ParamType::NonNegativeInt, 0));
+  params.push_back(optional("end", ParamType::NonNegativeInt, 0));
+  params.push_back(optional("every", ParamType::PositiveInt, 100));
+  return params;
+}
+
+const std::vector<const char *> kNonlinearities = {"leaky_relu", "relu", "linear",
+                                                   "tanh", "sigmoid"};
+} // namespace
+
+namespace mnemo {
+namespace sema {
+
+const SettingFamily &initializerFamily() {
+  static const SettingFamily family{
+      "initializer",
+      {
+          {"zeros", {}, {}},
+          {"ones", {}, {}},
+          {"constant", {}, {required("value", ParamType::Number)}},
+          {"normal", {}, {optional("std", ParamType::Positive, 1.0),
+                          optional("mean", ParamType::Number, 0.0)}},
+          {"uniform", {}, {optional("low", ParamType::Number, 0.0),
+                           optional("high", ParamType::Number, 1.0)}},
+          {"xavier_uniform", {"glorot", "glorot_uniform", "xavier"},
+           {optional("gain", ParamType::Positive, 1.0)}},
+          {"xavier_normal", {"glorot_normal"}, {optional("gain", ParamType::Positive, 1.0)}},
+          {"kaiming_uniform", {"kaiming", "he", "he_uniform"},
+           {optional("a", ParamType::NonNegative, 0.0),
+            choice("mode", {"fan_in", "fan_out"}, "fan_in"),
+            choice("nonlinearity", kNonlinearities, "leaky_relu")}},
+          {"kaiming_normal", {"he_normal"},
+           {optional("a", ParamType::NonNegative, 0.0),
+            choice("mode", {"fan_in", "fan_out"}, "fan_in"),
+            choice("nonlinearity", kNonlinearities, "leaky_relu")}},
+      }};
+  return family;
+}
+
+static const SettingFamily &optimizerFamily() {
+  static const SettingFamily family{
+      "optimizer",
+      {
+          {"sgd", {}, {required("lr", ParamType::Positive),
+                       optional("momentum", ParamType::NonNegative, 0),
+                       optional("dampening", ParamType::NonNegative, 0),
+                       optional("weight_decay", ParamType::NonNegative, 0),
+                       optional("nesterov", ParamType::Bool, 0)}},
+          {"adam", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
+                        optional("eps", ParamType::Positive, 1e-8),
+                        optional("weight_decay", ParamType::NonNegative, 0)}},
+          {"adamw", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
+                         optional("eps", ParamType::Positive, 1e-8),
+                         optional("weight_decay", ParamType::NonNegative, 0.01)}},
+          {"adamw8bit", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
+                             optional("eps", ParamType::Positive, 1e-8),
+                             optional("weight_decay", ParamType::NonNegative, 0.01),
+                             optional("block", ParamType::PositiveInt, 2048)}},
+      }};
+  return family;
+}
+
+static const SettingFamily &scheduleFamily() {
+  static const SettingFamily family{
+      "learning-rate schedule",
+      {
+          {"constant", {}, {optional("warmup", ParamType::NonNegativeInt, 0)}},
+          {"linear_warmup", {"warmup"}, {required("warmup", ParamType::PositiveInt)}},
+          {"cosine", {}, {optional("warmup", ParamType::NonNegativeInt, 0),
+                          optional("steps", ParamType::NonNegativeInt, 0),
+                          optional("min_lr", ParamType::NonNegative, 0)}},
+      }};
+  return family;
+}
+
+static const SettingFamily &pruningFamily() {
+  static const SettingFamily family{
+      "pruning method",
+      {
+          {"magnitude", {"unstructured"},
+           withGradual({required("sparsity", ParamType::Fraction),
+                        choice("scope", {"layer", "global"}, "layer")})},
+          {"structured", {"channels", "rows"},
+           withGradual({required("sparsity", ParamType::Fraction),
+                        choice("norm", {"l1", "l2"}, "l2"),
+                        optional("dim", ParamType::NonNegativeInt, 0)})},
+          {"nm", {"semi_structured"},
+           withGradual({optional("n", ParamType::PositiveInt, 2),
+                        optional("m", ParamType::PositiveInt, 4)})},
+      }};
+  return family;
+}
+
+static const SettingFamily &quantizationFamily() {
+  static const SettingFamily family{
+      "quantization scheme",
+      {
+          {"qat", {"fake_quant"},
+           {optional("bits", ParamType::Bits, 8),
+            choice("granularity", {"per_tensor", "per_channel"}, "per_channel"),
+            choice("scheme", {"symmetric", "affine"}, "symmetric"),
+            choice("observer", {"minmax", "moving_average"}, "minmax")}},
+          {"int8", {}, {choice("granularity", {"per_channel", "per_group"}, "per_channel"),
+                        optional("group", ParamType::PositiveInt, 128)}},
+          {"int4", {}, {choice("granularity", {"per_group", "per_channel"}, "per_group"),
+                        optional("group", ParamType::PositiveInt, 128)}},
+      }};
+  return family;
+}
+
+} // namespace sema
+} // namespace mnemo
+
+static std::string closest(const std::string &name,
+                           const std::vector<std::string> &candidates) {
+  std::string best;
+  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  for (const std::string &c : candidates) {
+    unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+static std::string unknownMessage(const std::string &what, const std::string &name,
+                                  const std::vector<std::string> &known) {
+  std::string best = closest(name, known);
+  std::string list;
+  for (const std::string &k : known)
+    list += (list.empty() ? "" : ", ") + k;
+  return "unknown " + what + " '" + name + "'" +
+         (best.empty() ? "" : "; did you mean '" + best + "'?") + " (known: " + list + ")";
+}
+
+std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
+  if (auto *name = llvm::dyn_cast<NameExpr>(&expr)) {
+    if (!frames.empty())
+      if (Val *v = frame().scope->lookup(name->name)) {
+        if (v->isError())
+          return std::nullopt;
+        if (v->kind == Val::Kind::Int)
+          return ConfigValue::ofInt(v->i);
+        if (v->kind == Val::Kind::Float)
+          return ConfigValue::ofFloat(v->f);
+        if (v->kind == Val::Kind::Bool)
+          return ConfigValue::ofBool(v->b);
+        if (v->kind == Val::Kind::DType)
+          return ConfigValue::ofSymbol(spell(v->dtype));
+      }
+    return ConfigValue::ofSymbol(name->name);
+  }
+  if (auto *list = llvm::dyn_cast<ListExpr>(&expr)) {
+    ConfigValue out;
+    out.kind = ConfigValue::Kind::List;
+    for (const ExprPtr &e : list->elements) {
+      auto v = evalSettingValue(*e);
+      if (!v)
+        return std::nullopt;
+      out.list.push_back(*v);
+    }
+    return out;
+  }
+  Val v = eval(expr);
+  switch (v.kind) {
+  case Val::Kind::Error:
+    return std::nullopt;
+  case Val::Kind::Int:
+  case Val::Kind::Size:
+    return ConfigValue::ofInt(v.i);
+  case Val::Kind::Float:
+    return ConfigValue::ofFloat(v.f);
+  case Val::Kind::Bool:
+    return ConfigValue::ofBool(v.b);
+  case Val::Kind::String:
+    return ConfigValue::ofString(v.s);
+  case Val::Kind::DType:
+    return ConfigValue::ofSymbol(spell(v.dtype));
+  default:
+    error(expr.loc(), "a setting must be a number, a name or a list, not " + describe(v),
+          {expr.getRange()});
+    return std::nullopt;
+  }
+}
+
+/// Checks `value` against `param`; on success returns the normalized value.
+static std::optional<ConfigValue> checkParam(const SettingParam &param,
+                                             const ConfigValue &value,
+                                             std::string &why) {
+  bool isNumber = value.kind == ConfigValue::Kind::Int ||
+                  value.kind == ConfigValue::Kind::Float;
+  double x = value.number();
+  bool isInt = value.kind == ConfigValue::Kind::Int;
+  switch (param.type) {
+  case ParamType::Number:
+  case ParamType::Positive:
+  case ParamType::NonNegative:
+  case ParamType::Fraction:
+    if (!isNumber || std::isnan(x)) {
+      why = "must be a number";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::Positive && !(x > 0)) {
+      why = "must be positive";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::NonNegative && !(x >= 0)) {
+      why = "must not be negative";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::Fraction && !(x >= 0 && x < 1)) {
+      why = "must be in [0, 1)";
+      return std::nullopt;
+    }
+    return ConfigValue::ofFloat(x);
+  case ParamType::Int:
+  case ParamType::PositiveInt:
+  case ParamType::NonNegativeInt:
+  case ParamType::Bits:
+    if (!isInt) {
+      why = "must be an integer";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::PositiveInt && value.intValue < 1) {
+      why = "must be at least 1";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::NonNegativeInt && value.intValue < 0) {
+      why = "must not be negative";
+      return std::nullopt;
+    }
+    if (param.type == ParamType::Bits && value.intValue != 4 && value.intValue != 8) {
+      why = "must be 4 or 8";
+      return std::nullopt;
+    }
+    return value;
+  case ParamType::Bool:
+    if (value.kind != ConfigValue::Kind::Bool) {
+      why = "must be true or false";
+      return std::nullopt;
+    }
+    return value;
+  case ParamType::Enum: {
+    if (value.kind == ConfigValue::Kind::Symbol || value.kind == ConfigValue::Kind::String)
+      for (const char *option : param.options)
+        if (value.text == option)
+          return ConfigValue::ofSymbol(option);
+    why = "must be one of";
+    for (size_t i = 0; i < param.options.size(); ++i)
+      why += std::string(i ? ", " : " ") + param.options[i];
+    return std::nullopt;
+  }
+  case ParamType::Betas: {
+    if (value.kind != ConfigValue::Kind::List || value.list.size() != 2) {
+      why = "must be a pair [beta1, beta2]";
+      return std::nullopt;
+    }
+    ConfigValue out;
+    out.kind = ConfigValue::Kind::List;
+    for (const ConfigValue &b : value.list) {
+      bool num = b.kind == ConfigValue::Kind::Int || b.kind == ConfigValue::Kind::Float;
+      if (!num || !(b.number() >= 0 && b.number() < 1)) {
+        why = "must be two numbers in [0, 1)";
+        return std::nullopt;
+      }
+      out.list.push_back(ConfigValue::ofFloat(b.number()));
+    }
+    return out;
+  }
+  }
+  return std::nullopt;
+}
+
+static ConfigValue defaultOf(const SettingParam &param) {
+  switch (param.type) {
+  case ParamType::Enum:
+    return ConfigValue::ofSymbol(param.symbol);
+  case ParamType::Bool:
+    return ConfigValue::ofBool(param.number != 0);
+  case ParamType::Int:
+  case ParamType::PositiveInt:
+  case ParamType::NonNegativeInt:
+  case ParamType::Bits:
+    return ConfigValue::ofInt(int64_t(param.number));
+  case ParamType::Betas: {
+    ConfigValue out;
+    out.kind = ConfigValue::Kind::List;
+    out.list = {ConfigValue::ofFloat(0.9), ConfigValue::ofFloat(0.999)};
+    return out;
+  }
+  default:
+    return ConfigValue::ofFloat(param.number);
+  }
+}
+
+std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFamily &family) {
+  const NameExpr *name = llvm::dyn_cast<NameExpr>(&expr);
+  const CallExpr *call = llvm::dyn_cast<CallExpr>(&expr);
+  if (call)
+    name = llvm::dyn_cast<NameExpr>(call->callee.get());
+  std::vector<std::string> known;
+  for (const SettingFunction &f : family.functions)
+    known.push_back(f.name);
+  if (!name) {
+    error(expr.loc(), std::string("expected ") + family.what + " such as " + known.front() +
+                          "(...)",
+          {expr.getRange()});
+    return std::nullopt;
+  }
+  const SettingFunction *fn = nullptr;
+  for (const SettingFunction &f : family.functions) {
+    if (name->name == f.name)
+      fn = &f;
+    for (const char *alias : f.aliases)
+      if (name->name == alias)
+        fn = &f;
+  }
+  if (!fn) {
+    error(name->loc(), unknownMessage(family.what, name->name, known), {name->getRange()});
+    return std::nullopt;
+  }
+
+  std::string signature = std::string(fn->name) + "(";
+  for (size_t i = 0; i < fn->params.size(); ++i)
+    signature += (i ? ", " : "") + std::string(fn->params[i].name);
+  signature += ")";
+
+  std::vector<std::optional<ConfigValue>> values(fn->params.size());
+  bool ok = true;
+  if (call) {
+    size_t position = 0;
+    for (const Argument &arg : call->args) {
+      SMRange range = arg.value->getRange();
+      auto value = evalSettingValue(*arg.value);
+      if (!value) {
+        ok = false;
+        continue;
+      }
+      int slot = -1;
+      if (!arg.name.empty()) {
+        for (size_t i = 0; i < fn->params.size(); ++i)
+          if (arg.name == fn->params[i].name)
+            slot = int(i);
+        if (slot < 0) {
+          std::vector<std::string> names;
+          for (const SettingParam &p : fn->params)
+            names.push_back(p.name);
+          std::string best = closest(arg.name, names);
+          error(arg.nameLoc, "'" + arg.name + "' is not an argument of " + signature +
+                                 (best.empty() ? "" : "; did you mean '" + best + "'?"),
+                {SMRange(arg.nameLoc, range.End)});
+          ok = false;
+          continue;
+        }
+      } else {
+        // A bare option such as `per_channel` binds to the parameter that
+        // accepts it; other positional values fill parameters in order.
+        if (value->kind == ConfigValue::Kind::Symbol)
+          for (size_t i = 0; i < fn->params.size() && slot < 0; ++i)
+            for (const char *option : fn->params[i].options)
+              if (value->text == option && !values[i])
+                slot = int(i);
+        while (slot < 0 && position < fn->params.size()) {
+          if (!values[position])
+            slot = int(position);
+          ++position;
+        }
+        if (slot < 0) {
+          error(range.Start, "too many arguments; the signature is " + signature, {range});
+          ok = false;
+          continue;
+        }
+      }
+      if (values[slot]) {
+        error(range.Start, std::string("argument '") + fn->params[slot].name +
+                               "' is given twice",
+              {range});
+        ok = false;
+        continue;
+      }
+      std::string why;
+      auto checked = checkParam(fn->params[slot], *value, why);
+      if (!checked) {
+        error(range.Start, std::string("argument '") + fn->params[slot].name + "' of " +
+                               fn->name + " " + why + ", not " + value->str(),
+              {range});
+        ok = false;
+        continue;
+      }
+      values[slot] = *checked;
+    }
+  }
+  std::vector<Setting> args;
+  for (size_t i = 0; i < fn->params.size() && ok; ++i) {
+    const SettingParam &param = fn->params[i];
+    if (!values[i]) {
+      if (param.required) {
+        error(expr.loc(), std::string("missing argument '") + param.name + "' of " + signature,
+              {expr.getRange()});
+        ok = false;
+        break;
+      }
+      values[i] = defaultOf(param);
+    }
+    args.push_back({param.name, *values[i]});
+  }
+  if (!ok)
+    return std::nullopt;
+  ConfigValue result = ConfigValue::ofCall(fn->name, std::move(args));
+  if (std::string(fn->name) == "uniform" &&
+      !(result.arg("low")->number() < result.arg("high")->number())) {
+    error(expr.loc(), "uniform needs low < high", {expr.getRange()});
+    return std::nullopt;
+  }
+  return result;
+}
+
+/// `blocks.*.mlp.fc1.weight` against `blocks.3.mlp.fc1.weight`: `*` stands
+/// for exactly one path component.
+static bool matchesPattern(llvm::StringRef pattern, llvm::StringRef path) {
+  llvm::SmallVector<llvm::StringRef> want, have;
+  pattern.split(want, '.');
+  path.split(have, '.');
+  if (want.size() != have.size())
+    return false;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] != "*" && want[i] != have[i])
+      return false;
+  return true;
+}
+
+void Sema::evalTrain(const TrainStmt &train, int output) {
+  // The loss sees the model's output as `output`, next to inputs and targets.
+  Scope &scope = *frame().scope;
+  scope.vars["output"] = Val::ofTensor(output);
+
+  std::map<std::string, llvm::SMLoc> seen;
+  std::map<std::string, std::pair<std::string, llvm::SMLoc>> directiveOf;
+  std::optional<int> lossValue;
+  const std::vector<std::string> keys = {"optimizer", "schedule", "loss", "precision",
+                                         "memory_budget", "clip_grad_norm", "epochs",
+                                         "steps", "seed"};
+  for (const StmtPtr &stmt : train.settings) {
+    if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt.get())) {
+      const char *kind = dir->isPrune ? "prune" : "quantize";
+      auto value = evalSetting(*dir->value, dir->isPrune ? pruningFamily() : quantizationFamily());
+      std::vector<std::string> params, matched;
+      for (const GraphArg &arg : graph.args)
+        if (arg.role == ArgRole::Param) {
+          params.push_back(arg.name);
+          if (matchesPattern(dir->pattern, arg.name))
+            matched.push_back(arg.name);
+        }
+      if (matched.empty()) {
+        std::string best = closest(dir->pattern, params);
+        error(dir->patternRange.Start, "no parameter matches '" + dir->pattern + "'" +
+                                           (best.empty() ? "" : "; did you mean '" + best + "'?"),
+              {dir->patternRange});
+        continue;
+      }
+      bool clash = false;
+      for (const std::string &p : matched) {
+        auto key = std::string(kind) + ":" + p;
+        auto [it, inserted] = directiveOf.emplace(key, std::make_pair(dir->pattern, dir->loc()));
+        if (!inserted && !clash) {
+          error(dir->patternRange.Start, "parameter '" + p + "' is already given a '" +
+                                             kind + "' directive",
+                {dir->patternRange});
+          diags.note(it->second.second, "the earlier directive is here");
+          clash = true;
+        }
+      }
+      if (!value || clash)
+        continue;
+      ConfigValue list;
+      list.kind = ConfigValue::Kind::List;
+      for (const std::string &p : matched)
+        list.list.push_back(ConfigValue::ofString(p));
+      value->args.push_back({"params", list});
+      graph.train.push_back({kind, *value});
+      continue;
+    }
+    auto &bind = llvm::cast<BindStmt>(*stmt);
+    const std::string &key = bind.name;
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      error(bind.nameRange.Start, unknownMessage("train setting", key, keys), {bind.nameRange});
+      continue;
+    }
+    auto [it, inserted] = seen.emplace(key, bind.loc());
+    if (!inserted) {
+      error(bind.nameRange.Start, "'" + key + "' is set twice", {bind.nameRange});
+      diags.note(it->second, "it was first set here");
+      continue;
+    }
+    const Expr &expr = *bind.value;
+    if (key == "optimizer" || key == "schedule") {
+      if (auto v = evalSetting(expr, key == "optimizer" ? optimizerFamily() : scheduleFamily()))
+        graph.train.push_back({key, *v});
+      continue;
+    }
+    if (key == "loss") {
+      Val loss;
+      auto *name = llvm::dyn_cast<NameExpr>(&expr);
+      const Builtin *builtin = name ? findBuiltin(name->name) : nullptr;
+      if (builtin && (std::string(builtin->name) == "cross_entropy" ||
+                      std::string(builtin->name) == "mse")) {
+        // `loss = cross_entropy`: apply it to the output and the one target.
+        std::vector<const GraphArg *> targets;
+        for (const GraphArg &arg : graph.args)
+          if (arg.role == ArgRole::Target)
+            targets.push_back(&arg);
+        if (targets.size() != 1) {
+          error(expr.loc(), "'loss = " + name->name + "' needs exactly one 'target'; with " +
+                                std::to_string(targets.size()) + ", write 'loss = " +
+                                name->name + "(output, <target>)'",
+                {expr.getRange()});
+          continue;
+        }
+        BoundArgs args;
+        args.loc = expr.loc();
+        args.range = expr.getRange();
+        args.values = {Val::ofTensor(output), Val::ofTensor(targets.front()->value)};
+        args.ranges = {expr.getRange(), expr.getRange()};
+        args.given = {true, true};
+        loss = builtin->run(*this, args);
+      } else {
+        loss = eval(expr);
+      }
+      if (loss.isError())
+        continue;
+      if (!loss.isTensor() || !typeOf(loss.tensor).shape.empty() ||
+          !isFloat(typeOf(loss.tensor).dtype)) {
+        error(expr.loc(), "the loss must be a floating-point scalar, not " + describe(loss),
+              {expr.getRange()});
+        continue;
+      }
+      lossValue = loss.tensor;
+      std::string what = graph.nodes.empty() || graph.nodes.back().result != loss.tensor
+                             ? std::string("custom")
+                             : graph.nodes.back().op;
+      graph.train.push_back({key, ConfigValue::ofSymbol(what)});
+      continue;
+    }
+    auto value = evalSettingValue(expr);
+    if (!value)
+      continue;
+    std::string why;
+    std::optional<ConfigValue> checked;
+    if (key == "precision") {
+      std::string p = value->kind == ConfigValue::Kind::Symbol ? value->text : "";
+      if (p == "fp32")
+        p = "f32";
+      if (p == "fp16")
+        p = "f16";
+      if (p == "f32" || p == "bf16" || p == "f16")
+        checked = ConfigValue::ofSymbol(p);
+      else
+        why = "must be f32, bf16 or f16";
+    } else if (key == "memory_budget") {
+      if (value->kind == ConfigValue::Kind::Int && value->intValue > 0)
+        checked = value;
+      else
+        why = "must be a positive size such as 512MiB or 2GB";
+    } else if (key == "clip_grad_norm") {
+      checked = checkParam(optional(key.c_str(), ParamType::Positive, 0), *value, why);
+    } else if (key == "seed") {
+      checked = checkParam(optional(key.c_str(), ParamType::NonNegativeInt, 0), *value, why);
+    } else {
+      checked = checkParam(optional(key.c_str(), ParamType::PositiveInt, 0), *value, why);
+    }
+    if (!checked) {
+      error(expr.loc(), "'" + key + "' " + why + ", not " + value->str(), {expr.getRange()});
+      continue;
+    }
+    graph.train.push_back({key, *checked});
+  }
+  if (lossValue) {
+    graph.outputs = {*lossValue, output};
+    graph.outputNames = {"loss", "output"};
+  } else {
+    graph.outputs = {output};
+    graph.outputNames = {"output"};
+  }
+}

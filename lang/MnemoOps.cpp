@@ -1,0 +1,385 @@
+//===- MnemoOps.cpp - Verifiers, folders and canonicalizations ------------===//
+//
+// Shape checks delegate to lang/ShapeRules.h so that the IR accepts exactly
+// what the frontend produces.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/MnemoOps.h"
+#include "lang/ShapeRules.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mnemo;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+static shape::Shape shapeOf(Value v) {
+  ArrayRef<int64_t> dims = tensorType(v).getShape();
+  return shape::Shape(dims.begin(), dims.end());
+}
+
+static std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+/// Checks that `op`'s single result has the shape the rule computed and, when
+/// given, the element type.
+static LogicalResult verifyResult(Operation *op, const shape::ShapeResult &rule,
+                                  Type elementType = nullptr) {
+  if (!rule.ok())
+    return op->emitOpError() << rule.error;
+  Value result = op->getResult(0);
+  if (shapeOf(result) != rule.shape)
+    return op->emitOpError()
+           << "result shape " << shape::format(shapeOf(result))
+           << " should be " << shape::format(rule.shape);
+  if (elementType && tensorType(result).getElementType() != elementType)
+    return op->emitOpError() << "result element type "
+                             << tensorType(result).getElementType()
+                             << " should be " << elementType;
+  return success();
+}
+
+static LogicalResult verifySameElementType(Operation *op, ValueRange values) {
+  Type first = tensorType(values.front()).getElementType();
+  for (Value v : values.drop_front())
+    if (tensorType(v).getElementType() != first)
+      return op->emitOpError() << "operands must share one element type, not "
+                               << first << " and "
+                               << tensorType(v).getElementType();
+  return success();
+}
+
+/// Whether `attr` is a splat constant equal to `value`.
+static bool isSplatOf(Attribute attr, double value) {
+  auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
+  if (!dense || !dense.isSplat())
+    return false;
+  Type element = dense.getElementType();
+  if (llvm::isa<FloatType>(element))
+    return dense.getSplatValue<APFloat>().convertToDouble() == value;
+  if (element.isInteger(1))
+    return false;
+  if (llvm::isa<IntegerType>(element))
+    return double(dense.getSplatValue<APInt>().getSExtValue()) == value;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Folders
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 0.0))
+    return getLhs();
+  if (isSplatOf(adaptor.getLhs(), 0.0))
+    return getRhs();
+  return {};
+}
+
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return isSplatOf(adaptor.getRhs(), 0.0) ? getLhs() : OpFoldResult();
+}
+
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  if (isSplatOf(adaptor.getRhs(), 1.0))
+    return getLhs();
+  if (isSplatOf(adaptor.getLhs(), 1.0))
+    return getRhs();
+  return {};
+}
+
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  return isSplatOf(adaptor.getRhs(), 1.0) ? getLhs() : OpFoldResult();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : OpFoldResult();
+}
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : OpFoldResult();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) is reshape(x): only the final shape matters.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return {};
+  return getInput();
+}
+
+LogicalResult TransposeOp::canonicalize(TransposeOp op,
+                                        PatternRewriter &rewriter) {
+  auto inner = op.getInput().getDefiningOp<TransposeOp>();
+  if (!inner)
+    return failure();
+  // outer[i] reads inner dimension perm[i], which reads input innerPerm[...].
+  ArrayRef<int64_t> outerPerm = op.getPermutation();
+  ArrayRef<int64_t> innerPerm = inner.getPermutation();
+  SmallVector<int64_t> composed;
+  for (int64_t p : outerPerm)
+    composed.push_back(innerPerm[p]);
+  rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(), inner.getInput(),
+                                           composed);
+  return success();
+}
+
+/// If `operand` is a transpose that, after swapping its last two dimensions,
+/// keeps the last dimension in place, returns that cheaper inner transpose's
+/// input and permutation: matmul can read the swap through its transpose
+/// flag. `x @ W.T` becomes matmul(x, W) {transpose_rhs}, with no copy.
+static std::optional<std::pair<Value, SmallVector<int64_t>>>
+absorbableTranspose(Value operand) {
+  auto transpose = operand.getDefiningOp<TransposeOp>();
+  if (!transpose)
+    return std::nullopt;
+  SmallVector<int64_t> perm(transpose.getPermutation());
+  size_t rank = perm.size();
+  if (rank < 2 || perm[rank - 1] == int64_t(rank - 1))
+    return std::nullopt;
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  if (perm[rank - 1] != int64_t(rank - 1))
+    return std::nullopt;
+  return std::make_pair(transpose.getInput(), perm);
+}
+
+/// Rewrites a transposed operand of a (batch) matmul into its flag.
+template <typename MatmulLikeOp>
+static LogicalResult absorbTransposes(MatmulLikeOp op, PatternRewriter &rewriter) {
+  bool changed = false;
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  bool transposeLhs = op.getTransposeLhs(), transposeRhs = op.getTransposeRhs();
+  auto absorb = [&](Value &operand, bool &flag) {
+    auto found = absorbableTranspose(operand);
+    if (!found)
+      return;
+    auto [input, perm] = *found;
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i)
+      identity &= perm[i] == int64_t(i);
+    if (identity) {
+      operand = input;
+    } else {
+      auto inputType = llvm::cast<RankedTensorType>(input.getType());
+      SmallVector<int64_t> dims;
+      for (int64_t p : perm)
+        dims.push_back(inputType.getDimSize(p));
+      operand = rewriter.create<TransposeOp>(
+          op.getLoc(), RankedTensorType::get(dims, inputType.getElementType()), input,
+          perm);
+    }
+    flag = !flag;
+    changed = true;
+  };
+  absorb(lhs, transposeLhs);
+  absorb(rhs, transposeRhs);
+  if (!changed)
+    return failure();
+  rewriter.replaceOpWithNewOp<MatmulLikeOp>(op, op.getType(), lhs, rhs, transposeLhs,
+                                            transposeRhs);
+  return success();
+}
+
+LogicalResult MatmulOp::canonicalize(MatmulOp op, PatternRewriter &rewriter) {
+  return absorbTransposes(op, rewriter);
+}
+
+LogicalResult BatchMatmulOp::canonicalize(BatchMatmulOp op, PatternRewriter &rewriter) {
+  return absorbTransposes(op, rewriter);
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getResult()))
+    return emitOpError("a cast cannot change the shape");
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  if (shapeOf(getCondition()) != shapeOf(getResult()))
+    return emitOpError() << "condition shape "
+                         << shape::format(shapeOf(getCondition()))
+                         << " differs from the value shape "
+                         << shape::format(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult CausalMaskOp::verify() {
+  if (tensorType(getResult()).getRank() != 2)
+    return emitOpError("the mask must have rank 2");
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0))
+    return emitOpError() << "p must be in [0, 1), not " << p;
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  if (failed(verifySameElementType(*this, {getLhs(), getRhs(), getResult()})))
+    return failure();
+  return verifyResult(*this,
+                      shape::matmul(shapeOf(getLhs()), shapeOf(getRhs()),
+                                    getTransposeLhs(), getTransposeRhs()));
+}
+
+LogicalResult BatchMatmulOp::verify() {
+  if (failed(verifySameElementType(*this, {getLhs(), getRhs(), getResult()})))
+    return failure();
+  return verifyResult(*this,
+                      shape::batchMatmul(shapeOf(getLhs()), shapeOf(getRhs()),
+                                         getTransposeLhs(), getTransposeRhs()));
+}
+
+LogicalResult Conv2DOp::verify() {
+  if (failed(verifySameElementType(*this,
+                                   {getInput(), getWeight(), getResult()})))
+    return failure();
+  return verifyResult(*this, shape::conv2d(shapeOf(getInput()),
+                                           shapeOf(getWeight()),
+                                           toVector(getStride()),
+                                           toVector(getPadding())));
+}
+
+template <typename PoolOp>
+static LogicalResult verifyPool(PoolOp op) {
+  return verifyResult(op,
+                      shape::pool2d(shapeOf(op.getInput()),
+                                    toVector(op.getKernel()),
+                                    toVector(op.getStride()),
+                                    toVector(op.getPadding())),
+                      tensorType(op.getInput()).getElementType());
+}
+
+LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
+LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
+
+template <typename ReduceOp>
+static LogicalResult verifyReduce(ReduceOp op) {
+  return verifyResult(op,
+                      shape::reduce(shapeOf(op.getInput()),
+                                    toVector(op.getAxes()), op.getKeepDims()),
+                      tensorType(op.getInput()).getElementType());
+}
+
+LogicalResult SumOp::verify() { return verifyReduce(*this); }
+LogicalResult MeanOp::verify() { return verifyReduce(*this); }
+LogicalResult MaxOp::verify() { return verifyReduce(*this); }
+
+template <typename SoftmaxLikeOp>
+static LogicalResult verifyAxis(SoftmaxLikeOp op) {
+  int64_t rank = tensorType(op.getInput()).getRank();
+  if (!shape::normalizeAxis(op.getAxis(), rank))
+    return op.emitOpError() << "axis " << op.getAxis()
+                            << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
+
+LogicalResult LayerNormOp::verify() {
+  return verifyResult(*this, shape::lastDimNorm(shapeOf(getInput()),
+                                                shapeOf(getScale())));
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyResult(*this, shape::lastDimNorm(shapeOf(getInput()),
+                                                shapeOf(getScale())));
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyResult(
+      *this, shape::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets())));
+}
+
+LogicalResult MseOp::verify() {
+  return verifyResult(*this, shape::ShapeResult::success({}),
+                      tensorType(getLhs()).getElementType());
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyResult(
+      *this, shape::embedding(shapeOf(getTable()), shapeOf(getIndices())),
+      tensorType(getTable()).getElementType());
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(*this,
+                      shape::reshape(shapeOf(getInput()), shapeOf(getResult())));
+}
+
+LogicalResult TransposeOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(*this, shape::transpose(shapeOf(getInput()),
+                                              toVector(getPermutation())));
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(
+      *this, shape::broadcastTo(shapeOf(getInput()), shapeOf(getResult())));
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  shape::Shape in = shapeOf(getInput());
+  auto axis = shape::normalizeAxis(getAxis(), in.size());
+  if (!axis)
+    return emitOpError() << "axis " << getAxis() << " is out of range";
+  if (getStart() < 0 || getStart() >= getEnd() || getEnd() > in[*axis])
+    return emitOpError() << "needs 0 <= start < end <= " << in[*axis]
+                         << ", not " << getStart() << ":" << getEnd();
+  return verifyResult(*this, shape::slice(in, getAxis(), getStart(), getEnd(),
+                                          getStep()));
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  SmallVector<Value> all(getInputs().begin(), getInputs().end());
+  all.push_back(getResult());
+  if (failed(verifySameElementType(*this, all)))
+    return failure();
+  std::vector<shape::Shape> shapes;
+  for (Value v : getInputs())
+    shapes.push_back(shapeOf(v));
+  return verifyResult(*this, shape::concat(shapes, getAxis()));
+}
+
+#define GET_OP_CLASSES
+#include "lang/MnemoOps.cpp.inc"

@@ -1,0 +1,108 @@
+//===- ShapeRules.h - Shape rules of the Mnemo op set -----------*- C++ -*-===//
+//
+// The single definition of how every Mnemo op maps operand shapes to a result
+// shape. The frontend uses these rules to infer shapes (and to word errors at
+// the source expression); the dialect's op verifiers use the same rules, so
+// the language and the IR can never disagree about what is well-shaped.
+//
+// Deliberately free of MLIR and LLVM: shapes are plain vectors of int64_t.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_SHAPERULES_H
+#define MNEMO_LANG_SHAPERULES_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mnemo {
+namespace shape {
+
+using Shape = std::vector<int64_t>;
+
+/// The outcome of a shape rule: a shape, or the reason there is none. The
+/// reason is a sentence fragment ("inner dimensions 784 and 512 differ") that
+/// callers prefix with what was attempted.
+struct ShapeResult {
+  Shape shape;
+  std::string error;
+
+  bool ok() const { return error.empty(); }
+  static ShapeResult success(Shape s) { return {std::move(s), ""}; }
+  static ShapeResult failure(std::string why) { return {{}, std::move(why)}; }
+};
+
+/// Largest number of elements a single tensor may have. Keeps element counts
+/// and byte sizes far from int64 overflow.
+constexpr int64_t kMaxElements = int64_t(1) << 48;
+
+/// "[128,784]".
+std::string format(const Shape &shape);
+
+/// Number of elements, or nullopt if the shape has a negative dimension or the
+/// count exceeds kMaxElements.
+std::optional<int64_t> numElements(const Shape &shape);
+
+/// Maps a possibly negative axis into [0, rank); nullopt when out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+/// numpy broadcasting of two shapes.
+ShapeResult broadcast(const Shape &a, const Shape &b);
+
+/// Whether `from` broadcasts to exactly `to` (numpy broadcast_to).
+ShapeResult broadcastTo(const Shape &from, const Shape &to);
+
+/// lhs [..., M, K] (rank >= 2) times rhs [K, N]; the transposes swap the last
+/// two dimensions of the operand they name. Result [..., M, N].
+ShapeResult matmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
+                   bool transposeRhs);
+
+/// lhs [B..., M, K] times rhs [B..., K, N] with identical batch dimensions
+/// (rank >= 3). Result [B..., M, N].
+ShapeResult batchMatmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
+                        bool transposeRhs);
+
+/// Reduction over `axes` (negative allowed, no duplicates).
+ShapeResult reduce(const Shape &input, const std::vector<int64_t> &axes,
+                   bool keepDims);
+
+/// Reshape to `requested`, where at most one entry may be -1 (inferred).
+ShapeResult reshape(const Shape &input, const Shape &requested);
+
+/// Permutation of the dimensions: result[i] = input[permutation[i]].
+ShapeResult transpose(const Shape &input,
+                      const std::vector<int64_t> &permutation);
+
+/// Python-style slice [start:end:step] along one axis (negative start/end
+/// count from the end; both clamp to the dimension; step > 0).
+ShapeResult slice(const Shape &input, int64_t axis, int64_t start, int64_t end,
+                  int64_t step);
+
+/// Concatenation along `axis`; all other dimensions must agree.
+ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis);
+
+/// input [N, C, H, W], weight [O, C, KH, KW] -> [N, O, HO, WO].
+ShapeResult conv2d(const Shape &input, const Shape &weight,
+                   const std::vector<int64_t> &stride,
+                   const std::vector<int64_t> &padding);
+
+/// input [N, C, H, W] pooled with a window -> [N, C, HO, WO].
+ShapeResult pool2d(const Shape &input, const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &stride,
+                   const std::vector<int64_t> &padding);
+
+/// table [V, D] gathered at indices [...] -> [..., D].
+ShapeResult embedding(const Shape &table, const Shape &indices);
+
+/// logits [..., C] and class targets [...] -> scalar mean loss.
+ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
+
+/// Normalization over the last dimension with a [D] scale (and bias).
+ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
+
+} // namespace shape
+} // namespace mnemo
+
+#endif // MNEMO_LANG_SHAPERULES_H

@@ -1,0 +1,22 @@
+//===- Pipeline.cpp - The mnemoc pass pipeline ----------------------------===//
+
+#include "passes/Pipeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
+  // MLIRGen emits one op per source operation; canonicalization removes the
+  // no-ops that layer composition creates (x*1, reshape chains, transposes
+  // that cancel) and CSE merges repeated constants and broadcasts.
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
+
+void mnemo::registerMnemoPasses() {
+  mlir::PassPipelineRegistration<>(
+      "mnemo-default", "The pipeline mnemoc runs after MLIRGen",
+      [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
+}

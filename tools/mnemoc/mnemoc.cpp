@@ -1,0 +1,228 @@
+//===- mnemoc.cpp - The Mnemo compiler driver -----------------------------===//
+//
+// One linear pipeline, stoppable at any stage with --emit:
+//
+//   model file --parse--> AST --Sema--> Graph --MLIRGen--> mnemo dialect
+//              --passes--> output
+//
+// Exit status: 0 on success, 1 when the input is wrong (the diagnostics say
+// why), 2 on an internal error (a bug in mnemoc).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/AST.h"
+#include "frontend/Diagnostics.h"
+#include "frontend/Graph.h"
+#include "frontend/MLIRGen.h"
+#include "frontend/Program.h"
+#include "frontend/Sema.h"
+#include "lang/MnemoDialect.h"
+#include "passes/Pipeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mnemo;
+namespace cl = llvm::cl;
+
+namespace {
+enum class Emit { AST, MLIR, Params };
+
+cl::OptionCategory category("mnemoc options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"), cl::init("-"),
+                               cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
+                                cl::value_desc("file"), cl::init("-"), cl::cat(category));
+cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::MLIR),
+                   cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
+                              clEnumValN(Emit::MLIR, "mlir", "the mnemo dialect IR"),
+                              clEnumValN(Emit::Params, "params",
+                                         "the parameters, their shapes and the count")),
+                   cl::cat(category));
+cl::list<std::string> defines("D", cl::Prefix,
+                              cl::desc("Override a model hyper-parameter: -D layers=12"),
+                              cl::value_desc("name=value"), cl::cat(category));
+cl::list<std::string> importPaths("I", cl::Prefix,
+                                  cl::desc("Search this folder for imports"),
+                                  cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> modelName("model", cl::desc("The model to compile, when the file has several"),
+                               cl::value_desc("name"), cl::cat(category));
+cl::opt<std::string> passPipeline(
+    "pass-pipeline",
+    cl::desc("Run this textual pass pipeline instead of the default one (for experts)"),
+    cl::value_desc("pipeline"), cl::cat(category));
+cl::opt<bool> printIRAfterAll("print-ir-after-all", cl::desc("Print the IR after every pass"),
+                              cl::cat(category));
+cl::list<std::string> printIRAfter("print-ir-after",
+                                   cl::desc("Print the IR after the named pass"),
+                                   cl::value_desc("pass"), cl::CommaSeparated,
+                                   cl::cat(category));
+cl::list<std::string> printIRBefore("print-ir-before",
+                                    cl::desc("Print the IR before the named pass"),
+                                    cl::value_desc("pass"), cl::CommaSeparated,
+                                    cl::cat(category));
+} // namespace
+
+static std::vector<std::string> searchPaths() {
+  std::vector<std::string> paths(importPaths.begin(), importPaths.end());
+  if (auto env = llvm::sys::Process::GetEnv("MNEMO_PATH")) {
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(*env).split(parts, ':', -1, false);
+    for (llvm::StringRef p : parts)
+      paths.push_back(p.str());
+  }
+  paths.push_back(MNEMO_DEFAULT_STDLIB);
+  return paths;
+}
+
+static void printParams(const Graph &graph, llvm::raw_ostream &os) {
+  os << "model " << graph.modelName << " (" << graph.fileName << ")\n";
+  if (!graph.hyperParams.empty()) {
+    os << "hyper-parameters:";
+    for (const Setting &s : graph.hyperParams)
+      os << " " << s.key << "=" << s.value.str();
+    os << "\n";
+  }
+  size_t width = 9;
+  for (const GraphArg &arg : graph.args)
+    width = std::max(width, arg.name.size());
+  os << llvm::left_justify("parameter", width) << "  " << llvm::left_justify("type", 20)
+     << llvm::right_justify("count", 12) << "  init\n";
+  int64_t bytes = 0;
+  for (const GraphArg &arg : graph.args) {
+    if (arg.role != ArgRole::Param)
+      continue;
+    const TensorType &type = graph.values[arg.value];
+    int64_t count = shape::numElements(type.shape).value_or(0);
+    bytes += count * (type.dtype == DType::F32 ? 4 : 2);
+    os << llvm::left_justify(arg.name, width) << "  " << llvm::left_justify(type.str(), 20)
+       << llvm::right_justify(llvm::formatv("{0:N}", count).str(), 12) << "  "
+       << arg.init.str() << "\n";
+  }
+  os << "total: " << llvm::formatv("{0:N}", graph.parameterCount()) << " parameters, "
+     << llvm::format("%.2f", double(bytes) / (1 << 20)) << " MiB\n";
+}
+
+/// Runs the default pipeline (or --pass-pipeline) with IR printing as asked.
+static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
+  mlir::PassManager pm(module->getName());
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return mlir::failure();
+  if (passPipeline.getNumOccurrences()) {
+    std::string errors;
+    llvm::raw_string_ostream errorStream(errors);
+    if (failed(mlir::parsePassPipeline(passPipeline, pm, errorStream))) {
+      llvm::errs() << "mnemoc: error: invalid --pass-pipeline: " << errorStream.str() << "\n";
+      return mlir::failure();
+    }
+  } else {
+    buildDefaultPipeline(pm);
+  }
+  if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
+    auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
+      for (const std::string &name : names)
+        if (pass->getArgument() == name || pass->getName() == name)
+          return true;
+      return false;
+    };
+    pm.getContext()->disableMultithreading();
+    pm.enableIRPrinting(
+        [&](mlir::Pass *pass, mlir::Operation *) { return matches(printIRBefore, pass); },
+        [&](mlir::Pass *pass, mlir::Operation *) {
+          return printIRAfterAll || matches(printIRAfter, pass);
+        },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, llvm::errs());
+  }
+  return pm.run(module);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerTransformsPasses();
+  registerMnemoPasses();
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv, "mnemoc: the Mnemo compiler\n");
+
+  llvm::SourceMgr sourceMgr;
+  Diagnostics diags(sourceMgr, llvm::errs());
+
+  ElaborateOptions options;
+  options.modelName = modelName;
+  for (const std::string &define : defines) {
+    auto [name, value] = llvm::StringRef(define).split('=');
+    if (name.empty() || value.empty() || define.find('=') == std::string::npos) {
+      diags.error("-D " + define + ": expected name=value, as in -D layers=12");
+      continue;
+    }
+    options.overrides.emplace_back(name.trim().str(), value.trim().str());
+  }
+  if (diags.hadError())
+    return 1;
+
+  std::unique_ptr<Program> program = loadProgramFile(inputFile, searchPaths(), diags);
+  if (!program || diags.hadError())
+    return 1;
+
+  std::string errorMessage;
+  auto output = mlir::openOutputFile(outputFile, &errorMessage);
+  if (!output) {
+    diags.error("cannot write '" + outputFile + "': " + errorMessage);
+    return 1;
+  }
+
+  if (emit == Emit::AST) {
+    for (const auto &module : program->modules)
+      printAST(*module, sourceMgr, output->os());
+    output->keep();
+    return 0;
+  }
+
+  std::optional<Graph> graph = elaborate(*program, options, diags);
+  if (!graph || diags.hadError())
+    return 1;
+
+  if (emit == Emit::Params) {
+    printParams(*graph, output->os());
+    output->keep();
+    return 0;
+  }
+
+  mlir::MLIRContext context;
+  // MLIR diagnostics (verifier, passes) print like ours: file:line:col, the
+  // source line and a caret.
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *graph);
+  if (!module) {
+    llvm::errs() << "mnemoc: internal error: the generated IR does not verify; "
+                    "please report this with the model file\n";
+    return 2;
+  }
+  if (failed(runPipeline(*module)))
+    return passPipeline.getNumOccurrences() ? 1 : 2;
+  module->print(output->os());
+  output->keep();
+  return 0;
+}
