@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/AST.h"
+#include "frontend/Graph.h"
 
 #include "llvm/Support/Casting.h"
 #include "llvm/Support/Format.h"
@@ -164,7 +165,7 @@ private:
       if (n.isInt)
         os << n.intValue;
       else
-        os << llvm::format("%g", n.floatValue);
+        os << ConfigValue::ofFloat(n.floatValue).str();
       return;
     }
     case Expr::Kind::Size:

@@ -1439,13 +1439,13 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   frames.pop_back();
 
   if (!modelForward) {
-    if (!diags.hadError())
-      error(model->nameRange.Start, "model '" + model->name + "' has no forward",
-            {model->nameRange});
+    error(model->nameRange.Start, "model '" + model->name + "' has no forward",
+          {model->nameRange});
     return std::nullopt;
   }
-  if (diags.hadError())
-    return std::nullopt;
+  // Go on after errors in the body: values that failed are Error values,
+  // which silence everything computed from them, so only independent
+  // mistakes in the forward and the train section are reported.
 
   Scope &locals = scopes.emplace_back();
   locals.parent = &root.members;
@@ -1454,17 +1454,12 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   frames.pop_back();
   std::optional<Val> output = std::move(returned);
   returned.reset();
-  if (diags.hadError())
-    return std::nullopt;
-  if (!output) {
+  int outputValue = output && output->isTensor() ? output->tensor : -1;
+  if (!output)
     error(modelForward->loc(), "the model's forward does not return a value");
-    return std::nullopt;
-  }
-  if (!output->isTensor()) {
+  else if (!output->isError() && !output->isTensor())
     error(modelForward->loc(), "the model's forward must return a tensor, not " +
                                    describe(*output));
-    return std::nullopt;
-  }
 
   // Inputs, then targets, then parameters; each group in declaration order.
   std::stable_sort(graph.args.begin(), graph.args.end(),
@@ -1473,13 +1468,16 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
                    });
 
   if (trainStmt) {
+    // Checked even when the forward failed, to report every mistake at once.
     frames.push_back({&root, Mode::Train, &locals, SMLoc()});
-    evalTrain(*trainStmt, output->tensor);
+    evalTrain(*trainStmt, outputValue);
     frames.pop_back();
-  } else {
-    graph.outputs.push_back(output->tensor);
+  } else if (outputValue >= 0) {
+    graph.outputs.push_back(outputValue);
     graph.outputNames.push_back("output");
   }
+  if (outputValue < 0)
+    return std::nullopt;
   if (diags.hadError())
     return std::nullopt;
   return std::move(graph);

@@ -520,7 +520,7 @@ static bool matchesPattern(llvm::StringRef pattern, llvm::StringRef path) {
 void Sema::evalTrain(const TrainStmt &train, int output) {
   // The loss sees the model's output as `output`, next to inputs and targets.
   Scope &scope = *frame().scope;
-  scope.vars["output"] = Val::ofTensor(output);
+  scope.vars["output"] = output >= 0 ? Val::ofTensor(output) : Val::error();
 
   std::map<std::string, llvm::SMLoc> seen;
   std::map<std::string, std::pair<std::string, llvm::SMLoc>> directiveOf;
@@ -590,8 +590,10 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
       Val loss;
       auto *name = llvm::dyn_cast<NameExpr>(&expr);
       const Builtin *builtin = name ? findBuiltin(name->name) : nullptr;
-      if (builtin && (std::string(builtin->name) == "cross_entropy" ||
-                      std::string(builtin->name) == "mse")) {
+      if (builtin && output < 0) {
+        continue; // the forward failed; its error was reported
+      } else if (builtin && (std::string(builtin->name) == "cross_entropy" ||
+                             std::string(builtin->name) == "mse")) {
         // `loss = cross_entropy`: apply it to the output and the one target.
         std::vector<const GraphArg *> targets;
         for (const GraphArg &arg : graph.args)

@@ -298,8 +298,8 @@ LogicalResult MaxOp::verify() { return verifyReduce(*this); }
 template <typename SoftmaxLikeOp>
 static LogicalResult verifyAxis(SoftmaxLikeOp op) {
   int64_t rank = tensorType(op.getInput()).getRank();
-  if (!shape::normalizeAxis(op.getAxis(), rank))
-    return op.emitOpError() << "axis " << op.getAxis()
+  if (!shape::normalizeAxis(int64_t(op.getAxis()), rank))
+    return op.emitOpError() << "axis " << int64_t(op.getAxis())
                             << " is out of range for rank " << rank;
   return success();
 }
@@ -358,14 +358,15 @@ LogicalResult SliceOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))
     return failure();
   shape::Shape in = shapeOf(getInput());
-  auto axis = shape::normalizeAxis(getAxis(), in.size());
+  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
   if (!axis)
-    return emitOpError() << "axis " << getAxis() << " is out of range";
-  if (getStart() < 0 || getStart() >= getEnd() || getEnd() > in[*axis])
-    return emitOpError() << "needs 0 <= start < end <= " << in[*axis]
-                         << ", not " << getStart() << ":" << getEnd();
-  return verifyResult(*this, shape::slice(in, getAxis(), getStart(), getEnd(),
-                                          getStep()));
+    return emitOpError() << "axis " << int64_t(getAxis()) << " is out of range";
+  // I64Attr getters return uint64_t; the attributes hold signed values.
+  int64_t start = getStart(), end = getEnd(), step = getStep();
+  if (start < 0 || start >= end || end > in[*axis])
+    return emitOpError() << "needs 0 <= start < end <= " << in[*axis] << ", not "
+                         << start << ":" << end;
+  return verifyResult(*this, shape::slice(in, *axis, start, end, step));
 }
 
 LogicalResult ConcatOp::verify() {
@@ -378,7 +379,7 @@ LogicalResult ConcatOp::verify() {
   std::vector<shape::Shape> shapes;
   for (Value v : getInputs())
     shapes.push_back(shapeOf(v));
-  return verifyResult(*this, shape::concat(shapes, getAxis()));
+  return verifyResult(*this, shape::concat(shapes, int64_t(getAxis())));
 }
 
 #define GET_OP_CLASSES

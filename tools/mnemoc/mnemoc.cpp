@@ -194,8 +194,8 @@ int main(int argc, char **argv) {
   }
 
   if (emit == Emit::AST) {
-    for (const auto &module : program->modules)
-      printAST(*module, sourceMgr, output->os());
+    // The main file only; imports are files of their own.
+    printAST(program->mainModule(), sourceMgr, output->os());
     output->keep();
     return 0;
   }
