@@ -131,6 +131,7 @@ Token Lexer::make(TokenKind kind, const char *start) {
   tok.kind = kind;
   tok.text = llvm::StringRef(start, cur - start);
   lastWasNewline = kind == TokenKind::Newline;
+  lastKind = kind;
   return tok;
 }
 
@@ -170,7 +171,10 @@ Token Lexer::next() {
     return make(TokenKind::Newline, start);
   if (isIdentStart(c))
     return lexIdentifier(start);
-  if (isDigit(c) || (c == '.' && cur < buffer.end() && isDigit(*cur)))
+  // `.5` is a number, but in `blocks.3` the dot follows a name: a member.
+  bool afterOperand = lastKind == TokenKind::Identifier || lastKind == TokenKind::Integer ||
+                      lastKind == TokenKind::RParen || lastKind == TokenKind::RBracket;
+  if (isDigit(c) || (c == '.' && !afterOperand && cur < buffer.end() && isDigit(*cur)))
     return lexNumber(start);
   if (c == '"')
     return lexString(start);
@@ -269,6 +273,25 @@ Token Lexer::lexIdentifier(const char *start) {
                        .Case("or", TokenKind::KwOr)
                        .Case("not", TokenKind::KwNot)
                        .Default(TokenKind::Identifier);
+  // These only start statements, never appear inside brackets: an unclosed
+  // bracket before one is an error, and newlines must count again so the
+  // parser can recover at the end of the statement.
+  switch (kind) {
+  case TokenKind::KwLet:
+  case TokenKind::KwParam:
+  case TokenKind::KwInput:
+  case TokenKind::KwTarget:
+  case TokenKind::KwForward:
+  case TokenKind::KwTrain:
+  case TokenKind::KwReturn:
+  case TokenKind::KwModel:
+  case TokenKind::KwLayer:
+  case TokenKind::KwImport:
+    nesting = 0;
+    break;
+  default:
+    break;
+  }
   return make(kind, start);
 }
 
@@ -326,18 +349,18 @@ Token Lexer::lexNumber(const char *start) {
   std::string text = digits.str();
   if (isFloat) {
     tok.floatValue = std::strtod(text.c_str(), nullptr);
-    if (!suffix.empty()) {
-      tok.kind = TokenKind::Error;
+    // Errors in numbers still yield a number, so the parser does not
+    // report a second, confusing error for the same mistake.
+    if (!suffix.empty())
       diags.error(llvm::SMLoc::getFromPointer(suffixStart),
                   "a size must be a whole number of units, as in 512MiB");
-    }
     return tok;
   }
   errno = 0;
   unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE || value > uint64_t(std::numeric_limits<int64_t>::max())) {
     diags.error(tok.loc(), "integer literal is too large", {tok.range()});
-    tok.kind = TokenKind::Error;
+    tok.kind = TokenKind::Integer;
     return tok;
   }
   tok.intValue = int64_t(value);
@@ -350,12 +373,10 @@ Token Lexer::lexNumber(const char *start) {
     diags.error(llvm::SMLoc::getFromPointer(suffixStart),
                 "unknown size unit '" + suffix +
                     "'; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB");
-    tok.kind = TokenKind::Error;
     return tok;
   }
   if (tok.intValue > std::numeric_limits<int64_t>::max() / unit) {
     diags.error(tok.loc(), "size is too large", {tok.range()});
-    tok.kind = TokenKind::Error;
     return tok;
   }
   tok.kind = TokenKind::Size;

@@ -114,6 +114,7 @@ private:
   Diagnostics &diags;
   int nesting = 0;           // open ( and [; newlines inside are ignored
   bool lastWasNewline = true; // collapse blank lines, none at the start
+  TokenKind lastKind = TokenKind::Newline;
 };
 
 } // namespace mnemo

@@ -9,6 +9,24 @@ using namespace mnemo;
 using llvm::SMLoc;
 using llvm::SMRange;
 
+namespace {
+/// Counts nesting so that pathological input ends in an error, not a crash.
+struct NestingGuard {
+  NestingGuard(int &depth) : depth(depth) { ++depth; }
+  ~NestingGuard() { --depth; }
+  int &depth;
+};
+
+/// A chain such as a+b+c+... or a.b.c... nests the tree one level per link;
+/// each link counts as nesting until the chain's parse function returns.
+struct ChainGuard {
+  ChainGuard(int &depth) : depth(depth), start(depth) {}
+  ~ChainGuard() { depth = start; }
+  int &depth;
+  int start;
+};
+} // namespace
+
 Parser::Parser(unsigned bufferId, Diagnostics &diags)
     : diags(diags),
       lexer(diags.getSourceMgr().getMemoryBuffer(bufferId)->getBuffer(), diags) {
@@ -75,9 +93,27 @@ bool Parser::endOfStatement() {
   return false;
 }
 
+/// Whether the current token can only begin a statement.
+static bool startsStatement(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::KwLet:
+  case TokenKind::KwParam:
+  case TokenKind::KwInput:
+  case TokenKind::KwTarget:
+  case TokenKind::KwForward:
+  case TokenKind::KwTrain:
+  case TokenKind::KwReturn:
+    return true;
+  default:
+    return false;
+  }
+}
+
 void Parser::skipToStatementEnd() {
   int braces = 0;
   while (!tok.is(TokenKind::Eof)) {
+    if (braces == 0 && startsStatement(tok.kind))
+      return; // resume at the next statement
     if (tok.is(TokenKind::LBrace)) {
       ++braces;
     } else if (tok.is(TokenKind::RBrace)) {
@@ -209,6 +245,13 @@ bool Parser::parseHyperParams(Definition &def) {
 
 /// block ::= '{' statement* '}'
 bool Parser::parseBlock(Block &block, bool isTrain) {
+  NestingGuard guard(nesting);
+  if (nesting > kMaxNesting) {
+    if (!tooDeep)
+      errorAtCurrent("blocks are nested too deeply");
+    tooDeep = true;
+    return false;
+  }
   if (!expect(TokenKind::LBrace, "to begin a block"))
     return false;
   skipNewlines();
@@ -476,14 +519,15 @@ bool Parser::parseType(TypeSpec &type) {
 // Expressions
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Counts nesting so that pathological input ends in an error, not a crash.
-struct NestingGuard {
-  NestingGuard(int &depth) : depth(depth) { ++depth; }
-  ~NestingGuard() { --depth; }
-  int &depth;
-};
-} // namespace
+
+bool Parser::chainTooDeep() {
+  if (++nesting <= kMaxNesting)
+    return false;
+  if (!tooDeep)
+    errorAtCurrent("expression is nested too deeply");
+  tooDeep = true;
+  return true;
+}
 
 /// expr ::= or
 ExprPtr Parser::parseExpr() {
@@ -503,7 +547,10 @@ ExprPtr Parser::parseLogical(bool isOr) {
   SMLoc start = tok.loc();
   TokenKind kind = isOr ? TokenKind::KwOr : TokenKind::KwAnd;
   ExprPtr lhs = isOr ? parseLogical(false) : parseNot();
+  ChainGuard chain(nesting);
   while (lhs && tok.is(kind)) {
+    if (chainTooDeep())
+      return nullptr;
     SMLoc opLoc = tok.loc();
     advance();
     ExprPtr rhs = isOr ? parseLogical(false) : parseNot();
@@ -576,7 +623,10 @@ ExprPtr Parser::parseComparison() {
 ExprPtr Parser::parseAdditive() {
   SMLoc start = tok.loc();
   ExprPtr lhs = parseMultiplicative();
+  ChainGuard chain(nesting);
   while (lhs && (tok.is(TokenKind::Plus) || tok.is(TokenKind::Minus))) {
+    if (chainTooDeep())
+      return nullptr;
     BinaryOp op = tok.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
     SMLoc opLoc = tok.loc();
     advance();
@@ -593,6 +643,7 @@ ExprPtr Parser::parseAdditive() {
 ExprPtr Parser::parseMultiplicative() {
   SMLoc start = tok.loc();
   ExprPtr lhs = parseUnary();
+  ChainGuard chain(nesting);
   while (lhs) {
     BinaryOp op;
     switch (tok.kind) {
@@ -614,6 +665,8 @@ ExprPtr Parser::parseMultiplicative() {
     default:
       return lhs;
     }
+    if (chainTooDeep())
+      return nullptr;
     SMLoc opLoc = tok.loc();
     advance();
     ExprPtr rhs = parseUnary();
@@ -668,7 +721,10 @@ ExprPtr Parser::parsePostfix() {
 }
 
 ExprPtr Parser::parsePostfixFrom(ExprPtr expr, SMLoc start) {
+  ChainGuard chain(nesting);
   while (expr) {
+    if ((tok.is(TokenKind::LParen) || tok.is(TokenKind::Dot)) && chainTooDeep())
+      return nullptr;
     if (tok.is(TokenKind::LParen)) {
       std::vector<Argument> args;
       if (!parseArguments(args))
@@ -722,10 +778,6 @@ bool Parser::parseArguments(std::vector<Argument> &args) {
       value = parseExpr();
       if (!value)
         return false;
-    } else if (!args.empty() && !args.back().name.empty()) {
-      diags.error(value->loc(),
-                  "a positional argument cannot follow a keyword argument",
-                  {value->getRange()});
     }
     arg.value = std::move(value);
     args.push_back(std::move(arg));

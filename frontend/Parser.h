@@ -68,6 +68,7 @@ private:
   bool endOfStatement();
   void skipToStatementEnd();
   void skipNewlines();
+  bool chainTooDeep();
   llvm::SMRange rangeFrom(llvm::SMLoc start) const;
 
   Diagnostics &diags;

@@ -84,7 +84,7 @@ void Sema::suggestName(const std::string &name, SMRange range) {
     candidates.push_back(extra);
 
   std::string best;
-  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  unsigned bestDistance = (name.size() + 2) / 3 + 1;
   for (const std::string &c : candidates) {
     unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
     if (d < bestDistance) {
@@ -137,11 +137,7 @@ std::string Sema::describe(const Val &v) const {
 
 int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
                std::vector<NamedAttr> attrs, SMLoc loc) {
-  if (graph.nodes.size() >= kMaxNodes && !tooLarge) {
-    tooLarge = true;
-    error(loc, "the model is too large to elaborate (over " +
-                   Twine(uint64_t(kMaxNodes)) + " ops)");
-  }
+  spendWork(loc);
   Node node;
   node.op = op.str();
   node.operands = std::move(operands);
@@ -151,6 +147,16 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
   node.trace = traceAt(loc);
   graph.nodes.push_back(std::move(node));
   return graph.nodes.back().result;
+}
+
+bool Sema::spendWork(SMLoc loc) {
+  if (++work <= kMaxWork)
+    return true;
+  if (!tooLarge)
+    error(loc, "the model is too large to elaborate (over " + Twine(uint64_t(kMaxWork)) +
+                   " ops, parameters and layers)");
+  tooLarge = true;
+  return false;
 }
 
 int Sema::splat(double value, TensorType type, SMLoc loc) {
@@ -818,9 +824,16 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
     signature += (i ? ", " : "") + std::string(builtin.params[i]) +
                  (i >= builtin.required ? "=..." : "");
   signature += ")";
+  bool sawKeyword = false;
   for (const Argument &arg : call.args) {
     size_t slot;
     SMRange range = arg.value->getRange();
+    sawKeyword |= !arg.name.empty();
+    if (arg.name.empty() && sawKeyword) {
+      error(range.Start, "a positional argument cannot follow a keyword argument", {range});
+      ok = false;
+      continue;
+    }
     if (arg.name.empty()) {
       slot = position++;
       if (slot >= n) {
@@ -896,9 +909,16 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
   if (call) {
     // Explicit arguments, evaluated in the caller's scope.
     size_t position = 0;
+    bool sawKeyword = false;
     for (const Argument &arg : call->args) {
       SMRange range = arg.value->getRange();
       int slot;
+      sawKeyword |= !arg.name.empty();
+      if (arg.name.empty() && sawKeyword) {
+        error(range.Start, "a positional argument cannot follow a keyword argument", {range});
+        ok = false;
+        continue;
+      }
       if (arg.name.empty()) {
         slot = position < def.hyperParams.size() ? int(position) : -1;
         ++position;
@@ -998,6 +1018,8 @@ Val Sema::construct(const Definition &def, const CallExpr &call,
           {call.getRange()});
     return Val::error();
   }
+  if (!spendWork(call.loc()))
+    return Val::error();
   LayerInstance &instance = instances.emplace_back();
   instance.def = &def;
   instance.typeName = def.name;
@@ -1011,11 +1033,13 @@ Val Sema::construct(const Definition &def, const CallExpr &call,
 
   frames.push_back({&instance, Mode::Body, &instance.members, call.loc()});
   // Defaults that were not given are evaluated in the new instance.
-  bool ok = bindHyperParams(def, instance, nullptr);
-  if (ok)
+  unsigned errorsBefore = diags.errorCount();
+  if (bindHyperParams(def, instance, nullptr))
     execBlock(def.body);
   frames.pop_back();
-  if (!ok)
+  // A layer whose body failed is unusable: calling it would only repeat the
+  // same mistake in other words.
+  if (diags.errorCount() != errorsBefore)
     return Val::error();
   Val v;
   v.kind = Val::Kind::Layer;
@@ -1050,7 +1074,7 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   Scope &scope = scopes.emplace_back();
   scope.parent = frame().scope;
   frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
-  for (int64_t i = 0; i < *count; ++i) {
+  for (int64_t i = 0; i < *count && !tooLarge; ++i) {
     std::string index = std::to_string(i);
     pendingName = &index;
     Val child = eval(*ctor);
@@ -1315,6 +1339,8 @@ void Sema::execBind(const BindStmt &bind) {
 void Sema::execParam(const ParamStmt &param) {
   LayerInstance &self = *frame().self;
   Scope &scope = *frame().scope;
+  if (!spendWork(param.loc()))
+    return;
   if (scope.vars.count(param.name)) {
     error(param.nameRange.Start, "'" + param.name + "' is already defined in this layer",
           {param.nameRange});

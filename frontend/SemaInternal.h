@@ -226,7 +226,12 @@ public:
   /// Bounds that keep elaboration finite on any input.
   static constexpr size_t kMaxDepth = 48;
   static constexpr int64_t kMaxRepeat = 10000;
-  static constexpr size_t kMaxNodes = 500000;
+  /// Ops, parameters and layer instances together.
+  static constexpr size_t kMaxWork = 1000000;
+
+private:
+  bool spendWork(llvm::SMLoc loc);
+  size_t work = 0;
 };
 
 } // namespace sema

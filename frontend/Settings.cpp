@@ -200,7 +200,7 @@ static const SettingFamily &quantizationFamily() {
 static std::string closest(const std::string &name,
                            const std::vector<std::string> &candidates) {
   std::string best;
-  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  unsigned bestDistance = (name.size() + 2) / 3 + 1;
   for (const std::string &c : candidates) {
     unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
     if (d < bestDistance) {

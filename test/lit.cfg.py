@@ -1,0 +1,23 @@
+# -*- Python -*-
+# lit configuration for Mnemo: .mn model files and .mlir dialect tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Mnemo"
+# An external shell, so tests can check exact exit statuses with $?.
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mn", ".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mnemo_obj_root, "test")
+# Inputs that tests include or import, not tests themselves.
+config.excludes = ["Inputs", "unit", "fuzz", "CMakeLists.txt"]
+
+config.substitutions.append(("%examples", os.path.join(config.mnemo_src_root, "examples")))
+config.substitutions.append(("%stdlib", os.path.join(config.mnemo_src_root, "lang")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt"], [config.mnemo_tools_dir])
