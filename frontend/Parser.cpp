@@ -256,12 +256,17 @@ bool Parser::parseBlock(Block &block, bool isTrain) {
     return false;
   skipNewlines();
   while (!tok.is(TokenKind::RBrace) && !tok.is(TokenKind::Eof)) {
+    const char *before = tok.text.data();
     StmtPtr stmt = isTrain ? parseTrainSetting() : parseStatement();
     if (stmt) {
       block.push_back(std::move(stmt));
       endOfStatement();
     } else {
       skipToStatementEnd();
+      // Recovery must make progress, or a token that no statement accepts
+      // here (such as 'let' in a train section) would loop forever.
+      if (tok.text.data() == before)
+        advance();
     }
     skipNewlines();
   }
