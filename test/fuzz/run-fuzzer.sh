@@ -4,7 +4,7 @@
 # Exits non-zero if the fuzzer found a crash, a hang, a leak or a verifier
 # disagreement (the reproducer is left in the corpus directory's parent).
 set -euo pipefail
-fuzzer=$1 seconds=$2 corpus=$3 dict=$4
+fuzzer=$1 seconds=${MNEMO_FUZZ_SECONDS:-$2} corpus=$3 dict=$4
 shift 4
 mkdir -p "$corpus"
 artifacts=$(dirname "$corpus")/artifacts
