@@ -40,7 +40,8 @@ def Mnemo_ConstantOp : Mnemo_Op<"constant",
 class Mnemo_BinaryOp<string mnemonic, string what>
     : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = "elementwise " # what;
-  let description = "Elementwise " # what # [{ of two tensors of one type.
+  let description = [{
+    Elementwise }] # what # [{ of two tensors of one type.
     Broadcasting is explicit: the frontend inserts `mnemo.broadcast`.
 
     ```mlir
@@ -60,7 +61,8 @@ def Mnemo_DivOp : Mnemo_BinaryOp<"div", "division"> { let hasFolder = 1; }
 class Mnemo_UnaryOp<string mnemonic, string what>
     : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = "elementwise " # what;
-  let description = "Computes " # what # [{ of every element.
+  let description = [{
+    Computes }] # what # [{ of every element.
 
     ```mlir
     %y = mnemo.}] # mnemonic # [{ %x : tensor<128x512xf32>
@@ -247,7 +249,8 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Pure]> {
 class Mnemo_PoolOp<string mnemonic, string what>
     : Mnemo_Op<mnemonic, [Pure]> {
   let summary = "2-D " # what # " pooling (NCHW)";
-  let description = "The " # what # [{ over each window. Padding counts as
+  let description = [{
+    The }] # what # [{ over each window. Padding counts as
     `-inf` for max pooling and as zeros for average pooling (PyTorch's
     `count_include_pad=True`).
 
@@ -274,7 +277,8 @@ def Mnemo_AvgPool2DOp : Mnemo_PoolOp<"avg_pool2d", "average">;
 class Mnemo_ReduceOp<string mnemonic, string what>
     : Mnemo_Op<mnemonic, [Pure]> {
   let summary = what # " over axes";
-  let description = "The " # what # [{ over `axes`, which are removed from
+  let description = [{
+    The }] # what # [{ over `axes`, which are removed from
     the shape or kept as size 1 with `keep_dims`.
 
     ```mlir
@@ -296,7 +300,8 @@ def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 class Mnemo_SoftmaxLikeOp<string mnemonic, string what>
     : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
   let summary = what # " along an axis";
-  let description = [{Numerically stable (the maximum is subtracted first).
+  let description = [{
+    Numerically stable (the maximum is subtracted first).
 
     ```mlir
     %p = mnemo.}] # mnemonic # [{ %x {axis = -1 : i64} : tensor<16x4x64x64xf32>

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Regenerates the real output shown in the docs.
+
+A Markdown file marks generated regions like this:
+
+    <!-- mnemoc: examples/mlp.mn --emit=params -->
+    ...replaced by a fenced block with mnemoc's output (stdout and stderr)...
+    <!-- end -->
+
+    <!-- generated: ops -->
+    ...replaced by the op reference that add_mlir_doc generates from ODS...
+    <!-- end -->
+
+Commands run from the repository root; the root's absolute path is removed
+from their output so the docs read the same on every machine.
+
+Usage: gen-docs.py BUILD_DIR [--check]
+  --check  change nothing; exit 1 and name the stale files if any doc is out
+           of date (the test suite runs this).
+"""
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+REGION = re.compile(r"(<!-- (mnemoc|generated): (.*?) -->\n)(.*?)(<!-- end -->)", re.S)
+
+
+def mnemoc_output(build: pathlib.Path, args: str) -> str:
+    cmd = [str(build / "bin" / "mnemoc"), *shlex.split(args)]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    text = run.stdout + run.stderr
+    text = text.replace(str(ROOT) + "/", "")
+    if run.returncode != 0:
+        text += f"(exit status {run.returncode})\n"
+    return "```\n$ mnemoc " + args + "\n" + text.rstrip("\n") + "\n```\n"
+
+
+def generated(build: pathlib.Path, what: str) -> str:
+    if what == "ops":
+        ops = build / "docs" / "Mnemo" / "MnemoOps.md"
+        text = ops.read_text()
+        # The generator's own title and table of contents are replaced by ours.
+        text = re.sub(r"^\[TOC\]\n", "", text, flags=re.M)
+        return text.strip("\n") + "\n"
+    raise SystemExit(f"unknown generated region '{what}'")
+
+
+def regenerate(path: pathlib.Path, build: pathlib.Path) -> str:
+    def replace(match):
+        kind, arg = match.group(2), match.group(3)
+        body = mnemoc_output(build, arg) if kind == "mnemoc" else generated(build, arg)
+        return match.group(1) + body + match.group(5)
+
+    return REGION.sub(replace, path.read_text())
+
+
+def main() -> int:
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    build = pathlib.Path(sys.argv[1]).resolve()
+    check = "--check" in sys.argv[2:]
+    stale = []
+    for path in DOCS:
+        new = regenerate(path, build)
+        if new != path.read_text():
+            stale.append(path.relative_to(ROOT))
+            if not check:
+                path.write_text(new)
+    if check and stale:
+        print("docs out of date (run scripts/gen-docs.py build): " +
+              ", ".join(map(str, stale)))
+        return 1
+    if not check:
+        print("regenerated: " + (", ".join(map(str, stale)) or "nothing changed"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
