@@ -28,7 +28,19 @@ namespace mnemo {
 
 class Expr {
 public:
-  enum class Kind { Number, Size, Bool, String, Name, Member, Call, Unary, Binary, List, Repeat };
+  enum class Kind {
+    Number,
+    Size,
+    Bool,
+    String,
+    Name,
+    Member,
+    Call,
+    Unary,
+    Binary,
+    List,
+    Repeat
+  };
 
   Expr(Kind kind, llvm::SMRange range) : kind(kind), range(range) {}
   virtual ~Expr() = default;
@@ -56,7 +68,8 @@ struct NumberExpr : Expr {
 
 /// 512MiB, already in bytes.
 struct SizeExpr : Expr {
-  SizeExpr(llvm::SMRange r, int64_t bytes) : Expr(Kind::Size, r), bytes(bytes) {}
+  SizeExpr(llvm::SMRange r, int64_t bytes)
+      : Expr(Kind::Size, r), bytes(bytes) {}
   int64_t bytes;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Size; }
 };
@@ -76,14 +89,16 @@ struct StringExpr : Expr {
 
 /// A bare name: a variable, hyper-parameter, layer, builtin or dtype.
 struct NameExpr : Expr {
-  NameExpr(llvm::SMRange r, std::string n) : Expr(Kind::Name, r), name(std::move(n)) {}
+  NameExpr(llvm::SMRange r, std::string n)
+      : Expr(Kind::Name, r), name(std::move(n)) {}
   std::string name;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Name; }
 };
 
 /// base.member, as in `wte.weight` or `x.T`.
 struct MemberExpr : Expr {
-  MemberExpr(llvm::SMRange r, ExprPtr base, std::string member, llvm::SMLoc memberLoc)
+  MemberExpr(llvm::SMRange r, ExprPtr base, std::string member,
+             llvm::SMLoc memberLoc)
       : Expr(Kind::Member, r), base(std::move(base)), member(std::move(member)),
         memberLoc(memberLoc) {}
   ExprPtr base;
@@ -116,14 +131,32 @@ struct UnaryExpr : Expr {
   static bool classof(const Expr *e) { return e->getKind() == Kind::Unary; }
 };
 
-enum class BinaryOp { Add, Sub, Mul, Div, FloorDiv, Mod, Pow, MatMul, Eq, Ne, Lt, Le, Gt, Ge, And, Or };
+enum class BinaryOp {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  FloorDiv,
+  Mod,
+  Pow,
+  MatMul,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  And,
+  Or
+};
 inline bool isComparison(BinaryOp op) {
   return op >= BinaryOp::Eq && op <= BinaryOp::Ge;
 }
 const char *spell(BinaryOp op);
 
 struct BinaryExpr : Expr {
-  BinaryExpr(llvm::SMRange r, BinaryOp op, llvm::SMLoc opLoc, ExprPtr lhs, ExprPtr rhs)
+  BinaryExpr(llvm::SMRange r, BinaryOp op, llvm::SMLoc opLoc, ExprPtr lhs,
+             ExprPtr rhs)
       : Expr(Kind::Binary, r), op(op), opLoc(opLoc), lhs(std::move(lhs)),
         rhs(std::move(rhs)) {}
   BinaryOp op;
@@ -164,7 +197,18 @@ struct TypeSpec {
 
 class Stmt {
 public:
-  enum class Kind { Let, Assign, Expr, Return, If, Param, Data, Forward, Train, Directive };
+  enum class Kind {
+    Let,
+    Assign,
+    Expr,
+    Return,
+    If,
+    Param,
+    Data,
+    Forward,
+    Train,
+    Directive
+  };
   Stmt(Kind kind, llvm::SMLoc loc) : kind(kind), location(loc) {}
   virtual ~Stmt() = default;
   Kind getKind() const { return kind; }
@@ -180,8 +224,10 @@ using Block = std::vector<StmtPtr>;
 
 /// `let name = value` binds a new name; `name = value` rebinds one.
 struct BindStmt : Stmt {
-  BindStmt(Kind k, llvm::SMLoc loc, std::string name, llvm::SMRange nameRange, ExprPtr value)
-      : Stmt(k, loc), name(std::move(name)), nameRange(nameRange), value(std::move(value)) {}
+  BindStmt(Kind k, llvm::SMLoc loc, std::string name, llvm::SMRange nameRange,
+           ExprPtr value)
+      : Stmt(k, loc), name(std::move(name)), nameRange(nameRange),
+        value(std::move(value)) {}
   std::string name;
   llvm::SMRange nameRange;
   ExprPtr value;
@@ -192,13 +238,15 @@ struct BindStmt : Stmt {
 
 /// A call evaluated for its effect, such as assert(dim % heads == 0, "...").
 struct ExprStmt : Stmt {
-  ExprStmt(llvm::SMLoc loc, ExprPtr value) : Stmt(Kind::Expr, loc), value(std::move(value)) {}
+  ExprStmt(llvm::SMLoc loc, ExprPtr value)
+      : Stmt(Kind::Expr, loc), value(std::move(value)) {}
   ExprPtr value;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::Expr; }
 };
 
 struct ReturnStmt : Stmt {
-  ReturnStmt(llvm::SMLoc loc, ExprPtr value) : Stmt(Kind::Return, loc), value(std::move(value)) {}
+  ReturnStmt(llvm::SMLoc loc, ExprPtr value)
+      : Stmt(Kind::Return, loc), value(std::move(value)) {}
   ExprPtr value;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::Return; }
 };
@@ -206,8 +254,8 @@ struct ReturnStmt : Stmt {
 /// if cond { ... } else { ... }, decided at compile time.
 struct IfStmt : Stmt {
   IfStmt(llvm::SMLoc loc, ExprPtr cond, Block thenBlock, Block elseBlock)
-      : Stmt(Kind::If, loc), cond(std::move(cond)), thenBlock(std::move(thenBlock)),
-        elseBlock(std::move(elseBlock)) {}
+      : Stmt(Kind::If, loc), cond(std::move(cond)),
+        thenBlock(std::move(thenBlock)), elseBlock(std::move(elseBlock)) {}
   ExprPtr cond;
   Block thenBlock, elseBlock;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::If; }
@@ -215,7 +263,8 @@ struct IfStmt : Stmt {
 
 /// param name: type = init
 struct ParamStmt : Stmt {
-  ParamStmt(llvm::SMLoc loc, std::string name, llvm::SMRange nameRange, TypeSpec type, ExprPtr init)
+  ParamStmt(llvm::SMLoc loc, std::string name, llvm::SMRange nameRange,
+            TypeSpec type, ExprPtr init)
       : Stmt(Kind::Param, loc), name(std::move(name)), nameRange(nameRange),
         type(std::move(type)), init(std::move(init)) {}
   std::string name;
@@ -227,7 +276,8 @@ struct ParamStmt : Stmt {
 
 /// input name: type, or target name: type (models only).
 struct DataStmt : Stmt {
-  DataStmt(llvm::SMLoc loc, bool isTarget, std::string name, llvm::SMRange nameRange, TypeSpec type)
+  DataStmt(llvm::SMLoc loc, bool isTarget, std::string name,
+           llvm::SMRange nameRange, TypeSpec type)
       : Stmt(Kind::Data, loc), isTarget(isTarget), name(std::move(name)),
         nameRange(nameRange), type(std::move(type)) {}
   bool isTarget;
@@ -238,8 +288,11 @@ struct DataStmt : Stmt {
 };
 
 struct ForwardStmt : Stmt {
-  ForwardStmt(llvm::SMLoc loc, std::vector<std::pair<std::string, llvm::SMRange>> params, Block body)
-      : Stmt(Kind::Forward, loc), params(std::move(params)), body(std::move(body)) {}
+  ForwardStmt(llvm::SMLoc loc,
+              std::vector<std::pair<std::string, llvm::SMRange>> params,
+              Block body)
+      : Stmt(Kind::Forward, loc), params(std::move(params)),
+        body(std::move(body)) {}
   std::vector<std::pair<std::string, llvm::SMRange>> params;
   Block body;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::Forward; }
@@ -247,9 +300,11 @@ struct ForwardStmt : Stmt {
 
 /// prune PATTERN = method(...) or quantize PATTERN = scheme(...), inside train.
 struct DirectiveStmt : Stmt {
-  DirectiveStmt(llvm::SMLoc loc, bool isPrune, std::string pattern, llvm::SMRange patternRange, ExprPtr value)
-      : Stmt(Kind::Directive, loc), isPrune(isPrune), pattern(std::move(pattern)),
-        patternRange(patternRange), value(std::move(value)) {}
+  DirectiveStmt(llvm::SMLoc loc, bool isPrune, std::string pattern,
+                llvm::SMRange patternRange, ExprPtr value)
+      : Stmt(Kind::Directive, loc), isPrune(isPrune),
+        pattern(std::move(pattern)), patternRange(patternRange),
+        value(std::move(value)) {}
   bool isPrune;
   std::string pattern; // dotted parameter path, `*` matches one component
   llvm::SMRange patternRange;
@@ -259,7 +314,8 @@ struct DirectiveStmt : Stmt {
 
 /// train { key = value ... }: settings are BindStmts, plus directives.
 struct TrainStmt : Stmt {
-  TrainStmt(llvm::SMLoc loc, Block settings) : Stmt(Kind::Train, loc), settings(std::move(settings)) {}
+  TrainStmt(llvm::SMLoc loc, Block settings)
+      : Stmt(Kind::Train, loc), settings(std::move(settings)) {}
   Block settings;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::Train; }
 };
@@ -300,7 +356,8 @@ struct Module {
 };
 
 /// Writes the tree, one node per line with file:line:col, for --emit=ast.
-void printAST(const Module &module, llvm::SourceMgr &sourceMgr, llvm::raw_ostream &os);
+void printAST(const Module &module, llvm::SourceMgr &sourceMgr,
+              llvm::raw_ostream &os);
 
 } // namespace mnemo
 

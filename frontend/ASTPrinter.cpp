@@ -63,7 +63,8 @@ public:
     os << "module \"" << module.fileName << "\"\n";
     for (const Import &import : module.imports) {
       indent(1);
-      os << "import " << import.path << " " << where(import.range.Start) << "\n";
+      os << "import " << import.path << " " << where(import.range.Start)
+         << "\n";
     }
     for (const auto &def : module.definitions)
       printDefinition(*def);
@@ -111,7 +112,8 @@ private:
   void printStmt(const Stmt &stmt, int depth) {
     indent(depth);
     if (auto *bind = dyn_cast<BindStmt>(&stmt)) {
-      os << (stmt.getKind() == Stmt::Kind::Let ? "let " : "set ") << bind->name << " = ";
+      os << (stmt.getKind() == Stmt::Kind::Let ? "let " : "set ") << bind->name
+         << " = ";
       printExpr(*bind->value);
     } else if (auto *e = dyn_cast<ExprStmt>(&stmt)) {
       os << "eval ";

@@ -35,7 +35,8 @@ Val unary(Sema &s, BoundArgs &a, const char *op, double (*fold)(double)) {
   if (x.isNumber() && fold) {
     double r = fold(x.number());
     if (std::isnan(r)) {
-      s.error(a.loc, Twine(op) + " of " + s.describe(x) + " is undefined", {a.range});
+      s.error(a.loc, Twine(op) + " of " + s.describe(x) + " is undefined",
+              {a.range});
       return Val::error();
     }
     return Val::ofFloat(r);
@@ -69,8 +70,9 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
   for (int64_t axis : *given) {
     auto n = shape::normalizeAxis(axis, rank);
     if (!n) {
-      s.error(a.ranges[slot].Start, "axis " + std::to_string(axis) +
-                                        " is out of range for rank " + std::to_string(rank),
+      s.error(a.ranges[slot].Start,
+              "axis " + std::to_string(axis) + " is out of range for rank " +
+                  std::to_string(rank),
               {a.ranges[slot]});
       return std::nullopt;
     }
@@ -85,7 +87,8 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
 }
 
 Val reduction(Sema &s, BoundArgs &a, const char *op) {
-  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t =
+      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   if (!t)
     return Val::error();
   TensorType in = s.typeOf(*t);
@@ -107,7 +110,8 @@ Val reduction(Sema &s, BoundArgs &a, const char *op) {
 }
 
 Val softmaxLike(Sema &s, BoundArgs &a, const char *op) {
-  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t =
+      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   if (!t)
     return Val::error();
   TensorType in = s.typeOf(*t);
@@ -120,7 +124,8 @@ Val softmaxLike(Sema &s, BoundArgs &a, const char *op) {
   }
   auto n = shape::normalizeAxis(axis, in.shape.size());
   if (!n) {
-    s.error(a.loc, "axis " + std::to_string(axis) + " is out of range for " + in.str(),
+    s.error(a.loc,
+            "axis " + std::to_string(axis) + " is out of range for " + in.str(),
             {a.range});
     return Val::error();
   }
@@ -136,7 +141,8 @@ std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
 
 /// An int or a pair of ints, as conv and pooling take them.
 std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
-                                            std::vector<int64_t> dflt, const char *what) {
+                                            std::vector<int64_t> dflt,
+                                            const char *what) {
   if (!a.has(slot))
     return dflt;
   auto v = s.asIntList(a.values[slot], a.ranges[slot], what);
@@ -153,7 +159,8 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
 }
 
 Val pool(Sema &s, BoundArgs &a, const char *op) {
-  auto t = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t =
+      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   auto kernel = pairArg(s, a, 1, {}, "kernel");
   if (!t || !kernel)
     return Val::error();
@@ -165,29 +172,34 @@ Val pool(Sema &s, BoundArgs &a, const char *op) {
   shape::ShapeResult r = shape::pool2d(in.shape, *kernel, *stride, *padding);
   if (!check(s, a, r, std::string(op) + " " + in.str()))
     return Val::error();
-  return tensor(s.emit(op, {*t}, {in.dtype, r.shape},
-                       {{"kernel", *kernel}, {"stride", *stride}, {"padding", *padding}},
-                       a.loc));
+  return tensor(
+      s.emit(op, {*t}, {in.dtype, r.shape},
+             {{"kernel", *kernel}, {"stride", *stride}, {"padding", *padding}},
+             a.loc));
 }
 
 Val reshapeTo(Sema &s, BoundArgs &a, int t, const shape::Shape &requested) {
   TensorType in = s.typeOf(t);
   shape::ShapeResult r = shape::reshape(in.shape, requested);
-  if (!check(s, a, r, "reshape " + in.str() + " to " + shape::format(requested)))
+  if (!check(s, a, r,
+             "reshape " + in.str() + " to " + shape::format(requested)))
     return Val::error();
   return tensor(s.emit("reshape", {t}, {in.dtype, r.shape}, {}, a.loc));
 }
 
 /// Loss operands: the prediction must be floating point.
 Val loss(Sema &s, BoundArgs &a, const char *op) {
-  auto pred = s.asFloatTensor(a.values[0], a.ranges[0], Twine("the prediction of ") + op);
-  auto target = s.asTensor(a.values[1], a.ranges[1], Twine("the target of ") + op);
+  auto pred = s.asFloatTensor(a.values[0], a.ranges[0],
+                              Twine("the prediction of ") + op);
+  auto target =
+      s.asTensor(a.values[1], a.ranges[1], Twine("the target of ") + op);
   if (!pred || !target)
     return Val::error();
   TensorType p = s.typeOf(*pred), t = s.typeOf(*target);
   if (std::string(op) == "cross_entropy") {
     if (t.dtype != DType::I32 && t.dtype != DType::I8) {
-      s.error(a.ranges[1].Start, "cross_entropy needs integer class targets, not " + t.str(),
+      s.error(a.ranges[1].Start,
+              "cross_entropy needs integer class targets, not " + t.str(),
               {a.ranges[1]});
       return Val::error();
     }
@@ -195,8 +207,9 @@ Val loss(Sema &s, BoundArgs &a, const char *op) {
                "take cross_entropy of " + p.str() + " and " + t.str()))
       return Val::error();
   } else if (p != t) {
-    s.error(a.loc, "cannot take mse of " + p.str() + " and " + t.str() +
-                       ": the types must match",
+    s.error(a.loc,
+            "cannot take mse of " + p.str() + " and " + t.str() +
+                ": the types must match",
             {a.range});
     return Val::error();
   }
@@ -204,18 +217,44 @@ Val loss(Sema &s, BoundArgs &a, const char *op) {
 }
 
 const std::vector<Builtin> kBuiltins = {
-    {"exp", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "exp", foldExp); }},
-    {"log", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "log", foldLog); }},
-    {"sqrt", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "sqrt", foldSqrt); }},
-    {"rsqrt", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "rsqrt", foldRsqrt); }},
-    {"tanh", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "tanh", foldTanh); }},
-    {"sigmoid", {"x"}, 1,
+    {"exp",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "exp", foldExp); }},
+    {"log",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "log", foldLog); }},
+    {"sqrt",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "sqrt", foldSqrt); }},
+    {"rsqrt",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "rsqrt", foldRsqrt); }},
+    {"tanh",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "tanh", foldTanh); }},
+    {"sigmoid",
+     {"x"},
+     1,
      [](Sema &s, BoundArgs &a) { return unary(s, a, "sigmoid", foldSigmoid); }},
-    {"relu", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "relu", foldRelu); }},
-    {"silu", {"x"}, 1, [](Sema &s, BoundArgs &a) { return unary(s, a, "silu", nullptr); }},
-    {"gelu", {"x", "approximate"}, 1,
+    {"relu",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "relu", foldRelu); }},
+    {"silu",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "silu", nullptr); }},
+    {"gelu",
+     {"x", "approximate"},
+     1,
      [](Sema &s, BoundArgs &a) {
-       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
+       auto t =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
        bool approx = false;
        if (a.has(1)) {
          auto b = s.asBool(a.values[1], a.ranges[1], "approximate");
@@ -225,53 +264,80 @@ const std::vector<Builtin> kBuiltins = {
        }
        if (!t)
          return Val::error();
-       return tensor(s.emit("gelu", {*t}, s.typeOf(*t), {{"approximate", approx}}, a.loc));
+       return tensor(s.emit("gelu", {*t}, s.typeOf(*t),
+                            {{"approximate", approx}}, a.loc));
      }},
-    {"pow", {"x", "exponent"}, 2,
+    {"pow",
+     {"x", "exponent"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       return s.binary(BinaryOp::Pow, a.values[0], a.values[1], a.loc, a.ranges[0],
-                       a.ranges[1]);
+       return s.binary(BinaryOp::Pow, a.values[0], a.values[1], a.loc,
+                       a.ranges[0], a.ranges[1]);
      }},
-    {"matmul", {"a", "b"}, 2,
+    {"matmul",
+     {"a", "b"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       return s.binary(BinaryOp::MatMul, a.values[0], a.values[1], a.loc, a.ranges[0],
-                       a.ranges[1]);
+       return s.binary(BinaryOp::MatMul, a.values[0], a.values[1], a.loc,
+                       a.ranges[0], a.ranges[1]);
      }},
-    {"sum", {"x", "axis", "keepdim"}, 1,
+    {"sum",
+     {"x", "axis", "keepdim"},
+     1,
      [](Sema &s, BoundArgs &a) { return reduction(s, a, "sum"); }},
-    {"mean", {"x", "axis", "keepdim"}, 1,
+    {"mean",
+     {"x", "axis", "keepdim"},
+     1,
      [](Sema &s, BoundArgs &a) { return reduction(s, a, "mean"); }},
-    {"max", {"x", "axis", "keepdim"}, 1,
+    {"max",
+     {"x", "axis", "keepdim"},
+     1,
      [](Sema &s, BoundArgs &a) { return reduction(s, a, "max"); }},
-    {"softmax", {"x", "axis"}, 1,
+    {"softmax",
+     {"x", "axis"},
+     1,
      [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "softmax"); }},
-    {"log_softmax", {"x", "axis"}, 1,
+    {"log_softmax",
+     {"x", "axis"},
+     1,
      [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "log_softmax"); }},
-    {"layernorm", {"x", "scale", "bias", "eps"}, 3,
+    {"layernorm",
+     {"x", "scale", "bias", "eps"},
+     3,
      [](Sema &s, BoundArgs &a) {
-       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of layernorm");
-       auto g = s.asFloatTensor(a.values[1], a.ranges[1], "the scale of layernorm");
-       auto b = s.asFloatTensor(a.values[2], a.ranges[2], "the bias of layernorm");
+       auto x =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of layernorm");
+       auto g =
+           s.asFloatTensor(a.values[1], a.ranges[1], "the scale of layernorm");
+       auto b =
+           s.asFloatTensor(a.values[2], a.ranges[2], "the bias of layernorm");
        auto eps = numberOr(s, a, 3, 1e-5, "eps");
        if (!x || !g || !b || !eps)
          return Val::error();
        TensorType in = s.typeOf(*x);
        if (!check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*g).shape),
-                  "layernorm " + in.str() + " with scale " + s.typeOf(*g).str()) ||
+                  "layernorm " + in.str() + " with scale " +
+                      s.typeOf(*g).str()) ||
            !check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*b).shape),
                   "layernorm " + in.str() + " with bias " + s.typeOf(*b).str()))
          return Val::error();
        if (s.typeOf(*g).dtype != s.typeOf(*b).dtype) {
-         s.error(a.loc, "the scale and bias of layernorm must have one element type",
+         s.error(a.loc,
+                 "the scale and bias of layernorm must have one element type",
                  {a.range});
          return Val::error();
        }
-       return tensor(s.emit("layernorm", {*x, *g, *b}, in, {{"epsilon", *eps}}, a.loc));
+       return tensor(
+           s.emit("layernorm", {*x, *g, *b}, in, {{"epsilon", *eps}}, a.loc));
      }},
-    {"rmsnorm", {"x", "scale", "eps"}, 2,
+    {"rmsnorm",
+     {"x", "scale", "eps"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of rmsnorm");
-       auto g = s.asFloatTensor(a.values[1], a.ranges[1], "the scale of rmsnorm");
+       auto x =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of rmsnorm");
+       auto g =
+           s.asFloatTensor(a.values[1], a.ranges[1], "the scale of rmsnorm");
        auto eps = numberOr(s, a, 2, 1e-6, "eps");
        if (!x || !g || !eps)
          return Val::error();
@@ -279,26 +345,34 @@ const std::vector<Builtin> kBuiltins = {
        if (!check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*g).shape),
                   "rmsnorm " + in.str() + " with scale " + s.typeOf(*g).str()))
          return Val::error();
-       return tensor(s.emit("rmsnorm", {*x, *g}, in, {{"epsilon", *eps}}, a.loc));
+       return tensor(
+           s.emit("rmsnorm", {*x, *g}, in, {{"epsilon", *eps}}, a.loc));
      }},
-    {"embedding", {"table", "indices"}, 2,
+    {"embedding",
+     {"table", "indices"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       auto table = s.asFloatTensor(a.values[0], a.ranges[0], "the embedding table");
+       auto table =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the embedding table");
        auto idx = s.asTensor(a.values[1], a.ranges[1], "the indices");
        if (!table || !idx)
          return Val::error();
        TensorType tt = s.typeOf(*table), it = s.typeOf(*idx);
        if (it.dtype != DType::I32 && it.dtype != DType::I8) {
-         s.error(a.ranges[1].Start, "embedding indices must be integers, not " + it.str(),
+         s.error(a.ranges[1].Start,
+                 "embedding indices must be integers, not " + it.str(),
                  {a.ranges[1]});
          return Val::error();
        }
        shape::ShapeResult r = shape::embedding(tt.shape, it.shape);
        if (!check(s, a, r, "look up " + it.str() + " in " + tt.str()))
          return Val::error();
-       return tensor(s.emit("embedding", {*table, *idx}, {tt.dtype, r.shape}, {}, a.loc));
+       return tensor(
+           s.emit("embedding", {*table, *idx}, {tt.dtype, r.shape}, {}, a.loc));
      }},
-    {"reshape", {"x", "shape"}, 2,
+    {"reshape",
+     {"x", "shape"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of reshape");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
@@ -306,7 +380,9 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        return reshapeTo(s, a, *t, *dims);
      }},
-    {"flatten", {"x", "start"}, 1,
+    {"flatten",
+     {"x", "start"},
+     1,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of flatten");
        if (!t)
@@ -321,7 +397,9 @@ const std::vector<Builtin> kBuiltins = {
        }
        auto n = shape::normalizeAxis(start, in.shape.size());
        if (!n) {
-         s.error(a.loc, "cannot flatten " + in.str() + " from axis " + std::to_string(start),
+         s.error(a.loc,
+                 "cannot flatten " + in.str() + " from axis " +
+                     std::to_string(start),
                  {a.range});
          return Val::error();
        }
@@ -329,7 +407,9 @@ const std::vector<Builtin> kBuiltins = {
        out.push_back(-1);
        return reshapeTo(s, a, *t, out);
      }},
-    {"transpose", {"x", "dim0", "dim1"}, 1,
+    {"transpose",
+     {"x", "dim0", "dim1"},
+     1,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of transpose");
        if (!t)
@@ -351,8 +431,9 @@ const std::vector<Builtin> kBuiltins = {
        auto n0 = shape::normalizeAxis(d0, in.shape.size());
        auto n1 = shape::normalizeAxis(d1, in.shape.size());
        if (!n0 || !n1) {
-         s.error(a.loc, "cannot transpose axes " + std::to_string(d0) + " and " +
-                            std::to_string(d1) + " of " + in.str(),
+         s.error(a.loc,
+                 "cannot transpose axes " + std::to_string(d0) + " and " +
+                     std::to_string(d1) + " of " + in.str(),
                  {a.range});
          return Val::error();
        }
@@ -364,7 +445,9 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("transpose", {*t}, {in.dtype, r.shape},
                             {{"permutation", perm}}, a.loc));
      }},
-    {"permute", {"x", "dims"}, 2,
+    {"permute",
+     {"x", "dims"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of permute");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "dims");
@@ -380,7 +463,9 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("transpose", {*t}, {in.dtype, r.shape},
                             {{"permutation", *dims}}, a.loc));
      }},
-    {"broadcast", {"x", "shape"}, 2,
+    {"broadcast",
+     {"x", "shape"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of broadcast");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
@@ -392,7 +477,9 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        return tensor(s.broadcastTo(*t, *dims, a.loc));
      }},
-    {"slice", {"x", "axis", "start", "end", "step"}, 2,
+    {"slice",
+     {"x", "axis", "start", "end", "step"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of slice");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
@@ -401,8 +488,9 @@ const std::vector<Builtin> kBuiltins = {
        TensorType in = s.typeOf(*t);
        auto n = shape::normalizeAxis(*axis, in.shape.size());
        if (!n) {
-         s.error(a.ranges[1].Start, "axis " + std::to_string(*axis) +
-                                        " is out of range for " + in.str(),
+         s.error(a.ranges[1].Start,
+                 "axis " + std::to_string(*axis) + " is out of range for " +
+                     in.str(),
                  {a.ranges[1]});
          return Val::error();
        }
@@ -417,7 +505,8 @@ const std::vector<Builtin> kBuiltins = {
            return Val::error();
          bounds[k] = *v;
        }
-       shape::ShapeResult r = shape::slice(in.shape, *n, bounds[0], bounds[1], bounds[2]);
+       shape::ShapeResult r =
+           shape::slice(in.shape, *n, bounds[0], bounds[1], bounds[2]);
        if (!check(s, a, r, "slice " + in.str()))
          return Val::error();
        auto clampIndex = [dim](int64_t i) {
@@ -432,11 +521,14 @@ const std::vector<Builtin> kBuiltins = {
                              {"step", bounds[2]}},
                             a.loc));
      }},
-    {"concat", {"tensors", "axis"}, 1,
+    {"concat",
+     {"tensors", "axis"},
+     1,
      [](Sema &s, BoundArgs &a) {
        const Val &list = a.values[0];
        if (list.kind != Val::Kind::List || list.list.empty()) {
-         s.error(a.ranges[0].Start, "concat takes a non-empty list of tensors, [a, b, ...]",
+         s.error(a.ranges[0].Start,
+                 "concat takes a non-empty list of tensors, [a, b, ...]",
                  {a.ranges[0]});
          return Val::error();
        }
@@ -446,9 +538,10 @@ const std::vector<Builtin> kBuiltins = {
          auto t = s.asTensor(v, a.ranges[0], "each entry of concat");
          if (!t)
            return Val::error();
-         if (s.typeOf(*t).dtype != s.typeOf(operands.empty() ? *t : operands[0]).dtype) {
-           s.error(a.ranges[0].Start, "concat needs tensors of one element type",
-                   {a.ranges[0]});
+         if (s.typeOf(*t).dtype !=
+             s.typeOf(operands.empty() ? *t : operands[0]).dtype) {
+           s.error(a.ranges[0].Start,
+                   "concat needs tensors of one element type", {a.ranges[0]});
            return Val::error();
          }
          operands.push_back(*t);
@@ -465,17 +558,22 @@ const std::vector<Builtin> kBuiltins = {
        if (!check(s, a, r, "concat"))
          return Val::error();
        int64_t n = *shape::normalizeAxis(axis, shapes[0].size());
-       return tensor(s.emit("concat", operands, {s.typeOf(operands[0]).dtype, r.shape},
+       return tensor(s.emit("concat", operands,
+                            {s.typeOf(operands[0]).dtype, r.shape},
                             {{"axis", n}}, a.loc));
      }},
-    {"where", {"condition", "on_true", "on_false"}, 3,
+    {"where",
+     {"condition", "on_true", "on_false"},
+     3,
      [](Sema &s, BoundArgs &a) {
        auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
        if (!c)
          return Val::error();
        if (s.typeOf(*c).dtype != DType::I1) {
-         s.error(a.ranges[0].Start, "the condition of where must be a mask (such as "
-                                    "causal_mask(n)), not " + s.typeOf(*c).str(),
+         s.error(a.ranges[0].Start,
+                 "the condition of where must be a mask (such as "
+                 "causal_mask(n)), not " +
+                     s.typeOf(*c).str(),
                  {a.ranges[0]});
          return Val::error();
        }
@@ -489,7 +587,8 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        }
        DType dtype = s.typeOf(x.isTensor() ? x.tensor : y.tensor).dtype;
-       if (x.isTensor() && y.isTensor() && s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype) {
+       if (x.isTensor() && y.isTensor() &&
+           s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype) {
          s.error(a.loc, "where needs values of one element type", {a.range});
          return Val::error();
        }
@@ -497,9 +596,11 @@ const std::vector<Builtin> kBuiltins = {
        for (const Val *v : {&x, &y}) {
          if (!v->isTensor())
            continue;
-         shape::ShapeResult r = shape::broadcast(out, s.typeOf(v->tensor).shape);
-         if (!check(s, a, r, "where over " + s.typeOf(*c).str() + " and " +
-                                 s.typeOf(v->tensor).str()))
+         shape::ShapeResult r =
+             shape::broadcast(out, s.typeOf(v->tensor).shape);
+         if (!check(s, a, r,
+                    "where over " + s.typeOf(*c).str() + " and " +
+                        s.typeOf(v->tensor).str()))
            return Val::error();
          out = r.shape;
        }
@@ -511,7 +612,9 @@ const std::vector<Builtin> kBuiltins = {
        int on = operand(x), off = operand(y);
        return tensor(s.emit("where", {cond, on, off}, {dtype, out}, {}, a.loc));
      }},
-    {"causal_mask", {"rows", "cols"}, 1,
+    {"causal_mask",
+     {"rows", "cols"},
+     1,
      [](Sema &s, BoundArgs &a) {
        auto rows = s.asInt(a.values[0], a.ranges[0], "rows");
        if (!rows)
@@ -527,41 +630,57 @@ const std::vector<Builtin> kBuiltins = {
          s.error(a.loc, "the mask must have a positive size", {a.range});
          return Val::error();
        }
-       return tensor(s.emit("causal_mask", {}, {DType::I1, {*rows, cols}}, {}, a.loc));
+       return tensor(
+           s.emit("causal_mask", {}, {DType::I1, {*rows, cols}}, {}, a.loc));
      }},
-    {"conv2d", {"x", "weight", "stride", "padding"}, 2,
+    {"conv2d",
+     {"x", "weight", "stride", "padding"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of conv2d");
-       auto w = s.asFloatTensor(a.values[1], a.ranges[1], "the weight of conv2d");
+       auto x =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of conv2d");
+       auto w =
+           s.asFloatTensor(a.values[1], a.ranges[1], "the weight of conv2d");
        auto stride = pairArg(s, a, 2, {1, 1}, "stride");
        auto padding = pairArg(s, a, 3, {0, 0}, "padding");
        if (!x || !w || !stride || !padding)
          return Val::error();
        TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
        if (in.dtype != wt.dtype) {
-         s.error(a.loc, "cannot conv2d " + in.str() + " with " + wt.str() +
-                            ": element types differ",
+         s.error(a.loc,
+                 "cannot conv2d " + in.str() + " with " + wt.str() +
+                     ": element types differ",
                  {a.range});
          return Val::error();
        }
-       shape::ShapeResult r = shape::conv2d(in.shape, wt.shape, *stride, *padding);
+       shape::ShapeResult r =
+           shape::conv2d(in.shape, wt.shape, *stride, *padding);
        if (!check(s, a, r, "conv2d " + in.str() + " with " + wt.str()))
          return Val::error();
        return tensor(s.emit("conv2d", {*x, *w}, {in.dtype, r.shape},
-                            {{"stride", *stride}, {"padding", *padding}}, a.loc));
+                            {{"stride", *stride}, {"padding", *padding}},
+                            a.loc));
      }},
-    {"max_pool2d", {"x", "kernel", "stride", "padding"}, 2,
+    {"max_pool2d",
+     {"x", "kernel", "stride", "padding"},
+     2,
      [](Sema &s, BoundArgs &a) { return pool(s, a, "max_pool2d"); }},
-    {"avg_pool2d", {"x", "kernel", "stride", "padding"}, 2,
+    {"avg_pool2d",
+     {"x", "kernel", "stride", "padding"},
+     2,
      [](Sema &s, BoundArgs &a) { return pool(s, a, "avg_pool2d"); }},
-    {"dropout", {"x", "p"}, 1,
+    {"dropout",
+     {"x", "p"},
+     1,
      [](Sema &s, BoundArgs &a) {
-       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
+       auto t =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
        auto p = numberOr(s, a, 1, 0.1, "p");
        if (!t || !p)
          return Val::error();
        if (!(*p >= 0 && *p < 1)) {
-         s.error(a.ranges[1].Start, "dropout p must be in [0, 1)", {a.ranges[1]});
+         s.error(a.ranges[1].Start, "dropout p must be in [0, 1)",
+                 {a.ranges[1]});
          return Val::error();
        }
        if (*p == 0)
@@ -569,11 +688,17 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
                             {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc));
      }},
-    {"cross_entropy", {"logits", "targets"}, 2,
+    {"cross_entropy",
+     {"logits", "targets"},
+     2,
      [](Sema &s, BoundArgs &a) { return loss(s, a, "cross_entropy"); }},
-    {"mse", {"prediction", "target"}, 2,
+    {"mse",
+     {"prediction", "target"},
+     2,
      [](Sema &s, BoundArgs &a) { return loss(s, a, "mse"); }},
-    {"cast", {"x", "dtype"}, 2,
+    {"cast",
+     {"x", "dtype"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of cast");
        auto d = s.asDType(a.values[1], a.ranges[1], "the target of cast");
@@ -582,13 +707,17 @@ const std::vector<Builtin> kBuiltins = {
        TensorType in = s.typeOf(*t);
        return tensor(s.emit("cast", {*t}, {*d, in.shape}, {}, a.loc));
      }},
-    {"assert", {"condition", "message"}, 2,
+    {"assert",
+     {"condition", "message"},
+     2,
      [](Sema &s, BoundArgs &a) {
-       auto cond = s.asBool(a.values[0], a.ranges[0], "the condition of assert");
+       auto cond =
+           s.asBool(a.values[0], a.ranges[0], "the condition of assert");
        if (!cond)
          return Val::error();
        if (a.values[1].kind != Val::Kind::String) {
-         s.error(a.ranges[1].Start, "the message of assert must be a string", {a.ranges[1]});
+         s.error(a.ranges[1].Start, "the message of assert must be a string",
+                 {a.ranges[1]});
          return Val::error();
        }
        if (!*cond) {
@@ -597,7 +726,9 @@ const std::vector<Builtin> kBuiltins = {
        }
        return Val::ofBool(true);
      }},
-    {"size", {"x", "axis"}, 2,
+    {"size",
+     {"x", "axis"},
+     2,
      [](Sema &s, BoundArgs &a) {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of size");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
@@ -606,8 +737,9 @@ const std::vector<Builtin> kBuiltins = {
        const TensorType &in = s.typeOf(*t);
        auto n = shape::normalizeAxis(*axis, in.shape.size());
        if (!n) {
-         s.error(a.ranges[1].Start, "axis " + std::to_string(*axis) +
-                                        " is out of range for " + in.str(),
+         s.error(a.ranges[1].Start,
+                 "axis " + std::to_string(*axis) + " is out of range for " +
+                     in.str(),
                  {a.ranges[1]});
          return Val::error();
        }

@@ -1,4 +1,5 @@
-//===- Graph.h - The elaborated, typed model ----------------------*- C++ -*-===//
+//===- Graph.h - The elaborated, typed model ----------------------*- C++
+//-*-===//
 //
 // What semantic analysis produces from a model: every layer instantiated,
 // every hyper-parameter evaluated, every tensor typed. It is a flat list of
@@ -58,9 +59,9 @@ struct ConfigValue {
   int64_t intValue = 0;
   double floatValue = 0;
   bool boolValue = false;
-  std::string text;                // String, Symbol, Call (the name)
-  std::vector<ConfigValue> list;   // List
-  std::vector<Setting> args;       // Call: every parameter, defaults filled in
+  std::string text;              // String, Symbol, Call (the name)
+  std::vector<ConfigValue> list; // List
+  std::vector<Setting> args;     // Call: every parameter, defaults filled in
 
   static ConfigValue ofInt(int64_t v);
   static ConfigValue ofFloat(double v);
@@ -70,7 +71,9 @@ struct ConfigValue {
   static ConfigValue ofCall(std::string name, std::vector<Setting> args = {});
 
   /// The number, for Int and Float.
-  double number() const { return kind == Kind::Int ? double(intValue) : floatValue; }
+  double number() const {
+    return kind == Kind::Int ? double(intValue) : floatValue;
+  }
   /// The argument named `key` of a Call, or nullptr.
   const ConfigValue *arg(const std::string &key) const;
   /// Mnemo source notation: normal(std=0.02, mean=0).

@@ -172,9 +172,11 @@ Token Lexer::next() {
   if (isIdentStart(c))
     return lexIdentifier(start);
   // `.5` is a number, but in `blocks.3` the dot follows a name: a member.
-  bool afterOperand = lastKind == TokenKind::Identifier || lastKind == TokenKind::Integer ||
-                      lastKind == TokenKind::RParen || lastKind == TokenKind::RBracket;
-  if (isDigit(c) || (c == '.' && !afterOperand && cur < buffer.end() && isDigit(*cur)))
+  bool afterOperand =
+      lastKind == TokenKind::Identifier || lastKind == TokenKind::Integer ||
+      lastKind == TokenKind::RParen || lastKind == TokenKind::RBracket;
+  if (isDigit(c) ||
+      (c == '.' && !afterOperand && cur < buffer.end() && isDigit(*cur)))
     return lexNumber(start);
   if (c == '"')
     return lexString(start);
@@ -237,11 +239,14 @@ Token Lexer::next() {
     break;
   }
   // Consume a whole UTF-8 sequence so the caret points at one character.
-  while (cur < buffer.end() && (static_cast<unsigned char>(*cur) & 0xC0) == 0x80)
+  while (cur < buffer.end() &&
+         (static_cast<unsigned char>(*cur) & 0xC0) == 0x80)
     ++cur;
   Token tok = make(TokenKind::Error, start);
-  if (static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f)
-    diags.error(tok.loc(), llvm::Twine("unexpected character '") + llvm::Twine(c) + "'");
+  if (static_cast<unsigned char>(c) >= 0x20 &&
+      static_cast<unsigned char>(c) < 0x7f)
+    diags.error(tok.loc(),
+                llvm::Twine("unexpected character '") + llvm::Twine(c) + "'");
   else
     diags.error(tok.loc(), "unexpected character in the source");
   return tok;
@@ -358,7 +363,8 @@ Token Lexer::lexNumber(const char *start) {
   }
   errno = 0;
   unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
-  if (errno == ERANGE || value > uint64_t(std::numeric_limits<int64_t>::max())) {
+  if (errno == ERANGE ||
+      value > uint64_t(std::numeric_limits<int64_t>::max())) {
     diags.error(tok.loc(), "integer literal is too large", {tok.range()});
     tok.kind = TokenKind::Integer;
     return tok;

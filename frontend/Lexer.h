@@ -112,7 +112,7 @@ private:
   llvm::StringRef buffer;
   const char *cur;
   Diagnostics &diags;
-  int nesting = 0;           // open ( and [; newlines inside are ignored
+  int nesting = 0;            // open ( and [; newlines inside are ignored
   bool lastWasNewline = true; // collapse blank lines, none at the start
   TokenKind lastKind = TokenKind::Newline;
 };

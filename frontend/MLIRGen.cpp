@@ -26,11 +26,13 @@ public:
   OwningOpRef<ModuleOp> generate() {
     OwningOpRef<ModuleOp> module =
         ModuleOp::create(fileLoc({graph.fileName, 1, 1}));
-    module->getOperation()->setAttr("mnemo.model", builder.getStringAttr(graph.modelName));
+    module->getOperation()->setAttr("mnemo.model",
+                                    builder.getStringAttr(graph.modelName));
     SmallVector<NamedAttribute> hyper;
     for (const Setting &s : graph.hyperParams)
       hyper.push_back(builder.getNamedAttr(s.key, config(s.value)));
-    module->getOperation()->setAttr("mnemo.hyperparams", builder.getDictionaryAttr(hyper));
+    module->getOperation()->setAttr("mnemo.hyperparams",
+                                    builder.getDictionaryAttr(hyper));
     if (!graph.train.empty())
       module->getOperation()->setAttr("mnemo.train", trainAttr());
 
@@ -47,16 +49,19 @@ public:
     Block *entry = func.addEntryBlock();
     for (auto [i, arg] : llvm::enumerate(graph.args)) {
       values[arg.value] = entry->getArgument(i);
-      entry->getArgument(i).setLoc(NameLoc::get(builder.getStringAttr(arg.name), fileLoc(arg.pos)));
+      entry->getArgument(i).setLoc(
+          NameLoc::get(builder.getStringAttr(arg.name), fileLoc(arg.pos)));
       SmallVector<NamedAttribute> attrs{
-          builder.getNamedAttr("mnemo.role", builder.getStringAttr(spell(arg.role))),
+          builder.getNamedAttr("mnemo.role",
+                               builder.getStringAttr(spell(arg.role))),
           builder.getNamedAttr("mnemo.name", builder.getStringAttr(arg.name))};
       if (arg.role == ArgRole::Param)
         attrs.push_back(builder.getNamedAttr("mnemo.init", config(arg.init)));
       func.setArgAttrs(i, builder.getDictionaryAttr(attrs));
     }
     for (size_t i = 0; i < graph.outputNames.size(); ++i)
-      func.setResultAttr(i, "mnemo.name", builder.getStringAttr(graph.outputNames[i]));
+      func.setResultAttr(i, "mnemo.name",
+                         builder.getStringAttr(graph.outputNames[i]));
 
     builder.setInsertionPointToEnd(entry);
     for (const Node &node : graph.nodes)
@@ -76,7 +81,8 @@ private:
   Location fileLoc(const SourcePos &pos) {
     if (pos.file.empty())
       return builder.getUnknownLoc();
-    return FileLineColLoc::get(builder.getStringAttr(pos.file), pos.line, pos.col);
+    return FileLineColLoc::get(builder.getStringAttr(pos.file), pos.line,
+                               pos.col);
   }
 
   /// The expression, called from each layer call site outward; named after
@@ -164,9 +170,10 @@ private:
           else if constexpr (std::is_same_v<T, double>) {
             if (attr.name == "value") {
               Type element = resultType.getElementType();
-              Attribute scalar = llvm::isa<FloatType>(element)
-                                     ? Attribute(builder.getFloatAttr(element, v))
-                                     : Attribute(builder.getIntegerAttr(element, int64_t(v)));
+              Attribute scalar =
+                  llvm::isa<FloatType>(element)
+                      ? Attribute(builder.getFloatAttr(element, v))
+                      : Attribute(builder.getIntegerAttr(element, int64_t(v)));
               return DenseElementsAttr::get(resultType, scalar);
             }
             return builder.getF64FloatAttr(v);

@@ -29,12 +29,14 @@ struct ChainGuard {
 
 Parser::Parser(unsigned bufferId, Diagnostics &diags)
     : diags(diags),
-      lexer(diags.getSourceMgr().getMemoryBuffer(bufferId)->getBuffer(), diags) {
+      lexer(diags.getSourceMgr().getMemoryBuffer(bufferId)->getBuffer(),
+            diags) {
   prevEnd = diags.getSourceMgr().getMemoryBuffer(bufferId)->getBufferStart();
   advance();
 }
 
-std::unique_ptr<Module> mnemo::parseBuffer(unsigned bufferId, Diagnostics &diags) {
+std::unique_ptr<Module> mnemo::parseBuffer(unsigned bufferId,
+                                           Diagnostics &diags) {
   Parser parser(bufferId, diags);
   return parser.parseModule();
 }
@@ -60,7 +62,10 @@ bool Parser::consumeIf(TokenKind kind) {
 }
 
 void Parser::errorAtCurrent(const llvm::Twine &message) {
-  diags.error(tok.loc(), message, tok.is(TokenKind::Newline) ? llvm::ArrayRef<SMRange>{} : llvm::ArrayRef<SMRange>{tok.range()});
+  diags.error(tok.loc(), message,
+              tok.is(TokenKind::Newline)
+                  ? llvm::ArrayRef<SMRange>{}
+                  : llvm::ArrayRef<SMRange>{tok.range()});
 }
 
 bool Parser::expect(TokenKind kind, const char *context) {
@@ -164,8 +169,9 @@ void Parser::parseImport(Module &module) {
   SMLoc start = tok.loc();
   Import import;
   if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(llvm::Twine("expected a module name after 'import', found ") +
-                   spell(tok.kind));
+    errorAtCurrent(
+        llvm::Twine("expected a module name after 'import', found ") +
+        spell(tok.kind));
     skipToStatementEnd();
     return;
   }
@@ -295,11 +301,13 @@ StmtPtr Parser::parseStatement() {
     advance();
     if (!isLet && (tok.is(TokenKind::LParen) || tok.is(TokenKind::Dot))) {
       // An expression statement: only a call makes sense on its own.
-      ExprPtr expr = parsePostfixFrom(std::make_unique<NameExpr>(nameRange, name), start);
+      ExprPtr expr =
+          parsePostfixFrom(std::make_unique<NameExpr>(nameRange, name), start);
       if (!expr)
         return nullptr;
       if (!llvm::isa<CallExpr>(expr.get())) {
-        diags.error(expr->loc(), "this expression does nothing; did you mean 'let x = ...'?",
+        diags.error(expr->loc(),
+                    "this expression does nothing; did you mean 'let x = ...'?",
                     {expr->getRange()});
         return nullptr;
       }
@@ -316,9 +324,9 @@ StmtPtr Parser::parseStatement() {
     ExprPtr value = parseExpr();
     if (!value)
       return nullptr;
-    return std::make_unique<BindStmt>(isLet ? Stmt::Kind::Let : Stmt::Kind::Assign,
-                                      start, std::move(name), nameRange,
-                                      std::move(value));
+    return std::make_unique<BindStmt>(
+        isLet ? Stmt::Kind::Let : Stmt::Kind::Assign, start, std::move(name),
+        nameRange, std::move(value));
   }
   case TokenKind::KwReturn: {
     advance();
@@ -332,8 +340,9 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwParam: {
     advance();
     if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(llvm::Twine("expected a parameter name after 'param', found ") +
-                     spell(tok.kind));
+      errorAtCurrent(
+          llvm::Twine("expected a parameter name after 'param', found ") +
+          spell(tok.kind));
       return nullptr;
     }
     std::string name = tok.text.str();
@@ -363,7 +372,8 @@ StmtPtr Parser::parseStatement() {
     SMRange nameRange = tok.range();
     advance();
     TypeSpec type;
-    if (!expect(TokenKind::Colon, "and a type after the name") || !parseType(type))
+    if (!expect(TokenKind::Colon, "and a type after the name") ||
+        !parseType(type))
       return nullptr;
     return std::make_unique<DataStmt>(start, isTarget, std::move(name),
                                       nameRange, std::move(type));
@@ -373,7 +383,8 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwTrain:
     return parseTrain();
   default:
-    errorAtCurrent(llvm::Twine("expected a statement, found ") + spell(tok.kind));
+    errorAtCurrent(llvm::Twine("expected a statement, found ") +
+                   spell(tok.kind));
     return nullptr;
   }
 }
@@ -425,10 +436,12 @@ StmtPtr Parser::parseForward() {
   Block body;
   if (!parseBlock(body))
     return nullptr;
-  return std::make_unique<ForwardStmt>(start, std::move(params), std::move(body));
+  return std::make_unique<ForwardStmt>(start, std::move(params),
+                                       std::move(body));
 }
 
-/// train ::= 'train' '{' (NAME '=' expr | ('prune' | 'quantize') pattern '=' expr)* '}'
+/// train ::= 'train' '{' (NAME '=' expr | ('prune' | 'quantize') pattern '='
+/// expr)* '}'
 StmtPtr Parser::parseTrain() {
   SMLoc start = tok.loc();
   advance(); // train
@@ -455,9 +468,10 @@ StmtPtr Parser::parseTrainSetting() {
                                            patternRange, std::move(value));
   }
   if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(llvm::Twine("expected a setting ('name = value'), 'prune' or "
-                               "'quantize' in the train section, found ") +
-                   spell(tok.kind));
+    errorAtCurrent(
+        llvm::Twine("expected a setting ('name = value'), 'prune' or "
+                    "'quantize' in the train section, found ") +
+        spell(tok.kind));
     return nullptr;
   }
   std::string name = tok.text.str();
@@ -497,8 +511,9 @@ bool Parser::parseDirectivePattern(std::string &pattern, SMRange &range) {
 bool Parser::parseType(TypeSpec &type) {
   SMLoc start = tok.loc();
   if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(llvm::Twine("expected a type such as f32[128, 784], found ") +
-                   spell(tok.kind));
+    errorAtCurrent(
+        llvm::Twine("expected a type such as f32[128, 784], found ") +
+        spell(tok.kind));
     return false;
   }
   type.dtype = tok.text.str();
@@ -523,7 +538,6 @@ bool Parser::parseType(TypeSpec &type) {
 //===----------------------------------------------------------------------===//
 // Expressions
 //===----------------------------------------------------------------------===//
-
 
 bool Parser::chainTooDeep() {
   if (++nesting <= kMaxNesting)
@@ -561,7 +575,8 @@ ExprPtr Parser::parseLogical(bool isOr) {
     ExprPtr rhs = isOr ? parseLogical(false) : parseNot();
     if (!rhs)
       return nullptr;
-    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), isOr ? BinaryOp::Or : BinaryOp::And,
+    lhs = std::make_unique<BinaryExpr>(rangeFrom(start),
+                                       isOr ? BinaryOp::Or : BinaryOp::And,
                                        opLoc, std::move(lhs), std::move(rhs));
   }
   return lhs;
@@ -620,8 +635,8 @@ ExprPtr Parser::parseComparison() {
   ExprPtr rhs = parseAdditive();
   if (!rhs)
     return nullptr;
-  return std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc, std::move(lhs),
-                                      std::move(rhs));
+  return std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
+                                      std::move(lhs), std::move(rhs));
 }
 
 /// additive ::= multiplicative (('+' | '-') multiplicative)*
@@ -699,7 +714,8 @@ ExprPtr Parser::parseUnary() {
     ExprPtr operand = parseUnary();
     if (!operand)
       return nullptr;
-    return std::make_unique<UnaryExpr>(rangeFrom(start), '-', std::move(operand));
+    return std::make_unique<UnaryExpr>(rangeFrom(start), '-',
+                                       std::move(operand));
   }
   return parsePower();
 }
@@ -803,7 +819,8 @@ ExprPtr Parser::parsePrimary() {
     return e;
   }
   case TokenKind::Float: {
-    auto e = std::make_unique<NumberExpr>(tok.range(), false, 0, tok.floatValue);
+    auto e =
+        std::make_unique<NumberExpr>(tok.range(), false, 0, tok.floatValue);
     advance();
     return e;
   }
@@ -868,7 +885,8 @@ ExprPtr Parser::parsePrimary() {
                                         std::move(body));
   }
   default:
-    errorAtCurrent(llvm::Twine("expected an expression, found ") + spell(tok.kind));
+    errorAtCurrent(llvm::Twine("expected an expression, found ") +
+                   spell(tok.kind));
     return nullptr;
   }
 }

@@ -5,9 +5,9 @@
 #include "frontend/Parser.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/FileSystem.h"
 
 #include <set>
 
@@ -21,7 +21,8 @@ std::vector<const Definition *> Program::mainModels() const {
   return models;
 }
 
-const Definition *Program::find(const std::string &name, const Module *from) const {
+const Definition *Program::find(const std::string &name,
+                                const Module *from) const {
   if (from)
     for (const auto &def : from->definitions)
       if (def->name == name)
@@ -39,7 +40,8 @@ public:
   void load(std::unique_ptr<llvm::MemoryBuffer> buffer, Program &program) {
     std::string name = buffer->getBufferIdentifier().str();
     loaded.insert(canonical(name));
-    unsigned id = diags.getSourceMgr().AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+    unsigned id = diags.getSourceMgr().AddNewSourceBuffer(std::move(buffer),
+                                                          llvm::SMLoc());
     std::unique_ptr<Module> module = parseBuffer(id, diags);
     module->fileName = name;
     Module &ref = *module;
@@ -97,8 +99,9 @@ private:
         return;
       auto buffer = llvm::MemoryBuffer::getFile(candidate, /*IsText=*/true);
       if (!buffer) {
-        diags.error(import.range.Start, "cannot read '" + candidate +
-                                            "': " + buffer.getError().message(),
+        diags.error(import.range.Start,
+                    "cannot read '" + candidate +
+                        "': " + buffer.getError().message(),
                     {import.range});
         return;
       }
@@ -109,7 +112,8 @@ private:
     for (const std::string &c : candidates)
       searched += "\n    " + c;
     diags.error(import.range.Start,
-                "cannot find module '" + import.path + "'; looked for" + searched,
+                "cannot find module '" + import.path + "'; looked for" +
+                    searched,
                 {import.range});
   }
 

@@ -1,4 +1,5 @@
-//===- Program.h - A model file and everything it imports --------*- C++ -*-===//
+//===- Program.h - A model file and everything it imports --------*- C++
+//-*-===//
 
 #ifndef MNEMO_FRONTEND_PROGRAM_H
 #define MNEMO_FRONTEND_PROGRAM_H
@@ -40,14 +41,15 @@ struct Program {
 /// Parses `buffer` and, recursively, what it imports. `import a.b` looks for
 /// a/b.mn next to the importing file, then under each search path (the
 /// standard library lives at <search path>/std/). Errors go to `diags`.
-std::unique_ptr<Program> loadProgram(std::unique_ptr<llvm::MemoryBuffer> buffer,
-                                     const std::vector<std::string> &searchPaths,
-                                     Diagnostics &diags);
+std::unique_ptr<Program>
+loadProgram(std::unique_ptr<llvm::MemoryBuffer> buffer,
+            const std::vector<std::string> &searchPaths, Diagnostics &diags);
 
 /// Reads `path` ("-" for stdin) and calls the above.
-std::unique_ptr<Program> loadProgramFile(llvm::StringRef path,
-                                         const std::vector<std::string> &searchPaths,
-                                         Diagnostics &diags);
+std::unique_ptr<Program>
+loadProgramFile(llvm::StringRef path,
+                const std::vector<std::string> &searchPaths,
+                Diagnostics &diags);
 
 } // namespace mnemo
 

@@ -37,7 +37,8 @@ std::optional<Graph> mnemo::elaborate(const Program &program,
 // Diagnostics and locations
 //===----------------------------------------------------------------------===//
 
-void Sema::error(SMLoc loc, const Twine &message, llvm::ArrayRef<SMRange> ranges) {
+void Sema::error(SMLoc loc, const Twine &message,
+                 llvm::ArrayRef<SMRange> ranges) {
   diags.error(loc, message, ranges);
   // Name the layer calls that led here, innermost first.
   unsigned shown = 0;
@@ -95,8 +96,8 @@ void Sema::suggestName(const std::string &name, SMRange range) {
   if (best.empty())
     error(range.Start, "unknown name '" + name + "'", {range});
   else
-    error(range.Start, "unknown name '" + name + "'; did you mean '" + best + "'?",
-          {range});
+    error(range.Start,
+          "unknown name '" + name + "'; did you mean '" + best + "'?", {range});
 }
 
 std::string Sema::describe(const Val &v) const {
@@ -153,8 +154,8 @@ bool Sema::spendWork(SMLoc loc) {
   if (++work <= kMaxWork)
     return true;
   if (!tooLarge)
-    error(loc, "the model is too large to elaborate (over " + Twine(uint64_t(kMaxWork)) +
-                   " ops, parameters and layers)");
+    error(loc, "the model is too large to elaborate (over " +
+                   Twine(uint64_t(kMaxWork)) + " ops, parameters and layers)");
   tooLarge = true;
   return false;
 }
@@ -174,17 +175,21 @@ int Sema::broadcastTo(int value, const shape::Shape &target, SMLoc loc) {
 // Coercions
 //===----------------------------------------------------------------------===//
 
-std::optional<int64_t> Sema::asInt(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<int64_t> Sema::asInt(const Val &v, SMRange range,
+                                   const llvm::Twine &what) {
   if (v.kind == Val::Kind::Int)
     return v.i;
-  if (v.kind == Val::Kind::Float && std::floor(v.f) == v.f && std::fabs(v.f) < 9e15)
+  if (v.kind == Val::Kind::Float && std::floor(v.f) == v.f &&
+      std::fabs(v.f) < 9e15)
     return int64_t(v.f);
   if (!v.isError())
-    error(range.Start, what + " must be an integer, not " + describe(v), {range});
+    error(range.Start, what + " must be an integer, not " + describe(v),
+          {range});
   return std::nullopt;
 }
 
-std::optional<double> Sema::asNumber(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<double> Sema::asNumber(const Val &v, SMRange range,
+                                     const llvm::Twine &what) {
   if (v.isNumber())
     return v.number();
   if (!v.isError())
@@ -192,11 +197,13 @@ std::optional<double> Sema::asNumber(const Val &v, SMRange range, const llvm::Tw
   return std::nullopt;
 }
 
-std::optional<bool> Sema::asBool(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<bool> Sema::asBool(const Val &v, SMRange range,
+                                 const llvm::Twine &what) {
   if (v.kind == Val::Kind::Bool)
     return v.b;
   if (!v.isError())
-    error(range.Start, what + " must be true or false, not " + describe(v), {range});
+    error(range.Start, what + " must be true or false, not " + describe(v),
+          {range});
   return std::nullopt;
 }
 
@@ -206,8 +213,9 @@ std::optional<std::vector<int64_t>> Sema::asIntList(const Val &v, SMRange range,
     return std::vector<int64_t>{v.i};
   if (v.kind != Val::Kind::List) {
     if (!v.isError())
-      error(range.Start, what + " must be an integer or a list of integers, not " +
-                             describe(v),
+      error(range.Start,
+            what + " must be an integer or a list of integers, not " +
+                describe(v),
             {range});
     return std::nullopt;
   }
@@ -221,7 +229,8 @@ std::optional<std::vector<int64_t>> Sema::asIntList(const Val &v, SMRange range,
   return out;
 }
 
-std::optional<int> Sema::asTensor(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<int> Sema::asTensor(const Val &v, SMRange range,
+                                  const llvm::Twine &what) {
   if (v.isTensor())
     return v.tensor;
   if (!v.isError())
@@ -229,25 +238,28 @@ std::optional<int> Sema::asTensor(const Val &v, SMRange range, const llvm::Twine
   return std::nullopt;
 }
 
-std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range,
+                                       const llvm::Twine &what) {
   auto t = asTensor(v, range, what);
   if (!t)
     return std::nullopt;
   if (!isFloat(typeOf(*t).dtype)) {
-    error(range.Start, what + " must be a floating-point tensor, not " +
-                           typeOf(*t).str(),
+    error(range.Start,
+          what + " must be a floating-point tensor, not " + typeOf(*t).str(),
           {range});
     return std::nullopt;
   }
   return t;
 }
 
-std::optional<DType> Sema::asDType(const Val &v, SMRange range, const llvm::Twine &what) {
+std::optional<DType> Sema::asDType(const Val &v, SMRange range,
+                                   const llvm::Twine &what) {
   if (v.kind == Val::Kind::DType)
     return v.dtype;
   if (!v.isError())
-    error(range.Start, what + " must be an element type (f32, f16, bf16, i32, i8), not " +
-                           describe(v),
+    error(range.Start,
+          what + " must be an element type (f32, f16, bf16, i32, i8), not " +
+              describe(v),
           {range});
   return std::nullopt;
 }
@@ -435,9 +447,10 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
   if (isComparison(op)) {
     if (auto result = compare(op, lhs, rhs))
       return Val::ofBool(*result);
-    error(loc, Twine("cannot compare ") + describe(lhs) + " with " + describe(rhs) +
-                   " (comparisons are decided at compile time, on numbers, "
-                   "bools and strings)",
+    error(loc,
+          Twine("cannot compare ") + describe(lhs) + " with " + describe(rhs) +
+              " (comparisons are decided at compile time, on numbers, "
+              "bools and strings)",
           {whole});
     return Val::error();
   }
@@ -445,23 +458,27 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     std::string why;
     if (auto v = foldNumbers(op, lhs, rhs, why))
       return *v;
-    error(loc, Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
-                   describe(rhs) + ": " + why,
+    error(loc,
+          Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+              describe(rhs) + ": " + why,
           {whole});
     return Val::error();
   }
   bool lhsOk = lhs.isNumber() || lhs.isTensor();
   bool rhsOk = rhs.isNumber() || rhs.isTensor();
   if (!lhsOk || !rhsOk) {
-    error(loc, Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
-                   describe(rhs),
+    error(loc,
+          Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+              describe(rhs),
           {lhsOk ? rhsRange : lhsRange});
     return Val::error();
   }
 
   if (op == BinaryOp::MatMul) {
     if (!lhs.isTensor() || !rhs.isTensor()) {
-      error(loc, "'@' needs two tensors, not " + describe(lhs) + " and " + describe(rhs),
+      error(loc,
+            "'@' needs two tensors, not " + describe(lhs) + " and " +
+                describe(rhs),
             {whole});
       return Val::error();
     }
@@ -470,14 +487,16 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
 
   if (op == BinaryOp::Pow) {
     if (!lhs.isTensor() || !rhs.isNumber()) {
-      error(loc, "'**' raises a tensor to a constant exponent, not " +
-                     describe(lhs) + " to " + describe(rhs),
+      error(loc,
+            "'**' raises a tensor to a constant exponent, not " +
+                describe(lhs) + " to " + describe(rhs),
             {whole});
       return Val::error();
     }
     const TensorType &t = typeOf(lhs.tensor);
     if (!isFloat(t.dtype)) {
-      error(loc, "'**' needs a floating-point tensor, not " + t.str(), {lhsRange});
+      error(loc, "'**' needs a floating-point tensor, not " + t.str(),
+            {lhsRange});
       return Val::error();
     }
     return Val::ofTensor(
@@ -486,7 +505,8 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
 
   const char *name = opName(op);
   if (!name) {
-    error(loc, Twine("'") + spell(op) + "' works on numbers, not tensors", {whole});
+    error(loc, Twine("'") + spell(op) + "' works on numbers, not tensors",
+          {whole});
     return Val::error();
   }
 
@@ -494,8 +514,9 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
   auto materialize = [&](const Val &number, const TensorType &like,
                          SMRange range) -> std::optional<int> {
     if (!isFloat(like.dtype) && number.kind != Val::Kind::Int) {
-      error(range.Start, "cannot combine " + describe(number) +
-                             " with the integer tensor " + like.str(),
+      error(range.Start,
+            "cannot combine " + describe(number) + " with the integer tensor " +
+                like.str(),
             {range});
       return std::nullopt;
     }
@@ -519,15 +540,17 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     b = rhs.tensor;
     const TensorType &ta = typeOf(a), &tb = typeOf(b);
     if (ta.dtype != tb.dtype) {
-      error(loc, Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
-                     tb.str() + ": element types differ (use cast)",
+      error(loc,
+            Twine("cannot ") + verb(op) + " " + ta.str() + " and " + tb.str() +
+                ": element types differ (use cast)",
             {whole});
       return Val::error();
     }
     shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
     if (!r.ok()) {
-      error(loc, Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
-                     tb.str() + ": " + r.error,
+      error(loc,
+            Twine("cannot ") + verb(op) + " " + ta.str() + " and " + tb.str() +
+                ": " + r.error,
             {whole});
       return Val::error();
     }
@@ -545,7 +568,8 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
 Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {
   TensorType ta = typeOf(lhs), tb = typeOf(rhs);
   auto fail = [&](const std::string &why) {
-    error(loc, "cannot matmul " + ta.str() + " by " + tb.str() + ": " + why, {range});
+    error(loc, "cannot matmul " + ta.str() + " by " + tb.str() + ": " + why,
+          {range});
     return Val::error();
   };
   if (!isFloat(ta.dtype) || !isFloat(tb.dtype))
@@ -553,13 +577,13 @@ Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {
   if (ta.dtype != tb.dtype)
     return (fail("element types differ (use cast)"));
   if (ta.shape.size() < 2 || tb.shape.size() < 2)
-    return (
-        fail("both operands need rank >= 2 (reshape a vector to [1, n])"));
+    return (fail("both operands need rank >= 2 (reshape a vector to [1, n])"));
   if (tb.shape.size() == 2) {
     shape::ShapeResult r = shape::matmul(ta.shape, tb.shape, false, false);
     if (!r.ok())
       return (fail(r.error));
-    return Val::ofTensor(emit("matmul", {lhs, rhs}, {ta.dtype, r.shape}, {}, loc));
+    return Val::ofTensor(
+        emit("matmul", {lhs, rhs}, {ta.dtype, r.shape}, {}, loc));
   }
   // Batched: broadcast the leading dimensions, as torch.matmul does.
   shape::Shape batchA(ta.shape.begin(), ta.shape.end() - 2);
@@ -574,7 +598,8 @@ Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {
   if (!r.ok())
     return (fail(r.error));
   int a = broadcastTo(lhs, fullA, loc), b = broadcastTo(rhs, fullB, loc);
-  return Val::ofTensor(emit("batch_matmul", {a, b}, {ta.dtype, r.shape}, {}, loc));
+  return Val::ofTensor(
+      emit("batch_matmul", {a, b}, {ta.dtype, r.shape}, {}, loc));
 }
 
 //===----------------------------------------------------------------------===//
@@ -626,7 +651,8 @@ Val Sema::eval(const Expr &expr) {
     if (v.kind == Val::Kind::Float)
       return Val::ofFloat(-v.f);
     if (v.isTensor() && isFloat(typeOf(v.tensor).dtype))
-      return Val::ofTensor(emit("neg", {v.tensor}, typeOf(v.tensor), {}, expr.loc()));
+      return Val::ofTensor(
+          emit("neg", {v.tensor}, typeOf(v.tensor), {}, expr.loc()));
     error(expr.loc(), "cannot negate " + describe(v), {expr.getRange()});
     return Val::error();
   }
@@ -634,7 +660,8 @@ Val Sema::eval(const Expr &expr) {
     auto &b = cast<BinaryExpr>(expr);
     if (b.op == BinaryOp::And || b.op == BinaryOp::Or) {
       // Short-circuit, so `use_bias and size(x, 0) > 1` can guard the rest.
-      const char *what = b.op == BinaryOp::And ? "an operand of 'and'" : "an operand of 'or'";
+      const char *what =
+          b.op == BinaryOp::And ? "an operand of 'and'" : "an operand of 'or'";
       auto lhs = asBool(eval(*b.lhs), b.lhs->getRange(), what);
       if (!lhs)
         return Val::error();
@@ -645,7 +672,8 @@ Val Sema::eval(const Expr &expr) {
     }
     Val lhs = eval(*b.lhs);
     Val rhs = eval(*b.rhs);
-    return binary(b.op, lhs, rhs, b.opLoc, b.lhs->getRange(), b.rhs->getRange());
+    return binary(b.op, lhs, rhs, b.opLoc, b.lhs->getRange(),
+                  b.rhs->getRange());
   }
   case Expr::Kind::List: {
     Val v;
@@ -716,10 +744,11 @@ Val Sema::evalMember(const MemberExpr &member) {
         v.layer = layer->sequence[index];
         return v;
       }
-      error(member.memberLoc, "'" + layer->path + "' is a repeat of " +
-                                  std::to_string(layer->sequence.size()) +
-                                  " layers; index it with a number from 0 to " +
-                                  std::to_string(layer->sequence.size() - 1),
+      error(member.memberLoc,
+            "'" + layer->path + "' is a repeat of " +
+                std::to_string(layer->sequence.size()) +
+                " layers; index it with a number from 0 to " +
+                std::to_string(layer->sequence.size() - 1),
             {memberRange});
       return Val::error();
     }
@@ -729,15 +758,17 @@ Val Sema::evalMember(const MemberExpr &member) {
     std::string best;
     unsigned bestDistance = 3;
     for (const auto &entry : layer->members.vars) {
-      unsigned d = llvm::StringRef(member.member).edit_distance(entry.first, true, bestDistance);
+      unsigned d = llvm::StringRef(member.member)
+                       .edit_distance(entry.first, true, bestDistance);
       if (d < bestDistance) {
         bestDistance = d;
         best = entry.first;
       }
     }
     error(member.memberLoc,
-          "layer '" + layer->path + "' (" + layer->typeName + ") has no member '" +
-              member.member + "'" + (best.empty() ? "" : "; did you mean '" + best + "'?"),
+          "layer '" + layer->path + "' (" + layer->typeName +
+              ") has no member '" + member.member + "'" +
+              (best.empty() ? "" : "; did you mean '" + best + "'?"),
           {memberRange});
     return Val::error();
   }
@@ -745,7 +776,8 @@ Val Sema::evalMember(const MemberExpr &member) {
     const TensorType &t = typeOf(base.tensor);
     if (member.member == "T") {
       if (t.shape.size() < 2) {
-        error(member.memberLoc, "'.T' needs rank >= 2, not " + t.str(), {memberRange});
+        error(member.memberLoc, "'.T' needs rank >= 2, not " + t.str(),
+              {memberRange});
         return Val::error();
       }
       std::vector<int64_t> perm;
@@ -761,7 +793,8 @@ Val Sema::evalMember(const MemberExpr &member) {
           {memberRange});
     return Val::error();
   }
-  error(member.memberLoc, "cannot take member '" + member.member + "' of " + describe(base),
+  error(member.memberLoc,
+        "cannot take member '" + member.member + "' of " + describe(base),
         {memberRange});
   return Val::error();
 }
@@ -781,9 +814,10 @@ Val Sema::evalCall(const CallExpr &call) {
     return callBuiltin(*callee.builtin, call);
   case Val::Kind::LayerDef:
     if (callee.def->isModel) {
-      error(call.loc(), "'" + callee.def->name +
-                            "' is a model; only layers can be used inside "
-                            "other definitions",
+      error(call.loc(),
+            "'" + callee.def->name +
+                "' is a model; only layers can be used inside "
+                "other definitions",
             {call.callee->getRange()});
       return Val::error();
     }
@@ -797,14 +831,16 @@ Val Sema::evalCall(const CallExpr &call) {
     return construct(*callee.def, call, *name);
   case Val::Kind::Layer:
     if (frame().mode == Mode::Body) {
-      error(call.loc(), "layers are called in a forward, not in the body that "
-                        "declares them",
+      error(call.loc(),
+            "layers are called in a forward, not in the body that "
+            "declares them",
             {call.getRange()});
       return Val::error();
     }
     return apply(*callee.layer, call);
   default:
-    error(call.loc(), "cannot call " + describe(callee), {call.callee->getRange()});
+    error(call.loc(), "cannot call " + describe(callee),
+          {call.callee->getRange()});
     return Val::error();
   }
 }
@@ -830,14 +866,16 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
     SMRange range = arg.value->getRange();
     sawKeyword |= !arg.name.empty();
     if (arg.name.empty() && sawKeyword) {
-      error(range.Start, "a positional argument cannot follow a keyword argument", {range});
+      error(range.Start,
+            "a positional argument cannot follow a keyword argument", {range});
       ok = false;
       continue;
     }
     if (arg.name.empty()) {
       slot = position++;
       if (slot >= n) {
-        error(range.Start, Twine("too many arguments; the signature is ") + signature,
+        error(range.Start,
+              Twine("too many arguments; the signature is ") + signature,
               {range});
         ok = false;
         continue;
@@ -848,13 +886,15 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
         if (arg.name == builtin.params[i])
           slot = i;
       if (slot == n) {
-        error(arg.nameLoc, "'" + arg.name + "' is not an argument of " + signature,
+        error(arg.nameLoc,
+              "'" + arg.name + "' is not an argument of " + signature,
               {SMRange(arg.nameLoc, range.End)});
         ok = false;
         continue;
       }
       if (args.given[slot]) {
-        error(arg.nameLoc, "argument '" + arg.name + "' is given twice", {range});
+        error(arg.nameLoc, "argument '" + arg.name + "' is given twice",
+              {range});
         ok = false;
         continue;
       }
@@ -867,8 +907,9 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
   }
   for (size_t i = 0; ok && i < builtin.required; ++i) {
     if (!args.given[i]) {
-      error(call.loc(), Twine("missing argument '") + builtin.params[i] +
-                            "'; the signature is " + signature,
+      error(call.loc(),
+            Twine("missing argument '") + builtin.params[i] +
+                "'; the signature is " + signature,
             {call.getRange()});
       ok = false;
     }
@@ -897,10 +938,11 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
       return false;
     if (v.kind == Val::Kind::Tensor || v.kind == Val::Kind::Layer ||
         v.kind == Val::Kind::LayerDef || v.kind == Val::Kind::Builtin) {
-      error(range.Start, "hyper-parameter '" + name +
-                             "' must be known at compile time (a number, a "
-                             "bool or a type), not " +
-                             describe(v),
+      error(range.Start,
+            "hyper-parameter '" + name +
+                "' must be known at compile time (a number, a "
+                "bool or a type), not " +
+                describe(v),
             {range});
       return false;
     }
@@ -915,7 +957,9 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
       int slot;
       sawKeyword |= !arg.name.empty();
       if (arg.name.empty() && sawKeyword) {
-        error(range.Start, "a positional argument cannot follow a keyword argument", {range});
+        error(range.Start,
+              "a positional argument cannot follow a keyword argument",
+              {range});
         ok = false;
         continue;
       }
@@ -923,8 +967,9 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
         slot = position < def.hyperParams.size() ? int(position) : -1;
         ++position;
         if (slot < 0) {
-          error(range.Start, "too many arguments for layer '" + def.name + "', which takes " +
-                                 std::to_string(def.hyperParams.size()),
+          error(range.Start,
+                "too many arguments for layer '" + def.name +
+                    "', which takes " + std::to_string(def.hyperParams.size()),
                 {range});
           ok = false;
           continue;
@@ -932,16 +977,18 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
       } else {
         slot = slotOf(arg.name);
         if (slot < 0) {
-          error(arg.nameLoc, "layer '" + def.name + "' has no hyper-parameter '" +
-                                 arg.name + "'",
+          error(arg.nameLoc,
+                "layer '" + def.name + "' has no hyper-parameter '" + arg.name +
+                    "'",
                 {SMRange(arg.nameLoc, range.End)});
           ok = false;
           continue;
         }
       }
       if (bound[slot]) {
-        error(range.Start, "hyper-parameter '" + def.hyperParams[slot].name +
-                               "' is given twice",
+        error(range.Start,
+              "hyper-parameter '" + def.hyperParams[slot].name +
+                  "' is given twice",
               {range});
         ok = false;
         continue;
@@ -979,8 +1026,9 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
           v.kind = Val::Kind::DType;
           v.dtype = *d;
         } else {
-          diags.error("-D " + hp.name + "=" + text +
-                      ": the value must be an integer, a number, true/false or a type");
+          diags.error(
+              "-D " + hp.name + "=" + text +
+              ": the value must be an integer, a number, true/false or a type");
           ok = false;
           continue;
         }
@@ -991,12 +1039,13 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
     }
     if (!hp.defaultValue) {
       if (def.isModel)
-        error(hp.range.Start, "model hyper-parameter '" + hp.name +
-                                  "' has no default; pass -D " + hp.name + "=VALUE",
+        error(hp.range.Start,
+              "model hyper-parameter '" + hp.name +
+                  "' has no default; pass -D " + hp.name + "=VALUE",
               {hp.range});
       else
-        error(frame().site, "missing hyper-parameter '" + hp.name + "' of layer '" +
-                                def.name + "'");
+        error(frame().site, "missing hyper-parameter '" + hp.name +
+                                "' of layer '" + def.name + "'");
       ok = false;
       continue;
     }
@@ -1013,8 +1062,8 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
 Val Sema::construct(const Definition &def, const CallExpr &call,
                     const std::string &name) {
   if (frames.size() >= kMaxDepth) {
-    error(call.loc(), "layers nest too deeply (does '" + def.name +
-                          "' contain itself?)",
+    error(call.loc(),
+          "layers nest too deeply (does '" + def.name + "' contain itself?)",
           {call.getRange()});
     return Val::error();
   }
@@ -1053,16 +1102,17 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   if (!count)
     return Val::error();
   if (*count < 1 || *count > kMaxRepeat) {
-    error(repeat.count->loc(), "the repeat count must be between 1 and " +
-                                   std::to_string(kMaxRepeat) + ", not " +
-                                   std::to_string(*count),
+    error(repeat.count->loc(),
+          "the repeat count must be between 1 and " +
+              std::to_string(kMaxRepeat) + ", not " + std::to_string(*count),
           {repeat.count->getRange()});
     return Val::error();
   }
   auto *ctor = dyn_cast<CallExpr>(repeat.body.get());
   if (!ctor) {
-    error(repeat.body->loc(), "the body of 'repeat' must create a layer, as in "
-                              "'repeat 4 { Block(dim) }'",
+    error(repeat.body->loc(),
+          "the body of 'repeat' must create a layer, as in "
+          "'repeat 4 { Block(dim) }'",
           {repeat.body->getRange()});
     return Val::error();
   }
@@ -1081,8 +1131,9 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
     pendingName = nullptr;
     if (child.kind != Val::Kind::Layer) {
       if (!child.isError())
-        error(ctor->loc(), "the body of 'repeat' must create a layer, not " +
-                               describe(child),
+        error(ctor->loc(),
+              "the body of 'repeat' must create a layer, not " +
+                  describe(child),
               {ctor->getRange()});
       frames.pop_back();
       return Val::error();
@@ -1137,7 +1188,8 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
     return value;
   }
   if (!layer.forward) {
-    error(loc, "layer '" + layer.path + "' (" + layer.typeName + ") has no forward");
+    error(loc,
+          "layer '" + layer.path + "' (" + layer.typeName + ") has no forward");
     return Val::error();
   }
   const ForwardStmt &fwd = *layer.forward;
@@ -1160,7 +1212,8 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
   returned.reset();
   frames.pop_back();
   if (!result) {
-    error(fwd.loc(), "the forward of " + layer.typeName + " does not return a value");
+    error(fwd.loc(),
+          "the forward of " + layer.typeName + " does not return a value");
     return Val::error();
   }
   return *result;
@@ -1169,8 +1222,9 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
 std::optional<TensorType> Sema::evalType(const TypeSpec &spec) {
   std::optional<DType> dtype = parseDType(spec.dtype);
   if (!dtype) {
-    error(spec.dtypeRange.Start, "unknown element type '" + spec.dtype +
-                                     "'; use f32, f16, bf16, i32 or i8",
+    error(spec.dtypeRange.Start,
+          "unknown element type '" + spec.dtype +
+              "'; use f32, f16, bf16, i32 or i8",
           {spec.dtypeRange});
     return std::nullopt;
   }
@@ -1180,15 +1234,16 @@ std::optional<TensorType> Sema::evalType(const TypeSpec &spec) {
     if (!d)
       return std::nullopt;
     if (*d < 1) {
-      error(dim->loc(), "dimensions must be positive, not " + std::to_string(*d),
+      error(dim->loc(),
+            "dimensions must be positive, not " + std::to_string(*d),
             {dim->getRange()});
       return std::nullopt;
     }
     type.shape.push_back(*d);
   }
   if (!shape::numElements(type.shape)) {
-    error(spec.range.Start, "the tensor " + type.str() + " has too many elements",
-          {spec.range});
+    error(spec.range.Start,
+          "the tensor " + type.str() + " has too many elements", {spec.range});
     return std::nullopt;
   }
   return type;
@@ -1208,7 +1263,8 @@ void Sema::execBlock(const Block &block) {
 
 void Sema::execStmt(const Stmt &stmt) {
   Mode mode = frame().mode;
-  bool isModel = frame().self && frame().self->path.empty() && mode == Mode::Body;
+  bool isModel =
+      frame().self && frame().self->path.empty() && mode == Mode::Body;
   switch (stmt.getKind()) {
   case Stmt::Kind::Let:
   case Stmt::Kind::Assign:
@@ -1236,7 +1292,8 @@ void Sema::execStmt(const Stmt &stmt) {
   }
   case Stmt::Kind::Param:
     if (mode != Mode::Body) {
-      error(stmt.loc(), "parameters are declared in the layer body, not in a forward");
+      error(stmt.loc(),
+            "parameters are declared in the layer body, not in a forward");
       return;
     }
     return execParam(cast<ParamStmt>(stmt));
@@ -1293,8 +1350,9 @@ void Sema::execBind(const BindStmt &bind) {
   if (isLet) {
     auto it = scope.vars.find(bind.name);
     if (it != scope.vars.end()) {
-      error(bind.nameRange.Start, "'" + bind.name + "' is already defined here; use '" +
-                                      bind.name + " = ...' to rebind it",
+      error(bind.nameRange.Start,
+            "'" + bind.name + "' is already defined here; use '" + bind.name +
+                " = ...' to rebind it",
             {bind.nameRange});
       return;
     }
@@ -1311,8 +1369,9 @@ void Sema::execBind(const BindStmt &bind) {
       }
     }
     if (!existing) {
-      error(bind.nameRange.Start, "'" + bind.name + "' is not defined; declare it with 'let " +
-                                      bind.name + " = ...'",
+      error(bind.nameRange.Start,
+            "'" + bind.name + "' is not defined; declare it with 'let " +
+                bind.name + " = ...'",
             {bind.nameRange});
       eval(*bind.value);
       return;
@@ -1342,7 +1401,8 @@ void Sema::execParam(const ParamStmt &param) {
   if (!spendWork(param.loc()))
     return;
   if (scope.vars.count(param.name)) {
-    error(param.nameRange.Start, "'" + param.name + "' is already defined in this layer",
+    error(param.nameRange.Start,
+          "'" + param.name + "' is already defined in this layer",
           {param.nameRange});
     return;
   }
@@ -1359,14 +1419,16 @@ void Sema::execParam(const ParamStmt &param) {
     return;
   }
   if (!param.init) {
-    error(param.nameRange.Start, "parameter '" + param.name +
-                                     "' needs an initializer, such as '= normal(std=0.02)'",
+    error(param.nameRange.Start,
+          "parameter '" + param.name +
+              "' needs an initializer, such as '= normal(std=0.02)'",
           {param.nameRange});
     scope.vars[param.name] = Val::error();
     return;
   }
   extern const SettingFamily &initializerFamily();
-  std::optional<ConfigValue> init = evalSetting(*param.init, initializerFamily());
+  std::optional<ConfigValue> init =
+      evalSetting(*param.init, initializerFamily());
   if (!init) {
     scope.vars[param.name] = Val::error();
     return;
@@ -1384,7 +1446,8 @@ void Sema::execParam(const ParamStmt &param) {
 void Sema::execData(const DataStmt &data) {
   Scope &scope = *frame().scope;
   if (scope.vars.count(data.name)) {
-    error(data.nameRange.Start, "'" + data.name + "' is already defined", {data.nameRange});
+    error(data.nameRange.Start, "'" + data.name + "' is already defined",
+          {data.nameRange});
     return;
   }
   std::optional<TensorType> type = evalType(data.type);
@@ -1425,8 +1488,9 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
     std::string names;
     for (const Definition *m : models)
       names += (names.empty() ? "" : ", ") + m->name;
-    diags.error("'" + program.mainModule().fileName + "' defines several models (" +
-                names + "); choose one with --model");
+    diags.error("'" + program.mainModule().fileName +
+                "' defines several models (" + names +
+                "); choose one with --model");
     return std::nullopt;
   }
 
@@ -1445,8 +1509,8 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
     for (const HyperParam &hp : model->hyperParams)
       known += (known.empty() ? "" : ", ") + hp.name;
     diags.error("-D " + name + ": model '" + model->name +
-                "' has no hyper-parameter '" + name + "' (it has: " +
-                (known.empty() ? "none" : known) + ")");
+                "' has no hyper-parameter '" + name +
+                "' (it has: " + (known.empty() ? "none" : known) + ")");
     ok = false;
   }
   if (!ok)
@@ -1456,8 +1520,9 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
     ConfigValue c = v.kind == Val::Kind::Int     ? ConfigValue::ofInt(v.i)
                     : v.kind == Val::Kind::Float ? ConfigValue::ofFloat(v.f)
                     : v.kind == Val::Kind::Bool  ? ConfigValue::ofBool(v.b)
-                    : v.kind == Val::Kind::DType ? ConfigValue::ofSymbol(spell(v.dtype))
-                                                 : ConfigValue::ofSymbol(v.s);
+                    : v.kind == Val::Kind::DType
+                        ? ConfigValue::ofSymbol(spell(v.dtype))
+                        : ConfigValue::ofSymbol(v.s);
     graph.hyperParams.push_back({hp.name, c});
   }
 
@@ -1484,8 +1549,8 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   if (!output)
     error(modelForward->loc(), "the model's forward does not return a value");
   else if (!output->isError() && !output->isTensor())
-    error(modelForward->loc(), "the model's forward must return a tensor, not " +
-                                   describe(*output));
+    error(modelForward->loc(),
+          "the model's forward must return a tensor, not " + describe(*output));
 
   // Inputs, then targets, then parameters; each group in declaration order.
   std::stable_sort(graph.args.begin(), graph.args.end(),

@@ -1,4 +1,5 @@
-//===- SemaInternal.h - Shared state of semantic analysis --------*- C++ -*-===//
+//===- SemaInternal.h - Shared state of semantic analysis --------*- C++
+//-*-===//
 //
 // Private to frontend/: the evaluator (Sema.cpp), the builtin op table
 // (Builtins.cpp) and the settings schemas (Settings.cpp) share this class.
@@ -58,10 +59,30 @@ struct Val {
   const Builtin *builtin = nullptr;
 
   static Val error() { return Val(); }
-  static Val ofInt(int64_t v) { Val x; x.kind = Kind::Int; x.i = v; return x; }
-  static Val ofFloat(double v) { Val x; x.kind = Kind::Float; x.f = v; return x; }
-  static Val ofBool(bool v) { Val x; x.kind = Kind::Bool; x.b = v; return x; }
-  static Val ofTensor(int id) { Val x; x.kind = Kind::Tensor; x.tensor = id; return x; }
+  static Val ofInt(int64_t v) {
+    Val x;
+    x.kind = Kind::Int;
+    x.i = v;
+    return x;
+  }
+  static Val ofFloat(double v) {
+    Val x;
+    x.kind = Kind::Float;
+    x.f = v;
+    return x;
+  }
+  static Val ofBool(bool v) {
+    Val x;
+    x.kind = Kind::Bool;
+    x.b = v;
+    return x;
+  }
+  static Val ofTensor(int id) {
+    Val x;
+    x.kind = Kind::Tensor;
+    x.tensor = id;
+    return x;
+  }
 
   bool isError() const { return kind == Kind::Error; }
   bool isNumber() const { return kind == Kind::Int || kind == Kind::Float; }
@@ -146,14 +167,20 @@ public:
   int broadcastTo(int value, const shape::Shape &shape, llvm::SMLoc loc);
 
   // Coercions that report an error (pointing at `range`) and return nullopt.
-  std::optional<int64_t> asInt(const Val &v, llvm::SMRange range, const llvm::Twine &what);
-  std::optional<double> asNumber(const Val &v, llvm::SMRange range, const llvm::Twine &what);
-  std::optional<bool> asBool(const Val &v, llvm::SMRange range, const llvm::Twine &what);
-  std::optional<std::vector<int64_t>> asIntList(const Val &v, llvm::SMRange range,
-                                                const llvm::Twine &what);
-  std::optional<int> asTensor(const Val &v, llvm::SMRange range, const llvm::Twine &what);
-  std::optional<int> asFloatTensor(const Val &v, llvm::SMRange range, const llvm::Twine &what);
-  std::optional<DType> asDType(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<int64_t> asInt(const Val &v, llvm::SMRange range,
+                               const llvm::Twine &what);
+  std::optional<double> asNumber(const Val &v, llvm::SMRange range,
+                                 const llvm::Twine &what);
+  std::optional<bool> asBool(const Val &v, llvm::SMRange range,
+                             const llvm::Twine &what);
+  std::optional<std::vector<int64_t>>
+  asIntList(const Val &v, llvm::SMRange range, const llvm::Twine &what);
+  std::optional<int> asTensor(const Val &v, llvm::SMRange range,
+                              const llvm::Twine &what);
+  std::optional<int> asFloatTensor(const Val &v, llvm::SMRange range,
+                                   const llvm::Twine &what);
+  std::optional<DType> asDType(const Val &v, llvm::SMRange range,
+                               const llvm::Twine &what);
 
   /// "f32[128,784]", "the integer 3", "layer 'fc1' (Linear)".
   std::string describe(const Val &v) const;
@@ -190,7 +217,8 @@ private:
   Val evalMember(const MemberExpr &member);
   Val evalCall(const CallExpr &call);
   Val callBuiltin(const Builtin &builtin, const CallExpr &call);
-  Val construct(const Definition &def, const CallExpr &call, const std::string &name);
+  Val construct(const Definition &def, const CallExpr &call,
+                const std::string &name);
   Val constructRepeat(const RepeatExpr &repeat, const std::string &name);
   Val apply(LayerInstance &layer, const CallExpr &call);
   Val applyWith(LayerInstance &layer, std::vector<Val> args,
@@ -199,7 +227,8 @@ private:
   void suggestName(const std::string &name, llvm::SMRange range);
 
   // Settings: the train section and parameter initializers.
-  std::optional<ConfigValue> evalSetting(const Expr &expr, const SettingFamily &family);
+  std::optional<ConfigValue> evalSetting(const Expr &expr,
+                                         const SettingFamily &family);
   std::optional<ConfigValue> evalSettingValue(const Expr &expr);
   void evalTrain(const TrainStmt &train, int output);
 
@@ -214,7 +243,7 @@ private:
   std::deque<LayerInstance> instances;
   std::deque<Scope> scopes;
   std::vector<Frame> frames;
-  std::optional<Val> returned;       // set by `return` in a forward
+  std::optional<Val> returned;              // set by `return` in a forward
   const std::string *pendingName = nullptr; // the binding a constructor names
   const TrainStmt *trainStmt = nullptr;
   const ForwardStmt *modelForward = nullptr;

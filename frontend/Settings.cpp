@@ -23,24 +23,24 @@ namespace sema {
 
 enum class ParamType {
   Number,
-  Positive,      // > 0
-  NonNegative,   // >= 0
-  Fraction,      // [0, 1)
-  Int,           // any integer
-  PositiveInt,   // >= 1
+  Positive,    // > 0
+  NonNegative, // >= 0
+  Fraction,    // [0, 1)
+  Int,         // any integer
+  PositiveInt, // >= 1
   NonNegativeInt,
   Bool,
-  Enum,          // one of `options`
-  Betas,         // two numbers in [0, 1)
-  Bits,          // 4 or 8
+  Enum,  // one of `options`
+  Betas, // two numbers in [0, 1)
+  Bits,  // 4 or 8
 };
 
 struct SettingParam {
   const char *name;
   ParamType type;
   bool required = false;
-  double number = 0;             // default of numeric and Bool parameters
-  const char *symbol = nullptr;  // default of Enum parameters
+  double number = 0;            // default of numeric and Bool parameters
+  const char *symbol = nullptr; // default of Enum parameters
   std::vector<const char *> options;
 };
 
@@ -90,8 +90,8 @@ std::vector<SettingParam> withGradual(std::vector<SettingParam> params) {
   return params;
 }
 
-const std::vector<const char *> kNonlinearities = {"leaky_relu", "relu", "linear",
-                                                   "tanh", "sigmoid"};
+const std::vector<const char *> kNonlinearities = {"leaky_relu", "relu",
+                                                   "linear", "tanh", "sigmoid"};
 } // namespace
 
 namespace mnemo {
@@ -104,18 +104,27 @@ const SettingFamily &initializerFamily() {
           {"zeros", {}, {}},
           {"ones", {}, {}},
           {"constant", {}, {required("value", ParamType::Number)}},
-          {"normal", {}, {optional("std", ParamType::Positive, 1.0),
-                          optional("mean", ParamType::Number, 0.0)}},
-          {"uniform", {}, {optional("low", ParamType::Number, 0.0),
-                           optional("high", ParamType::Number, 1.0)}},
-          {"xavier_uniform", {"glorot", "glorot_uniform", "xavier"},
+          {"normal",
+           {},
+           {optional("std", ParamType::Positive, 1.0),
+            optional("mean", ParamType::Number, 0.0)}},
+          {"uniform",
+           {},
+           {optional("low", ParamType::Number, 0.0),
+            optional("high", ParamType::Number, 1.0)}},
+          {"xavier_uniform",
+           {"glorot", "glorot_uniform", "xavier"},
            {optional("gain", ParamType::Positive, 1.0)}},
-          {"xavier_normal", {"glorot_normal"}, {optional("gain", ParamType::Positive, 1.0)}},
-          {"kaiming_uniform", {"kaiming", "he", "he_uniform"},
+          {"xavier_normal",
+           {"glorot_normal"},
+           {optional("gain", ParamType::Positive, 1.0)}},
+          {"kaiming_uniform",
+           {"kaiming", "he", "he_uniform"},
            {optional("a", ParamType::NonNegative, 0.0),
             choice("mode", {"fan_in", "fan_out"}, "fan_in"),
             choice("nonlinearity", kNonlinearities, "leaky_relu")}},
-          {"kaiming_normal", {"he_normal"},
+          {"kaiming_normal",
+           {"he_normal"},
            {optional("a", ParamType::NonNegative, 0.0),
             choice("mode", {"fan_in", "fan_out"}, "fan_in"),
             choice("nonlinearity", kNonlinearities, "leaky_relu")}},
@@ -127,21 +136,29 @@ static const SettingFamily &optimizerFamily() {
   static const SettingFamily family{
       "optimizer",
       {
-          {"sgd", {}, {required("lr", ParamType::Positive),
-                       optional("momentum", ParamType::NonNegative, 0),
-                       optional("dampening", ParamType::NonNegative, 0),
-                       optional("weight_decay", ParamType::NonNegative, 0),
-                       optional("nesterov", ParamType::Bool, 0)}},
-          {"adam", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
-                        optional("eps", ParamType::Positive, 1e-8),
-                        optional("weight_decay", ParamType::NonNegative, 0)}},
-          {"adamw", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
-                         optional("eps", ParamType::Positive, 1e-8),
-                         optional("weight_decay", ParamType::NonNegative, 0.01)}},
-          {"adamw8bit", {}, {optional("lr", ParamType::Positive, 1e-3), betas(),
-                             optional("eps", ParamType::Positive, 1e-8),
-                             optional("weight_decay", ParamType::NonNegative, 0.01),
-                             optional("block", ParamType::PositiveInt, 2048)}},
+          {"sgd",
+           {},
+           {required("lr", ParamType::Positive),
+            optional("momentum", ParamType::NonNegative, 0),
+            optional("dampening", ParamType::NonNegative, 0),
+            optional("weight_decay", ParamType::NonNegative, 0),
+            optional("nesterov", ParamType::Bool, 0)}},
+          {"adam",
+           {},
+           {optional("lr", ParamType::Positive, 1e-3), betas(),
+            optional("eps", ParamType::Positive, 1e-8),
+            optional("weight_decay", ParamType::NonNegative, 0)}},
+          {"adamw",
+           {},
+           {optional("lr", ParamType::Positive, 1e-3), betas(),
+            optional("eps", ParamType::Positive, 1e-8),
+            optional("weight_decay", ParamType::NonNegative, 0.01)}},
+          {"adamw8bit",
+           {},
+           {optional("lr", ParamType::Positive, 1e-3), betas(),
+            optional("eps", ParamType::Positive, 1e-8),
+            optional("weight_decay", ParamType::NonNegative, 0.01),
+            optional("block", ParamType::PositiveInt, 2048)}},
       }};
   return family;
 }
@@ -151,10 +168,14 @@ static const SettingFamily &scheduleFamily() {
       "learning-rate schedule",
       {
           {"constant", {}, {optional("warmup", ParamType::NonNegativeInt, 0)}},
-          {"linear_warmup", {"warmup"}, {required("warmup", ParamType::PositiveInt)}},
-          {"cosine", {}, {optional("warmup", ParamType::NonNegativeInt, 0),
-                          optional("steps", ParamType::NonNegativeInt, 0),
-                          optional("min_lr", ParamType::NonNegative, 0)}},
+          {"linear_warmup",
+           {"warmup"},
+           {required("warmup", ParamType::PositiveInt)}},
+          {"cosine",
+           {},
+           {optional("warmup", ParamType::NonNegativeInt, 0),
+            optional("steps", ParamType::NonNegativeInt, 0),
+            optional("min_lr", ParamType::NonNegative, 0)}},
       }};
   return family;
 }
@@ -163,14 +184,17 @@ static const SettingFamily &pruningFamily() {
   static const SettingFamily family{
       "pruning method",
       {
-          {"magnitude", {"unstructured"},
+          {"magnitude",
+           {"unstructured"},
            withGradual({required("sparsity", ParamType::Fraction),
                         choice("scope", {"layer", "global"}, "layer")})},
-          {"structured", {"channels", "rows"},
+          {"structured",
+           {"channels", "rows"},
            withGradual({required("sparsity", ParamType::Fraction),
                         choice("norm", {"l1", "l2"}, "l2"),
                         optional("dim", ParamType::NonNegativeInt, 0)})},
-          {"nm", {"semi_structured"},
+          {"nm",
+           {"semi_structured"},
            withGradual({optional("n", ParamType::PositiveInt, 2),
                         optional("m", ParamType::PositiveInt, 4)})},
       }};
@@ -181,15 +205,20 @@ static const SettingFamily &quantizationFamily() {
   static const SettingFamily family{
       "quantization scheme",
       {
-          {"qat", {"fake_quant"},
+          {"qat",
+           {"fake_quant"},
            {optional("bits", ParamType::Bits, 8),
             choice("granularity", {"per_tensor", "per_channel"}, "per_channel"),
             choice("scheme", {"symmetric", "affine"}, "symmetric"),
             choice("observer", {"minmax", "moving_average"}, "minmax")}},
-          {"int8", {}, {choice("granularity", {"per_channel", "per_group"}, "per_channel"),
-                        optional("group", ParamType::PositiveInt, 128)}},
-          {"int4", {}, {choice("granularity", {"per_group", "per_channel"}, "per_group"),
-                        optional("group", ParamType::PositiveInt, 128)}},
+          {"int8",
+           {},
+           {choice("granularity", {"per_channel", "per_group"}, "per_channel"),
+            optional("group", ParamType::PositiveInt, 128)}},
+          {"int4",
+           {},
+           {choice("granularity", {"per_group", "per_channel"}, "per_group"),
+            optional("group", ParamType::PositiveInt, 128)}},
       }};
   return family;
 }
@@ -211,14 +240,16 @@ static std::string closest(const std::string &name,
   return best;
 }
 
-static std::string unknownMessage(const std::string &what, const std::string &name,
+static std::string unknownMessage(const std::string &what,
+                                  const std::string &name,
                                   const std::vector<std::string> &known) {
   std::string best = closest(name, known);
   std::string list;
   for (const std::string &k : known)
     list += (list.empty() ? "" : ", ") + k;
   return "unknown " + what + " '" + name + "'" +
-         (best.empty() ? "" : "; did you mean '" + best + "'?") + " (known: " + list + ")";
+         (best.empty() ? "" : "; did you mean '" + best + "'?") +
+         " (known: " + list + ")";
 }
 
 std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
@@ -265,7 +296,8 @@ std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
   case Val::Kind::DType:
     return ConfigValue::ofSymbol(spell(v.dtype));
   default:
-    error(expr.loc(), "a setting must be a number, a name or a list, not " + describe(v),
+    error(expr.loc(),
+          "a setting must be a number, a name or a list, not " + describe(v),
           {expr.getRange()});
     return std::nullopt;
   }
@@ -317,7 +349,8 @@ static std::optional<ConfigValue> checkParam(const SettingParam &param,
       why = "must not be negative";
       return std::nullopt;
     }
-    if (param.type == ParamType::Bits && value.intValue != 4 && value.intValue != 8) {
+    if (param.type == ParamType::Bits && value.intValue != 4 &&
+        value.intValue != 8) {
       why = "must be 4 or 8";
       return std::nullopt;
     }
@@ -329,7 +362,8 @@ static std::optional<ConfigValue> checkParam(const SettingParam &param,
     }
     return value;
   case ParamType::Enum: {
-    if (value.kind == ConfigValue::Kind::Symbol || value.kind == ConfigValue::Kind::String)
+    if (value.kind == ConfigValue::Kind::Symbol ||
+        value.kind == ConfigValue::Kind::String)
       for (const char *option : param.options)
         if (value.text == option)
           return ConfigValue::ofSymbol(option);
@@ -346,7 +380,8 @@ static std::optional<ConfigValue> checkParam(const SettingParam &param,
     ConfigValue out;
     out.kind = ConfigValue::Kind::List;
     for (const ConfigValue &b : value.list) {
-      bool num = b.kind == ConfigValue::Kind::Int || b.kind == ConfigValue::Kind::Float;
+      bool num = b.kind == ConfigValue::Kind::Int ||
+                 b.kind == ConfigValue::Kind::Float;
       if (!num || !(b.number() >= 0 && b.number() < 1)) {
         why = "must be two numbers in [0, 1)";
         return std::nullopt;
@@ -381,7 +416,8 @@ static ConfigValue defaultOf(const SettingParam &param) {
   }
 }
 
-std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFamily &family) {
+std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
+                                             const SettingFamily &family) {
   const NameExpr *name = llvm::dyn_cast<NameExpr>(&expr);
   const CallExpr *call = llvm::dyn_cast<CallExpr>(&expr);
   if (call)
@@ -390,8 +426,9 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
   for (const SettingFunction &f : family.functions)
     known.push_back(f.name);
   if (!name) {
-    error(expr.loc(), std::string("expected ") + family.what + " such as " + known.front() +
-                          "(...)",
+    error(expr.loc(),
+          std::string("expected ") + family.what + " such as " + known.front() +
+              "(...)",
           {expr.getRange()});
     return std::nullopt;
   }
@@ -404,7 +441,8 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
         fn = &f;
   }
   if (!fn) {
-    error(name->loc(), unknownMessage(family.what, name->name, known), {name->getRange()});
+    error(name->loc(), unknownMessage(family.what, name->name, known),
+          {name->getRange()});
     return std::nullopt;
   }
 
@@ -434,8 +472,9 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
           for (const SettingParam &p : fn->params)
             names.push_back(p.name);
           std::string best = closest(arg.name, names);
-          error(arg.nameLoc, "'" + arg.name + "' is not an argument of " + signature +
-                                 (best.empty() ? "" : "; did you mean '" + best + "'?"),
+          error(arg.nameLoc,
+                "'" + arg.name + "' is not an argument of " + signature +
+                    (best.empty() ? "" : "; did you mean '" + best + "'?"),
                 {SMRange(arg.nameLoc, range.End)});
           ok = false;
           continue;
@@ -454,14 +493,16 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
           ++position;
         }
         if (slot < 0) {
-          error(range.Start, "too many arguments; the signature is " + signature, {range});
+          error(range.Start,
+                "too many arguments; the signature is " + signature, {range});
           ok = false;
           continue;
         }
       }
       if (values[slot]) {
-        error(range.Start, std::string("argument '") + fn->params[slot].name +
-                               "' is given twice",
+        error(range.Start,
+              std::string("argument '") + fn->params[slot].name +
+                  "' is given twice",
               {range});
         ok = false;
         continue;
@@ -469,8 +510,9 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
       std::string why;
       auto checked = checkParam(fn->params[slot], *value, why);
       if (!checked) {
-        error(range.Start, std::string("argument '") + fn->params[slot].name + "' of " +
-                               fn->name + " " + why + ", not " + value->str(),
+        error(range.Start,
+              std::string("argument '") + fn->params[slot].name + "' of " +
+                  fn->name + " " + why + ", not " + value->str(),
               {range});
         ok = false;
         continue;
@@ -483,7 +525,9 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr, const SettingFami
     const SettingParam &param = fn->params[i];
     if (!values[i]) {
       if (param.required) {
-        error(expr.loc(), std::string("missing argument '") + param.name + "' of " + signature,
+        error(expr.loc(),
+              std::string("missing argument '") + param.name + "' of " +
+                  signature,
               {expr.getRange()});
         ok = false;
         break;
@@ -525,13 +569,14 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
   std::map<std::string, llvm::SMLoc> seen;
   std::map<std::string, std::pair<std::string, llvm::SMLoc>> directiveOf;
   std::optional<int> lossValue;
-  const std::vector<std::string> keys = {"optimizer", "schedule", "loss", "precision",
-                                         "memory_budget", "clip_grad_norm", "epochs",
-                                         "steps", "seed"};
+  const std::vector<std::string> keys = {
+      "optimizer",      "schedule", "loss",  "precision", "memory_budget",
+      "clip_grad_norm", "epochs",   "steps", "seed"};
   for (const StmtPtr &stmt : train.settings) {
     if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt.get())) {
       const char *kind = dir->isPrune ? "prune" : "quantize";
-      auto value = evalSetting(*dir->value, dir->isPrune ? pruningFamily() : quantizationFamily());
+      auto value = evalSetting(
+          *dir->value, dir->isPrune ? pruningFamily() : quantizationFamily());
       std::vector<std::string> params, matched;
       for (const GraphArg &arg : graph.args)
         if (arg.role == ArgRole::Param) {
@@ -541,18 +586,21 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
         }
       if (matched.empty()) {
         std::string best = closest(dir->pattern, params);
-        error(dir->patternRange.Start, "no parameter matches '" + dir->pattern + "'" +
-                                           (best.empty() ? "" : "; did you mean '" + best + "'?"),
+        error(dir->patternRange.Start,
+              "no parameter matches '" + dir->pattern + "'" +
+                  (best.empty() ? "" : "; did you mean '" + best + "'?"),
               {dir->patternRange});
         continue;
       }
       bool clash = false;
       for (const std::string &p : matched) {
         auto key = std::string(kind) + ":" + p;
-        auto [it, inserted] = directiveOf.emplace(key, std::make_pair(dir->pattern, dir->loc()));
+        auto [it, inserted] =
+            directiveOf.emplace(key, std::make_pair(dir->pattern, dir->loc()));
         if (!inserted && !clash) {
-          error(dir->patternRange.Start, "parameter '" + p + "' is already given a '" +
-                                             kind + "' directive",
+          error(dir->patternRange.Start,
+                "parameter '" + p + "' is already given a '" + kind +
+                    "' directive",
                 {dir->patternRange});
           diags.note(it->second.second, "the earlier directive is here");
           clash = true;
@@ -571,18 +619,21 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
     auto &bind = llvm::cast<BindStmt>(*stmt);
     const std::string &key = bind.name;
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      error(bind.nameRange.Start, unknownMessage("train setting", key, keys), {bind.nameRange});
+      error(bind.nameRange.Start, unknownMessage("train setting", key, keys),
+            {bind.nameRange});
       continue;
     }
     auto [it, inserted] = seen.emplace(key, bind.loc());
     if (!inserted) {
-      error(bind.nameRange.Start, "'" + key + "' is set twice", {bind.nameRange});
+      error(bind.nameRange.Start, "'" + key + "' is set twice",
+            {bind.nameRange});
       diags.note(it->second, "it was first set here");
       continue;
     }
     const Expr &expr = *bind.value;
     if (key == "optimizer" || key == "schedule") {
-      if (auto v = evalSetting(expr, key == "optimizer" ? optimizerFamily() : scheduleFamily()))
+      if (auto v = evalSetting(expr, key == "optimizer" ? optimizerFamily()
+                                                        : scheduleFamily()))
         graph.train.push_back({key, *v});
       continue;
     }
@@ -600,16 +651,19 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
           if (arg.role == ArgRole::Target)
             targets.push_back(&arg);
         if (targets.size() != 1) {
-          error(expr.loc(), "'loss = " + name->name + "' needs exactly one 'target'; with " +
-                                std::to_string(targets.size()) + ", write 'loss = " +
-                                name->name + "(output, <target>)'",
+          error(expr.loc(),
+                "'loss = " + name->name +
+                    "' needs exactly one 'target'; with " +
+                    std::to_string(targets.size()) +
+                    ", write 'loss = " + name->name + "(output, <target>)'",
                 {expr.getRange()});
           continue;
         }
         BoundArgs args;
         args.loc = expr.loc();
         args.range = expr.getRange();
-        args.values = {Val::ofTensor(output), Val::ofTensor(targets.front()->value)};
+        args.values = {Val::ofTensor(output),
+                       Val::ofTensor(targets.front()->value)};
         args.ranges = {expr.getRange(), expr.getRange()};
         args.given = {true, true};
         loss = builtin->run(*this, args);
@@ -620,14 +674,16 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
         continue;
       if (!loss.isTensor() || !typeOf(loss.tensor).shape.empty() ||
           !isFloat(typeOf(loss.tensor).dtype)) {
-        error(expr.loc(), "the loss must be a floating-point scalar, not " + describe(loss),
+        error(expr.loc(),
+              "the loss must be a floating-point scalar, not " + describe(loss),
               {expr.getRange()});
         continue;
       }
       lossValue = loss.tensor;
-      std::string what = graph.nodes.empty() || graph.nodes.back().result != loss.tensor
-                             ? std::string("custom")
-                             : graph.nodes.back().op;
+      std::string what =
+          graph.nodes.empty() || graph.nodes.back().result != loss.tensor
+              ? std::string("custom")
+              : graph.nodes.back().op;
       graph.train.push_back({key, ConfigValue::ofSymbol(what)});
       continue;
     }
@@ -637,7 +693,8 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
     std::string why;
     std::optional<ConfigValue> checked;
     if (key == "precision") {
-      std::string p = value->kind == ConfigValue::Kind::Symbol ? value->text : "";
+      std::string p =
+          value->kind == ConfigValue::Kind::Symbol ? value->text : "";
       if (p == "fp32")
         p = "f32";
       if (p == "fp16")
@@ -652,14 +709,18 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
       else
         why = "must be a positive size such as 512MiB or 2GB";
     } else if (key == "clip_grad_norm") {
-      checked = checkParam(optional(key.c_str(), ParamType::Positive, 0), *value, why);
+      checked = checkParam(optional(key.c_str(), ParamType::Positive, 0),
+                           *value, why);
     } else if (key == "seed") {
-      checked = checkParam(optional(key.c_str(), ParamType::NonNegativeInt, 0), *value, why);
+      checked = checkParam(optional(key.c_str(), ParamType::NonNegativeInt, 0),
+                           *value, why);
     } else {
-      checked = checkParam(optional(key.c_str(), ParamType::PositiveInt, 0), *value, why);
+      checked = checkParam(optional(key.c_str(), ParamType::PositiveInt, 0),
+                           *value, why);
     }
     if (!checked) {
-      error(expr.loc(), "'" + key + "' " + why + ", not " + value->str(), {expr.getRange()});
+      error(expr.loc(), "'" + key + "' " + why + ", not " + value->str(),
+            {expr.getRange()});
       continue;
     }
     graph.train.push_back({key, *checked});

@@ -41,12 +41,12 @@ static LogicalResult verifyResult(Operation *op, const shape::ShapeResult &rule,
   Value result = op->getResult(0);
   if (shapeOf(result) != rule.shape)
     return op->emitOpError()
-           << "result shape " << shape::format(shapeOf(result))
-           << " should be " << shape::format(rule.shape);
+           << "result shape " << shape::format(shapeOf(result)) << " should be "
+           << shape::format(rule.shape);
   if (elementType && tensorType(result).getElementType() != elementType)
-    return op->emitOpError() << "result element type "
-                             << tensorType(result).getElementType()
-                             << " should be " << elementType;
+    return op->emitOpError()
+           << "result element type " << tensorType(result).getElementType()
+           << " should be " << elementType;
   return success();
 }
 
@@ -54,9 +54,9 @@ static LogicalResult verifySameElementType(Operation *op, ValueRange values) {
   Type first = tensorType(values.front()).getElementType();
   for (Value v : values.drop_front())
     if (tensorType(v).getElementType() != first)
-      return op->emitOpError() << "operands must share one element type, not "
-                               << first << " and "
-                               << tensorType(v).getElementType();
+      return op->emitOpError()
+             << "operands must share one element type, not " << first << " and "
+             << tensorType(v).getElementType();
   return success();
 }
 
@@ -169,7 +169,8 @@ absorbableTranspose(Value operand) {
 
 /// Rewrites a transposed operand of a (batch) matmul into its flag.
 template <typename MatmulLikeOp>
-static LogicalResult absorbTransposes(MatmulLikeOp op, PatternRewriter &rewriter) {
+static LogicalResult absorbTransposes(MatmulLikeOp op,
+                                      PatternRewriter &rewriter) {
   bool changed = false;
   Value lhs = op.getLhs(), rhs = op.getRhs();
   bool transposeLhs = op.getTransposeLhs(), transposeRhs = op.getTransposeRhs();
@@ -189,8 +190,8 @@ static LogicalResult absorbTransposes(MatmulLikeOp op, PatternRewriter &rewriter
       for (int64_t p : perm)
         dims.push_back(inputType.getDimSize(p));
       operand = rewriter.create<TransposeOp>(
-          op.getLoc(), RankedTensorType::get(dims, inputType.getElementType()), input,
-          perm);
+          op.getLoc(), RankedTensorType::get(dims, inputType.getElementType()),
+          input, perm);
     }
     flag = !flag;
     changed = true;
@@ -199,8 +200,8 @@ static LogicalResult absorbTransposes(MatmulLikeOp op, PatternRewriter &rewriter
   absorb(rhs, transposeRhs);
   if (!changed)
     return failure();
-  rewriter.replaceOpWithNewOp<MatmulLikeOp>(op, op.getType(), lhs, rhs, transposeLhs,
-                                            transposeRhs);
+  rewriter.replaceOpWithNewOp<MatmulLikeOp>(op, op.getType(), lhs, rhs,
+                                            transposeLhs, transposeRhs);
   return success();
 }
 
@@ -208,7 +209,8 @@ LogicalResult MatmulOp::canonicalize(MatmulOp op, PatternRewriter &rewriter) {
   return absorbTransposes(op, rewriter);
 }
 
-LogicalResult BatchMatmulOp::canonicalize(BatchMatmulOp op, PatternRewriter &rewriter) {
+LogicalResult BatchMatmulOp::canonicalize(BatchMatmulOp op,
+                                          PatternRewriter &rewriter) {
   return absorbTransposes(op, rewriter);
 }
 
@@ -261,30 +263,26 @@ LogicalResult BatchMatmulOp::verify() {
 }
 
 LogicalResult Conv2DOp::verify() {
-  if (failed(verifySameElementType(*this,
-                                   {getInput(), getWeight(), getResult()})))
+  if (failed(
+          verifySameElementType(*this, {getInput(), getWeight(), getResult()})))
     return failure();
-  return verifyResult(*this, shape::conv2d(shapeOf(getInput()),
-                                           shapeOf(getWeight()),
-                                           toVector(getStride()),
-                                           toVector(getPadding())));
+  return verifyResult(
+      *this, shape::conv2d(shapeOf(getInput()), shapeOf(getWeight()),
+                           toVector(getStride()), toVector(getPadding())));
 }
 
-template <typename PoolOp>
-static LogicalResult verifyPool(PoolOp op) {
-  return verifyResult(op,
-                      shape::pool2d(shapeOf(op.getInput()),
-                                    toVector(op.getKernel()),
-                                    toVector(op.getStride()),
-                                    toVector(op.getPadding())),
-                      tensorType(op.getInput()).getElementType());
+template <typename PoolOp> static LogicalResult verifyPool(PoolOp op) {
+  return verifyResult(
+      op,
+      shape::pool2d(shapeOf(op.getInput()), toVector(op.getKernel()),
+                    toVector(op.getStride()), toVector(op.getPadding())),
+      tensorType(op.getInput()).getElementType());
 }
 
 LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
 LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
 
-template <typename ReduceOp>
-static LogicalResult verifyReduce(ReduceOp op) {
+template <typename ReduceOp> static LogicalResult verifyReduce(ReduceOp op) {
   return verifyResult(op,
                       shape::reduce(shapeOf(op.getInput()),
                                     toVector(op.getAxes()), op.getKeepDims()),
@@ -308,13 +306,13 @@ LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
 LogicalResult LayerNormOp::verify() {
-  return verifyResult(*this, shape::lastDimNorm(shapeOf(getInput()),
-                                                shapeOf(getScale())));
+  return verifyResult(
+      *this, shape::lastDimNorm(shapeOf(getInput()), shapeOf(getScale())));
 }
 
 LogicalResult RmsNormOp::verify() {
-  return verifyResult(*this, shape::lastDimNorm(shapeOf(getInput()),
-                                                shapeOf(getScale())));
+  return verifyResult(
+      *this, shape::lastDimNorm(shapeOf(getInput()), shapeOf(getScale())));
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -336,15 +334,15 @@ LogicalResult EmbeddingOp::verify() {
 LogicalResult ReshapeOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))
     return failure();
-  return verifyResult(*this,
-                      shape::reshape(shapeOf(getInput()), shapeOf(getResult())));
+  return verifyResult(
+      *this, shape::reshape(shapeOf(getInput()), shapeOf(getResult())));
 }
 
 LogicalResult TransposeOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))
     return failure();
-  return verifyResult(*this, shape::transpose(shapeOf(getInput()),
-                                              toVector(getPermutation())));
+  return verifyResult(
+      *this, shape::transpose(shapeOf(getInput()), toVector(getPermutation())));
 }
 
 LogicalResult BroadcastOp::verify() {
@@ -364,8 +362,8 @@ LogicalResult SliceOp::verify() {
   // I64Attr getters return uint64_t; the attributes hold signed values.
   int64_t start = getStart(), end = getEnd(), step = getStep();
   if (start < 0 || start >= end || end > in[*axis])
-    return emitOpError() << "needs 0 <= start < end <= " << in[*axis] << ", not "
-                         << start << ":" << end;
+    return emitOpError() << "needs 0 <= start < end <= " << in[*axis]
+                         << ", not " << start << ":" << end;
   return verifyResult(*this, shape::slice(in, *axis, start, end, step));
 }
 

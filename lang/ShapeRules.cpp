@@ -67,7 +67,8 @@ ShapeResult broadcastTo(const Shape &from, const Shape &to) {
   for (size_t i = 0; i < from.size(); ++i)
     if (from[i] != 1 && from[i] != to[lead + i])
       return ShapeResult::failure("dimension " + str(from[i]) +
-                                  " does not broadcast to " + str(to[lead + i]));
+                                  " does not broadcast to " +
+                                  str(to[lead + i]));
   return ShapeResult::success(to);
 }
 
@@ -177,14 +178,15 @@ ShapeResult transpose(const Shape &input,
                       const std::vector<int64_t> &permutation) {
   if (permutation.size() != input.size())
     return ShapeResult::failure("the permutation has " +
-                                str(permutation.size()) +
-                                " entries for rank " + str(input.size()));
+                                str(permutation.size()) + " entries for rank " +
+                                str(input.size()));
   std::vector<bool> seen(input.size(), false);
   Shape out;
   for (int64_t p : permutation) {
     if (p < 0 || p >= int64_t(input.size()) || seen[p])
-      return ShapeResult::failure("the permutation is not a permutation of 0.." +
-                                  str(int64_t(input.size()) - 1));
+      return ShapeResult::failure(
+          "the permutation is not a permutation of 0.." +
+          str(int64_t(input.size()) - 1));
     seen[p] = true;
     out.push_back(input[p]);
   }
@@ -208,8 +210,7 @@ ShapeResult slice(const Shape &input, int64_t axis, int64_t start, int64_t end,
   int64_t len = hi > lo ? (hi - lo + step - 1) / step : 0;
   if (len == 0)
     return ShapeResult::failure("the slice " + str(start) + ":" + str(end) +
-                                " of a dimension of " + str(dim) +
-                                " is empty");
+                                " of a dimension of " + str(dim) + " is empty");
   Shape out = input;
   out[*a] = len;
   return ShapeResult::success(out);
@@ -227,8 +228,7 @@ ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis) {
     const Shape &s = inputs[n];
     if (s.size() != first.size())
       return ShapeResult::failure("operand " + str(n) + " has rank " +
-                                  str(s.size()) + ", not " +
-                                  str(first.size()));
+                                  str(s.size()) + ", not " + str(first.size()));
     for (size_t i = 0; i < s.size(); ++i)
       if (int64_t(i) != *a && s[i] != first[i])
         return ShapeResult::failure("operand " + str(n) + " has shape " +

@@ -29,8 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
   llvm::SourceMgr sourceMgr;
   Diagnostics diags(sourceMgr, llvm::nulls());
-  auto program = loadProgram(llvm::MemoryBuffer::getMemBufferCopy(text, "fuzz.mn"),
-                             {MNEMO_STDLIB_DIR}, diags);
+  auto program =
+      loadProgram(llvm::MemoryBuffer::getMemBufferCopy(text, "fuzz.mn"),
+                  {MNEMO_STDLIB_DIR}, diags);
   if (!program)
     return 0;
   printAST(program->mainModule(), sourceMgr, llvm::nulls());
@@ -51,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return mlir::success();
   });
   if (!mlirGen(*context, *graph)) {
-    std::fprintf(stderr, "Sema accepted a model whose IR does not verify:\n%s\n",
+    std::fprintf(stderr,
+                 "Sema accepted a model whose IR does not verify:\n%s\n",
                  verifierErrors.c_str());
     std::abort();
   }

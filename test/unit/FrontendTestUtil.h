@@ -26,14 +26,16 @@ struct Compiled {
   std::optional<Graph> graph;
 };
 
-inline Compiled compile(const std::string &source,
-                        std::vector<std::pair<std::string, std::string>> overrides = {}) {
+inline Compiled
+compile(const std::string &source,
+        std::vector<std::pair<std::string, std::string>> overrides = {}) {
   Compiled result;
   llvm::SourceMgr sourceMgr;
   llvm::raw_string_ostream os(result.errors);
   Diagnostics diags(sourceMgr, os);
-  auto program = loadProgram(llvm::MemoryBuffer::getMemBufferCopy(source, "test.mn"),
-                             {MNEMO_STDLIB_DIR}, diags);
+  auto program =
+      loadProgram(llvm::MemoryBuffer::getMemBufferCopy(source, "test.mn"),
+                  {MNEMO_STDLIB_DIR}, diags);
   if (program && !diags.hadError()) {
     ElaborateOptions options;
     options.overrides = std::move(overrides);

@@ -1,7 +1,8 @@
-//===- LexerTest.cpp - Tokens of the Mnemo language ------------------------===//
+//===- LexerTest.cpp - Tokens of the Mnemo language
+//------------------------===//
 
-#include "frontend/Diagnostics.h"
 #include "frontend/Lexer.h"
+#include "frontend/Diagnostics.h"
 
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -19,7 +20,8 @@ struct Lexed {
 Lexed lex(llvm::StringRef text) {
   Lexed out;
   llvm::SourceMgr sm;
-  sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, "t.mn"), llvm::SMLoc());
+  sm.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, "t.mn"),
+                        llvm::SMLoc());
   llvm::raw_string_ostream os(out.errors);
   Diagnostics diags(sm, os);
   Lexer lexer(sm.getMemoryBuffer(1)->getBuffer(), diags);
@@ -41,12 +43,13 @@ std::vector<TokenKind> kinds(const Lexed &l) {
 
 TEST(Lexer, NumbersIdentifiersAndOperators) {
   Lexed l = lex("let x = a @ b.T ** 2 // 3 # comment\n");
-  EXPECT_EQ(kinds(l), (std::vector<TokenKind>{
-                          TokenKind::KwLet, TokenKind::Identifier, TokenKind::Assign,
-                          TokenKind::Identifier, TokenKind::At, TokenKind::Identifier,
-                          TokenKind::Dot, TokenKind::Identifier, TokenKind::StarStar,
-                          TokenKind::Integer, TokenKind::SlashSlash, TokenKind::Integer,
-                          TokenKind::Newline}));
+  EXPECT_EQ(kinds(l),
+            (std::vector<TokenKind>{
+                TokenKind::KwLet, TokenKind::Identifier, TokenKind::Assign,
+                TokenKind::Identifier, TokenKind::At, TokenKind::Identifier,
+                TokenKind::Dot, TokenKind::Identifier, TokenKind::StarStar,
+                TokenKind::Integer, TokenKind::SlashSlash, TokenKind::Integer,
+                TokenKind::Newline}));
   EXPECT_TRUE(l.errors.empty());
 }
 
@@ -65,9 +68,10 @@ TEST(Lexer, FloatsAndExponents) {
 TEST(Lexer, DottedPathsKeepIntegers) {
   // blocks.3.attn: the 3 is an integer member, not the float 3.
   Lexed l = lex("blocks.3.attn");
-  EXPECT_EQ(kinds(l), (std::vector<TokenKind>{TokenKind::Identifier, TokenKind::Dot,
-                                              TokenKind::Integer, TokenKind::Dot,
-                                              TokenKind::Identifier, TokenKind::Newline}));
+  EXPECT_EQ(kinds(l),
+            (std::vector<TokenKind>{
+                TokenKind::Identifier, TokenKind::Dot, TokenKind::Integer,
+                TokenKind::Dot, TokenKind::Identifier, TokenKind::Newline}));
 }
 
 TEST(Lexer, SizesInBytes) {
@@ -81,33 +85,39 @@ TEST(Lexer, SizesInBytes) {
 
 TEST(Lexer, BadUnitAndHugeIntegerAreErrors) {
   Lexed l = lex("512Mb 99999999999999999999999");
-  EXPECT_NE(l.errors.find("unknown size unit 'Mb'"), std::string::npos) << l.errors;
-  EXPECT_NE(l.errors.find("integer literal is too large"), std::string::npos) << l.errors;
+  EXPECT_NE(l.errors.find("unknown size unit 'Mb'"), std::string::npos)
+      << l.errors;
+  EXPECT_NE(l.errors.find("integer literal is too large"), std::string::npos)
+      << l.errors;
 }
 
 TEST(Lexer, NewlinesInsideBracketsAreIgnored) {
   Lexed l = lex("f(a,\n  b)\n\n\nx");
-  EXPECT_EQ(kinds(l), (std::vector<TokenKind>{
-                          TokenKind::Identifier, TokenKind::LParen, TokenKind::Identifier,
-                          TokenKind::Comma, TokenKind::Identifier, TokenKind::RParen,
-                          TokenKind::Newline, TokenKind::Identifier, TokenKind::Newline}));
+  EXPECT_EQ(kinds(l),
+            (std::vector<TokenKind>{TokenKind::Identifier, TokenKind::LParen,
+                                    TokenKind::Identifier, TokenKind::Comma,
+                                    TokenKind::Identifier, TokenKind::RParen,
+                                    TokenKind::Newline, TokenKind::Identifier,
+                                    TokenKind::Newline}));
 }
 
 TEST(Lexer, ComparisonsAndKeywords) {
   Lexed l = lex("a == b != c <= d >= e < f > g and not h or i");
-  EXPECT_EQ(kinds(l), (std::vector<TokenKind>{
-                          TokenKind::Identifier, TokenKind::EqEq, TokenKind::Identifier,
-                          TokenKind::NotEq, TokenKind::Identifier, TokenKind::LessEq,
-                          TokenKind::Identifier, TokenKind::GreaterEq, TokenKind::Identifier,
-                          TokenKind::Less, TokenKind::Identifier, TokenKind::Greater,
-                          TokenKind::Identifier, TokenKind::KwAnd, TokenKind::KwNot,
-                          TokenKind::Identifier, TokenKind::KwOr, TokenKind::Identifier,
-                          TokenKind::Newline}));
+  EXPECT_EQ(kinds(l),
+            (std::vector<TokenKind>{
+                TokenKind::Identifier, TokenKind::EqEq, TokenKind::Identifier,
+                TokenKind::NotEq, TokenKind::Identifier, TokenKind::LessEq,
+                TokenKind::Identifier, TokenKind::GreaterEq,
+                TokenKind::Identifier, TokenKind::Less, TokenKind::Identifier,
+                TokenKind::Greater, TokenKind::Identifier, TokenKind::KwAnd,
+                TokenKind::KwNot, TokenKind::Identifier, TokenKind::KwOr,
+                TokenKind::Identifier, TokenKind::Newline}));
 }
 
 TEST(Lexer, InvalidCharactersAreReportedAndSkipped) {
   Lexed l = lex("a $ b");
-  EXPECT_NE(l.errors.find("t.mn:1:3: error: unexpected character '$'"), std::string::npos)
+  EXPECT_NE(l.errors.find("t.mn:1:3: error: unexpected character '$'"),
+            std::string::npos)
       << l.errors;
 }
 

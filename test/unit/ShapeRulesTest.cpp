@@ -21,9 +21,12 @@ TEST(ShapeRules, BroadcastTo) {
 }
 
 TEST(ShapeRules, Matmul) {
-  EXPECT_EQ(matmul({128, 784}, {784, 512}, false, false).shape, (Shape{128, 512}));
-  EXPECT_EQ(matmul({16, 64, 128}, {256, 128}, false, true).shape, (Shape{16, 64, 256}));
-  EXPECT_EQ(matmul({784, 128}, {784, 512}, true, false).shape, (Shape{128, 512}));
+  EXPECT_EQ(matmul({128, 784}, {784, 512}, false, false).shape,
+            (Shape{128, 512}));
+  EXPECT_EQ(matmul({16, 64, 128}, {256, 128}, false, true).shape,
+            (Shape{16, 64, 256}));
+  EXPECT_EQ(matmul({784, 128}, {784, 512}, true, false).shape,
+            (Shape{128, 512}));
   EXPECT_EQ(matmul({128, 784}, {512, 10}, false, false).error,
             "inner dimensions 784 and 512 differ");
   EXPECT_FALSE(matmul({128}, {128, 2}, false, false).ok());
@@ -47,7 +50,8 @@ TEST(ShapeRules, Reduce) {
 TEST(ShapeRules, Reshape) {
   EXPECT_EQ(reshape({128, 28, 28}, {128, -1}).shape, (Shape{128, 784}));
   EXPECT_EQ(reshape({6}, {2, 3}).shape, (Shape{2, 3}));
-  EXPECT_EQ(reshape({6}, {4, -1}).error, "6 elements cannot be split into [4,-1]");
+  EXPECT_EQ(reshape({6}, {4, -1}).error,
+            "6 elements cannot be split into [4,-1]");
   EXPECT_FALSE(reshape({6}, {-1, -1}).ok());
   EXPECT_FALSE(reshape({6}, {7}).ok());
 }
@@ -65,10 +69,12 @@ TEST(ShapeRules, TransposeSliceConcat) {
 TEST(ShapeRules, ConvAndPool) {
   EXPECT_EQ(conv2d({64, 1, 28, 28}, {16, 1, 3, 3}, {1, 1}, {1, 1}).shape,
             (Shape{64, 16, 28, 28}));
-  EXPECT_EQ(conv2d({1, 3, 32, 32}, {8, 3, 5, 5}, {2, 2}, {0, 0}).shape, (Shape{1, 8, 14, 14}));
+  EXPECT_EQ(conv2d({1, 3, 32, 32}, {8, 3, 5, 5}, {2, 2}, {0, 0}).shape,
+            (Shape{1, 8, 14, 14}));
   EXPECT_EQ(conv2d({1, 3, 8, 8}, {8, 4, 3, 3}, {1, 1}, {0, 0}).error,
             "the input has 3 channels but the weight expects 4");
-  EXPECT_EQ(pool2d({64, 16, 28, 28}, {2, 2}, {2, 2}, {0, 0}).shape, (Shape{64, 16, 14, 14}));
+  EXPECT_EQ(pool2d({64, 16, 28, 28}, {2, 2}, {2, 2}, {0, 0}).shape,
+            (Shape{64, 16, 14, 14}));
   EXPECT_FALSE(pool2d({1, 1, 2, 2}, {3, 3}, {1, 1}, {0, 0}).ok());
 }
 
@@ -83,5 +89,6 @@ TEST(ShapeRules, EmbeddingLossNorm) {
 TEST(ShapeRules, ElementCountsDoNotOverflow) {
   EXPECT_FALSE(numElements({int64_t(1) << 40, int64_t(1) << 40}).has_value());
   EXPECT_EQ(numElements({3, 4}), 12);
-  EXPECT_FALSE(reshape({int64_t(1) << 30}, {int64_t(1) << 40, int64_t(1) << 40}).ok());
+  EXPECT_FALSE(
+      reshape({int64_t(1) << 30}, {int64_t(1) << 40, int64_t(1) << 40}).ok());
 }

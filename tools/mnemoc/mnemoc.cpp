@@ -48,38 +48,44 @@ enum class Emit { AST, MLIR, Params };
 
 cl::OptionCategory category("mnemoc options");
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"), cl::init("-"),
-                               cl::cat(category));
-cl::opt<std::string> outputFile("o", cl::desc("Write the output here (default: stdout)"),
-                                cl::value_desc("file"), cl::init("-"), cl::cat(category));
-cl::opt<Emit> emit("emit", cl::desc("What to produce"), cl::init(Emit::MLIR),
-                   cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
-                              clEnumValN(Emit::MLIR, "mlir", "the mnemo dialect IR"),
-                              clEnumValN(Emit::Params, "params",
-                                         "the parameters, their shapes and the count")),
-                   cl::cat(category));
-cl::list<std::string> defines("D", cl::Prefix,
-                              cl::desc("Override a model hyper-parameter: -D layers=12"),
-                              cl::value_desc("name=value"), cl::cat(category));
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"),
+                               cl::init("-"), cl::cat(category));
+cl::opt<std::string>
+    outputFile("o", cl::desc("Write the output here (default: stdout)"),
+               cl::value_desc("file"), cl::init("-"), cl::cat(category));
+cl::opt<Emit>
+    emit("emit", cl::desc("What to produce"), cl::init(Emit::MLIR),
+         cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
+                    clEnumValN(Emit::MLIR, "mlir", "the mnemo dialect IR"),
+                    clEnumValN(Emit::Params, "params",
+                               "the parameters, their shapes and the count")),
+         cl::cat(category));
+cl::list<std::string>
+    defines("D", cl::Prefix,
+            cl::desc("Override a model hyper-parameter: -D layers=12"),
+            cl::value_desc("name=value"), cl::cat(category));
 cl::list<std::string> importPaths("I", cl::Prefix,
                                   cl::desc("Search this folder for imports"),
                                   cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> modelName("model", cl::desc("The model to compile, when the file has several"),
-                               cl::value_desc("name"), cl::cat(category));
-cl::opt<std::string> passPipeline(
-    "pass-pipeline",
-    cl::desc("Run this textual pass pipeline instead of the default one (for experts)"),
-    cl::value_desc("pipeline"), cl::cat(category));
-cl::opt<bool> printIRAfterAll("print-ir-after-all", cl::desc("Print the IR after every pass"),
+cl::opt<std::string>
+    modelName("model",
+              cl::desc("The model to compile, when the file has several"),
+              cl::value_desc("name"), cl::cat(category));
+cl::opt<std::string>
+    passPipeline("pass-pipeline",
+                 cl::desc("Run this textual pass pipeline instead of the "
+                          "default one (for experts)"),
+                 cl::value_desc("pipeline"), cl::cat(category));
+cl::opt<bool> printIRAfterAll("print-ir-after-all",
+                              cl::desc("Print the IR after every pass"),
                               cl::cat(category));
-cl::list<std::string> printIRAfter("print-ir-after",
-                                   cl::desc("Print the IR after the named pass"),
-                                   cl::value_desc("pass"), cl::CommaSeparated,
-                                   cl::cat(category));
-cl::list<std::string> printIRBefore("print-ir-before",
-                                    cl::desc("Print the IR before the named pass"),
-                                    cl::value_desc("pass"), cl::CommaSeparated,
-                                    cl::cat(category));
+cl::list<std::string>
+    printIRAfter("print-ir-after",
+                 cl::desc("Print the IR after the named pass"),
+                 cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
+cl::list<std::string> printIRBefore(
+    "print-ir-before", cl::desc("Print the IR before the named pass"),
+    cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 } // namespace
 
 static std::vector<std::string> searchPaths() {
@@ -105,8 +111,9 @@ static void printParams(const Graph &graph, llvm::raw_ostream &os) {
   size_t width = 9;
   for (const GraphArg &arg : graph.args)
     width = std::max(width, arg.name.size());
-  os << llvm::left_justify("parameter", width) << "  " << llvm::left_justify("type", 20)
-     << llvm::right_justify("count", 12) << "  init\n";
+  os << llvm::left_justify("parameter", width) << "  "
+     << llvm::left_justify("type", 20) << llvm::right_justify("count", 12)
+     << "  init\n";
   int64_t bytes = 0;
   for (const GraphArg &arg : graph.args) {
     if (arg.role != ArgRole::Param)
@@ -114,12 +121,14 @@ static void printParams(const Graph &graph, llvm::raw_ostream &os) {
     const TensorType &type = graph.values[arg.value];
     int64_t count = shape::numElements(type.shape).value_or(0);
     bytes += count * (type.dtype == DType::F32 ? 4 : 2);
-    os << llvm::left_justify(arg.name, width) << "  " << llvm::left_justify(type.str(), 20)
+    os << llvm::left_justify(arg.name, width) << "  "
+       << llvm::left_justify(type.str(), 20)
        << llvm::right_justify(llvm::formatv("{0:N}", count).str(), 12) << "  "
        << arg.init.str() << "\n";
   }
-  os << "total: " << llvm::formatv("{0:N}", graph.parameterCount()) << " parameters, "
-     << llvm::format("%.2f", double(bytes) / (1 << 20)) << " MiB\n";
+  os << "total: " << llvm::formatv("{0:N}", graph.parameterCount())
+     << " parameters, " << llvm::format("%.2f", double(bytes) / (1 << 20))
+     << " MiB\n";
 }
 
 /// Runs the default pipeline (or --pass-pipeline) with IR printing as asked.
@@ -131,7 +140,8 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
     std::string errors;
     llvm::raw_string_ostream errorStream(errors);
     if (failed(mlir::parsePassPipeline(passPipeline, pm, errorStream))) {
-      llvm::errs() << "mnemoc: error: invalid --pass-pipeline: " << errorStream.str() << "\n";
+      llvm::errs() << "mnemoc: error: invalid --pass-pipeline: "
+                   << errorStream.str() << "\n";
       return mlir::failure();
     }
   } else {
@@ -146,7 +156,9 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
     };
     pm.getContext()->disableMultithreading();
     pm.enableIRPrinting(
-        [&](mlir::Pass *pass, mlir::Operation *) { return matches(printIRBefore, pass); },
+        [&](mlir::Pass *pass, mlir::Operation *) {
+          return matches(printIRBefore, pass);
+        },
         [&](mlir::Pass *pass, mlir::Operation *) {
           return printIRAfterAll || matches(printIRAfter, pass);
         },
@@ -173,7 +185,8 @@ int main(int argc, char **argv) {
   options.modelName = modelName;
   for (const std::string &define : defines) {
     auto [name, value] = llvm::StringRef(define).split('=');
-    if (name.empty() || value.empty() || define.find('=') == std::string::npos) {
+    if (name.empty() || value.empty() ||
+        define.find('=') == std::string::npos) {
       diags.error("-D " + define + ": expected name=value, as in -D layers=12");
       continue;
     }
@@ -182,7 +195,8 @@ int main(int argc, char **argv) {
   if (diags.hadError())
     return 1;
 
-  std::unique_ptr<Program> program = loadProgramFile(inputFile, searchPaths(), diags);
+  std::unique_ptr<Program> program =
+      loadProgramFile(inputFile, searchPaths(), diags);
   if (!program || diags.hadError())
     return 1;
 
