@@ -46,3 +46,19 @@ void Diagnostics::note(llvm::SMLoc loc, const llvm::Twine &message) {
   if (!suppressNotes)
     print(loc, llvm::SourceMgr::DK_Note, message, {});
 }
+
+std::string mnemo::closestMatch(llvm::StringRef name,
+                                llvm::ArrayRef<std::string> candidates) {
+  std::string best;
+  unsigned bestDistance = (name.size() + 2) / 3 + 1;
+  for (const std::string &candidate : candidates) {
+    if (candidate == name)
+      continue;
+    unsigned distance = name.edit_distance(candidate, true, bestDistance);
+    if (distance < bestDistance) {
+      bestDistance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}

@@ -10,9 +10,13 @@
 #ifndef MNEMO_FRONTEND_DIAGNOSTICS_H
 #define MNEMO_FRONTEND_DIAGNOSTICS_H
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/SMLoc.h"
 #include "llvm/Support/SourceMgr.h"
+
+#include <string>
 
 namespace llvm {
 class raw_ostream;
@@ -49,6 +53,12 @@ private:
   unsigned numErrors = 0;
   bool suppressNotes = false; // notes of an error past the limit
 };
+
+/// The candidate closest to a misspelled `name` (by edit distance, allowing
+/// about one edit per three characters), or "" when none is close enough to
+/// be worth suggesting.
+std::string closestMatch(llvm::StringRef name,
+                         llvm::ArrayRef<std::string> candidates);
 
 } // namespace mnemo
 

@@ -123,6 +123,24 @@ const char *mnemo::spell(TokenKind kind) {
   return "a token";
 }
 
+bool mnemo::startsStatement(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::KwLet:
+  case TokenKind::KwParam:
+  case TokenKind::KwInput:
+  case TokenKind::KwTarget:
+  case TokenKind::KwForward:
+  case TokenKind::KwTrain:
+  case TokenKind::KwReturn:
+  case TokenKind::KwModel:
+  case TokenKind::KwLayer:
+  case TokenKind::KwImport:
+    return true;
+  default:
+    return false;
+  }
+}
+
 Lexer::Lexer(llvm::StringRef buffer, Diagnostics &diags)
     : buffer(buffer), cur(buffer.begin()), diags(diags) {}
 
@@ -281,22 +299,8 @@ Token Lexer::lexIdentifier(const char *start) {
   // These only start statements, never appear inside brackets: an unclosed
   // bracket before one is an error, and newlines must count again so the
   // parser can recover at the end of the statement.
-  switch (kind) {
-  case TokenKind::KwLet:
-  case TokenKind::KwParam:
-  case TokenKind::KwInput:
-  case TokenKind::KwTarget:
-  case TokenKind::KwForward:
-  case TokenKind::KwTrain:
-  case TokenKind::KwReturn:
-  case TokenKind::KwModel:
-  case TokenKind::KwLayer:
-  case TokenKind::KwImport:
+  if (startsStatement(kind))
     nesting = 0;
-    break;
-  default:
-    break;
-  }
   return make(kind, start);
 }
 

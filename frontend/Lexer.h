@@ -81,6 +81,11 @@ enum class TokenKind {
 /// A short human name for a token kind, for "expected X" messages.
 const char *spell(TokenKind kind);
 
+/// Whether a token can only begin a statement or a definition ('let',
+/// 'param', 'model', ...), never appear inside an expression. The lexer and
+/// the parser both resynchronize on these after an error.
+bool startsStatement(TokenKind kind);
+
 struct Token {
   TokenKind kind = TokenKind::Eof;
   llvm::StringRef text; // points into the source buffer

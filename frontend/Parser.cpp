@@ -10,9 +10,10 @@ using llvm::SMLoc;
 using llvm::SMRange;
 
 namespace {
-/// Counts nesting so that pathological input ends in an error, not a crash.
+/// Leaves the level of nesting that Parser::enterNesting entered. Counting
+/// nesting makes pathological input end in an error, not a stack overflow.
 struct NestingGuard {
-  NestingGuard(int &depth) : depth(depth) { ++depth; }
+  explicit NestingGuard(int &depth) : depth(depth) {}
   ~NestingGuard() { --depth; }
   int &depth;
 };
@@ -96,22 +97,6 @@ bool Parser::endOfStatement() {
                  spell(tok.kind));
   skipToStatementEnd();
   return false;
-}
-
-/// Whether the current token can only begin a statement.
-static bool startsStatement(TokenKind kind) {
-  switch (kind) {
-  case TokenKind::KwLet:
-  case TokenKind::KwParam:
-  case TokenKind::KwInput:
-  case TokenKind::KwTarget:
-  case TokenKind::KwForward:
-  case TokenKind::KwTrain:
-  case TokenKind::KwReturn:
-    return true;
-  default:
-    return false;
-  }
 }
 
 void Parser::skipToStatementEnd() {
@@ -251,13 +236,9 @@ bool Parser::parseHyperParams(Definition &def) {
 
 /// block ::= '{' statement* '}'
 bool Parser::parseBlock(Block &block, bool isTrain) {
-  NestingGuard guard(nesting);
-  if (nesting > kMaxNesting) {
-    if (!tooDeep)
-      errorAtCurrent("blocks are nested too deeply");
-    tooDeep = true;
+  if (!enterNesting())
     return false;
-  }
+  NestingGuard guard(nesting);
   if (!expect(TokenKind::LBrace, "to begin a block"))
     return false;
   skipNewlines();
@@ -539,45 +520,94 @@ bool Parser::parseType(TypeSpec &type) {
 // Expressions
 //===----------------------------------------------------------------------===//
 
-bool Parser::chainTooDeep() {
+bool Parser::enterNesting() {
   if (++nesting <= kMaxNesting)
-    return false;
+    return true;
+  --nesting;
   if (!tooDeep)
-    errorAtCurrent("expression is nested too deeply");
+    errorAtCurrent("this is nested too deeply (the limit is " +
+                   llvm::Twine(kMaxNesting) + " levels)");
   tooDeep = true;
-  return true;
+  return false;
+}
+
+bool Parser::chainTooDeep() {
+  // The chain's guard restores `nesting` when its parse function returns.
+  return !enterNesting();
 }
 
 /// expr ::= or
 ExprPtr Parser::parseExpr() {
-  NestingGuard guard(nesting);
-  if (nesting > kMaxNesting) {
-    if (!tooDeep)
-      errorAtCurrent("expression is nested too deeply");
-    tooDeep = true;
+  if (!enterNesting())
     return nullptr;
-  }
-  return parseLogical(/*isOr=*/true);
+  NestingGuard guard(nesting);
+  return parseBinary(0);
 }
 
-/// or  ::= and ('or' and)*
-/// and ::= not ('and' not)*
-ExprPtr Parser::parseLogical(bool isOr) {
+namespace {
+/// The binary operators, by precedence level, loosest first. `not` sits
+/// between `and` and the comparisons (see parseNot).
+struct BinaryLevel {
+  std::vector<std::pair<TokenKind, BinaryOp>> ops;
+  bool chains; // a+b+c is fine; a < b < c is not
+};
+const BinaryLevel kBinaryLevels[] = {
+    {{{TokenKind::KwOr, BinaryOp::Or}}, true},
+    {{{TokenKind::KwAnd, BinaryOp::And}}, true},
+    {{{TokenKind::EqEq, BinaryOp::Eq},
+      {TokenKind::NotEq, BinaryOp::Ne},
+      {TokenKind::Less, BinaryOp::Lt},
+      {TokenKind::LessEq, BinaryOp::Le},
+      {TokenKind::Greater, BinaryOp::Gt},
+      {TokenKind::GreaterEq, BinaryOp::Ge}},
+     false},
+    {{{TokenKind::Plus, BinaryOp::Add}, {TokenKind::Minus, BinaryOp::Sub}},
+     true},
+    {{{TokenKind::Star, BinaryOp::Mul},
+      {TokenKind::Slash, BinaryOp::Div},
+      {TokenKind::SlashSlash, BinaryOp::FloorDiv},
+      {TokenKind::Percent, BinaryOp::Mod},
+      {TokenKind::At, BinaryOp::MatMul}},
+     true},
+};
+constexpr int kComparisonLevel = 2;
+constexpr int kNumBinaryLevels = 5;
+} // namespace
+
+/// or             ::= and ('or' and)*
+/// and            ::= not ('and' not)*
+/// comparison     ::= additive (('==' | '!=' | '<' | '<=' | '>' | '>=')
+///                    additive)?
+/// additive       ::= multiplicative (('+' | '-') multiplicative)*
+/// multiplicative ::= unary (('*' | '/' | '//' | '%' | '@') unary)*
+ExprPtr Parser::parseBinary(int level) {
+  auto operand = [&]() -> ExprPtr {
+    if (level + 1 == kComparisonLevel)
+      return parseNot();
+    if (level + 1 == kNumBinaryLevels)
+      return parseUnary();
+    return parseBinary(level + 1);
+  };
   SMLoc start = tok.loc();
-  TokenKind kind = isOr ? TokenKind::KwOr : TokenKind::KwAnd;
-  ExprPtr lhs = isOr ? parseLogical(false) : parseNot();
+  ExprPtr lhs = operand();
   ChainGuard chain(nesting);
-  while (lhs && tok.is(kind)) {
+  const BinaryLevel &ops = kBinaryLevels[level];
+  while (lhs) {
+    auto match = std::find_if(ops.ops.begin(), ops.ops.end(),
+                              [&](const auto &op) { return tok.is(op.first); });
+    if (match == ops.ops.end())
+      return lhs;
     if (chainTooDeep())
       return nullptr;
     SMLoc opLoc = tok.loc();
     advance();
-    ExprPtr rhs = isOr ? parseLogical(false) : parseNot();
+    ExprPtr rhs = operand();
     if (!rhs)
       return nullptr;
-    lhs = std::make_unique<BinaryExpr>(rangeFrom(start),
-                                       isOr ? BinaryOp::Or : BinaryOp::And,
-                                       opLoc, std::move(lhs), std::move(rhs));
+    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), match->second, opLoc,
+                                       std::move(lhs), std::move(rhs));
+    if (!ops.chains)
+      return lhs;
   }
   return lhs;
 }
@@ -585,14 +615,10 @@ ExprPtr Parser::parseLogical(bool isOr) {
 /// not ::= 'not' not | comparison
 ExprPtr Parser::parseNot() {
   if (!tok.is(TokenKind::KwNot))
-    return parseComparison();
-  NestingGuard guard(nesting);
-  if (nesting > kMaxNesting) {
-    if (!tooDeep)
-      errorAtCurrent("expression is nested too deeply");
-    tooDeep = true;
+    return parseBinary(kComparisonLevel);
+  if (!enterNesting())
     return nullptr;
-  }
+  NestingGuard guard(nesting);
   SMLoc start = tok.loc();
   advance();
   ExprPtr operand = parseNot();
@@ -601,113 +627,12 @@ ExprPtr Parser::parseNot() {
   return std::make_unique<UnaryExpr>(rangeFrom(start), '!', std::move(operand));
 }
 
-/// comparison ::= additive (('==' | '!=' | '<' | '<=' | '>' | '>=') additive)?
-ExprPtr Parser::parseComparison() {
-  SMLoc start = tok.loc();
-  ExprPtr lhs = parseAdditive();
-  if (!lhs)
-    return nullptr;
-  BinaryOp op;
-  switch (tok.kind) {
-  case TokenKind::EqEq:
-    op = BinaryOp::Eq;
-    break;
-  case TokenKind::NotEq:
-    op = BinaryOp::Ne;
-    break;
-  case TokenKind::Less:
-    op = BinaryOp::Lt;
-    break;
-  case TokenKind::LessEq:
-    op = BinaryOp::Le;
-    break;
-  case TokenKind::Greater:
-    op = BinaryOp::Gt;
-    break;
-  case TokenKind::GreaterEq:
-    op = BinaryOp::Ge;
-    break;
-  default:
-    return lhs;
-  }
-  SMLoc opLoc = tok.loc();
-  advance();
-  ExprPtr rhs = parseAdditive();
-  if (!rhs)
-    return nullptr;
-  return std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
-                                      std::move(lhs), std::move(rhs));
-}
-
-/// additive ::= multiplicative (('+' | '-') multiplicative)*
-ExprPtr Parser::parseAdditive() {
-  SMLoc start = tok.loc();
-  ExprPtr lhs = parseMultiplicative();
-  ChainGuard chain(nesting);
-  while (lhs && (tok.is(TokenKind::Plus) || tok.is(TokenKind::Minus))) {
-    if (chainTooDeep())
-      return nullptr;
-    BinaryOp op = tok.is(TokenKind::Plus) ? BinaryOp::Add : BinaryOp::Sub;
-    SMLoc opLoc = tok.loc();
-    advance();
-    ExprPtr rhs = parseMultiplicative();
-    if (!rhs)
-      return nullptr;
-    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
-                                       std::move(lhs), std::move(rhs));
-  }
-  return lhs;
-}
-
-/// multiplicative ::= unary (('*' | '/' | '//' | '%' | '@') unary)*
-ExprPtr Parser::parseMultiplicative() {
-  SMLoc start = tok.loc();
-  ExprPtr lhs = parseUnary();
-  ChainGuard chain(nesting);
-  while (lhs) {
-    BinaryOp op;
-    switch (tok.kind) {
-    case TokenKind::Star:
-      op = BinaryOp::Mul;
-      break;
-    case TokenKind::Slash:
-      op = BinaryOp::Div;
-      break;
-    case TokenKind::SlashSlash:
-      op = BinaryOp::FloorDiv;
-      break;
-    case TokenKind::Percent:
-      op = BinaryOp::Mod;
-      break;
-    case TokenKind::At:
-      op = BinaryOp::MatMul;
-      break;
-    default:
-      return lhs;
-    }
-    if (chainTooDeep())
-      return nullptr;
-    SMLoc opLoc = tok.loc();
-    advance();
-    ExprPtr rhs = parseUnary();
-    if (!rhs)
-      return nullptr;
-    lhs = std::make_unique<BinaryExpr>(rangeFrom(start), op, opLoc,
-                                       std::move(lhs), std::move(rhs));
-  }
-  return lhs;
-}
-
 /// unary ::= '-' unary | power
 ExprPtr Parser::parseUnary() {
   // Every level of unary, power and parenthesis recursion passes here.
-  NestingGuard guard(nesting);
-  if (nesting > kMaxNesting) {
-    if (!tooDeep)
-      errorAtCurrent("expression is nested too deeply");
-    tooDeep = true;
+  if (!enterNesting())
     return nullptr;
-  }
+  NestingGuard guard(nesting);
   if (tok.is(TokenKind::Minus)) {
     SMLoc start = tok.loc();
     advance();

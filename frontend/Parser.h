@@ -48,11 +48,8 @@ private:
 
   // Expressions.
   ExprPtr parseExpr();
-  ExprPtr parseLogical(bool isOr);
+  ExprPtr parseBinary(int level);
   ExprPtr parseNot();
-  ExprPtr parseComparison();
-  ExprPtr parseAdditive();
-  ExprPtr parseMultiplicative();
   ExprPtr parseUnary();
   ExprPtr parsePower();
   ExprPtr parsePostfix();
@@ -68,6 +65,8 @@ private:
   bool endOfStatement();
   void skipToStatementEnd();
   void skipNewlines();
+  /// Enters one level of nesting, or reports that the input nests too deeply.
+  bool enterNesting();
   bool chainTooDeep();
   llvm::SMRange rangeFrom(llvm::SMLoc start) const;
 

@@ -84,15 +84,7 @@ void Sema::suggestName(const std::string &name, SMRange range) {
   for (const char *extra : {"f32", "f16", "bf16", "i32", "i8", "inf", "pi"})
     candidates.push_back(extra);
 
-  std::string best;
-  unsigned bestDistance = (name.size() + 2) / 3 + 1;
-  for (const std::string &c : candidates) {
-    unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
-    if (d < bestDistance) {
-      bestDistance = d;
-      best = c;
-    }
-  }
+  std::string best = closestMatch(name, candidates);
   if (best.empty())
     error(range.Start, "unknown name '" + name + "'", {range});
   else
@@ -755,16 +747,10 @@ Val Sema::evalMember(const MemberExpr &member) {
     auto it = layer->members.vars.find(member.member);
     if (it != layer->members.vars.end())
       return it->second;
-    std::string best;
-    unsigned bestDistance = 3;
-    for (const auto &entry : layer->members.vars) {
-      unsigned d = llvm::StringRef(member.member)
-                       .edit_distance(entry.first, true, bestDistance);
-      if (d < bestDistance) {
-        bestDistance = d;
-        best = entry.first;
-      }
-    }
+    std::vector<std::string> members;
+    for (const auto &entry : layer->members.vars)
+      members.push_back(entry.first);
+    std::string best = closestMatch(member.member, members);
     error(member.memberLoc,
           "layer '" + layer->path + "' (" + layer->typeName +
               ") has no member '" + member.member + "'" +

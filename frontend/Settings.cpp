@@ -226,24 +226,10 @@ static const SettingFamily &quantizationFamily() {
 } // namespace sema
 } // namespace mnemo
 
-static std::string closest(const std::string &name,
-                           const std::vector<std::string> &candidates) {
-  std::string best;
-  unsigned bestDistance = (name.size() + 2) / 3 + 1;
-  for (const std::string &c : candidates) {
-    unsigned d = llvm::StringRef(name).edit_distance(c, true, bestDistance);
-    if (d < bestDistance) {
-      bestDistance = d;
-      best = c;
-    }
-  }
-  return best;
-}
-
 static std::string unknownMessage(const std::string &what,
                                   const std::string &name,
                                   const std::vector<std::string> &known) {
-  std::string best = closest(name, known);
+  std::string best = closestMatch(name, known);
   std::string list;
   for (const std::string &k : known)
     list += (list.empty() ? "" : ", ") + k;
@@ -471,7 +457,7 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
           std::vector<std::string> names;
           for (const SettingParam &p : fn->params)
             names.push_back(p.name);
-          std::string best = closest(arg.name, names);
+          std::string best = closestMatch(arg.name, names);
           error(arg.nameLoc,
                 "'" + arg.name + "' is not an argument of " + signature +
                     (best.empty() ? "" : "; did you mean '" + best + "'?"),
@@ -585,7 +571,7 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
             matched.push_back(arg.name);
         }
       if (matched.empty()) {
-        std::string best = closest(dir->pattern, params);
+        std::string best = closestMatch(dir->pattern, params);
         error(dir->patternRange.Start,
               "no parameter matches '" + dir->pattern + "'" +
                   (best.empty() ? "" : "; did you mean '" + best + "'?"),

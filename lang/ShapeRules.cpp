@@ -78,14 +78,10 @@ static std::pair<int64_t, int64_t> matrixDims(const Shape &s, bool transposed) {
   return transposed ? std::make_pair(c, r) : std::make_pair(r, c);
 }
 
-ShapeResult matmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
-                   bool transposeRhs) {
-  if (lhs.size() < 2)
-    return ShapeResult::failure("the left operand must have rank >= 2, not " +
-                                str(lhs.size()));
-  if (rhs.size() != 2)
-    return ShapeResult::failure("the right operand must have rank 2, not " +
-                                str(rhs.size()));
+/// [..., M, K] x [..., K, N] -> [..., M, N] over the last two dimensions;
+/// the caller checks the leading ones.
+static ShapeResult contract(const Shape &lhs, const Shape &rhs,
+                            bool transposeLhs, bool transposeRhs) {
   auto [m, k] = matrixDims(lhs, transposeLhs);
   auto [k2, n] = matrixDims(rhs, transposeRhs);
   if (k != k2)
@@ -95,6 +91,17 @@ ShapeResult matmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
   out.push_back(m);
   out.push_back(n);
   return ShapeResult::success(out);
+}
+
+ShapeResult matmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
+                   bool transposeRhs) {
+  if (lhs.size() < 2)
+    return ShapeResult::failure("the left operand must have rank >= 2, not " +
+                                str(lhs.size()));
+  if (rhs.size() != 2)
+    return ShapeResult::failure("the right operand must have rank 2, not " +
+                                str(rhs.size()));
+  return contract(lhs, rhs, transposeLhs, transposeRhs);
 }
 
 ShapeResult batchMatmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
@@ -108,15 +115,7 @@ ShapeResult batchMatmul(const Shape &lhs, const Shape &rhs, bool transposeLhs,
       return ShapeResult::failure("batch dimensions " + str(lhs[i]) + " and " +
                                   str(rhs[i]) + " (axis " + str(i) +
                                   ") differ");
-  auto [m, k] = matrixDims(lhs, transposeLhs);
-  auto [k2, n] = matrixDims(rhs, transposeRhs);
-  if (k != k2)
-    return ShapeResult::failure("inner dimensions " + str(k) + " and " +
-                                str(k2) + " differ");
-  Shape out(lhs.begin(), lhs.end() - 2);
-  out.push_back(m);
-  out.push_back(n);
-  return ShapeResult::success(out);
+  return contract(lhs, rhs, transposeLhs, transposeRhs);
 }
 
 ShapeResult reduce(const Shape &input, const std::vector<int64_t> &axes,

@@ -304,9 +304,9 @@ model M() {
   EXPECT_TRUE(
       contains(c.errors, "argument 'lr' of adamw must be positive, not -1"))
       << c.errors;
-  EXPECT_TRUE(
-      contains(c.errors, "'bets' is not an argument of adamw(lr, betas, eps, "
-                         "weight_decay); did you mean 'betas'?"))
+  EXPECT_TRUE(contains(c.errors,
+                       "'bets' is not an argument of adamw(lr, betas, eps, "
+                       "weight_decay); did you mean 'betas'?"))
       << c.errors;
   EXPECT_TRUE(contains(
       c.errors, "no parameter matches 'fc.wieght'; did you mean 'fc.weight'?"))
