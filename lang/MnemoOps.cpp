@@ -380,5 +380,70 @@ LogicalResult ConcatOp::verify() {
   return verifyResult(*this, shape::concat(shapes, int64_t(getAxis())));
 }
 
+//===----------------------------------------------------------------------===//
+// Backward and training ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  shape::ShapeResult forward =
+      shape::embedding(shapeOf(getResult()), shapeOf(getIndices()));
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the gradient's shape does not match the indices and "
+                       "the table");
+  return success();
+}
+
+LogicalResult Conv2DInputGradOp::verify() {
+  shape::ShapeResult forward =
+      shape::conv2d(shapeOf(getResult()), shapeOf(getWeight()),
+                    toVector(getStride()), toVector(getPadding()));
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the result is not the input of a convolution with "
+                       "this weight and output gradient");
+  return success();
+}
+
+LogicalResult Conv2DWeightGradOp::verify() {
+  shape::ShapeResult forward =
+      shape::conv2d(shapeOf(getInput()), shapeOf(getResult()),
+                    toVector(getStride()), toVector(getPadding()));
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the result is not the weight of a convolution with "
+                       "this input and output gradient");
+  return success();
+}
+
+template <typename PoolGradOp>
+static LogicalResult verifyPoolGrad(PoolGradOp op) {
+  shape::ShapeResult forward = shape::pool2d(
+      shapeOf(op.getResult()), toVector(op.getKernel()),
+      toVector(op.getStride()), toVector(op.getPadding()));
+  if (!forward.ok() || forward.shape != shapeOf(op.getGrad()))
+    return op.emitOpError("the gradient's shape is not the pooled shape of "
+                          "the result");
+  return success();
+}
+
+LogicalResult MaxPool2DGradOp::verify() { return verifyPoolGrad(*this); }
+LogicalResult AvgPool2DGradOp::verify() { return verifyPoolGrad(*this); }
+
+LogicalResult SliceGradOp::verify() {
+  shape::Shape in = shapeOf(getResult());
+  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
+  int64_t start = getStart(), end = getEnd(), step = getStep();
+  if (!axis || start < 0 || start >= end || end > in[*axis])
+    return emitOpError("the slice does not fit the result");
+  shape::ShapeResult forward = shape::slice(in, *axis, start, end, step);
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the gradient's shape is not the slice's shape");
+  return success();
+}
+
+LogicalResult LrScheduleOp::verify() {
+  if (getKind() != "constant" && getKind() != "cosine")
+    return emitOpError("kind must be constant or cosine, not ") << getKind();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "lang/MnemoOps.cpp.inc"

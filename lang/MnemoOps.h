@@ -4,6 +4,7 @@
 #define MNEMO_LANG_MNEMOOPS_H
 
 #include "lang/MnemoDialect.h"
+#include "lang/MnemoInterfaces.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

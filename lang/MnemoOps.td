@@ -9,6 +9,7 @@
 #define MNEMO_OPS_TD
 
 include "lang/MnemoDialect.td"
+include "lang/MnemoInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -17,7 +18,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 def Mnemo_ConstantOp : Mnemo_Op<"constant",
-    [ConstantLike, Pure, AllTypesMatch<["value", "result"]>]> {
+    [ConstantLike, Pure, Mnemo_NoGradient, AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor";
   let description = [{
     A tensor known at compile time; in practice a splat such as the `0.5` of
@@ -38,7 +39,7 @@ def Mnemo_ConstantOp : Mnemo_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 class Mnemo_BinaryOp<string mnemonic, string what>
-    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise " # what;
   let description = [{
     Elementwise }] # what # [{ of two tensors of one type.
@@ -59,7 +60,7 @@ def Mnemo_MulOp : Mnemo_BinaryOp<"mul", "multiplication"> { let hasFolder = 1; }
 def Mnemo_DivOp : Mnemo_BinaryOp<"div", "division"> { let hasFolder = 1; }
 
 class Mnemo_UnaryOp<string mnemonic, string what>
-    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise " # what;
   let description = [{
     Computes }] # what # [{ of every element.
@@ -83,7 +84,7 @@ def Mnemo_SigmoidOp : Mnemo_UnaryOp<"sigmoid", "the logistic sigmoid">;
 def Mnemo_ReluOp : Mnemo_UnaryOp<"relu", "max(x, 0)">;
 def Mnemo_SiluOp : Mnemo_UnaryOp<"silu", "x * sigmoid(x)">;
 
-def Mnemo_GeluOp : Mnemo_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def Mnemo_GeluOp : Mnemo_Op<"gelu", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)` with the exact normal CDF, or with PyTorch's tanh
@@ -99,7 +100,7 @@ def Mnemo_GeluOp : Mnemo_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Mnemo_PowOp : Mnemo_Op<"pow", [Pure, SameOperandsAndResultType]> {
+def Mnemo_PowOp : Mnemo_Op<"pow", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise power by a constant exponent";
   let description = [{
     ```mlir
@@ -111,7 +112,7 @@ def Mnemo_PowOp : Mnemo_Op<"pow", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Mnemo_CastOp : Mnemo_Op<"cast", [Pure]> {
+def Mnemo_CastOp : Mnemo_Op<"cast", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Float-to-float casts round to nearest even; float-to-integer casts
@@ -128,7 +129,7 @@ def Mnemo_CastOp : Mnemo_Op<"cast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Mnemo_WhereOp : Mnemo_Op<"where", [Pure,
+def Mnemo_WhereOp : Mnemo_Op<"where", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise select by a mask";
   let description = [{
@@ -149,7 +150,7 @@ def Mnemo_WhereOp : Mnemo_Op<"where", [Pure,
   let hasVerifier = 1;
 }
 
-def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Pure]> {
+def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Pure, Mnemo_NoGradient]> {
   let summary = "a lower-triangular mask";
   let description = [{
     A `[rows, cols]` mask, true where `col <= row + (cols - rows)`: position
@@ -164,7 +165,7 @@ def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "inverted dropout with a fixed seed";
   let description = [{
     Zeroes each element with probability `p` and scales the rest by
@@ -186,7 +187,7 @@ def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Pure, SameOperandsAndResultType]> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Pure]> {
+def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "matrix product of a (batch of rows) by a matrix";
   let description = [{
     `lhs [..., M, K]` times `rhs [K, N]` gives `[..., M, N]`; leading
@@ -208,7 +209,7 @@ def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Pure]> {
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Pure]> {
+def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "batched matrix product";
   let description = [{
     `lhs [B..., M, K]` times `rhs [B..., K, N]` gives `[B..., M, N]`, with
@@ -228,7 +229,7 @@ def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Pure]> {
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Pure]> {
+def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "2-D convolution (NCHW input, OIHW weight)";
   let description = [{
     Cross-correlation as `torch.nn.functional.conv2d` computes it, without
@@ -247,7 +248,7 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Pure]> {
 }
 
 class Mnemo_PoolOp<string mnemonic, string what>
-    : Mnemo_Op<mnemonic, [Pure]> {
+    : Mnemo_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "2-D " # what # " pooling (NCHW)";
   let description = [{
     The }] # what # [{ over each window. Padding counts as
@@ -275,7 +276,7 @@ def Mnemo_AvgPool2DOp : Mnemo_PoolOp<"avg_pool2d", "average">;
 //===----------------------------------------------------------------------===//
 
 class Mnemo_ReduceOp<string mnemonic, string what>
-    : Mnemo_Op<mnemonic, [Pure]> {
+    : Mnemo_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = what # " over axes";
   let description = [{
     The }] # what # [{ over `axes`, which are removed from
@@ -298,7 +299,7 @@ def Mnemo_MeanOp : Mnemo_ReduceOp<"mean", "mean">;
 def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 
 class Mnemo_SoftmaxLikeOp<string mnemonic, string what>
-    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Mnemo_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = what # " along an axis";
   let description = [{
     Numerically stable (the maximum is subtracted first).
@@ -316,7 +317,7 @@ class Mnemo_SoftmaxLikeOp<string mnemonic, string what>
 def Mnemo_SoftmaxOp : Mnemo_SoftmaxLikeOp<"softmax", "softmax">;
 def Mnemo_LogSoftmaxOp : Mnemo_SoftmaxLikeOp<"log_softmax", "log-softmax">;
 
-def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Pure,
+def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
@@ -335,7 +336,7 @@ def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Pure,
   let hasVerifier = 1;
 }
 
-def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Pure,
+def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
@@ -357,7 +358,7 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Pure,
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Pure]> {
+def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "mean softmax cross-entropy with integer class targets";
   let description = [{
     `logits [..., C]` and `targets [...]` (i32 class indices) give the mean
@@ -375,7 +376,7 @@ def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Mnemo_MseOp : Mnemo_Op<"mse", [Pure, AllTypesMatch<["lhs", "rhs"]>]> {
+def Mnemo_MseOp : Mnemo_Op<"mse", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
   let summary = "mean squared error";
   let description = [{
     ```mlir
@@ -392,7 +393,7 @@ def Mnemo_MseOp : Mnemo_Op<"mse", [Pure, AllTypesMatch<["lhs", "rhs"]>]> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Pure]> {
+def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "row gather from an embedding table";
   let description = [{
     `table [V, D]` at `indices [...]` (i32) gives `[..., D]`.
@@ -408,7 +409,7 @@ def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Pure]> {
+def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a view with another shape and the same elements";
   let description = [{
     Row-major order is kept; element counts must agree.
@@ -424,7 +425,7 @@ def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Pure]> {
+def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a permutation of the dimensions";
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`.
@@ -442,7 +443,7 @@ def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Pure]> {
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Pure]> {
+def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "numpy broadcast_to";
   let description = [{
     Aligns dimensions from the right; size-1 and missing dimensions repeat.
@@ -458,7 +459,7 @@ def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Pure]> {
   let hasFolder = 1;
 }
 
-def Mnemo_SliceOp : Mnemo_Op<"slice", [Pure]> {
+def Mnemo_SliceOp : Mnemo_Op<"slice", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a strided range along one axis";
   let description = [{
     Python's `x[start:end:step]` along `axis`, with `start` and `end` already
@@ -476,7 +477,7 @@ def Mnemo_SliceOp : Mnemo_Op<"slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Mnemo_ConcatOp : Mnemo_Op<"concat", [Pure]> {
+def Mnemo_ConcatOp : Mnemo_Op<"concat", [Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "concatenation along an axis";
   let description = [{
     ```mlir
@@ -488,6 +489,346 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Pure]> {
   let results = (outs Mnemo_AnyTensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward ops: what gradient rules emit where a composition of forward ops
+// would cost memory or precision. None of them is differentiated again.
+//===----------------------------------------------------------------------===//
+
+class Mnemo_ActivationGradOp<string mnemonic, string what>
+    : Mnemo_Op<mnemonic, [Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
+  let summary = "gradient of " # what;
+  let description = [{
+    `grad * f'(input)` for the activation }] # what # [{, from the forward's
+    input.
+
+    ```mlir
+    %dx = mnemo.}] # mnemonic # [{ %dy, %x : tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Mnemo_ReluGradOp : Mnemo_ActivationGradOp<"relu_grad", "relu">;
+def Mnemo_SiluGradOp : Mnemo_ActivationGradOp<"silu_grad", "silu">;
+
+def Mnemo_GeluGradOp : Mnemo_Op<"gelu_grad",
+    [Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
+  let summary = "gradient of gelu";
+  let description = [{
+    `grad * gelu'(input)`, exact or for the tanh approximation.
+
+    ```mlir
+    %dx = mnemo.gelu_grad %dy, %x {approximate = true} : tensor<16x64x512xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       DefaultValuedAttr<BoolAttr, "false">:$approximate);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["grad", "input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
+  let summary = "gradients of layernorm";
+  let description = [{
+    The gradients of a layernorm's input, scale and bias. The mean and the
+    reciprocal standard deviation are recomputed from the input rather than
+    saved, so the forward keeps nothing extra alive.
+
+    ```mlir
+    %dx, %dg, %db = mnemo.layernorm_grad %dy, %x, %g {epsilon = 1.000000e-05 : f64}
+        : (tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<128xf32>)
+        -> (tensor<16x64x128xf32>, tensor<128xf32>, tensor<128xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       Mnemo_FloatTensor:$scale, F64Attr:$epsilon);
+  let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad,
+                      Mnemo_FloatTensor:$bias_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["grad", "input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad"]>]> {
+  let summary = "gradients of rmsnorm";
+  let description = [{
+    ```mlir
+    %dx, %dg = mnemo.rmsnorm_grad %dy, %x, %g {epsilon = 1.000000e-06 : f64}
+        : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       Mnemo_FloatTensor:$scale, F64Attr:$epsilon);
+  let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Pure, Mnemo_NoGradient]> {
+  let summary = "scatter-add of row gradients into a table";
+  let description = [{
+    `result[indices[i], :] += grad[i, :]` into a zero `[V, D]` table, the
+    gradient of `mnemo.embedding`.
+
+    ```mlir
+    %dt = mnemo.embedding_grad %dh, %tokens
+        : (tensor<16x64x128xf32>, tensor<16x64xi32>) -> tensor<256x128xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_IndexTensor:$indices);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Pure, Mnemo_NoGradient]> {
+  let summary = "gradient of a 2-D convolution's input";
+  let description = [{
+    The transposed convolution of the output gradient with the weight; the
+    result type is the forward input's.
+
+    ```mlir
+    %dx = mnemo.conv2d_input_grad %dy, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
+        : (tensor<64x16x28x28xf32>, tensor<16x1x3x3xf32>) -> tensor<64x1x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Pure, Mnemo_NoGradient]> {
+  let summary = "gradient of a 2-D convolution's weight";
+  let description = [{
+    ```mlir
+    %dw = mnemo.conv2d_weight_grad %dy, %x {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
+        : (tensor<64x16x28x28xf32>, tensor<64x1x28x28xf32>) -> tensor<16x1x3x3xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "gradient of max pooling";
+  let description = [{
+    Each window's gradient goes to the first position holding its maximum,
+    as PyTorch does.
+
+    ```mlir
+    %dx = mnemo.max_pool2d_grad %dy, %x {kernel = array<i64: 2, 2>,
+        padding = array<i64: 0, 0>, stride = array<i64: 2, 2>}
+        : (tensor<64x16x14x14xf32>, tensor<64x16x28x28xf32>) -> tensor<64x16x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$stride,
+                       DenseI64ArrayAttr:$padding);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Pure, Mnemo_NoGradient]> {
+  let summary = "gradient of average pooling";
+  let description = [{
+    ```mlir
+    %dx = mnemo.avg_pool2d_grad %dy {kernel = array<i64: 2, 2>,
+        padding = array<i64: 0, 0>, stride = array<i64: 2, 2>}
+        : (tensor<64x16x14x14xf32>) -> tensor<64x16x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, DenseI64ArrayAttr:$kernel,
+                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "gradient of a max reduction";
+  let description = [{
+    The gradient of `mnemo.max`, shared evenly among the positions that hold
+    the maximum (as `torch.amax`). `maximum` is the forward's result.
+
+    ```mlir
+    %dx = mnemo.max_grad %dy, %x, %m {axes = array<i64: 1>}
+        : (tensor<4xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       Mnemo_FloatTensor:$maximum, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of the mean cross-entropy";
+  let description = [{
+    `grad * (softmax(logits) - onehot(targets)) / positions`.
+
+    ```mlir
+    %dl = mnemo.cross_entropy_grad %one, %logits, %y
+        : (tensor<f32>, tensor<128x10xf32>, tensor<128xi32>) -> tensor<128x10xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$logits,
+                       Mnemo_IndexTensor:$targets);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Pure, Mnemo_NoGradient]> {
+  let summary = "a slice's gradient, placed in zeros of the input's shape";
+  let description = [{
+    ```mlir
+    %dx = mnemo.slice_grad %dq {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
+        : (tensor<16x64x128xf32>) -> tensor<16x64x384xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, I64Attr:$axis, I64Attr:$start,
+                       I64Attr:$end, I64Attr:$step);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Metrics and the optimizer
+//===----------------------------------------------------------------------===//
+
+def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Pure, Mnemo_NoGradient]> {
+  let summary = "fraction of positions whose largest logit is the target";
+  let description = [{
+    Ties go to the first index, as `argmax` does.
+
+    ```mlir
+    %acc = mnemo.accuracy %logits, %y : (tensor<128x10xf32>, tensor<128xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$logits, Mnemo_IndexTensor:$targets);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Pure, Mnemo_NoGradient]> {
+  let summary = "the learning rate at a step";
+  let description = [{
+    `step` counts from 1. With `warmup > 0` the rate ramps linearly to
+    `base_lr` over the first `warmup` steps. `kind` is `constant` (then flat)
+    or `cosine` (then cosine decay to `min_lr` at step `steps`, or at
+    `total_steps` when `steps` is 0).
+
+    ```mlir
+    %lr = mnemo.lr_schedule %step, %total {base_lr = 3.0e-04 : f64, kind = "cosine",
+        min_lr = 0.0 : f64, steps = 0 : i64, warmup = 100 : i64}
+        : (tensor<i32>, tensor<i32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[I32]>:$step, 0DTensorOf<[I32]>:$total_steps,
+                       StrAttr:$kind, F64Attr:$base_lr, I64Attr:$warmup,
+                       I64Attr:$steps, F64Attr:$min_lr);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_GlobalNormOp : Mnemo_Op<"global_norm", [Pure, Mnemo_NoGradient]> {
+  let summary = "the L2 norm of several tensors taken together";
+  let description = [{
+    `sqrt(sum over all tensors of sum(x^2))`, accumulated in f32, as
+    `torch.nn.utils.clip_grad_norm_` measures it.
+
+    ```mlir
+    %n = mnemo.global_norm %g1, %g2 : (tensor<512x784xf32>, tensor<512xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Mnemo_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_ClipCoefficientOp : Mnemo_Op<"clip_coefficient", [Pure, Mnemo_NoGradient]> {
+  let summary = "the factor that clips a norm to a maximum";
+  let description = [{
+    `min(1, max_norm / (norm + 1e-6))`, as `clip_grad_norm_`.
+
+    ```mlir
+    %c = mnemo.clip_coefficient %n {max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$norm, F64Attr:$max_norm);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
+  let summary = "one SGD step, as torch.optim.SGD";
+  let description = [{
+    `g = grad + weight_decay * param`; with momentum, `buf = g` on step 1,
+    else `buf = momentum * buf + (1 - dampening) * g`, and `g = buf` (or
+    `g + momentum * buf` with Nesterov); then `param - lr * g`. Without
+    momentum the buffer passes through unchanged. Written so that the
+    results may reuse the operands' buffers.
+
+    ```mlir
+    %p2, %b2 = mnemo.sgd_update %p, %g, %b, %lr, %step {dampening = 0.0 : f64,
+        momentum = 0.9 : f64, nesterov = false, weight_decay = 0.0 : f64}
+        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i32>)
+        -> (tensor<10xf32>, tensor<10xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
+                       Mnemo_FloatTensor:$momentum_buffer,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs Mnemo_FloatTensor:$new_param,
+                      Mnemo_FloatTensor:$new_momentum_buffer);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
+                   "new_exp_avg", "new_exp_avg_sq"]>]> {
+  let summary = "one Adam or AdamW step, as torch.optim.Adam / AdamW";
+  let description = [{
+    With `decoupled` (AdamW), `param *= 1 - lr * weight_decay` first;
+    otherwise (Adam) `grad += weight_decay * param`. Then
+    `m = beta1 m + (1 - beta1) g`, `v = beta2 v + (1 - beta2) g^2` and
+    `param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)`,
+    with PyTorch's bias correction. `step` counts from 1.
+
+    ```mlir
+    %p2, %m2, %v2 = mnemo.adam_update %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64,
+        beta2 = 0.999 : f64, decoupled = true, eps = 1.0e-08 : f64, weight_decay = 0.01 : f64}
+        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i32>)
+        -> (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
+                       Mnemo_FloatTensor:$exp_avg, Mnemo_FloatTensor:$exp_avg_sq,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, BoolAttr:$decoupled);
+  let results = (outs Mnemo_FloatTensor:$new_param, Mnemo_FloatTensor:$new_exp_avg,
+                      Mnemo_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
 #endif // MNEMO_OPS_TD

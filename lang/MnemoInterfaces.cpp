@@ -1,0 +1,5 @@
+//===- MnemoInterfaces.cpp - Interfaces of the Mnemo op set ---------------===//
+
+#include "lang/MnemoInterfaces.h"
+
+#include "lang/MnemoInterfaces.cpp.inc"
