@@ -1,0 +1,915 @@
+//===- Interpreter.cpp - The reference interpreter of the mnemo dialect ---===//
+//
+// One function per op, written for clarity: plain loops over row-major
+// indices, double arithmetic, and rounding to the result's element type at
+// the end (Evaluator::set). Values are freed after their last use, so a
+// training step needs about as much memory as the program itself would.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/interpreter/Interpreter.h"
+#include "lang/MnemoOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mnemo;
+
+ElementType mnemo::elementTypeOf(Type type) {
+  if (auto shaped = llvm::dyn_cast<ShapedType>(type))
+    type = shaped.getElementType();
+  if (type.isF16())
+    return ElementType::F16;
+  if (type.isBF16())
+    return ElementType::BF16;
+  if (type.isInteger(32))
+    return ElementType::I32;
+  if (type.isInteger(8))
+    return ElementType::I8;
+  if (type.isInteger(1))
+    return ElementType::I1;
+  return ElementType::F32;
+}
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+Shape shapeOf(Value v) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  return Shape(type.getShape().begin(), type.getShape().end());
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// Iterates a row-major multi-index over `shape`.
+struct IndexCounter {
+  explicit IndexCounter(const Shape &shape) : shape(shape), index(shape.size(), 0) {}
+  void next() {
+    for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+      if (++index[i] < shape[i])
+        return;
+      index[i] = 0;
+    }
+  }
+  const Shape &shape;
+  Shape index;
+};
+
+/// The splitmix64 finalizer: a good 64-bit mix for counter-based random
+/// numbers (dropout masks are a pure function of seed, step and position).
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+double uniformAt(int64_t seed, int64_t step, int64_t index) {
+  uint64_t h = mix(mix(mix(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
+  return double(h >> 11) * 0x1.0p-53;
+}
+
+double geluExact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double geluTanh(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double geluExactGrad(double x) {
+  double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
+  double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+  return cdf + x * pdf;
+}
+double geluTanhGrad(double x) {
+  const double k = std::sqrt(2.0 / M_PI);
+  double t = std::tanh(k * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+}
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+class Evaluator {
+public:
+  Evaluator(const InterpreterOptions &options, std::string &error)
+      : options(options), error(error) {}
+
+  LogicalResult run(func::FuncOp func, ArrayRef<Tensor> args, std::vector<Tensor> &results);
+
+private:
+  LogicalResult exec(Operation *op);
+  LogicalResult fail(Operation *op, const Twine &message) {
+    std::string loc;
+    llvm::raw_string_ostream os(loc);
+    op->getLoc().print(os);
+    error = (op->getName().getStringRef() + " at " + os.str() + ": " + message).str();
+    return failure();
+  }
+
+  const Tensor &get(Value v) { return env.find(v)->second; }
+  /// A zero tensor of `v`'s type.
+  Tensor like(Value v) { return Tensor(elementTypeOf(v.getType()), shapeOf(v)); }
+  /// Stores a result, rounded to its element type.
+  void set(Value v, Tensor t) {
+    t.type = elementTypeOf(v.getType());
+    if (!options.exact || !isFloat(t.type))
+      for (double &x : t.data)
+        x = roundTo(t.type, x);
+    env[v] = std::move(t);
+  }
+
+  template <typename Fn>
+  LogicalResult unary(Operation *op, Fn fn) {
+    const Tensor &x = get(op->getOperand(0));
+    Tensor out = like(op->getResult(0));
+    for (int64_t i = 0; i < x.numElements(); ++i)
+      out.data[i] = fn(x.data[i]);
+    set(op->getResult(0), std::move(out));
+    return success();
+  }
+  template <typename Fn>
+  LogicalResult binary(Operation *op, Fn fn) {
+    const Tensor &x = get(op->getOperand(0)), &y = get(op->getOperand(1));
+    Tensor out = like(op->getResult(0));
+    for (int64_t i = 0; i < x.numElements(); ++i)
+      out.data[i] = fn(x.data[i], y.data[i]);
+    set(op->getResult(0), std::move(out));
+    return success();
+  }
+
+  // Op families.
+  LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs, bool batched);
+  LogicalResult execReduce(Operation *op, ArrayRef<int64_t> axes, int kind);
+  LogicalResult execSoftmax(Operation *op, int64_t axis, bool logarithm);
+  LogicalResult execLayerNorm(Operation *op, double eps, bool rms, bool grad);
+  LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+                         int which);
+  LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
+                         ArrayRef<int64_t> padding, bool isMax, bool grad);
+  LogicalResult execCrossEntropy(Operation *op, bool grad);
+  LogicalResult execTranspose(TransposeOp op);
+  LogicalResult execBroadcast(BroadcastOp op);
+  LogicalResult execSlice(Operation *op, int64_t axis, int64_t start, int64_t step,
+                          bool grad);
+  LogicalResult execConcat(ConcatOp op);
+  LogicalResult execEmbedding(Operation *op, bool grad);
+  LogicalResult execMaxGrad(MaxGradOp op);
+  LogicalResult execAdam(AdamUpdateOp op);
+  LogicalResult execSgd(SgdUpdateOp op);
+  LogicalResult execLrSchedule(LrScheduleOp op);
+
+  const InterpreterOptions &options;
+  std::string &error;
+  llvm::DenseMap<Value, Tensor> env;
+};
+
+LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
+                             std::vector<Tensor> &results) {
+  Block &body = func.getBody().front();
+  if (args.size() != body.getNumArguments()) {
+    error = "@" + func.getName().str() + " takes " + std::to_string(body.getNumArguments()) +
+            " arguments, not " + std::to_string(args.size());
+    return failure();
+  }
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    if (args[i].shape != shapeOf(arg) || args[i].type != elementTypeOf(arg.getType())) {
+      error = "argument " + std::to_string(i) + " of @" + func.getName().str() +
+              " should be " + Tensor(elementTypeOf(arg.getType()), shapeOf(arg)).typeString() +
+              ", not " + args[i].typeString();
+      return failure();
+    }
+    env[arg] = args[i];
+  }
+  // Free each value after its last use.
+  llvm::DenseMap<Operation *, SmallVector<Value>> dying;
+  llvm::DenseMap<Value, Operation *> lastUse;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastUse[operand] = &op;
+  for (auto &[value, op] : lastUse)
+    dying[op].push_back(value);
+
+  for (Operation &op : body) {
+    if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (Value v : ret.getOperands())
+        results.push_back(get(v));
+      return success();
+    }
+    if (failed(exec(&op)))
+      return failure();
+    for (Value v : dying.lookup(&op))
+      env.erase(v);
+  }
+  error = "@" + func.getName().str() + " has no return";
+  return failure();
+}
+
+LogicalResult Evaluator::exec(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](ConstantOp c) {
+        auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense)
+          return fail(op, "only dense constants are supported");
+        Tensor out = like(c.getResult());
+        int64_t i = 0;
+        if (llvm::isa<FloatType>(dense.getElementType())) {
+          for (APFloat v : dense.getValues<APFloat>())
+            out.data[i++] = v.convertToDouble();
+        } else {
+          for (APInt v : dense.getValues<APInt>())
+            out.data[i++] = double(v.getSExtValue());
+        }
+        set(c.getResult(), std::move(out));
+        return success();
+      })
+      // Elementwise.
+      .Case([&](AddOp) { return binary(op, [](double a, double b) { return a + b; }); })
+      .Case([&](SubOp) { return binary(op, [](double a, double b) { return a - b; }); })
+      .Case([&](MulOp) { return binary(op, [](double a, double b) { return a * b; }); })
+      .Case([&](DivOp d) {
+        if (!isFloat(elementTypeOf(d.getType())))
+          for (double y : get(d.getRhs()).data)
+            if (y == 0)
+              return fail(op, "integer division by zero");
+        bool isInt = !isFloat(elementTypeOf(d.getType()));
+        return binary(op, [isInt](double a, double b) { return isInt ? std::trunc(a / b) : a / b; });
+      })
+      .Case([&](NegOp) { return unary(op, [](double x) { return -x; }); })
+      .Case([&](ExpOp) { return unary(op, [](double x) { return std::exp(x); }); })
+      .Case([&](LogOp) { return unary(op, [](double x) { return std::log(x); }); })
+      .Case([&](SqrtOp) { return unary(op, [](double x) { return std::sqrt(x); }); })
+      .Case([&](RsqrtOp) { return unary(op, [](double x) { return 1.0 / std::sqrt(x); }); })
+      .Case([&](TanhOp) { return unary(op, [](double x) { return std::tanh(x); }); })
+      .Case([&](SigmoidOp) { return unary(op, sigmoid); })
+      .Case([&](ReluOp) { return unary(op, [](double x) { return x > 0 ? x : 0.0; }); })
+      .Case([&](SiluOp) { return unary(op, [](double x) { return x * sigmoid(x); }); })
+      .Case([&](GeluOp g) {
+        return g.getApproximate() ? unary(op, geluTanh) : unary(op, geluExact);
+      })
+      .Case([&](PowOp p) {
+        double c = p.getExponent().convertToDouble();
+        return unary(op, [c](double x) { return std::pow(x, c); });
+      })
+      .Case([&](CastOp) { return unary(op, [](double x) { return x; }); })
+      .Case([&](WhereOp w) {
+        const Tensor &c = get(w.getCondition()), &a = get(w.getOnTrue()),
+                     &b = get(w.getOnFalse());
+        Tensor out = like(w.getResult());
+        for (int64_t i = 0; i < out.numElements(); ++i)
+          out.data[i] = c.data[i] != 0 ? a.data[i] : b.data[i];
+        set(w.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](CausalMaskOp m) {
+        Tensor out = like(m.getResult());
+        int64_t rows = out.shape[0], cols = out.shape[1];
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            out.data[r * cols + c] = c <= r + (cols - rows) ? 1 : 0;
+        set(m.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](DropoutOp d) {
+        double p = d.getP().convertToDouble();
+        int64_t seed = d.getSeed();
+        const Tensor &x = get(d.getInput());
+        Tensor out = like(d.getResult());
+        for (int64_t i = 0; i < x.numElements(); ++i)
+          out.data[i] =
+              uniformAt(seed, options.dropoutStep, i) < p ? 0.0 : x.data[i] / (1.0 - p);
+        set(d.getResult(), std::move(out));
+        return success();
+      })
+      // Contractions.
+      .Case([&](MatmulOp m) {
+        return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
+      })
+      .Case([&](BatchMatmulOp m) {
+        return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
+      })
+      .Case([&](Conv2DOp c) { return execConv(op, c.getStride(), c.getPadding(), 0); })
+      .Case([&](Conv2DInputGradOp c) { return execConv(op, c.getStride(), c.getPadding(), 1); })
+      .Case([&](Conv2DWeightGradOp c) { return execConv(op, c.getStride(), c.getPadding(), 2); })
+      .Case([&](MaxPool2DOp p) {
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true, false);
+      })
+      .Case([&](AvgPool2DOp p) {
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false, false);
+      })
+      .Case([&](MaxPool2DGradOp p) {
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true, true);
+      })
+      .Case([&](AvgPool2DGradOp p) {
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false, true);
+      })
+      // Reductions and normalizations.
+      .Case([&](SumOp r) { return execReduce(op, r.getAxes(), 0); })
+      .Case([&](MeanOp r) { return execReduce(op, r.getAxes(), 1); })
+      .Case([&](MaxOp r) { return execReduce(op, r.getAxes(), 2); })
+      .Case([&](MaxGradOp m) { return execMaxGrad(m); })
+      .Case([&](SoftmaxOp s) { return execSoftmax(op, int64_t(s.getAxis()), false); })
+      .Case([&](LogSoftmaxOp s) { return execSoftmax(op, int64_t(s.getAxis()), true); })
+      .Case([&](LayerNormOp l) {
+        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false, false);
+      })
+      .Case([&](RmsNormOp l) {
+        return execLayerNorm(op, l.getEpsilon().convertToDouble(), true, false);
+      })
+      .Case([&](LayerNormGradOp l) {
+        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false, true);
+      })
+      .Case([&](RmsNormGradOp l) {
+        return execLayerNorm(op, l.getEpsilon().convertToDouble(), true, true);
+      })
+      // Losses and metrics.
+      .Case([&](CrossEntropyOp) { return execCrossEntropy(op, false); })
+      .Case([&](CrossEntropyGradOp) { return execCrossEntropy(op, true); })
+      .Case([&](MseOp m) {
+        const Tensor &a = get(m.getLhs()), &b = get(m.getRhs());
+        double sum = 0;
+        for (int64_t i = 0; i < a.numElements(); ++i)
+          sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
+        Tensor out = like(m.getResult());
+        out.data[0] = sum / double(a.numElements());
+        set(m.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](AccuracyOp a) {
+        const Tensor &logits = get(a.getLogits()), &targets = get(a.getTargets());
+        int64_t classes = logits.shape.back(), rows = targets.numElements();
+        int64_t correct = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const double *row = &logits.data[r * classes];
+          int64_t best = 0;
+          for (int64_t c = 1; c < classes; ++c)
+            if (row[c] > row[best])
+              best = c;
+          correct += best == int64_t(targets.data[r]);
+        }
+        Tensor out = like(a.getResult());
+        out.data[0] = double(correct) / double(rows);
+        set(a.getResult(), std::move(out));
+        return success();
+      })
+      // Activation gradients.
+      .Case([&](ReluGradOp) {
+        return binary(op, [](double g, double x) { return x > 0 ? g : 0.0; });
+      })
+      .Case([&](SiluGradOp) {
+        return binary(op, [](double g, double x) {
+          double s = sigmoid(x);
+          return g * s * (1.0 + x * (1.0 - s));
+        });
+      })
+      .Case([&](GeluGradOp g) {
+        if (g.getApproximate())
+          return binary(op, [](double d, double x) { return d * geluTanhGrad(x); });
+        return binary(op, [](double d, double x) { return d * geluExactGrad(x); });
+      })
+      // Data movement.
+      .Case([&](EmbeddingOp) { return execEmbedding(op, false); })
+      .Case([&](EmbeddingGradOp) { return execEmbedding(op, true); })
+      .Case([&](ReshapeOp r) {
+        Tensor out = get(r.getInput());
+        out.shape = shapeOf(r.getResult());
+        set(r.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](TransposeOp t) { return execTranspose(t); })
+      .Case([&](BroadcastOp b) { return execBroadcast(b); })
+      .Case([&](SliceOp s) {
+        return execSlice(op, int64_t(s.getAxis()), int64_t(s.getStart()),
+                         int64_t(s.getStep()), false);
+      })
+      .Case([&](SliceGradOp s) {
+        return execSlice(op, int64_t(s.getAxis()), int64_t(s.getStart()),
+                         int64_t(s.getStep()), true);
+      })
+      .Case([&](ConcatOp c) { return execConcat(c); })
+      // The optimizer.
+      .Case([&](LrScheduleOp s) { return execLrSchedule(s); })
+      .Case([&](GlobalNormOp n) {
+        double sum = 0;
+        for (Value v : n.getInputs())
+          for (double x : get(v).data)
+            sum += x * x;
+        Tensor out = like(n.getResult());
+        out.data[0] = std::sqrt(sum);
+        set(n.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](ClipCoefficientOp c) {
+        double norm = get(c.getNorm()).data[0];
+        Tensor out = like(c.getResult());
+        // As torch.nn.utils.clip_grad_norm_: the f32 coefficient, clamped.
+        double coef = double(float(c.getMaxNorm().convertToDouble()) / float(norm + 1e-6));
+        out.data[0] = std::min(coef, 1.0);
+        set(c.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](SgdUpdateOp s) { return execSgd(s); })
+      .Case([&](AdamUpdateOp a) { return execAdam(a); })
+      .Default([&](Operation *) { return fail(op, "the interpreter does not know this op"); });
+}
+
+LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb, bool batched) {
+  const Tensor &a = get(op->getOperand(0)), &b = get(op->getOperand(1));
+  Tensor out = like(op->getResult(0));
+  int64_t ar = a.rank(), br = b.rank();
+  // The matrices' dimensions as read (after the transpose flags).
+  int64_t m = ta ? a.shape[ar - 1] : a.shape[ar - 2];
+  int64_t k = ta ? a.shape[ar - 2] : a.shape[ar - 1];
+  int64_t n = tb ? b.shape[br - 2] : b.shape[br - 1];
+  int64_t aMat = a.shape[ar - 2] * a.shape[ar - 1];
+  int64_t bMat = b.shape[br - 2] * b.shape[br - 1];
+  int64_t batches = product(ArrayRef<int64_t>(a.shape).drop_back(2));
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    const double *A = &a.data[batch * aMat];
+    const double *B = batched ? &b.data[batch * bMat] : b.data.data();
+    double *C = &out.data[batch * m * n];
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        double av = ta ? A[p * m + i] : A[i * k + p];
+        if (av == 0)
+          continue;
+        for (int64_t j = 0; j < n; ++j)
+          C[i * n + j] += av * (tb ? B[j * k + p] : B[p * n + j]);
+      }
+  }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+/// kind: 0 sum, 1 mean, 2 max.
+LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes, int kind) {
+  const Tensor &x = get(op->getOperand(0));
+  // Each input axis's stride in the output (0 for reduced axes).
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t a : axes)
+    reduced[a] = true;
+  Shape kept;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    kept.push_back(reduced[i] ? 1 : x.shape[i]);
+  Tensor keptT(x.type, kept);
+  std::vector<int64_t> keptStrides = keptT.strides();
+  Tensor out = like(op->getResult(0));
+  if (kind == 2)
+    std::fill(out.data.begin(), out.data.end(), -std::numeric_limits<double>::infinity());
+  IndexCounter it(x.shape);
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, it.next()) {
+    int64_t o = 0;
+    for (int64_t i = 0; i < x.rank(); ++i)
+      if (!reduced[i])
+        o += it.index[i] * keptStrides[i];
+    if (kind == 2)
+      out.data[o] = std::max(out.data[o], x.data[flat]);
+    else
+      out.data[o] += x.data[flat];
+  }
+  if (kind == 1) {
+    double count = double(x.numElements()) / double(std::max<int64_t>(1, out.numElements()));
+    for (double &v : out.data)
+      v /= count;
+  }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
+  const Tensor &g = get(op.getGrad()), &x = get(op.getInput()), &m = get(op.getMaximum());
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t a : op.getAxes())
+    reduced[a] = true;
+  Shape kept;
+  for (int64_t i = 0; i < x.rank(); ++i)
+    kept.push_back(reduced[i] ? 1 : x.shape[i]);
+  std::vector<int64_t> keptStrides = Tensor(x.type, kept).strides();
+  auto outIndex = [&](const Shape &index) {
+    int64_t o = 0;
+    for (int64_t i = 0; i < x.rank(); ++i)
+      if (!reduced[i])
+        o += index[i] * keptStrides[i];
+    return o;
+  };
+  // Count the ties, then share each gradient among them.
+  std::vector<double> ties(m.numElements(), 0);
+  IndexCounter it(x.shape);
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, it.next())
+    if (x.data[flat] == m.data[outIndex(it.index)])
+      ties[outIndex(it.index)] += 1;
+  Tensor out = like(op.getResult());
+  IndexCounter again(x.shape);
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, again.next()) {
+    int64_t o = outIndex(again.index);
+    if (x.data[flat] == m.data[o])
+      out.data[flat] = g.data[o] / ties[o];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis, bool logarithm) {
+  const Tensor &x = get(op->getOperand(0));
+  if (axis < 0)
+    axis += x.rank();
+  int64_t outer = product(ArrayRef<int64_t>(x.shape).take_front(axis));
+  int64_t n = x.shape[axis];
+  int64_t inner = product(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
+  Tensor out = like(op->getResult(0));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t j) { return (o * n + j) * inner + in; };
+      double maxv = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        maxv = std::max(maxv, x.data[at(j)]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(x.data[at(j)] - maxv);
+      for (int64_t j = 0; j < n; ++j)
+        out.data[at(j)] = logarithm ? x.data[at(j)] - maxv - std::log(sum)
+                                    : std::exp(x.data[at(j)] - maxv) / sum;
+    }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+/// Layer and RMS normalization over the last dimension, and their gradients
+/// (operands of the gradient ops: grad, input, scale).
+LogicalResult Evaluator::execLayerNorm(Operation *op, double eps, bool rms, bool grad) {
+  const Tensor &x = get(op->getOperand(grad ? 1 : 0));
+  const Tensor &scale = get(op->getOperand(grad ? 2 : 1));
+  int64_t d = x.shape.back(), rows = x.numElements() / d;
+  Tensor y = like(op->getResult(0));
+  Tensor dscale(scale.type, scale.shape), dbias(scale.type, scale.shape);
+  const Tensor *bias = !grad && !rms ? &get(op->getOperand(2)) : nullptr;
+  const Tensor *g = grad ? &get(op->getOperand(0)) : nullptr;
+  std::vector<double> xhat(d), dxhat(d);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = &x.data[r * d];
+    double mean = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < d; ++j)
+        mean += row[j];
+      mean /= double(d);
+    }
+    double var = 0;
+    for (int64_t j = 0; j < d; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= double(d);
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < d; ++j)
+      xhat[j] = (row[j] - mean) * rstd;
+    if (!grad) {
+      for (int64_t j = 0; j < d; ++j)
+        y.data[r * d + j] = xhat[j] * scale.data[j] + (bias ? bias->data[j] : 0.0);
+      continue;
+    }
+    const double *grow = &g->data[r * d];
+    double meanDxhat = 0, meanDxhatXhat = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      dxhat[j] = grow[j] * scale.data[j];
+      meanDxhat += dxhat[j];
+      meanDxhatXhat += dxhat[j] * xhat[j];
+      dscale.data[j] += grow[j] * xhat[j];
+      dbias.data[j] += grow[j];
+    }
+    meanDxhat /= double(d);
+    meanDxhatXhat /= double(d);
+    for (int64_t j = 0; j < d; ++j)
+      y.data[r * d + j] =
+          rstd * (dxhat[j] - (rms ? 0.0 : meanDxhat) - xhat[j] * meanDxhatXhat);
+  }
+  set(op->getResult(0), std::move(y));
+  if (grad) {
+    set(op->getResult(1), std::move(dscale));
+    if (!rms)
+      set(op->getResult(2), std::move(dbias));
+  }
+  return success();
+}
+
+/// which: 0 the convolution, 1 its input gradient, 2 its weight gradient.
+LogicalResult Evaluator::execConv(Operation *op, ArrayRef<int64_t> stride,
+                                  ArrayRef<int64_t> padding, int which) {
+  // Name everything by the forward convolution: x [N,C,H,W], w [O,C,KH,KW],
+  // y [N,O,HO,WO].
+  Shape xs, ws, ys;
+  if (which == 0) {
+    xs = shapeOf(op->getOperand(0));
+    ws = shapeOf(op->getOperand(1));
+    ys = shapeOf(op->getResult(0));
+  } else if (which == 1) {
+    ys = shapeOf(op->getOperand(0));
+    ws = shapeOf(op->getOperand(1));
+    xs = shapeOf(op->getResult(0));
+  } else {
+    ys = shapeOf(op->getOperand(0));
+    xs = shapeOf(op->getOperand(1));
+    ws = shapeOf(op->getResult(0));
+  }
+  Tensor out = like(op->getResult(0));
+  const Tensor &a = get(op->getOperand(0)), &b = get(op->getOperand(1));
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t O = ws[0], KH = ws[2], KW = ws[3], HO = ys[2], WO = ys[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < HO; ++oh)
+        for (int64_t ow = 0; ow < WO; ++ow) {
+          int64_t yi = ((n * O + o) * HO + oh) * WO + ow;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              int64_t ih = oh * stride[0] - padding[0] + kh;
+              if (ih < 0 || ih >= H)
+                continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                int64_t iw = ow * stride[1] - padding[1] + kw;
+                if (iw < 0 || iw >= W)
+                  continue;
+                int64_t xi = ((n * C + c) * H + ih) * W + iw;
+                int64_t wi = ((o * C + c) * KH + kh) * KW + kw;
+                if (which == 0)
+                  out.data[yi] += a.data[xi] * b.data[wi];
+                else if (which == 1)
+                  out.data[xi] += a.data[yi] * b.data[wi];
+                else
+                  out.data[wi] += a.data[yi] * b.data[xi];
+              }
+            }
+        }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execPool(Operation *op, ArrayRef<int64_t> kernel,
+                                  ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+                                  bool isMax, bool grad) {
+  // x [N,C,H,W] pooled to y [N,C,HO,WO].
+  Shape xs = grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
+  Shape ys = grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
+  const Tensor *x = !grad || isMax ? &get(op->getOperand(grad ? 1 : 0)) : nullptr;
+  const Tensor *g = grad ? &get(op->getOperand(0)) : nullptr;
+  Tensor out = like(op->getResult(0));
+  int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], HO = ys[2], WO = ys[3];
+  double windowSize = double(kernel[0] * kernel[1]);
+  for (int64_t nc = 0; nc < NC; ++nc)
+    for (int64_t oh = 0; oh < HO; ++oh)
+      for (int64_t ow = 0; ow < WO; ++ow) {
+        int64_t yi = (nc * HO + oh) * WO + ow;
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t bestAt = -1;
+        for (int64_t kh = 0; kh < kernel[0]; ++kh) {
+          int64_t ih = oh * stride[0] - padding[0] + kh;
+          if (ih < 0 || ih >= H)
+            continue;
+          for (int64_t kw = 0; kw < kernel[1]; ++kw) {
+            int64_t iw = ow * stride[1] - padding[1] + kw;
+            if (iw < 0 || iw >= W)
+              continue;
+            int64_t xi = (nc * H + ih) * W + iw;
+            if (isMax) {
+              if (x->data[xi] > best || bestAt < 0) {
+                best = x->data[xi];
+                bestAt = xi;
+              }
+            } else if (grad) {
+              out.data[xi] += g->data[yi] / windowSize;
+            } else {
+              sum += x->data[xi];
+            }
+          }
+        }
+        if (!grad)
+          out.data[yi] = isMax ? best : sum / windowSize;
+        else if (isMax && bestAt >= 0)
+          out.data[bestAt] += g->data[yi];
+      }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execCrossEntropy(Operation *op, bool grad) {
+  const Tensor &logits = get(op->getOperand(grad ? 1 : 0));
+  const Tensor &targets = get(op->getOperand(grad ? 2 : 1));
+  int64_t classes = logits.shape.back(), rows = targets.numElements();
+  Tensor out = like(op->getResult(0));
+  double scale = grad ? get(op->getOperand(0)).data[0] / double(rows) : 0.0;
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t t = int64_t(targets.data[r]);
+    if (t < 0 || t >= classes)
+      return fail(op, "target " + std::to_string(t) + " is out of range for " +
+                          std::to_string(classes) + " classes");
+    const double *row = &logits.data[r * classes];
+    double maxv = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(row[c] - maxv);
+    double logSum = std::log(sum) + maxv;
+    if (!grad) {
+      total += logSum - row[t];
+      continue;
+    }
+    for (int64_t c = 0; c < classes; ++c)
+      out.data[r * classes + c] = (std::exp(row[c] - logSum) - (c == t ? 1.0 : 0.0)) * scale;
+  }
+  if (!grad)
+    out.data[0] = total / double(rows);
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execTranspose(TransposeOp op) {
+  const Tensor &x = get(op.getInput());
+  ArrayRef<int64_t> perm = op.getPermutation();
+  std::vector<int64_t> inStrides = x.strides();
+  Tensor out = like(op.getResult());
+  IndexCounter it(out.shape);
+  for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
+    int64_t src = 0;
+    for (size_t i = 0; i < perm.size(); ++i)
+      src += it.index[i] * inStrides[perm[i]];
+    out.data[flat] = x.data[src];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execBroadcast(BroadcastOp op) {
+  const Tensor &x = get(op.getInput());
+  Tensor out = like(op.getResult());
+  std::vector<int64_t> inStrides = x.strides();
+  int64_t lead = out.rank() - x.rank();
+  IndexCounter it(out.shape);
+  for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
+    int64_t src = 0;
+    for (int64_t i = 0; i < x.rank(); ++i)
+      if (x.shape[i] != 1)
+        src += it.index[lead + i] * inStrides[i];
+    out.data[flat] = x.data[src];
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// A slice, or (grad) a slice's gradient placed into zeros.
+LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start, int64_t step,
+                                   bool grad) {
+  const Tensor &x = get(op->getOperand(0));
+  Tensor out = like(op->getResult(0));
+  const Tensor &big = grad ? out : x;
+  const Tensor &small = grad ? x : out;
+  if (axis < 0)
+    axis += big.rank();
+  std::vector<int64_t> bigStrides = big.strides();
+  IndexCounter it(small.shape);
+  for (int64_t flat = 0; flat < small.numElements(); ++flat, it.next()) {
+    int64_t at = 0;
+    for (int64_t i = 0; i < small.rank(); ++i)
+      at += (i == axis ? start + it.index[i] * step : it.index[i]) * bigStrides[i];
+    if (grad)
+      out.data[at] = x.data[flat];
+    else
+      out.data[flat] = x.data[at];
+  }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execConcat(ConcatOp op) {
+  Tensor out = like(op.getResult());
+  int64_t axis = int64_t(op.getAxis());
+  int64_t outer = product(ArrayRef<int64_t>(out.shape).take_front(axis));
+  int64_t inner = product(ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
+  int64_t offset = 0;
+  for (Value input : op.getInputs()) {
+    const Tensor &x = get(input);
+    int64_t n = x.shape[axis];
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < n * inner; ++j)
+        out.data[(o * out.shape[axis] + offset) * inner + j] = x.data[o * n * inner + j];
+    offset += n;
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execEmbedding(Operation *op, bool grad) {
+  const Tensor &a = get(op->getOperand(0)), &indices = get(op->getOperand(1));
+  Tensor out = like(op->getResult(0));
+  const Tensor &table = grad ? out : a;
+  int64_t rows = table.shape[0], dim = table.shape[1];
+  for (int64_t i = 0; i < indices.numElements(); ++i) {
+    int64_t row = int64_t(indices.data[i]);
+    if (row < 0 || row >= rows)
+      return fail(op, "index " + std::to_string(row) + " is out of range for " +
+                          std::to_string(rows) + " rows");
+    for (int64_t j = 0; j < dim; ++j) {
+      if (grad)
+        out.data[row * dim + j] += a.data[i * dim + j];
+      else
+        out.data[i * dim + j] = a.data[row * dim + j];
+    }
+  }
+  set(op->getResult(0), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execLrSchedule(LrScheduleOp op) {
+  double step = get(op.getStep()).data[0];
+  double total = op.getSteps() > 0 ? double(op.getSteps()) : get(op.getTotalSteps()).data[0];
+  double base = op.getBaseLr().convertToDouble(), minLr = op.getMinLr().convertToDouble();
+  double warmup = double(op.getWarmup());
+  double lr = base;
+  if (warmup > 0 && step <= warmup) {
+    lr = base * step / warmup;
+  } else if (op.getKind() == "cosine") {
+    double progress = (step - warmup) / std::max(1.0, total - warmup);
+    progress = std::min(1.0, std::max(0.0, progress));
+    lr = minLr + (base - minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  Tensor out = like(op.getResult());
+  out.data[0] = lr;
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
+  const Tensor &p = get(op.getParam()), &g = get(op.getGrad()), &buf = get(op.getMomentumBuffer());
+  double lr = get(op.getLr()).data[0];
+  int64_t step = int64_t(get(op.getStep()).data[0]);
+  double momentum = op.getMomentum().convertToDouble();
+  double dampening = op.getDampening().convertToDouble();
+  double wd = op.getWeightDecay().convertToDouble();
+  Tensor newP = like(op.getNewParam()), newBuf = buf;
+  ElementType t = p.type;
+  auto r = [&](double x) { return options.exact ? x : roundTo(t, x); };
+  for (int64_t i = 0; i < p.numElements(); ++i) {
+    double d = wd != 0 ? r(g.data[i] + wd * p.data[i]) : g.data[i];
+    if (momentum != 0) {
+      double b = step <= 1 ? d : r(momentum * buf.data[i] + (1 - dampening) * d);
+      newBuf.data[i] = b;
+      d = op.getNesterov() ? r(d + momentum * b) : b;
+    }
+    newP.data[i] = p.data[i] - lr * d;
+  }
+  set(op.getNewParam(), std::move(newP));
+  set(op.getNewMomentumBuffer(), std::move(newBuf));
+  return success();
+}
+
+LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
+  const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
+  const Tensor &m = get(op.getExpAvg()), &v = get(op.getExpAvgSq());
+  // PyTorch's single-tensor Adam, step by step, each intermediate rounded to
+  // the parameter's type as its f32 arithmetic would.
+  double lr = get(op.getLr()).data[0];
+  double step = get(op.getStep()).data[0];
+  double b1 = op.getBeta1().convertToDouble(), b2 = op.getBeta2().convertToDouble();
+  double eps = op.getEps().convertToDouble(), wd = op.getWeightDecay().convertToDouble();
+  ElementType t = p.type;
+  auto r = [&](double x) { return options.exact ? x : roundTo(t, x); };
+  double biasCorrection1 = 1 - std::pow(b1, step);
+  double biasCorrection2 = 1 - std::pow(b2, step);
+  double stepSize = lr / biasCorrection1;
+  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
+  Tensor newP = like(op.getNewParam()), newM = like(op.getNewExpAvg()),
+         newV = like(op.getNewExpAvgSq());
+  for (int64_t i = 0; i < p.numElements(); ++i) {
+    double param = p.data[i], grad = g.data[i];
+    if (op.getDecoupled())
+      param = r(param * (1 - lr * wd));
+    else if (wd != 0)
+      grad = r(grad + wd * param);
+    double mi = r(m.data[i] + (grad - m.data[i]) * (1 - b1));
+    double vi = r(r(v.data[i] * b2) + (1 - b2) * grad * grad);
+    double denom = r(r(std::sqrt(vi) / biasCorrection2Sqrt) + eps);
+    newP.data[i] = param - stepSize * r(mi / denom);
+    newM.data[i] = mi;
+    newV.data[i] = vi;
+  }
+  set(op.getNewParam(), std::move(newP));
+  set(op.getNewExpAvg(), std::move(newM));
+  set(op.getNewExpAvgSq(), std::move(newV));
+  return success();
+}
+
+} // namespace
+
+FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args,
+                                                std::string &error) {
+  std::vector<Tensor> results;
+  Evaluator evaluator(options, error);
+  if (failed(evaluator.run(func, args, results)))
+    return failure();
+  return results;
+}
