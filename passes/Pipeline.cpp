@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - The mnemoc pass pipeline ----------------------------===//
 
 #include "passes/Pipeline.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -13,9 +14,15 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
   // that cancel) and CSE merges repeated constants and broadcasts.
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // The training step, from the cleaned-up forward, cleaned up in turn
+  // (gradient rules emit generic code: a broadcast of a scalar 1, ...).
+  pm.addPass(createAutodiff());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
 }
 
-void mnemo::registerMnemoPasses() {
+void mnemo::registerAllMnemoPasses() {
+  registerMnemoPasses();
   mlir::PassPipelineRegistration<>(
       "mnemo-default", "The pipeline mnemoc runs after MLIRGen",
       [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });

@@ -20,7 +20,7 @@ void buildDefaultPipeline(mlir::OpPassManager &pm);
 
 /// Registers the Mnemo passes and the `mnemo-default` pipeline with the
 /// global registry, for --pass-pipeline and mnemo-opt.
-void registerMnemoPasses();
+void registerAllMnemoPasses();
 
 } // namespace mnemo
 

@@ -15,7 +15,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
-  mnemo::registerMnemoPasses();
+  mnemo::registerAllMnemoPasses();
   mlir::DialectRegistry registry;
   registry.insert<mnemo::MnemoDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(

@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   mlir::registerTransformsPasses();
-  registerMnemoPasses();
+  registerAllMnemoPasses();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv, "mnemoc: the Mnemo compiler\n");
 

@@ -1,0 +1,342 @@
+//===- Autodiff.cpp - Reverse-mode differentiation into @train_step -------===//
+//
+// Builds @train_step and @eval_step from @forward (see Passes.td). The pass
+// is generic: every op's gradient comes from its GradientOpInterface, which
+// each op implements next to its definition (lang/MnemoGradients.cpp); the
+// pass only walks the graph backwards and sums gradients of values with
+// several uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Optimizers.h"
+#include "passes/Passes.h"
+
+#include "lang/MnemoOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mnemo {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace mnemo
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+/// The role of each @forward argument, from its `mnemo.role` attribute.
+struct ForwardSignature {
+  SmallVector<unsigned> inputs, targets, params;
+  int lossResult = -1, outputResult = -1;
+};
+
+FailureOr<ForwardSignature> readSignature(func::FuncOp forward) {
+  ForwardSignature sig;
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    auto role = forward.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+    if (!role) {
+      forward.emitError() << "argument " << i << " has no mnemo.role";
+      return failure();
+    }
+    if (role.getValue() == "input")
+      sig.inputs.push_back(i);
+    else if (role.getValue() == "target")
+      sig.targets.push_back(i);
+    else if (role.getValue() == "param")
+      sig.params.push_back(i);
+  }
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto name = forward.getResultAttrOfType<StringAttr>(i, "mnemo.name");
+    if (name && name.getValue() == "loss")
+      sig.lossResult = i;
+    if (name && name.getValue() == "output")
+      sig.outputResult = i;
+  }
+  return sig;
+}
+
+StringRef nameOf(func::FuncOp f, unsigned arg) {
+  auto name = f.getArgAttrOfType<StringAttr>(arg, "mnemo.name");
+  return name ? name.getValue() : "";
+}
+
+/// Gradients of values, summed over all their uses.
+class GradientMap {
+public:
+  explicit GradientMap(OpBuilder &b) : b(b) {}
+
+  void accumulate(Value value, Value grad, Location loc) {
+    if (!grad)
+      return;
+    Value &slot = grads[value];
+    slot = slot ? b.create<AddOp>(loc, slot.getType(), slot, grad).getResult() : grad;
+  }
+  Value lookup(Value value) const { return grads.lookup(value); }
+
+private:
+  OpBuilder &b;
+  llvm::DenseMap<Value, Value> grads;
+};
+
+/// Whether @forward's output holds class scores for a single integer
+/// target, so that an accuracy metric makes sense.
+bool isClassification(func::FuncOp forward, const ForwardSignature &sig) {
+  if (sig.outputResult < 0 || sig.targets.size() != 1)
+    return false;
+  auto out = llvm::cast<RankedTensorType>(forward.getResultTypes()[sig.outputResult]);
+  auto target = llvm::cast<RankedTensorType>(forward.getArgumentTypes()[sig.targets[0]]);
+  if (!llvm::isa<FloatType>(out.getElementType()) ||
+      !llvm::isa<IntegerType>(target.getElementType()) || out.getRank() != target.getRank() + 1)
+    return false;
+  return out.getShape().drop_back() == target.getShape();
+}
+
+struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto train = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    // Nothing to train: a model without a train section is inference-only.
+    if (!forward || !train || module.lookupSymbol("train_step"))
+      return;
+    FailureOr<ForwardSignature> sig = readSignature(forward);
+    if (failed(sig))
+      return signalPassFailure();
+    if (sig->lossResult < 0) {
+      forward.emitError() << "the train section names no loss (for example "
+                             "'loss = cross_entropy(output, label)')";
+      return signalPassFailure();
+    }
+    FailureOr<Optimizer> optimizer = Optimizer::fromSettings(train, forward.getLoc());
+    if (failed(optimizer))
+      return signalPassFailure();
+    buildEvalStep(module, forward, *sig);
+    if (failed(buildTrainStep(module, forward, *sig, *optimizer)))
+      return signalPassFailure();
+  }
+
+  /// @eval_step(inputs..., targets..., params...) -> (loss[, accuracy]).
+  void buildEvalStep(ModuleOp module, func::FuncOp forward, const ForwardSignature &sig) {
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(forward);
+    func::FuncOp eval = llvm::cast<func::FuncOp>(b.clone(*forward));
+    eval.setName("eval_step");
+    Block &body = eval.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    SmallVector<Value> results{ret.getOperand(sig.lossResult)};
+    SmallVector<Type> types{results[0].getType()};
+    SmallVector<Attribute> names{b.getStringAttr("loss")};
+    if (isClassification(forward, sig)) {
+      b.setInsertionPoint(ret);
+      Value acc = b.create<AccuracyOp>(ret.getLoc(), RankedTensorType::get({}, b.getF32Type()),
+                                       ret.getOperand(sig.outputResult),
+                                       body.getArgument(sig.targets[0]));
+      results.push_back(acc);
+      types.push_back(acc.getType());
+      names.push_back(b.getStringAttr("accuracy"));
+    }
+    b.setInsertionPoint(ret);
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    eval.setFunctionType(b.getFunctionType(eval.getArgumentTypes(), types));
+    eval.setAllResultAttrs(ArrayRef<DictionaryAttr>{});
+    for (auto [i, name] : llvm::enumerate(names))
+      eval.setResultAttr(i, "mnemo.name", name);
+  }
+
+  LogicalResult buildTrainStep(ModuleOp module, func::FuncOp forward,
+                               const ForwardSignature &sig, const Optimizer &optimizer) {
+    MLIRContext *ctx = module.getContext();
+    OpBuilder b(ctx);
+    auto i32 = RankedTensorType::get({}, b.getI32Type());
+
+    // The signature: params, then each state of each param, then the batch,
+    // then step and total_steps.
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    auto attrs = [&](StringRef role, StringRef name, Attribute init) {
+      SmallVector<NamedAttribute> entries{b.getNamedAttr("mnemo.role", b.getStringAttr(role)),
+                                         b.getNamedAttr("mnemo.name", b.getStringAttr(name))};
+      if (init)
+        entries.push_back(b.getNamedAttr("mnemo.init", init));
+      return b.getDictionaryAttr(entries);
+    };
+    for (unsigned p : sig.params) {
+      argTypes.push_back(forward.getArgumentTypes()[p]);
+      argAttrs.push_back(attrs("param", nameOf(forward, p), forward.getArgAttr(p, "mnemo.init")));
+    }
+    auto zeros = b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
+    for (unsigned p : sig.params)
+      for (const std::string &state : optimizer.stateNames()) {
+        argTypes.push_back(forward.getArgumentTypes()[p]);
+        argAttrs.push_back(
+            attrs("opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
+      }
+    unsigned batchStart = argTypes.size();
+    for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
+      for (unsigned i : group) {
+        argTypes.push_back(forward.getArgumentTypes()[i]);
+        argAttrs.push_back(forward.getArgAttrDict(i));
+      }
+    argTypes.push_back(i32);
+    argAttrs.push_back(attrs("step", "step", {}));
+    argTypes.push_back(i32);
+    argAttrs.push_back(attrs("total_steps", "total_steps", {}));
+
+    b.setInsertionPointToEnd(module.getBody());
+    auto trainStep = b.create<func::FuncOp>(forward.getLoc(), "train_step",
+                                            b.getFunctionType(argTypes, {}));
+    Block *body = trainStep.addEntryBlock();
+    for (auto [i, attr] : llvm::enumerate(argAttrs))
+      trainStep.setArgAttrs(i, attr);
+
+    // The forward, with its arguments mapped to the new ones.
+    IRMapping map;
+    Block &fwdBody = forward.getBody().front();
+    for (auto [k, p] : llvm::enumerate(sig.params)) {
+      map.map(fwdBody.getArgument(p), body->getArgument(k));
+      body->getArgument(k).setLoc(fwdBody.getArgument(p).getLoc());
+    }
+    unsigned next = batchStart;
+    for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
+      for (unsigned i : group) {
+        map.map(fwdBody.getArgument(i), body->getArgument(next));
+        body->getArgument(next++).setLoc(fwdBody.getArgument(i).getLoc());
+      }
+    b.setInsertionPointToEnd(body);
+    SmallVector<Operation *> forwardOps;
+    func::ReturnOp fwdReturn;
+    for (Operation &op : fwdBody) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        fwdReturn = ret;
+        continue;
+      }
+      forwardOps.push_back(b.clone(op, map));
+    }
+    Value loss = map.lookup(fwdReturn.getOperand(sig.lossResult));
+
+    // The backward: seed d(loss)/d(loss) = 1, then each op's rule, in
+    // reverse program order.
+    GradientMap grads(b);
+    auto lossType = llvm::cast<RankedTensorType>(loss.getType());
+    grads.accumulate(loss,
+                     b.create<ConstantOp>(loss.getLoc(),
+                                          DenseElementsAttr::get(
+                                              lossType, b.getFloatAttr(lossType.getElementType(), 1.0))),
+                     loss.getLoc());
+    for (Operation *op : llvm::reverse(forwardOps)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value result : op->getResults()) {
+        resultGrads.push_back(grads.lookup(result));
+        any |= bool(resultGrads.back());
+      }
+      if (!any)
+        continue;
+      auto rule = llvm::dyn_cast<GradientOpInterface>(op);
+      if (!rule) {
+        if (op->hasTrait<NoGradient>())
+          continue;
+        return op->emitError("has no gradient rule");
+      }
+      b.setInsertionPointToEnd(body);
+      SmallVector<Value> operandGrads = rule.buildGradient(b, resultGrads);
+      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+        grads.accumulate(operand, grad, op->getLoc());
+    }
+
+    // Gradients of the parameters; a parameter that never reaches the loss
+    // keeps its value and state.
+    b.setInsertionPointToEnd(body);
+    Location loc = forward.getLoc();
+    unsigned numParams = sig.params.size(), numStates = optimizer.stateNames().size();
+    SmallVector<Value> paramGrads;
+    for (unsigned k = 0; k < numParams; ++k) {
+      Value g = grads.lookup(body->getArgument(k));
+      if (!g)
+        emitWarning(fwdBody.getArgument(sig.params[k]).getLoc())
+            << "parameter '" << nameOf(forward, sig.params[k])
+            << "' does not reach the loss; it is not trained";
+      paramGrads.push_back(g);
+    }
+    SmallVector<Value> present;
+    for (Value g : paramGrads)
+      if (g)
+        present.push_back(g);
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    Value gradNorm = present.empty()
+                         ? b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f)).getResult()
+                         : b.create<GlobalNormOp>(loc, f32, present).getResult();
+    if (optimizer.clipNorm && !present.empty()) {
+      Value coefficient = b.create<ClipCoefficientOp>(loc, f32, gradNorm,
+                                                      b.getF64FloatAttr(*optimizer.clipNorm));
+      for (Value &g : paramGrads) {
+        if (!g)
+          continue;
+        auto type = llvm::cast<RankedTensorType>(g.getType());
+        Value c = coefficient;
+        if (type.getElementType() != f32.getElementType())
+          c = b.create<CastOp>(loc, RankedTensorType::get({}, type.getElementType()), c);
+        g = b.create<MulOp>(loc, type, g, b.create<BroadcastOp>(loc, type, c));
+      }
+    }
+    Value step = body->getArgument(argTypes.size() - 2);
+    Value totalSteps = body->getArgument(argTypes.size() - 1);
+    Value lr = optimizer.learningRate(b, loc, step, totalSteps);
+
+    SmallVector<Value> newParams(numParams), newStates(numParams * numStates);
+    for (unsigned k = 0; k < numParams; ++k) {
+      Value param = body->getArgument(k);
+      ValueRange state = body->getArguments().slice(numParams + k * numStates, numStates);
+      if (!paramGrads[k]) {
+        newParams[k] = param;
+        for (unsigned s = 0; s < numStates; ++s)
+          newStates[k * numStates + s] = state[s];
+        continue;
+      }
+      Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
+      SmallVector<Value> updated =
+          optimizer.update(b, paramLoc, param, paramGrads[k], state, lr, step);
+      newParams[k] = updated[0];
+      for (unsigned s = 0; s < numStates; ++s)
+        newStates[k * numStates + s] = updated[1 + s];
+    }
+
+    // (loss, new params..., new state..., lr, grad_norm); updated tensors
+    // may be written into the buffers of the arguments they replace.
+    SmallVector<Value> results{loss};
+    SmallVector<DictionaryAttr> resultAttrs{
+        b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("loss"))})};
+    auto updatedAttr = [&](unsigned argIndex) {
+      return b.getDictionaryAttr(
+          {b.getNamedAttr("mnemo.name", trainStep.getArgAttr(argIndex, "mnemo.name")),
+           b.getNamedAttr("mnemo.reuses_arg", b.getI64IntegerAttr(argIndex))});
+    };
+    for (unsigned k = 0; k < numParams; ++k) {
+      results.push_back(newParams[k]);
+      resultAttrs.push_back(updatedAttr(k));
+    }
+    for (unsigned s = 0; s < newStates.size(); ++s) {
+      results.push_back(newStates[s]);
+      resultAttrs.push_back(updatedAttr(numParams + s));
+    }
+    results.push_back(lr);
+    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("lr"))}));
+    results.push_back(gradNorm);
+    resultAttrs.push_back(
+        b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("grad_norm"))}));
+    b.create<func::ReturnOp>(loc, results);
+    SmallVector<Type> resultTypes;
+    for (Value v : results)
+      resultTypes.push_back(v.getType());
+    trainStep.setFunctionType(b.getFunctionType(argTypes, resultTypes));
+    trainStep.setAllResultAttrs(resultAttrs);
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,96 @@
+//===- Optimizers.cpp - Optimizers and schedules as mnemo IR --------------===//
+
+#include "passes/Optimizers.h"
+#include "lang/MnemoOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mnemo;
+
+static double number(DictionaryAttr dict, StringRef key, double fallback) {
+  if (!dict)
+    return fallback;
+  Attribute a = dict.get(key);
+  if (auto f = llvm::dyn_cast_or_null<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto i = llvm::dyn_cast_or_null<IntegerAttr>(a))
+    return double(i.getInt());
+  return fallback;
+}
+
+FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train, Location loc) {
+  Optimizer opt;
+  opt.settings = train ? train.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
+  if (!opt.settings) {
+    emitError(loc) << "the train section names no optimizer (for example "
+                      "'optimizer = adamw(lr = 1e-3)')";
+    return failure();
+  }
+  opt.kind = opt.settings.getAs<StringAttr>("kind").getValue().str();
+  opt.schedule = train.getAs<DictionaryAttr>("schedule");
+  if (auto clip = train.getAs<FloatAttr>("clip_grad_norm"))
+    opt.clipNorm = clip.getValueAsDouble();
+  if (opt.kind == "adam" || opt.kind == "adamw")
+    opt.state = {"exp_avg", "exp_avg_sq"};
+  else if (opt.kind == "sgd" && number(opt.settings, "momentum", 0) != 0)
+    opt.state = {"momentum_buffer"};
+  else if (opt.kind != "sgd") {
+    emitError(loc) << "optimizer '" << opt.kind
+                   << "' is not supported yet (supported: sgd, adam, adamw)";
+    return failure();
+  }
+  return opt;
+}
+
+Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step, Value totalSteps) const {
+  StringRef scheduleKind = "constant";
+  if (schedule)
+    scheduleKind = schedule.getAs<StringAttr>("kind").getValue();
+  // linear_warmup is a constant schedule with a warm-up.
+  StringRef kindAttr = scheduleKind == "cosine" ? "cosine" : "constant";
+  auto f32 = RankedTensorType::get({}, b.getF32Type());
+  return b.create<LrScheduleOp>(
+      loc, f32, step, totalSteps, b.getStringAttr(kindAttr),
+      b.getF64FloatAttr(number(settings, "lr", 1e-3)),
+      b.getI64IntegerAttr(int64_t(number(schedule, "warmup", 0))),
+      b.getI64IntegerAttr(int64_t(number(schedule, "steps", 0))),
+      b.getF64FloatAttr(number(schedule, "min_lr", 0)));
+}
+
+SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param, Value grad,
+                                     ValueRange stateValues, Value lr, Value step) const {
+  double weightDecay = number(settings, "weight_decay", 0);
+  if (kind == "adam" || kind == "adamw") {
+    auto betas = settings.getAs<ArrayAttr>("betas");
+    double beta1 = llvm::cast<FloatAttr>(betas[0]).getValueAsDouble();
+    double beta2 = llvm::cast<FloatAttr>(betas[1]).getValueAsDouble();
+    auto op = b.create<AdamUpdateOp>(
+        loc, param.getType(), param.getType(), param.getType(), param, grad, stateValues[0],
+        stateValues[1], lr, step, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
+        b.getF64FloatAttr(number(settings, "eps", 1e-8)), b.getF64FloatAttr(weightDecay),
+        b.getBoolAttr(kind == "adamw"));
+    return {op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()};
+  }
+  double momentum = number(settings, "momentum", 0);
+  if (momentum != 0) {
+    auto nesterov = settings.getAs<BoolAttr>("nesterov");
+    auto op = b.create<SgdUpdateOp>(
+        loc, param.getType(), param.getType(), param, grad, stateValues[0], lr, step,
+        b.getF64FloatAttr(momentum), b.getF64FloatAttr(number(settings, "dampening", 0)),
+        b.getF64FloatAttr(weightDecay), b.getBoolAttr(nesterov && nesterov.getValue()));
+    return {op.getNewParam(), op.getNewMomentumBuffer()};
+  }
+  // Plain SGD: param - lr * (grad + weight_decay * param), as elementwise ops.
+  auto type = llvm::cast<RankedTensorType>(param.getType());
+  Value direction = grad;
+  if (weightDecay != 0) {
+    Value wd = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), weightDecay)));
+    direction = b.create<AddOp>(loc, type, grad, b.create<MulOp>(loc, type, param, wd));
+  }
+  Value lrSpread = b.create<BroadcastOp>(loc, type, lr);
+  Value delta = b.create<MulOp>(loc, type, lrSpread, direction);
+  return {b.create<SubOp>(loc, type, param, delta).getResult()};
+}

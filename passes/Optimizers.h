@@ -1,0 +1,53 @@
+//===- Optimizers.h - Optimizers and schedules as mnemo IR ------*- C++ -*-===//
+//
+// What the `optimizer`, `schedule` and `clip_grad_norm` settings of the train
+// section become in @train_step: per-parameter state, a learning-rate op and
+// one update op per parameter, all in IR so the memory planner sees them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_PASSES_OPTIMIZERS_H
+#define MNEMO_PASSES_OPTIMIZERS_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mnemo {
+
+class Optimizer {
+public:
+  /// Reads the `mnemo.train` settings; emits an error at `loc` and fails
+  /// when they name no optimizer.
+  static mlir::FailureOr<Optimizer> fromSettings(mlir::DictionaryAttr train,
+                                                 mlir::Location loc);
+
+  /// The state each parameter carries between steps, by name (exp_avg and
+  /// exp_avg_sq for Adam; momentum_buffer for SGD with momentum).
+  const std::vector<std::string> &stateNames() const { return state; }
+
+  /// The learning rate at `step` (an i32 scalar, from 1) of `totalSteps`.
+  mlir::Value learningRate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value step,
+                           mlir::Value totalSteps) const;
+
+  /// One update: returns the new parameter followed by its new state.
+  llvm::SmallVector<mlir::Value> update(mlir::OpBuilder &b, mlir::Location loc,
+                                        mlir::Value param, mlir::Value grad,
+                                        mlir::ValueRange state, mlir::Value lr,
+                                        mlir::Value step) const;
+
+  /// The maximum global gradient norm, when the gradients are clipped.
+  std::optional<double> clipNorm;
+
+private:
+  std::string kind; // sgd, adam, adamw, adamw8bit
+  mlir::DictionaryAttr settings, schedule;
+  std::vector<std::string> state;
+};
+
+} // namespace mnemo
+
+#endif // MNEMO_PASSES_OPTIMIZERS_H

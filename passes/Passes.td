@@ -1,0 +1,43 @@
+//===- Passes.td - Mnemo passes ----------------------------*- tablegen -*-===//
+
+#ifndef MNEMO_PASSES_TD
+#define MNEMO_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
+  let summary = "Builds @train_step and @eval_step from @forward";
+  let description = [{
+    Reverse-mode differentiation of `@forward`'s loss, followed by the
+    optimizer the `mnemo.train` module attribute names, all as mnemo IR so
+    that later passes plan the memory of the whole step.
+
+    `@train_step(params..., optimizer state..., inputs..., targets..., step,
+    total_steps) -> (loss, new params..., new state..., lr, grad_norm)`
+    runs the forward, the backward (each op's gradient comes from its
+    GradientOpInterface), optional clipping by global norm, the learning-rate
+    schedule and one optimizer update per parameter. A result marked
+    `mnemo.reuses_arg = i` may be written into argument `i`'s buffer.
+
+    `@eval_step(inputs..., targets..., params...) -> (loss[, accuracy])` is
+    the forward with its metrics; accuracy is there when the output holds
+    class scores for an integer target.
+
+    Before:
+    ```mlir
+    func.func @forward(%x: tensor<4x8xf32> {mnemo.role = "input"}, ...,
+                       %w: tensor<3x8xf32> {mnemo.role = "param"}) -> (tensor<f32>, ...)
+    ```
+    After, in addition:
+    ```mlir
+    func.func @train_step(%w: tensor<3x8xf32>, %w_m: tensor<3x8xf32>, %w_v: tensor<3x8xf32>,
+                          %x: tensor<4x8xf32>, ..., %step: tensor<i32>, %total: tensor<i32>)
+    func.func @eval_step(%x: tensor<4x8xf32>, ..., %w: tensor<3x8xf32>)
+    ```
+    A parameter that does not reach the loss gets a warning at its
+    declaration and is left unchanged.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
+#endif // MNEMO_PASSES_TD
