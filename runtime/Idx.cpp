@@ -1,0 +1,62 @@
+//===- Idx.cpp - IDX files (MNIST, Fashion-MNIST) -------------------------===//
+
+#include "runtime/Idx.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+
+using namespace mnemo::runtime;
+
+bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array, std::string &error,
+                             int64_t maxItems) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) {
+    error = "cannot open '" + path + "': " + std::strerror(errno ? errno : ENOENT);
+    return false;
+  }
+  auto fail = [&](const std::string &why) {
+    error = "'" + path + "' is not a valid IDX file: " + why;
+    gzclose(f);
+    return false;
+  };
+  uint8_t magic[4];
+  if (gzread(f, magic, 4) != 4)
+    return fail("it is shorter than its 4-byte magic number");
+  if (magic[0] != 0 || magic[1] != 0)
+    return fail("the magic number does not start with two zero bytes");
+  if (magic[2] != 0x08)
+    return fail("only unsigned-byte data (type 0x08) is supported");
+  int rank = magic[3];
+  if (rank < 1 || rank > 4)
+    return fail("the rank " + std::to_string(rank) + " is not between 1 and 4");
+  array.shape.clear();
+  int64_t count = 1;
+  for (int i = 0; i < rank; ++i) {
+    uint8_t b[4];
+    if (gzread(f, b, 4) != 4)
+      return fail("the dimensions are truncated");
+    int64_t d = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
+    if (d <= 0 || d > (int64_t(1) << 30))
+      return fail("dimension " + std::to_string(i) + " is " + std::to_string(d));
+    if (i == 0 && maxItems > 0 && d > maxItems)
+      d = maxItems;
+    array.shape.push_back(d);
+    count *= d;
+    if (count > (int64_t(1) << 34))
+      return fail("it is too large");
+  }
+  array.data.resize(count);
+  int64_t done = 0;
+  while (done < count) {
+    unsigned chunk = unsigned(std::min<int64_t>(count - done, 1 << 30));
+    int n = gzread(f, array.data.data() + done, chunk);
+    if (n <= 0)
+      return fail("the data is truncated (" + std::to_string(done) + " of " +
+                  std::to_string(count) + " bytes)");
+    done += n;
+  }
+  gzclose(f);
+  return true;
+}

@@ -1,0 +1,199 @@
+//===- Safetensors.cpp - Reading and writing .safetensors files -----------===//
+
+#include "runtime/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace mnemo::runtime;
+using json = nlohmann::json;
+
+int64_t mnemo::runtime::dtypeSize(const std::string &dtype) {
+  static const std::map<std::string, int64_t> sizes = {
+      {"F64", 8}, {"I64", 8}, {"F32", 4}, {"I32", 4}, {"F16", 2},
+      {"BF16", 2}, {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+StoredTensor StoredTensor::f32(std::string name, std::vector<int64_t> shape,
+                               const std::vector<float> &values) {
+  StoredTensor t{std::move(name), "F32", std::move(shape), {}};
+  t.bytes.resize(values.size() * 4);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+StoredTensor StoredTensor::i32(std::string name, std::vector<int64_t> shape,
+                               const std::vector<int32_t> &values) {
+  StoredTensor t{std::move(name), "I32", std::move(shape), {}};
+  t.bytes.resize(values.size() * 4);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+std::vector<float> StoredTensor::asF32() const {
+  if (dtype != "F32")
+    return {};
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+std::vector<int32_t> StoredTensor::asI32() const {
+  if (dtype != "I32")
+    return {};
+  std::vector<int32_t> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+const StoredTensor *SafetensorsFile::find(const std::string &name) const {
+  for (const StoredTensor &t : tensors)
+    if (t.name == name)
+      return &t;
+  return nullptr;
+}
+
+static bool writeAll(int fd, const void *data, size_t size) {
+  const char *p = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+bool mnemo::runtime::writeSafetensors(const std::string &path, const SafetensorsFile &file,
+                                      std::string &error) {
+  json header = json::object();
+  if (!file.metadata.empty())
+    header["__metadata__"] = file.metadata;
+  uint64_t offset = 0;
+  for (const StoredTensor &t : file.tensors) {
+    int64_t count = 1;
+    for (int64_t d : t.shape)
+      count *= d;
+    if (uint64_t(count * dtypeSize(t.dtype)) != t.bytes.size()) {
+      error = "tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
+              " bytes, which does not match its shape and dtype";
+      return false;
+    }
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  // Pad the header with spaces to a multiple of 8 bytes, as the reference
+  // implementation does, so the data is aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t headerSize = text.size();
+  uint8_t sizeBytes[8];
+  for (int i = 0; i < 8; ++i)
+    sizeBytes[i] = uint8_t(headerSize >> (8 * i));
+
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot create '" + tmp + "': " + std::strerror(errno);
+    return false;
+  }
+  bool ok = writeAll(fd, sizeBytes, 8) && writeAll(fd, text.data(), text.size());
+  for (const StoredTensor &t : file.tensors)
+    ok = ok && writeAll(fd, t.bytes.data(), t.bytes.size());
+  ok = ok && ::fsync(fd) == 0;
+  int saved = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write '" + path + "': " + std::strerror(ok ? errno : saved);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool mnemo::runtime::readSafetensors(const std::string &path, SafetensorsFile &file,
+                                     std::string &error) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  auto fail = [&](const std::string &why) {
+    error = "'" + path + "' is not a valid safetensors file: " + why;
+    std::fclose(f);
+    return false;
+  };
+  std::fseek(f, 0, SEEK_END);
+  long fileSize = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  uint8_t sizeBytes[8];
+  if (fileSize < 8 || std::fread(sizeBytes, 1, 8, f) != 8)
+    return fail("it is shorter than its 8-byte header size");
+  uint64_t headerSize = 0;
+  for (int i = 0; i < 8; ++i)
+    headerSize |= uint64_t(sizeBytes[i]) << (8 * i);
+  if (headerSize > uint64_t(fileSize) - 8 || headerSize > (100u << 20))
+    return fail("the header size " + std::to_string(headerSize) + " exceeds the file");
+  std::string text(headerSize, '\0');
+  if (std::fread(text.data(), 1, headerSize, f) != headerSize)
+    return fail("the header is truncated");
+  json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object())
+    return fail("the header is not a JSON object");
+  uint64_t dataSize = uint64_t(fileSize) - 8 - headerSize;
+  file = SafetensorsFile();
+  for (auto &[name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        return fail("__metadata__ is not an object");
+      for (auto &[key, value] : entry.items())
+        if (value.is_string())
+          file.metadata[key] = value.get<std::string>();
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
+        !entry.contains("shape") || !entry["shape"].is_array() ||
+        !entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2)
+      return fail("the entry for '" + name + "' lacks dtype, shape or data_offsets");
+    StoredTensor t;
+    t.name = name;
+    t.dtype = entry["dtype"].get<std::string>();
+    if (dtypeSize(t.dtype) == 0)
+      return fail("tensor '" + name + "' has the unknown dtype " + t.dtype);
+    uint64_t count = 1;
+    for (const json &d : entry["shape"]) {
+      if (!d.is_number_unsigned())
+        return fail("tensor '" + name + "' has a bad shape");
+      t.shape.push_back(d.get<int64_t>());
+      if (d.get<uint64_t>() != 0 && count > (uint64_t(1) << 48) / d.get<uint64_t>())
+        return fail("tensor '" + name + "' is too large");
+      count *= d.get<uint64_t>();
+    }
+    const json &offsets = entry["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      return fail("tensor '" + name + "' has bad data offsets");
+    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end || end > dataSize || end - begin != count * uint64_t(dtypeSize(t.dtype)))
+      return fail("tensor '" + name + "' has data offsets outside the file or not matching "
+                  "its shape");
+    t.bytes.resize(end - begin);
+    if (std::fseek(f, long(8 + headerSize + begin), SEEK_SET) != 0 ||
+        std::fread(t.bytes.data(), 1, t.bytes.size(), f) != t.bytes.size())
+      return fail("tensor '" + name + "' is truncated");
+    file.tensors.push_back(std::move(t));
+  }
+  std::fclose(f);
+  return true;
+}

@@ -1,0 +1,462 @@
+//===- mnemo-interp.cpp - Train a model with the reference interpreter ----===//
+//
+// Compiles a model file, initializes its parameters, and runs @train_step
+// (and @eval_step) in the reference interpreter: on Fashion-MNIST (--data)
+// or on random batches. It is the oracle's front door: the PyTorch
+// comparison (test/reference/) and the differential tests of passes use it.
+//
+//   mnemo-interp examples/mlp.mn --data /usr/share/datasets/fashion-mnist \
+//       --limit 2000 --epochs 3 --eval
+//   mnemo-interp examples/gpt.mn --steps 5 --dump out/
+//
+// --dump writes what PyTorch needs to replay the run: init.safetensors,
+// batches.safetensors, final.safetensors (parameters after the last step),
+// losses.safetensors, and config.json (the model's settings).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Diagnostics.h"
+#include "frontend/MLIRGen.h"
+#include "frontend/Program.h"
+#include "frontend/Sema.h"
+#include "lang/MnemoOps.h"
+#include "lang/interpreter/Interpreter.h"
+#include "passes/Pipeline.h"
+#include "runtime/Idx.h"
+#include "runtime/Init.h"
+#include "runtime/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+using namespace mnemo;
+namespace cl = llvm::cl;
+
+namespace {
+cl::OptionCategory category("mnemo-interp options");
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"), cl::Required,
+                               cl::cat(category));
+cl::list<std::string> defines("D", cl::Prefix, cl::desc("Override a hyper-parameter"),
+                              cl::value_desc("name=value"), cl::cat(category));
+cl::list<std::string> importPaths("I", cl::Prefix, cl::desc("Search this folder for imports"),
+                                  cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> modelName("model", cl::desc("The model, when the file has several"),
+                               cl::cat(category));
+cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 5)"), cl::init(5),
+                       cl::cat(category));
+cl::opt<int64_t> epochs("epochs", cl::desc("With --data: passes over the data (overrides --steps)"),
+                        cl::init(0), cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed for initialization, batches and shuffling"),
+                       cl::init(0), cl::cat(category));
+cl::opt<std::string> dataDir("data", cl::desc("Train on Fashion-MNIST IDX files from this folder"),
+                             cl::value_desc("dir"), cl::cat(category));
+cl::opt<int64_t> limit("limit", cl::desc("Use only the first N training (and test) examples"),
+                       cl::init(0), cl::cat(category));
+cl::opt<bool> evaluate("eval", cl::desc("Report test loss and accuracy after training"),
+                       cl::cat(category));
+cl::opt<std::string> dumpDir("dump", cl::desc("Write init/batches/final/losses safetensors here"),
+                             cl::value_desc("dir"), cl::cat(category));
+cl::opt<bool> exact("exact", cl::desc("Compute in double without rounding to f32"),
+                    cl::cat(category));
+} // namespace
+
+namespace {
+
+/// How a train_step argument is fed.
+struct StepArgument {
+  std::string role, name;
+  ElementType type;
+  std::vector<int64_t> shape;
+  DictionaryAttr init;
+};
+
+std::vector<StepArgument> describeArguments(func::FuncOp f) {
+  std::vector<StepArgument> args;
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto type = llvm::cast<RankedTensorType>(f.getArgumentTypes()[i]);
+    StepArgument a;
+    a.role = f.getArgAttrOfType<StringAttr>(i, "mnemo.role").getValue().str();
+    a.name = f.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue().str();
+    a.type = elementTypeOf(type);
+    a.shape.assign(type.getShape().begin(), type.getShape().end());
+    a.init = f.getArgAttrOfType<DictionaryAttr>(i, "mnemo.init");
+    args.push_back(a);
+  }
+  return args;
+}
+
+runtime::InitSpec initSpecOf(DictionaryAttr init) {
+  runtime::InitSpec spec;
+  for (NamedAttribute entry : init) {
+    if (auto s = llvm::dyn_cast<StringAttr>(entry.getValue())) {
+      if (entry.getName() == "kind")
+        spec.kind = s.getValue().str();
+      else
+        spec.symbols[entry.getName().str()] = s.getValue().str();
+    } else if (auto f = llvm::dyn_cast<FloatAttr>(entry.getValue())) {
+      spec.numbers[entry.getName().str()] = f.getValueAsDouble();
+    } else if (auto i = llvm::dyn_cast<IntegerAttr>(entry.getValue())) {
+      spec.numbers[entry.getName().str()] = double(i.getInt());
+    }
+  }
+  return spec;
+}
+
+Tensor fromFloats(const StepArgument &a, const std::vector<float> &values) {
+  Tensor t(a.type, a.shape);
+  for (size_t i = 0; i < values.size(); ++i)
+    t.data[i] = values[i];
+  return t;
+}
+
+runtime::StoredTensor store(const std::string &name, const Tensor &t) {
+  if (isFloat(t.type)) {
+    std::vector<float> values(t.data.begin(), t.data.end());
+    return runtime::StoredTensor::f32(name, t.shape, values);
+  }
+  std::vector<int32_t> values(t.data.begin(), t.data.end());
+  return runtime::StoredTensor::i32(name, t.shape, values);
+}
+
+/// The range of values an integer input may take: the rows of the table it
+/// indexes, or the classes of the loss it is the target of.
+int64_t integerRange(func::FuncOp forward, const std::string &name) {
+  mlir::Block &body = forward.getBody().front();
+  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+    if (forward.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue() != name)
+      continue;
+    for (Operation *user : body.getArgument(i).getUsers()) {
+      if (auto e = llvm::dyn_cast<EmbeddingOp>(user))
+        return e.getTable().getType().getDimSize(0);
+      if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
+        return ce.getLogits().getType().getShape().back();
+    }
+  }
+  return 2;
+}
+
+llvm::json::Value toJson(Attribute attr) {
+  if (auto d = llvm::dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object o;
+    for (NamedAttribute e : d)
+      o[e.getName().str()] = toJson(e.getValue());
+    return o;
+  }
+  if (auto a = llvm::dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array arr;
+    for (Attribute e : a)
+      arr.push_back(toJson(e));
+    return arr;
+  }
+  if (auto f = llvm::dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto s = llvm::dyn_cast<StringAttr>(attr))
+    return s.getValue().str();
+  return nullptr;
+}
+
+/// Fashion-MNIST as batches for the model's one image input and one label.
+struct Dataset {
+  runtime::IdxArray images, labels;
+  int64_t count() const { return labels.shape.empty() ? 0 : labels.shape[0]; }
+};
+
+bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
+  auto find = [&](const std::string &stem) {
+    for (const char *suffix : {".gz", ""}) {
+      std::string path = dataDir + "/" + prefix + "-" + stem + suffix;
+      if (llvm::sys::fs::exists(path))
+        return path;
+    }
+    return dataDir + "/" + prefix + "-" + stem + ".gz";
+  };
+  if (!runtime::readIdx(find("images-idx3-ubyte"), d.images, error, limit) ||
+      !runtime::readIdx(find("labels-idx1-ubyte"), d.labels, error, limit))
+    return false;
+  if (d.images.shape.size() != 3 || d.images.shape[0] != d.labels.shape[0]) {
+    error = "the images and labels in '" + dataDir + "' do not match";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "mnemo-interp: train a model with the reference interpreter\n");
+
+  llvm::SourceMgr sourceMgr;
+  Diagnostics diags(sourceMgr, llvm::errs());
+  ElaborateOptions options;
+  options.modelName = modelName;
+  for (const std::string &define : defines) {
+    auto [name, value] = llvm::StringRef(define).split('=');
+    options.overrides.emplace_back(name.trim().str(), value.trim().str());
+  }
+  std::vector<std::string> paths(importPaths.begin(), importPaths.end());
+  paths.push_back(MNEMO_DEFAULT_STDLIB);
+  std::unique_ptr<Program> program = loadProgramFile(inputFile, paths, diags);
+  if (!program || diags.hadError())
+    return 1;
+  std::optional<Graph> graph = elaborate(*program, options, diags);
+  if (!graph || diags.hadError())
+    return 1;
+
+  MLIRContext context;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = mlirGen(context, *graph);
+  if (!module)
+    return 2;
+  PassManager pm(&context);
+  buildDefaultPipeline(pm);
+  if (failed(pm.run(*module)))
+    return 1;
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
+  auto trainStep = module->lookupSymbol<func::FuncOp>("train_step");
+  auto evalStep = module->lookupSymbol<func::FuncOp>("eval_step");
+  if (!trainStep) {
+    llvm::errs() << "mnemo-interp: error: '" << inputFile
+                 << "' has no train section, so there is nothing to train\n";
+    return 1;
+  }
+
+  std::vector<StepArgument> args = describeArguments(trainStep);
+  std::vector<Tensor> values(args.size());
+  runtime::SafetensorsFile initFile;
+  // Parameters and optimizer state, initialized by name.
+  for (size_t i = 0; i < args.size(); ++i) {
+    const StepArgument &a = args[i];
+    if (a.role != "param" && a.role != "opt_state")
+      continue;
+    std::vector<float> data;
+    std::string error;
+    runtime::Rng rng = runtime::rngFor(seed, a.name);
+    if (!runtime::initialize(initSpecOf(a.init), a.shape, rng, data, error)) {
+      llvm::errs() << "mnemo-interp: error: " << a.name << ": " << error << "\n";
+      return 1;
+    }
+    values[i] = fromFloats(a, data);
+    if (a.role == "param")
+      initFile.tensors.push_back(store(a.name, values[i]));
+  }
+
+  // Batches: Fashion-MNIST, or random data of the right shapes and ranges.
+  std::vector<size_t> batchArgs;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].role == "input" || args[i].role == "target")
+      batchArgs.push_back(i);
+  Dataset train, test;
+  std::vector<int64_t> order;
+  int64_t batchSize = args[batchArgs.front()].shape[0];
+  int64_t totalSteps = steps;
+  if (!dataDir.empty()) {
+    std::string error;
+    if (!loadSplit("train", train, error) || (evaluate && !loadSplit("t10k", test, error))) {
+      llvm::errs() << "mnemo-interp: error: " << error << "\n";
+      return 1;
+    }
+    if (batchArgs.size() != 2) {
+      llvm::errs() << "mnemo-interp: error: --data needs a model with one input and one target\n";
+      return 1;
+    }
+    int64_t perEpoch = train.count() / batchSize;
+    if (perEpoch == 0) {
+      llvm::errs() << "mnemo-interp: error: " << train.count()
+                   << " examples do not fill one batch of " << batchSize << "\n";
+      return 1;
+    }
+    if (epochs > 0)
+      totalSteps = perEpoch * epochs;
+  }
+  auto fillBatch = [&](Dataset &d, const std::vector<int64_t> &indices, int64_t first,
+                       std::vector<Tensor> &out) {
+    Tensor image(args[batchArgs[0]].type, args[batchArgs[0]].shape);
+    Tensor label(args[batchArgs[1]].type, args[batchArgs[1]].shape);
+    int64_t pixels = d.images.shape[1] * d.images.shape[2];
+    for (int64_t b = 0; b < batchSize; ++b) {
+      int64_t n = indices[first + b];
+      for (int64_t p = 0; p < pixels; ++p)
+        image.data[b * pixels + p] = d.images.data[n * pixels + p] / 255.0;
+      label.data[b] = d.labels.data[n];
+    }
+    out = {image, label};
+  };
+  auto randomBatch = [&](int64_t step, std::vector<Tensor> &out) {
+    out.clear();
+    for (size_t i : batchArgs) {
+      const StepArgument &a = args[i];
+      runtime::Rng rng = runtime::rngFor(seed + uint64_t(step) * 7919, a.name);
+      Tensor t(a.type, a.shape);
+      int64_t range = isFloat(a.type) ? 0 : integerRange(forward, a.name);
+      for (double &x : t.data)
+        x = isFloat(a.type) ? roundTo(a.type, rng.normal())
+                            : double(int64_t(rng.uniform() * double(range)));
+      out.push_back(t);
+    }
+  };
+
+  Interpreter interpreter;
+  interpreter.options.exact = exact;
+  runtime::SafetensorsFile batchesFile, lossesFile;
+  std::vector<float> losses;
+  double epochLoss = 0;
+  int64_t epochSteps = 0;
+  runtime::Rng shuffler(seed ^ 0x5eed);
+  for (int64_t step = 1; step <= totalSteps; ++step) {
+    std::vector<Tensor> batch;
+    if (!dataDir.empty()) {
+      int64_t perEpoch = train.count() / batchSize;
+      int64_t within = (step - 1) % perEpoch;
+      if (within == 0) {
+        order.resize(train.count());
+        std::iota(order.begin(), order.end(), 0);
+        for (int64_t i = int64_t(order.size()) - 1; i > 0; --i)
+          std::swap(order[i], order[int64_t(shuffler.uniform() * double(i + 1))]);
+      }
+      fillBatch(train, order, within * batchSize, batch);
+    } else {
+      randomBatch(step, batch);
+    }
+    for (size_t k = 0; k < batchArgs.size(); ++k) {
+      values[batchArgs[k]] = batch[k];
+      if (!dumpDir.empty())
+        batchesFile.tensors.push_back(
+            store(args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
+    }
+    values[args.size() - 2] = Tensor(ElementType::I32, {}, double(step));
+    values[args.size() - 1] = Tensor(ElementType::I32, {}, double(totalSteps));
+
+    interpreter.options.dropoutStep = step;
+    std::string error;
+    FailureOr<std::vector<Tensor>> results = interpreter.run(trainStep, values, error);
+    if (failed(results)) {
+      llvm::errs() << "mnemo-interp: error: step " << step << ": " << error << "\n";
+      return 1;
+    }
+    // Results: loss, then the updated params and state (each names the
+    // argument it replaces), then lr and grad_norm.
+    double loss = (*results)[0].data[0];
+    for (unsigned r = 1; r + 2 < results->size(); ++r) {
+      auto reuses = trainStep.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
+      values[reuses.getInt()] = std::move((*results)[r]);
+    }
+    double lr = (*results)[results->size() - 2].data[0];
+    double gradNorm = (*results)[results->size() - 1].data[0];
+    losses.push_back(float(loss));
+    epochLoss += loss;
+    ++epochSteps;
+    bool endOfEpoch =
+        !dataDir.empty() && epochs > 0 && step % (train.count() / batchSize) == 0;
+    if (dataDir.empty() || epochs == 0)
+      llvm::outs() << llvm::format("step %lld  loss %.6f  lr %.3g  grad_norm %.4f\n",
+                                   (long long)step, loss, lr, gradNorm);
+    else if (endOfEpoch) {
+      llvm::outs() << llvm::format("epoch %lld  mean loss %.6f  (%lld steps)\n",
+                                   (long long)(step / (train.count() / batchSize)),
+                                   epochLoss / double(epochSteps), (long long)epochSteps);
+      epochLoss = 0;
+      epochSteps = 0;
+    }
+    llvm::outs().flush();
+  }
+
+  if (evaluate && evalStep && test.count() >= batchSize) {
+    std::vector<StepArgument> evalArgs = describeArguments(evalStep);
+    std::vector<Tensor> evalValues(evalArgs.size());
+    for (size_t i = 0; i < evalArgs.size(); ++i)
+      if (evalArgs[i].role == "param")
+        for (size_t j = 0; j < args.size(); ++j)
+          if (args[j].role == "param" && args[j].name == evalArgs[i].name)
+            evalValues[i] = values[j];
+    std::vector<int64_t> sequential(test.count());
+    std::iota(sequential.begin(), sequential.end(), 0);
+    double lossSum = 0, accuracySum = 0;
+    int64_t batches = test.count() / batchSize;
+    for (int64_t b = 0; b < batches; ++b) {
+      std::vector<Tensor> batch;
+      fillBatch(test, sequential, b * batchSize, batch);
+      evalValues[0] = batch[0];
+      evalValues[1] = batch[1];
+      std::string error;
+      FailureOr<std::vector<Tensor>> results = interpreter.run(evalStep, evalValues, error);
+      if (failed(results)) {
+        llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
+        return 1;
+      }
+      lossSum += (*results)[0].data[0];
+      accuracySum += results->size() > 1 ? (*results)[1].data[0] : 0;
+    }
+    llvm::outs() << llvm::format("test  loss %.6f  accuracy %.4f  (%lld examples)\n",
+                                 lossSum / double(batches), accuracySum / double(batches),
+                                 (long long)(batches * batchSize));
+  }
+
+  if (!dumpDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir)) {
+      llvm::errs() << "mnemo-interp: error: cannot create '" << dumpDir << "': " << ec.message()
+                   << "\n";
+      return 1;
+    }
+    runtime::SafetensorsFile finalFile;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].role == "param")
+        finalFile.tensors.push_back(store(args[i].name, values[i]));
+    lossesFile.tensors.push_back(
+        runtime::StoredTensor::f32("loss", {int64_t(losses.size())}, losses));
+    std::string error;
+    for (auto &[name, file] : {std::pair<const char *, runtime::SafetensorsFile *>{"init", &initFile},
+                               {"batches", &batchesFile},
+                               {"final", &finalFile},
+                               {"losses", &lossesFile}})
+      if (!runtime::writeSafetensors(dumpDir + "/" + name + ".safetensors", *file, error)) {
+        llvm::errs() << "mnemo-interp: error: " << error << "\n";
+        return 1;
+      }
+    llvm::json::Object config;
+    config["model"] = graph->modelName;
+    config["steps"] = totalSteps;
+    config["hyperparams"] = toJson((*module)->getAttr("mnemo.hyperparams"));
+    config["train"] = toJson((*module)->getAttr("mnemo.train"));
+    llvm::json::Array params, batchNames;
+    for (const StepArgument &a : args) {
+      if (a.role == "param")
+        params.push_back(a.name);
+      if (a.role == "input" || a.role == "target")
+        batchNames.push_back(a.name);
+    }
+    config["params"] = std::move(params);
+    config["batch"] = std::move(batchNames);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(dumpDir + "/config.json", ec);
+    if (ec) {
+      llvm::errs() << "mnemo-interp: error: cannot write config.json: " << ec.message() << "\n";
+      return 1;
+    }
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
+  }
+  return 0;
+}
