@@ -29,6 +29,14 @@ StoredTensor StoredTensor::f32(std::string name, std::vector<int64_t> shape,
   return t;
 }
 
+StoredTensor StoredTensor::f64(std::string name, std::vector<int64_t> shape,
+                               const std::vector<double> &values) {
+  StoredTensor t{std::move(name), "F64", std::move(shape), {}};
+  t.bytes.resize(values.size() * 8);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
 StoredTensor StoredTensor::i32(std::string name, std::vector<int64_t> shape,
                                const std::vector<int32_t> &values) {
   StoredTensor t{std::move(name), "I32", std::move(shape), {}};

@@ -31,6 +31,8 @@ struct StoredTensor {
   /// A float32 tensor from values.
   static StoredTensor f32(std::string name, std::vector<int64_t> shape,
                           const std::vector<float> &values);
+  static StoredTensor f64(std::string name, std::vector<int64_t> shape,
+                          const std::vector<double> &values);
   static StoredTensor i32(std::string name, std::vector<int64_t> shape,
                           const std::vector<int32_t> &values);
   /// The values as floats (F32 only); empty if the dtype differs.

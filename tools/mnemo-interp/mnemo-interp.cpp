@@ -126,7 +126,11 @@ Tensor fromFloats(const StepArgument &a, const std::vector<float> &values) {
   return t;
 }
 
-runtime::StoredTensor store(const std::string &name, const Tensor &t) {
+/// A tensor for a safetensors file: f32 (or f64 for the results of an
+/// --exact run, which computes in double).
+runtime::StoredTensor store(const std::string &name, const Tensor &t, bool wide = false) {
+  if (isFloat(t.type) && wide)
+    return runtime::StoredTensor::f64(name, t.shape, t.data);
   if (isFloat(t.type)) {
     std::vector<float> values(t.data.begin(), t.data.end());
     return runtime::StoredTensor::f32(name, t.shape, values);
@@ -322,7 +326,7 @@ int main(int argc, char **argv) {
   Interpreter interpreter;
   interpreter.options.exact = exact;
   runtime::SafetensorsFile batchesFile, lossesFile;
-  std::vector<float> losses;
+  std::vector<double> losses;
   double epochLoss = 0;
   int64_t epochSteps = 0;
   runtime::Rng shuffler(seed ^ 0x5eed);
@@ -366,7 +370,7 @@ int main(int argc, char **argv) {
     }
     double lr = (*results)[results->size() - 2].data[0];
     double gradNorm = (*results)[results->size() - 1].data[0];
-    losses.push_back(float(loss));
+    losses.push_back(loss);
     epochLoss += loss;
     ++epochSteps;
     bool endOfEpoch =
@@ -424,9 +428,12 @@ int main(int argc, char **argv) {
     runtime::SafetensorsFile finalFile;
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].role == "param")
-        finalFile.tensors.push_back(store(args[i].name, values[i]));
+        finalFile.tensors.push_back(store(args[i].name, values[i], exact));
     lossesFile.tensors.push_back(
-        runtime::StoredTensor::f32("loss", {int64_t(losses.size())}, losses));
+        exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())}, losses)
+              : runtime::StoredTensor::f32(
+                    "loss", {int64_t(losses.size())},
+                    std::vector<float>(losses.begin(), losses.end())));
     std::string error;
     for (auto &[name, file] : {std::pair<const char *, runtime::SafetensorsFile *>{"init", &initFile},
                                {"batches", &batchesFile},
@@ -439,6 +446,7 @@ int main(int argc, char **argv) {
     llvm::json::Object config;
     config["model"] = graph->modelName;
     config["steps"] = totalSteps;
+    config["precision"] = exact ? "f64" : "f32";
     config["hyperparams"] = toJson((*module)->getAttr("mnemo.hyperparams"));
     config["train"] = toJson((*module)->getAttr("mnemo.train"));
     llvm::json::Array params, batchNames;

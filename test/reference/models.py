@@ -1,0 +1,111 @@
+"""The three example models in PyTorch, with Mnemo's parameter names.
+
+Each mirrors its .mn file op for op, so that loading Mnemo's initial weights
+and replaying its batches must reproduce its losses and updated weights.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, hp):
+        super().__init__()
+        self.fc1 = nn.Linear(28 * 28, hp["hidden"])
+        self.fc2 = nn.Linear(hp["hidden"], hp["classes"])
+
+    def forward(self, batch):
+        x = batch["image"].reshape(batch["image"].shape[0], 28 * 28)
+        logits = self.fc2(F.relu(self.fc1(x)))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, cin, cout, kernel=3, pool=2):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, kernel, padding=kernel // 2)
+        self.pool = pool
+
+    def forward(self, x):
+        return F.max_pool2d(F.relu(self.conv(x)), self.pool)
+
+
+class CNN(nn.Module):
+    def __init__(self, hp):
+        super().__init__()
+        c = hp["channels"]
+        self.block1 = ConvBlock(1, c)
+        self.block2 = ConvBlock(c, 2 * c)
+        self.fc = nn.Linear(2 * c * 7 * 7, hp["classes"])
+
+    def forward(self, batch):
+        h = self.block2(self.block1(batch["image"]))
+        logits = self.fc(torch.flatten(h, 1))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.wq = nn.Linear(dim, dim)
+        self.wk = nn.Linear(dim, dim)
+        self.wv = nn.Linear(dim, dim)
+        self.wo = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        D = C // self.heads
+        split = lambda t: t.view(B, T, self.heads, D).transpose(1, 2)
+        q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden)
+        self.proj = nn.Linear(hidden, dim)
+
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = MLPBlock(dim, 4 * dim)
+
+    def forward(self, x):
+        h = x + self.attn(self.ln1(x))
+        return h + self.mlp(self.ln2(h))
+
+
+class GPT(nn.Module):
+    def __init__(self, hp):
+        super().__init__()
+        self.wte = nn.Embedding(hp["vocab"], hp["dim"])
+        self.wpe = nn.Embedding(hp["context"], hp["dim"])
+        self.blocks = nn.ModuleList(Block(hp["dim"], hp["heads"]) for _ in range(hp["layers"]))
+        self.ln_f = nn.LayerNorm(hp["dim"])
+
+    def forward(self, batch):
+        tokens = batch["tokens"].long()
+        h = self.wte(tokens) + self.wpe.weight
+        for block in self.blocks:
+            h = block(h)
+        logits = self.ln_f(h) @ self.wte.weight.T
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               batch["next"].long().reshape(-1))
+
+
+MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT}

@@ -1,0 +1,24 @@
+"""Reads and writes .safetensors files with numpy alone (no extra package)."""
+import json
+import struct
+
+import numpy as np
+
+_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I32": np.int32,
+           "I64": np.int64, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+
+
+def load(path):
+    """Returns {name: ndarray} and the metadata dict."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        array = np.frombuffer(body[begin:end], dtype=_DTYPES[entry["dtype"]])
+        tensors[name] = array.reshape(entry["shape"]).copy()
+    return tensors, metadata
