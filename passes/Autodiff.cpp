@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/Backward.h"
 #include "passes/Optimizers.h"
 #include "passes/Passes.h"
 
@@ -63,24 +64,6 @@ StringRef nameOf(func::FuncOp f, unsigned arg) {
   auto name = f.getArgAttrOfType<StringAttr>(arg, "mnemo.name");
   return name ? name.getValue() : "";
 }
-
-/// Gradients of values, summed over all their uses.
-class GradientMap {
-public:
-  explicit GradientMap(OpBuilder &b) : b(b) {}
-
-  void accumulate(Value value, Value grad, Location loc) {
-    if (!grad)
-      return;
-    Value &slot = grads[value];
-    slot = slot ? b.create<AddOp>(loc, slot.getType(), slot, grad).getResult() : grad;
-  }
-  Value lookup(Value value) const { return grads.lookup(value); }
-
-private:
-  OpBuilder &b;
-  llvm::DenseMap<Value, Value> grads;
-};
 
 /// Whether @forward's output holds class scores for a single integer
 /// target, so that an accuracy metric makes sense.
@@ -221,33 +204,13 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
 
     // The backward: seed d(loss)/d(loss) = 1, then each op's rule, in
     // reverse program order.
-    GradientMap grads(b);
     auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-    grads.accumulate(loss,
-                     b.create<ConstantOp>(loss.getLoc(),
-                                          DenseElementsAttr::get(
-                                              lossType, b.getFloatAttr(lossType.getElementType(), 1.0))),
-                     loss.getLoc());
-    for (Operation *op : llvm::reverse(forwardOps)) {
-      SmallVector<Value> resultGrads;
-      bool any = false;
-      for (Value result : op->getResults()) {
-        resultGrads.push_back(grads.lookup(result));
-        any |= bool(resultGrads.back());
-      }
-      if (!any)
-        continue;
-      auto rule = llvm::dyn_cast<GradientOpInterface>(op);
-      if (!rule) {
-        if (op->hasTrait<NoGradient>())
-          continue;
-        return op->emitError("has no gradient rule");
-      }
-      b.setInsertionPointToEnd(body);
-      SmallVector<Value> operandGrads = rule.buildGradient(b, resultGrads);
-      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
-        grads.accumulate(operand, grad, op->getLoc());
-    }
+    Value seed = b.create<ConstantOp>(
+        loss.getLoc(),
+        DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+    FailureOr<llvm::DenseMap<Value, Value>> grads = buildBackward(b, forwardOps, loss, seed);
+    if (failed(grads))
+      return failure();
 
     // Gradients of the parameters; a parameter that never reaches the loss
     // keeps its value and state.
@@ -256,7 +219,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     unsigned numParams = sig.params.size(), numStates = optimizer.stateNames().size();
     SmallVector<Value> paramGrads;
     for (unsigned k = 0; k < numParams; ++k) {
-      Value g = grads.lookup(body->getArgument(k));
+      Value g = grads->lookup(body->getArgument(k));
       if (!g)
         emitWarning(fwdBody.getArgument(sig.params[k]).getLoc())
             << "parameter '" << nameOf(forward, sig.params[k])

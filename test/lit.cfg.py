@@ -9,7 +9,7 @@ from lit.llvm import llvm_config
 config.name = "Mnemo"
 # An external shell, so tests can check exact exit statuses with $?.
 config.test_format = lit.formats.ShTest(execute_external=True)
-config.suffixes = [".mn", ".mlir"]
+config.suffixes = [".mn", ".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mnemo_obj_root, "test")
 # Inputs that tests include or import, not tests themselves.
@@ -17,7 +17,10 @@ config.excludes = ["Inputs", "unit", "fuzz", "CMakeLists.txt"]
 
 config.substitutions.append(("%examples", os.path.join(config.mnemo_src_root, "examples")))
 config.substitutions.append(("%stdlib", os.path.join(config.mnemo_src_root, "lang")))
+config.substitutions.append(("%reference", os.path.join(config.mnemo_src_root, "test", "reference")))
+# Debian's Python, which has python3-torch and python3-numpy.
+config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt"], [config.mnemo_tools_dir])
+llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp"], [config.mnemo_tools_dir])

@@ -1,0 +1,393 @@
+//===- GradientCheckTest.cpp - Every gradient rule against finite differences -===//
+//
+// For each differentiable op: a function loss(x...) = sum(op(x...) * R) with
+// a fixed random R, differentiated by the same reverse-mode code the
+// autodiff pass uses, and compared with central finite differences, all in
+// f64 (the interpreter's exact mode). A second test fails when an op has
+// neither a gradient rule with a check here nor the NoGradient trait.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/MnemoOps.h"
+#include "lang/interpreter/Interpreter.h"
+#include "passes/Backward.h"
+#include "runtime/Init.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <set>
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+/// How an input is drawn: normal, positive (log, sqrt), away from zero
+/// (kinks of relu, division), integer indices in [0, range), or a mask.
+enum class Draw { Normal, Positive, AwayFromZero, Indices, Mask };
+
+struct Input {
+  std::string type; // "f32[3,4]"
+  Draw draw = Draw::Normal;
+  int64_t range = 0;
+};
+
+using OpBuilderFn = std::function<Value(OpBuilder &, Location, ValueRange)>;
+
+struct GradientCase {
+  std::string name; // the test's name: "matmul_transpose_rhs"
+  std::string op;   // the op it checks: "mnemo.matmul"
+  std::vector<Input> inputs;
+  OpBuilderFn build;
+};
+
+// Failures name the case, not its bytes.
+void PrintTo(const GradientCase &c, std::ostream *os) { *os << c.name; }
+
+RankedTensorType parseType(MLIRContext &ctx, const std::string &spec) {
+  auto open = spec.find('[');
+  std::string dtype = spec.substr(0, open);
+  SmallVector<int64_t> shape;
+  std::string dims = spec.substr(open + 1, spec.size() - open - 2);
+  for (size_t i = 0; i < dims.size();) {
+    size_t comma = dims.find(',', i);
+    shape.push_back(std::stoll(dims.substr(i, comma - i)));
+    i = comma == std::string::npos ? dims.size() : comma + 1;
+  }
+  Builder b(&ctx);
+  Type element = dtype == "i32"  ? Type(b.getI32Type())
+                 : dtype == "i1" ? Type(b.getI1Type())
+                 : dtype == "f16" ? Type(b.getF16Type())
+                                  : Type(b.getF32Type());
+  return RankedTensorType::get(shape, element);
+}
+
+RankedTensorType like(Value v, ArrayRef<int64_t> shape) {
+  return RankedTensorType::get(shape, llvm::cast<RankedTensorType>(v.getType()).getElementType());
+}
+
+Value unary(OpBuilder &b, Location loc, ValueRange in, StringRef op) {
+  OperationState state(loc, op);
+  state.addOperands(in[0]);
+  state.addTypes(in[0].getType());
+  return b.create(state)->getResult(0);
+}
+
+Value binary(OpBuilder &b, Location loc, ValueRange in, StringRef op) {
+  OperationState state(loc, op);
+  state.addOperands({in[0], in[1]});
+  state.addTypes(in[0].getType());
+  return b.create(state)->getResult(0);
+}
+
+std::vector<GradientCase> allCases() {
+  std::vector<GradientCase> cases;
+  auto add = [&](std::string name, std::string op, std::vector<Input> inputs, OpBuilderFn fn) {
+    cases.push_back({std::move(name), std::move(op), std::move(inputs), std::move(fn)});
+  };
+  Input m34{"f32[3,4]"};
+  for (const char *op : {"add", "sub", "mul"})
+    add(op, std::string("mnemo.") + op, {m34, m34}, [op](OpBuilder &b, Location l, ValueRange in) {
+      return binary(b, l, in, std::string("mnemo.") + op);
+    });
+  add("div", "mnemo.div", {m34, {"f32[3,4]", Draw::AwayFromZero}},
+      [](OpBuilder &b, Location l, ValueRange in) { return binary(b, l, in, "mnemo.div"); });
+  struct Unary {
+    const char *op;
+    Draw draw;
+  };
+  for (Unary u : {Unary{"neg", Draw::Normal}, Unary{"exp", Draw::Normal},
+                  Unary{"log", Draw::Positive}, Unary{"sqrt", Draw::Positive},
+                  Unary{"rsqrt", Draw::Positive}, Unary{"tanh", Draw::Normal},
+                  Unary{"sigmoid", Draw::Normal}, Unary{"relu", Draw::AwayFromZero},
+                  Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal}})
+    add(u.op, std::string("mnemo.") + u.op, {{"f32[3,4]", u.draw}},
+        [op = u.op](OpBuilder &b, Location l, ValueRange in) {
+          return unary(b, l, in, std::string("mnemo.") + op);
+        });
+  add("gelu_tanh", "mnemo.gelu", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<GeluOp>(l, in[0].getType(), in[0], true);
+  });
+  for (double c : {2.0, 3.0, 0.5})
+    add("pow_" + std::to_string(int(c * 10)), "mnemo.pow", {{"f32[3,4]", Draw::Positive}},
+        [c](OpBuilder &b, Location l, ValueRange in) {
+          return b.create<PowOp>(l, in[0].getType(), in[0], b.getF64FloatAttr(c));
+        });
+  add("cast", "mnemo.cast", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
+    Value h = b.create<CastOp>(l, like(in[0], {3, 4}).clone(b.getF16Type()), in[0]);
+    return b.create<CastOp>(l, in[0].getType(), h);
+  });
+  add("where", "mnemo.where", {{"i1[3,4]", Draw::Mask}, m34, m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<WhereOp>(l, in[1].getType(), in[0], in[1], in[2]);
+      });
+  add("dropout", "mnemo.dropout", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<DropoutOp>(l, in[0].getType(), in[0], b.getF64FloatAttr(0.3),
+                               b.getI64IntegerAttr(7));
+  });
+  // Contractions, with every transpose flag.
+  struct MatmulCase {
+    const char *name, *lhs, *rhs;
+    bool ta, tb;
+    std::vector<int64_t> out;
+  };
+  for (MatmulCase c : {MatmulCase{"matmul", "f32[3,4]", "f32[4,5]", false, false, {3, 5}},
+                       MatmulCase{"matmul_rows", "f32[2,3,4]", "f32[5,4]", false, true, {2, 3, 5}},
+                       MatmulCase{"matmul_transpose_lhs", "f32[4,3]", "f32[4,5]", true, false, {3, 5}},
+                       MatmulCase{"matmul_rows_transpose_lhs", "f32[2,4,3]", "f32[5,4]", true, true,
+                                  {2, 3, 5}}})
+    add(c.name, "mnemo.matmul", {{c.lhs}, {c.rhs}}, [c](OpBuilder &b, Location l, ValueRange in) {
+      return b.create<MatmulOp>(l, like(in[0], c.out), in[0], in[1], c.ta, c.tb);
+    });
+  for (int flags = 0; flags < 4; ++flags) {
+    bool ta = flags & 1, tb = flags & 2;
+    add("batch_matmul_" + std::to_string(flags), "mnemo.batch_matmul",
+        {{ta ? "f32[2,4,3]" : "f32[2,3,4]"}, {tb ? "f32[2,5,4]" : "f32[2,4,5]"}},
+        [ta, tb](OpBuilder &b, Location l, ValueRange in) {
+          return b.create<BatchMatmulOp>(l, like(in[0], {2, 3, 5}), in[0], in[1], ta, tb);
+        });
+  }
+  add("conv2d", "mnemo.conv2d", {{"f32[2,3,5,5]"}, {"f32[4,3,3,3]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<Conv2DOp>(l, like(in[0], {2, 4, 5, 5}), in[0], in[1],
+                                  ArrayRef<int64_t>{1, 1}, ArrayRef<int64_t>{1, 1});
+      });
+  add("conv2d_strided", "mnemo.conv2d", {{"f32[1,2,7,7]"}, {"f32[3,2,3,3]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<Conv2DOp>(l, like(in[0], {1, 3, 3, 3}), in[0], in[1],
+                                  ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{0, 0});
+      });
+  add("max_pool2d", "mnemo.max_pool2d", {{"f32[1,2,6,6]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<MaxPool2DOp>(l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{2, 2},
+                                     ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{0, 0});
+      });
+  add("avg_pool2d", "mnemo.avg_pool2d", {{"f32[1,2,5,5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<AvgPool2DOp>(l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{3, 3},
+                                     ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
+      });
+  // Reductions and normalizations.
+  add("sum", "mnemo.sum", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<SumOp>(l, like(in[0], {2, 4}), in[0], ArrayRef<int64_t>{1}, false);
+  });
+  add("mean_keep", "mnemo.mean", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<MeanOp>(l, like(in[0], {1, 3, 1}), in[0], ArrayRef<int64_t>{0, 2}, true);
+  });
+  add("max", "mnemo.max", {{"f32[3,5]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<MaxOp>(l, like(in[0], {3}), in[0], ArrayRef<int64_t>{1}, false);
+  });
+  add("softmax", "mnemo.softmax", {{"f32[3,5]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<SoftmaxOp>(l, in[0].getType(), in[0], -1);
+  });
+  add("softmax_axis0", "mnemo.softmax", {{"f32[3,5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SoftmaxOp>(l, in[0].getType(), in[0], 0);
+      });
+  add("log_softmax", "mnemo.log_softmax", {{"f32[3,5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<LogSoftmaxOp>(l, in[0].getType(), in[0], 1);
+      });
+  add("layernorm", "mnemo.layernorm", {{"f32[3,5]"}, {"f32[5]"}, {"f32[5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<LayerNormOp>(l, in[0].getType(), in[0], in[1], in[2],
+                                     b.getF64FloatAttr(1e-5));
+      });
+  add("rmsnorm", "mnemo.rmsnorm", {{"f32[3,5]"}, {"f32[5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<RmsNormOp>(l, in[0].getType(), in[0], in[1], b.getF64FloatAttr(1e-6));
+      });
+  // Losses.
+  add("cross_entropy", "mnemo.cross_entropy", {{"f32[2,3,6]"}, {"i32[2,3]", Draw::Indices, 6}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<CrossEntropyOp>(l, like(in[0], {}), in[0], in[1]);
+      });
+  add("mse", "mnemo.mse", {m34, m34}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<MseOp>(l, like(in[0], {}), in[0], in[1]);
+  });
+  // Data movement.
+  add("embedding", "mnemo.embedding", {{"f32[6,3]"}, {"i32[2,5]", Draw::Indices, 6}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<EmbeddingOp>(l, like(in[0], {2, 5, 3}), in[0], in[1]);
+      });
+  add("reshape", "mnemo.reshape", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<ReshapeOp>(l, like(in[0], {6, 4}), in[0]);
+  });
+  add("transpose", "mnemo.transpose", {{"f32[2,3,4]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<TransposeOp>(l, like(in[0], {4, 2, 3}), in[0], ArrayRef<int64_t>{2, 0, 1});
+      });
+  add("broadcast", "mnemo.broadcast", {{"f32[3,1]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<BroadcastOp>(l, like(in[0], {2, 3, 4}), in[0]);
+  });
+  add("slice", "mnemo.slice", {{"f32[3,6]"}}, [](OpBuilder &b, Location l, ValueRange in) {
+    return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
+  });
+  add("concat", "mnemo.concat", {{"f32[2,3]"}, {"f32[2,2]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<ConcatOp>(l, like(in[0], {2, 5}), ValueRange{in[0], in[1]}, 1);
+      });
+  return cases;
+}
+
+class GradientCheck : public ::testing::TestWithParam<GradientCase> {
+protected:
+  void SetUp() override {
+    context.getOrLoadDialect<MnemoDialect>();
+    context.getOrLoadDialect<func::FuncDialect>();
+  }
+  MLIRContext context;
+};
+
+/// Builds `name(inputs...) -> loss` or, with `withGradients`, the loss and
+/// the gradient of every float input: loss = sum(op(inputs) * R).
+func::FuncOp buildFunction(ModuleOp module, const GradientCase &c, bool withGradients,
+                           runtime::Rng &weights) {
+  MLIRContext &ctx = *module.getContext();
+  OpBuilder b(&ctx);
+  Location loc = b.getUnknownLoc();
+  SmallVector<Type> inputTypes;
+  for (const Input &in : c.inputs)
+    inputTypes.push_back(parseType(ctx, in.type));
+  b.setInsertionPointToEnd(module.getBody());
+  auto f = b.create<func::FuncOp>(loc, withGradients ? "grad" : "loss",
+                                  b.getFunctionType(inputTypes, {}));
+  Block *body = f.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+  Value y = c.build(b, loc, body->getArguments());
+  auto yType = llvm::cast<RankedTensorType>(y.getType());
+  SmallVector<float> r;
+  for (int64_t i = 0; i < yType.getNumElements(); ++i)
+    r.push_back(float(weights.normal()));
+  Value R = b.create<ConstantOp>(loc, DenseElementsAttr::get(yType, ArrayRef<float>(r)));
+  Value weighted = b.create<MulOp>(loc, yType, y, R);
+  SmallVector<int64_t> all;
+  for (int64_t i = 0; i < yType.getRank(); ++i)
+    all.push_back(i);
+  auto scalar = RankedTensorType::get({}, yType.getElementType());
+  Value loss = b.create<SumOp>(loc, scalar, weighted, all, false);
+  SmallVector<Value> results{loss};
+  if (withGradients) {
+    SmallVector<Operation *> ops;
+    for (Operation &o : *body)
+      ops.push_back(&o);
+    Value seed = b.create<ConstantOp>(loc, DenseElementsAttr::get(scalar, 1.0f));
+    auto grads = buildBackward(b, ops, loss, seed);
+    EXPECT_TRUE(succeeded(grads)) << "no gradient rule for " << c.op;
+    if (failed(grads))
+      return nullptr;
+    for (BlockArgument arg : body->getArguments()) {
+      if (!llvm::isa<FloatType>(llvm::cast<RankedTensorType>(arg.getType()).getElementType()))
+        continue;
+      Value g = grads->lookup(arg);
+      EXPECT_TRUE(g) << c.op << " gave no gradient to a float operand";
+      if (!g)
+        return nullptr;
+      results.push_back(g);
+    }
+  }
+  b.create<func::ReturnOp>(loc, results);
+  SmallVector<Type> resultTypes;
+  for (Value v : results)
+    resultTypes.push_back(v.getType());
+  f.setFunctionType(b.getFunctionType(inputTypes, resultTypes));
+  return f;
+}
+
+TEST_P(GradientCheck, MatchesFiniteDifferences) {
+  const GradientCase &c = GetParam();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  runtime::Rng weightsForLoss(11), weightsForGrad(11);
+  func::FuncOp lossFn = buildFunction(*module, c, false, weightsForLoss);
+  func::FuncOp gradFn = buildFunction(*module, c, true, weightsForGrad);
+  ASSERT_TRUE(lossFn && gradFn);
+  ASSERT_TRUE(succeeded(verify(*module))) << c.name;
+
+  // Random inputs of the kinds the op needs.
+  runtime::Rng rng(42);
+  std::vector<Tensor> inputs;
+  for (const Input &in : c.inputs) {
+    RankedTensorType type = parseType(context, in.type);
+    Tensor t(elementTypeOf(type), std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
+    for (double &x : t.data) {
+      switch (in.draw) {
+      case Draw::Normal:
+        x = rng.normal();
+        break;
+      case Draw::Positive:
+        x = 0.5 + 2.0 * rng.uniform();
+        break;
+      case Draw::AwayFromZero:
+        x = (rng.uniform() < 0.5 ? -1 : 1) * (0.3 + rng.uniform());
+        break;
+      case Draw::Indices:
+        x = double(int64_t(rng.uniform() * double(in.range)));
+        break;
+      case Draw::Mask:
+        x = rng.uniform() < 0.5 ? 0 : 1;
+        break;
+      }
+    }
+    inputs.push_back(t);
+  }
+
+  Interpreter interpreter(InterpreterOptions{/*exact=*/true, /*dropoutStep=*/1});
+  std::string error;
+  auto analytic = interpreter.run(gradFn, inputs, error);
+  ASSERT_TRUE(succeeded(analytic)) << error;
+
+  unsigned gradIndex = 1;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!isFloat(inputs[k].type))
+      continue;
+    const Tensor &grad = (*analytic)[gradIndex++];
+    for (int64_t i = 0; i < inputs[k].numElements(); ++i) {
+      std::vector<Tensor> plus = inputs, minus = inputs;
+      double h = 1e-6 * std::max(1.0, std::fabs(inputs[k].data[i]));
+      plus[k].data[i] += h;
+      minus[k].data[i] -= h;
+      auto lp = interpreter.run(lossFn, plus, error);
+      auto lm = interpreter.run(lossFn, minus, error);
+      ASSERT_TRUE(succeeded(lp) && succeeded(lm)) << error;
+      double numeric = ((*lp)[0].data[0] - (*lm)[0].data[0]) / (2 * h);
+      EXPECT_NEAR(grad.data[i], numeric, 1e-6 + 1e-5 * std::fabs(numeric))
+          << c.name << ": operand " << k << ", element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOp, GradientCheck, ::testing::ValuesIn(allCases()),
+                         [](const ::testing::TestParamInfo<GradientCase> &info) {
+                           return info.param.name;
+                         });
+
+/// Every op either has a gradient rule checked above or is marked as one no
+/// gradient flows through; adding an op without deciding fails here.
+TEST(GradientRules, EveryOpHasARuleAndACheck) {
+  MLIRContext context;
+  context.getOrLoadDialect<MnemoDialect>();
+  std::set<std::string> checked;
+  for (const GradientCase &c : allCases())
+    checked.insert(c.op);
+  for (RegisteredOperationName op : context.getRegisteredOperations()) {
+    if (op.getDialectNamespace() != "mnemo")
+      continue;
+    std::string name = op.getStringRef().str();
+    bool hasRule = op.hasInterface<GradientOpInterface>();
+    bool noGradient = op.hasTrait<NoGradient>();
+    EXPECT_TRUE(hasRule || noGradient)
+        << name << " has neither a gradient rule nor the NoGradient trait";
+    EXPECT_FALSE(hasRule && noGradient) << name << " has both a gradient rule and NoGradient";
+    if (hasRule)
+      EXPECT_TRUE(checked.count(name)) << name << " has a gradient rule but no gradient check";
+  }
+}
+
+} // namespace
