@@ -23,4 +23,4 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp"], [config.mnemo_tools_dir])
+llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp", "mnemo-difftest"], [config.mnemo_tools_dir])

@@ -1,5 +1,7 @@
 // Folds and canonicalization patterns of the mnemo dialect.
 // RUN: mnemo-opt %s -canonicalize | FileCheck %s
+// RUN: mnemo-difftest %s --pass-pipeline='builtin.module(canonicalize)' | FileCheck %s --check-prefix=SAME
+// SAME-COUNT-10: results agree
 
 // CHECK-LABEL: func.func @mul_by_one
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)

@@ -136,7 +136,9 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
   mlir::PassManager pm(module->getName());
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return mlir::failure();
-  if (passPipeline.getNumOccurrences()) {
+  if (passPipeline.getNumOccurrences() && passPipeline.empty()) {
+    // --pass-pipeline= (empty): the IR exactly as MLIRGen built it.
+  } else if (passPipeline.getNumOccurrences()) {
     std::string errors;
     llvm::raw_string_ostream errorStream(errors);
     if (failed(mlir::parsePassPipeline(passPipeline, pm, errorStream))) {
