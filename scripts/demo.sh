@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The demo: installs what is missing, builds, then compiles the three example
-# models (an MLP and a convnet for Fashion-MNIST, a GPT-style decoder) and
-# shows their parameters and their IR. Later stages train them.
+# models (an MLP and a convnet for Fashion-MNIST, a GPT-style decoder), shows
+# their parameters and their IR (forward, @train_step, @eval_step), and
+# trains the MLP on Fashion-MNIST with the reference interpreter. (The
+# compiled CPU and CUDA trainers come with later stages.)
 set -uo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$MNEMO_ROOT"
@@ -23,6 +25,18 @@ done
 echo
 echo "== Hyper-parameters are overridable: the GPT with 12 layers of width 768"
 "$mnemoc" examples/gpt.mn -D layers=12 -D dim=768 -D heads=12 --emit=params | tail -n 1
+
+echo
+echo "== Training examples/mlp.mn on 2,000 Fashion-MNIST images with the reference interpreter"
+"$MNEMO_BUILD/bin/mnemo-interp" examples/mlp.mn --data /usr/share/datasets/fashion-mnist \
+  --limit 2000 --epochs 3 --eval || exit 1
+
+echo
+echo "== The same 5 AdamW steps in Mnemo and in PyTorch (f32)"
+run=$(mktemp -d)
+"$MNEMO_BUILD/bin/mnemo-interp" examples/gpt.mn -D layers=2 --steps 5 --dump "$run" >/dev/null &&
+  /usr/bin/python3 test/reference/compare.py "$run" || exit 1
+rm -rf "$run"
 
 echo
 echo "== A typo gets a clang-style error (and exit status 1):"

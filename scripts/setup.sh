@@ -13,7 +13,9 @@ LLVM_PREFIX=/usr/lib/llvm-19
 MNEMO_PACKAGES=(
   cmake ninja-build clang libclang-rt-14-dev python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  libgtest-dev zlib1g-dev
+  libgtest-dev zlib1g-dev nlohmann-json3-dev
+  python3-numpy python3-torch   # the reference peer for numerics
+  dataset-fashion-mnist         # real data, /usr/share/datasets/fashion-mnist
 )
 
 mnemo_install_packages() {
