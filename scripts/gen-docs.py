@@ -7,6 +7,11 @@ A Markdown file marks generated regions like this:
     ...replaced by a fenced block with mnemoc's output (stdout and stderr)...
     <!-- end -->
 
+    <!-- run: mnemo-interp examples/mlp.mn --steps 3 -->
+    ...the same for any command (run by bash, with the build's bin/ first on
+    PATH); keep these deterministic and quick...
+    <!-- end -->
+
     <!-- generated: ops -->
     ...replaced by the op reference that add_mlir_doc generates from ODS...
     <!-- end -->
@@ -18,6 +23,7 @@ Usage: gen-docs.py BUILD_DIR [--check]
   --check  change nothing; exit 1 and name the stale files if any doc is out
            of date (the test suite runs this).
 """
+import os
 import pathlib
 import re
 import shlex
@@ -26,7 +32,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-REGION = re.compile(r"(<!-- (mnemoc|generated): (.*?) -->\n)(.*?)(<!-- end -->)", re.S)
+REGION = re.compile(r"(<!-- (mnemoc|run|generated): (.*?) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
 def mnemoc_output(build: pathlib.Path, args: str) -> str:
@@ -37,6 +43,16 @@ def mnemoc_output(build: pathlib.Path, args: str) -> str:
     if run.returncode != 0:
         text += f"(exit status {run.returncode})\n"
     return "```\n$ mnemoc " + args + "\n" + text.rstrip("\n") + "\n```\n"
+
+
+def command_output(build: pathlib.Path, command: str) -> str:
+    env = dict(os.environ, PATH=f"{build / 'bin'}:{os.environ.get('PATH', '')}")
+    run = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
+                         env=env)
+    text = (run.stdout + run.stderr).replace(str(ROOT) + "/", "")
+    if run.returncode != 0:
+        text += f"(exit status {run.returncode})\n"
+    return "```\n$ " + command + "\n" + text.rstrip("\n") + "\n```\n"
 
 
 def generated(build: pathlib.Path, what: str) -> str:
@@ -52,7 +68,12 @@ def generated(build: pathlib.Path, what: str) -> str:
 def regenerate(path: pathlib.Path, build: pathlib.Path) -> str:
     def replace(match):
         kind, arg = match.group(2), match.group(3)
-        body = mnemoc_output(build, arg) if kind == "mnemoc" else generated(build, arg)
+        if kind == "mnemoc":
+            body = mnemoc_output(build, arg)
+        elif kind == "run":
+            body = command_output(build, arg)
+        else:
+            body = generated(build, arg)
         return match.group(1) + body + match.group(5)
 
     return REGION.sub(replace, path.read_text())
