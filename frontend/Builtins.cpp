@@ -197,7 +197,7 @@ Val loss(Sema &s, BoundArgs &a, const char *op) {
     return Val::error();
   TensorType p = s.typeOf(*pred), t = s.typeOf(*target);
   if (std::string(op) == "cross_entropy") {
-    if (t.dtype != DType::I32 && t.dtype != DType::I8) {
+    if (t.dtype != ElementType::I32 && t.dtype != ElementType::I8) {
       s.error(a.ranges[1].Start,
               "cross_entropy needs integer class targets, not " + t.str(),
               {a.ranges[1]});
@@ -358,7 +358,7 @@ const std::vector<Builtin> kBuiltins = {
        if (!table || !idx)
          return Val::error();
        TensorType tt = s.typeOf(*table), it = s.typeOf(*idx);
-       if (it.dtype != DType::I32 && it.dtype != DType::I8) {
+       if (it.dtype != ElementType::I32 && it.dtype != ElementType::I8) {
          s.error(a.ranges[1].Start,
                  "embedding indices must be integers, not " + it.str(),
                  {a.ranges[1]});
@@ -569,7 +569,7 @@ const std::vector<Builtin> kBuiltins = {
        auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
        if (!c)
          return Val::error();
-       if (s.typeOf(*c).dtype != DType::I1) {
+       if (s.typeOf(*c).dtype != ElementType::I1) {
          s.error(a.ranges[0].Start,
                  "the condition of where must be a mask (such as "
                  "causal_mask(n)), not " +
@@ -586,7 +586,7 @@ const std::vector<Builtin> kBuiltins = {
          s.error(a.loc, "where chooses between tensors or numbers", {a.range});
          return Val::error();
        }
-       DType dtype = s.typeOf(x.isTensor() ? x.tensor : y.tensor).dtype;
+       ElementType dtype = s.typeOf(x.isTensor() ? x.tensor : y.tensor).dtype;
        if (x.isTensor() && y.isTensor() &&
            s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype) {
          s.error(a.loc, "where needs values of one element type", {a.range});
@@ -630,8 +630,8 @@ const std::vector<Builtin> kBuiltins = {
          s.error(a.loc, "the mask must have a positive size", {a.range});
          return Val::error();
        }
-       return tensor(
-           s.emit("causal_mask", {}, {DType::I1, {*rows, cols}}, {}, a.loc));
+       return tensor(s.emit("causal_mask", {}, {ElementType::I1, {*rows, cols}},
+                            {}, a.loc));
      }},
     {"conv2d",
      {"x", "weight", "stride", "padding"},

@@ -7,31 +7,6 @@
 
 using namespace mnemo;
 
-const char *mnemo::spell(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-    return "f32";
-  case DType::F16:
-    return "f16";
-  case DType::BF16:
-    return "bf16";
-  case DType::I32:
-    return "i32";
-  case DType::I8:
-    return "i8";
-  case DType::I1:
-    return "i1";
-  }
-  return "?";
-}
-
-std::optional<DType> mnemo::parseDType(const std::string &name) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I8})
-    if (name == spell(d))
-      return d;
-  return std::nullopt;
-}
-
 const char *mnemo::spell(ArgRole role) {
   switch (role) {
   case ArgRole::Input:
@@ -45,7 +20,7 @@ const char *mnemo::spell(ArgRole role) {
 }
 
 std::string TensorType::str() const {
-  if (dtype == DType::I1)
+  if (dtype == ElementType::I1)
     return "bool" + shape::format(shape);
   return spell(dtype) + shape::format(shape);
 }

@@ -11,6 +11,7 @@
 #ifndef MNEMO_FRONTEND_GRAPH_H
 #define MNEMO_FRONTEND_GRAPH_H
 
+#include "lang/ElementType.h"
 #include "lang/ShapeRules.h"
 
 #include <cstdint>
@@ -21,16 +22,8 @@
 
 namespace mnemo {
 
-enum class DType { F32, F16, BF16, I32, I8, I1 };
-
-const char *spell(DType dtype);
-std::optional<DType> parseDType(const std::string &name);
-inline bool isFloat(DType d) {
-  return d == DType::F32 || d == DType::F16 || d == DType::BF16;
-}
-
 struct TensorType {
-  DType dtype = DType::F32;
+  ElementType dtype = ElementType::F32;
   shape::Shape shape;
 
   /// "f32[128,784]", the notation of the language and of error messages.

@@ -96,19 +96,19 @@ private:
     return loc;
   }
 
-  Type elementType(DType dtype) {
+  Type elementType(ElementType dtype) {
     switch (dtype) {
-    case DType::F32:
+    case ElementType::F32:
       return builder.getF32Type();
-    case DType::F16:
+    case ElementType::F16:
       return builder.getF16Type();
-    case DType::BF16:
+    case ElementType::BF16:
       return builder.getBF16Type();
-    case DType::I32:
+    case ElementType::I32:
       return builder.getI32Type();
-    case DType::I8:
+    case ElementType::I8:
       return builder.getI8Type();
-    case DType::I1:
+    case ElementType::I1:
       return builder.getI1Type();
     }
     return builder.getF32Type();

@@ -108,7 +108,7 @@ std::string Sema::describe(const Val &v) const {
     return "a size";
   case Val::Kind::Symbol:
     return "'" + v.s + "'";
-  case Val::Kind::DType:
+  case Val::Kind::ElementType:
     return std::string("the type ") + spell(v.dtype);
   case Val::Kind::Tensor:
     return "a tensor " + typeOf(v.tensor).str();
@@ -244,9 +244,9 @@ std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range,
   return t;
 }
 
-std::optional<DType> Sema::asDType(const Val &v, SMRange range,
-                                   const llvm::Twine &what) {
-  if (v.kind == Val::Kind::DType)
+std::optional<ElementType> Sema::asDType(const Val &v, SMRange range,
+                                         const llvm::Twine &what) {
+  if (v.kind == Val::Kind::ElementType)
     return v.dtype;
   if (!v.isError())
     error(range.Start,
@@ -420,7 +420,7 @@ static std::optional<bool> compare(BinaryOp op, const Val &a, const Val &b) {
   auto text = [](const Val &v) -> std::optional<std::string> {
     if (v.kind == Val::Kind::String || v.kind == Val::Kind::Symbol)
       return v.s;
-    if (v.kind == Val::Kind::DType)
+    if (v.kind == Val::Kind::ElementType)
       return std::string(spell(v.dtype));
     return std::nullopt;
   };
@@ -549,7 +549,7 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     a = broadcastTo(a, r.shape, loc);
     b = broadcastTo(b, r.shape, loc);
   }
-  if (typeOf(a).dtype == DType::I1) {
+  if (typeOf(a).dtype == ElementType::I1) {
     error(loc, Twine("cannot ") + verb(op) + " boolean masks", {whole});
     return Val::error();
   }
@@ -706,9 +706,9 @@ Val Sema::evalName(const NameExpr &name) {
     v.builtin = b;
     return v;
   }
-  if (auto d = parseDType(name.name)) {
+  if (auto d = parseElementType(name.name)) {
     Val v;
-    v.kind = Val::Kind::DType;
+    v.kind = Val::Kind::ElementType;
     v.dtype = *d;
     return v;
   }
@@ -1008,8 +1008,8 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
           v = Val::ofBool(text == "true");
         else if (!text.getAsDouble(fv))
           v = Val::ofFloat(fv);
-        else if (auto d = parseDType(text.str())) {
-          v.kind = Val::Kind::DType;
+        else if (auto d = parseElementType(text.str())) {
+          v.kind = Val::Kind::ElementType;
           v.dtype = *d;
         } else {
           diags.error(
@@ -1206,7 +1206,7 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
 }
 
 std::optional<TensorType> Sema::evalType(const TypeSpec &spec) {
-  std::optional<DType> dtype = parseDType(spec.dtype);
+  std::optional<ElementType> dtype = parseElementType(spec.dtype);
   if (!dtype) {
     error(spec.dtypeRange.Start,
           "unknown element type '" + spec.dtype +
@@ -1506,7 +1506,7 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
     ConfigValue c = v.kind == Val::Kind::Int     ? ConfigValue::ofInt(v.i)
                     : v.kind == Val::Kind::Float ? ConfigValue::ofFloat(v.f)
                     : v.kind == Val::Kind::Bool  ? ConfigValue::ofBool(v.b)
-                    : v.kind == Val::Kind::DType
+                    : v.kind == Val::Kind::ElementType
                         ? ConfigValue::ofSymbol(spell(v.dtype))
                         : ConfigValue::ofSymbol(v.s);
     graph.hyperParams.push_back({hp.name, c});

@@ -39,7 +39,7 @@ struct Val {
     String,
     Size,
     Symbol,
-    DType,
+    ElementType,
     Tensor,
     List,
     Layer,
@@ -51,7 +51,7 @@ struct Val {
   double f = 0;  // Float
   bool b = false;
   std::string s; // String, Symbol
-  DType dtype = DType::F32;
+  ElementType dtype = ElementType::F32;
   int tensor = -1;
   std::vector<Val> list;
   LayerInstance *layer = nullptr;
@@ -179,8 +179,8 @@ public:
                               const llvm::Twine &what);
   std::optional<int> asFloatTensor(const Val &v, llvm::SMRange range,
                                    const llvm::Twine &what);
-  std::optional<DType> asDType(const Val &v, llvm::SMRange range,
-                               const llvm::Twine &what);
+  std::optional<ElementType> asDType(const Val &v, llvm::SMRange range,
+                                     const llvm::Twine &what);
 
   /// "f32[128,784]", "the integer 3", "layer 'fc1' (Linear)".
   std::string describe(const Val &v) const;

@@ -250,7 +250,7 @@ std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
           return ConfigValue::ofFloat(v->f);
         if (v->kind == Val::Kind::Bool)
           return ConfigValue::ofBool(v->b);
-        if (v->kind == Val::Kind::DType)
+        if (v->kind == Val::Kind::ElementType)
           return ConfigValue::ofSymbol(spell(v->dtype));
       }
     return ConfigValue::ofSymbol(name->name);
@@ -279,7 +279,7 @@ std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
     return ConfigValue::ofBool(v.b);
   case Val::Kind::String:
     return ConfigValue::ofString(v.s);
-  case Val::Kind::DType:
+  case Val::Kind::ElementType:
     return ConfigValue::ofSymbol(spell(v.dtype));
   default:
     error(expr.loc(),

@@ -22,9 +22,13 @@ using namespace mnemo;
 
 namespace {
 
-RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+RankedTensorType typeOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
 
-bool isFloatTensor(Value v) { return llvm::isa<FloatType>(typeOf(v).getElementType()); }
+bool isFloatTensor(Value v) {
+  return llvm::isa<FloatType>(typeOf(v).getElementType());
+}
 
 /// Small builders that keep the rules below readable.
 struct Emitter {
@@ -36,18 +40,31 @@ struct Emitter {
     return b.create<ConstantOp>(
         loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
   }
-  Value splatLike(Value like, double value) { return splat(typeOf(like), value); }
-  Value add(Value x, Value y) { return b.create<AddOp>(loc, x.getType(), x, y); }
-  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x.getType(), x, y); }
-  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x.getType(), x, y); }
-  Value div(Value x, Value y) { return b.create<DivOp>(loc, x.getType(), x, y); }
+  Value splatLike(Value like, double value) {
+    return splat(typeOf(like), value);
+  }
+  Value add(Value x, Value y) {
+    return b.create<AddOp>(loc, x.getType(), x, y);
+  }
+  Value sub(Value x, Value y) {
+    return b.create<SubOp>(loc, x.getType(), x, y);
+  }
+  Value mul(Value x, Value y) {
+    return b.create<MulOp>(loc, x.getType(), x, y);
+  }
+  Value div(Value x, Value y) {
+    return b.create<DivOp>(loc, x.getType(), x, y);
+  }
   Value neg(Value x) { return b.create<NegOp>(loc, x.getType(), x); }
   Value scale(Value x, double factor) { return mul(x, splatLike(x, factor)); }
   Value reshape(Value x, RankedTensorType type) {
-    return x.getType() == type ? x : b.create<ReshapeOp>(loc, type, x).getResult();
+    return x.getType() == type ? x
+                               : b.create<ReshapeOp>(loc, type, x).getResult();
   }
   Value broadcast(Value x, RankedTensorType type) {
-    return x.getType() == type ? x : b.create<BroadcastOp>(loc, type, x).getResult();
+    return x.getType() == type
+               ? x
+               : b.create<BroadcastOp>(loc, type, x).getResult();
   }
   /// Sums `x` over `axes`, keeping them as size 1.
   Value sumKeep(Value x, ArrayRef<int64_t> axes) {
@@ -58,7 +75,8 @@ struct Emitter {
     return b.create<SumOp>(loc, type, x, axes, /*keep_dims=*/true);
   }
   /// A reduction's output gradient, spread back over the reduced axes.
-  Value unreduce(Value grad, RankedTensorType inputType, ArrayRef<int64_t> axes) {
+  Value unreduce(Value grad, RankedTensorType inputType,
+                 ArrayRef<int64_t> axes) {
     SmallVector<int64_t> kept(inputType.getShape());
     for (int64_t a : axes)
       kept[a] = 1;
@@ -86,8 +104,8 @@ struct Emitter {
 /// Rules for ops whose operand and result types agree and whose gradient is
 /// `grad * f(input, result)`.
 template <typename Fn>
-SmallVector<Value> elementwise(Operation *op, OpBuilder &b, ArrayRef<Value> grads,
-                               Fn rule) {
+SmallVector<Value> elementwise(Operation *op, OpBuilder &b,
+                               ArrayRef<Value> grads, Fn rule) {
   if (!grads[0])
     return {Value()};
   Emitter e{b, op->getLoc()};
@@ -130,18 +148,21 @@ SmallVector<Value> DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 }
 
 SmallVector<Value> NegOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  return elementwise(*this, b, grads,
-                     [](Emitter &e, Value g, Value, Value) { return e.neg(g); });
+  return elementwise(*this, b, grads, [](Emitter &e, Value g, Value, Value) {
+    return e.neg(g);
+  });
 }
 
 SmallVector<Value> ExpOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  return elementwise(*this, b, grads,
-                     [](Emitter &e, Value g, Value, Value y) { return e.mul(g, y); });
+  return elementwise(*this, b, grads, [](Emitter &e, Value g, Value, Value y) {
+    return e.mul(g, y);
+  });
 }
 
 SmallVector<Value> LogOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  return elementwise(*this, b, grads,
-                     [](Emitter &e, Value g, Value x, Value) { return e.div(g, x); });
+  return elementwise(*this, b, grads, [](Emitter &e, Value g, Value x, Value) {
+    return e.div(g, x);
+  });
 }
 
 SmallVector<Value> SqrtOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
@@ -163,7 +184,8 @@ SmallVector<Value> TanhOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   });
 }
 
-SmallVector<Value> SigmoidOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> SigmoidOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
   return elementwise(*this, b, grads, [](Emitter &e, Value g, Value, Value y) {
     return e.mul(g, e.mul(y, e.sub(e.splatLike(y, 1.0), y)));
   });
@@ -184,7 +206,8 @@ SmallVector<Value> SiluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 SmallVector<Value> GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   bool approximate = getApproximate();
   return elementwise(*this, b, grads, [&](Emitter &e, Value g, Value x, Value) {
-    return e.b.create<GeluGradOp>(e.loc, g.getType(), g, x, approximate).getResult();
+    return e.b.create<GeluGradOp>(e.loc, g.getType(), g, x, approximate)
+        .getResult();
   });
 }
 
@@ -195,7 +218,8 @@ SmallVector<Value> PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
       return g;
     if (c == 2.0)
       return e.mul(e.scale(g, 2.0), x);
-    Value xPow = e.b.create<PowOp>(e.loc, x.getType(), x, e.b.getF64FloatAttr(c - 1));
+    Value xPow =
+        e.b.create<PowOp>(e.loc, x.getType(), x, e.b.getF64FloatAttr(c - 1));
     return e.mul(e.scale(g, c), xPow);
   });
 }
@@ -203,7 +227,8 @@ SmallVector<Value> PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 SmallVector<Value> CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   if (!grads[0] || !isFloatTensor(getInput()))
     return {Value()};
-  return {b.create<CastOp>(getLoc(), getInput().getType(), grads[0]).getResult()};
+  return {
+      b.create<CastOp>(getLoc(), getInput().getType(), grads[0]).getResult()};
 }
 
 SmallVector<Value> WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
@@ -217,13 +242,14 @@ SmallVector<Value> WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
           b.create<WhereOp>(getLoc(), type, getCondition(), zero, grads[0])};
 }
 
-SmallVector<Value> DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> DropoutOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
   // The mask is a function of the seed, the step and the position, so the
   // same op on the gradient drops (and scales) exactly the same elements.
   if (!grads[0])
     return {Value()};
-  return {b.create<DropoutOp>(getLoc(), grads[0].getType(), grads[0], getPAttr(),
-                              getSeedAttr())
+  return {b.create<DropoutOp>(getLoc(), grads[0].getType(), grads[0],
+                              getPAttr(), getSeedAttr())
               .getResult()};
 }
 
@@ -231,7 +257,8 @@ SmallVector<Value> DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads)
 // Contractions
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> MatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> MatmulOp::buildGradient(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
   Value g = grads[0];
   if (!g)
     return {Value(), Value()};
@@ -253,14 +280,18 @@ SmallVector<Value> MatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) 
   int64_t k = rowsType.getShape().back();
   int64_t n = typeOf(g).getShape().back();
   int64_t r = rowsType.getNumElements() / k;
-  Value a2 = e.reshape(rowsA, RankedTensorType::get({r, k}, aType.getElementType()));
-  Value g2 = e.reshape(g, RankedTensorType::get({r, n}, aType.getElementType()));
-  Value dW = tw ? b.create<MatmulOp>(getLoc(), wType, g2, a2, true, false).getResult()
-                : b.create<MatmulOp>(getLoc(), wType, a2, g2, true, false).getResult();
+  Value a2 =
+      e.reshape(rowsA, RankedTensorType::get({r, k}, aType.getElementType()));
+  Value g2 =
+      e.reshape(g, RankedTensorType::get({r, n}, aType.getElementType()));
+  Value dW =
+      tw ? b.create<MatmulOp>(getLoc(), wType, g2, a2, true, false).getResult()
+         : b.create<MatmulOp>(getLoc(), wType, a2, g2, true, false).getResult();
   return {dA, dW};
 }
 
-SmallVector<Value> BatchMatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> BatchMatmulOp::buildGradient(OpBuilder &b,
+                                                ArrayRef<Value> grads) {
   Value g = grads[0];
   if (!g)
     return {Value(), Value()};
@@ -268,36 +299,47 @@ SmallVector<Value> BatchMatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> gr
   bool ta = getTransposeLhs(), tw = getTransposeRhs();
   Location loc = getLoc();
   // A [M,K] (or [K,M] read transposed), W [K,N] (or [N,K]), g [M,N].
-  Value dA = ta ? b.create<BatchMatmulOp>(loc, a.getType(), w, g, tw, true).getResult()
-                : b.create<BatchMatmulOp>(loc, a.getType(), g, w, false, !tw).getResult();
-  Value dW = tw ? b.create<BatchMatmulOp>(loc, w.getType(), g, a, true, ta).getResult()
-                : b.create<BatchMatmulOp>(loc, w.getType(), a, g, !ta, false).getResult();
+  Value dA =
+      ta ? b.create<BatchMatmulOp>(loc, a.getType(), w, g, tw, true).getResult()
+         : b.create<BatchMatmulOp>(loc, a.getType(), g, w, false, !tw)
+               .getResult();
+  Value dW =
+      tw ? b.create<BatchMatmulOp>(loc, w.getType(), g, a, true, ta).getResult()
+         : b.create<BatchMatmulOp>(loc, w.getType(), a, g, !ta, false)
+               .getResult();
   return {dA, dW};
 }
 
-SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};
-  Value dx = b.create<Conv2DInputGradOp>(getLoc(), getInput().getType(), grads[0],
-                                         getWeight(), getStrideAttr(), getPaddingAttr());
-  Value dw = b.create<Conv2DWeightGradOp>(getLoc(), getWeight().getType(), grads[0],
-                                          getInput(), getStrideAttr(), getPaddingAttr());
+  Value dx = b.create<Conv2DInputGradOp>(getLoc(), getInput().getType(),
+                                         grads[0], getWeight(), getStrideAttr(),
+                                         getPaddingAttr());
+  Value dw = b.create<Conv2DWeightGradOp>(getLoc(), getWeight().getType(),
+                                          grads[0], getInput(), getStrideAttr(),
+                                          getPaddingAttr());
   return {dx, dw};
 }
 
-SmallVector<Value> MaxPool2DOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> MaxPool2DOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
-  return {b.create<MaxPool2DGradOp>(getLoc(), getInput().getType(), grads[0], getInput(),
-                                    getKernelAttr(), getStrideAttr(), getPaddingAttr())
+  return {b.create<MaxPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
+                                    getInput(), getKernelAttr(),
+                                    getStrideAttr(), getPaddingAttr())
               .getResult()};
 }
 
-SmallVector<Value> AvgPool2DOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> AvgPool2DOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
   return {b.create<AvgPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
-                                    getKernelAttr(), getStrideAttr(), getPaddingAttr())
+                                    getKernelAttr(), getStrideAttr(),
+                                    getPaddingAttr())
               .getResult()};
 }
 
@@ -316,19 +358,23 @@ SmallVector<Value> MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
   Emitter e{b, getLoc()};
-  int64_t count = typeOf(getInput()).getNumElements() / typeOf(getResult()).getNumElements();
-  return {e.scale(e.unreduce(grads[0], typeOf(getInput()), getAxes()), 1.0 / count)};
+  int64_t count = typeOf(getInput()).getNumElements() /
+                  typeOf(getResult()).getNumElements();
+  return {e.scale(e.unreduce(grads[0], typeOf(getInput()), getAxes()),
+                  1.0 / count)};
 }
 
 SmallVector<Value> MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
-  return {b.create<MaxGradOp>(getLoc(), getInput().getType(), grads[0], getInput(),
-                              getResult(), getAxesAttr(), getKeepDimsAttr())
+  return {b.create<MaxGradOp>(getLoc(), getInput().getType(), grads[0],
+                              getInput(), getResult(), getAxesAttr(),
+                              getKeepDimsAttr())
               .getResult()};
 }
 
-SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
   Emitter e{b, getLoc()};
@@ -341,7 +387,8 @@ SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads)
   return {e.mul(y, e.sub(g, dot))};
 }
 
-SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b,
+                                               ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value()};
   Emitter e{b, getLoc()};
@@ -355,20 +402,23 @@ SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> gra
   return {e.sub(g, e.mul(softmax, total))};
 }
 
-SmallVector<Value> LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> LayerNormOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value(), Value()};
-  auto op = b.create<LayerNormGradOp>(getLoc(), getInput().getType(), getScale().getType(),
-                                      getBias().getType(), grads[0], getInput(), getScale(),
-                                      getEpsilonAttr());
+  auto op = b.create<LayerNormGradOp>(
+      getLoc(), getInput().getType(), getScale().getType(), getBias().getType(),
+      grads[0], getInput(), getScale(), getEpsilonAttr());
   return {op.getInputGrad(), op.getScaleGrad(), op.getBiasGrad()};
 }
 
-SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};
-  auto op = b.create<RmsNormGradOp>(getLoc(), getInput().getType(), getScale().getType(),
-                                    grads[0], getInput(), getScale(), getEpsilonAttr());
+  auto op = b.create<RmsNormGradOp>(getLoc(), getInput().getType(),
+                                    getScale().getType(), grads[0], getInput(),
+                                    getScale(), getEpsilonAttr());
   return {op.getInputGrad(), op.getScaleGrad()};
 }
 
@@ -376,11 +426,12 @@ SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads)
 // Losses
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
+                                                 ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};
-  return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(), grads[0],
-                                       getLogits(), getTargets())
+  return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                       grads[0], getLogits(), getTargets())
               .getResult(),
           Value()};
 }
@@ -400,33 +451,39 @@ SmallVector<Value> MseOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};
-  return {b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), grads[0], getIndices())
+  return {b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), grads[0],
+                                    getIndices())
               .getResult(),
           Value()};
 }
 
-SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
   if (!grads[0] || !isFloatTensor(getInput()))
     return {Value()};
   Emitter e{b, getLoc()};
   return {e.reshape(grads[0], typeOf(getInput()))};
 }
 
-SmallVector<Value> TransposeOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> TransposeOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0] || !isFloatTensor(getInput()))
     return {Value()};
   ArrayRef<int64_t> perm = getPermutation();
   SmallVector<int64_t> inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     inverse[perm[i]] = i;
-  return {b.create<TransposeOp>(getLoc(), getInput().getType(), grads[0], inverse)
-              .getResult()};
+  return {
+      b.create<TransposeOp>(getLoc(), getInput().getType(), grads[0], inverse)
+          .getResult()};
 }
 
-SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
   if (!grads[0] || !isFloatTensor(getInput()))
     return {Value()};
   Emitter e{b, getLoc()};
@@ -436,7 +493,8 @@ SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grad
   SmallVector<int64_t> axes, kept;
   for (int64_t i = 0; i < out.getRank(); ++i) {
     bool added = i < lead;
-    bool stretched = !added && in.getDimSize(i - lead) == 1 && out.getDimSize(i) != 1;
+    bool stretched =
+        !added && in.getDimSize(i - lead) == 1 && out.getDimSize(i) != 1;
     if (added || stretched)
       axes.push_back(i);
     else
@@ -452,12 +510,14 @@ SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grad
 SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   if (!grads[0] || !isFloatTensor(getInput()))
     return {Value()};
-  return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0], getAxisAttr(),
-                                getStartAttr(), getEndAttr(), getStepAttr())
+  return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0],
+                                getAxisAttr(), getStartAttr(), getEndAttr(),
+                                getStepAttr())
               .getResult()};
 }
 
-SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
   SmallVector<Value> result(getInputs().size());
   if (!grads[0] || !isFloatTensor(getResult()))
     return result;
@@ -465,8 +525,8 @@ SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) 
   int64_t offset = 0;
   for (auto [i, input] : llvm::enumerate(getInputs())) {
     int64_t size = typeOf(input).getDimSize(axis);
-    result[i] = b.create<SliceOp>(getLoc(), input.getType(), grads[0], axis, offset,
-                                  offset + size, 1);
+    result[i] = b.create<SliceOp>(getLoc(), input.getType(), grads[0], axis,
+                                  offset, offset + size, 1);
     offset += size;
   }
   return result;

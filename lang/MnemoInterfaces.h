@@ -10,8 +10,7 @@ namespace mnemo {
 
 /// Marks an op that no gradient flows through (see MnemoInterfaces.td).
 template <typename ConcreteType>
-class NoGradient : public mlir::OpTrait::TraitBase<ConcreteType, NoGradient> {
-};
+class NoGradient : public mlir::OpTrait::TraitBase<ConcreteType, NoGradient> {};
 
 } // namespace mnemo
 

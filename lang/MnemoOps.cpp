@@ -415,9 +415,9 @@ LogicalResult Conv2DWeightGradOp::verify() {
 
 template <typename PoolGradOp>
 static LogicalResult verifyPoolGrad(PoolGradOp op) {
-  shape::ShapeResult forward = shape::pool2d(
-      shapeOf(op.getResult()), toVector(op.getKernel()),
-      toVector(op.getStride()), toVector(op.getPadding()));
+  shape::ShapeResult forward =
+      shape::pool2d(shapeOf(op.getResult()), toVector(op.getKernel()),
+                    toVector(op.getStride()), toVector(op.getPadding()));
   if (!forward.ok() || forward.shape != shapeOf(op.getGrad()))
     return op.emitOpError("the gradient's shape is not the pooled shape of "
                           "the result");

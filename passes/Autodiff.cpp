@@ -70,10 +70,13 @@ StringRef nameOf(func::FuncOp f, unsigned arg) {
 bool isClassification(func::FuncOp forward, const ForwardSignature &sig) {
   if (sig.outputResult < 0 || sig.targets.size() != 1)
     return false;
-  auto out = llvm::cast<RankedTensorType>(forward.getResultTypes()[sig.outputResult]);
-  auto target = llvm::cast<RankedTensorType>(forward.getArgumentTypes()[sig.targets[0]]);
+  auto out =
+      llvm::cast<RankedTensorType>(forward.getResultTypes()[sig.outputResult]);
+  auto target =
+      llvm::cast<RankedTensorType>(forward.getArgumentTypes()[sig.targets[0]]);
   if (!llvm::isa<FloatType>(out.getElementType()) ||
-      !llvm::isa<IntegerType>(target.getElementType()) || out.getRank() != target.getRank() + 1)
+      !llvm::isa<IntegerType>(target.getElementType()) ||
+      out.getRank() != target.getRank() + 1)
     return false;
   return out.getShape().drop_back() == target.getShape();
 }
@@ -94,7 +97,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
                              "'loss = cross_entropy(output, label)')";
       return signalPassFailure();
     }
-    FailureOr<Optimizer> optimizer = Optimizer::fromSettings(train, forward.getLoc());
+    FailureOr<Optimizer> optimizer =
+        Optimizer::fromSettings(train, forward.getLoc());
     if (failed(optimizer))
       return signalPassFailure();
     buildEvalStep(module, forward, *sig);
@@ -103,7 +107,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
   }
 
   /// @eval_step(inputs..., targets..., params...) -> (loss[, accuracy]).
-  void buildEvalStep(ModuleOp module, func::FuncOp forward, const ForwardSignature &sig) {
+  void buildEvalStep(ModuleOp module, func::FuncOp forward,
+                     const ForwardSignature &sig) {
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
     func::FuncOp eval = llvm::cast<func::FuncOp>(b.clone(*forward));
@@ -115,9 +120,9 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Attribute> names{b.getStringAttr("loss")};
     if (isClassification(forward, sig)) {
       b.setInsertionPoint(ret);
-      Value acc = b.create<AccuracyOp>(ret.getLoc(), RankedTensorType::get({}, b.getF32Type()),
-                                       ret.getOperand(sig.outputResult),
-                                       body.getArgument(sig.targets[0]));
+      Value acc = b.create<AccuracyOp>(
+          ret.getLoc(), RankedTensorType::get({}, b.getF32Type()),
+          ret.getOperand(sig.outputResult), body.getArgument(sig.targets[0]));
       results.push_back(acc);
       types.push_back(acc.getType());
       names.push_back(b.getStringAttr("accuracy"));
@@ -132,7 +137,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
   }
 
   LogicalResult buildTrainStep(ModuleOp module, func::FuncOp forward,
-                               const ForwardSignature &sig, const Optimizer &optimizer) {
+                               const ForwardSignature &sig,
+                               const Optimizer &optimizer) {
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ctx);
     auto i32 = RankedTensorType::get({}, b.getI32Type());
@@ -142,25 +148,29 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
     auto attrs = [&](StringRef role, StringRef name, Attribute init) {
-      SmallVector<NamedAttribute> entries{b.getNamedAttr("mnemo.role", b.getStringAttr(role)),
-                                         b.getNamedAttr("mnemo.name", b.getStringAttr(name))};
+      SmallVector<NamedAttribute> entries{
+          b.getNamedAttr("mnemo.role", b.getStringAttr(role)),
+          b.getNamedAttr("mnemo.name", b.getStringAttr(name))};
       if (init)
         entries.push_back(b.getNamedAttr("mnemo.init", init));
       return b.getDictionaryAttr(entries);
     };
     for (unsigned p : sig.params) {
       argTypes.push_back(forward.getArgumentTypes()[p]);
-      argAttrs.push_back(attrs("param", nameOf(forward, p), forward.getArgAttr(p, "mnemo.init")));
+      argAttrs.push_back(attrs("param", nameOf(forward, p),
+                               forward.getArgAttr(p, "mnemo.init")));
     }
-    auto zeros = b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
+    auto zeros =
+        b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
     for (unsigned p : sig.params)
       for (const std::string &state : optimizer.stateNames()) {
         argTypes.push_back(forward.getArgumentTypes()[p]);
-        argAttrs.push_back(
-            attrs("opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
+        argAttrs.push_back(attrs(
+            "opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
       }
     unsigned batchStart = argTypes.size();
-    for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
+    for (ArrayRef<unsigned> group :
+         {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
       for (unsigned i : group) {
         argTypes.push_back(forward.getArgumentTypes()[i]);
         argAttrs.push_back(forward.getArgAttrDict(i));
@@ -185,7 +195,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       body->getArgument(k).setLoc(fwdBody.getArgument(p).getLoc());
     }
     unsigned next = batchStart;
-    for (ArrayRef<unsigned> group : {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
+    for (ArrayRef<unsigned> group :
+         {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
       for (unsigned i : group) {
         map.map(fwdBody.getArgument(i), body->getArgument(next));
         body->getArgument(next++).setLoc(fwdBody.getArgument(i).getLoc());
@@ -207,8 +218,10 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     auto lossType = llvm::cast<RankedTensorType>(loss.getType());
     Value seed = b.create<ConstantOp>(
         loss.getLoc(),
-        DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
-    FailureOr<llvm::DenseMap<Value, Value>> grads = buildBackward(b, forwardOps, loss, seed);
+        DenseElementsAttr::get(lossType,
+                               b.getFloatAttr(lossType.getElementType(), 1.0)));
+    FailureOr<llvm::DenseMap<Value, Value>> grads =
+        buildBackward(b, forwardOps, loss, seed);
     if (failed(grads))
       return failure();
 
@@ -216,7 +229,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     // keeps its value and state.
     b.setInsertionPointToEnd(body);
     Location loc = forward.getLoc();
-    unsigned numParams = sig.params.size(), numStates = optimizer.stateNames().size();
+    unsigned numParams = sig.params.size(),
+             numStates = optimizer.stateNames().size();
     SmallVector<Value> paramGrads;
     for (unsigned k = 0; k < numParams; ++k) {
       Value g = grads->lookup(body->getArgument(k));
@@ -231,19 +245,22 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       if (g)
         present.push_back(g);
     auto f32 = RankedTensorType::get({}, b.getF32Type());
-    Value gradNorm = present.empty()
-                         ? b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f)).getResult()
-                         : b.create<GlobalNormOp>(loc, f32, present).getResult();
+    Value gradNorm =
+        present.empty()
+            ? b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f))
+                  .getResult()
+            : b.create<GlobalNormOp>(loc, f32, present).getResult();
     if (optimizer.clipNorm && !present.empty()) {
-      Value coefficient = b.create<ClipCoefficientOp>(loc, f32, gradNorm,
-                                                      b.getF64FloatAttr(*optimizer.clipNorm));
+      Value coefficient = b.create<ClipCoefficientOp>(
+          loc, f32, gradNorm, b.getF64FloatAttr(*optimizer.clipNorm));
       for (Value &g : paramGrads) {
         if (!g)
           continue;
         auto type = llvm::cast<RankedTensorType>(g.getType());
         Value c = coefficient;
         if (type.getElementType() != f32.getElementType())
-          c = b.create<CastOp>(loc, RankedTensorType::get({}, type.getElementType()), c);
+          c = b.create<CastOp>(
+              loc, RankedTensorType::get({}, type.getElementType()), c);
         g = b.create<MulOp>(loc, type, g, b.create<BroadcastOp>(loc, type, c));
       }
     }
@@ -254,7 +271,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Value> newParams(numParams), newStates(numParams * numStates);
     for (unsigned k = 0; k < numParams; ++k) {
       Value param = body->getArgument(k);
-      ValueRange state = body->getArguments().slice(numParams + k * numStates, numStates);
+      ValueRange state =
+          body->getArguments().slice(numParams + k * numStates, numStates);
       if (!paramGrads[k]) {
         newParams[k] = param;
         for (unsigned s = 0; s < numStates; ++s)
@@ -272,11 +290,12 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     // (loss, new params..., new state..., lr, grad_norm); updated tensors
     // may be written into the buffers of the arguments they replace.
     SmallVector<Value> results{loss};
-    SmallVector<DictionaryAttr> resultAttrs{
-        b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("loss"))})};
+    SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
+        {b.getNamedAttr("mnemo.name", b.getStringAttr("loss"))})};
     auto updatedAttr = [&](unsigned argIndex) {
       return b.getDictionaryAttr(
-          {b.getNamedAttr("mnemo.name", trainStep.getArgAttr(argIndex, "mnemo.name")),
+          {b.getNamedAttr("mnemo.name",
+                          trainStep.getArgAttr(argIndex, "mnemo.name")),
            b.getNamedAttr("mnemo.reuses_arg", b.getI64IntegerAttr(argIndex))});
     };
     for (unsigned k = 0; k < numParams; ++k) {
@@ -288,10 +307,11 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       resultAttrs.push_back(updatedAttr(numParams + s));
     }
     results.push_back(lr);
-    resultAttrs.push_back(b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("lr"))}));
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("mnemo.name", b.getStringAttr("lr"))}));
     results.push_back(gradNorm);
-    resultAttrs.push_back(
-        b.getDictionaryAttr({b.getNamedAttr("mnemo.name", b.getStringAttr("grad_norm"))}));
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("mnemo.name", b.getStringAttr("grad_norm"))}));
     b.create<func::ReturnOp>(loc, results);
     SmallVector<Type> resultTypes;
     for (Value v : results)

@@ -7,13 +7,15 @@ using namespace mlir;
 using namespace mnemo;
 
 FailureOr<llvm::DenseMap<Value, Value>>
-mnemo::buildBackward(OpBuilder &b, ArrayRef<Operation *> ops, Value output, Value seed) {
+mnemo::buildBackward(OpBuilder &b, ArrayRef<Operation *> ops, Value output,
+                     Value seed) {
   llvm::DenseMap<Value, Value> grads;
   auto accumulate = [&](Value value, Value grad, Location loc) {
     if (!grad)
       return;
     Value &slot = grads[value];
-    slot = slot ? b.create<AddOp>(loc, slot.getType(), slot, grad).getResult() : grad;
+    slot = slot ? b.create<AddOp>(loc, slot.getType(), slot, grad).getResult()
+                : grad;
   };
   accumulate(output, seed, output.getLoc());
   for (Operation *op : llvm::reverse(ops)) {

@@ -1,4 +1,5 @@
-//===- Backward.h - Reverse-mode differentiation of a straight-line region -*- C++ -*-===//
+//===- Backward.h - Reverse-mode differentiation of a straight-line region -*-
+// C++ -*-===//
 //
 // The core of the autodiff pass, usable on its own (the gradient checks use
 // it): walks ops backwards, asks each for its vector-Jacobian product through
@@ -22,8 +23,8 @@ namespace mnemo {
 /// do not reach `output`, and integer values, have none. Fails (with an
 /// error on the op) if an op that a gradient reaches has no rule.
 mlir::FailureOr<llvm::DenseMap<mlir::Value, mlir::Value>>
-buildBackward(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> ops, mlir::Value output,
-              mlir::Value seed);
+buildBackward(mlir::OpBuilder &b, llvm::ArrayRef<mlir::Operation *> ops,
+              mlir::Value output, mlir::Value seed);
 
 } // namespace mnemo
 

@@ -20,9 +20,11 @@ static double number(DictionaryAttr dict, StringRef key, double fallback) {
   return fallback;
 }
 
-FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train, Location loc) {
+FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train,
+                                             Location loc) {
   Optimizer opt;
-  opt.settings = train ? train.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
+  opt.settings =
+      train ? train.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
   if (!opt.settings) {
     emitError(loc) << "the train section names no optimizer (for example "
                       "'optimizer = adamw(lr = 1e-3)')";
@@ -44,7 +46,8 @@ FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train, Location loc)
   return opt;
 }
 
-Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step, Value totalSteps) const {
+Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step,
+                              Value totalSteps) const {
   StringRef scheduleKind = "constant";
   if (schedule)
     scheduleKind = schedule.getAs<StringAttr>("kind").getValue();
@@ -59,27 +62,31 @@ Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step, Value tota
       b.getF64FloatAttr(number(schedule, "min_lr", 0)));
 }
 
-SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param, Value grad,
-                                     ValueRange stateValues, Value lr, Value step) const {
+SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
+                                     Value grad, ValueRange stateValues,
+                                     Value lr, Value step) const {
   double weightDecay = number(settings, "weight_decay", 0);
   if (kind == "adam" || kind == "adamw") {
     auto betas = settings.getAs<ArrayAttr>("betas");
     double beta1 = llvm::cast<FloatAttr>(betas[0]).getValueAsDouble();
     double beta2 = llvm::cast<FloatAttr>(betas[1]).getValueAsDouble();
     auto op = b.create<AdamUpdateOp>(
-        loc, param.getType(), param.getType(), param.getType(), param, grad, stateValues[0],
-        stateValues[1], lr, step, b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-        b.getF64FloatAttr(number(settings, "eps", 1e-8)), b.getF64FloatAttr(weightDecay),
-        b.getBoolAttr(kind == "adamw"));
+        loc, param.getType(), param.getType(), param.getType(), param, grad,
+        stateValues[0], stateValues[1], lr, step, b.getF64FloatAttr(beta1),
+        b.getF64FloatAttr(beta2),
+        b.getF64FloatAttr(number(settings, "eps", 1e-8)),
+        b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == "adamw"));
     return {op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()};
   }
   double momentum = number(settings, "momentum", 0);
   if (momentum != 0) {
     auto nesterov = settings.getAs<BoolAttr>("nesterov");
     auto op = b.create<SgdUpdateOp>(
-        loc, param.getType(), param.getType(), param, grad, stateValues[0], lr, step,
-        b.getF64FloatAttr(momentum), b.getF64FloatAttr(number(settings, "dampening", 0)),
-        b.getF64FloatAttr(weightDecay), b.getBoolAttr(nesterov && nesterov.getValue()));
+        loc, param.getType(), param.getType(), param, grad, stateValues[0], lr,
+        step, b.getF64FloatAttr(momentum),
+        b.getF64FloatAttr(number(settings, "dampening", 0)),
+        b.getF64FloatAttr(weightDecay),
+        b.getBoolAttr(nesterov && nesterov.getValue()));
     return {op.getNewParam(), op.getNewMomentumBuffer()};
   }
   // Plain SGD: param - lr * (grad + weight_decay * param), as elementwise ops.
@@ -87,8 +94,10 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param, Va
   Value direction = grad;
   if (weightDecay != 0) {
     Value wd = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), weightDecay)));
-    direction = b.create<AddOp>(loc, type, grad, b.create<MulOp>(loc, type, param, wd));
+        loc, DenseElementsAttr::get(
+                 type, b.getFloatAttr(type.getElementType(), weightDecay)));
+    direction =
+        b.create<AddOp>(loc, type, grad, b.create<MulOp>(loc, type, param, wd));
   }
   Value lrSpread = b.create<BroadcastOp>(loc, type, lr);
   Value delta = b.create<MulOp>(loc, type, lrSpread, direction);

@@ -30,8 +30,8 @@ public:
   const std::vector<std::string> &stateNames() const { return state; }
 
   /// The learning rate at `step` (an i32 scalar, from 1) of `totalSteps`.
-  mlir::Value learningRate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value step,
-                           mlir::Value totalSteps) const;
+  mlir::Value learningRate(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value step, mlir::Value totalSteps) const;
 
   /// One update: returns the new parameter followed by its new state.
   llvm::SmallVector<mlir::Value> update(mlir::OpBuilder &b, mlir::Location loc,

@@ -9,11 +9,12 @@
 
 using namespace mnemo::runtime;
 
-bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array, std::string &error,
-                             int64_t maxItems) {
+bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
+                             std::string &error, int64_t maxItems) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) {
-    error = "cannot open '" + path + "': " + std::strerror(errno ? errno : ENOENT);
+    error =
+        "cannot open '" + path + "': " + std::strerror(errno ? errno : ENOENT);
     return false;
   }
   auto fail = [&](const std::string &why) {
@@ -37,9 +38,11 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array, std::stri
     uint8_t b[4];
     if (gzread(f, b, 4) != 4)
       return fail("the dimensions are truncated");
-    int64_t d = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
+    int64_t d = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) |
+                (int64_t(b[2]) << 8) | b[3];
     if (d <= 0 || d > (int64_t(1) << 30))
-      return fail("dimension " + std::to_string(i) + " is " + std::to_string(d));
+      return fail("dimension " + std::to_string(i) + " is " +
+                  std::to_string(d));
     if (i == 0 && maxItems > 0 && d > maxItems)
       d = maxItems;
     array.shape.push_back(d);

@@ -48,8 +48,9 @@ static double gain(const std::string &nonlinearity, double a) {
   return 1.0; // linear, sigmoid
 }
 
-bool mnemo::runtime::initialize(const InitSpec &spec, const std::vector<int64_t> &shape,
-                                Rng &rng, std::vector<float> &out, std::string &error) {
+bool mnemo::runtime::initialize(const InitSpec &spec,
+                                const std::vector<int64_t> &shape, Rng &rng,
+                                std::vector<float> &out, std::string &error) {
   int64_t count = 1;
   for (int64_t d : shape)
     count *= d;
@@ -72,7 +73,8 @@ bool mnemo::runtime::initialize(const InitSpec &spec, const std::vector<int64_t>
     fanIn = double(shape[1]) * receptive;
     fanOut = double(shape[0]) * receptive;
   }
-  bool needsFans = spec.kind.rfind("xavier", 0) == 0 || spec.kind.rfind("kaiming", 0) == 0;
+  bool needsFans =
+      spec.kind.rfind("xavier", 0) == 0 || spec.kind.rfind("kaiming", 0) == 0;
   if (needsFans && shape.size() < 2) {
     error = spec.kind + " needs a tensor of rank >= 2 to compute its fans";
     return false;
@@ -104,7 +106,8 @@ bool mnemo::runtime::initialize(const InitSpec &spec, const std::vector<int64_t>
     fillNormal(0, num("gain", 1) * std::sqrt(2.0 / (fanIn + fanOut)));
   } else if (k == "kaiming_uniform" || k == "kaiming_normal") {
     double fan = sym("mode", "fan_in") == "fan_out" ? fanOut : fanIn;
-    double stddev = gain(sym("nonlinearity", "leaky_relu"), num("a", 0)) / std::sqrt(fan);
+    double stddev =
+        gain(sym("nonlinearity", "leaky_relu"), num("a", 0)) / std::sqrt(fan);
     if (k == "kaiming_uniform")
       fillUniform(-std::sqrt(3.0) * stddev, std::sqrt(3.0) * stddev);
     else

@@ -45,8 +45,8 @@ struct InitSpec {
 
 /// Fills `out` (the shape's element count) per `spec`. Returns false with
 /// `error` for an unknown kind or a shape it does not apply to.
-bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape, Rng &rng,
-                std::vector<float> &out, std::string &error);
+bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape,
+                Rng &rng, std::vector<float> &out, std::string &error);
 
 /// A generator for one named tensor: the run's seed mixed with the name,
 /// so adding a parameter does not change the others' initial values.

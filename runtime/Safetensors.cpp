@@ -15,8 +15,8 @@ using json = nlohmann::json;
 
 int64_t mnemo::runtime::dtypeSize(const std::string &dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"F64", 8}, {"I64", 8}, {"F32", 4}, {"I32", 4}, {"F16", 2},
-      {"BF16", 2}, {"I16", 2}, {"I8", 1}, {"U8", 1}, {"BOOL", 1}};
+      {"F64", 8},  {"I64", 8}, {"F32", 4}, {"I32", 4}, {"F16", 2},
+      {"BF16", 2}, {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -82,7 +82,8 @@ static bool writeAll(int fd, const void *data, size_t size) {
   return true;
 }
 
-bool mnemo::runtime::writeSafetensors(const std::string &path, const SafetensorsFile &file,
+bool mnemo::runtime::writeSafetensors(const std::string &path,
+                                      const SafetensorsFile &file,
                                       std::string &error) {
   json header = json::object();
   if (!file.metadata.empty())
@@ -97,7 +98,8 @@ bool mnemo::runtime::writeSafetensors(const std::string &path, const Safetensors
               " bytes, which does not match its shape and dtype";
       return false;
     }
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape},
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
@@ -116,7 +118,8 @@ bool mnemo::runtime::writeSafetensors(const std::string &path, const Safetensors
     error = "cannot create '" + tmp + "': " + std::strerror(errno);
     return false;
   }
-  bool ok = writeAll(fd, sizeBytes, 8) && writeAll(fd, text.data(), text.size());
+  bool ok =
+      writeAll(fd, sizeBytes, 8) && writeAll(fd, text.data(), text.size());
   for (const StoredTensor &t : file.tensors)
     ok = ok && writeAll(fd, t.bytes.data(), t.bytes.size());
   ok = ok && ::fsync(fd) == 0;
@@ -130,7 +133,8 @@ bool mnemo::runtime::writeSafetensors(const std::string &path, const Safetensors
   return true;
 }
 
-bool mnemo::runtime::readSafetensors(const std::string &path, SafetensorsFile &file,
+bool mnemo::runtime::readSafetensors(const std::string &path,
+                                     SafetensorsFile &file,
                                      std::string &error) {
   FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
@@ -152,7 +156,8 @@ bool mnemo::runtime::readSafetensors(const std::string &path, SafetensorsFile &f
   for (int i = 0; i < 8; ++i)
     headerSize |= uint64_t(sizeBytes[i]) << (8 * i);
   if (headerSize > uint64_t(fileSize) - 8 || headerSize > (100u << 20))
-    return fail("the header size " + std::to_string(headerSize) + " exceeds the file");
+    return fail("the header size " + std::to_string(headerSize) +
+                " exceeds the file");
   std::string text(headerSize, '\0');
   if (std::fread(text.data(), 1, headerSize, f) != headerSize)
     return fail("the header is truncated");
@@ -170,11 +175,12 @@ bool mnemo::runtime::readSafetensors(const std::string &path, SafetensorsFile &f
           file.metadata[key] = value.get<std::string>();
       continue;
     }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string() ||
-        !entry.contains("shape") || !entry["shape"].is_array() ||
-        !entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2)
-      return fail("the entry for '" + name + "' lacks dtype, shape or data_offsets");
+    if (!entry.is_object() || !entry.contains("dtype") ||
+        !entry["dtype"].is_string() || !entry.contains("shape") ||
+        !entry["shape"].is_array() || !entry.contains("data_offsets") ||
+        !entry["data_offsets"].is_array() || entry["data_offsets"].size() != 2)
+      return fail("the entry for '" + name +
+                  "' lacks dtype, shape or data_offsets");
     StoredTensor t;
     t.name = name;
     t.dtype = entry["dtype"].get<std::string>();
@@ -185,16 +191,20 @@ bool mnemo::runtime::readSafetensors(const std::string &path, SafetensorsFile &f
       if (!d.is_number_unsigned())
         return fail("tensor '" + name + "' has a bad shape");
       t.shape.push_back(d.get<int64_t>());
-      if (d.get<uint64_t>() != 0 && count > (uint64_t(1) << 48) / d.get<uint64_t>())
+      if (d.get<uint64_t>() != 0 &&
+          count > (uint64_t(1) << 48) / d.get<uint64_t>())
         return fail("tensor '" + name + "' is too large");
       count *= d.get<uint64_t>();
     }
     const json &offsets = entry["data_offsets"];
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
       return fail("tensor '" + name + "' has bad data offsets");
-    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    if (begin > end || end > dataSize || end - begin != count * uint64_t(dtypeSize(t.dtype)))
-      return fail("tensor '" + name + "' has data offsets outside the file or not matching "
+    uint64_t begin = offsets[0].get<uint64_t>(),
+             end = offsets[1].get<uint64_t>();
+    if (begin > end || end > dataSize ||
+        end - begin != count * uint64_t(dtypeSize(t.dtype)))
+      return fail("tensor '" + name +
+                  "' has data offsets outside the file or not matching "
                   "its shape");
     t.bytes.resize(end - begin);
     if (std::fseek(f, long(8 + headerSize + begin), SEEK_SET) != 0 ||

@@ -24,7 +24,8 @@ namespace runtime {
 
 struct StoredTensor {
   std::string name;
-  std::string dtype; // "F32", "F16", "BF16", "I32", "I8", "U8", "BOOL", "F64", "I64"
+  std::string
+      dtype; // "F32", "F16", "BF16", "I32", "I8", "U8", "BOOL", "F64", "I64"
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 

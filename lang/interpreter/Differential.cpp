@@ -18,7 +18,9 @@ uint64_t splitmix(uint64_t &state) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-double uniform(uint64_t &state) { return double(splitmix(state) >> 11) * 0x1.0p-53; }
+double uniform(uint64_t &state) {
+  return double(splitmix(state) >> 11) * 0x1.0p-53;
+}
 double normal(uint64_t &state) {
   double u1 = std::max(uniform(state), 1e-300), u2 = uniform(state);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
@@ -51,10 +53,12 @@ std::vector<Tensor> mnemo::randomArguments(func::FuncOp func, uint64_t seed) {
   Block &body = func.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
     auto type = llvm::cast<RankedTensorType>(arg.getType());
-    Tensor t(elementTypeOf(type),
-             std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
-    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
-    bool isStep = role && (role.getValue() == "step" || role.getValue() == "total_steps");
+    Tensor t(elementTypeOf(type), std::vector<int64_t>(type.getShape().begin(),
+                                                       type.getShape().end()));
+    auto role =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
+    bool isStep =
+        role && (role.getValue() == "step" || role.getValue() == "total_steps");
     int64_t range = isFloat(t.type) ? 0 : integerRange(arg);
     for (double &x : t.data) {
       if (isStep)
@@ -71,8 +75,9 @@ std::vector<Tensor> mnemo::randomArguments(func::FuncOp func, uint64_t seed) {
   return args;
 }
 
-std::vector<DifferentialResult> mnemo::compareModules(ModuleOp before, ModuleOp after,
-                                                      uint64_t seed, double rtol, double atol) {
+std::vector<DifferentialResult>
+mnemo::compareModules(ModuleOp before, ModuleOp after, uint64_t seed,
+                      double rtol, double atol) {
   std::vector<DifferentialResult> report;
   for (auto reference : before.getOps<func::FuncOp>()) {
     auto transformed = after.lookupSymbol<func::FuncOp>(reference.getName());
@@ -107,8 +112,9 @@ std::vector<DifferentialResult> mnemo::compareModules(ModuleOp before, ModuleOp 
       const Tensor &e = (*expected)[r], &a = (*actual)[r];
       if (e.type != a.type || e.shape != a.shape) {
         result.ok = false;
-        result.message = "result " + std::to_string(r) + " is " + e.typeString() +
-                         " before and " + a.typeString() + " after";
+        result.message = "result " + std::to_string(r) + " is " +
+                         e.typeString() + " before and " + a.typeString() +
+                         " after";
         break;
       }
       for (int64_t i = 0; i < e.numElements(); ++i) {
@@ -117,12 +123,13 @@ std::vector<DifferentialResult> mnemo::compareModules(ModuleOp before, ModuleOp 
           continue;
         double diff = std::fabs(x - y);
         result.worstRelativeDifference =
-            std::max(result.worstRelativeDifference, diff / std::max(std::fabs(x), 1e-30));
+            std::max(result.worstRelativeDifference,
+                     diff / std::max(std::fabs(x), 1e-30));
         if (!(diff <= atol + rtol * std::fabs(x))) {
           result.ok = false;
-          result.message = "result " + std::to_string(r) + ", element " + std::to_string(i) +
-                           ": " + std::to_string(x) + " before, " + std::to_string(y) +
-                           " after";
+          result.message = "result " + std::to_string(r) + ", element " +
+                           std::to_string(i) + ": " + std::to_string(x) +
+                           " before, " + std::to_string(y) + " after";
           break;
         }
       }

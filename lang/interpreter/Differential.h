@@ -41,8 +41,10 @@ struct DifferentialResult {
 /// Runs every function of `before` that `after` also defines, on the same
 /// random arguments, and compares the results: equal types, and values
 /// within `rtol` (relative) or `atol` (absolute).
-std::vector<DifferentialResult> compareModules(mlir::ModuleOp before, mlir::ModuleOp after,
-                                               uint64_t seed, double rtol, double atol);
+std::vector<DifferentialResult> compareModules(mlir::ModuleOp before,
+                                               mlir::ModuleOp after,
+                                               uint64_t seed, double rtol,
+                                               double atol);
 
 } // namespace mnemo
 

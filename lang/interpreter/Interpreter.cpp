@@ -56,7 +56,8 @@ int64_t product(ArrayRef<int64_t> dims) {
 
 /// Iterates a row-major multi-index over `shape`.
 struct IndexCounter {
-  explicit IndexCounter(const Shape &shape) : shape(shape), index(shape.size(), 0) {}
+  explicit IndexCounter(const Shape &shape)
+      : shape(shape), index(shape.size(), 0) {}
   void next() {
     for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
       if (++index[i] < shape[i])
@@ -82,7 +83,9 @@ double uniformAt(int64_t seed, int64_t step, int64_t index) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
-double geluExact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double geluExact(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
 double geluTanh(double x) {
   const double k = std::sqrt(2.0 / M_PI);
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
@@ -95,7 +98,8 @@ double geluExactGrad(double x) {
 double geluTanhGrad(double x) {
   const double k = std::sqrt(2.0 / M_PI);
   double t = std::tanh(k * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+  return 0.5 * (1.0 + t) +
+         0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
 }
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
@@ -104,7 +108,8 @@ public:
   Evaluator(const InterpreterOptions &options, std::string &error)
       : options(options), error(error) {}
 
-  LogicalResult run(func::FuncOp func, ArrayRef<Tensor> args, std::vector<Tensor> &results);
+  LogicalResult run(func::FuncOp func, ArrayRef<Tensor> args,
+                    std::vector<Tensor> &results);
 
 private:
   LogicalResult exec(Operation *op);
@@ -112,13 +117,16 @@ private:
     std::string loc;
     llvm::raw_string_ostream os(loc);
     op->getLoc().print(os);
-    error = (op->getName().getStringRef() + " at " + os.str() + ": " + message).str();
+    error = (op->getName().getStringRef() + " at " + os.str() + ": " + message)
+                .str();
     return failure();
   }
 
   const Tensor &get(Value v) { return env.find(v)->second; }
   /// A zero tensor of `v`'s type.
-  Tensor like(Value v) { return Tensor(elementTypeOf(v.getType()), shapeOf(v)); }
+  Tensor like(Value v) {
+    return Tensor(elementTypeOf(v.getType()), shapeOf(v));
+  }
   /// Stores a result, rounded to its element type.
   void set(Value v, Tensor t) {
     t.type = elementTypeOf(v.getType());
@@ -128,8 +136,7 @@ private:
     env[v] = std::move(t);
   }
 
-  template <typename Fn>
-  LogicalResult unary(Operation *op, Fn fn) {
+  template <typename Fn> LogicalResult unary(Operation *op, Fn fn) {
     const Tensor &x = get(op->getOperand(0));
     Tensor out = like(op->getResult(0));
     for (int64_t i = 0; i < x.numElements(); ++i)
@@ -137,8 +144,7 @@ private:
     set(op->getResult(0), std::move(out));
     return success();
   }
-  template <typename Fn>
-  LogicalResult binary(Operation *op, Fn fn) {
+  template <typename Fn> LogicalResult binary(Operation *op, Fn fn) {
     const Tensor &x = get(op->getOperand(0)), &y = get(op->getOperand(1));
     Tensor out = like(op->getResult(0));
     for (int64_t i = 0; i < x.numElements(); ++i)
@@ -148,19 +154,21 @@ private:
   }
 
   // Op families.
-  LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs, bool batched);
+  LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
+                           bool batched);
   LogicalResult execReduce(Operation *op, ArrayRef<int64_t> axes, int kind);
   LogicalResult execSoftmax(Operation *op, int64_t axis, bool logarithm);
   LogicalResult execLayerNorm(Operation *op, double eps, bool rms, bool grad);
-  LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
-                         int which);
-  LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel, ArrayRef<int64_t> stride,
-                         ArrayRef<int64_t> padding, bool isMax, bool grad);
+  LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
+                         ArrayRef<int64_t> padding, int which);
+  LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
+                         ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+                         bool isMax, bool grad);
   LogicalResult execCrossEntropy(Operation *op, bool grad);
   LogicalResult execTranspose(TransposeOp op);
   LogicalResult execBroadcast(BroadcastOp op);
-  LogicalResult execSlice(Operation *op, int64_t axis, int64_t start, int64_t step,
-                          bool grad);
+  LogicalResult execSlice(Operation *op, int64_t axis, int64_t start,
+                          int64_t step, bool grad);
   LogicalResult execConcat(ConcatOp op);
   LogicalResult execEmbedding(Operation *op, bool grad);
   LogicalResult execMaxGrad(MaxGradOp op);
@@ -177,14 +185,17 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
                              std::vector<Tensor> &results) {
   Block &body = func.getBody().front();
   if (args.size() != body.getNumArguments()) {
-    error = "@" + func.getName().str() + " takes " + std::to_string(body.getNumArguments()) +
-            " arguments, not " + std::to_string(args.size());
+    error = "@" + func.getName().str() + " takes " +
+            std::to_string(body.getNumArguments()) + " arguments, not " +
+            std::to_string(args.size());
     return failure();
   }
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
-    if (args[i].shape != shapeOf(arg) || args[i].type != elementTypeOf(arg.getType())) {
+    if (args[i].shape != shapeOf(arg) ||
+        args[i].type != elementTypeOf(arg.getType())) {
       error = "argument " + std::to_string(i) + " of @" + func.getName().str() +
-              " should be " + Tensor(elementTypeOf(arg.getType()), shapeOf(arg)).typeString() +
+              " should be " +
+              Tensor(elementTypeOf(arg.getType()), shapeOf(arg)).typeString() +
               ", not " + args[i].typeString();
       return failure();
     }
@@ -233,26 +244,48 @@ LogicalResult Evaluator::exec(Operation *op) {
         return success();
       })
       // Elementwise.
-      .Case([&](AddOp) { return binary(op, [](double a, double b) { return a + b; }); })
-      .Case([&](SubOp) { return binary(op, [](double a, double b) { return a - b; }); })
-      .Case([&](MulOp) { return binary(op, [](double a, double b) { return a * b; }); })
+      .Case([&](AddOp) {
+        return binary(op, [](double a, double b) { return a + b; });
+      })
+      .Case([&](SubOp) {
+        return binary(op, [](double a, double b) { return a - b; });
+      })
+      .Case([&](MulOp) {
+        return binary(op, [](double a, double b) { return a * b; });
+      })
       .Case([&](DivOp d) {
         if (!isFloat(elementTypeOf(d.getType())))
           for (double y : get(d.getRhs()).data)
             if (y == 0)
               return fail(op, "integer division by zero");
         bool isInt = !isFloat(elementTypeOf(d.getType()));
-        return binary(op, [isInt](double a, double b) { return isInt ? std::trunc(a / b) : a / b; });
+        return binary(op, [isInt](double a, double b) {
+          return isInt ? std::trunc(a / b) : a / b;
+        });
       })
       .Case([&](NegOp) { return unary(op, [](double x) { return -x; }); })
-      .Case([&](ExpOp) { return unary(op, [](double x) { return std::exp(x); }); })
-      .Case([&](LogOp) { return unary(op, [](double x) { return std::log(x); }); })
-      .Case([&](SqrtOp) { return unary(op, [](double x) { return std::sqrt(x); }); })
-      .Case([&](RsqrtOp) { return unary(op, [](double x) { return 1.0 / std::sqrt(x); }); })
-      .Case([&](TanhOp) { return unary(op, [](double x) { return std::tanh(x); }); })
+      .Case([&](ExpOp) {
+        return unary(op, [](double x) { return std::exp(x); });
+      })
+      .Case([&](LogOp) {
+        return unary(op, [](double x) { return std::log(x); });
+      })
+      .Case([&](SqrtOp) {
+        return unary(op, [](double x) { return std::sqrt(x); });
+      })
+      .Case([&](RsqrtOp) {
+        return unary(op, [](double x) { return 1.0 / std::sqrt(x); });
+      })
+      .Case([&](TanhOp) {
+        return unary(op, [](double x) { return std::tanh(x); });
+      })
       .Case([&](SigmoidOp) { return unary(op, sigmoid); })
-      .Case([&](ReluOp) { return unary(op, [](double x) { return x > 0 ? x : 0.0; }); })
-      .Case([&](SiluOp) { return unary(op, [](double x) { return x * sigmoid(x); }); })
+      .Case([&](ReluOp) {
+        return unary(op, [](double x) { return x > 0 ? x : 0.0; });
+      })
+      .Case([&](SiluOp) {
+        return unary(op, [](double x) { return x * sigmoid(x); });
+      })
       .Case([&](GeluOp g) {
         return g.getApproximate() ? unary(op, geluTanh) : unary(op, geluExact);
       })
@@ -285,8 +318,9 @@ LogicalResult Evaluator::exec(Operation *op) {
         const Tensor &x = get(d.getInput());
         Tensor out = like(d.getResult());
         for (int64_t i = 0; i < x.numElements(); ++i)
-          out.data[i] =
-              uniformAt(seed, options.dropoutStep, i) < p ? 0.0 : x.data[i] / (1.0 - p);
+          out.data[i] = uniformAt(seed, options.dropoutStep, i) < p
+                            ? 0.0
+                            : x.data[i] / (1.0 - p);
         set(d.getResult(), std::move(out));
         return success();
       })
@@ -297,30 +331,45 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](BatchMatmulOp m) {
         return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
       })
-      .Case([&](Conv2DOp c) { return execConv(op, c.getStride(), c.getPadding(), 0); })
-      .Case([&](Conv2DInputGradOp c) { return execConv(op, c.getStride(), c.getPadding(), 1); })
-      .Case([&](Conv2DWeightGradOp c) { return execConv(op, c.getStride(), c.getPadding(), 2); })
+      .Case([&](Conv2DOp c) {
+        return execConv(op, c.getStride(), c.getPadding(), 0);
+      })
+      .Case([&](Conv2DInputGradOp c) {
+        return execConv(op, c.getStride(), c.getPadding(), 1);
+      })
+      .Case([&](Conv2DWeightGradOp c) {
+        return execConv(op, c.getStride(), c.getPadding(), 2);
+      })
       .Case([&](MaxPool2DOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true, false);
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true,
+                        false);
       })
       .Case([&](AvgPool2DOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false, false);
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false,
+                        false);
       })
       .Case([&](MaxPool2DGradOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true, true);
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true,
+                        true);
       })
       .Case([&](AvgPool2DGradOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false, true);
+        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false,
+                        true);
       })
       // Reductions and normalizations.
       .Case([&](SumOp r) { return execReduce(op, r.getAxes(), 0); })
       .Case([&](MeanOp r) { return execReduce(op, r.getAxes(), 1); })
       .Case([&](MaxOp r) { return execReduce(op, r.getAxes(), 2); })
       .Case([&](MaxGradOp m) { return execMaxGrad(m); })
-      .Case([&](SoftmaxOp s) { return execSoftmax(op, int64_t(s.getAxis()), false); })
-      .Case([&](LogSoftmaxOp s) { return execSoftmax(op, int64_t(s.getAxis()), true); })
+      .Case([&](SoftmaxOp s) {
+        return execSoftmax(op, int64_t(s.getAxis()), false);
+      })
+      .Case([&](LogSoftmaxOp s) {
+        return execSoftmax(op, int64_t(s.getAxis()), true);
+      })
       .Case([&](LayerNormOp l) {
-        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false, false);
+        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false,
+                             false);
       })
       .Case([&](RmsNormOp l) {
         return execLayerNorm(op, l.getEpsilon().convertToDouble(), true, false);
@@ -345,7 +394,8 @@ LogicalResult Evaluator::exec(Operation *op) {
         return success();
       })
       .Case([&](AccuracyOp a) {
-        const Tensor &logits = get(a.getLogits()), &targets = get(a.getTargets());
+        const Tensor &logits = get(a.getLogits()),
+                     &targets = get(a.getTargets());
         int64_t classes = logits.shape.back(), rows = targets.numElements();
         int64_t correct = 0;
         for (int64_t r = 0; r < rows; ++r) {
@@ -373,8 +423,10 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       .Case([&](GeluGradOp g) {
         if (g.getApproximate())
-          return binary(op, [](double d, double x) { return d * geluTanhGrad(x); });
-        return binary(op, [](double d, double x) { return d * geluExactGrad(x); });
+          return binary(op,
+                        [](double d, double x) { return d * geluTanhGrad(x); });
+        return binary(op,
+                      [](double d, double x) { return d * geluExactGrad(x); });
       })
       // Data movement.
       .Case([&](EmbeddingOp) { return execEmbedding(op, false); })
@@ -412,17 +464,21 @@ LogicalResult Evaluator::exec(Operation *op) {
         double norm = get(c.getNorm()).data[0];
         Tensor out = like(c.getResult());
         // As torch.nn.utils.clip_grad_norm_: the f32 coefficient, clamped.
-        double coef = double(float(c.getMaxNorm().convertToDouble()) / float(norm + 1e-6));
+        double coef = double(float(c.getMaxNorm().convertToDouble()) /
+                             float(norm + 1e-6));
         out.data[0] = std::min(coef, 1.0);
         set(c.getResult(), std::move(out));
         return success();
       })
       .Case([&](SgdUpdateOp s) { return execSgd(s); })
       .Case([&](AdamUpdateOp a) { return execAdam(a); })
-      .Default([&](Operation *) { return fail(op, "the interpreter does not know this op"); });
+      .Default([&](Operation *) {
+        return fail(op, "the interpreter does not know this op");
+      });
 }
 
-LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb, bool batched) {
+LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb,
+                                    bool batched) {
   const Tensor &a = get(op->getOperand(0)), &b = get(op->getOperand(1));
   Tensor out = like(op->getResult(0));
   int64_t ar = a.rank(), br = b.rank();
@@ -451,7 +507,8 @@ LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb, bool batche
 }
 
 /// kind: 0 sum, 1 mean, 2 max.
-LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes, int kind) {
+LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes,
+                                    int kind) {
   const Tensor &x = get(op->getOperand(0));
   // Each input axis's stride in the output (0 for reduced axes).
   std::vector<bool> reduced(x.rank(), false);
@@ -464,7 +521,8 @@ LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes, int k
   std::vector<int64_t> keptStrides = keptT.strides();
   Tensor out = like(op->getResult(0));
   if (kind == 2)
-    std::fill(out.data.begin(), out.data.end(), -std::numeric_limits<double>::infinity());
+    std::fill(out.data.begin(), out.data.end(),
+              -std::numeric_limits<double>::infinity());
   IndexCounter it(x.shape);
   for (int64_t flat = 0; flat < x.numElements(); ++flat, it.next()) {
     int64_t o = 0;
@@ -477,7 +535,8 @@ LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes, int k
       out.data[o] += x.data[flat];
   }
   if (kind == 1) {
-    double count = double(x.numElements()) / double(std::max<int64_t>(1, out.numElements()));
+    double count = double(x.numElements()) /
+                   double(std::max<int64_t>(1, out.numElements()));
     for (double &v : out.data)
       v /= count;
   }
@@ -486,7 +545,8 @@ LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes, int k
 }
 
 LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
-  const Tensor &g = get(op.getGrad()), &x = get(op.getInput()), &m = get(op.getMaximum());
+  const Tensor &g = get(op.getGrad()), &x = get(op.getInput()),
+               &m = get(op.getMaximum());
   std::vector<bool> reduced(x.rank(), false);
   for (int64_t a : op.getAxes())
     reduced[a] = true;
@@ -518,7 +578,8 @@ LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
   return success();
 }
 
-LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis, bool logarithm) {
+LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis,
+                                     bool logarithm) {
   const Tensor &x = get(op->getOperand(0));
   if (axis < 0)
     axis += x.rank();
@@ -545,7 +606,8 @@ LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis, bool logarithm
 
 /// Layer and RMS normalization over the last dimension, and their gradients
 /// (operands of the gradient ops: grad, input, scale).
-LogicalResult Evaluator::execLayerNorm(Operation *op, double eps, bool rms, bool grad) {
+LogicalResult Evaluator::execLayerNorm(Operation *op, double eps, bool rms,
+                                       bool grad) {
   const Tensor &x = get(op->getOperand(grad ? 1 : 0));
   const Tensor &scale = get(op->getOperand(grad ? 2 : 1));
   int64_t d = x.shape.back(), rows = x.numElements() / d;
@@ -571,7 +633,8 @@ LogicalResult Evaluator::execLayerNorm(Operation *op, double eps, bool rms, bool
       xhat[j] = (row[j] - mean) * rstd;
     if (!grad) {
       for (int64_t j = 0; j < d; ++j)
-        y.data[r * d + j] = xhat[j] * scale.data[j] + (bias ? bias->data[j] : 0.0);
+        y.data[r * d + j] =
+            xhat[j] * scale.data[j] + (bias ? bias->data[j] : 0.0);
       continue;
     }
     const double *grow = &g->data[r * d];
@@ -651,12 +714,14 @@ LogicalResult Evaluator::execConv(Operation *op, ArrayRef<int64_t> stride,
 }
 
 LogicalResult Evaluator::execPool(Operation *op, ArrayRef<int64_t> kernel,
-                                  ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
-                                  bool isMax, bool grad) {
+                                  ArrayRef<int64_t> stride,
+                                  ArrayRef<int64_t> padding, bool isMax,
+                                  bool grad) {
   // x [N,C,H,W] pooled to y [N,C,HO,WO].
   Shape xs = grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
   Shape ys = grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
-  const Tensor *x = !grad || isMax ? &get(op->getOperand(grad ? 1 : 0)) : nullptr;
+  const Tensor *x =
+      !grad || isMax ? &get(op->getOperand(grad ? 1 : 0)) : nullptr;
   const Tensor *g = grad ? &get(op->getOperand(0)) : nullptr;
   Tensor out = like(op->getResult(0));
   int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], HO = ys[2], WO = ys[3];
@@ -720,7 +785,8 @@ LogicalResult Evaluator::execCrossEntropy(Operation *op, bool grad) {
       continue;
     }
     for (int64_t c = 0; c < classes; ++c)
-      out.data[r * classes + c] = (std::exp(row[c] - logSum) - (c == t ? 1.0 : 0.0)) * scale;
+      out.data[r * classes + c] =
+          (std::exp(row[c] - logSum) - (c == t ? 1.0 : 0.0)) * scale;
   }
   if (!grad)
     out.data[0] = total / double(rows);
@@ -762,8 +828,8 @@ LogicalResult Evaluator::execBroadcast(BroadcastOp op) {
 }
 
 /// A slice, or (grad) a slice's gradient placed into zeros.
-LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start, int64_t step,
-                                   bool grad) {
+LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start,
+                                   int64_t step, bool grad) {
   const Tensor &x = get(op->getOperand(0));
   Tensor out = like(op->getResult(0));
   const Tensor &big = grad ? out : x;
@@ -775,7 +841,8 @@ LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start, i
   for (int64_t flat = 0; flat < small.numElements(); ++flat, it.next()) {
     int64_t at = 0;
     for (int64_t i = 0; i < small.rank(); ++i)
-      at += (i == axis ? start + it.index[i] * step : it.index[i]) * bigStrides[i];
+      at += (i == axis ? start + it.index[i] * step : it.index[i]) *
+            bigStrides[i];
     if (grad)
       out.data[at] = x.data[flat];
     else
@@ -796,7 +863,8 @@ LogicalResult Evaluator::execConcat(ConcatOp op) {
     int64_t n = x.shape[axis];
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < n * inner; ++j)
-        out.data[(o * out.shape[axis] + offset) * inner + j] = x.data[o * n * inner + j];
+        out.data[(o * out.shape[axis] + offset) * inner + j] =
+            x.data[o * n * inner + j];
     offset += n;
   }
   set(op.getResult(), std::move(out));
@@ -826,8 +894,10 @@ LogicalResult Evaluator::execEmbedding(Operation *op, bool grad) {
 
 LogicalResult Evaluator::execLrSchedule(LrScheduleOp op) {
   double step = get(op.getStep()).data[0];
-  double total = op.getSteps() > 0 ? double(op.getSteps()) : get(op.getTotalSteps()).data[0];
-  double base = op.getBaseLr().convertToDouble(), minLr = op.getMinLr().convertToDouble();
+  double total = op.getSteps() > 0 ? double(op.getSteps())
+                                   : get(op.getTotalSteps()).data[0];
+  double base = op.getBaseLr().convertToDouble(),
+         minLr = op.getMinLr().convertToDouble();
   double warmup = double(op.getWarmup());
   double lr = base;
   if (warmup > 0 && step <= warmup) {
@@ -844,7 +914,8 @@ LogicalResult Evaluator::execLrSchedule(LrScheduleOp op) {
 }
 
 LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
-  const Tensor &p = get(op.getParam()), &g = get(op.getGrad()), &buf = get(op.getMomentumBuffer());
+  const Tensor &p = get(op.getParam()), &g = get(op.getGrad()),
+               &buf = get(op.getMomentumBuffer());
   double lr = get(op.getLr()).data[0];
   int64_t step = int64_t(get(op.getStep()).data[0]);
   double momentum = op.getMomentum().convertToDouble();
@@ -856,7 +927,8 @@ LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
   for (int64_t i = 0; i < p.numElements(); ++i) {
     double d = wd != 0 ? r(g.data[i] + wd * p.data[i]) : g.data[i];
     if (momentum != 0) {
-      double b = step <= 1 ? d : r(momentum * buf.data[i] + (1 - dampening) * d);
+      double b =
+          step <= 1 ? d : r(momentum * buf.data[i] + (1 - dampening) * d);
       newBuf.data[i] = b;
       d = op.getNesterov() ? r(d + momentum * b) : b;
     }
@@ -874,8 +946,10 @@ LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
   // the parameter's type as its f32 arithmetic would.
   double lr = get(op.getLr()).data[0];
   double step = get(op.getStep()).data[0];
-  double b1 = op.getBeta1().convertToDouble(), b2 = op.getBeta2().convertToDouble();
-  double eps = op.getEps().convertToDouble(), wd = op.getWeightDecay().convertToDouble();
+  double b1 = op.getBeta1().convertToDouble(),
+         b2 = op.getBeta2().convertToDouble();
+  double eps = op.getEps().convertToDouble(),
+         wd = op.getWeightDecay().convertToDouble();
   ElementType t = p.type;
   auto r = [&](double x) { return options.exact ? x : roundTo(t, x); };
   double biasCorrection1 = 1 - std::pow(b1, step);
@@ -905,8 +979,8 @@ LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
 
 } // namespace
 
-FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args,
-                                                std::string &error) {
+FailureOr<std::vector<Tensor>>
+Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args, std::string &error) {
   std::vector<Tensor> results;
   Evaluator evaluator(options, error);
   if (failed(evaluator.run(func, args, results)))

@@ -1,4 +1,5 @@
-//===- Interpreter.h - The reference interpreter of the mnemo dialect -*-C++-*-===//
+//===- Interpreter.h - The reference interpreter of the mnemo dialect
+//-*-C++-*-===//
 //
 // Executes any function of the mnemo dialect on the CPU, at any point of the
 // pass pipeline. It is the oracle every pass is checked against: simple and
@@ -48,9 +49,8 @@ public:
 
   /// Runs `func` on `args` (checked against its signature). On failure,
   /// `error` says which op failed and why (an index out of range, ...).
-  mlir::FailureOr<std::vector<Tensor>> run(mlir::func::FuncOp func,
-                                           llvm::ArrayRef<Tensor> args,
-                                           std::string &error);
+  mlir::FailureOr<std::vector<Tensor>>
+  run(mlir::func::FuncOp func, llvm::ArrayRef<Tensor> args, std::string &error);
 
   InterpreterOptions options;
 };

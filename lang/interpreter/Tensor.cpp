@@ -7,47 +7,6 @@
 
 using namespace mnemo;
 
-const char *mnemo::spell(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::F16:
-    return "f16";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::I32:
-    return "i32";
-  case ElementType::I8:
-    return "i8";
-  case ElementType::I1:
-    return "i1";
-  }
-  return "?";
-}
-
-std::optional<ElementType> mnemo::parseElementType(const std::string &name) {
-  for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::BF16,
-                        ElementType::I32, ElementType::I8, ElementType::I1})
-    if (name == spell(t))
-      return t;
-  return std::nullopt;
-}
-
-int64_t mnemo::byteWidth(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-  case ElementType::I32:
-    return 4;
-  case ElementType::F16:
-  case ElementType::BF16:
-    return 2;
-  case ElementType::I8:
-  case ElementType::I1:
-    return 1;
-  }
-  return 4;
-}
-
 /// f32 -> bf16, round to nearest even on the bit pattern (bf16 is the top
 /// half of an f32), as PyTorch and the hardware convert.
 static double roundToBF16(float value) {
@@ -90,9 +49,11 @@ double mnemo::roundTo(ElementType type, double value) {
   case ElementType::F16:
     return roundToF16(float(value));
   case ElementType::I32:
-    return std::isfinite(value) ? double(int32_t(int64_t(std::trunc(value)))) : 0;
+    return std::isfinite(value) ? double(int32_t(int64_t(std::trunc(value))))
+                                : 0;
   case ElementType::I8:
-    return std::isfinite(value) ? double(int8_t(int64_t(std::trunc(value)))) : 0;
+    return std::isfinite(value) ? double(int8_t(int64_t(std::trunc(value))))
+                                : 0;
   case ElementType::I1:
     return value != 0 ? 1 : 0;
   }

@@ -11,22 +11,14 @@
 #ifndef MNEMO_LANG_INTERPRETER_TENSOR_H
 #define MNEMO_LANG_INTERPRETER_TENSOR_H
 
+#include "lang/ElementType.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace mnemo {
-
-enum class ElementType { F32, F16, BF16, I32, I8, I1 };
-
-const char *spell(ElementType type);
-std::optional<ElementType> parseElementType(const std::string &name);
-inline bool isFloat(ElementType t) {
-  return t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16;
-}
-/// Bytes per element when stored (i1 as one byte).
-int64_t byteWidth(ElementType type);
 
 /// `value` rounded to the nearest `type` value, ties to even (integers
 /// truncate toward zero and wrap like a C cast).

@@ -1,4 +1,5 @@
-//===- GradientCheckTest.cpp - Every gradient rule against finite differences -===//
+//===- GradientCheckTest.cpp - Every gradient rule against finite differences
+//-===//
 //
 // For each differentiable op: a function loss(x...) = sum(op(x...) * R) with
 // a fixed random R, differentiated by the same reverse-mode code the
@@ -62,15 +63,16 @@ RankedTensorType parseType(MLIRContext &ctx, const std::string &spec) {
     i = comma == std::string::npos ? dims.size() : comma + 1;
   }
   Builder b(&ctx);
-  Type element = dtype == "i32"  ? Type(b.getI32Type())
-                 : dtype == "i1" ? Type(b.getI1Type())
+  Type element = dtype == "i32"   ? Type(b.getI32Type())
+                 : dtype == "i1"  ? Type(b.getI1Type())
                  : dtype == "f16" ? Type(b.getF16Type())
                                   : Type(b.getF32Type());
   return RankedTensorType::get(shape, element);
 }
 
 RankedTensorType like(Value v, ArrayRef<int64_t> shape) {
-  return RankedTensorType::get(shape, llvm::cast<RankedTensorType>(v.getType()).getElementType());
+  return RankedTensorType::get(
+      shape, llvm::cast<RankedTensorType>(v.getType()).getElementType());
 }
 
 Value unary(OpBuilder &b, Location loc, ValueRange in, StringRef op) {
@@ -89,104 +91,142 @@ Value binary(OpBuilder &b, Location loc, ValueRange in, StringRef op) {
 
 std::vector<GradientCase> allCases() {
   std::vector<GradientCase> cases;
-  auto add = [&](std::string name, std::string op, std::vector<Input> inputs, OpBuilderFn fn) {
-    cases.push_back({std::move(name), std::move(op), std::move(inputs), std::move(fn)});
+  auto add = [&](std::string name, std::string op, std::vector<Input> inputs,
+                 OpBuilderFn fn) {
+    cases.push_back(
+        {std::move(name), std::move(op), std::move(inputs), std::move(fn)});
   };
   Input m34{"f32[3,4]"};
   for (const char *op : {"add", "sub", "mul"})
-    add(op, std::string("mnemo.") + op, {m34, m34}, [op](OpBuilder &b, Location l, ValueRange in) {
-      return binary(b, l, in, std::string("mnemo.") + op);
-    });
+    add(op, std::string("mnemo.") + op, {m34, m34},
+        [op](OpBuilder &b, Location l, ValueRange in) {
+          return binary(b, l, in, std::string("mnemo.") + op);
+        });
   add("div", "mnemo.div", {m34, {"f32[3,4]", Draw::AwayFromZero}},
-      [](OpBuilder &b, Location l, ValueRange in) { return binary(b, l, in, "mnemo.div"); });
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return binary(b, l, in, "mnemo.div");
+      });
   struct Unary {
     const char *op;
     Draw draw;
   };
-  for (Unary u : {Unary{"neg", Draw::Normal}, Unary{"exp", Draw::Normal},
-                  Unary{"log", Draw::Positive}, Unary{"sqrt", Draw::Positive},
-                  Unary{"rsqrt", Draw::Positive}, Unary{"tanh", Draw::Normal},
-                  Unary{"sigmoid", Draw::Normal}, Unary{"relu", Draw::AwayFromZero},
-                  Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal}})
+  for (Unary u :
+       {Unary{"neg", Draw::Normal}, Unary{"exp", Draw::Normal},
+        Unary{"log", Draw::Positive}, Unary{"sqrt", Draw::Positive},
+        Unary{"rsqrt", Draw::Positive}, Unary{"tanh", Draw::Normal},
+        Unary{"sigmoid", Draw::Normal}, Unary{"relu", Draw::AwayFromZero},
+        Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal}})
     add(u.op, std::string("mnemo.") + u.op, {{"f32[3,4]", u.draw}},
         [op = u.op](OpBuilder &b, Location l, ValueRange in) {
           return unary(b, l, in, std::string("mnemo.") + op);
         });
-  add("gelu_tanh", "mnemo.gelu", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<GeluOp>(l, in[0].getType(), in[0], true);
-  });
+  add("gelu_tanh", "mnemo.gelu", {m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<GeluOp>(l, in[0].getType(), in[0], true);
+      });
   for (double c : {2.0, 3.0, 0.5})
-    add("pow_" + std::to_string(int(c * 10)), "mnemo.pow", {{"f32[3,4]", Draw::Positive}},
+    add("pow_" + std::to_string(int(c * 10)), "mnemo.pow",
+        {{"f32[3,4]", Draw::Positive}},
         [c](OpBuilder &b, Location l, ValueRange in) {
-          return b.create<PowOp>(l, in[0].getType(), in[0], b.getF64FloatAttr(c));
+          return b.create<PowOp>(l, in[0].getType(), in[0],
+                                 b.getF64FloatAttr(c));
         });
   add("cast", "mnemo.cast", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
-    Value h = b.create<CastOp>(l, like(in[0], {3, 4}).clone(b.getF16Type()), in[0]);
+    Value h =
+        b.create<CastOp>(l, like(in[0], {3, 4}).clone(b.getF16Type()), in[0]);
     return b.create<CastOp>(l, in[0].getType(), h);
   });
   add("where", "mnemo.where", {{"i1[3,4]", Draw::Mask}, m34, m34},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<WhereOp>(l, in[1].getType(), in[0], in[1], in[2]);
       });
-  add("dropout", "mnemo.dropout", {m34}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<DropoutOp>(l, in[0].getType(), in[0], b.getF64FloatAttr(0.3),
-                               b.getI64IntegerAttr(7));
-  });
+  add("dropout", "mnemo.dropout", {m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<DropoutOp>(l, in[0].getType(), in[0],
+                                   b.getF64FloatAttr(0.3),
+                                   b.getI64IntegerAttr(7));
+      });
   // Contractions, with every transpose flag.
   struct MatmulCase {
     const char *name, *lhs, *rhs;
     bool ta, tb;
     std::vector<int64_t> out;
   };
-  for (MatmulCase c : {MatmulCase{"matmul", "f32[3,4]", "f32[4,5]", false, false, {3, 5}},
-                       MatmulCase{"matmul_rows", "f32[2,3,4]", "f32[5,4]", false, true, {2, 3, 5}},
-                       MatmulCase{"matmul_transpose_lhs", "f32[4,3]", "f32[4,5]", true, false, {3, 5}},
-                       MatmulCase{"matmul_rows_transpose_lhs", "f32[2,4,3]", "f32[5,4]", true, true,
-                                  {2, 3, 5}}})
-    add(c.name, "mnemo.matmul", {{c.lhs}, {c.rhs}}, [c](OpBuilder &b, Location l, ValueRange in) {
-      return b.create<MatmulOp>(l, like(in[0], c.out), in[0], in[1], c.ta, c.tb);
-    });
+  for (MatmulCase c :
+       {MatmulCase{"matmul", "f32[3,4]", "f32[4,5]", false, false, {3, 5}},
+        MatmulCase{
+            "matmul_rows", "f32[2,3,4]", "f32[5,4]", false, true, {2, 3, 5}},
+        MatmulCase{"matmul_transpose_lhs",
+                   "f32[4,3]",
+                   "f32[4,5]",
+                   true,
+                   false,
+                   {3, 5}},
+        MatmulCase{"matmul_rows_transpose_lhs",
+                   "f32[2,4,3]",
+                   "f32[5,4]",
+                   true,
+                   true,
+                   {2, 3, 5}}})
+    add(c.name, "mnemo.matmul", {{c.lhs}, {c.rhs}},
+        [c](OpBuilder &b, Location l, ValueRange in) {
+          return b.create<MatmulOp>(l, like(in[0], c.out), in[0], in[1], c.ta,
+                                    c.tb);
+        });
   for (int flags = 0; flags < 4; ++flags) {
     bool ta = flags & 1, tb = flags & 2;
     add("batch_matmul_" + std::to_string(flags), "mnemo.batch_matmul",
-        {{ta ? "f32[2,4,3]" : "f32[2,3,4]"}, {tb ? "f32[2,5,4]" : "f32[2,4,5]"}},
+        {{ta ? "f32[2,4,3]" : "f32[2,3,4]"},
+         {tb ? "f32[2,5,4]" : "f32[2,4,5]"}},
         [ta, tb](OpBuilder &b, Location l, ValueRange in) {
-          return b.create<BatchMatmulOp>(l, like(in[0], {2, 3, 5}), in[0], in[1], ta, tb);
+          return b.create<BatchMatmulOp>(l, like(in[0], {2, 3, 5}), in[0],
+                                         in[1], ta, tb);
         });
   }
   add("conv2d", "mnemo.conv2d", {{"f32[2,3,5,5]"}, {"f32[4,3,3,3]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<Conv2DOp>(l, like(in[0], {2, 4, 5, 5}), in[0], in[1],
-                                  ArrayRef<int64_t>{1, 1}, ArrayRef<int64_t>{1, 1});
+                                  ArrayRef<int64_t>{1, 1},
+                                  ArrayRef<int64_t>{1, 1});
       });
   add("conv2d_strided", "mnemo.conv2d", {{"f32[1,2,7,7]"}, {"f32[3,2,3,3]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<Conv2DOp>(l, like(in[0], {1, 3, 3, 3}), in[0], in[1],
-                                  ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{0, 0});
+                                  ArrayRef<int64_t>{2, 2},
+                                  ArrayRef<int64_t>{0, 0});
       });
   add("max_pool2d", "mnemo.max_pool2d", {{"f32[1,2,6,6]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<MaxPool2DOp>(l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{2, 2},
-                                     ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{0, 0});
+        return b.create<MaxPool2DOp>(
+            l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{2, 2},
+            ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{0, 0});
       });
   add("avg_pool2d", "mnemo.avg_pool2d", {{"f32[1,2,5,5]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<AvgPool2DOp>(l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{3, 3},
-                                     ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
+        return b.create<AvgPool2DOp>(
+            l, like(in[0], {1, 2, 3, 3}), in[0], ArrayRef<int64_t>{3, 3},
+            ArrayRef<int64_t>{2, 2}, ArrayRef<int64_t>{1, 1});
       });
   // Reductions and normalizations.
-  add("sum", "mnemo.sum", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<SumOp>(l, like(in[0], {2, 4}), in[0], ArrayRef<int64_t>{1}, false);
-  });
-  add("mean_keep", "mnemo.mean", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<MeanOp>(l, like(in[0], {1, 3, 1}), in[0], ArrayRef<int64_t>{0, 2}, true);
-  });
-  add("max", "mnemo.max", {{"f32[3,5]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<MaxOp>(l, like(in[0], {3}), in[0], ArrayRef<int64_t>{1}, false);
-  });
-  add("softmax", "mnemo.softmax", {{"f32[3,5]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<SoftmaxOp>(l, in[0].getType(), in[0], -1);
-  });
+  add("sum", "mnemo.sum", {{"f32[2,3,4]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SumOp>(l, like(in[0], {2, 4}), in[0],
+                               ArrayRef<int64_t>{1}, false);
+      });
+  add("mean_keep", "mnemo.mean", {{"f32[2,3,4]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<MeanOp>(l, like(in[0], {1, 3, 1}), in[0],
+                                ArrayRef<int64_t>{0, 2}, true);
+      });
+  add("max", "mnemo.max", {{"f32[3,5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<MaxOp>(l, like(in[0], {3}), in[0], ArrayRef<int64_t>{1},
+                               false);
+      });
+  add("softmax", "mnemo.softmax", {{"f32[3,5]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SoftmaxOp>(l, in[0].getType(), in[0], -1);
+      });
   add("softmax_axis0", "mnemo.softmax", {{"f32[3,5]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<SoftmaxOp>(l, in[0].getType(), in[0], 0);
@@ -202,37 +242,46 @@ std::vector<GradientCase> allCases() {
       });
   add("rmsnorm", "mnemo.rmsnorm", {{"f32[3,5]"}, {"f32[5]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<RmsNormOp>(l, in[0].getType(), in[0], in[1], b.getF64FloatAttr(1e-6));
+        return b.create<RmsNormOp>(l, in[0].getType(), in[0], in[1],
+                                   b.getF64FloatAttr(1e-6));
       });
   // Losses.
-  add("cross_entropy", "mnemo.cross_entropy", {{"f32[2,3,6]"}, {"i32[2,3]", Draw::Indices, 6}},
+  add("cross_entropy", "mnemo.cross_entropy",
+      {{"f32[2,3,6]"}, {"i32[2,3]", Draw::Indices, 6}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<CrossEntropyOp>(l, like(in[0], {}), in[0], in[1]);
       });
-  add("mse", "mnemo.mse", {m34, m34}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<MseOp>(l, like(in[0], {}), in[0], in[1]);
-  });
+  add("mse", "mnemo.mse", {m34, m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<MseOp>(l, like(in[0], {}), in[0], in[1]);
+      });
   // Data movement.
-  add("embedding", "mnemo.embedding", {{"f32[6,3]"}, {"i32[2,5]", Draw::Indices, 6}},
+  add("embedding", "mnemo.embedding",
+      {{"f32[6,3]"}, {"i32[2,5]", Draw::Indices, 6}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<EmbeddingOp>(l, like(in[0], {2, 5, 3}), in[0], in[1]);
       });
-  add("reshape", "mnemo.reshape", {{"f32[2,3,4]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<ReshapeOp>(l, like(in[0], {6, 4}), in[0]);
-  });
+  add("reshape", "mnemo.reshape", {{"f32[2,3,4]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<ReshapeOp>(l, like(in[0], {6, 4}), in[0]);
+      });
   add("transpose", "mnemo.transpose", {{"f32[2,3,4]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<TransposeOp>(l, like(in[0], {4, 2, 3}), in[0], ArrayRef<int64_t>{2, 0, 1});
+        return b.create<TransposeOp>(l, like(in[0], {4, 2, 3}), in[0],
+                                     ArrayRef<int64_t>{2, 0, 1});
       });
-  add("broadcast", "mnemo.broadcast", {{"f32[3,1]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<BroadcastOp>(l, like(in[0], {2, 3, 4}), in[0]);
-  });
-  add("slice", "mnemo.slice", {{"f32[3,6]"}}, [](OpBuilder &b, Location l, ValueRange in) {
-    return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
-  });
+  add("broadcast", "mnemo.broadcast", {{"f32[3,1]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<BroadcastOp>(l, like(in[0], {2, 3, 4}), in[0]);
+      });
+  add("slice", "mnemo.slice", {{"f32[3,6]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
+      });
   add("concat", "mnemo.concat", {{"f32[2,3]"}, {"f32[2,2]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<ConcatOp>(l, like(in[0], {2, 5}), ValueRange{in[0], in[1]}, 1);
+        return b.create<ConcatOp>(l, like(in[0], {2, 5}),
+                                  ValueRange{in[0], in[1]}, 1);
       });
   return cases;
 }
@@ -248,8 +297,8 @@ protected:
 
 /// Builds `name(inputs...) -> loss` or, with `withGradients`, the loss and
 /// the gradient of every float input: loss = sum(op(inputs) * R).
-func::FuncOp buildFunction(ModuleOp module, const GradientCase &c, bool withGradients,
-                           runtime::Rng &weights) {
+func::FuncOp buildFunction(ModuleOp module, const GradientCase &c,
+                           bool withGradients, runtime::Rng &weights) {
   MLIRContext &ctx = *module.getContext();
   OpBuilder b(&ctx);
   Location loc = b.getUnknownLoc();
@@ -266,7 +315,8 @@ func::FuncOp buildFunction(ModuleOp module, const GradientCase &c, bool withGrad
   SmallVector<float> r;
   for (int64_t i = 0; i < yType.getNumElements(); ++i)
     r.push_back(float(weights.normal()));
-  Value R = b.create<ConstantOp>(loc, DenseElementsAttr::get(yType, ArrayRef<float>(r)));
+  Value R = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(yType, ArrayRef<float>(r)));
   Value weighted = b.create<MulOp>(loc, yType, y, R);
   SmallVector<int64_t> all;
   for (int64_t i = 0; i < yType.getRank(); ++i)
@@ -278,13 +328,15 @@ func::FuncOp buildFunction(ModuleOp module, const GradientCase &c, bool withGrad
     SmallVector<Operation *> ops;
     for (Operation &o : *body)
       ops.push_back(&o);
-    Value seed = b.create<ConstantOp>(loc, DenseElementsAttr::get(scalar, 1.0f));
+    Value seed =
+        b.create<ConstantOp>(loc, DenseElementsAttr::get(scalar, 1.0f));
     auto grads = buildBackward(b, ops, loss, seed);
     EXPECT_TRUE(succeeded(grads)) << "no gradient rule for " << c.op;
     if (failed(grads))
       return nullptr;
     for (BlockArgument arg : body->getArguments()) {
-      if (!llvm::isa<FloatType>(llvm::cast<RankedTensorType>(arg.getType()).getElementType()))
+      if (!llvm::isa<FloatType>(
+              llvm::cast<RankedTensorType>(arg.getType()).getElementType()))
         continue;
       Value g = grads->lookup(arg);
       EXPECT_TRUE(g) << c.op << " gave no gradient to a float operand";
@@ -315,7 +367,8 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
   std::vector<Tensor> inputs;
   for (const Input &in : c.inputs) {
     RankedTensorType type = parseType(context, in.type);
-    Tensor t(elementTypeOf(type), std::vector<int64_t>(type.getShape().begin(), type.getShape().end()));
+    Tensor t(elementTypeOf(type), std::vector<int64_t>(type.getShape().begin(),
+                                                       type.getShape().end()));
     for (double &x : t.data) {
       switch (in.draw) {
       case Draw::Normal:
@@ -338,7 +391,8 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
     inputs.push_back(t);
   }
 
-  Interpreter interpreter(InterpreterOptions{/*exact=*/true, /*dropoutStep=*/1});
+  Interpreter interpreter(
+      InterpreterOptions{/*exact=*/true, /*dropoutStep=*/1});
   std::string error;
   auto analytic = interpreter.run(gradFn, inputs, error);
   ASSERT_TRUE(succeeded(analytic)) << error;
@@ -363,10 +417,11 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, GradientCheck, ::testing::ValuesIn(allCases()),
-                         [](const ::testing::TestParamInfo<GradientCase> &info) {
-                           return info.param.name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    EveryOp, GradientCheck, ::testing::ValuesIn(allCases()),
+    [](const ::testing::TestParamInfo<GradientCase> &info) {
+      return info.param.name;
+    });
 
 /// Every op either has a gradient rule checked above or is marked as one no
 /// gradient flows through; adding an op without deciding fails here.
@@ -384,9 +439,11 @@ TEST(GradientRules, EveryOpHasARuleAndACheck) {
     bool noGradient = op.hasTrait<NoGradient>();
     EXPECT_TRUE(hasRule || noGradient)
         << name << " has neither a gradient rule nor the NoGradient trait";
-    EXPECT_FALSE(hasRule && noGradient) << name << " has both a gradient rule and NoGradient";
+    EXPECT_FALSE(hasRule && noGradient)
+        << name << " has both a gradient rule and NoGradient";
     if (hasRule)
-      EXPECT_TRUE(checked.count(name)) << name << " has a gradient rule but no gradient check";
+      EXPECT_TRUE(checked.count(name))
+          << name << " has a gradient rule but no gradient check";
   }
 }
 

@@ -1,7 +1,7 @@
 //===- InterpreterTest.cpp - The reference interpreter's exact semantics --===//
 
-#include "lang/MnemoOps.h"
 #include "lang/interpreter/Interpreter.h"
+#include "lang/MnemoOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -31,7 +31,8 @@ TEST(Rounding, Bf16IsRoundToNearestEven) {
   EXPECT_EQ(roundTo(ElementType::BF16, 1.0 + 3 * std::ldexp(1.0, -8)),
             1.0 + std::ldexp(1.0, -6));
   // Just above the tie rounds up.
-  EXPECT_EQ(roundTo(ElementType::BF16, fromBits(0x3F808001)), fromBits(0x3F810000));
+  EXPECT_EQ(roundTo(ElementType::BF16, fromBits(0x3F808001)),
+            fromBits(0x3F810000));
   EXPECT_EQ(roundTo(ElementType::BF16, -1.0), -1.0);
   EXPECT_TRUE(std::isinf(roundTo(ElementType::BF16, 3.4e38)));
   EXPECT_TRUE(std::isnan(roundTo(ElementType::BF16, NAN)));
@@ -45,9 +46,11 @@ TEST(Rounding, F16IsRoundToNearestEvenWithSubnormalsAndOverflow) {
   EXPECT_TRUE(std::isinf(roundTo(ElementType::F16, 65520.0))); // ties to 65536
   EXPECT_EQ(roundTo(ElementType::F16, 65519.0), 65504.0);
   // The smallest subnormal is 2^-24; half of it ties to zero.
-  EXPECT_EQ(roundTo(ElementType::F16, std::ldexp(1.0, -24)), std::ldexp(1.0, -24));
+  EXPECT_EQ(roundTo(ElementType::F16, std::ldexp(1.0, -24)),
+            std::ldexp(1.0, -24));
   EXPECT_EQ(roundTo(ElementType::F16, std::ldexp(1.0, -25)), 0.0);
-  EXPECT_EQ(roundTo(ElementType::F16, 3 * std::ldexp(1.0, -25)), std::ldexp(1.0, -23));
+  EXPECT_EQ(roundTo(ElementType::F16, 3 * std::ldexp(1.0, -25)),
+            std::ldexp(1.0, -23));
 }
 
 TEST(Rounding, F32AndIntegers) {
@@ -77,7 +80,8 @@ TEST_F(InterpreterTest, Bf16ResultsAreRoundedAfterEachOp) {
       return %s : tensor<1xbf16>
     })");
   ASSERT_TRUE(f);
-  Tensor a(ElementType::BF16, {1}, 1.0), b(ElementType::BF16, {1}, std::ldexp(1.0, -8));
+  Tensor a(ElementType::BF16, {1}, 1.0),
+      b(ElementType::BF16, {1}, std::ldexp(1.0, -8));
   std::string error;
   auto out = Interpreter().run(f, {a, b}, error);
   ASSERT_TRUE(succeeded(out)) << error;
@@ -106,9 +110,9 @@ TEST_F(InterpreterTest, DropoutIsSeededAndScaled) {
     EXPECT_TRUE(v == 0.0 || std::fabs(v - 1.0 / 0.75) < 1e-6);
     dropped += v == 0.0;
   }
-  EXPECT_NEAR(dropped, 250, 50);                  // about p of the elements
-  EXPECT_EQ(first[0].data, again[0].data);        // same seed and step: same mask
-  EXPECT_NE(first[0].data, next[0].data);         // another step: another mask
+  EXPECT_NEAR(dropped, 250, 50);           // about p of the elements
+  EXPECT_EQ(first[0].data, again[0].data); // same seed and step: same mask
+  EXPECT_NE(first[0].data, next[0].data);  // another step: another mask
 }
 
 TEST_F(InterpreterTest, ErrorsNameTheOp) {
@@ -122,7 +126,8 @@ TEST_F(InterpreterTest, ErrorsNameTheOp) {
   std::string error;
   EXPECT_TRUE(failed(Interpreter().run(f, {table, indices}, error)));
   EXPECT_NE(error.find("mnemo.embedding"), std::string::npos) << error;
-  EXPECT_NE(error.find("index 7 is out of range for 4 rows"), std::string::npos) << error;
+  EXPECT_NE(error.find("index 7 is out of range for 4 rows"), std::string::npos)
+      << error;
   EXPECT_TRUE(failed(Interpreter().run(f, {table}, error)));
   EXPECT_NE(error.find("takes 2 arguments, not 1"), std::string::npos) << error;
 }

@@ -32,20 +32,25 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"), cl::init("-"));
-static cl::opt<std::string> pipeline("pass-pipeline", cl::desc("The passes to check"),
-                                     cl::Required);
-static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"), cl::init(1));
-static cl::opt<unsigned> trials("trials", cl::desc("How many random inputs to try"),
-                                cl::init(3));
-static cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance"), cl::init(1e-5));
-static cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance"), cl::init(1e-6));
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                                      cl::init("-"));
+static cl::opt<std::string>
+    pipeline("pass-pipeline", cl::desc("The passes to check"), cl::Required);
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
+                              cl::init(1));
+static cl::opt<unsigned>
+    trials("trials", cl::desc("How many random inputs to try"), cl::init(3));
+static cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance"),
+                                         cl::init(1e-5));
+static cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance"),
+                                         cl::init(1e-6));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerTransformsPasses();
   mnemo::registerAllMnemoPasses();
-  cl::ParseCommandLineOptions(argc, argv, "mnemo-difftest: check passes by execution\n");
+  cl::ParseCommandLineOptions(argc, argv,
+                              "mnemo-difftest: check passes by execution\n");
 
   DialectRegistry registry;
   registry.insert<mnemo::MnemoDialect, func::FuncDialect>();
@@ -75,12 +80,13 @@ int main(int argc, char **argv) {
   bool ok = true;
   std::map<std::string, mnemo::DifferentialResult> summary;
   for (unsigned t = 0; t < trials; ++t)
-    for (const mnemo::DifferentialResult &r :
-         mnemo::compareModules(*before, *after, seed + t, relativeTolerance, absoluteTolerance)) {
+    for (const mnemo::DifferentialResult &r : mnemo::compareModules(
+             *before, *after, seed + t, relativeTolerance, absoluteTolerance)) {
       auto &s = summary[r.function];
       if (s.function.empty())
         s = r;
-      s.worstRelativeDifference = std::max(s.worstRelativeDifference, r.worstRelativeDifference);
+      s.worstRelativeDifference =
+          std::max(s.worstRelativeDifference, r.worstRelativeDifference);
       if (!r.ok && s.ok) {
         s.ok = false;
         s.message = r.message;
@@ -88,15 +94,16 @@ int main(int argc, char **argv) {
     }
   for (auto &[name, r] : summary) {
     if (r.ok)
-      llvm::outs() << llvm::format("@%s: %u results agree on %u random inputs (worst relative "
-                                   "difference %.3g)\n",
-                                   name.c_str(), r.results, unsigned(trials),
-                                   r.worstRelativeDifference);
+      llvm::outs() << llvm::format(
+          "@%s: %u results agree on %u random inputs (worst relative "
+          "difference %.3g)\n",
+          name.c_str(), r.results, unsigned(trials), r.worstRelativeDifference);
     else
       llvm::outs() << "@" << name << ": DIFFERS: " << r.message << "\n";
     ok &= r.ok;
   }
   if (summary.empty())
-    llvm::outs() << "mnemo-difftest: no function is defined both before and after\n";
+    llvm::outs()
+        << "mnemo-difftest: no function is defined both before and after\n";
   return ok && !summary.empty() ? 0 : 1;
 }

@@ -51,29 +51,43 @@ namespace cl = llvm::cl;
 
 namespace {
 cl::OptionCategory category("mnemo-interp options");
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"), cl::Required,
-                               cl::cat(category));
-cl::list<std::string> defines("D", cl::Prefix, cl::desc("Override a hyper-parameter"),
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"),
+                               cl::Required, cl::cat(category));
+cl::list<std::string> defines("D", cl::Prefix,
+                              cl::desc("Override a hyper-parameter"),
                               cl::value_desc("name=value"), cl::cat(category));
-cl::list<std::string> importPaths("I", cl::Prefix, cl::desc("Search this folder for imports"),
+cl::list<std::string> importPaths("I", cl::Prefix,
+                                  cl::desc("Search this folder for imports"),
                                   cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> modelName("model", cl::desc("The model, when the file has several"),
+cl::opt<std::string> modelName("model",
+                               cl::desc("The model, when the file has several"),
                                cl::cat(category));
-cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 5)"), cl::init(5),
+cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 5)"),
+                       cl::init(5), cl::cat(category));
+cl::opt<int64_t>
+    epochs("epochs",
+           cl::desc("With --data: passes over the data (overrides --steps)"),
+           cl::init(0), cl::cat(category));
+cl::opt<uint64_t>
+    seed("seed", cl::desc("Seed for initialization, batches and shuffling"),
+         cl::init(0), cl::cat(category));
+cl::opt<std::string>
+    dataDir("data",
+            cl::desc("Train on Fashion-MNIST IDX files from this folder"),
+            cl::value_desc("dir"), cl::cat(category));
+cl::opt<int64_t>
+    limit("limit",
+          cl::desc("Use only the first N training (and test) examples"),
+          cl::init(0), cl::cat(category));
+cl::opt<bool> evaluate("eval",
+                       cl::desc("Report test loss and accuracy after training"),
                        cl::cat(category));
-cl::opt<int64_t> epochs("epochs", cl::desc("With --data: passes over the data (overrides --steps)"),
-                        cl::init(0), cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed for initialization, batches and shuffling"),
-                       cl::init(0), cl::cat(category));
-cl::opt<std::string> dataDir("data", cl::desc("Train on Fashion-MNIST IDX files from this folder"),
-                             cl::value_desc("dir"), cl::cat(category));
-cl::opt<int64_t> limit("limit", cl::desc("Use only the first N training (and test) examples"),
-                       cl::init(0), cl::cat(category));
-cl::opt<bool> evaluate("eval", cl::desc("Report test loss and accuracy after training"),
-                       cl::cat(category));
-cl::opt<std::string> dumpDir("dump", cl::desc("Write init/batches/final/losses safetensors here"),
-                             cl::value_desc("dir"), cl::cat(category));
-cl::opt<bool> exact("exact", cl::desc("Compute in double without rounding to f32"),
+cl::opt<std::string>
+    dumpDir("dump",
+            cl::desc("Write init/batches/final/losses safetensors here"),
+            cl::value_desc("dir"), cl::cat(category));
+cl::opt<bool> exact("exact",
+                    cl::desc("Compute in double without rounding to f32"),
                     cl::cat(category));
 } // namespace
 
@@ -128,7 +142,8 @@ Tensor fromFloats(const StepArgument &a, const std::vector<float> &values) {
 
 /// A tensor for a safetensors file: f32 (or f64 for the results of an
 /// --exact run, which computes in double).
-runtime::StoredTensor store(const std::string &name, const Tensor &t, bool wide = false) {
+runtime::StoredTensor store(const std::string &name, const Tensor &t,
+                            bool wide = false) {
   if (isFloat(t.type) && wide)
     return runtime::StoredTensor::f64(name, t.shape, t.data);
   if (isFloat(t.type)) {
@@ -144,7 +159,8 @@ runtime::StoredTensor store(const std::string &name, const Tensor &t, bool wide 
 int64_t integerRange(func::FuncOp forward, const std::string &name) {
   mlir::Block &body = forward.getBody().front();
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    if (forward.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue() != name)
+    if (forward.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue() !=
+        name)
       continue;
     for (Operation *user : body.getArgument(i).getUsers()) {
       if (auto e = llvm::dyn_cast<EmbeddingOp>(user))
@@ -210,8 +226,9 @@ bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "mnemo-interp: train a model with the reference interpreter\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "mnemo-interp: train a model with the reference interpreter\n");
 
   llvm::SourceMgr sourceMgr;
   Diagnostics diags(sourceMgr, llvm::errs());
@@ -260,7 +277,8 @@ int main(int argc, char **argv) {
     std::string error;
     runtime::Rng rng = runtime::rngFor(seed, a.name);
     if (!runtime::initialize(initSpecOf(a.init), a.shape, rng, data, error)) {
-      llvm::errs() << "mnemo-interp: error: " << a.name << ": " << error << "\n";
+      llvm::errs() << "mnemo-interp: error: " << a.name << ": " << error
+                   << "\n";
       return 1;
     }
     values[i] = fromFloats(a, data);
@@ -279,25 +297,28 @@ int main(int argc, char **argv) {
   int64_t totalSteps = steps;
   if (!dataDir.empty()) {
     std::string error;
-    if (!loadSplit("train", train, error) || (evaluate && !loadSplit("t10k", test, error))) {
+    if (!loadSplit("train", train, error) ||
+        (evaluate && !loadSplit("t10k", test, error))) {
       llvm::errs() << "mnemo-interp: error: " << error << "\n";
       return 1;
     }
     if (batchArgs.size() != 2) {
-      llvm::errs() << "mnemo-interp: error: --data needs a model with one input and one target\n";
+      llvm::errs() << "mnemo-interp: error: --data needs a model with one "
+                      "input and one target\n";
       return 1;
     }
     int64_t perEpoch = train.count() / batchSize;
     if (perEpoch == 0) {
       llvm::errs() << "mnemo-interp: error: " << train.count()
-                   << " examples do not fill one batch of " << batchSize << "\n";
+                   << " examples do not fill one batch of " << batchSize
+                   << "\n";
       return 1;
     }
     if (epochs > 0)
       totalSteps = perEpoch * epochs;
   }
-  auto fillBatch = [&](Dataset &d, const std::vector<int64_t> &indices, int64_t first,
-                       std::vector<Tensor> &out) {
+  auto fillBatch = [&](Dataset &d, const std::vector<int64_t> &indices,
+                       int64_t first, std::vector<Tensor> &out) {
     Tensor image(args[batchArgs[0]].type, args[batchArgs[0]].shape);
     Tensor label(args[batchArgs[1]].type, args[batchArgs[1]].shape);
     int64_t pixels = d.images.shape[1] * d.images.shape[2];
@@ -339,7 +360,8 @@ int main(int argc, char **argv) {
         order.resize(train.count());
         std::iota(order.begin(), order.end(), 0);
         for (int64_t i = int64_t(order.size()) - 1; i > 0; --i)
-          std::swap(order[i], order[int64_t(shuffler.uniform() * double(i + 1))]);
+          std::swap(order[i],
+                    order[int64_t(shuffler.uniform() * double(i + 1))]);
       }
       fillBatch(train, order, within * batchSize, batch);
     } else {
@@ -348,24 +370,27 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < batchArgs.size(); ++k) {
       values[batchArgs[k]] = batch[k];
       if (!dumpDir.empty())
-        batchesFile.tensors.push_back(
-            store(args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
+        batchesFile.tensors.push_back(store(
+            args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
     }
     values[args.size() - 2] = Tensor(ElementType::I32, {}, double(step));
     values[args.size() - 1] = Tensor(ElementType::I32, {}, double(totalSteps));
 
     interpreter.options.dropoutStep = step;
     std::string error;
-    FailureOr<std::vector<Tensor>> results = interpreter.run(trainStep, values, error);
+    FailureOr<std::vector<Tensor>> results =
+        interpreter.run(trainStep, values, error);
     if (failed(results)) {
-      llvm::errs() << "mnemo-interp: error: step " << step << ": " << error << "\n";
+      llvm::errs() << "mnemo-interp: error: step " << step << ": " << error
+                   << "\n";
       return 1;
     }
     // Results: loss, then the updated params and state (each names the
     // argument it replaces), then lr and grad_norm.
     double loss = (*results)[0].data[0];
     for (unsigned r = 1; r + 2 < results->size(); ++r) {
-      auto reuses = trainStep.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
+      auto reuses =
+          trainStep.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
       values[reuses.getInt()] = std::move((*results)[r]);
     }
     double lr = (*results)[results->size() - 2].data[0];
@@ -373,15 +398,17 @@ int main(int argc, char **argv) {
     losses.push_back(loss);
     epochLoss += loss;
     ++epochSteps;
-    bool endOfEpoch =
-        !dataDir.empty() && epochs > 0 && step % (train.count() / batchSize) == 0;
+    bool endOfEpoch = !dataDir.empty() && epochs > 0 &&
+                      step % (train.count() / batchSize) == 0;
     if (dataDir.empty() || epochs == 0)
-      llvm::outs() << llvm::format("step %lld  loss %.6f  lr %.3g  grad_norm %.4f\n",
-                                   (long long)step, loss, lr, gradNorm);
+      llvm::outs() << llvm::format(
+          "step %lld  loss %.6f  lr %.3g  grad_norm %.4f\n", (long long)step,
+          loss, lr, gradNorm);
     else if (endOfEpoch) {
-      llvm::outs() << llvm::format("epoch %lld  mean loss %.6f  (%lld steps)\n",
-                                   (long long)(step / (train.count() / batchSize)),
-                                   epochLoss / double(epochSteps), (long long)epochSteps);
+      llvm::outs() << llvm::format(
+          "epoch %lld  mean loss %.6f  (%lld steps)\n",
+          (long long)(step / (train.count() / batchSize)),
+          epochLoss / double(epochSteps), (long long)epochSteps);
       epochLoss = 0;
       epochSteps = 0;
     }
@@ -406,7 +433,8 @@ int main(int argc, char **argv) {
       evalValues[0] = batch[0];
       evalValues[1] = batch[1];
       std::string error;
-      FailureOr<std::vector<Tensor>> results = interpreter.run(evalStep, evalValues, error);
+      FailureOr<std::vector<Tensor>> results =
+          interpreter.run(evalStep, evalValues, error);
       if (failed(results)) {
         llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
         return 1;
@@ -414,15 +442,16 @@ int main(int argc, char **argv) {
       lossSum += (*results)[0].data[0];
       accuracySum += results->size() > 1 ? (*results)[1].data[0] : 0;
     }
-    llvm::outs() << llvm::format("test  loss %.6f  accuracy %.4f  (%lld examples)\n",
-                                 lossSum / double(batches), accuracySum / double(batches),
-                                 (long long)(batches * batchSize));
+    llvm::outs() << llvm::format(
+        "test  loss %.6f  accuracy %.4f  (%lld examples)\n",
+        lossSum / double(batches), accuracySum / double(batches),
+        (long long)(batches * batchSize));
   }
 
   if (!dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir)) {
-      llvm::errs() << "mnemo-interp: error: cannot create '" << dumpDir << "': " << ec.message()
-                   << "\n";
+      llvm::errs() << "mnemo-interp: error: cannot create '" << dumpDir
+                   << "': " << ec.message() << "\n";
       return 1;
     }
     runtime::SafetensorsFile finalFile;
@@ -430,16 +459,20 @@ int main(int argc, char **argv) {
       if (args[i].role == "param")
         finalFile.tensors.push_back(store(args[i].name, values[i], exact));
     lossesFile.tensors.push_back(
-        exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())}, losses)
+        exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())},
+                                           losses)
               : runtime::StoredTensor::f32(
                     "loss", {int64_t(losses.size())},
                     std::vector<float>(losses.begin(), losses.end())));
     std::string error;
-    for (auto &[name, file] : {std::pair<const char *, runtime::SafetensorsFile *>{"init", &initFile},
-                               {"batches", &batchesFile},
-                               {"final", &finalFile},
-                               {"losses", &lossesFile}})
-      if (!runtime::writeSafetensors(dumpDir + "/" + name + ".safetensors", *file, error)) {
+    for (auto &[name, file] :
+         {std::pair<const char *, runtime::SafetensorsFile *>{"init",
+                                                              &initFile},
+          {"batches", &batchesFile},
+          {"final", &finalFile},
+          {"losses", &lossesFile}})
+      if (!runtime::writeSafetensors(dumpDir + "/" + name + ".safetensors",
+                                     *file, error)) {
         llvm::errs() << "mnemo-interp: error: " << error << "\n";
         return 1;
       }
@@ -461,7 +494,8 @@ int main(int argc, char **argv) {
     std::error_code ec;
     llvm::raw_fd_ostream os(dumpDir + "/config.json", ec);
     if (ec) {
-      llvm::errs() << "mnemo-interp: error: cannot write config.json: " << ec.message() << "\n";
+      llvm::errs() << "mnemo-interp: error: cannot write config.json: "
+                   << ec.message() << "\n";
       return 1;
     }
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";

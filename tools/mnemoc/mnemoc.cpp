@@ -120,7 +120,7 @@ static void printParams(const Graph &graph, llvm::raw_ostream &os) {
       continue;
     const TensorType &type = graph.values[arg.value];
     int64_t count = shape::numElements(type.shape).value_or(0);
-    bytes += count * (type.dtype == DType::F32 ? 4 : 2);
+    bytes += count * (type.dtype == ElementType::F32 ? 4 : 2);
     os << llvm::left_justify(arg.name, width) << "  "
        << llvm::left_justify(type.str(), 20)
        << llvm::right_justify(llvm::formatv("{0:N}", count).str(), 12) << "  "

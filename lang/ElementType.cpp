@@ -1,0 +1,46 @@
+//===- ElementType.cpp - Element types of Mnemo tensors -------------------===//
+
+#include "lang/ElementType.h"
+
+using namespace mnemo;
+
+const char *mnemo::spell(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+    return "f32";
+  case ElementType::F16:
+    return "f16";
+  case ElementType::BF16:
+    return "bf16";
+  case ElementType::I32:
+    return "i32";
+  case ElementType::I8:
+    return "i8";
+  case ElementType::I1:
+    return "i1";
+  }
+  return "?";
+}
+
+std::optional<ElementType> mnemo::parseElementType(const std::string &name) {
+  for (ElementType t : {ElementType::F32, ElementType::F16, ElementType::BF16,
+                        ElementType::I32, ElementType::I8})
+    if (name == spell(t))
+      return t;
+  return std::nullopt;
+}
+
+int64_t mnemo::byteWidth(ElementType type) {
+  switch (type) {
+  case ElementType::F32:
+  case ElementType::I32:
+    return 4;
+  case ElementType::F16:
+  case ElementType::BF16:
+    return 2;
+  case ElementType::I8:
+  case ElementType::I1:
+    return 1;
+  }
+  return 4;
+}
