@@ -25,7 +25,8 @@ const char *spell(ElementType type);
 std::optional<ElementType> parseElementType(const std::string &name);
 
 inline bool isFloat(ElementType t) {
-  return t == ElementType::F32 || t == ElementType::F16 || t == ElementType::BF16;
+  return t == ElementType::F32 || t == ElementType::F16 ||
+         t == ElementType::BF16;
 }
 
 /// Bytes per element when stored (a mask takes one byte).

@@ -291,6 +291,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].role == "input" || args[i].role == "target")
       batchArgs.push_back(i);
+  if (batchArgs.empty() || args[batchArgs.front()].shape.empty()) {
+    llvm::errs()
+        << "mnemo-interp: error: the model needs a batched input to train on\n";
+    return 1;
+  }
   Dataset train, test;
   std::vector<int64_t> order;
   int64_t batchSize = args[batchArgs.front()].shape[0];
@@ -302,9 +307,23 @@ int main(int argc, char **argv) {
       llvm::errs() << "mnemo-interp: error: " << error << "\n";
       return 1;
     }
-    if (batchArgs.size() != 2) {
-      llvm::errs() << "mnemo-interp: error: --data needs a model with one "
-                      "input and one target\n";
+    const StepArgument &image = args[batchArgs[0]];
+    const StepArgument &label =
+        args[batchArgs.size() > 1 ? batchArgs[1] : batchArgs[0]];
+    int64_t pixels = train.images.shape[1] * train.images.shape[2];
+    int64_t imageValues = 1;
+    for (int64_t d : image.shape)
+      imageValues *= d;
+    if (batchArgs.size() != 2 || image.role != "input" ||
+        label.role != "target" || !isFloat(image.type) || isFloat(label.type) ||
+        label.shape != std::vector<int64_t>{batchSize} ||
+        imageValues != batchSize * pixels) {
+      llvm::errs()
+          << "mnemo-interp: error: --data needs a model with one float input "
+             "of "
+          << pixels
+          << " values per example (such as f32[batch, 28, 28]) and one "
+          << "integer target of shape [batch]\n";
       return 1;
     }
     int64_t perEpoch = train.count() / batchSize;
