@@ -40,4 +40,36 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
+  let summary = "Gives every transient tensor of the step functions an arena offset";
+  let description = [{
+    For @train_step and @eval_step: buffers and live intervals over the op
+    order (views share their source's buffer, elementwise ops may write into
+    a dying operand, optimizer updates write their argument in place), then
+    offsets in one arena with 256-byte alignment, from the better of two
+    greedy best-fit planners (by size, by lifetime) or, for small functions,
+    an exact branch-and-bound search that finishes within its time limit.
+    The plan is verified (no two buffers live at once overlap) and written
+    into the IR:
+
+    ```mlir
+    %5 = mnemo.relu %4 {mnemo.offset = array<i64: 262144>, mnemo.size = array<i64: 262144>}
+        : tensor<128x512xf32>
+    func.func @train_step(...) attributes {mnemo.arena_bytes = 1048576 : i64,
+        mnemo.lower_bound_bytes = 1048576 : i64, mnemo.naive_bytes = 4194304 : i64,
+        mnemo.planner = "greedy-by-size"}
+    ```
+
+    `mnemo.offset` is -1 for a result that is not in the arena (a splat
+    constant, or an update written into its argument, which
+    `mnemo.alias_arg` names).
+  }];
+  let options = [
+    Option<"exactTimeLimitMs", "exact-time-limit-ms", "int64_t", "1000",
+           "Time the exact search may take per function">,
+    Option<"exactMaxBuffers", "exact-max-buffers", "int64_t", "64",
+           "Run the exact search only below this many buffers">,
+  ];
+}
+
 #endif // MNEMO_PASSES_TD

@@ -19,6 +19,8 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createAutodiff());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // Last: every buffer of the step functions gets its arena offset.
+  pm.addPass(createPlanMemory());
 }
 
 void mnemo::registerAllMnemoPasses() {

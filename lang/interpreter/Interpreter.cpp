@@ -17,6 +17,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <cstring>
+#include <unordered_map>
 #include <limits>
 
 using namespace mlir;
@@ -103,6 +105,112 @@ double geluTanhGrad(double x) {
 }
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+/// IEEE half precision bits of a value that f16 represents exactly.
+uint16_t encodeF16(double v) {
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  v = std::fabs(v);
+  if (std::isnan(v))
+    return 0x7e00;
+  if (std::isinf(v))
+    return sign | 0x7c00;
+  if (v == 0)
+    return sign;
+  int exp;
+  double m = std::frexp(v, &exp); // v = m * 2^exp, 0.5 <= m < 1
+  int e = exp - 1 + 15;            // biased exponent of 1.f * 2^(exp-1)
+  if (e <= 0)                      // subnormal: v = frac * 2^-24
+    return sign | uint16_t(std::ldexp(v, 24));
+  return sign | uint16_t(e << 10) | uint16_t((std::ldexp(m, 11) - 1024));
+}
+
+double decodeF16(uint16_t bits) {
+  double sign = bits & 0x8000 ? -1.0 : 1.0;
+  int e = (bits >> 10) & 0x1f, frac = bits & 0x3ff;
+  if (e == 0)
+    return sign * std::ldexp(double(frac), -24);
+  if (e == 31)
+    return frac ? NAN : sign * INFINITY;
+  return sign * std::ldexp(double(frac + 1024), e - 25);
+}
+
+/// Writes `t` into `bytes` at `offset` in its element type's storage format.
+void encode(const Tensor &t, std::vector<uint8_t> &bytes, int64_t offset) {
+  uint8_t *p = bytes.data() + offset;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double v = t.data[i];
+    switch (t.type) {
+    case ElementType::F32: {
+      float f = float(v);
+      std::memcpy(p + 4 * i, &f, 4);
+      break;
+    }
+    case ElementType::BF16: {
+      float f = float(v);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      uint16_t top = uint16_t(bits >> 16);
+      std::memcpy(p + 2 * i, &top, 2);
+      break;
+    }
+    case ElementType::F16: {
+      uint16_t h = encodeF16(v);
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case ElementType::I32: {
+      int32_t x = int32_t(v);
+      std::memcpy(p + 4 * i, &x, 4);
+      break;
+    }
+    case ElementType::I8:
+    case ElementType::I1:
+      p[i] = uint8_t(int8_t(v));
+      break;
+    }
+  }
+}
+
+void decode(Tensor &t, const std::vector<uint8_t> &bytes, int64_t offset) {
+  const uint8_t *p = bytes.data() + offset;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    switch (t.type) {
+    case ElementType::F32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      t.data[i] = f;
+      break;
+    }
+    case ElementType::BF16: {
+      uint16_t top;
+      std::memcpy(&top, p + 2 * i, 2);
+      uint32_t bits = uint32_t(top) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      t.data[i] = f;
+      break;
+    }
+    case ElementType::F16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      t.data[i] = decodeF16(h);
+      break;
+    }
+    case ElementType::I32: {
+      int32_t x;
+      std::memcpy(&x, p + 4 * i, 4);
+      t.data[i] = x;
+      break;
+    }
+    case ElementType::I8:
+      t.data[i] = int8_t(p[i]);
+      break;
+    case ElementType::I1:
+      t.data[i] = p[i] != 0;
+      break;
+    }
+  }
+}
+
 class Evaluator {
 public:
   Evaluator(const InterpreterOptions &options, std::string &error)
@@ -122,7 +230,16 @@ private:
     return failure();
   }
 
-  const Tensor &get(Value v) { return env.find(v)->second; }
+  const Tensor &get(Value v) {
+    auto stored = storage.find(v);
+    if (stored == storage.end())
+      return env.find(v)->second;
+    // Planned values live only as bytes: read them back every time.
+    Tensor &t = scratch[v.getAsOpaquePointer()];
+    t = like(v);
+    decode(t, *stored->second.first, stored->second.second);
+    return t;
+  }
   /// A zero tensor of `v`'s type.
   Tensor like(Value v) {
     return Tensor(elementTypeOf(v.getType()), shapeOf(v));
@@ -133,7 +250,39 @@ private:
     if (!options.exact || !isFloat(t.type))
       for (double &x : t.data)
         x = roundTo(t.type, x);
+    if (std::vector<uint8_t> *bytes = plannedStorage(v)) {
+      int64_t offset = plannedOffset(v);
+      encode(t, *bytes, offset);
+      storage[v] = {bytes, offset};
+      return;
+    }
     env[v] = std::move(t);
+  }
+
+  /// Arena mode: where the plan puts `v` (the arena, or the storage of the
+  /// argument it updates in place), or null for values kept as tensors.
+  std::vector<uint8_t> *plannedStorage(Value v) {
+    if (!options.arena)
+      return nullptr;
+    auto result = llvm::dyn_cast<OpResult>(v);
+    if (!result)
+      return nullptr;
+    Operation *op = result.getOwner();
+    unsigned i = result.getResultNumber();
+    if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset"))
+      if (offsets[i] >= 0)
+        return &arena;
+    if (auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg"))
+      if (aliases[i] >= 0)
+        return &argStorage[aliases[i]];
+    return nullptr;
+  }
+  int64_t plannedOffset(Value v) {
+    auto result = llvm::cast<OpResult>(v);
+    auto offsets = result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+    return offsets && offsets[result.getResultNumber()] >= 0
+               ? offsets[result.getResultNumber()]
+               : 0;
   }
 
   template <typename Fn> LogicalResult unary(Operation *op, Fn fn) {
@@ -179,6 +328,14 @@ private:
   const InterpreterOptions &options;
   std::string &error;
   llvm::DenseMap<Value, Tensor> env;
+  // Arena mode: the arena, each argument's storage, where planned values
+  // are, and tensors decoded for the op being executed.
+  std::vector<uint8_t> arena;
+  std::vector<std::vector<uint8_t>> argStorage;
+  llvm::DenseMap<Value, std::pair<std::vector<uint8_t> *, int64_t>> storage;
+  // (A node-based map: references to decoded operands stay valid while the
+  // next operand is decoded.)
+  std::unordered_map<const void *, Tensor> scratch;
 };
 
 LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
@@ -190,6 +347,15 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
             std::to_string(args.size());
     return failure();
   }
+  if (options.arena) {
+    auto bytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
+    if (!bytes) {
+      error = "@" + func.getName().str() + " has no memory plan (run plan-memory first)";
+      return failure();
+    }
+    arena.assign(bytes.getInt(), 0xAB); // not zero: reading unwritten bytes shows
+    argStorage.reserve(args.size());
+  }
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     if (args[i].shape != shapeOf(arg) ||
         args[i].type != elementTypeOf(arg.getType())) {
@@ -199,7 +365,14 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
               ", not " + args[i].typeString();
       return failure();
     }
-    env[arg] = args[i];
+    if (options.arena) {
+      // Arguments as bytes, so in-place updates really overwrite them.
+      argStorage.emplace_back(args[i].numElements() * 8);
+      encode(args[i], argStorage.back(), 0);
+      storage[arg] = {&argStorage.back(), 0};
+    } else {
+      env[arg] = args[i];
+    }
   }
   // Free each value after its last use.
   llvm::DenseMap<Operation *, SmallVector<Value>> dying;
@@ -214,10 +387,12 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (Value v : ret.getOperands())
         results.push_back(get(v));
+      scratch.clear();
       return success();
     }
     if (failed(exec(&op)))
       return failure();
+    scratch.clear();
     for (Value v : dying.lookup(&op))
       env.erase(v);
   }

@@ -89,6 +89,10 @@ cl::opt<std::string>
 cl::opt<bool> exact("exact",
                     cl::desc("Compute in double without rounding to f32"),
                     cl::cat(category));
+cl::opt<bool> arena("arena",
+                    cl::desc("Run the planned steps inside one arena at the "
+                             "planned offsets"),
+                    cl::cat(category));
 } // namespace
 
 namespace {
@@ -365,6 +369,7 @@ int main(int argc, char **argv) {
 
   Interpreter interpreter;
   interpreter.options.exact = exact;
+  interpreter.options.arena = arena;
   runtime::SafetensorsFile batchesFile, lossesFile;
   std::vector<double> losses;
   double epochLoss = 0;

@@ -1,0 +1,165 @@
+//===- BufferAnalysis.cpp - Which values need memory, and when ------------===//
+
+#include "passes/BufferAnalysis.h"
+#include "lang/MnemoOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace mnemo;
+
+const char *mnemo::spell(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Activation:
+    return "activation";
+  case BufferKind::Gradient:
+    return "gradient";
+  case BufferKind::Temporary:
+    return "temporary";
+  }
+  return "?";
+}
+
+int64_t mnemo::storageBytes(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  Type element = tensor.getElementType();
+  int64_t width = element.isF32() || element.isInteger(32) ? 4
+                  : element.isF16() || element.isBF16()    ? 2
+                                                           : 1;
+  return alignUp(tensor.getNumElements() * width);
+}
+
+/// Ops that read and write element i at the same index only, so their
+/// result may take over an operand's buffer.
+static bool isElementwise(Operation *op) {
+  return op->getNumResults() == 1 && op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
+         !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
+}
+
+FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
+  BufferAnalysis a;
+  Block &body = func.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseMap<Operation *, int64_t> index;
+  for (Operation &op : body.without_terminator()) {
+    index[&op] = a.order.size();
+    a.order.push_back(&op);
+  }
+  int64_t end = a.order.size(); // the return
+  auto lastUse = [&](Value v) {
+    int64_t last = -1;
+    for (Operation *user : v.getUsers())
+      last = std::max(last, user == ret.getOperation() ? end : index.lookup(user));
+    return last;
+  };
+
+  // Results that update an argument in place.
+  llvm::DenseMap<Value, unsigned> updates;
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r)
+    if (auto reuses = func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg")) {
+      Value updated = ret.getOperand(r);
+      unsigned arg = unsigned(reuses.getInt());
+      if (updated == body.getArgument(arg))
+        continue; // passed through unchanged
+      Operation *writer = updated.getDefiningOp();
+      if (!writer || lastUse(body.getArgument(arg)) > index.lookup(writer))
+        return func.emitError() << "argument " << arg
+                                << " is read after the op that updates it in place";
+      updates[updated] = arg;
+    }
+
+  for (BlockArgument arg : body.getArguments())
+    a.placement[arg] = {Placement::Where::Argument, -1, arg.getArgNumber()};
+
+  auto bufferEnd = [&](int buffer) {
+    int64_t last = -1;
+    for (Value v : a.buffers[buffer].values)
+      last = std::max(last, lastUse(v));
+    return last;
+  };
+  auto newBuffer = [&](Value v, int64_t step) {
+    ArenaBuffer b;
+    b.root = v;
+    b.values = {v};
+    b.interval = {step, step, storageBytes(v.getType())};
+    a.buffers.push_back(b);
+    a.placement[v] = {Placement::Where::Arena, int(a.buffers.size()) - 1, 0};
+  };
+
+  for (Operation *op : a.order) {
+    int64_t step = index[op];
+    if (llvm::isa<ConstantOp>(op)) {
+      a.placement[op->getResult(0)] = {Placement::Where::None, -1, 0};
+      continue;
+    }
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
+      Placement p = a.placement.lookup(reshape.getInput());
+      a.placement[reshape.getResult()] = p;
+      if (p.where == Placement::Where::Arena)
+        a.buffers[p.buffer].values.push_back(reshape.getResult());
+      continue;
+    }
+    for (Value result : op->getResults()) {
+      auto update = updates.find(result);
+      if (update != updates.end()) {
+        a.placement[result] = {Placement::Where::Argument, -1, update->second};
+        continue;
+      }
+      // In place: take over an operand's buffer that dies here.
+      bool reused = false;
+      if (isElementwise(op)) {
+        for (Value operand : op->getOperands()) {
+          Placement p = a.placement.lookup(operand);
+          if (p.where != Placement::Where::Arena || bufferEnd(p.buffer) != step ||
+              a.buffers[p.buffer].interval.size != storageBytes(result.getType()))
+            continue;
+          a.buffers[p.buffer].values.push_back(result);
+          a.placement[result] = p;
+          reused = true;
+          break;
+        }
+      }
+      if (!reused)
+        newBuffer(result, step);
+    }
+  }
+  for (size_t b = 0; b < a.buffers.size(); ++b)
+    a.buffers[b].interval.end = std::max(a.buffers[b].interval.start, bufferEnd(b));
+
+  // Kinds: gradients feed the optimizer; activations are computed for the
+  // loss and kept past it for the backward.
+  Value loss;
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    auto name = func.getResultAttrOfType<StringAttr>(r, "mnemo.name");
+    if (name && name.getValue() == "loss")
+      loss = ret.getOperand(r);
+  }
+  llvm::SetVector<Operation *> forward;
+  if (loss && loss.getDefiningOp()) {
+    SmallVector<Operation *> work{loss.getDefiningOp()};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!forward.insert(op))
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          work.push_back(def);
+    }
+  }
+  int64_t lossStep = loss && loss.getDefiningOp() ? index.lookup(loss.getDefiningOp()) : end;
+  for (ArenaBuffer &b : a.buffers) {
+    bool gradient = false;
+    for (Value v : b.values)
+      for (Operation *user : v.getUsers())
+        gradient |= llvm::isa<GlobalNormOp>(user) ||
+                    (llvm::isa<AdamUpdateOp, SgdUpdateOp>(user) && user->getOperand(1) == v);
+    Operation *def = b.root.getDefiningOp();
+    if (gradient)
+      b.kind = BufferKind::Gradient;
+    else if (def && forward.contains(def) && b.interval.end > lossStep)
+      b.kind = BufferKind::Activation;
+  }
+  return a;
+}
