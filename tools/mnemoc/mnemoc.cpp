@@ -17,6 +17,7 @@
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoDialect.h"
+#include "passes/MemoryReport.h"
 #include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -60,6 +61,16 @@ cl::opt<Emit>
                     clEnumValN(Emit::Params, "params",
                                "the parameters, their shapes and the count")),
          cl::cat(category));
+enum class ReportFormat { None, Table, Json };
+cl::opt<ReportFormat> memoryReport(
+    "memory-report",
+    cl::desc("Print where the bytes of one step go, instead of the IR"),
+    cl::ValueOptional, cl::init(ReportFormat::None),
+    cl::values(clEnumValN(ReportFormat::Table, "", "a readable table (the default)"),
+               clEnumValN(ReportFormat::Table, "table", "a readable table"),
+               clEnumValN(ReportFormat::Json, "json",
+                          "JSON, for tools (docs/memory.md)")),
+    cl::cat(category));
 cl::list<std::string>
     defines("D", cl::Prefix,
             cl::desc("Override a model hyper-parameter: -D layers=12"),
@@ -238,6 +249,29 @@ int main(int argc, char **argv) {
   }
   if (failed(runPipeline(*module)))
     return passPipeline.getNumOccurrences() ? 1 : 2;
+  if (memoryReport != ReportFormat::None) {
+    std::vector<MemoryReport> reports;
+    for (const char *name : {"train_step", "eval_step"})
+      if (auto func = module->lookupSymbol<mlir::func::FuncOp>(name)) {
+        mlir::FailureOr<MemoryReport> report = buildMemoryReport(func);
+        if (mlir::failed(report))
+          return 2;
+        reports.push_back(*report);
+      }
+    if (reports.empty()) {
+      diags.error("'" + inputFile + "' has no train section, so there is no step to report on");
+      return 1;
+    }
+    if (memoryReport == ReportFormat::Json) {
+      printMemoryReportJson(reports, output->os());
+    } else {
+      output->os() << "model " << graph->modelName << " (" << graph->fileName << ")\n";
+      for (const MemoryReport &report : reports)
+        printMemoryReport(report, output->os());
+    }
+    output->keep();
+    return 0;
+  }
   module->print(output->os());
   output->keep();
   return 0;

@@ -1,0 +1,197 @@
+//===- MemoryReport.cpp - Where every byte of a step goes -----------------===//
+
+#include "passes/MemoryReport.h"
+#include "passes/BufferAnalysis.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Location.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mnemo;
+
+std::string mnemo::formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0)
+    std::snprintf(text, sizeof text, "%lld B", (long long)bytes);
+  else
+    std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
+  return text;
+}
+
+namespace {
+/// The model-file location (the outermost call site) and the layer path of
+/// an op, from the locations MLIRGen gives it.
+void describeLocation(Location loc, std::string &where, std::string &layer) {
+  if (auto name = llvm::dyn_cast<NameLoc>(loc)) {
+    if (layer.empty())
+      layer = name.getName().str();
+    describeLocation(name.getChildLoc(), where, layer);
+  } else if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
+    describeLocation(call.getCaller(), where, layer);
+  } else if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
+    where = (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+             std::to_string(file.getColumn()));
+  } else if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
+    if (!fused.getLocations().empty())
+      describeLocation(fused.getLocations().front(), where, layer);
+  }
+}
+
+std::string typeString(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << tensor.getElementType() << "[";
+  for (int64_t i = 0; i < tensor.getRank(); ++i)
+    os << (i ? "," : "") << tensor.getDimSize(i);
+  os << "]";
+  return os.str();
+}
+} // namespace
+
+FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
+  auto arena = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
+  if (!arena)
+    return func.emitError("has no memory plan (the plan-memory pass did not run)");
+  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
+  if (failed(analysis))
+    return failure();
+  MemoryReport r;
+  r.function = func.getName().str();
+  r.arenaBytes = arena.getInt();
+  r.lowerBoundBytes = func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
+  r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();
+  r.planner = func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str();
+  r.steps = analysis->order.size();
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+    int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
+    if (role && role.getValue() == "param")
+      r.parameterBytes += bytes;
+    else if (role && role.getValue() == "opt_state")
+      r.optimizerStateBytes += bytes;
+    else
+      r.inputBytes += bytes;
+  }
+  r.peakBytes = r.arenaBytes + r.parameterBytes + r.optimizerStateBytes + r.inputBytes +
+                r.workspaceBytes;
+
+  // The step with the most arena bytes live, and what is live then.
+  std::vector<int64_t> live(r.steps + 1, 0);
+  for (const ArenaBuffer &b : analysis->buffers)
+    for (int64_t s = b.interval.start; s <= b.interval.end && s <= r.steps; ++s)
+      live[s] += b.interval.size;
+  r.peakStep = std::max_element(live.begin(), live.end()) - live.begin();
+  std::vector<const ArenaBuffer *> atPeak;
+  for (const ArenaBuffer &b : analysis->buffers) {
+    if (b.interval.start > r.peakStep || b.interval.end < r.peakStep)
+      continue;
+    atPeak.push_back(&b);
+    int64_t &bucket = b.kind == BufferKind::Gradient     ? r.gradientBytes
+                      : b.kind == BufferKind::Activation ? r.activationBytes
+                                                         : r.temporaryBytes;
+    bucket += b.interval.size;
+  }
+  std::stable_sort(atPeak.begin(), atPeak.end(), [](const ArenaBuffer *a, const ArenaBuffer *b) {
+    return a->interval.size > b->interval.size;
+  });
+  for (const ArenaBuffer *b : atPeak) {
+    if (r.largestAtPeak.size() == 10)
+      break;
+    MemoryReport::Buffer entry;
+    Operation *def = b->root.getDefiningOp();
+    describeLocation(def->getLoc(), entry.location, entry.layer);
+    entry.op = def->getName().getStringRef().str();
+    entry.type = typeString(b->root.getType());
+    entry.kind = spell(b->kind);
+    entry.bytes = b->interval.size;
+    r.largestAtPeak.push_back(entry);
+  }
+  return r;
+}
+
+void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
+  auto line = [&](const char *what, int64_t bytes, const std::string &note = "") {
+    os << "  " << llvm::left_justify(what, 28) << llvm::right_justify(formatBytes(bytes), 12)
+       << (note.empty() ? "" : "   " + note) << "\n";
+  };
+  os << "@" << r.function << "\n";
+  line("parameters", r.parameterBytes);
+  line("optimizer state", r.optimizerStateBytes);
+  line("inputs (one batch)", r.inputBytes);
+  line("arena", r.arenaBytes, "planned by " + r.planner);
+  line("  lower bound", r.lowerBoundBytes,
+       llvm::formatv("arena / lower bound = {0:f3}",
+                     r.lowerBoundBytes ? double(r.arenaBytes) / double(r.lowerBoundBytes) : 1.0)
+           .str());
+  line("  without reuse", r.naiveBytes,
+       llvm::formatv("arena / without reuse = {0:f3}",
+                     r.naiveBytes ? double(r.arenaBytes) / double(r.naiveBytes) : 1.0)
+           .str());
+  line("  activations at the peak", r.activationBytes);
+  line("  gradients at the peak", r.gradientBytes);
+  line("  temporaries at the peak", r.temporaryBytes);
+  line("workspace", r.workspaceBytes);
+  line("peak (one step needs)", r.peakBytes);
+  os << "  largest buffers live at the peak (op " << r.peakStep << " of " << r.steps << "):\n";
+  size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
+  for (const MemoryReport::Buffer &b : r.largestAtPeak) {
+    whereWidth = std::max(whereWidth, b.location.size());
+    layerWidth = std::max(layerWidth, b.layer.size());
+    opWidth = std::max(opWidth, b.op.size());
+    typeWidth = std::max(typeWidth, b.type.size());
+  }
+  for (const MemoryReport::Buffer &b : r.largestAtPeak)
+    os << "    " << llvm::left_justify(b.location, whereWidth) << "  "
+       << llvm::left_justify(b.layer.empty() ? "-" : b.layer, layerWidth) << "  "
+       << llvm::left_justify(b.op, opWidth) << "  " << llvm::left_justify(b.type, typeWidth)
+       << "  " << llvm::right_justify(formatBytes(b.bytes), 10) << "  " << b.kind << "\n";
+}
+
+void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
+                                  llvm::raw_ostream &os) {
+  llvm::json::Array functions;
+  for (const MemoryReport &r : reports) {
+    llvm::json::Array largest;
+    for (const MemoryReport::Buffer &b : r.largestAtPeak)
+      largest.push_back(llvm::json::Object{{"location", b.location},
+                                           {"layer", b.layer},
+                                           {"op", b.op},
+                                           {"type", b.type},
+                                           {"kind", b.kind},
+                                           {"bytes", b.bytes}});
+    functions.push_back(llvm::json::Object{
+        {"function", r.function},
+        {"parameter_bytes", r.parameterBytes},
+        {"optimizer_state_bytes", r.optimizerStateBytes},
+        {"input_bytes", r.inputBytes},
+        {"gradient_bytes", r.gradientBytes},
+        {"activation_bytes", r.activationBytes},
+        {"temporary_bytes", r.temporaryBytes},
+        {"workspace_bytes", r.workspaceBytes},
+        {"arena_bytes", r.arenaBytes},
+        {"lower_bound_bytes", r.lowerBoundBytes},
+        {"naive_bytes", r.naiveBytes},
+        {"peak_bytes", r.peakBytes},
+        {"peak_op", r.peakStep},
+        {"ops", r.steps},
+        {"planner", r.planner},
+        {"largest_at_peak", std::move(largest)},
+    });
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                   {"version", 1}, {"functions", std::move(functions)}}))
+     << "\n";
+}

@@ -1,0 +1,58 @@
+//===- MemoryReport.h - Where every byte of a step goes ---------*- C++ -*-===//
+//
+// Reads a planned step function (after plan-memory) and says how many bytes
+// one step needs and what holds them: the persistent regions (parameters,
+// optimizer state, the batch), the arena with its lower bound and its size
+// without reuse, and the largest buffers live at the peak, each with the
+// model-file location, layer and op it comes from. `mnemoc --memory-report`
+// prints it as a table or as JSON (schema in docs/memory.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_PASSES_MEMORYREPORT_H
+#define MNEMO_PASSES_MEMORYREPORT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace mnemo {
+
+struct MemoryReport {
+  std::string function;
+  int64_t parameterBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// Arena bytes by kind, live at the peak step.
+  int64_t gradientBytes = 0, activationBytes = 0, temporaryBytes = 0;
+  int64_t workspaceBytes = 0;
+  int64_t arenaBytes = 0, lowerBoundBytes = 0, naiveBytes = 0;
+  /// Everything one step needs: persistent regions, arena and workspace.
+  int64_t peakBytes = 0;
+  int64_t peakStep = 0, steps = 0;
+  std::string planner;
+
+  struct Buffer {
+    std::string location; // in the model file: "examples/gpt.mn:14:9"
+    std::string layer;    // "blocks.3.attn", or "" for the model itself
+    std::string op;       // "mnemo.softmax"
+    std::string type;     // "f32[16,4,64,64]"
+    std::string kind;     // activation, gradient, temporary
+    int64_t bytes = 0;
+  };
+  std::vector<Buffer> largestAtPeak; // at most ten, largest first
+};
+
+/// Fails with an error on `func` if it has no memory plan.
+mlir::FailureOr<MemoryReport> buildMemoryReport(mlir::func::FuncOp func);
+
+void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);
+void printMemoryReportJson(const std::vector<MemoryReport> &reports, llvm::raw_ostream &os);
+
+/// "1.55 MiB".
+std::string formatBytes(int64_t bytes);
+
+} // namespace mnemo
+
+#endif // MNEMO_PASSES_MEMORYREPORT_H

@@ -1,0 +1,38 @@
+// plan-memory: buffers, views, in-place reuse, in-place updates, offsets.
+// RUN: mnemo-opt %s --autodiff --canonicalize --plan-memory | FileCheck %s
+
+module attributes {mnemo.train = {optimizer = {kind = "adamw", lr = 1.0e-03 : f64,
+    betas = [9.0e-01, 9.99e-01], eps = 1.0e-08 : f64, weight_decay = 0.0 : f64}}} {
+  func.func @forward(%x: tensor<64x32xf32> {mnemo.name = "x", mnemo.role = "input"},
+                     %y: tensor<2x32xi32> {mnemo.name = "y", mnemo.role = "target"},
+                     %w: tensor<32x32xf32> {mnemo.name = "w", mnemo.role = "param", mnemo.init = {kind = "zeros"}},
+                     %v: tensor<32x10xf32> {mnemo.name = "v", mnemo.role = "param", mnemo.init = {kind = "zeros"}})
+      -> (tensor<f32> {mnemo.name = "loss"}, tensor<2x32x10xf32> {mnemo.name = "output"}) {
+    %h = mnemo.matmul %x, %w : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+    %e = mnemo.exp %h : tensor<64x32xf32>
+    %t = mnemo.tanh %e : tensor<64x32xf32>
+    %r = mnemo.reshape %t : (tensor<64x32xf32>) -> tensor<2x32x32xf32>
+    %o = mnemo.matmul %r, %v : (tensor<2x32x32xf32>, tensor<32x10xf32>) -> tensor<2x32x10xf32>
+    %l = mnemo.cross_entropy %o, %y : (tensor<2x32x10xf32>, tensor<2x32xi32>) -> tensor<f32>
+    return %l, %o : tensor<f32>, tensor<2x32x10xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @eval_step
+// CHECK-SAME: attributes {mnemo.arena_bytes = {{[0-9]+}} : i64, mnemo.lower_bound_bytes = {{[0-9]+}} : i64, mnemo.naive_bytes = {{[0-9]+}} : i64, mnemo.planner = "{{.*}}"}
+// CHECK: %[[H:.*]] = mnemo.matmul {{.*}}mnemo.offset = array<i64: [[OFF:[0-9]+]]>, mnemo.size = array<i64: 8192>
+// exp writes into the matmul's buffer, which dies there: the same offset.
+// CHECK: mnemo.exp %[[H]] {mnemo.offset = array<i64: [[OFF]]>, mnemo.size = array<i64: 8192>}
+
+// CHECK-LABEL: func.func @train_step
+// The arena meets the lower bound on this small step.
+// CHECK-SAME: attributes {mnemo.arena_bytes = [[ARENA:[0-9]+]] : i64, mnemo.lower_bound_bytes = [[ARENA]] : i64
+// The forward's exp is kept for the backward (tanh' uses tanh's result, exp'
+// uses exp's): no in-place reuse across a value the backward still needs.
+// CHECK: %[[E:.*]] = mnemo.exp {{.*}}mnemo.offset = array<i64: [[EOFF:[0-9]+]]>
+// CHECK-NOT: mnemo.offset = array<i64: [[EOFF]]>{{.*}}mnemo.tanh
+// A reshape is a view of its input: the same offset.
+// CHECK: %[[T:.*]] = mnemo.tanh %[[E]] {mnemo.offset = array<i64: [[TOFF:[0-9]+]]>
+// CHECK: mnemo.reshape %[[T]] {mnemo.offset = array<i64: [[TOFF]]>
+// The optimizer writes the parameter and its state in place: no arena bytes.
+// CHECK: mnemo.adam_update {{.*}}mnemo.alias_arg = array<i64: 0, 2, 3>, mnemo.offset = array<i64: -1, -1, -1>, mnemo.size = array<i64: 0, 0, 0>
