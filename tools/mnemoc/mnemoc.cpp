@@ -18,6 +18,7 @@
 #include "frontend/Sema.h"
 #include "lang/MnemoDialect.h"
 #include "passes/MemoryReport.h"
+#include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -61,6 +62,10 @@ cl::opt<Emit>
                     clEnumValN(Emit::Params, "params",
                                "the parameters, their shapes and the count")),
          cl::cat(category));
+cl::opt<std::string> memoryTimeline(
+    "memory-timeline",
+    cl::desc("Draw the arena of @train_step over one step into this SVG file"),
+    cl::value_desc("file.svg"), cl::cat(category));
 enum class ReportFormat { None, Table, Json };
 cl::opt<ReportFormat> memoryReport(
     "memory-report",
@@ -249,6 +254,25 @@ int main(int argc, char **argv) {
   }
   if (failed(runPipeline(*module)))
     return passPipeline.getNumOccurrences() ? 1 : 2;
+  if (!memoryTimeline.empty()) {
+    auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+    if (!step) {
+      diags.error("'" + inputFile + "' has no train section, so there is no step to draw");
+      return 1;
+    }
+    std::string error;
+    auto svg = mlir::openOutputFile(memoryTimeline, &error);
+    if (!svg) {
+      diags.error("cannot write '" + memoryTimeline + "': " + error);
+      return 1;
+    }
+    std::string title = "@train_step of " + graph->modelName + " (" + graph->fileName + ")";
+    if (mlir::failed(writeMemoryTimeline(step, title, svg->os())))
+      return 2;
+    svg->keep();
+    if (memoryReport == ReportFormat::None && !outputFile.getNumOccurrences())
+      return 0; // the picture was asked for, not the IR
+  }
   if (memoryReport != ReportFormat::None) {
     std::vector<MemoryReport> reports;
     for (const char *name : {"train_step", "eval_step"})
