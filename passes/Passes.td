@@ -40,6 +40,19 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def Schedule : Pass<"schedule", "mlir::ModuleOp"> {
+  let summary = "Reorders the step functions' ops to lower their peak memory";
+  let description = [{
+    A memory-aware topological order for @train_step and @eval_step: list
+    scheduling that, among the ops whose operands are ready, runs the one
+    that frees the most bytes net of what it allocates (ties keep the
+    original order). In a training step this moves each parameter's update
+    right after its gradient is complete, so gradients die early. The new
+    order is kept only if the lower bound on the arena (the most bytes live
+    at once) does not rise; otherwise the original order stays.
+  }];
+}
+
 def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
   let summary = "Gives every transient tensor of the step functions an arena offset";
   let description = [{

@@ -19,7 +19,9 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createAutodiff());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  // Last: every buffer of the step functions gets its arena offset.
+  // Last: a memory-aware order, then every buffer of the step functions
+  // gets its arena offset.
+  pm.addPass(createSchedule());
   pm.addPass(createPlanMemory());
 }
 

@@ -1,0 +1,162 @@
+//===- Schedule.cpp - A memory-aware order for the step functions ---------===//
+
+#include "passes/BufferAnalysis.h"
+#include "passes/MemoryPlanner.h"
+#include "passes/Passes.h"
+
+#include "lang/MnemoOps.h"
+
+namespace mnemo {
+#define GEN_PASS_DEF_SCHEDULE
+#include "passes/Passes.h.inc"
+} // namespace mnemo
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+/// The most arena bytes live at once under the block's current order.
+FailureOr<int64_t> arenaLowerBound(func::FuncOp func) {
+  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
+  if (failed(analysis))
+    return failure();
+  std::vector<BufferInterval> intervals;
+  for (const ArenaBuffer &b : analysis->buffers)
+    intervals.push_back(b.interval);
+  return lowerBound(intervals);
+}
+
+/// Bytes an op's results take in the arena (views and constants take none).
+int64_t allocatedBytes(Operation *op) {
+  if (llvm::isa<ConstantOp, ReshapeOp>(op))
+    return 0;
+  int64_t bytes = 0;
+  for (Value result : op->getResults())
+    bytes += storageBytes(result.getType());
+  return bytes;
+}
+
+struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
+  void runOnOperation() override {
+    for (StringRef name : {"train_step", "eval_step"})
+      if (auto func = getOperation().lookupSymbol<func::FuncOp>(name))
+        if (failed(schedule(func)))
+          return signalPassFailure();
+  }
+
+  LogicalResult schedule(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    Operation *terminator = body.getTerminator();
+    SmallVector<Operation *> original;
+    for (Operation &op : body.without_terminator())
+      original.push_back(&op);
+    FailureOr<int64_t> before = arenaLowerBound(func);
+    if (failed(before))
+      return failure();
+
+    llvm::DenseMap<Operation *, size_t> position;
+    for (auto [i, op] : llvm::enumerate(original))
+      position[op] = i;
+    // Uses still to run, per value; dependencies still to run, per op.
+    llvm::DenseMap<Value, int64_t> remainingUses;
+    llvm::DenseMap<Operation *, int64_t> waiting;
+    for (Operation *op : original) {
+      llvm::SmallPtrSet<Operation *, 4> producers;
+      for (Value operand : op->getOperands()) {
+        ++remainingUses[operand];
+        if (Operation *def = operand.getDefiningOp())
+          producers.insert(def);
+      }
+      waiting[op] = producers.size();
+    }
+    for (Value v : terminator->getOperands())
+      ++remainingUses[v]; // returned values never die
+    // An update written into its argument must follow every other reader
+    // of that argument (and of views of it): a write-after-read edge.
+    llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks;
+    for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
+      auto reuses = func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
+      Operation *update = terminator->getOperand(r).getDefiningOp();
+      if (!reuses || !update)
+        continue;
+      llvm::SmallPtrSet<Operation *, 8> readers;
+      SmallVector<Value> work{body.getArgument(reuses.getInt())};
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (user == update || user == terminator)
+            continue;
+          readers.insert(user);
+          if (auto view = llvm::dyn_cast<ReshapeOp>(user))
+            work.push_back(view.getResult());
+        }
+      }
+      for (Operation *reader : readers) {
+        unblocks[reader].push_back(update);
+        ++waiting[update];
+      }
+    }
+    auto freedBy = [&](Operation *op) {
+      int64_t bytes = 0;
+      llvm::SmallDenseMap<Value, int64_t> uses;
+      for (Value operand : op->getOperands())
+        ++uses[operand];
+      for (auto [value, count] : uses) {
+        Operation *def = value.getDefiningOp();
+        if (def && remainingUses[value] == count)
+          bytes += allocatedBytes(def) / std::max<unsigned>(1, def->getNumResults());
+      }
+      return bytes;
+    };
+
+    std::vector<Operation *> ready;
+    for (Operation *op : original)
+      if (waiting[op] == 0)
+        ready.push_back(op);
+    SmallVector<Operation *> order;
+    while (!ready.empty()) {
+      // The ready op that frees the most net bytes; the earliest on ties.
+      auto best = ready.begin();
+      int64_t bestScore = INT64_MIN;
+      for (auto it = ready.begin(); it != ready.end(); ++it) {
+        int64_t score = freedBy(*it) - allocatedBytes(*it);
+        if (score > bestScore || (score == bestScore && position[*it] < position[*best])) {
+          bestScore = score;
+          best = it;
+        }
+      }
+      Operation *op = *best;
+      ready.erase(best);
+      order.push_back(op);
+      for (Value operand : op->getOperands())
+        --remainingUses[operand];
+      llvm::SmallPtrSet<Operation *, 8> users;
+      for (Value result : op->getResults())
+        for (Operation *user : result.getUsers())
+          if (user != terminator)
+            users.insert(user);
+      // Data edges count once per producer; write-after-read edges once per
+      // reader, so an op can be both for the same update.
+      for (Operation *user : users)
+        if (--waiting[user] == 0)
+          ready.push_back(user);
+      for (Operation *update : unblocks.lookup(op))
+        if (--waiting[update] == 0)
+          ready.push_back(update);
+    }
+    if (order.size() != original.size())
+      return func.emitError("internal error: the schedule lost ops");
+
+    for (Operation *op : order)
+      op->moveBefore(terminator);
+    FailureOr<int64_t> after = arenaLowerBound(func);
+    if (failed(after))
+      return failure();
+    if (*after > *before)
+      for (Operation *op : original)
+        op->moveBefore(terminator);
+    return success();
+  }
+};
+} // namespace
