@@ -34,7 +34,8 @@ int64_t mnemo::storageBytes(Type type) {
 /// Ops that read and write element i at the same index only, so their
 /// result may take over an operand's buffer.
 static bool isElementwise(Operation *op) {
-  return op->getNumResults() == 1 && op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
+  return op->getNumResults() == 1 &&
+         op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
          !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
 }
 
@@ -51,22 +52,25 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   auto lastUse = [&](Value v) {
     int64_t last = -1;
     for (Operation *user : v.getUsers())
-      last = std::max(last, user == ret.getOperation() ? end : index.lookup(user));
+      last =
+          std::max(last, user == ret.getOperation() ? end : index.lookup(user));
     return last;
   };
 
   // Results that update an argument in place.
   llvm::DenseMap<Value, unsigned> updates;
   for (unsigned r = 0; r < ret.getNumOperands(); ++r)
-    if (auto reuses = func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg")) {
+    if (auto reuses =
+            func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg")) {
       Value updated = ret.getOperand(r);
       unsigned arg = unsigned(reuses.getInt());
       if (updated == body.getArgument(arg))
         continue; // passed through unchanged
       Operation *writer = updated.getDefiningOp();
       if (!writer || lastUse(body.getArgument(arg)) > index.lookup(writer))
-        return func.emitError() << "argument " << arg
-                                << " is read after the op that updates it in place";
+        return func.emitError()
+               << "argument " << arg
+               << " is read after the op that updates it in place";
       updates[updated] = arg;
     }
 
@@ -112,8 +116,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       if (isElementwise(op)) {
         for (Value operand : op->getOperands()) {
           Placement p = a.placement.lookup(operand);
-          if (p.where != Placement::Where::Arena || bufferEnd(p.buffer) != step ||
-              a.buffers[p.buffer].interval.size != storageBytes(result.getType()))
+          if (p.where != Placement::Where::Arena ||
+              bufferEnd(p.buffer) != step ||
+              a.buffers[p.buffer].interval.size !=
+                  storageBytes(result.getType()))
             continue;
           a.buffers[p.buffer].values.push_back(result);
           a.placement[result] = p;
@@ -126,7 +132,8 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
     }
   }
   for (size_t b = 0; b < a.buffers.size(); ++b)
-    a.buffers[b].interval.end = std::max(a.buffers[b].interval.start, bufferEnd(b));
+    a.buffers[b].interval.end =
+        std::max(a.buffers[b].interval.start, bufferEnd(b));
 
   // Kinds: gradients feed the optimizer; activations are computed for the
   // loss and kept past it for the backward.
@@ -148,13 +155,15 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
           work.push_back(def);
     }
   }
-  int64_t lossStep = loss && loss.getDefiningOp() ? index.lookup(loss.getDefiningOp()) : end;
+  int64_t lossStep =
+      loss && loss.getDefiningOp() ? index.lookup(loss.getDefiningOp()) : end;
   for (ArenaBuffer &b : a.buffers) {
     bool gradient = false;
     for (Value v : b.values)
       for (Operation *user : v.getUsers())
         gradient |= llvm::isa<GlobalNormOp>(user) ||
-                    (llvm::isa<AdamUpdateOp, SgdUpdateOp>(user) && user->getOperand(1) == v);
+                    (llvm::isa<AdamUpdateOp, SgdUpdateOp>(user) &&
+                     user->getOperand(1) == v);
     Operation *def = b.root.getDefiningOp();
     if (gradient)
       b.kind = BufferKind::Gradient;

@@ -38,14 +38,15 @@ const char *spell(BufferKind kind);
 struct ArenaBuffer {
   BufferInterval interval;
   BufferKind kind = BufferKind::Temporary;
-  mlir::Value root;            // the value that created the buffer
-  std::vector<mlir::Value> values; // every value stored in it (views, in-place results)
+  mlir::Value root; // the value that created the buffer
+  std::vector<mlir::Value>
+      values; // every value stored in it (views, in-place results)
 };
 
 /// Where a value's bytes are.
 struct Placement {
   enum class Where { Arena, Argument, None } where = Where::None;
-  int buffer = -1;   // Arena: index into BufferAnalysis::buffers
+  int buffer = -1;       // Arena: index into BufferAnalysis::buffers
   unsigned argument = 0; // Argument: which function argument
 };
 

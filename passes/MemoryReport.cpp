@@ -41,8 +41,8 @@ void describeLocation(Location loc, std::string &where, std::string &layer) {
   } else if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
     describeLocation(call.getCaller(), where, layer);
   } else if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
-    where = (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
-             std::to_string(file.getColumn()));
+    where = (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
+             ":" + std::to_string(file.getColumn()));
   } else if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
     if (!fused.getLocations().empty())
       describeLocation(fused.getLocations().front(), where, layer);
@@ -64,14 +64,16 @@ std::string typeString(Type type) {
 FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   auto arena = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
   if (!arena)
-    return func.emitError("has no memory plan (the plan-memory pass did not run)");
+    return func.emitError(
+        "has no memory plan (the plan-memory pass did not run)");
   FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
   if (failed(analysis))
     return failure();
   MemoryReport r;
   r.function = func.getName().str();
   r.arenaBytes = arena.getInt();
-  r.lowerBoundBytes = func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
+  r.lowerBoundBytes =
+      func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
   r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();
   r.planner = func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str();
   r.steps = analysis->order.size();
@@ -85,8 +87,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     else
       r.inputBytes += bytes;
   }
-  r.peakBytes = r.arenaBytes + r.parameterBytes + r.optimizerStateBytes + r.inputBytes +
-                r.workspaceBytes;
+  r.peakBytes = r.arenaBytes + r.parameterBytes + r.optimizerStateBytes +
+                r.inputBytes + r.workspaceBytes;
 
   // The step with the most arena bytes live, and what is live then.
   std::vector<int64_t> live(r.steps + 1, 0);
@@ -104,9 +106,10 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
                                                          : r.temporaryBytes;
     bucket += b.interval.size;
   }
-  std::stable_sort(atPeak.begin(), atPeak.end(), [](const ArenaBuffer *a, const ArenaBuffer *b) {
-    return a->interval.size > b->interval.size;
-  });
+  std::stable_sort(atPeak.begin(), atPeak.end(),
+                   [](const ArenaBuffer *a, const ArenaBuffer *b) {
+                     return a->interval.size > b->interval.size;
+                   });
   for (const ArenaBuffer *b : atPeak) {
     if (r.largestAtPeak.size() == 10)
       break;
@@ -123,8 +126,10 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
 }
 
 void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
-  auto line = [&](const char *what, int64_t bytes, const std::string &note = "") {
-    os << "  " << llvm::left_justify(what, 28) << llvm::right_justify(formatBytes(bytes), 12)
+  auto line = [&](const char *what, int64_t bytes,
+                  const std::string &note = "") {
+    os << "  " << llvm::left_justify(what, 28)
+       << llvm::right_justify(formatBytes(bytes), 12)
        << (note.empty() ? "" : "   " + note) << "\n";
   };
   os << "@" << r.function << "\n";
@@ -134,18 +139,22 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   line("arena", r.arenaBytes, "planned by " + r.planner);
   line("  lower bound", r.lowerBoundBytes,
        llvm::formatv("arena / lower bound = {0:f3}",
-                     r.lowerBoundBytes ? double(r.arenaBytes) / double(r.lowerBoundBytes) : 1.0)
+                     r.lowerBoundBytes
+                         ? double(r.arenaBytes) / double(r.lowerBoundBytes)
+                         : 1.0)
            .str());
   line("  without reuse", r.naiveBytes,
        llvm::formatv("arena / without reuse = {0:f3}",
-                     r.naiveBytes ? double(r.arenaBytes) / double(r.naiveBytes) : 1.0)
+                     r.naiveBytes ? double(r.arenaBytes) / double(r.naiveBytes)
+                                  : 1.0)
            .str());
   line("  activations at the peak", r.activationBytes);
   line("  gradients at the peak", r.gradientBytes);
   line("  temporaries at the peak", r.temporaryBytes);
   line("workspace", r.workspaceBytes);
   line("peak (one step needs)", r.peakBytes);
-  os << "  largest buffers live at the peak (op " << r.peakStep << " of " << r.steps << "):\n";
+  os << "  largest buffers live at the peak (op " << r.peakStep << " of "
+     << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
   for (const MemoryReport::Buffer &b : r.largestAtPeak) {
     whereWidth = std::max(whereWidth, b.location.size());
@@ -155,9 +164,11 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   }
   for (const MemoryReport::Buffer &b : r.largestAtPeak)
     os << "    " << llvm::left_justify(b.location, whereWidth) << "  "
-       << llvm::left_justify(b.layer.empty() ? "-" : b.layer, layerWidth) << "  "
-       << llvm::left_justify(b.op, opWidth) << "  " << llvm::left_justify(b.type, typeWidth)
-       << "  " << llvm::right_justify(formatBytes(b.bytes), 10) << "  " << b.kind << "\n";
+       << llvm::left_justify(b.layer.empty() ? "-" : b.layer, layerWidth)
+       << "  " << llvm::left_justify(b.op, opWidth) << "  "
+       << llvm::left_justify(b.type, typeWidth) << "  "
+       << llvm::right_justify(formatBytes(b.bytes), 10) << "  " << b.kind
+       << "\n";
 }
 
 void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
@@ -191,7 +202,8 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"largest_at_peak", std::move(largest)},
     });
   }
-  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
-                                   {"version", 1}, {"functions", std::move(functions)}}))
+  os << llvm::formatv("{0:2}",
+                      llvm::json::Value(llvm::json::Object{
+                          {"version", 1}, {"functions", std::move(functions)}}))
      << "\n";
 }

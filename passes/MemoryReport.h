@@ -48,7 +48,8 @@ struct MemoryReport {
 mlir::FailureOr<MemoryReport> buildMemoryReport(mlir::func::FuncOp func);
 
 void printMemoryReport(const MemoryReport &report, llvm::raw_ostream &os);
-void printMemoryReportJson(const std::vector<MemoryReport> &reports, llvm::raw_ostream &os);
+void printMemoryReportJson(const std::vector<MemoryReport> &reports,
+                           llvm::raw_ostream &os);
 
 /// "1.55 MiB".
 std::string formatBytes(int64_t bytes);

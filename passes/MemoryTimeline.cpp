@@ -74,7 +74,8 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
   std::vector<int64_t> offsets;
   for (const ArenaBuffer &b : analysis->buffers) {
     auto result = llvm::cast<OpResult>(b.root);
-    auto attr = result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+    auto attr =
+        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
     offsets.push_back(attr ? attr[result.getResultNumber()] : 0);
   }
 
@@ -82,55 +83,71 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
   double steps = double(std::max<int64_t>(1, report->steps));
   double bytes = double(std::max<int64_t>(1, report->arenaBytes));
   auto x = [&](double step) { return left + plotWidth * step / (steps + 1); };
-  auto y = [&](double offset) { return top + plotHeight * (1.0 - offset / bytes); };
+  auto y = [&](double offset) {
+    return top + plotHeight * (1.0 - offset / bytes);
+  };
 
-  os << llvm::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+  os << llvm::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+                     "height=\"%.0f\" "
                      "font-family=\"sans-serif\" font-size=\"12\">\n",
                      left + plotWidth + 40, top + plotHeight + 70);
   os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  os << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
+  os << llvm::format(
+            "<text x=\"%.0f\" y=\"24\" font-size=\"16\" font-weight=\"bold\">",
+            left)
      << escape(title) << "</text>\n";
-  os << "<text x=\"" << left << "\" y=\"44\">arena " << escape(formatBytes(report->arenaBytes))
-     << ", lower bound " << escape(formatBytes(report->lowerBoundBytes)) << ", without reuse "
-     << escape(formatBytes(report->naiveBytes)) << " (" << escape(report->planner)
+  os << llvm::format("<text x=\"%.0f\" y=\"44\">arena ", left)
+     << escape(formatBytes(report->arenaBytes)) << ", lower bound "
+     << escape(formatBytes(report->lowerBoundBytes)) << ", without reuse "
+     << escape(formatBytes(report->naiveBytes)) << " ("
+     << escape(report->planner)
      << "); hover over a box for its tensor</text>\n";
   // Axes with a few ticks.
-  os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\" "
+  os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                     "height=\"%.1f\" fill=\"#fafafa\" "
                      "stroke=\"#444\"/>\n",
                      left, top, plotWidth, plotHeight);
   for (int i = 0; i <= 4; ++i) {
     double offset = bytes * i / 4;
-    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6,
-                       y(offset) + 4, escape(formatBytes(int64_t(offset))).c_str());
+    os << llvm::format(
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6,
+        y(offset) + 4, escape(formatBytes(int64_t(offset))).c_str());
   }
   for (int i = 0; i <= 10; ++i) {
     double step = steps * i / 10;
-    os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n",
-                       x(step), top + plotHeight + 18, step);
+    os << llvm::format(
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n",
+        x(step), top + plotHeight + 18, step);
   }
-  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">op index in the "
-                     "schedule</text>\n",
-                     left + plotWidth / 2, top + plotHeight + 40);
+  os << llvm::format(
+      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">op index in the "
+      "schedule</text>\n",
+      left + plotWidth / 2, top + plotHeight + 40);
   // One box per buffer.
   for (size_t i = 0; i < analysis->buffers.size(); ++i) {
     const ArenaBuffer &b = analysis->buffers[i];
     double x0 = x(double(b.interval.start)), x1 = x(double(b.interval.end + 1));
-    double y0 = y(double(offsets[i] + b.interval.size)), y1 = y(double(offsets[i]));
-    os << llvm::format("<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
-                       "fill-opacity=\"0.75\" stroke=\"white\" stroke-width=\"0.3\">",
-                       x0, y0, std::max(0.5, x1 - x0), std::max(0.5, y1 - y0),
-                       colourOf(b.kind));
+    double y0 = y(double(offsets[i] + b.interval.size)),
+           y1 = y(double(offsets[i]));
+    os << llvm::format(
+        "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+        "fill=\"%s\" "
+        "fill-opacity=\"0.75\" stroke=\"white\" stroke-width=\"0.3\">",
+        x0, y0, std::max(0.5, x1 - x0), std::max(0.5, y1 - y0),
+        colourOf(b.kind));
     os << "<title>" << escape(describe(b.root)) << "\n"
-       << escape(formatBytes(b.interval.size)) << " at offset " << offsets[i] << ", "
-       << spell(b.kind) << ", live from op " << b.interval.start << " to op " << b.interval.end
-       << "</title></rect>\n";
+       << escape(formatBytes(b.interval.size)) << " at offset " << offsets[i]
+       << ", " << spell(b.kind) << ", live from op " << b.interval.start
+       << " to op " << b.interval.end << "</title></rect>\n";
   }
   // The peak.
   double peakX = x(double(report->peakStep) + 0.5);
-  os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e15759\" "
+  os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                     "stroke=\"#e15759\" "
                      "stroke-width=\"1.5\" stroke-dasharray=\"4 3\"/>\n",
                      peakX, top, peakX, top + plotHeight);
-  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" fill=\"#e15759\" text-anchor=\"middle\">peak "
+  os << llvm::format("<text x=\"%.1f\" y=\"%.1f\" fill=\"#e15759\" "
+                     "text-anchor=\"middle\">peak "
                      "(op %lld)</text>\n",
                      peakX, top - 4, (long long)report->peakStep);
   // Legend.
@@ -138,15 +155,17 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
     BufferKind kind;
     const char *text;
     double x;
-  } legend[] = {{BufferKind::Activation, "activations (kept for the backward)", 0},
-                {BufferKind::Gradient, "gradients", 270},
-                {BufferKind::Temporary, "temporaries", 370}};
+  } legend[] = {
+      {BufferKind::Activation, "activations (kept for the backward)", 0},
+      {BufferKind::Gradient, "gradients", 270},
+      {BufferKind::Temporary, "temporaries", 370}};
   double legendX = left + plotWidth - 470, legendY = top + plotHeight + 48;
   for (const auto &item : legend)
-    os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                       "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-                       legendX + item.x, legendY, colourOf(item.kind), legendX + item.x + 16,
-                       legendY + 10, item.text);
+    os << llvm::format(
+        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+        legendX + item.x, legendY, colourOf(item.kind), legendX + item.x + 16,
+        legendY + 10, item.text);
   os << "</svg>\n";
   return success();
 }

@@ -17,7 +17,8 @@
 namespace mnemo {
 
 /// Writes the SVG; fails with an error on `func` if it has no memory plan.
-mlir::LogicalResult writeMemoryTimeline(mlir::func::FuncOp func, llvm::StringRef title,
+mlir::LogicalResult writeMemoryTimeline(mlir::func::FuncOp func,
+                                        llvm::StringRef title,
                                         llvm::raw_ostream &os);
 
 } // namespace mnemo

@@ -35,13 +35,21 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     for (const ArenaBuffer &b : analysis->buffers)
       intervals.push_back(b.interval);
     MemoryPlan plan = planHeuristic(intervals);
-    if (int64_t(intervals.size()) <= exactMaxBuffers)
-      if (auto exact = planExact(intervals, std::chrono::milliseconds(exactTimeLimitMs), &plan))
+    if (plan.arenaBytes == lowerBound(intervals)) {
+      plan.method += ", optimal"; // it meets the lower bound
+    } else if (int64_t(intervals.size()) <= exactMaxBuffers) {
+      auto limit = std::chrono::milliseconds(exactTimeLimitMs);
+      if (auto exact = planExact(intervals, limit, &plan)) {
         if (exact->arenaBytes < plan.arenaBytes)
           plan = *exact;
+        else
+          plan.method += ", optimal"; // the exact search found nothing better
+      }
+    }
     std::string error;
     if (!verifyPlan(intervals, plan, error))
-      return func.emitError() << "internal error: the memory plan is invalid: " << error;
+      return func.emitError()
+             << "internal error: the memory plan is invalid: " << error;
 
     Builder b(func.getContext());
     for (Operation *op : analysis->order) {
@@ -51,8 +59,10 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         Placement p = analysis->placement.lookup(result);
         bool inArena = p.where == Placement::Where::Arena;
         offsets.push_back(inArena ? plan.offsets[p.buffer] : -1);
-        sizes.push_back(inArena ? analysis->buffers[p.buffer].interval.size : 0);
-        aliases.push_back(p.where == Placement::Where::Argument ? int64_t(p.argument) : -1);
+        sizes.push_back(inArena ? analysis->buffers[p.buffer].interval.size
+                                : 0);
+        aliases.push_back(
+            p.where == Placement::Where::Argument ? int64_t(p.argument) : -1);
         anyAlias |= p.where == Placement::Where::Argument;
       }
       op->setAttr("mnemo.offset", b.getDenseI64ArrayAttr(offsets));
@@ -61,8 +71,10 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         op->setAttr("mnemo.alias_arg", b.getDenseI64ArrayAttr(aliases));
     }
     func->setAttr("mnemo.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
-    func->setAttr("mnemo.lower_bound_bytes", b.getI64IntegerAttr(lowerBound(intervals)));
-    func->setAttr("mnemo.naive_bytes", b.getI64IntegerAttr(naiveBytes(intervals)));
+    func->setAttr("mnemo.lower_bound_bytes",
+                  b.getI64IntegerAttr(lowerBound(intervals)));
+    func->setAttr("mnemo.naive_bytes",
+                  b.getI64IntegerAttr(naiveBytes(intervals)));
     func->setAttr("mnemo.planner", b.getStringAttr(plan.method));
     return success();
   }

@@ -76,7 +76,8 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
     // of that argument (and of views of it): a write-after-read edge.
     llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks;
     for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
-      auto reuses = func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
+      auto reuses =
+          func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
       Operation *update = terminator->getOperand(r).getDefiningOp();
       if (!reuses || !update)
         continue;
@@ -105,7 +106,8 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
       for (auto [value, count] : uses) {
         Operation *def = value.getDefiningOp();
         if (def && remainingUses[value] == count)
-          bytes += allocatedBytes(def) / std::max<unsigned>(1, def->getNumResults());
+          bytes +=
+              allocatedBytes(def) / std::max<unsigned>(1, def->getNumResults());
       }
       return bytes;
     };
@@ -121,7 +123,8 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
       int64_t bestScore = INT64_MIN;
       for (auto it = ready.begin(); it != ready.end(); ++it) {
         int64_t score = freedBy(*it) - allocatedBytes(*it);
-        if (score > bestScore || (score == bestScore && position[*it] < position[*best])) {
+        if (score > bestScore ||
+            (score == bestScore && position[*it] < position[*best])) {
           bestScore = score;
           best = it;
         }

@@ -18,8 +18,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <unordered_map>
 #include <limits>
+#include <unordered_map>
 
 using namespace mlir;
 using namespace mnemo;
@@ -117,8 +117,8 @@ uint16_t encodeF16(double v) {
     return sign;
   int exp;
   double m = std::frexp(v, &exp); // v = m * 2^exp, 0.5 <= m < 1
-  int e = exp - 1 + 15;            // biased exponent of 1.f * 2^(exp-1)
-  if (e <= 0)                      // subnormal: v = frac * 2^-24
+  int e = exp - 1 + 15;           // biased exponent of 1.f * 2^(exp-1)
+  if (e <= 0)                     // subnormal: v = frac * 2^-24
     return sign | uint16_t(std::ldexp(v, 24));
   return sign | uint16_t(e << 10) | uint16_t((std::ldexp(m, 11) - 1024));
 }
@@ -279,7 +279,8 @@ private:
   }
   int64_t plannedOffset(Value v) {
     auto result = llvm::cast<OpResult>(v);
-    auto offsets = result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+    auto offsets =
+        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
     return offsets && offsets[result.getResultNumber()] >= 0
                ? offsets[result.getResultNumber()]
                : 0;
@@ -350,10 +351,12 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
   if (options.arena) {
     auto bytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
     if (!bytes) {
-      error = "@" + func.getName().str() + " has no memory plan (run plan-memory first)";
+      error = "@" + func.getName().str() +
+              " has no memory plan (run plan-memory first)";
       return failure();
     }
-    arena.assign(bytes.getInt(), 0xAB); // not zero: reading unwritten bytes shows
+    arena.assign(bytes.getInt(),
+                 0xAB); // not zero: reading unwritten bytes shows
     argStorage.reserve(args.size());
   }
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {

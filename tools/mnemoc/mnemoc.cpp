@@ -29,6 +29,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -71,7 +72,8 @@ cl::opt<ReportFormat> memoryReport(
     "memory-report",
     cl::desc("Print where the bytes of one step go, instead of the IR"),
     cl::ValueOptional, cl::init(ReportFormat::None),
-    cl::values(clEnumValN(ReportFormat::Table, "", "a readable table (the default)"),
+    cl::values(clEnumValN(ReportFormat::Table, "",
+                          "a readable table (the default)"),
                clEnumValN(ReportFormat::Table, "table", "a readable table"),
                clEnumValN(ReportFormat::Json, "json",
                           "JSON, for tools (docs/memory.md)")),
@@ -152,6 +154,11 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
   mlir::PassManager pm(module->getName());
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return mlir::failure();
+  // --mlir-timing: time per pass (the benchmarks read the planners' time).
+  mlir::DefaultTimingManager timingManager;
+  mlir::applyDefaultTimingManagerCLOptions(timingManager);
+  mlir::TimingScope timing = timingManager.getRootScope();
+  pm.enableTiming(timing);
   if (passPipeline.getNumOccurrences() && passPipeline.empty()) {
     // --pass-pipeline= (empty): the IR exactly as MLIRGen built it.
   } else if (passPipeline.getNumOccurrences()) {
@@ -191,6 +198,7 @@ int main(int argc, char **argv) {
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
   mlir::registerTransformsPasses();
   registerAllMnemoPasses();
   cl::HideUnrelatedOptions(category);
@@ -257,7 +265,8 @@ int main(int argc, char **argv) {
   if (!memoryTimeline.empty()) {
     auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
     if (!step) {
-      diags.error("'" + inputFile + "' has no train section, so there is no step to draw");
+      diags.error("'" + inputFile +
+                  "' has no train section, so there is no step to draw");
       return 1;
     }
     std::string error;
@@ -266,7 +275,8 @@ int main(int argc, char **argv) {
       diags.error("cannot write '" + memoryTimeline + "': " + error);
       return 1;
     }
-    std::string title = "@train_step of " + graph->modelName + " (" + graph->fileName + ")";
+    std::string title =
+        "@train_step of " + graph->modelName + " (" + graph->fileName + ")";
     if (mlir::failed(writeMemoryTimeline(step, title, svg->os())))
       return 2;
     svg->keep();
@@ -283,13 +293,15 @@ int main(int argc, char **argv) {
         reports.push_back(*report);
       }
     if (reports.empty()) {
-      diags.error("'" + inputFile + "' has no train section, so there is no step to report on");
+      diags.error("'" + inputFile +
+                  "' has no train section, so there is no step to report on");
       return 1;
     }
     if (memoryReport == ReportFormat::Json) {
       printMemoryReportJson(reports, output->os());
     } else {
-      output->os() << "model " << graph->modelName << " (" << graph->fileName << ")\n";
+      output->os() << "model " << graph->modelName << " (" << graph->fileName
+                   << ")\n";
       for (const MemoryReport &report : reports)
         printMemoryReport(report, output->os());
     }
