@@ -2,7 +2,8 @@
 # The demo: installs what is missing, builds, then compiles the three example
 # models (an MLP and a convnet for Fashion-MNIST, a GPT-style decoder), shows
 # their parameters and their IR (forward, @train_step, @eval_step), and
-# trains the MLP on Fashion-MNIST with the reference interpreter. (The
+# shows the memory plan of a GPT training step, and trains the MLP on
+# Fashion-MNIST with the reference interpreter. (The
 # compiled CPU and CUDA trainers come with later stages.)
 set -uo pipefail
 source "$(dirname "$0")/setup.sh"
@@ -25,6 +26,11 @@ done
 echo
 echo "== Hyper-parameters are overridable: the GPT with 12 layers of width 768"
 "$mnemoc" examples/gpt.mn -D layers=12 -D dim=768 -D heads=12 --emit=params | tail -n 1
+
+echo
+echo "== Where the bytes of one GPT training step go (the plan is made before anything runs)"
+"$mnemoc" examples/gpt.mn --memory-report --memory-timeline=build/gpt-memory.svg || exit 1
+echo "(the arena over one step, as a picture: build/gpt-memory.svg)"
 
 echo
 echo "== Training examples/mlp.mn on 2,000 Fashion-MNIST images with the reference interpreter"
