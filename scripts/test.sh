@@ -38,7 +38,7 @@ run_ctest() {
   log=$(mktemp)
   (cd "$MNEMO_BUILD" && ctest --output-on-failure "$@") >"$log" 2>&1
   local status=$?
-  grep -E "tests passed|Failed|\*\*\*|fuzz-frontend:" "$log" | grep -v "^ *[0-9]*/[0-9]* Test" || true
+  grep -E "tests passed|tests failed|\*\*\*Failed|fuzz-frontend:" "$log" | grep -v "^ *[0-9]*/[0-9]* Test" || true
   [ "$status" -ne 0 ] && tail -n 60 "$log"
   local total fail
   total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)

@@ -20,6 +20,7 @@
 #include "passes/MemoryReport.h"
 #include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
+#include "passes/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -47,7 +48,7 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { AST, MLIR, Params };
+enum class Emit { AST, MLIR, Params, Plan };
 
 cl::OptionCategory category("mnemoc options");
 
@@ -61,7 +62,9 @@ cl::opt<Emit>
          cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
                     clEnumValN(Emit::MLIR, "mlir", "the mnemo dialect IR"),
                     clEnumValN(Emit::Params, "params",
-                               "the parameters, their shapes and the count")),
+                               "the parameters, their shapes and the count"),
+                    clEnumValN(Emit::Plan, "plan",
+                               "the memory plan as JSON (docs/memory.md)")),
          cl::cat(category));
 cl::opt<std::string> memoryTimeline(
     "memory-timeline",
@@ -282,6 +285,12 @@ int main(int argc, char **argv) {
     svg->keep();
     if (memoryReport == ReportFormat::None && !outputFile.getNumOccurrences())
       return 0; // the picture was asked for, not the IR
+  }
+  if (emit == Emit::Plan) {
+    if (mlir::failed(writePlanJson(*module, output->os())))
+      return 2;
+    output->keep();
+    return 0;
   }
   if (memoryReport != ReportFormat::None) {
     std::vector<MemoryReport> reports;
