@@ -98,11 +98,22 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       a.placement[op->getResult(0)] = {Placement::Where::None, -1, 0};
       continue;
     }
-    if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
-      Placement p = a.placement.lookup(reshape.getInput());
-      a.placement[reshape.getResult()] = p;
+    // Views share their source's bytes: a reshape of contiguous data, and a
+    // transpose, which consumers read with permuted strides. A reshape of a
+    // permuted view needs the data contiguous, so it is materialized.
+    bool isReshapeView =
+        llvm::isa<ReshapeOp>(op) && !a.stridedViews.count(op->getOperand(0));
+    bool isStridedView =
+        llvm::isa<TransposeOp>(op) &&
+        !a.stridedViews.count(op->getOperand(0)) &&
+        a.placement.lookup(op->getOperand(0)).where != Placement::Where::None;
+    if (isReshapeView || isStridedView) {
+      Placement p = a.placement.lookup(op->getOperand(0));
+      a.placement[op->getResult(0)] = p;
       if (p.where == Placement::Where::Arena)
-        a.buffers[p.buffer].values.push_back(reshape.getResult());
+        a.buffers[p.buffer].values.push_back(op->getResult(0));
+      if (isStridedView)
+        a.stridedViews.insert(op->getResult(0));
       continue;
     }
     for (Value result : op->getResults()) {
@@ -116,8 +127,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       if (isElementwise(op)) {
         for (Value operand : op->getOperands()) {
           Placement p = a.placement.lookup(operand);
+          // A strided view is read in another order than the result is
+          // written, so writing in place would overwrite unread elements.
           if (p.where != Placement::Where::Arena ||
-              bufferEnd(p.buffer) != step ||
+              a.stridedViews.count(operand) || bufferEnd(p.buffer) != step ||
               a.buffers[p.buffer].interval.size !=
                   storageBytes(result.getType()))
             continue;

@@ -5,7 +5,9 @@
 //
 // - Arguments live in persistent regions by role (parameters, optimizer
 //   state, the batch), not in the arena.
-// - A reshape is a view: it shares its input's buffer.
+// - Views share their source's buffer: a reshape, and a transpose, which its
+//   consumers read with permuted strides (a reshape of such a view is
+//   materialized).
 // - An elementwise op may write into an operand's buffer when that buffer
 //   dies at the op and has the same size (in-place reuse).
 // - A result marked `mnemo.reuses_arg` (an optimizer update) is written
@@ -25,6 +27,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <string>
 #include <vector>
@@ -54,6 +57,8 @@ struct BufferAnalysis {
   std::vector<ArenaBuffer> buffers;
   llvm::DenseMap<mlir::Value, Placement> placement;
   std::vector<mlir::Operation *> order; // the schedule: op i is step i
+  /// Transposes that share their source's bytes, read with permuted strides.
+  llvm::DenseSet<mlir::Value> stridedViews;
   /// Fails (with an error on the function) if an in-place update would
   /// overwrite an argument that is still read after it.
   static mlir::FailureOr<BufferAnalysis> analyze(mlir::func::FuncOp func);

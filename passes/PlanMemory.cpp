@@ -65,6 +65,9 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
             p.where == Placement::Where::Argument ? int64_t(p.argument) : -1);
         anyAlias |= p.where == Placement::Where::Argument;
       }
+      if (op->getNumResults() == 1 &&
+          analysis->stridedViews.count(op->getResult(0)))
+        op->setAttr("mnemo.strided_view", b.getUnitAttr());
       op->setAttr("mnemo.offset", b.getDenseI64ArrayAttr(offsets));
       op->setAttr("mnemo.size", b.getDenseI64ArrayAttr(sizes));
       if (anyAlias)

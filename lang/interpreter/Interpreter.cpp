@@ -231,6 +231,15 @@ private:
   }
 
   const Tensor &get(Value v) {
+    // A strided view: its source's current bytes, read permuted.
+    auto view = stridedViews.find(v);
+    if (view != stridedViews.end()) {
+      Tensor permuted =
+          permute(get(view->second.first), view->second.second, like(v));
+      Tensor &t = scratch[v.getAsOpaquePointer()];
+      t = std::move(permuted);
+      return t;
+    }
     auto stored = storage.find(v);
     if (stored == storage.end())
       return env.find(v)->second;
@@ -316,6 +325,7 @@ private:
                          bool isMax, bool grad);
   LogicalResult execCrossEntropy(Operation *op, bool grad);
   LogicalResult execTranspose(TransposeOp op);
+  static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
   LogicalResult execBroadcast(BroadcastOp op);
   LogicalResult execSlice(Operation *op, int64_t axis, int64_t start,
                           int64_t step, bool grad);
@@ -337,6 +347,7 @@ private:
   // (A node-based map: references to decoded operands stay valid while the
   // next operand is decoded.)
   std::unordered_map<const void *, Tensor> scratch;
+  llvm::DenseMap<Value, std::pair<Value, ArrayRef<int64_t>>> stridedViews;
 };
 
 LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
@@ -972,11 +983,8 @@ LogicalResult Evaluator::execCrossEntropy(Operation *op, bool grad) {
   return success();
 }
 
-LogicalResult Evaluator::execTranspose(TransposeOp op) {
-  const Tensor &x = get(op.getInput());
-  ArrayRef<int64_t> perm = op.getPermutation();
+Tensor Evaluator::permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out) {
   std::vector<int64_t> inStrides = x.strides();
-  Tensor out = like(op.getResult());
   IndexCounter it(out.shape);
   for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
     int64_t src = 0;
@@ -984,7 +992,17 @@ LogicalResult Evaluator::execTranspose(TransposeOp op) {
       src += it.index[i] * inStrides[perm[i]];
     out.data[flat] = x.data[src];
   }
-  set(op.getResult(), std::move(out));
+  return out;
+}
+
+LogicalResult Evaluator::execTranspose(TransposeOp op) {
+  if (options.arena && op->hasAttr("mnemo.strided_view")) {
+    // Planned as a view: nothing is written; every use reads the source.
+    stridedViews[op.getResult()] = {op.getInput(), op.getPermutation()};
+    return success();
+  }
+  set(op.getResult(),
+      permute(get(op.getInput()), op.getPermutation(), like(op.getResult())));
   return success();
 }
 
