@@ -77,7 +77,7 @@ std::vector<Tensor> mnemo::randomArguments(func::FuncOp func, uint64_t seed) {
 
 std::vector<DifferentialResult>
 mnemo::compareModules(ModuleOp before, ModuleOp after, uint64_t seed,
-                      double rtol, double atol) {
+                      double rtol, double atol, bool arenaAfter) {
   std::vector<DifferentialResult> report;
   for (auto reference : before.getOps<func::FuncOp>()) {
     auto transformed = after.lookupSymbol<func::FuncOp>(reference.getName());
@@ -95,7 +95,10 @@ mnemo::compareModules(ModuleOp before, ModuleOp after, uint64_t seed,
       report.push_back(result);
       continue;
     }
-    auto actual = interpreter.run(transformed, args, error);
+    Interpreter afterInterpreter;
+    afterInterpreter.options.arena =
+        arenaAfter && transformed->hasAttr("mnemo.arena_bytes");
+    auto actual = afterInterpreter.run(transformed, args, error);
     if (failed(actual)) {
       result.ok = false;
       result.message = "after: " + error;

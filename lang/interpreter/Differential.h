@@ -41,10 +41,12 @@ struct DifferentialResult {
 /// Runs every function of `before` that `after` also defines, on the same
 /// random arguments, and compares the results: equal types, and values
 /// within `rtol` (relative) or `atol` (absolute).
-std::vector<DifferentialResult> compareModules(mlir::ModuleOp before,
-                                               mlir::ModuleOp after,
-                                               uint64_t seed, double rtol,
-                                               double atol);
+///
+/// With `arenaAfter`, functions of `after` that carry a memory plan run in
+/// the interpreter's arena mode, which checks the plan by execution.
+std::vector<DifferentialResult>
+compareModules(mlir::ModuleOp before, mlir::ModuleOp after, uint64_t seed,
+               double rtol, double atol, bool arenaAfter = false);
 
 } // namespace mnemo
 

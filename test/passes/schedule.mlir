@@ -1,6 +1,7 @@
 // schedule: a memory-aware order that computes the same thing.
 // RUN: mnemo-opt %s --schedule --plan-memory | FileCheck %s
 // RUN: mnemo-difftest %s --pass-pipeline='builtin.module(schedule)' | FileCheck %s --check-prefix=SAME
+// RUN: mnemo-difftest %s --pass-pipeline='builtin.module(schedule,plan-memory)' --arena | FileCheck %s --check-prefix=SAME
 
 // Three large values, each reduced at the end: in this order all three are
 // live at once; the schedule reduces each as soon as it exists.

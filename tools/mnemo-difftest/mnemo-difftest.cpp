@@ -40,6 +40,9 @@ static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
                               cl::init(1));
 static cl::opt<unsigned>
     trials("trials", cl::desc("How many random inputs to try"), cl::init(3));
+static cl::opt<bool>
+    arena("arena", cl::desc("Run planned functions of the result in the "
+                            "interpreter's arena mode"));
 static cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance"),
                                          cl::init(1e-5));
 static cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance"),
@@ -80,8 +83,9 @@ int main(int argc, char **argv) {
   bool ok = true;
   std::map<std::string, mnemo::DifferentialResult> summary;
   for (unsigned t = 0; t < trials; ++t)
-    for (const mnemo::DifferentialResult &r : mnemo::compareModules(
-             *before, *after, seed + t, relativeTolerance, absoluteTolerance)) {
+    for (const mnemo::DifferentialResult &r :
+         mnemo::compareModules(*before, *after, seed + t, relativeTolerance,
+                               absoluteTolerance, arena)) {
       auto &s = summary[r.function];
       if (s.function.empty())
         s = r;
