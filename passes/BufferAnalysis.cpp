@@ -31,6 +31,25 @@ int64_t mnemo::storageBytes(Type type) {
   return alignUp(tensor.getNumElements() * width);
 }
 
+std::string mnemo::tensorTypeString(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << tensor.getElementType() << "[";
+  for (int64_t i = 0; i < tensor.getRank(); ++i)
+    os << (i ? "," : "") << tensor.getDimSize(i);
+  os << "]";
+  return os.str();
+}
+
+SmallVector<func::FuncOp> mnemo::stepFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> steps;
+  for (StringRef name : {"train_step", "eval_step"})
+    if (auto func = module.lookupSymbol<func::FuncOp>(name))
+      steps.push_back(func);
+  return steps;
+}
+
 /// Ops that read and write element i at the same index only, so their
 /// result may take over an operand's buffer.
 static bool isElementwise(Operation *op) {

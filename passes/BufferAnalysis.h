@@ -25,6 +25,7 @@
 #include "passes/MemoryPlanner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -66,6 +67,13 @@ struct BufferAnalysis {
 
 /// Bytes a value of this tensor type takes in memory, aligned.
 int64_t storageBytes(mlir::Type type);
+
+/// "f32[16,64,512]", as reports and plans print tensor types.
+std::string tensorTypeString(mlir::Type type);
+
+/// The step functions the memory passes work on: @train_step and
+/// @eval_step, where present.
+llvm::SmallVector<mlir::func::FuncOp> stepFunctions(mlir::ModuleOp module);
 
 } // namespace mnemo
 

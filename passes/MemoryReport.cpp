@@ -49,16 +49,6 @@ void describeLocation(Location loc, std::string &where, std::string &layer) {
   }
 }
 
-std::string typeString(Type type) {
-  auto tensor = llvm::cast<RankedTensorType>(type);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << tensor.getElementType() << "[";
-  for (int64_t i = 0; i < tensor.getRank(); ++i)
-    os << (i ? "," : "") << tensor.getDimSize(i);
-  os << "]";
-  return os.str();
-}
 } // namespace
 
 FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
@@ -117,7 +107,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     Operation *def = b->root.getDefiningOp();
     describeLocation(def->getLoc(), entry.location, entry.layer);
     entry.op = def->getName().getStringRef().str();
-    entry.type = typeString(b->root.getType());
+    entry.type = tensorTypeString(b->root.getType());
     entry.kind = spell(b->kind);
     entry.bytes = b->interval.size;
     r.largestAtPeak.push_back(entry);

@@ -12,23 +12,10 @@
 using namespace mlir;
 using namespace mnemo;
 
-static std::string typeString(Type type) {
-  auto tensor = llvm::cast<RankedTensorType>(type);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << tensor.getElementType() << "[";
-  for (int64_t i = 0; i < tensor.getRank(); ++i)
-    os << (i ? "," : "") << tensor.getDimSize(i);
-  os << "]";
-  return os.str();
-}
-
 LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
   llvm::json::Array functions;
-  for (StringRef name : {"train_step", "eval_step"}) {
-    auto func = module.lookupSymbol<func::FuncOp>(name);
-    if (!func)
-      continue;
+  for (func::FuncOp func : stepFunctions(module)) {
+    std::string name = func.getName().str();
     auto arena = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
     if (!arena)
       return func.emitError(
@@ -49,7 +36,7 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
           llvm::json::Object{{"index", int64_t(i)},
                              {"name", argName ? argName.getValue().str() : ""},
                              {"role", role ? role.getValue().str() : ""},
-                             {"type", typeString(type)},
+                             {"type", tensorTypeString(type)},
                              {"bytes", storageBytes(type)}});
     }
     llvm::json::Array buffers;
@@ -64,7 +51,7 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
             {"op_index", index.lookup(result.getOwner())},
             {"result", int64_t(result.getResultNumber())},
             {"op", result.getOwner()->getName().getStringRef().str()},
-            {"type", typeString(v.getType())}});
+            {"type", tensorTypeString(v.getType())}});
       }
       buffers.push_back(llvm::json::Object{
           {"id", int64_t(id)},
@@ -76,7 +63,7 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
           {"values", std::move(values)}});
     }
     functions.push_back(llvm::json::Object{
-        {"function", name.str()},
+        {"function", name},
         {"alignment", kArenaAlignment},
         {"arena_bytes", arena.getInt()},
         {"lower_bound_bytes",

@@ -21,10 +21,9 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
-    for (StringRef name : {"train_step", "eval_step"})
-      if (auto func = getOperation().lookupSymbol<func::FuncOp>(name))
-        if (failed(plan(func)))
-          return signalPassFailure();
+    for (func::FuncOp func : stepFunctions(getOperation()))
+      if (failed(plan(func)))
+        return signalPassFailure();
   }
 
   LogicalResult plan(func::FuncOp func) {

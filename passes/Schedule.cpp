@@ -39,10 +39,9 @@ int64_t allocatedBytes(Operation *op) {
 
 struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
   void runOnOperation() override {
-    for (StringRef name : {"train_step", "eval_step"})
-      if (auto func = getOperation().lookupSymbol<func::FuncOp>(name))
-        if (failed(schedule(func)))
-          return signalPassFailure();
+    for (func::FuncOp func : stepFunctions(getOperation()))
+      if (failed(schedule(func)))
+        return signalPassFailure();
   }
 
   LogicalResult schedule(func::FuncOp func) {
