@@ -77,18 +77,30 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     else
       r.inputBytes += bytes;
   }
-  r.peakBytes = r.arenaBytes + r.parameterBytes + r.optimizerStateBytes +
-                r.inputBytes + r.workspaceBytes;
+  if (auto region = func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
+    r.gradientRegionBytes = region.getInt();
+  r.peakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
+                r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
+  // Buffers in the arena (gradients may have their own region).
+  auto inArena = [](const ArenaBuffer &b) {
+    auto result = llvm::cast<OpResult>(b.root);
+    auto offsets =
+        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+    return offsets && offsets[result.getResultNumber()] >= 0;
+  };
 
   // The step with the most arena bytes live, and what is live then.
   std::vector<int64_t> live(r.steps + 1, 0);
   for (const ArenaBuffer &b : analysis->buffers)
-    for (int64_t s = b.interval.start; s <= b.interval.end && s <= r.steps; ++s)
-      live[s] += b.interval.size;
+    if (inArena(b))
+      for (int64_t s = b.interval.start; s <= b.interval.end && s <= r.steps;
+           ++s)
+        live[s] += b.interval.size;
   r.peakStep = std::max_element(live.begin(), live.end()) - live.begin();
   std::vector<const ArenaBuffer *> atPeak;
   for (const ArenaBuffer &b : analysis->buffers) {
-    if (b.interval.start > r.peakStep || b.interval.end < r.peakStep)
+    if (!inArena(b) || b.interval.start > r.peakStep ||
+        b.interval.end < r.peakStep)
       continue;
     atPeak.push_back(&b);
     int64_t &bucket = b.kind == BufferKind::Gradient     ? r.gradientBytes
@@ -124,6 +136,8 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   };
   os << "@" << r.function << "\n";
   line("parameters", r.parameterBytes);
+  if (r.gradientRegionBytes)
+    line("gradients", r.gradientRegionBytes);
   line("optimizer state", r.optimizerStateBytes);
   line("inputs (one batch)", r.inputBytes);
   line("arena", r.arenaBytes, "planned by " + r.planner);
@@ -139,7 +153,8 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                                   : 1.0)
            .str());
   line("  activations at the peak", r.activationBytes);
-  line("  gradients at the peak", r.gradientBytes);
+  if (!r.gradientRegionBytes)
+    line("  gradients at the peak", r.gradientBytes);
   line("  temporaries at the peak", r.temporaryBytes);
   line("workspace", r.workspaceBytes);
   line("peak (one step needs)", r.peakBytes);
@@ -178,7 +193,8 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"parameter_bytes", r.parameterBytes},
         {"optimizer_state_bytes", r.optimizerStateBytes},
         {"input_bytes", r.inputBytes},
-        {"gradient_bytes", r.gradientBytes},
+        {"gradient_bytes", r.gradientRegionBytes + r.gradientBytes},
+        {"gradients_persistent", r.gradientRegionBytes > 0},
         {"activation_bytes", r.activationBytes},
         {"temporary_bytes", r.temporaryBytes},
         {"workspace_bytes", r.workspaceBytes},

@@ -24,6 +24,8 @@ namespace mnemo {
 struct MemoryReport {
   std::string function;
   int64_t parameterBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// The persistent gradient region (0 when gradients are in the arena).
+  int64_t gradientRegionBytes = 0;
   /// Arena bytes by kind, live at the peak step.
   int64_t gradientBytes = 0, activationBytes = 0, temporaryBytes = 0;
   int64_t workspaceBytes = 0;

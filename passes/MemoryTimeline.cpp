@@ -100,8 +100,12 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
      << escape(formatBytes(report->arenaBytes)) << ", lower bound "
      << escape(formatBytes(report->lowerBoundBytes)) << ", without reuse "
      << escape(formatBytes(report->naiveBytes)) << " ("
-     << escape(report->planner)
-     << "); hover over a box for its tensor</text>\n";
+     << escape(report->planner) << ")"
+     << (report->gradientRegionBytes
+             ? "; gradients in their own region, " +
+                   escape(formatBytes(report->gradientRegionBytes))
+             : std::string())
+     << "; hover over a box for its tensor</text>\n";
   // Axes with a few ticks.
   os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                      "height=\"%.1f\" fill=\"#fafafa\" "
@@ -126,6 +130,8 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
   // One box per buffer.
   for (size_t i = 0; i < analysis->buffers.size(); ++i) {
     const ArenaBuffer &b = analysis->buffers[i];
+    if (offsets[i] < 0)
+      continue; // in the persistent gradient region, not the arena
     double x0 = x(double(b.interval.start)), x1 = x(double(b.interval.end + 1));
     double y0 = y(double(offsets[i] + b.interval.size)),
            y1 = y(double(offsets[i]));

@@ -74,14 +74,21 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     ```
 
     `mnemo.offset` is -1 for a result that is not in the arena (a splat
-    constant, or an update written into its argument, which
-    `mnemo.alias_arg` names).
+    constant, an update written into its argument, which `mnemo.alias_arg`
+    names, or a parameter gradient). Parameter gradients (the values the
+    global norm and the optimizer read) get a persistent region of their own,
+    one slot per gradient, as parameters and optimizer state do:
+    `mnemo.gradient_offset` places them and `mnemo.gradient_bytes` sizes it.
+    With `transient-gradients` they are planned in the arena instead, which
+    saves memory when nothing needs them between steps.
   }];
   let options = [
     Option<"exactTimeLimitMs", "exact-time-limit-ms", "int64_t", "1000",
            "Time the exact search may take per function">,
     Option<"exactMaxBuffers", "exact-max-buffers", "int64_t", "64",
            "Run the exact search only below this many buffers">,
+    Option<"transientGradients", "transient-gradients", "bool", "false",
+           "Plan parameter gradients in the arena instead of a persistent region">,
   ];
 }
 

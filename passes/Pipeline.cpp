@@ -8,7 +8,8 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
-void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
+void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
+                                 const PipelineOptions &options) {
   // MLIRGen emits one op per source operation; canonicalization removes the
   // no-ops that layer composition creates (x*1, reshape chains, transposes
   // that cancel) and CSE merges repeated constants and broadcasts.
@@ -22,7 +23,9 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm) {
   // Last: a memory-aware order, then every buffer of the step functions
   // gets its arena offset.
   pm.addPass(createSchedule());
-  pm.addPass(createPlanMemory());
+  PlanMemoryOptions planOptions;
+  planOptions.transientGradients = options.transientGradients;
+  pm.addPass(createPlanMemory(planOptions));
 }
 
 void mnemo::registerAllMnemoPasses() {

@@ -14,9 +14,16 @@ class OpPassManager;
 
 namespace mnemo {
 
+struct PipelineOptions {
+  /// Plan parameter gradients in the arena rather than in a persistent
+  /// region of their own (less memory; nothing can read them after the step).
+  bool transientGradients = false;
+};
+
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module
 /// straight out of MLIRGen.
-void buildDefaultPipeline(mlir::OpPassManager &pm);
+void buildDefaultPipeline(mlir::OpPassManager &pm,
+                          const PipelineOptions &options = {});
 
 /// Registers the Mnemo passes and the `mnemo-default` pipeline with the
 /// global registry, for --pass-pipeline and mnemo-opt.

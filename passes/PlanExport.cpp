@@ -44,6 +44,11 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
       auto root = llvm::cast<OpResult>(b.root);
       auto offsets =
           root.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+      auto gradientOffsets = root.getOwner()->getAttrOfType<DenseI64ArrayAttr>(
+          "mnemo.gradient_offset");
+      int64_t gradientOffset = gradientOffsets
+                                   ? gradientOffsets[root.getResultNumber()]
+                                   : int64_t(-1);
       llvm::json::Array values;
       for (Value v : b.values) {
         auto result = llvm::cast<OpResult>(v);
@@ -55,7 +60,10 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
       }
       buffers.push_back(llvm::json::Object{
           {"id", int64_t(id)},
-          {"offset", offsets ? offsets[root.getResultNumber()] : int64_t(-1)},
+          {"region", gradientOffset >= 0 ? "gradients" : "arena"},
+          {"offset", gradientOffset >= 0 ? gradientOffset
+                     : offsets           ? offsets[root.getResultNumber()]
+                                         : int64_t(-1)},
           {"bytes", b.interval.size},
           {"first_op", b.interval.start},
           {"last_op", b.interval.end},
@@ -70,6 +78,8 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
          func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt()},
         {"naive_bytes",
          func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt()},
+        {"gradient_bytes",
+         func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes").getInt()},
         {"planner",
          func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str()},
         {"ops", int64_t(analysis->order.size())},

@@ -30,9 +30,21 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
     if (failed(analysis))
       return failure();
+    // Gradients go to their persistent region, one slot each, in order;
+    // everything else is planned in the arena.
+    std::vector<int64_t> gradientOffset(analysis->buffers.size(), -1);
+    std::vector<size_t> inArena;
     std::vector<BufferInterval> intervals;
-    for (const ArenaBuffer &b : analysis->buffers)
+    int64_t gradientBytes = 0;
+    for (auto [i, b] : llvm::enumerate(analysis->buffers)) {
+      if (!transientGradients && b.kind == BufferKind::Gradient) {
+        gradientOffset[i] = gradientBytes;
+        gradientBytes += b.interval.size;
+        continue;
+      }
+      inArena.push_back(i);
       intervals.push_back(b.interval);
+    }
     MemoryPlan plan = planHeuristic(intervals);
     if (plan.arenaBytes == lowerBound(intervals)) {
       plan.method += ", optimal"; // it meets the lower bound
@@ -49,20 +61,25 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     if (!verifyPlan(intervals, plan, error))
       return func.emitError()
              << "internal error: the memory plan is invalid: " << error;
+    std::vector<int64_t> arenaOffset(analysis->buffers.size(), -1);
+    for (auto [k, i] : llvm::enumerate(inArena))
+      arenaOffset[i] = plan.offsets[k];
 
     Builder b(func.getContext());
     for (Operation *op : analysis->order) {
-      SmallVector<int64_t> offsets, sizes, aliases;
-      bool anyAlias = false;
+      SmallVector<int64_t> offsets, sizes, aliases, gradients;
+      bool anyAlias = false, anyGradient = false;
       for (Value result : op->getResults()) {
         Placement p = analysis->placement.lookup(result);
-        bool inArena = p.where == Placement::Where::Arena;
-        offsets.push_back(inArena ? plan.offsets[p.buffer] : -1);
-        sizes.push_back(inArena ? analysis->buffers[p.buffer].interval.size
+        bool planned = p.where == Placement::Where::Arena;
+        offsets.push_back(planned ? arenaOffset[p.buffer] : -1);
+        gradients.push_back(planned ? gradientOffset[p.buffer] : -1);
+        sizes.push_back(planned ? analysis->buffers[p.buffer].interval.size
                                 : 0);
         aliases.push_back(
             p.where == Placement::Where::Argument ? int64_t(p.argument) : -1);
         anyAlias |= p.where == Placement::Where::Argument;
+        anyGradient |= gradients.back() >= 0;
       }
       if (op->getNumResults() == 1 &&
           analysis->stridedViews.count(op->getResult(0)))
@@ -71,7 +88,10 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
       op->setAttr("mnemo.size", b.getDenseI64ArrayAttr(sizes));
       if (anyAlias)
         op->setAttr("mnemo.alias_arg", b.getDenseI64ArrayAttr(aliases));
+      if (anyGradient)
+        op->setAttr("mnemo.gradient_offset", b.getDenseI64ArrayAttr(gradients));
     }
+    func->setAttr("mnemo.gradient_bytes", b.getI64IntegerAttr(gradientBytes));
     func->setAttr("mnemo.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
     func->setAttr("mnemo.lower_bound_bytes",
                   b.getI64IntegerAttr(lowerBound(intervals)));

@@ -259,8 +259,8 @@ private:
     if (!options.exact || !isFloat(t.type))
       for (double &x : t.data)
         x = roundTo(t.type, x);
-    if (std::vector<uint8_t> *bytes = plannedStorage(v)) {
-      int64_t offset = plannedOffset(v);
+    auto [bytes, offset] = plannedStorage(v);
+    if (bytes) {
       encode(t, *bytes, offset);
       storage[v] = {bytes, offset};
       return;
@@ -268,31 +268,26 @@ private:
     env[v] = std::move(t);
   }
 
-  /// Arena mode: where the plan puts `v` (the arena, or the storage of the
-  /// argument it updates in place), or null for values kept as tensors.
-  std::vector<uint8_t> *plannedStorage(Value v) {
-    if (!options.arena)
-      return nullptr;
+  /// Arena mode: where the plan puts `v` (the arena, the gradient region,
+  /// or the storage of the argument it updates in place) and at which
+  /// offset; null for values kept as tensors.
+  std::pair<std::vector<uint8_t> *, int64_t> plannedStorage(Value v) {
     auto result = llvm::dyn_cast<OpResult>(v);
-    if (!result)
-      return nullptr;
+    if (!options.arena || !result)
+      return {nullptr, 0};
     Operation *op = result.getOwner();
     unsigned i = result.getResultNumber();
+    if (auto offsets =
+            op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset"))
+      if (offsets[i] >= 0)
+        return {&gradients, offsets[i]};
     if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset"))
       if (offsets[i] >= 0)
-        return &arena;
+        return {&arena, offsets[i]};
     if (auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg"))
       if (aliases[i] >= 0)
-        return &argStorage[aliases[i]];
-    return nullptr;
-  }
-  int64_t plannedOffset(Value v) {
-    auto result = llvm::cast<OpResult>(v);
-    auto offsets =
-        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-    return offsets && offsets[result.getResultNumber()] >= 0
-               ? offsets[result.getResultNumber()]
-               : 0;
+        return {&argStorage[aliases[i]], 0};
+    return {nullptr, 0};
   }
 
   template <typename Fn> LogicalResult unary(Operation *op, Fn fn) {
@@ -341,7 +336,7 @@ private:
   llvm::DenseMap<Value, Tensor> env;
   // Arena mode: the arena, each argument's storage, where planned values
   // are, and tensors decoded for the op being executed.
-  std::vector<uint8_t> arena;
+  std::vector<uint8_t> arena, gradients;
   std::vector<std::vector<uint8_t>> argStorage;
   llvm::DenseMap<Value, std::pair<std::vector<uint8_t> *, int64_t>> storage;
   // (A node-based map: references to decoded operands stay valid while the
@@ -366,8 +361,11 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
               " has no memory plan (run plan-memory first)";
       return failure();
     }
-    arena.assign(bytes.getInt(),
-                 0xAB); // not zero: reading unwritten bytes shows
+    // Not zero: reading bytes nothing wrote shows in the results.
+    arena.assign(bytes.getInt(), 0xAB);
+    if (auto gradientBytes =
+            func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
+      gradients.assign(gradientBytes.getInt(), 0xAB);
     argStorage.reserve(args.size());
   }
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {

@@ -66,6 +66,11 @@ cl::opt<Emit>
                     clEnumValN(Emit::Plan, "plan",
                                "the memory plan as JSON (docs/memory.md)")),
          cl::cat(category));
+cl::opt<bool> transientGradients(
+    "transient-gradients",
+    cl::desc(
+        "Plan parameter gradients in the arena instead of a persistent region"),
+    cl::cat(category));
 cl::opt<std::string> memoryTimeline(
     "memory-timeline",
     cl::desc("Draw the arena of @train_step over one step into this SVG file"),
@@ -173,7 +178,9 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
       return mlir::failure();
     }
   } else {
-    buildDefaultPipeline(pm);
+    PipelineOptions options;
+    options.transientGradients = transientGradients;
+    buildDefaultPipeline(pm, options);
   }
   if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
     auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
