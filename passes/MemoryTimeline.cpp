@@ -81,7 +81,10 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
 
   const double left = 90, top = 60, plotWidth = 1100, plotHeight = 520;
   double steps = double(std::max<int64_t>(1, report->steps));
-  double bytes = double(std::max<int64_t>(1, report->arenaBytes));
+  // The persistent regions at the bottom, the arena above them.
+  double base = double(report->parameterBytes + report->gradientRegionBytes +
+                       report->optimizerStateBytes);
+  double bytes = std::max(1.0, base + double(report->arenaBytes));
   auto x = [&](double step) { return left + plotWidth * step / (steps + 1); };
   auto y = [&](double offset) {
     return top + plotHeight * (1.0 - offset / bytes);
@@ -127,14 +130,44 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">op index in the "
       "schedule</text>\n",
       left + plotWidth / 2, top + plotHeight + 40);
-  // One box per buffer.
+  // The persistent regions, live the whole step.
+  const struct {
+    const char *name;
+    int64_t size;
+    const char *colour;
+  } regions[] = {{"parameters", report->parameterBytes, "#59a14f"},
+                 {"gradients", report->gradientRegionBytes, "#f28e2b"},
+                 {"optimizer state", report->optimizerStateBytes, "#b07aa1"}};
+  double regionStart = 0;
+  for (const auto &region : regions) {
+    if (region.size == 0)
+      continue;
+    double y0 = y(regionStart + double(region.size)), y1 = y(regionStart);
+    os << llvm::format(
+              "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+              "fill=\"%s\" fill-opacity=\"0.55\" stroke=\"white\" "
+              "stroke-width=\"0.5\"><title>",
+              left, y0, plotWidth, std::max(0.5, y1 - y0), region.colour)
+       << region.name << ": " << escape(formatBytes(region.size))
+       << ", persistent</title></rect>\n";
+    if (y1 - y0 > 12)
+      os << llvm::format("<text x=\"%.1f\" y=\"%.1f\">%s, %s</text>\n",
+                         left + 6, (y0 + y1) / 2 + 4, region.name,
+                         escape(formatBytes(region.size)).c_str());
+    regionStart += double(region.size);
+  }
+  if (base > 0)
+    os << llvm::format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                       "stroke=\"#444\" stroke-width=\"0.8\"/>\n",
+                       left, y(base), left + plotWidth, y(base));
+  // One box per arena buffer.
   for (size_t i = 0; i < analysis->buffers.size(); ++i) {
     const ArenaBuffer &b = analysis->buffers[i];
     if (offsets[i] < 0)
       continue; // in the persistent gradient region, not the arena
     double x0 = x(double(b.interval.start)), x1 = x(double(b.interval.end + 1));
-    double y0 = y(double(offsets[i] + b.interval.size)),
-           y1 = y(double(offsets[i]));
+    double y0 = y(base + double(offsets[i] + b.interval.size)),
+           y1 = y(base + double(offsets[i]));
     os << llvm::format(
         "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
         "fill=\"%s\" "
@@ -158,20 +191,21 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
                      peakX, top - 4, (long long)report->peakStep);
   // Legend.
   const struct {
-    BufferKind kind;
+    const char *colour;
     const char *text;
     double x;
-  } legend[] = {
-      {BufferKind::Activation, "activations (kept for the backward)", 0},
-      {BufferKind::Gradient, "gradients", 270},
-      {BufferKind::Temporary, "temporaries", 370}};
-  double legendX = left + plotWidth - 470, legendY = top + plotHeight + 48;
+  } legend[] = {{colourOf(BufferKind::Activation),
+                 "activations (kept for the backward)", 0},
+                {colourOf(BufferKind::Gradient), "gradients", 255},
+                {colourOf(BufferKind::Temporary), "temporaries", 350},
+                {"#59a14f", "parameters", 460},
+                {"#b07aa1", "optimizer state", 565}};
+  double legendX = left + plotWidth - 690, legendY = top + plotHeight + 48;
   for (const auto &item : legend)
-    os << llvm::format(
-        "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-        legendX + item.x, legendY, colourOf(item.kind), legendX + item.x + 16,
-        legendY + 10, item.text);
+    os << llvm::format("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" "
+                       "fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                       legendX + item.x, legendY, item.colour,
+                       legendX + item.x + 16, legendY + 10, item.text);
   os << "</svg>\n";
   return success();
 }
