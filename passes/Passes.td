@@ -80,7 +80,9 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     one slot per gradient, as parameters and optimizer state do:
     `mnemo.gradient_offset` places them and `mnemo.gradient_bytes` sizes it.
     With `transient-gradients` they are planned in the arena instead, which
-    saves memory when nothing needs them between steps.
+    saves memory when nothing needs them between steps. Arguments get
+    `mnemo.region` (`parameters`, `optimizer_state`, `inputs`) and their
+    `mnemo.offset` in it.
   }];
   let options = [
     Option<"exactTimeLimitMs", "exact-time-limit-ms", "int64_t", "1000",

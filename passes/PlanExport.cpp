@@ -32,12 +32,17 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
       auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
       auto argName = func.getArgAttrOfType<StringAttr>(i, "mnemo.name");
       Type type = func.getArgumentTypes()[i];
-      arguments.push_back(
-          llvm::json::Object{{"index", int64_t(i)},
-                             {"name", argName ? argName.getValue().str() : ""},
-                             {"role", role ? role.getValue().str() : ""},
-                             {"type", tensorTypeString(type)},
-                             {"bytes", storageBytes(type)}});
+      arguments.push_back(llvm::json::Object{
+          {"index", int64_t(i)},
+          {"name", argName ? argName.getValue().str() : ""},
+          {"role", role ? role.getValue().str() : ""},
+          {"region", func.getArgAttrOfType<StringAttr>(i, "mnemo.region")
+                         .getValue()
+                         .str()},
+          {"offset",
+           func.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt()},
+          {"type", tensorTypeString(type)},
+          {"bytes", storageBytes(type)}});
     }
     llvm::json::Array buffers;
     for (auto [id, b] : llvm::enumerate(analysis->buffers)) {

@@ -92,6 +92,19 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         op->setAttr("mnemo.gradient_offset", b.getDenseI64ArrayAttr(gradients));
     }
     func->setAttr("mnemo.gradient_bytes", b.getI64IntegerAttr(gradientBytes));
+    // Arguments live in persistent regions by role, laid out in order.
+    llvm::StringMap<int64_t> regionBytes;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+      StringRef region = !role                            ? "inputs"
+                         : role.getValue() == "param"     ? "parameters"
+                         : role.getValue() == "opt_state" ? "optimizer_state"
+                                                          : "inputs";
+      int64_t &end = regionBytes[region];
+      func.setArgAttr(i, "mnemo.region", b.getStringAttr(region));
+      func.setArgAttr(i, "mnemo.offset", b.getI64IntegerAttr(end));
+      end += storageBytes(func.getArgumentTypes()[i]);
+    }
     func->setAttr("mnemo.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
     func->setAttr("mnemo.lower_bound_bytes",
                   b.getI64IntegerAttr(lowerBound(intervals)));
