@@ -58,6 +58,13 @@ static bool isElementwise(Operation *op) {
          !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
 }
 
+FailureOr<BufferAnalysis> BufferAnalysis::analyzePlanned(func::FuncOp func) {
+  if (!func->hasAttr("mnemo.arena_bytes"))
+    return func.emitError(
+        "has no memory plan (the plan-memory pass did not run)");
+  return analyze(func);
+}
+
 FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   BufferAnalysis a;
   Block &body = func.getBody().front();

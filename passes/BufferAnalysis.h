@@ -63,6 +63,10 @@ struct BufferAnalysis {
   /// Fails (with an error on the function) if an in-place update would
   /// overwrite an argument that is still read after it.
   static mlir::FailureOr<BufferAnalysis> analyze(mlir::func::FuncOp func);
+  /// The same for a function plan-memory has planned; fails with an error
+  /// on the function if it has no plan.
+  static mlir::FailureOr<BufferAnalysis>
+  analyzePlanned(mlir::func::FuncOp func);
 };
 
 /// Bytes a value of this tensor type takes in memory, aligned.

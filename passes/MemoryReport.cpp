@@ -52,16 +52,12 @@ void describeLocation(Location loc, std::string &where, std::string &layer) {
 } // namespace
 
 FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
-  auto arena = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
-  if (!arena)
-    return func.emitError(
-        "has no memory plan (the plan-memory pass did not run)");
-  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
+  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyzePlanned(func);
   if (failed(analysis))
     return failure();
   MemoryReport r;
   r.function = func.getName().str();
-  r.arenaBytes = arena.getInt();
+  r.arenaBytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt();
   r.lowerBoundBytes =
       func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
   r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();

@@ -16,11 +16,7 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
   llvm::json::Array functions;
   for (func::FuncOp func : stepFunctions(module)) {
     std::string name = func.getName().str();
-    auto arena = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
-    if (!arena)
-      return func.emitError(
-          "has no memory plan (the plan-memory pass did not run)");
-    FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
+    FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyzePlanned(func);
     if (failed(analysis))
       return failure();
     llvm::DenseMap<Operation *, int64_t> index;
@@ -78,7 +74,8 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
     functions.push_back(llvm::json::Object{
         {"function", name},
         {"alignment", kArenaAlignment},
-        {"arena_bytes", arena.getInt()},
+        {"arena_bytes",
+         func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt()},
         {"lower_bound_bytes",
          func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt()},
         {"naive_bytes",
