@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/MnemoOps.h"
+#include "lang/ShapeRules.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -380,9 +381,8 @@ SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
   Emitter e{b, getLoc()};
   // dx = y * (g - sum(g * y)) along the axis.
   Value y = getResult(), g = grads[0];
-  int64_t axis = int64_t(getAxis());
-  if (axis < 0)
-    axis += typeOf(y).getRank();
+  // The verifier has checked the axis, so it normalizes.
+  int64_t axis = *shape::normalizeAxis(getAxis(), typeOf(y).getRank());
   Value dot = e.broadcast(e.sumKeep(e.mul(g, y), {axis}), typeOf(y));
   return {e.mul(y, e.sub(g, dot))};
 }
@@ -394,9 +394,8 @@ SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b,
   Emitter e{b, getLoc()};
   // dx = g - softmax(x) * sum(g) along the axis; softmax(x) = exp(y).
   Value y = getResult(), g = grads[0];
-  int64_t axis = int64_t(getAxis());
-  if (axis < 0)
-    axis += typeOf(y).getRank();
+  // The verifier has checked the axis, so it normalizes.
+  int64_t axis = *shape::normalizeAxis(getAxis(), typeOf(y).getRank());
   Value total = e.broadcast(e.sumKeep(g, {axis}), typeOf(y));
   Value softmax = b.create<ExpOp>(getLoc(), y.getType(), y);
   return {e.sub(g, e.mul(softmax, total))};

@@ -9,6 +9,7 @@
 
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
+#include "lang/ShapeRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -768,8 +769,7 @@ LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
 LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis,
                                      bool logarithm) {
   const Tensor &x = get(op->getOperand(0));
-  if (axis < 0)
-    axis += x.rank();
+  axis = *shape::normalizeAxis(axis, x.rank()); // verified
   int64_t outer = product(ArrayRef<int64_t>(x.shape).take_front(axis));
   int64_t n = x.shape[axis];
   int64_t inner = product(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
@@ -1028,8 +1028,7 @@ LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start,
   Tensor out = like(op->getResult(0));
   const Tensor &big = grad ? out : x;
   const Tensor &small = grad ? x : out;
-  if (axis < 0)
-    axis += big.rank();
+  axis = *shape::normalizeAxis(axis, big.rank()); // verified
   std::vector<int64_t> bigStrides = big.strides();
   IndexCounter it(small.shape);
   for (int64_t flat = 0; flat < small.numElements(); ++flat, it.next()) {
