@@ -1,6 +1,7 @@
 //===- BufferAnalysis.cpp - Which values need memory, and when ------------===//
 
 #include "passes/BufferAnalysis.h"
+#include "passes/Fusion.h"
 #include "lang/MnemoOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -50,12 +51,31 @@ SmallVector<func::FuncOp> mnemo::stepFunctions(ModuleOp module) {
   return steps;
 }
 
-/// Ops that read and write element i at the same index only, so their
-/// result may take over an operand's buffer.
-static bool isElementwise(Operation *op) {
-  return op->getNumResults() == 1 &&
-         op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
-         !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
+/// The values a fused loop rooted at `op` reads at its own loop index: its
+/// operands, and through fused producers theirs, but not what a fused
+/// broadcast reads (at other indices). Only these may share the result's
+/// buffer.
+static void sameIndexInputs(Operation *op, SmallVectorImpl<Value> &inputs) {
+  for (Value operand : op->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (def && isFused(def)) {
+      if (!llvm::isa<BroadcastOp>(def))
+        sameIndexInputs(def, inputs);
+      continue;
+    }
+    inputs.push_back(operand);
+  }
+}
+
+/// Whether every consumer of `v` can read it through strides (the backends'
+/// GEMMs, their elementwise loops, and a reshape, which then copies): only
+/// then is a transpose left as a view.
+static bool readsStrided(Value v) {
+  for (Operation *user : v.getUsers())
+    if (!llvm::isa<MatmulOp, BatchMatmulOp, ReshapeOp, BroadcastOp>(user) &&
+        !isElementwiseKernel(user))
+      return false;
+  return true;
 }
 
 FailureOr<BufferAnalysis> BufferAnalysis::analyzePlanned(func::FuncOp func) {
@@ -78,8 +98,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   auto lastUse = [&](Value v) {
     int64_t last = -1;
     for (Operation *user : v.getUsers())
-      last =
-          std::max(last, user == ret.getOperation() ? end : index.lookup(user));
+      // A fused op runs inside its root's loop: what it reads is read there.
+      last = std::max(last, user == ret.getOperation()
+                                ? end
+                                : index.lookup(fusionRoot(user)));
     return last;
   };
 
@@ -120,7 +142,7 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
 
   for (Operation *op : a.order) {
     int64_t step = index[op];
-    if (llvm::isa<ConstantOp>(op)) {
+    if (llvm::isa<ConstantOp>(op) || isFused(op)) {
       a.placement[op->getResult(0)] = {Placement::Where::None, -1, 0};
       continue;
     }
@@ -130,7 +152,7 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
     bool isReshapeView =
         llvm::isa<ReshapeOp>(op) && !a.stridedViews.count(op->getOperand(0));
     bool isStridedView =
-        llvm::isa<TransposeOp>(op) &&
+        llvm::isa<TransposeOp>(op) && readsStrided(op->getResult(0)) &&
         !a.stridedViews.count(op->getOperand(0)) &&
         a.placement.lookup(op->getOperand(0)).where != Placement::Where::None;
     if (isReshapeView || isStridedView) {
@@ -150,8 +172,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       }
       // In place: take over an operand's buffer that dies here.
       bool reused = false;
-      if (isElementwise(op)) {
-        for (Value operand : op->getOperands()) {
+      if (isElementwiseKernel(op)) {
+        SmallVector<Value> inputs;
+        sameIndexInputs(op, inputs);
+        for (Value operand : inputs) {
           Placement p = a.placement.lookup(operand);
           // A strided view is read in another order than the result is
           // written, so writing in place would overwrite unread elements.

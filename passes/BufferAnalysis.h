@@ -13,6 +13,8 @@
 // - A result marked `mnemo.reuses_arg` (an optimizer update) is written
 //   into that argument's persistent buffer.
 // - Splat constants are not materialized (kernels read them as scalars).
+// - Values marked `mnemo.fused` are computed inside their consumer's loop:
+//   no buffer, and what they read stays live until that loop runs.
 //
 // Everything else gets an arena buffer live from its definition to its last
 // use, or to the end when the function returns it.

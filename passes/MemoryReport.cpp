@@ -58,6 +58,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   MemoryReport r;
   r.function = func.getName().str();
   r.arenaBytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt();
+  if (auto workspace = func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
+    r.workspaceBytes = workspace.getInt();
   r.lowerBoundBytes =
       func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
   r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();

@@ -53,6 +53,28 @@ def Schedule : Pass<"schedule", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwise : Pass<"fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Marks elementwise producers that their consumer's loop computes";
+  let description = [{
+    In @train_step and @eval_step, an elementwise op (or a broadcast) whose
+    result is used by exactly one elementwise op of the same shape is marked
+    `mnemo.fused`: the backends compute it inside that consumer's loop, and
+    plan-memory gives it no buffer (what it reads stays live until the loop
+    runs). A chain such as `relu(matmul + broadcast(bias))` becomes one loop
+    that reads the bias with stride 0 and stores only the relu.
+
+    ```mlir
+    %3 = mnemo.broadcast %b {mnemo.fused} : (tensor<512xf32>) -> tensor<128x512xf32>
+    %4 = mnemo.add %2, %3 {mnemo.fused} : tensor<128x512xf32>
+    %5 = mnemo.relu %4 : tensor<128x512xf32>
+    ```
+
+    A value with several consumers, or one that the function returns, is
+    stored: recomputing it would cost work, and this pass never trades work
+    for memory (rematerialization does, under a budget).
+  }];
+}
+
 def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
   let summary = "Gives every transient tensor of the step functions an arena offset";
   let description = [{

@@ -20,9 +20,11 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   pm.addPass(createAutodiff());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  // Last: a memory-aware order, then every buffer of the step functions
+  // Last: a memory-aware order, elementwise chains fused into single loops
+  // (their intermediates need no memory), then every buffer of the step functions
   // gets its arena offset.
   pm.addPass(createSchedule());
+  pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;
   planOptions.transientGradients = options.transientGradients;
   pm.addPass(createPlanMemory(planOptions));

@@ -3,6 +3,7 @@
 #include "passes/BufferAnalysis.h"
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
+#include "passes/Workspace.h"
 
 #include "lang/MnemoOps.h"
 
@@ -92,6 +93,12 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         op->setAttr("mnemo.gradient_offset", b.getDenseI64ArrayAttr(gradients));
     }
     func->setAttr("mnemo.gradient_bytes", b.getI64IntegerAttr(gradientBytes));
+    // One workspace serves every op that needs scratch (they run one at a
+    // time): as large as the largest need.
+    int64_t workspace = 0;
+    for (Operation *op : analysis->order)
+      workspace = std::max(workspace, workspaceBytes(op));
+    func->setAttr("mnemo.workspace_bytes", b.getI64IntegerAttr(workspace));
     // Arguments live in persistent regions by role, laid out in order.
     llvm::StringMap<int64_t> regionBytes;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {

@@ -16,6 +16,8 @@ MNEMO_PACKAGES=(
   libgtest-dev zlib1g-dev nlohmann-json3-dev
   python3-numpy python3-torch   # the reference peer for numerics
   dataset-fashion-mnist         # real data, /usr/share/datasets/fashion-mnist
+  libopenblas-dev g++           # the CPU backend: GEMMs, and the trainer's compiler
+  fortunes                      # ~2.5 MB of English for the GPT example
 )
 
 mnemo_install_packages() {

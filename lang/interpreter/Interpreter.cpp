@@ -651,9 +651,12 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](ClipCoefficientOp c) {
         double norm = get(c.getNorm()).data[0];
         Tensor out = like(c.getResult());
-        // As torch.nn.utils.clip_grad_norm_: the f32 coefficient, clamped.
-        double coef = double(float(c.getMaxNorm().convertToDouble()) /
-                             float(norm + 1e-6));
+        // As torch.nn.utils.clip_grad_norm_: the coefficient in the
+        // gradients' precision (f32; double in exact mode), clamped.
+        double maxNorm = c.getMaxNorm().convertToDouble();
+        double coef = options.exact
+                          ? maxNorm / (norm + 1e-6)
+                          : double(float(maxNorm) / float(norm + 1e-6));
         out.data[0] = std::min(coef, 1.0);
         set(c.getResult(), std::move(out));
         return success();

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/CppEmitter.h"
+#include "codegen/TrainerBuild.h"
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
 #include "frontend/Graph.h"
@@ -39,6 +41,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -48,7 +51,7 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { AST, MLIR, Params, Plan };
+enum class Emit { AST, MLIR, Params, Plan, Cpp, Trainer };
 
 cl::OptionCategory category("mnemoc options");
 
@@ -64,7 +67,12 @@ cl::opt<Emit>
                     clEnumValN(Emit::Params, "params",
                                "the parameters, their shapes and the count"),
                     clEnumValN(Emit::Plan, "plan",
-                               "the memory plan as JSON (docs/memory.md)")),
+                               "the memory plan as JSON (docs/memory.md)"),
+                    clEnumValN(Emit::Cpp, "cpp",
+                               "the CPU backend's C++ for the planned steps"),
+                    clEnumValN(Emit::Trainer, "trainer",
+                               "a trainer program: -o DIR gets DIR/train "
+                               "(the default when -o names a directory)")),
          cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
@@ -236,9 +244,24 @@ int main(int argc, char **argv) {
   if (!program || diags.hadError())
     return 1;
 
+  // `-o DIR` alone builds a trainer: DIR is a directory, or a new path
+  // without an extension (`-o out.mlir` and `-o /dev/null` still get IR).
+  if (!emit.getNumOccurrences() && outputFile.getNumOccurrences() &&
+      memoryReport == ReportFormat::None && outputFile != "-" &&
+      (llvm::sys::fs::is_directory(outputFile) ||
+       (!llvm::sys::fs::exists(outputFile) &&
+        !llvm::sys::path::has_extension(outputFile))))
+    emit = Emit::Trainer;
+  if (emit == Emit::Trainer && outputFile == "-") {
+    diags.error("--emit=trainer needs -o DIR, the directory to build in");
+    return 1;
+  }
+
   std::string errorMessage;
-  auto output = mlir::openOutputFile(outputFile, &errorMessage);
-  if (!output) {
+  std::unique_ptr<llvm::ToolOutputFile> output;
+  if (emit != Emit::Trainer)
+    output = mlir::openOutputFile(outputFile, &errorMessage);
+  if (!output && emit != Emit::Trainer) {
     diags.error("cannot write '" + outputFile + "': " + errorMessage);
     return 1;
   }
@@ -298,6 +321,29 @@ int main(int argc, char **argv) {
       return 2;
     output->keep();
     return 0;
+  }
+  if (emit == Emit::Cpp || emit == Emit::Trainer) {
+    std::string source;
+    llvm::raw_string_ostream sourceStream(source);
+    if (mlir::failed(emitCpp(*module, graph->fileName, sourceStream)))
+      return 1;
+    if (emit == Emit::Cpp) {
+      output->os() << sourceStream.str();
+      output->keep();
+      return 0;
+    }
+    TrainerBuildResult built = buildTrainer(outputFile, sourceStream.str());
+    switch (built.status) {
+    case TrainerBuildResult::Status::Built:
+      llvm::outs() << "mnemoc: built " << built.message << "\n";
+      return 0;
+    case TrainerBuildResult::Status::UserError:
+      diags.error(built.message);
+      return 1;
+    case TrainerBuildResult::Status::CompilerBug:
+      llvm::errs() << "mnemoc: internal error: " << built.message << "\n";
+      return 2;
+    }
   }
   if (memoryReport != ReportFormat::None) {
     std::vector<MemoryReport> reports;

@@ -1,0 +1,1245 @@
+//===- CppEmitter.cpp - C++ for the CPU backend ---------------------------===//
+//
+// One pass over each planned step function, in its scheduled order:
+//
+// - Every value gets a Layout: a typed pointer into a region of the plan
+//   (arena, parameters, gradients, optimizer state, inputs) and strides.
+//   Views (reshapes, strided transposes) get their source's pointer; splat
+//   constants get a literal; fused values get nothing (they are computed
+//   inside their consumer's loop).
+// - Each op that is not fused becomes either one loop (elementwise ops and
+//   the copies: broadcasts, materialized transposes) or a call into
+//   runtime/cpu/Kernels.h with its shapes as constants.
+//
+// The loop of an elementwise root evaluates the whole tree of fused
+// producers per element. Its dimensions are coalesced wherever every
+// operand and the result agree, so the common cases become one flat loop
+// (same shapes) or an outer loop over rows around a contiguous inner loop
+// (a broadcast bias), which the C++ compiler vectorizes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CppEmitter.h"
+
+#include "lang/MnemoOps.h"
+#include "lang/ShapeRules.h"
+#include "passes/BufferAnalysis.h"
+#include "passes/Fusion.h"
+#include "passes/Workspace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+
+#include <map>
+#include <sstream>
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+Shape shapeOf(Value v) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  return Shape(type.getShape().begin(), type.getShape().end());
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+Shape rowMajorStrides(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// The C++ element type of a tensor type, and the helper that casts a byte
+/// pointer to it; empty when the CPU backend has no storage for it yet.
+struct CType {
+  std::string name, cast;
+  int64_t bytes = 0;
+  bool isFloat = false;
+};
+
+CType ctypeOf(Type type) {
+  if (auto shaped = llvm::dyn_cast<ShapedType>(type))
+    type = shaped.getElementType();
+  if (type.isF32())
+    return {"float", "f32", 4, true};
+  if (type.isInteger(32))
+    return {"int32_t", "i32", 4, false};
+  if (type.isInteger(8))
+    return {"int8_t", "i8", 1, false};
+  if (type.isInteger(1))
+    return {"uint8_t", "u8", 1, false};
+  return {};
+}
+
+std::string dtypeName(Type type) {
+  if (auto shaped = llvm::dyn_cast<ShapedType>(type))
+    type = shaped.getElementType();
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return os.str();
+}
+
+/// A float literal that C++ reads back exactly.
+std::string floatLiteral(double value) {
+  if (std::isnan(value))
+    return "std::numeric_limits<float>::quiet_NaN()";
+  if (std::isinf(value))
+    return value > 0 ? "std::numeric_limits<float>::infinity()"
+                     : "-std::numeric_limits<float>::infinity()";
+  return llvm::formatv("{0:e9}f", float(value)).str();
+}
+
+std::string doubleLiteral(double value) {
+  return llvm::formatv("{0:e17}", value).str();
+}
+
+std::string listOf(ArrayRef<int64_t> values) {
+  std::string s;
+  for (auto [i, v] : llvm::enumerate(values))
+    s += (i ? ", " : "") + std::to_string(v);
+  return s;
+}
+
+/// "examples/mlp.mn:13:21 fc1" for a comment above the op's code.
+std::string describeLocation(Location loc) {
+  std::string where, layer;
+  std::function<void(Location)> visit = [&](Location l) {
+    if (auto name = llvm::dyn_cast<NameLoc>(l)) {
+      if (layer.empty())
+        layer = name.getName().str();
+      visit(name.getChildLoc());
+    } else if (auto file = llvm::dyn_cast<FileLineColLoc>(l)) {
+      if (where.empty())
+        where = (llvm::sys::path::filename(file.getFilename().getValue()) +
+                 ":" + llvm::Twine(file.getLine()) + ":" +
+                 llvm::Twine(file.getColumn()))
+                    .str();
+    } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
+      visit(call.getCaller());
+    } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
+      for (Location inner : fused.getLocations())
+        visit(inner);
+    }
+  };
+  visit(loc);
+  return layer.empty() ? where : where + " " + layer;
+}
+
+llvm::json::Value toJson(Attribute attr) {
+  if (!attr)
+    return nullptr;
+  if (auto dict = llvm::dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object o;
+    for (NamedAttribute entry : dict)
+      o[entry.getName().str()] = toJson(entry.getValue());
+    return o;
+  }
+  if (auto array = llvm::dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array a;
+    for (Attribute element : array)
+      a.push_back(toJson(element));
+    return a;
+  }
+  if (auto f = llvm::dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto s = llvm::dyn_cast<StringAttr>(attr))
+    return s.getValue().str();
+  return nullptr;
+}
+
+std::string jsonString(Attribute attr) {
+  if (!attr)
+    return "";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << toJson(attr);
+  return os.str();
+}
+
+/// A C++ string literal of any text.
+std::string cString(llvm::StringRef text) {
+  std::string s = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      s += '\\';
+    if (c == '\n') {
+      s += "\\n";
+      continue;
+    }
+    s += c;
+  }
+  return s + "\"";
+}
+
+/// Where a value's elements are: a typed pointer expression and strides
+/// over its shape, or a literal when every element is the same.
+struct Layout {
+  std::string pointer; // "f32(A + 4096)"; empty for a splat
+  std::string splat;   // the literal of a splat constant
+  CType type;
+  Shape shape, strides;
+
+  bool isSplat() const { return pointer.empty(); }
+  bool isContiguous() const {
+    Shape expected = rowMajorStrides(shape);
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] != 1 && strides[i] != expected[i])
+        return false;
+    return true;
+  }
+};
+
+/// The loop an elementwise root becomes, before its dimensions are
+/// coalesced: leaves read through strides over the loop's shape, and
+/// statements that name leaf reads as {Lk} and the flat index as {FLAT}.
+struct Loop {
+  Shape shape;
+  struct Leaf {
+    std::string pointer;
+    Shape strides;
+  };
+  std::vector<Leaf> leaves;
+  std::vector<std::string> statements;
+  llvm::DenseMap<Value, std::string> names;
+  int temporaries = 0;
+};
+
+class StepEmitter {
+public:
+  StepEmitter(func::FuncOp func, llvm::raw_ostream &os,
+              llvm::raw_ostream &constants, int &constantCount)
+      : func(func), os(os), constants(constants),
+        constantCount(constantCount) {}
+
+  LogicalResult emit();
+
+  /// "mlp.mn:13:21 fc1: mnemo.matmul" for each timed op, in order.
+  std::vector<std::string> opNames;
+
+private:
+  InFlightDiagnostic error(Operation *op, const Twine &message) {
+    return op->emitError() << "the CPU backend: " << message;
+  }
+  LogicalResult assignLayout(Operation *op);
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitOpBody(Operation *op);
+  LogicalResult emitLoop(Operation *root);
+  FailureOr<std::string> expression(Value v, Loop &loop);
+  FailureOr<std::string> opExpression(Operation *op, Loop &loop);
+  std::string leafRead(Loop &loop, const Layout &layout, Shape strides);
+  /// A pointer to the value's contiguous elements (a splat gets a constant
+  /// array of its own).
+  FailureOr<std::string> pointer(Value v, Operation *user);
+  LogicalResult emitMatmul(Operation *op, bool transposeLhs,
+                           bool transposeRhs, bool batched);
+  std::string shapeArray(const Shape &shape);
+
+  func::FuncOp func;
+  llvm::raw_ostream &os, &constants;
+  int &constantCount;
+  llvm::DenseMap<Value, Layout> layouts;
+};
+
+std::string regionBase(StringRef region) {
+  if (region == "parameters")
+    return "P";
+  if (region == "optimizer_state")
+    return "S";
+  return "I";
+}
+
+LogicalResult StepEmitter::assignLayout(Operation *op) {
+  if (isFused(op))
+    return success();
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+  auto gradients = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset");
+  auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg");
+  if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
+    Value result = constant.getResult();
+    Layout l;
+    l.type = ctypeOf(result.getType());
+    l.shape = shapeOf(result);
+    l.strides = Shape(l.shape.size(), 0);
+    auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense)
+      return error(op, "only dense constants are supported");
+    auto valueAt = [&](int64_t i) -> double {
+      if (llvm::isa<FloatType>(dense.getElementType()))
+        return (*(dense.getValues<APFloat>().begin() + i)).convertToDouble();
+      return double((*(dense.getValues<APInt>().begin() + i)).getSExtValue());
+    };
+    if (dense.isSplat()) {
+      double v = valueAt(0);
+      l.splat = l.type.isFloat ? floatLiteral(v)
+                               : "(" + l.type.name + ")" +
+                                     std::to_string(int64_t(v));
+    } else {
+      std::string name = "constant" + std::to_string(constantCount++);
+      constants << "alignas(64) const " << l.type.name << " " << name << "[] = {";
+      for (int64_t i = 0; i < dense.getNumElements(); ++i)
+        constants << (i ? ", " : "")
+                  << (l.type.isFloat ? floatLiteral(valueAt(i))
+                                     : std::to_string(int64_t(valueAt(i))));
+      constants << "};\n";
+      l.pointer = "const_cast<" + l.type.name + " *>(" + name + ")";
+      l.strides = rowMajorStrides(l.shape);
+    }
+    layouts[result] = l;
+    return success();
+  }
+  // Views: a reshape of contiguous data, and a transpose planned as a
+  // strided view.
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
+    Layout source = layouts.lookup(reshape.getInput());
+    if (source.isSplat() || source.isContiguous()) {
+      Layout l = source;
+      l.shape = shapeOf(reshape.getResult());
+      l.strides = source.isSplat() ? Shape(l.shape.size(), 0)
+                                   : rowMajorStrides(l.shape);
+      layouts[reshape.getResult()] = l;
+      return success();
+    }
+  }
+  if (auto transpose = llvm::dyn_cast<TransposeOp>(op);
+      transpose && op->hasAttr("mnemo.strided_view")) {
+    Layout source = layouts.lookup(transpose.getInput());
+    Layout l = source;
+    l.shape.clear();
+    l.strides.clear();
+    for (int64_t p : transpose.getPermutation()) {
+      l.shape.push_back(source.shape[p]);
+      l.strides.push_back(source.strides[p]);
+    }
+    layouts[transpose.getResult()] = l;
+    return success();
+  }
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    Layout l;
+    l.type = ctypeOf(result.getType());
+    if (l.type.name.empty())
+      return error(op, "element type " + dtypeName(result.getType()) +
+                           " is not supported yet (f32, i32, i8 and i1 are)");
+    l.shape = shapeOf(result);
+    l.strides = rowMajorStrides(l.shape);
+    if (gradients && gradients[i] >= 0) {
+      l.pointer = l.type.cast + "(G + " + std::to_string(gradients[i]) + ")";
+    } else if (offsets && offsets[i] >= 0) {
+      l.pointer = l.type.cast + "(A + " + std::to_string(offsets[i]) + ")";
+    } else if (aliases && aliases[i] >= 0) {
+      Layout arg = layouts.lookup(func.getArgument(aliases[i]));
+      l.pointer = arg.pointer;
+    } else {
+      return error(op, "internal error: result " + std::to_string(i) +
+                           " has no place in the memory plan");
+    }
+    layouts[result] = l;
+  }
+  return success();
+}
+
+std::string StepEmitter::shapeArray(const Shape &shape) {
+  std::string name = "shape" + std::to_string(constantCount++);
+  constants << "const int64_t " << name << "[] = {" << listOf(shape) << "};\n";
+  return name;
+}
+
+FailureOr<std::string> StepEmitter::pointer(Value v, Operation *user) {
+  auto it = layouts.find(v);
+  if (it == layouts.end()) {
+    error(user, "internal error: an operand has no storage");
+    return failure();
+  }
+  const Layout &l = it->second;
+  if (l.isSplat()) {
+    std::string name = "splat" + std::to_string(constantCount++);
+    int64_t n = std::max<int64_t>(1, product(l.shape));
+    constants << "alignas(64) const " << l.type.name << " " << name << "["
+              << n << "] = {";
+    // Spelled out: a splat a kernel reads is small (a loss seed, a scale).
+    for (int64_t i = 0; i < n; ++i)
+      constants << (i ? ", " : "") << l.splat;
+    constants << "};\n";
+    return "const_cast<" + l.type.name + " *>(" + name + ")";
+  }
+  if (!l.isContiguous()) {
+    error(user, "internal error: a kernel operand is a strided view");
+    return failure();
+  }
+  return l.pointer;
+}
+
+std::string StepEmitter::leafRead(Loop &loop, const Layout &layout,
+                                  Shape strides) {
+  if (layout.isSplat())
+    return layout.splat;
+  loop.leaves.push_back({layout.pointer, std::move(strides)});
+  return "{L" + std::to_string(loop.leaves.size() - 1) + "}";
+}
+
+/// The loop-local name of `v`'s element at the loop index.
+FailureOr<std::string> StepEmitter::expression(Value v, Loop &loop) {
+  auto known = loop.names.find(v);
+  if (known != loop.names.end())
+    return known->second;
+  Operation *def = v.getDefiningOp();
+  std::string value;
+  if (def && isFused(def)) {
+    if (auto broadcast = llvm::dyn_cast<BroadcastOp>(def)) {
+      // Read the input with stride 0 along the broadcast dimensions.
+      Layout in = layouts.lookup(broadcast.getInput());
+      int64_t lead = int64_t(loop.shape.size() - in.shape.size());
+      Shape strides(loop.shape.size(), 0);
+      for (size_t d = 0; d < in.shape.size(); ++d)
+        if (in.shape[d] != 1)
+          strides[lead + d] = in.strides[d];
+      value = leafRead(loop, in, strides);
+    } else {
+      FailureOr<std::string> e = opExpression(def, loop);
+      if (failed(e))
+        return failure();
+      value = *e;
+    }
+  } else {
+    auto it = layouts.find(v);
+    if (it == layouts.end()) {
+      error(loop.statements.empty() ? func : v.getParentBlock()->getParentOp(),
+            "internal error: a loop operand has no storage");
+      return failure();
+    }
+    value = leafRead(loop, it->second, it->second.strides);
+  }
+  std::string name = "t" + std::to_string(loop.temporaries++);
+  loop.statements.push_back("const " + ctypeOf(v.getType()).name + " " + name +
+                            " = " + value + ";");
+  loop.names[v] = name;
+  return name;
+}
+
+FailureOr<std::string> StepEmitter::opExpression(Operation *op, Loop &loop) {
+  SmallVector<std::string> x;
+  for (Value operand : op->getOperands()) {
+    FailureOr<std::string> e = expression(operand, loop);
+    if (failed(e))
+      return failure();
+    x.push_back(*e);
+  }
+  CType type = ctypeOf(op->getResult(0).getType());
+  auto floatOnly = [&](const std::string &e) -> FailureOr<std::string> {
+    if (!type.isFloat) {
+      error(op, "this op needs a float type");
+      return failure();
+    }
+    return e;
+  };
+  return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(op)
+      .Case([&](AddOp) { return x[0] + " + " + x[1]; })
+      .Case([&](SubOp) { return x[0] + " - " + x[1]; })
+      .Case([&](MulOp) { return x[0] + " * " + x[1]; })
+      .Case([&](DivOp) { return x[0] + " / " + x[1]; })
+      .Case([&](NegOp) { return "-" + x[0]; })
+      .Case([&](ExpOp) { return floatOnly("std::exp(" + x[0] + ")"); })
+      .Case([&](LogOp) { return floatOnly("std::log(" + x[0] + ")"); })
+      .Case([&](SqrtOp) { return floatOnly("std::sqrt(" + x[0] + ")"); })
+      .Case([&](RsqrtOp) {
+        return floatOnly("1.0f / std::sqrt(" + x[0] + ")");
+      })
+      .Case([&](TanhOp) { return floatOnly("std::tanh(" + x[0] + ")"); })
+      .Case([&](SigmoidOp) { return floatOnly("sigmoid(" + x[0] + ")"); })
+      .Case([&](ReluOp) { return floatOnly("relu(" + x[0] + ")"); })
+      .Case([&](SiluOp) { return floatOnly("silu(" + x[0] + ")"); })
+      .Case([&](GeluOp g) {
+        return floatOnly((g.getApproximate() ? "geluTanh(" : "geluExact(") +
+                         x[0] + ")");
+      })
+      .Case([&](PowOp p) {
+        double c = p.getExponent().convertToDouble();
+        if (c == 2.0)
+          return floatOnly(x[0] + " * " + x[0]);
+        if (c == 0.5)
+          return floatOnly("std::sqrt(" + x[0] + ")");
+        return floatOnly("std::pow(" + x[0] + ", " + floatLiteral(c) + ")");
+      })
+      .Case([&](CastOp) -> FailureOr<std::string> {
+        if (llvm::cast<ShapedType>(op->getResult(0).getType()).getElementType().isInteger(1))
+          return "(" + x[0] + " != 0 ? 1 : 0)";
+        return "static_cast<" + type.name + ">(" + x[0] + ")";
+      })
+      .Case([&](WhereOp) { return x[0] + " ? " + x[1] + " : " + x[2]; })
+      .Case([&](DropoutOp d) {
+        double p = d.getP().convertToDouble();
+        return floatOnly("dropoutUniform(" + std::to_string(d.getSeed()) +
+                         ", dropoutStep, {FLAT}) < " + doubleLiteral(p) +
+                         " ? 0.0f : " + x[0] + " / " + floatLiteral(1.0 - p));
+      })
+      .Case([&](ReluGradOp) {
+        return floatOnly("reluGrad(" + x[0] + ", " + x[1] + ")");
+      })
+      .Case([&](SiluGradOp) {
+        return floatOnly("siluGrad(" + x[0] + ", " + x[1] + ")");
+      })
+      .Case([&](GeluGradOp g) {
+        return floatOnly(
+            (g.getApproximate() ? "geluTanhGrad(" : "geluExactGrad(") + x[0] +
+            ", " + x[1] + ")");
+      })
+      .Default([&](Operation *) -> FailureOr<std::string> {
+        error(op, "internal error: not an elementwise op");
+        return failure();
+      });
+}
+
+/// Replaces {Lk} and {FLAT} in a statement.
+std::string substitute(std::string s, const std::vector<std::string> &reads,
+                       const std::string &flat) {
+  for (size_t k = reads.size(); k-- > 0;) {
+    std::string key = "{L" + std::to_string(k) + "}";
+    for (size_t at; (at = s.find(key)) != std::string::npos;)
+      s.replace(at, key.size(), reads[k]);
+  }
+  for (size_t at; (at = s.find("{FLAT}")) != std::string::npos;)
+    s.replace(at, 6, flat);
+  return s;
+}
+
+LogicalResult StepEmitter::emitLoop(Operation *root) {
+  Value result = root->getResult(0);
+  const Layout &out = layouts[result];
+  Loop loop;
+  std::string value;
+  if (llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(root)) {
+    // Copies: the input read through strides over the result's shape.
+    Value input = root->getOperand(0);
+    Layout in = layouts.lookup(input);
+    loop.shape = shapeOf(result);
+    Shape strides(loop.shape.size(), 0);
+    if (auto transpose = llvm::dyn_cast<TransposeOp>(root)) {
+      for (auto [i, p] : llvm::enumerate(transpose.getPermutation()))
+        strides[i] = in.strides[p];
+    } else if (llvm::isa<BroadcastOp>(root)) {
+      int64_t lead = int64_t(loop.shape.size() - in.shape.size());
+      for (size_t d = 0; d < in.shape.size(); ++d)
+        if (in.shape[d] != 1)
+          strides[lead + d] = in.strides[d];
+    } else {
+      // A reshape of a strided view: copy in the view's row-major order.
+      loop.shape = in.shape;
+      strides = in.strides;
+    }
+    value = leafRead(loop, in, strides);
+  } else {
+    loop.shape = shapeOf(result);
+    FailureOr<std::string> e = opExpression(root, loop);
+    if (failed(e))
+      return failure();
+    value = *e;
+  }
+  // The result is leaf -1: contiguous over the loop's shape.
+  std::vector<Shape> strides;
+  for (const Loop::Leaf &leaf : loop.leaves)
+    strides.push_back(leaf.strides);
+  strides.push_back(rowMajorStrides(loop.shape));
+
+  // Coalesce: drop size-1 dimensions, merge neighbours every array walks
+  // through contiguously.
+  Shape dims;
+  std::vector<Shape> coalesced(strides.size());
+  for (size_t d = 0; d < loop.shape.size(); ++d) {
+    if (loop.shape[d] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (size_t k = 0; merge && k < strides.size(); ++k)
+      merge = coalesced[k].back() == strides[k][d] * loop.shape[d];
+    if (merge) {
+      dims.back() *= loop.shape[d];
+      for (size_t k = 0; k < strides.size(); ++k)
+        coalesced[k].back() = strides[k][d];
+    } else {
+      dims.push_back(loop.shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k)
+        coalesced[k].push_back(strides[k][d]);
+    }
+  }
+  size_t outLeaf = strides.size() - 1;
+  std::string outPointer = out.pointer;
+  auto index = [](const std::string &base, const std::string &i, int64_t s) {
+    std::string term = s == 0 ? "" : s == 1 ? i : i + " * " + std::to_string(s);
+    if (base.empty())
+      return term.empty() ? std::string("0") : term;
+    return term.empty() ? base : base + " + " + term;
+  };
+  auto body = [&](const std::vector<std::string> &reads,
+                  const std::string &flat, const std::string &indent) {
+    for (const std::string &s : loop.statements)
+      os << indent << substitute(s, reads, flat) << "\n";
+    os << indent << substitute(reads[outLeaf] + " = " + value + ";", reads, flat)
+       << "\n";
+  };
+  std::vector<std::string> reads(strides.size());
+  std::vector<std::string> pointers;
+  for (const Loop::Leaf &leaf : loop.leaves)
+    pointers.push_back(leaf.pointer);
+  pointers.push_back(outPointer);
+  // Named pointers: the loop body reads p0[i], ...
+  os << "  {\n";
+  for (size_t k = 0; k < pointers.size(); ++k)
+    os << "    auto *const p" << k << " = " << pointers[k] << ";\n";
+  if (dims.empty()) {
+    for (size_t k = 0; k < reads.size(); ++k)
+      reads[k] = "p" + std::to_string(k) + "[0]";
+    body(reads, "0", "    ");
+    os << "  }\n";
+    return success();
+  }
+  int64_t total = product(dims);
+  if (dims.size() == 1) {
+    for (size_t k = 0; k < reads.size(); ++k)
+      reads[k] = "p" + std::to_string(k) + "[" + index("", "i", coalesced[k][0]) + "]";
+    os << "    parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
+       << "      for (int64_t i = begin; i < end; ++i) {\n";
+    body(reads, "i", "        ");
+    os << "      }\n    });\n  }\n";
+    return success();
+  }
+  int64_t inner = dims.back();
+  int64_t outer = total / inner;
+  os << "    parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
+     << ", [&](int64_t begin, int64_t end) {\n"
+     << "      for (int64_t o = begin; o < end; ++o) {\n";
+  // The outer coordinates, then each array's offset of the row.
+  int64_t after = 1;
+  std::vector<std::string> coords(dims.size() - 1);
+  for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d) {
+    coords[d] = "c" + std::to_string(d);
+    os << "        const int64_t " << coords[d] << " = o";
+    if (after != 1)
+      os << " / " << after;
+    if (d != 0)
+      os << " % " << dims[d];
+    os << ";\n";
+    after *= dims[d];
+  }
+  for (size_t k = 0; k < reads.size(); ++k) {
+    std::string base;
+    for (size_t d = 0; d + 1 < dims.size(); ++d)
+      if (coalesced[k][d] != 0)
+        base += (base.empty() ? "" : " + ") + coords[d] + " * " +
+                std::to_string(coalesced[k][d]);
+    os << "        const int64_t b" << k << " = " << (base.empty() ? "0" : base)
+       << ";\n";
+    reads[k] = "p" + std::to_string(k) + "[" +
+               index("b" + std::to_string(k), "j", coalesced[k].back()) + "]";
+  }
+  os << "        for (int64_t j = 0; j < " << inner << "; ++j) {\n";
+  body(reads, "o * " + std::to_string(inner) + " + j", "          ");
+  os << "        }\n      }\n    });\n  }\n";
+  return success();
+}
+
+/// A GEMM operand: its pointer, whether BLAS reads it transposed, its
+/// leading dimension, and its batch dimensions' strides.
+struct GemmOperand {
+  std::string pointer;
+  bool transpose = false;
+  int64_t ld = 0;
+  Shape batchStrides;
+};
+
+FailureOr<GemmOperand> gemmOperand(const Layout &l, bool opTranspose) {
+  size_t r = l.shape.size();
+  int64_t rows = l.shape[r - 2], cols = l.shape[r - 1];
+  int64_t sr = l.strides[r - 2], sc = l.strides[r - 1];
+  GemmOperand g;
+  g.pointer = l.pointer;
+  if (sc == 1 || cols == 1) {
+    g.ld = std::max(cols, rows == 1 ? cols : sr);
+  } else if (sr == 1 || rows == 1) {
+    g.transpose = true;
+    g.ld = std::max(rows, cols == 1 ? rows : sc);
+  } else {
+    return failure();
+  }
+  g.transpose ^= opTranspose;
+  g.batchStrides.assign(l.strides.begin(), l.strides.end() - 2);
+  return g;
+}
+
+LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
+                                      bool batched) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
+        result = op->getResult(0);
+  Layout a = layouts.lookup(lhs), b = layouts.lookup(rhs),
+         c = layouts.lookup(result);
+  if (a.isSplat() || b.isSplat())
+    return error(op, "a matrix product of a constant is not supported");
+  FailureOr<GemmOperand> ga = gemmOperand(a, ta), gb = gemmOperand(b, tb);
+  if (failed(ga) || failed(gb))
+    return error(op, "internal error: a GEMM operand has no unit stride");
+  Shape cs = c.shape;
+  size_t r = cs.size();
+  int64_t m = cs[r - 2], n = cs[r - 1];
+  int64_t k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
+  Shape batch(cs.begin(), cs.end() - 2);
+  std::string call = ga->transpose ? "true" : "false";
+  call += std::string(", ") + (gb->transpose ? "true" : "false");
+  // The rows of a contiguous, untransposed lhs are one matrix.
+  if (!batched && !ta && a.isContiguous()) {
+    os << "  gemm(" << call << ", " << product(batch) * m << ", " << n << ", "
+       << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
+       << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n
+       << ");\n";
+    return success();
+  }
+  if (batch.empty()) {
+    os << "  gemm(" << call << ", " << m << ", " << n << ", " << k << ", 1.0f, "
+       << ga->pointer << ", " << ga->ld << ", " << gb->pointer << ", " << gb->ld
+       << ", 0.0f, " << c.pointer << ", " << n << ");\n";
+    return success();
+  }
+  if (batch.size() > 4)
+    return error(op, "more than four batch dimensions are not supported");
+  Shape cStrides(c.strides.begin(), c.strides.end() - 2);
+  Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
+  os << "  {\n    static const BatchLayout batch = {" << batch.size() << ", {"
+     << listOf(batch) << "}, {" << listOf(ga->batchStrides) << "}, {"
+     << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
+  os << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", " << k
+     << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", " << gb->pointer
+     << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n << ");\n  }\n";
+  return success();
+}
+
+uint32_t axesMask(ArrayRef<int64_t> axes) {
+  uint32_t mask = 0;
+  for (int64_t a : axes)
+    mask |= 1u << a;
+  return mask;
+}
+
+LogicalResult StepEmitter::emitOp(Operation *op) {
+  if (isFused(op) || llvm::isa<ConstantOp>(op))
+    return success();
+  // Views write nothing.
+  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
+    Layout source = layouts.lookup(reshape.getInput());
+    if (source.isSplat() || source.isContiguous())
+      return success();
+  }
+  if (llvm::isa<TransposeOp>(op) && op->hasAttr("mnemo.strided_view"))
+    return success();
+
+  std::string name = describeLocation(op->getLoc()) + ": " +
+                     op->getName().getStringRef().str();
+  os << "  // " << name << "\n";
+  // Every op is timed when the trainer runs with --profile (a null check
+  // otherwise).
+  os << "  {\n  const OpTimer timer(memory.opSeconds, " << opNames.size()
+     << ");\n";
+  opNames.push_back(name);
+  LogicalResult emitted = emitOpBody(op);
+  os << "  }\n";
+  return emitted;
+}
+
+LogicalResult StepEmitter::emitOpBody(Operation *op) {
+  if (isElementwiseKernel(op) ||
+      llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op))
+    return emitLoop(op);
+
+  auto ptr = [&](Value v) { return pointer(v, op); };
+  auto out = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
+  std::string failed_;
+  auto P = [&](Value v) -> std::string {
+    FailureOr<std::string> p = ptr(v);
+    if (::mlir::failed(p)) {
+      failed_ = "x";
+      return "";
+    }
+    return *p;
+  };
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](MatmulOp m) {
+            return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
+                              false);
+          })
+          .Case([&](BatchMatmulOp m) {
+            return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
+                              true);
+          })
+          .Case<SumOp, MeanOp, MaxOp>([&](auto r) {
+            const char *kind = llvm::isa<SumOp>(op)    ? "Sum"
+                               : llvm::isa<MeanOp>(op) ? "Mean"
+                                                       : "Max";
+            Shape in = shapeOf(r.getInput());
+            os << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
+               << ", " << shapeArray(in) << ", " << in.size() << ", "
+               << axesMask(r.getAxes()) << "u, " << out() << ");\n";
+            return success();
+          })
+          .Case([&](MaxGradOp g) {
+            Shape in = shapeOf(g.getInput());
+            os << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
+               << ", " << P(g.getMaximum()) << ", " << shapeArray(in) << ", "
+               << in.size() << ", " << axesMask(g.getAxes()) << "u, " << out()
+               << ");\n";
+            return success();
+          })
+          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
+            Shape in = shapeOf(s.getInput());
+            int64_t axis =
+                *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
+            os << "  softmax(" << P(s.getInput()) << ", " << out() << ", "
+               << product(ArrayRef<int64_t>(in).take_front(axis)) << ", "
+               << in[axis] << ", "
+               << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
+               << (llvm::isa<LogSoftmaxOp>(op) ? "true" : "false") << ");\n";
+            return success();
+          })
+          .Case([&](LayerNormOp l) {
+            Shape in = shapeOf(l.getInput());
+            os << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
+               << ", " << P(l.getBias()) << ", " << out() << ", "
+               << product(in) / in.back() << ", " << in.back() << ", "
+               << floatLiteral(l.getEpsilon().convertToDouble())
+               << ", false);\n";
+            return success();
+          })
+          .Case([&](RmsNormOp l) {
+            Shape in = shapeOf(l.getInput());
+            os << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
+               << ", nullptr, " << out() << ", " << product(in) / in.back()
+               << ", " << in.back() << ", "
+               << floatLiteral(l.getEpsilon().convertToDouble())
+               << ", true);\n";
+            return success();
+          })
+          .Case([&](LayerNormGradOp l) {
+            Shape in = shapeOf(l.getInput());
+            os << "  layerNormGrad(" << P(l.getGrad()) << ", "
+               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << out(0)
+               << ", " << out(1) << ", " << out(2) << ", "
+               << product(in) / in.back() << ", " << in.back() << ", "
+               << floatLiteral(l.getEpsilon().convertToDouble())
+               << ", false);\n";
+            return success();
+          })
+          .Case([&](RmsNormGradOp l) {
+            Shape in = shapeOf(l.getInput());
+            os << "  layerNormGrad(" << P(l.getGrad()) << ", "
+               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << out(0)
+               << ", " << out(1) << ", nullptr, " << product(in) / in.back()
+               << ", " << in.back() << ", "
+               << floatLiteral(l.getEpsilon().convertToDouble())
+               << ", true);\n";
+            return success();
+          })
+          .Case([&](CrossEntropyOp c) {
+            Shape logits = shapeOf(c.getLogits());
+            os << "  crossEntropy(" << P(c.getLogits()) << ", "
+               << P(c.getTargets()) << ", " << product(logits) / logits.back()
+               << ", " << logits.back() << ", " << out() << ");\n";
+            return success();
+          })
+          .Case([&](CrossEntropyGradOp c) {
+            Shape logits = shapeOf(c.getLogits());
+            os << "  crossEntropyGrad(" << P(c.getGrad()) << ", "
+               << P(c.getLogits()) << ", " << P(c.getTargets()) << ", "
+               << product(logits) / logits.back() << ", " << logits.back()
+               << ", " << out() << ");\n";
+            return success();
+          })
+          .Case([&](AccuracyOp a) {
+            Shape logits = shapeOf(a.getLogits());
+            os << "  accuracy(" << P(a.getLogits()) << ", " << P(a.getTargets())
+               << ", " << product(logits) / logits.back() << ", "
+               << logits.back() << ", " << out() << ");\n";
+            return success();
+          })
+          .Case([&](MseOp m) {
+            os << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
+               << product(shapeOf(m.getLhs())) << ", " << out() << ");\n";
+            return success();
+          })
+          .Case([&](EmbeddingOp e) {
+            Shape table = shapeOf(e.getTable());
+            os << "  embedding(" << P(e.getTable()) << ", " << P(e.getIndices())
+               << ", " << product(shapeOf(e.getIndices())) << ", " << table[0]
+               << ", " << table[1] << ", " << out() << ");\n";
+            return success();
+          })
+          .Case([&](EmbeddingGradOp e) {
+            Shape table = shapeOf(e.getResult());
+            os << "  embeddingGrad(" << P(e.getGrad()) << ", "
+               << P(e.getIndices()) << ", "
+               << product(shapeOf(e.getIndices())) << ", " << table[0] << ", "
+               << table[1] << ", " << out() << ");\n";
+            return success();
+          })
+          .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
+            ConvGeometry g;
+            convGeometry(op, g);
+            const char *fn = llvm::isa<Conv2DOp>(op) ? "conv2d"
+                             : llvm::isa<Conv2DInputGradOp>(op)
+                                 ? "conv2dInputGrad"
+                                 : "conv2dWeightGrad";
+            os << "  {\n    static const ConvShape conv = {" << g.n << ", "
+               << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
+               << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo << ", "
+               << g.strideH << ", " << g.strideW << ", " << g.padH << ", "
+               << g.padW << ", " << g.imagesPerGemm << "};\n    " << fn
+               << "(conv, " << P(op->getOperand(0)) << ", "
+               << P(op->getOperand(1)) << ", " << out() << ", f32(W));\n  }\n";
+            return success();
+          })
+          .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
+              [&](auto p) {
+                bool grad = llvm::isa<MaxPool2DGradOp, AvgPool2DGradOp>(op);
+                Shape x = grad ? shapeOf(op->getResult(0))
+                               : shapeOf(op->getOperand(0));
+                Shape y = grad ? shapeOf(op->getOperand(0))
+                               : shapeOf(op->getResult(0));
+                ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
+                                  pad = p.getPadding();
+                os << "  {\n    static const PoolShape pool = {" << x[0] * x[1]
+                   << ", " << x[2] << ", " << x[3] << ", " << y[2] << ", "
+                   << y[3] << ", " << k[0] << ", " << k[1] << ", " << s[0]
+                   << ", " << s[1] << ", " << pad[0] << ", " << pad[1]
+                   << "};\n    ";
+                if (llvm::isa<MaxPool2DOp>(op))
+                  os << "maxPool2d(pool, " << P(op->getOperand(0)) << ", "
+                     << out();
+                else if (llvm::isa<AvgPool2DOp>(op))
+                  os << "avgPool2d(pool, " << P(op->getOperand(0)) << ", "
+                     << out();
+                else if (llvm::isa<MaxPool2DGradOp>(op))
+                  os << "maxPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
+                     << P(op->getOperand(1)) << ", " << out();
+                else
+                  os << "avgPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
+                     << out();
+                os << ");\n  }\n";
+                return success();
+              })
+          .Case([&](CausalMaskOp m) {
+            Shape s = shapeOf(m.getResult());
+            os << "  causalMask(" << out() << ", " << s[0] << ", " << s[1]
+               << ");\n";
+            return success();
+          })
+          .Case<SliceOp, SliceGradOp>([&](auto s) {
+            bool grad = llvm::isa<SliceGradOp>(op);
+            Shape big = grad ? shapeOf(op->getResult(0))
+                             : shapeOf(op->getOperand(0));
+            Shape small = grad ? shapeOf(op->getOperand(0))
+                               : shapeOf(op->getResult(0));
+            int64_t axis =
+                *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
+            os << "  sliceCopy(" << P(op->getOperand(0)) << ", " << out()
+               << ", " << ctypeOf(op->getResult(0).getType()).bytes << ", "
+               << product(ArrayRef<int64_t>(big).take_front(axis)) << ", "
+               << big[axis] << ", "
+               << product(ArrayRef<int64_t>(big).drop_front(axis + 1)) << ", "
+               << int64_t(s.getStart()) << ", " << small[axis] << ", "
+               << int64_t(s.getStep()) << ", " << (grad ? "true" : "false")
+               << ");\n";
+            return success();
+          })
+          .Case([&](ConcatOp c) {
+            Shape o = shapeOf(c.getResult());
+            int64_t axis = int64_t(c.getAxis()), offset = 0;
+            for (Value input : c.getInputs()) {
+              int64_t n = shapeOf(input)[axis];
+              os << "  concatPart(" << P(input) << ", " << out() << ", "
+                 << ctypeOf(input.getType()).bytes << ", "
+                 << product(ArrayRef<int64_t>(o).take_front(axis)) << ", " << n
+                 << ", "
+                 << product(ArrayRef<int64_t>(o).drop_front(axis + 1)) << ", "
+                 << o[axis] << ", " << offset << ");\n";
+              offset += n;
+            }
+            return success();
+          })
+          .Case([&](LrScheduleOp s) {
+            os << "  *" << out() << " = lrSchedule("
+               << (s.getKind() == "cosine" ? "true" : "false") << ", *"
+               << P(s.getStep()) << ", *" << P(s.getTotalSteps()) << ", "
+               << doubleLiteral(s.getBaseLr().convertToDouble()) << ", "
+               << s.getWarmup() << ", " << s.getSteps() << ", "
+               << doubleLiteral(s.getMinLr().convertToDouble()) << ");\n";
+            return success();
+          })
+          .Case([&](GlobalNormOp n) {
+            os << "  {\n    const float *const tensors[] = {";
+            std::string sizes;
+            for (auto [i, v] : llvm::enumerate(n.getInputs())) {
+              os << (i ? ", " : "") << P(v);
+              sizes += (i ? ", " : "") + std::to_string(product(shapeOf(v)));
+            }
+            os << "};\n    static const int64_t sizes[] = {" << sizes
+               << "};\n    *" << out() << " = globalNorm(tensors, sizes, "
+               << n.getInputs().size() << ");\n  }\n";
+            return success();
+          })
+          .Case([&](ClipCoefficientOp c) {
+            os << "  *" << out() << " = clipCoefficient(*" << P(c.getNorm())
+               << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
+               << ");\n";
+            return success();
+          })
+          .Case([&](AdamUpdateOp a) {
+            os << "  adamUpdate(" << product(shapeOf(a.getParam())) << ", "
+               << P(a.getParam()) << ", " << P(a.getGrad()) << ", "
+               << P(a.getExpAvg()) << ", " << P(a.getExpAvgSq()) << ", "
+               << out(0) << ", " << out(1) << ", " << out(2) << ", *"
+               << P(a.getLr()) << ", *" << P(a.getStep()) << ", "
+               << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
+               << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
+               << doubleLiteral(a.getEps().convertToDouble()) << ", "
+               << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
+               << (a.getDecoupled() ? "true" : "false") << ");\n";
+            return success();
+          })
+          .Case([&](SgdUpdateOp s) {
+            os << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
+               << P(s.getParam()) << ", " << P(s.getGrad()) << ", "
+               << P(s.getMomentumBuffer()) << ", " << out(0) << ", " << out(1)
+               << ", *" << P(s.getLr()) << ", *" << P(s.getStep()) << ", "
+               << doubleLiteral(s.getMomentum().convertToDouble()) << ", "
+               << doubleLiteral(s.getDampening().convertToDouble()) << ", "
+               << doubleLiteral(s.getWeightDecay().convertToDouble()) << ", "
+               << (s.getNesterov() ? "true" : "false") << ");\n";
+            return success();
+          })
+          .Default([&](Operation *) {
+            return error(op, "this op has no CPU kernel");
+          });
+  if (failed(result) || !failed_.empty())
+    return failure();
+  return success();
+}
+
+LogicalResult StepEmitter::emit() {
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    Layout l;
+    l.type = ctypeOf(arg.getType());
+    if (l.type.name.empty())
+      return func.emitError() << "the CPU backend: element type "
+                              << dtypeName(arg.getType())
+                              << " is not supported yet (f32, i32, i8 and i1 are)";
+    auto region =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.region");
+    auto offset =
+        func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "mnemo.offset");
+    if (!region || !offset)
+      return func.emitError() << "has no memory plan (run plan-memory first)";
+    l.pointer = l.type.cast + "(" + regionBase(region.getValue()) + " + " +
+                std::to_string(offset.getInt()) + ")";
+    l.shape = shapeOf(arg);
+    l.strides = rowMajorStrides(l.shape);
+    layouts[arg] = l;
+  }
+  os << "void " << func.getName() << "(const StepMemory &memory, int64_t dropoutStep) {\n"
+     << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
+     << "                *const G = memory.gradients, *const S = memory.optimizerState,\n"
+     << "                *const I = memory.inputs, *const W = memory.workspace;\n"
+     << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; (void)dropoutStep;\n";
+  for (Operation &op : body.without_terminator()) {
+    if (failed(assignLayout(&op)) || failed(emitOp(&op)))
+      return failure();
+  }
+  os << "}\n\n";
+  return success();
+}
+
+/// The largest value `arg` may hold when a kernel reads it as an index:
+/// classes for a target, rows for embedding indices (through reshapes).
+int64_t indexLimit(Value arg) {
+  int64_t limit = 0;
+  auto tighten = [&](int64_t l) { limit = limit == 0 ? l : std::min(limit, l); };
+  SmallVector<Value> work{arg};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (llvm::isa<ReshapeOp>(user))
+        work.push_back(user->getResult(0));
+      else if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
+        tighten(shapeOf(ce.getLogits()).back());
+      else if (auto acc = llvm::dyn_cast<AccuracyOp>(user))
+        tighten(shapeOf(acc.getLogits()).back());
+      else if (auto e = llvm::dyn_cast<EmbeddingOp>(user);
+               e && use.getOperandNumber() == 1)
+        tighten(shapeOf(e.getTable())[0]);
+    }
+  }
+  return limit;
+}
+
+void emitStepInfo(func::FuncOp func, StringRef prefix,
+                  const std::vector<std::string> &opNames,
+                  llvm::raw_ostream &os) {
+  Block &body = func.getBody().front();
+  os << "const char *const " << prefix << "Ops[] = {\n";
+  for (const std::string &name : opNames)
+    os << "    " << cString(name) << ",\n";
+  if (opNames.empty())
+    os << "    \"\",\n";
+  os << "};\n";
+  os << "const ArgumentInfo " << prefix << "Arguments[] = {\n";
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto attr = [&](StringRef name) {
+      return func.getArgAttrOfType<StringAttr>(i, name);
+    };
+    Shape shape = shapeOf(arg);
+    os << "    {" << cString(attr("mnemo.name") ? attr("mnemo.name").getValue() : "")
+       << ", " << cString(attr("mnemo.role") ? attr("mnemo.role").getValue() : "input")
+       << ", " << cString(dtypeName(arg.getType())) << ", " << shape.size()
+       << ", {" << listOf(shape) << "}, "
+       << cString(attr("mnemo.region").getValue()) << ", "
+       << func.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt() << ", "
+       << storageBytes(arg.getType()) << ", "
+       << cString(jsonString(func.getArgAttr(i, "mnemo.init"))) << ", "
+       << indexLimit(arg) << "},\n";
+  }
+  os << "};\n";
+  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+  os << "const ResultInfo " << prefix << "Results[] = {\n";
+  int results = 0;
+  for (auto [r, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = func.getResultAttrOfType<StringAttr>(r, "mnemo.name");
+    Operation *def = v.getDefiningOp();
+    if (!name || !def || func.getResultAttr(r, "mnemo.reuses_arg"))
+      continue;
+    auto offsets = def->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
+    unsigned index = llvm::cast<OpResult>(v).getResultNumber();
+    if (!offsets || offsets[index] < 0 ||
+        llvm::cast<ShapedType>(v.getType()).getRank() != 0)
+      continue;
+    os << "    {" << cString(name.getValue()) << ", " << offsets[index]
+       << "},\n";
+    ++results;
+  }
+  if (results == 0)
+    os << "    {\"\", -1},\n";
+  os << "};\n";
+  auto bytes = [&](StringRef attr) {
+    auto a = func->getAttrOfType<IntegerAttr>(attr);
+    return a ? a.getInt() : 0;
+  };
+  os << "const StepInfo " << prefix << "Info = {" << func.getName() << ", "
+     << bytes("mnemo.arena_bytes") << ", " << bytes("mnemo.gradient_bytes")
+     << ", " << bytes("mnemo.workspace_bytes") << ", "
+     << body.getNumArguments() << ", " << prefix << "Arguments, " << results
+     << ", " << prefix << "Results, " << opNames.size() << ", " << prefix
+     << "Ops};\n\n";
+}
+
+} // namespace
+
+LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
+                             llvm::raw_ostream &os) {
+  SmallVector<func::FuncOp> steps = stepFunctions(module);
+  func::FuncOp train = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!train)
+    return module.emitError()
+           << "the model has no train section, so there is no trainer to "
+              "generate";
+  for (func::FuncOp f : steps)
+    if (failed(BufferAnalysis::analyzePlanned(f)))
+      return failure();
+  // Parameters and the batch live in regions that both steps share: their
+  // offsets must agree.
+  if (func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step")) {
+    llvm::StringMap<int64_t> trainOffsets;
+    for (unsigned i = 0; i < train.getNumArguments(); ++i)
+      if (auto name = train.getArgAttrOfType<StringAttr>(i, "mnemo.name"))
+        trainOffsets[name.getValue()] =
+            train.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt();
+    for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
+      auto name = eval.getArgAttrOfType<StringAttr>(i, "mnemo.name");
+      auto offset = eval.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset");
+      if (name && trainOffsets.count(name.getValue()) &&
+          trainOffsets[name.getValue()] != offset.getInt())
+        return eval.emitError()
+               << "internal error: argument '" << name.getValue()
+               << "' is planned at different offsets in @train_step and "
+                  "@eval_step";
+    }
+  }
+
+  std::string code, constantsText;
+  llvm::raw_string_ostream codeStream(code), constantStream(constantsText);
+  int constantCount = 0;
+  std::map<std::string, std::vector<std::string>> opNames;
+  for (func::FuncOp f : steps) {
+    StepEmitter emitter(f, codeStream, constantStream, constantCount);
+    if (failed(emitter.emit()))
+      return failure();
+    opNames[f.getName().str()] = emitter.opNames;
+  }
+
+  auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
+  os << "// Generated by mnemoc from " << sourceFile << " (model "
+     << (modelName ? modelName.getValue() : "?") << "). Do not edit.\n"
+     << "//\n"
+     << "// Every tensor lives at the offset the memory plan gave it: A is the\n"
+     << "// arena, P the parameters, G their gradients, S the optimizer state,\n"
+     << "// I the batch and W the kernels' workspace.\n\n"
+     << "#include \"runtime/Model.h\"\n"
+     << "#include \"runtime/cpu/Kernels.h\"\n\n"
+     << "#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
+     << "using namespace mnemo::cpu;\n"
+     << "using mnemo::runtime::ArgumentInfo;\n"
+     << "using mnemo::runtime::ModelInfo;\n"
+     << "using mnemo::runtime::ResultInfo;\n"
+     << "using mnemo::runtime::StepInfo;\n"
+     << "using mnemo::runtime::StepMemory;\n\n"
+     << "namespace {\n\n"
+     << "inline float *f32(uint8_t *p) { return reinterpret_cast<float *>(p); }\n"
+     << "inline int32_t *i32(uint8_t *p) { return reinterpret_cast<int32_t *>(p); }\n"
+     << "inline int8_t *i8(uint8_t *p) { return reinterpret_cast<int8_t *>(p); }\n"
+     << "inline uint8_t *u8(uint8_t *p) { return p; }\n\n"
+     << constantStream.str() << "\n"
+     << codeStream.str();
+  emitStepInfo(train, "train", opNames["train_step"], os);
+  func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step");
+  if (eval)
+    emitStepInfo(eval, "eval", opNames["eval_step"], os);
+  os << "const ModelInfo model = {\n"
+     << "    " << cString(modelName ? modelName.getValue() : "") << ",\n"
+     << "    " << cString(sourceFile) << ",\n"
+     << "    " << cString(jsonString(module->getAttr("mnemo.hyperparams")))
+     << ",\n"
+     << "    " << cString(jsonString(module->getAttr("mnemo.train"))) << ",\n"
+     << "    trainInfo,\n"
+     << "    " << (eval ? "evalInfo" : "StepInfo{}") << ",\n};\n\n"
+     << "} // namespace\n\n"
+     << "extern \"C\" const ModelInfo *mnemoModel() { return &model; }\n";
+  return success();
+}

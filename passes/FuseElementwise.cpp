@@ -1,0 +1,83 @@
+//===- FuseElementwise.cpp - Elementwise chains become one loop ------------===//
+//
+// Marks the producers that a consumer's loop computes on the fly. An op is
+// fused into its consumer when
+//   - it is elementwise (or a broadcast, read with stride 0),
+//   - every use of its result is in one op, which is itself elementwise and
+//     has a result of the same shape (so one loop index serves both), and
+//   - that consumer is not the function's return.
+// Marked values get no buffer (BufferAnalysis), and the values they read
+// stay live until the root of the fused tree runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/BufferAnalysis.h"
+#include "passes/Fusion.h"
+#include "passes/Passes.h"
+
+#include "lang/MnemoOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mnemo {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace mnemo
+
+using namespace mlir;
+using namespace mnemo;
+
+bool mnemo::isElementwiseKernel(Operation *op) {
+  if (op->getNumResults() != 1)
+    return false;
+  if (llvm::isa<CastOp, WhereOp>(op))
+    return true;
+  return op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
+         !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
+}
+
+bool mnemo::isFused(Operation *op) { return op->hasAttr("mnemo.fused"); }
+
+Operation *mnemo::fusionRoot(Operation *op) {
+  while (isFused(op))
+    op = *op->getResult(0).getUsers().begin();
+  return op;
+}
+
+namespace {
+
+/// The one op that uses `v`, or null when there are none or several.
+Operation *soleUser(Value v) {
+  Operation *user = nullptr;
+  for (Operation *u : v.getUsers()) {
+    if (user && u != user)
+      return nullptr;
+    user = u;
+  }
+  return user;
+}
+
+bool canFuseInto(Operation *producer) {
+  if (!isElementwiseKernel(producer) && !llvm::isa<BroadcastOp>(producer))
+    return false;
+  Value result = producer->getResult(0);
+  Operation *user = soleUser(result);
+  if (!user || llvm::isa<func::ReturnOp>(user) || !isElementwiseKernel(user))
+    return false;
+  return llvm::cast<ShapedType>(user->getResult(0).getType()).getShape() ==
+         llvm::cast<ShapedType>(result.getType()).getShape();
+}
+
+struct FuseElementwisePass
+    : public mnemo::impl::FuseElementwiseBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    Builder b(&getContext());
+    for (func::FuncOp func : stepFunctions(getOperation()))
+      func.walk([&](Operation *op) {
+        if (op->getParentOp() == func.getOperation() && canFuseInto(op))
+          op->setAttr("mnemo.fused", b.getUnitAttr());
+      });
+  }
+};
+
+} // namespace

@@ -1,0 +1,48 @@
+//===- Checkpoint.h - Training checkpoints ----------------------*- C++ -*-===//
+//
+// A checkpoint is a safetensors file: every parameter under its Mnemo path
+// ("blocks.3.attn.wq.weight", loadable by PyTorch's load_state_dict after
+// the usual renaming), the optimizer state under "<param>.<slot>", and the
+// run's position in the metadata (step, total steps, seed, threads). It is
+// written atomically; reading validates names, dtypes and shapes against
+// the model and names the first tensor that does not fit.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CHECKPOINT_H
+#define MNEMO_RUNTIME_CHECKPOINT_H
+
+#include "runtime/Model.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mnemo {
+namespace runtime {
+
+struct RunPosition {
+  int64_t step = 0;       // steps completed
+  int64_t totalSteps = 0; // the run's length (the schedule depends on it)
+  uint64_t seed = 0;
+  int threads = 0;
+};
+
+/// Writes the parameters and optimizer state of `step`'s arguments from
+/// the regions in `memory`.
+bool saveCheckpoint(const std::string &path, const ModelInfo &model,
+                    const StepMemory &memory, const RunPosition &position,
+                    std::string &error);
+
+/// Reads `path` into the regions. `withState` false loads only the
+/// parameters (fine-tuning from weights, or a reference run's initial
+/// weights). Nothing is written into `memory` unless every tensor fits.
+bool loadCheckpoint(const std::string &path, const ModelInfo &model,
+                    const StepMemory &memory, bool withState,
+                    RunPosition &position, std::string &error);
+
+} // namespace runtime
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_CHECKPOINT_H

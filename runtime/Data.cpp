@@ -1,0 +1,461 @@
+//===- Data.cpp - Batches for the trainer ---------------------------------===//
+
+#include "runtime/Data.h"
+#include "runtime/Idx.h"
+#include "runtime/Init.h"
+#include "runtime/Safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <sys/stat.h>
+
+namespace mnemo {
+namespace runtime {
+
+namespace {
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool exists(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+int64_t elements(const ArgumentInfo &a) {
+  int64_t n = 1;
+  for (int i = 0; i < a.rank; ++i)
+    n *= a.shape[i];
+  return n;
+}
+std::string shapeString(const ArgumentInfo &a) {
+  std::string s = std::string(a.dtype) + "[";
+  for (int i = 0; i < a.rank; ++i)
+    s += (i ? "," : "") + std::to_string(a.shape[i]);
+  return s + "]";
+}
+
+/// A permutation of [0, n) that depends only on (seed, epoch).
+std::vector<int32_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch) + 1);
+  for (int64_t i = n - 1; i > 0; --i)
+    std::swap(order[i], order[int64_t(rng.uniform() * double(i + 1))]);
+  return order;
+}
+
+//===----------------------------------------------------------------------===//
+// IDX images
+//===----------------------------------------------------------------------===//
+
+class ImageSource : public BatchSource {
+public:
+  ImageSource(BatchLayout train, BatchLayout eval, uint64_t seed)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)),
+        seed(seed) {}
+
+  bool open(const std::string &dir, std::string &error) {
+    auto find = [&](const std::string &stem) {
+      for (const char *suffix : {".gz", ""})
+        if (exists(dir + "/" + stem + suffix))
+          return dir + "/" + stem + suffix;
+      return dir + "/" + stem + ".gz";
+    };
+    if (!readIdx(find("train-images-idx3-ubyte"), trainImages, error) ||
+        !readIdx(find("train-labels-idx1-ubyte"), trainLabels, error))
+      return false;
+    if (trainImages.shape.size() != 3 || trainLabels.shape.size() != 1 ||
+        trainImages.shape[0] != trainLabels.shape[0]) {
+      error = "the training images and labels in '" + dir + "' do not match";
+      return false;
+    }
+    std::string testError;
+    if (readIdx(find("t10k-images-idx3-ubyte"), testImages, testError) &&
+        readIdx(find("t10k-labels-idx1-ubyte"), testLabels, testError) &&
+        (testImages.shape.size() != 3 || testLabels.shape.size() != 1 ||
+         testImages.shape[0] != testLabels.shape[0] ||
+         testImages.shape[1] != trainImages.shape[1] ||
+         testImages.shape[2] != trainImages.shape[2])) {
+      error = "the test images and labels in '" + dir + "' do not match";
+      return false;
+    }
+    pixels = trainImages.shape[1] * trainImages.shape[2];
+    for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
+      if (l->tensors.empty())
+        continue;
+      if (l->tensors.size() != 2 ||
+          std::string(l->tensors[0]->role) != "input" ||
+          std::string(l->tensors[0]->dtype) != "f32" ||
+          std::string(l->tensors[1]->role) != "target" ||
+          std::string(l->tensors[1]->dtype) != "i32" ||
+          elements(*l->tensors[0]) != l->batchSize * pixels ||
+          elements(*l->tensors[1]) != l->batchSize) {
+        error = "image data needs a model with one f32 input of " +
+                std::to_string(pixels) +
+                " values per example (such as f32[batch, " +
+                std::to_string(trainImages.shape[1]) + ", " +
+                std::to_string(trainImages.shape[2]) +
+                "]) and one i32 target of shape [batch]";
+        return false;
+      }
+    }
+    int64_t classes = trainLayout.tensors[1]->indexLimit;
+    for (const IdxArray *labels : {&trainLabels, &testLabels})
+      for (uint8_t label : labels->data)
+        if (classes > 0 && label >= classes) {
+          error = "label " + std::to_string(label) + " in '" + dir +
+                  "' is out of range for the model's " +
+                  std::to_string(classes) + " classes";
+          return false;
+        }
+    if (trainLabels.shape[0] < trainLayout.batchSize) {
+      error = std::to_string(trainLabels.shape[0]) +
+              " training examples do not fill one batch of " +
+              std::to_string(trainLayout.batchSize);
+      return false;
+    }
+    name = dir;
+    return true;
+  }
+
+  int64_t stepsPerEpoch() const override {
+    return trainLabels.shape[0] / trainLayout.batchSize;
+  }
+
+  bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
+    int64_t perEpoch = stepsPerEpoch();
+    int64_t epoch = (step - 1) / perEpoch, within = (step - 1) % perEpoch;
+    if (epoch != orderEpoch) {
+      order = epochOrder(trainLabels.shape[0], seed, epoch);
+      orderEpoch = epoch;
+    }
+    fill(trainLayout, trainImages, trainLabels,
+         order.data() + within * trainLayout.batchSize, inputs);
+    return true;
+  }
+
+  int64_t evalBatches() const override {
+    if (evalLayout.tensors.empty() || testLabels.shape.empty())
+      return 0;
+    return testLabels.shape[0] / evalLayout.batchSize;
+  }
+
+  bool evalBatch(int64_t index, uint8_t *inputs, std::string &) override {
+    std::vector<int32_t> rows(evalLayout.batchSize);
+    std::iota(rows.begin(), rows.end(), int32_t(index * evalLayout.batchSize));
+    fill(evalLayout, testImages, testLabels, rows.data(), inputs);
+    return true;
+  }
+
+  std::string describe() const override {
+    return "images from " + name + ": " +
+           std::to_string(trainLabels.shape[0]) + " for training, " +
+           (testLabels.shape.empty()
+                ? std::string("no test set")
+                : std::to_string(testLabels.shape[0]) + " for testing");
+  }
+
+private:
+  void fill(const BatchLayout &layout, const IdxArray &images,
+            const IdxArray &labels, const int32_t *rows, uint8_t *inputs) {
+    float *image = reinterpret_cast<float *>(inputs + layout.tensors[0]->offset);
+    int32_t *label =
+        reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
+    for (int64_t b = 0; b < layout.batchSize; ++b) {
+      const uint8_t *src = images.data.data() + int64_t(rows[b]) * pixels;
+      for (int64_t p = 0; p < pixels; ++p)
+        image[b * pixels + p] = float(src[p]) / 255.0f;
+      label[b] = labels.data[rows[b]];
+    }
+  }
+
+  BatchLayout trainLayout, evalLayout;
+  uint64_t seed;
+  IdxArray trainImages, trainLabels, testImages, testLabels;
+  int64_t pixels = 0;
+  std::vector<int32_t> order;
+  int64_t orderEpoch = -1;
+  std::string name;
+};
+
+//===----------------------------------------------------------------------===//
+// Token files
+//===----------------------------------------------------------------------===//
+
+bool readTokens(const std::string &path, std::vector<uint16_t> &tokens,
+                std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  size_t start = 0;
+  // llm.c's token files start with 256 int32: magic 20240520, version,
+  // token count.
+  if (bytes.size() >= 1024) {
+    int32_t header[3];
+    std::memcpy(header, bytes.data(), sizeof(header));
+    if (header[0] == 20240520) {
+      if (int64_t(bytes.size() - 1024) != int64_t(header[2]) * 2) {
+        error = "'" + path + "' says it holds " + std::to_string(header[2]) +
+                " tokens but has room for " +
+                std::to_string((bytes.size() - 1024) / 2);
+        return false;
+      }
+      start = 1024;
+    }
+  }
+  if ((bytes.size() - start) % 2 != 0) {
+    error = "'" + path +
+            "' is not a token file (uint16 tokens: its size must be even)";
+    return false;
+  }
+  tokens.resize((bytes.size() - start) / 2);
+  std::memcpy(tokens.data(), bytes.data() + start, tokens.size() * 2);
+  return true;
+}
+
+class TokenSource : public BatchSource {
+public:
+  TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)),
+        seed(seed) {}
+
+  bool open(const std::string &path, std::string &error) {
+    for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
+      if (l->tensors.empty())
+        continue;
+      const ArgumentInfo *x = l->tensors[0], *y = l->tensors.back();
+      if (l->tensors.size() != 2 || std::string(x->dtype) != "i32" ||
+          std::string(y->dtype) != "i32" || x->rank != 2 ||
+          shapeString(*x) != shapeString(*y)) {
+        error = "token data needs a model with one i32[batch, context] input "
+                "and a target of the same shape";
+        return false;
+      }
+    }
+    context = trainLayout.tensors[0]->shape[1];
+    if (!readTokens(path, trainTokens, error))
+      return false;
+    // The held-out split: a sibling val.bin next to train.bin, else the
+    // last tenth of the file.
+    std::string valPath;
+    if (endsWith(path, "train.bin"))
+      valPath = path.substr(0, path.size() - 9) + "val.bin";
+    if (!valPath.empty() && exists(valPath)) {
+      if (!readTokens(valPath, valTokens, error))
+        return false;
+      split = "validation from " + valPath;
+    } else {
+      size_t keep = trainTokens.size() - trainTokens.size() / 10;
+      valTokens.assign(trainTokens.begin() + keep, trainTokens.end());
+      trainTokens.resize(keep);
+      split = "the last tenth held out for validation";
+    }
+    int64_t limit = std::max(trainLayout.tensors[0]->indexLimit,
+                             trainLayout.tensors[1]->indexLimit);
+    for (const auto *tokens : {&trainTokens, &valTokens})
+      for (size_t i = 0; i < tokens->size(); ++i)
+        if (limit > 0 && (*tokens)[i] >= limit) {
+          error = "token " + std::to_string((*tokens)[i]) + " at position " +
+                  std::to_string(i) + " of '" + path +
+                  "' is out of range for the model's vocabulary of " +
+                  std::to_string(limit);
+          return false;
+        }
+    if (int64_t(trainTokens.size()) < context + 1) {
+      error = "'" + path + "' holds " + std::to_string(trainTokens.size()) +
+              " tokens, fewer than one context of " +
+              std::to_string(context + 1);
+      return false;
+    }
+    name = path;
+    return true;
+  }
+
+  int64_t stepsPerEpoch() const override {
+    return std::max<int64_t>(1, int64_t(trainTokens.size()) /
+                                    (trainLayout.batchSize * context));
+  }
+
+  bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
+    Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 1 | 1));
+    int64_t windows = int64_t(trainTokens.size()) - context;
+    std::vector<int64_t> starts(trainLayout.batchSize);
+    for (int64_t &s : starts)
+      s = int64_t(rng.uniform() * double(windows));
+    fill(trainLayout, trainTokens, starts, inputs);
+    return true;
+  }
+
+  int64_t evalBatches() const override {
+    if (evalLayout.tensors.empty())
+      return 0;
+    // Consecutive windows over the held-out tokens, at most 32 batches.
+    int64_t windows = (int64_t(valTokens.size()) - 1) / context;
+    return std::min<int64_t>(32, windows / evalLayout.batchSize);
+  }
+
+  bool evalBatch(int64_t index, uint8_t *inputs, std::string &) override {
+    std::vector<int64_t> starts(evalLayout.batchSize);
+    for (int64_t b = 0; b < evalLayout.batchSize; ++b)
+      starts[b] = (index * evalLayout.batchSize + b) * context;
+    fill(evalLayout, valTokens, starts, inputs);
+    return true;
+  }
+
+  std::string describe() const override {
+    return "tokens from " + name + ": " + std::to_string(trainTokens.size()) +
+           " for training, " + std::to_string(valTokens.size()) + " (" +
+           split + ")";
+  }
+
+private:
+  void fill(const BatchLayout &layout, const std::vector<uint16_t> &tokens,
+            const std::vector<int64_t> &starts, uint8_t *inputs) {
+    int32_t *x = reinterpret_cast<int32_t *>(inputs + layout.tensors[0]->offset);
+    int32_t *y = reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
+    for (int64_t b = 0; b < layout.batchSize; ++b)
+      for (int64_t t = 0; t < context; ++t) {
+        x[b * context + t] = tokens[starts[b] + t];
+        y[b * context + t] = tokens[starts[b] + t + 1];
+      }
+  }
+
+  BatchLayout trainLayout, evalLayout;
+  uint64_t seed;
+  int64_t context = 0;
+  std::vector<uint16_t> trainTokens, valTokens;
+  std::string name, split;
+};
+
+//===----------------------------------------------------------------------===//
+// Recorded batches
+//===----------------------------------------------------------------------===//
+
+class ReplaySource : public BatchSource {
+public:
+  explicit ReplaySource(BatchLayout train) : layout(std::move(train)) {}
+
+  bool open(const std::string &path, std::string &error) {
+    if (!readSafetensors(path, file, error))
+      return false;
+    // Count the steps recorded for every batch tensor.
+    for (steps = 0;; ++steps) {
+      bool all = true;
+      for (const ArgumentInfo *a : layout.tensors)
+        all &= file.find(std::string(a->name) + "." +
+                         std::to_string(steps + 1)) != nullptr;
+      if (!all)
+        break;
+    }
+    if (steps == 0) {
+      error = "'" + path + "' holds no recorded batch for this model (it "
+              "needs tensors named like '" +
+              std::string(layout.tensors[0]->name) + ".1')";
+      return false;
+    }
+    name = path;
+    return true;
+  }
+
+  int64_t stepsPerEpoch() const override { return steps; }
+
+  bool trainBatch(int64_t step, uint8_t *inputs, std::string &error) override {
+    int64_t recorded = (step - 1) % steps + 1;
+    for (const ArgumentInfo *a : layout.tensors) {
+      std::string key = std::string(a->name) + "." + std::to_string(recorded);
+      const StoredTensor *t = file.find(key);
+      std::string dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
+      if (t->dtype != dtype ||
+          int64_t(t->bytes.size()) != elements(*a) * 4) {
+        error = "recorded batch '" + key + "' is not " + shapeString(*a);
+        return false;
+      }
+      if (dtype == "I32" && a->indexLimit > 0)
+        for (size_t i = 0; i < t->bytes.size(); i += 4) {
+          int32_t v;
+          std::memcpy(&v, t->bytes.data() + i, 4);
+          if (v < 0 || v >= a->indexLimit) {
+            error = "recorded batch '" + key + "' holds " + std::to_string(v) +
+                    ", out of range for " + std::to_string(a->indexLimit);
+            return false;
+          }
+        }
+      std::memcpy(inputs + a->offset, t->bytes.data(), t->bytes.size());
+    }
+    return true;
+  }
+
+  int64_t evalBatches() const override { return 0; }
+  bool evalBatch(int64_t, uint8_t *, std::string &error) override {
+    error = "recorded batches have no evaluation split";
+    return false;
+  }
+  std::string describe() const override {
+    return std::to_string(steps) + " recorded batches from " + name;
+  }
+
+private:
+  BatchLayout layout;
+  SafetensorsFile file;
+  int64_t steps = 0;
+  std::string name;
+};
+
+} // namespace
+
+BatchLayout batchLayoutOf(const StepInfo &step) {
+  BatchLayout layout;
+  for (int i = 0; i < step.numArguments; ++i) {
+    std::string role = step.arguments[i].role;
+    if (role == "input" || role == "target")
+      layout.tensors.push_back(&step.arguments[i]);
+  }
+  if (!layout.tensors.empty() && layout.tensors[0]->rank > 0)
+    layout.batchSize = layout.tensors[0]->shape[0];
+  return layout;
+}
+
+std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
+                                             const BatchLayout &train,
+                                             const BatchLayout &eval,
+                                             uint64_t seed,
+                                             std::string &error) {
+  if (train.tensors.empty() || train.batchSize == 0) {
+    error = "the model has no batched input to train on";
+    return nullptr;
+  }
+  if (!exists(path)) {
+    error = "'" + path + "' does not exist";
+    return nullptr;
+  }
+  if (isDirectory(path)) {
+    auto source = std::make_unique<ImageSource>(train, eval, seed);
+    if (!source->open(path, error))
+      return nullptr;
+    return source;
+  }
+  if (endsWith(path, ".safetensors")) {
+    auto source = std::make_unique<ReplaySource>(train);
+    if (!source->open(path, error))
+      return nullptr;
+    return source;
+  }
+  auto source = std::make_unique<TokenSource>(train, eval, seed);
+  if (!source->open(path, error))
+    return nullptr;
+  return source;
+}
+
+} // namespace runtime
+} // namespace mnemo

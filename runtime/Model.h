@@ -1,0 +1,89 @@
+//===- Model.h - What a compiled model tells its trainer --------*- C++ -*-===//
+//
+// The compiler emits one ModelInfo per model: the planned step functions and
+// everything the trainer needs to run them without knowing the model (which
+// argument is a parameter, where each lives, how it is initialized, the
+// train settings). The trainer allocates the regions it describes once and
+// calls the steps with pointers into them.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_MODEL_H
+#define MNEMO_RUNTIME_MODEL_H
+
+#include <cstdint>
+
+namespace mnemo {
+namespace runtime {
+
+/// The memory a step runs in: one pointer per region of the plan.
+struct StepMemory {
+  uint8_t *arena;
+  uint8_t *parameters;
+  uint8_t *gradients;
+  uint8_t *optimizerState;
+  uint8_t *inputs;
+  uint8_t *workspace;
+  /// Seconds spent in each op, accumulated when profiling (--profile);
+  /// null otherwise.
+  double *opSeconds;
+};
+
+/// One argument of a step function.
+struct ArgumentInfo {
+  const char *name;   // "fc1.weight", "fc1.weight.exp_avg", "image", "step"
+  const char *role;   // param, opt_state, input, target, step, total_steps
+  const char *dtype;  // f32, bf16, f16, i32, i8, i1
+  int rank;
+  int64_t shape[8];
+  const char *region; // parameters, optimizer_state, inputs
+  int64_t offset;     // in the region
+  int64_t bytes;      // aligned
+  const char *init;   // the initializer as JSON ({"kind": ...}), or ""
+  /// For integer inputs read as indices (class targets, token ids): values
+  /// must lie in [0, indexLimit); 0 when unconstrained.
+  int64_t indexLimit;
+};
+
+/// A result the trainer reads (loss, lr, grad_norm, accuracy): an f32
+/// scalar at an arena offset. Updated parameters and state are written in
+/// place and are not listed.
+struct ResultInfo {
+  const char *name;
+  int64_t arenaOffset;
+};
+
+struct StepInfo {
+  /// Null when the model has no such step.
+  void (*run)(const StepMemory &memory, int64_t dropoutStep);
+  int64_t arenaBytes;
+  int64_t gradientBytes;
+  int64_t workspaceBytes;
+  int numArguments;
+  const ArgumentInfo *arguments;
+  int numResults;
+  const ResultInfo *results;
+  /// Where each op of the step comes from ("mlp.mn:13:21 fc1: mnemo.matmul"),
+  /// indexing StepMemory::opSeconds.
+  int numOps;
+  const char *const *opNames;
+};
+
+struct ModelInfo {
+  const char *name;
+  const char *sourceFile;
+  const char *hyperparams; // JSON object
+  const char *train;       // JSON object: the train section's settings
+  StepInfo trainStep;
+  StepInfo evalStep;
+};
+
+} // namespace runtime
+} // namespace mnemo
+
+/// Defined by the generated code.
+extern "C" const mnemo::runtime::ModelInfo *mnemoModel();
+
+#endif // MNEMO_RUNTIME_MODEL_H

@@ -1,0 +1,694 @@
+//===- Trainer.cpp - The generated trainer's main -------------------------===//
+//
+// Links with the code mnemoc generates for one model (which defines
+// mnemoModel()) and trains it:
+//
+//   train --data PATH [--epochs N | --steps N] [--eval] [--save FILE]
+//         [--resume FILE] [--init FILE] [--seed S] [--threads T]
+//         [--summary-json FILE] [--dump DIR] [--quiet]
+//
+// Memory: every region of the plan (arena, parameters, gradients, optimizer
+// state, batch, workspace) is carved out of one allocation made before the
+// first step; the step loop allocates nothing. Batches are prepared by a
+// loader thread one step ahead, in two staging buffers of one batch each:
+// that, the threads' stacks and OpenBLAS's buffers are the runtime's
+// overhead over the plan, which --summary-json reports next to the plan.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Checkpoint.h"
+#include "runtime/Data.h"
+#include "runtime/Init.h"
+#include "runtime/Model.h"
+#include "runtime/Progress.h"
+#include "runtime/Safetensors.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <vector>
+
+using namespace mnemo;
+using namespace mnemo::runtime;
+
+namespace {
+
+const char *const kUsage = R"(usage: train --data PATH [options]
+
+Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
+
+  --data PATH          a directory of IDX files (Fashion-MNIST: train-*, t10k-*),
+                       a token file (uint16, .bin), or recorded batches
+                       (.safetensors, from mnemo-interp --dump)
+  --epochs N           passes over the training data (default: the model's
+                       train section, else 1)
+  --steps N            train for N steps instead
+  --eval               report test loss and accuracy after each epoch
+  --save FILE          write a checkpoint at the end (and on Ctrl-C)
+  --resume FILE        continue a run from its checkpoint, bit-identically
+  --init FILE          start from the parameters in FILE (safetensors)
+  --seed S             seed for initialization, shuffling and dropout (default 0)
+  --threads T          worker threads and OpenBLAS threads (default: all cores)
+  --summary-json FILE  write the run's figures (losses, speed, memory) as JSON
+  --dump DIR           write initial and final weights, batches and losses in
+                       the format test/reference/compare.py reads
+  --stop-after N       stop after N steps as if interrupted (tests resume)
+  --profile            time every op of the step and print where the time goes
+  --quiet              no progress display
+)";
+
+struct Options {
+  std::string data, save, resume, init, summaryJson, dump;
+  int64_t epochs = 0, steps = 0, stopAfter = 0;
+  uint64_t seed = 0;
+  int threads = 0;
+  bool eval = false, quiet = false, profile = false;
+};
+
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "train: error: %s\n", message.c_str());
+  std::exit(1);
+}
+
+bool parseInt(const std::string &text, int64_t &value) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno || !end || *end || text.empty())
+    return false;
+  value = v;
+  return true;
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        fail(arg + " needs a value");
+      return argv[++i];
+    };
+    auto number = [&](int64_t min) {
+      std::string text = value();
+      int64_t v;
+      if (!parseInt(text, v) || v < min)
+        fail(arg + " needs a whole number" +
+             (min > 0 ? " of at least " + std::to_string(min) : "") +
+             ", not '" + text + "'");
+      return v;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--data") {
+      o.data = value();
+    } else if (arg == "--epochs") {
+      o.epochs = number(1);
+    } else if (arg == "--steps") {
+      o.steps = number(1);
+    } else if (arg == "--stop-after") {
+      o.stopAfter = number(1);
+    } else if (arg == "--eval") {
+      o.eval = true;
+    } else if (arg == "--save") {
+      o.save = value();
+    } else if (arg == "--resume") {
+      o.resume = value();
+    } else if (arg == "--init") {
+      o.init = value();
+    } else if (arg == "--seed") {
+      o.seed = uint64_t(number(0));
+    } else if (arg == "--threads") {
+      o.threads = int(number(1));
+    } else if (arg == "--summary-json") {
+      o.summaryJson = value();
+    } else if (arg == "--dump") {
+      o.dump = value();
+    } else if (arg == "--quiet") {
+      o.quiet = true;
+    } else if (arg == "--profile") {
+      o.profile = true;
+    } else {
+      fail("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  if (o.data.empty())
+    fail("--data is required (see --help)");
+  if (o.epochs && o.steps)
+    fail("--epochs and --steps exclude each other");
+  if (!o.resume.empty() && !o.init.empty())
+    fail("--resume and --init exclude each other");
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+int64_t statusKb(const char *key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  size_t n = std::strlen(key);
+  while (std::getline(in, line))
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
+      return std::atoll(line.c_str() + n + 1);
+  return -1;
+}
+
+/// Resets the kernel's peak-RSS counter, so that the peak measured later
+/// is the training's, not the data loading's.
+void resetPeakRss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+}
+
+struct Regions {
+  int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0,
+          arena = 0, workspace = 0;
+  int64_t total() const {
+    return parameters + gradients + optimizerState + inputs + arena + workspace;
+  }
+};
+
+Regions regionsOf(const ModelInfo &model) {
+  Regions r;
+  for (const StepInfo *step : {&model.trainStep, &model.evalStep}) {
+    if (!step->run)
+      continue;
+    for (int i = 0; i < step->numArguments; ++i) {
+      const ArgumentInfo &a = step->arguments[i];
+      int64_t end = a.offset + a.bytes;
+      std::string region = a.region;
+      int64_t &size = region == "parameters"        ? r.parameters
+                      : region == "optimizer_state" ? r.optimizerState
+                                                    : r.inputs;
+      size = std::max(size, end);
+    }
+    r.arena = std::max(r.arena, step->arenaBytes);
+    r.gradients = std::max(r.gradients, step->gradientBytes);
+    r.workspace = std::max(r.workspace, step->workspaceBytes);
+  }
+  return r;
+}
+
+std::string mib(int64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
+  return buffer;
+}
+
+//===----------------------------------------------------------------------===//
+// The loader thread
+//===----------------------------------------------------------------------===//
+
+/// Prepares the batch of step s + 1 while step s runs.
+class Prefetcher {
+public:
+  Prefetcher(BatchSource &source, int64_t inputBytes, int64_t first,
+             int64_t last)
+      : source(source), next(first), last(last) {
+    for (auto &slot : slots)
+      slot.bytes.assign(inputBytes, 0);
+    worker = std::thread([this] { run(); });
+  }
+  ~Prefetcher() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    worker.join();
+  }
+
+  /// Copies step `step`'s batch tensors into `inputs`.
+  bool take(int64_t step, uint8_t *inputs, const BatchLayout &layout,
+            std::string &error) {
+    Slot &slot = slots[step % 2];
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return slot.step == step; });
+    if (!slot.error.empty()) {
+      error = slot.error;
+      return false;
+    }
+    for (const ArgumentInfo *a : layout.tensors)
+      std::memcpy(inputs + a->offset, slot.bytes.data() + a->offset, a->bytes);
+    slot.step = 0; // free for step + 2
+    changed.notify_all();
+    return true;
+  }
+
+private:
+  struct Slot {
+    std::vector<uint8_t> bytes;
+    int64_t step = 0; // the step it holds; 0 when free
+    std::string error;
+  };
+
+  void run() {
+    for (int64_t step = next; step <= last; ++step) {
+      Slot &slot = slots[step % 2];
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return stopping || slot.step == 0; });
+        if (stopping)
+          return;
+      }
+      std::string error;
+      source.trainBatch(step, slot.bytes.data(), error);
+      std::lock_guard<std::mutex> lock(mutex);
+      slot.error = error;
+      slot.step = step;
+      changed.notify_all();
+    }
+  }
+
+  BatchSource &source;
+  int64_t next, last;
+  Slot slots[2];
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopping = false;
+  std::thread worker;
+};
+
+std::atomic<bool> interrupted{false};
+
+void onInterrupt(int) {
+  interrupted = true;
+  // A second Ctrl-C exits at once.
+  std::signal(SIGINT, SIG_DFL);
+}
+
+float resultOf(const StepInfo &step, const StepMemory &memory,
+               const char *name) {
+  for (int i = 0; i < step.numResults; ++i)
+    if (std::strcmp(step.results[i].name, name) == 0) {
+      float v;
+      std::memcpy(&v, memory.arena + step.results[i].arenaOffset, 4);
+      return v;
+    }
+  return NAN;
+}
+
+const ArgumentInfo *argumentWithRole(const StepInfo &step, const char *role) {
+  for (int i = 0; i < step.numArguments; ++i)
+    if (std::strcmp(step.arguments[i].role, role) == 0)
+      return &step.arguments[i];
+  return nullptr;
+}
+
+bool fileExists(const std::string &path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+/// The parameters (role param) of the train step as safetensors tensors.
+SafetensorsFile parameterFile(const ModelInfo &model, const StepMemory &memory) {
+  SafetensorsFile file;
+  const StepInfo &step = model.trainStep;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    if (std::string(a.role) != "param")
+      continue;
+    StoredTensor t;
+    t.name = a.name;
+    t.dtype = "F32";
+    t.shape.assign(a.shape, a.shape + a.rank);
+    int64_t n = 1;
+    for (int d = 0; d < a.rank; ++d)
+      n *= a.shape[d];
+    t.bytes.assign(memory.parameters + a.offset,
+                   memory.parameters + a.offset + 4 * n);
+    file.tensors.push_back(std::move(t));
+  }
+  return file;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options = parseOptions(argc, argv);
+  const ModelInfo &model = *mnemoModel();
+  const StepInfo &train = model.trainStep;
+  const StepInfo &eval = model.evalStep;
+  cpu::setThreads(options.threads);
+  nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
+
+  // The data first: a bad file is reported before anything else happens.
+  BatchLayout trainBatch = batchLayoutOf(train);
+  BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
+  std::string error;
+  std::unique_ptr<BatchSource> source = openBatchSource(
+      options.data, trainBatch, evalBatch, options.seed, error);
+  if (!source)
+    fail(error);
+  if (!options.resume.empty() && !fileExists(options.resume))
+    fail("cannot resume: '" + options.resume + "' does not exist");
+
+  // One allocation for the whole plan, touched once so that its pages are
+  // resident before the first step (the step loop then allocates nothing).
+  resetPeakRss();
+  int64_t rssBefore = statusKb("VmRSS") * 1024;
+  Regions regions = regionsOf(model);
+  int64_t allocated = regions.total();
+  uint8_t *block = static_cast<uint8_t *>(
+      std::aligned_alloc(4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
+  if (!block)
+    fail("cannot allocate the plan's " + mib(allocated));
+  std::memset(block, 0, allocated);
+  StepMemory memory;
+  memory.opSeconds = nullptr;
+  std::vector<double> opSeconds(std::max(1, train.numOps), 0.0);
+  uint8_t *at = block;
+  for (auto [field, size] :
+       {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
+        {&memory.gradients, regions.gradients},
+        {&memory.optimizerState, regions.optimizerState},
+        {&memory.inputs, regions.inputs},
+        {&memory.arena, regions.arena},
+        {&memory.workspace, regions.workspace}}) {
+    *field = at;
+    at += size;
+  }
+
+  // Parameters: initialized from the seed, or loaded.
+  RunPosition position;
+  position.seed = options.seed;
+  if (!options.resume.empty()) {
+    if (!loadCheckpoint(options.resume, model, memory, true, position, error))
+      fail(error);
+    if (position.seed != options.seed)
+      std::printf("resuming with the checkpoint's seed %llu\n",
+                  (unsigned long long)position.seed);
+    if (position.threads != 0 && position.threads != cpu::threads())
+      std::printf("note: the checkpoint was written with %d threads and this "
+                  "run uses %d; sums may round differently\n",
+                  position.threads, cpu::threads());
+  } else {
+    for (int i = 0; i < train.numArguments; ++i) {
+      const ArgumentInfo &a = train.arguments[i];
+      std::string role = a.role;
+      if (role != "param" && role != "opt_state")
+        continue;
+      InitSpec spec;
+      spec.kind = "zeros";
+      nlohmann::json init = nlohmann::json::parse(a.init, nullptr, false);
+      if (init.is_object())
+        for (auto &[key, value] : init.items()) {
+          if (key == "kind" && value.is_string())
+            spec.kind = value.get<std::string>();
+          else if (value.is_string())
+            spec.symbols[key] = value.get<std::string>();
+          else if (value.is_number())
+            spec.numbers[key] = value.get<double>();
+        }
+      std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+      std::vector<float> values;
+      Rng rng = rngFor(options.seed, a.name);
+      if (!initialize(spec, shape, rng, values, error))
+        fail(std::string(a.name) + ": " + error);
+      uint8_t *base =
+          role == "param" ? memory.parameters : memory.optimizerState;
+      std::memcpy(base + a.offset, values.data(), values.size() * 4);
+    }
+    if (!options.init.empty()) {
+      RunPosition ignored;
+      if (!loadCheckpoint(options.init, model, memory, false, ignored, error))
+        fail(error);
+    }
+  }
+
+  // The run's length.
+  int64_t perEpoch = source->stepsPerEpoch();
+  int64_t totalSteps = options.steps;
+  if (!totalSteps) {
+    int64_t epochs = options.epochs;
+    if (!epochs && settings.is_object() && settings.contains("epochs") &&
+        settings["epochs"].is_number_integer())
+      epochs = settings["epochs"].get<int64_t>();
+    if (!epochs && settings.is_object() && settings.contains("steps") &&
+        settings["steps"].is_number_integer())
+      totalSteps = settings["steps"].get<int64_t>();
+    else
+      totalSteps = std::max<int64_t>(1, epochs) * perEpoch;
+  }
+  if (!options.resume.empty() && !options.steps && !options.epochs &&
+      position.totalSteps > 0)
+    totalSteps = position.totalSteps; // the interrupted run's length
+  int64_t firstStep = position.step + 1;
+  int64_t lastStep = totalSteps;
+  if (options.stopAfter)
+    lastStep = std::min(lastStep, position.step + options.stopAfter);
+  if (firstStep > totalSteps)
+    fail("the checkpoint is at step " + std::to_string(position.step) +
+         ", past this run's " + std::to_string(totalSteps) + " steps");
+
+  std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
+              source->describe().c_str());
+  std::printf("memory: %s allocated once = arena %s + parameters %s + "
+              "gradients %s + optimizer state %s + batch %s + workspace %s\n",
+              mib(allocated).c_str(), mib(regions.arena).c_str(),
+              mib(regions.parameters).c_str(), mib(regions.gradients).c_str(),
+              mib(regions.optimizerState).c_str(), mib(regions.inputs).c_str(),
+              mib(regions.workspace).c_str());
+  std::printf("training steps %lld to %lld of %lld (%lld per epoch, batch "
+              "%lld) on %d CPU threads\n",
+              (long long)firstStep, (long long)lastStep, (long long)totalSteps,
+              (long long)perEpoch, (long long)trainBatch.batchSize,
+              cpu::threads());
+  std::fflush(stdout);
+
+  SafetensorsFile dumpInit, dumpBatches;
+  if (!options.dump.empty())
+    dumpInit = parameterFile(model, memory);
+
+  const ArgumentInfo *stepArg = argumentWithRole(train, "step");
+  const ArgumentInfo *totalArg = argumentWithRole(train, "total_steps");
+  auto evaluate = [&](int64_t afterStep, nlohmann::json &into) {
+    int64_t batches = source->evalBatches();
+    if (!eval.run || batches == 0)
+      return std::string("no held-out data to evaluate on");
+    double lossSum = 0, accuracySum = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      if (!source->evalBatch(b, memory.inputs, error))
+        fail(error);
+      eval.run(memory, 0);
+      std::string kernelError = cpu::takeError();
+      if (!kernelError.empty())
+        fail("evaluation: " + kernelError);
+      lossSum += resultOf(eval, memory, "loss");
+      accuracySum += resultOf(eval, memory, "accuracy");
+    }
+    double loss = lossSum / double(batches);
+    double acc = accuracySum / double(batches);
+    into.push_back({{"step", afterStep},
+                    {"loss", loss},
+                    {"accuracy", acc},
+                    {"examples", batches * evalBatch.batchSize}});
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "test  loss %.4f  accuracy %.4f  (%lld examples)", loss, acc,
+                  (long long)(batches * evalBatch.batchSize));
+    return std::string(line);
+  };
+
+  std::signal(SIGINT, onInterrupt);
+  Progress progress(firstStep, lastStep, perEpoch, trainBatch.batchSize,
+                    options.quiet);
+  Prefetcher prefetcher(*source, regions.inputs, firstStep, lastStep);
+  std::vector<double> losses, stepMs;
+  nlohmann::json evaluations = nlohmann::json::array();
+  double epochLoss = 0;
+  int64_t epochSteps = 0, step = firstStep - 1;
+  bool nanReported = false;
+  for (int64_t s = firstStep; s <= lastStep; ++s) {
+    if (!prefetcher.take(s, memory.inputs, trainBatch, error))
+      fail(error);
+    if (!options.dump.empty())
+      for (const ArgumentInfo *a : trainBatch.tensors) {
+        StoredTensor t;
+        t.name = std::string(a->name) + "." + std::to_string(s - firstStep + 1);
+        t.dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
+        t.shape.assign(a->shape, a->shape + a->rank);
+        t.bytes.assign(memory.inputs + a->offset,
+                       memory.inputs + a->offset + a->bytes);
+        int64_t n = 4;
+        for (int d = 0; d < a->rank; ++d)
+          n *= a->shape[d];
+        t.bytes.resize(n);
+        dumpBatches.tensors.push_back(std::move(t));
+      }
+    int32_t stepValue = int32_t(s), totalValue = int32_t(totalSteps);
+    std::memcpy(memory.inputs + stepArg->offset, &stepValue, 4);
+    std::memcpy(memory.inputs + totalArg->offset, &totalValue, 4);
+
+    // The first step's times include first-touch effects: not profiled.
+    if (options.profile && s > firstStep)
+      memory.opSeconds = opSeconds.data();
+    auto begin = std::chrono::steady_clock::now();
+    train.run(memory, s);
+    memory.opSeconds = nullptr;
+    stepMs.push_back(std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - begin)
+                         .count());
+    std::string kernelError = cpu::takeError();
+    if (!kernelError.empty())
+      fail("step " + std::to_string(s) + ": " + kernelError);
+    double loss = resultOf(train, memory, "loss");
+    if (!std::isfinite(loss) && !nanReported) {
+      progress.print("warning: the loss is " + std::to_string(loss) +
+                     " at step " + std::to_string(s));
+      nanReported = true;
+    }
+    losses.push_back(loss);
+    step = s;
+    epochLoss += loss;
+    ++epochSteps;
+    progress.update(s, loss);
+    if (s % perEpoch == 0 || s == totalSteps) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "epoch %lld  mean loss %.4f  (%lld steps)",
+                    (long long)((s - 1) / perEpoch + 1),
+                    epochLoss / double(epochSteps), (long long)epochSteps);
+      progress.print(line);
+      epochLoss = 0;
+      epochSteps = 0;
+      if (options.eval)
+        progress.print(evaluate(s, evaluations));
+    }
+    if (interrupted)
+      break;
+  }
+  progress.finish();
+  int64_t rssPeak = statusKb("VmHWM") * 1024;
+  if (options.profile && step > firstStep) {
+    // Ops by total time, the largest first, until 95% of the step.
+    std::vector<int> order(train.numOps);
+    for (int i = 0; i < train.numOps; ++i)
+      order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return opSeconds[a] > opSeconds[b]; });
+    double total = 0;
+    for (double t : opSeconds)
+      total += t;
+    int64_t profiled = step - firstStep;
+    std::printf("profile: %.3f ms per step in %d ops (%lld steps)\n",
+                1000 * total / double(profiled), train.numOps,
+                (long long)profiled);
+    std::printf("  %9s  %6s  %s\n", "ms/step", "share", "op");
+    double shown = 0;
+    for (int i : order) {
+      if (shown > 0.95 * total)
+        break;
+      shown += opSeconds[i];
+      std::printf("  %9.3f  %5.1f%%  %s\n", 1000 * opSeconds[i] / double(profiled),
+                  100 * opSeconds[i] / total, train.opNames[i]);
+    }
+  }
+
+  position.step = step;
+  position.totalSteps = totalSteps;
+  position.threads = cpu::threads();
+  bool stoppedEarly = step < totalSteps;
+  std::string savePath = options.save;
+  if (stoppedEarly && savePath.empty()) {
+    // Interrupted without --save: a new file, never an existing one.
+    savePath = std::string(model.name) + "-step" + std::to_string(step) +
+               ".safetensors";
+    for (int n = 1; fileExists(savePath); ++n)
+      savePath = std::string(model.name) + "-step" + std::to_string(step) +
+                 "-" + std::to_string(n) + ".safetensors";
+  }
+  if (!savePath.empty()) {
+    if (!saveCheckpoint(savePath, model, memory, position, error))
+      fail(error);
+    std::printf("%s at step %lld: checkpoint written to %s\n",
+                stoppedEarly ? (interrupted ? "interrupted" : "stopped")
+                             : "finished",
+                (long long)step, savePath.c_str());
+  }
+
+  if (!options.dump.empty()) {
+    mkdir(options.dump.c_str(), 0755);
+    SafetensorsFile finalFile = parameterFile(model, memory), lossFile;
+    lossFile.tensors.push_back(StoredTensor::f32(
+        "loss", {int64_t(losses.size())},
+        std::vector<float>(losses.begin(), losses.end())));
+    for (auto [name, file] :
+         {std::pair<const char *, SafetensorsFile *>{"init", &dumpInit},
+          {"batches", &dumpBatches},
+          {"final", &finalFile},
+          {"losses", &lossFile}})
+      if (!writeSafetensors(options.dump + "/" + name + ".safetensors", *file,
+                            error))
+        fail(error);
+    nlohmann::json config;
+    config["model"] = model.name;
+    config["steps"] = int64_t(losses.size());
+    config["total_steps"] = totalSteps;
+    config["precision"] = "f32";
+    config["hyperparams"] = nlohmann::json::parse(model.hyperparams, nullptr, false);
+    config["train"] = settings;
+    config["params"] = nlohmann::json::array();
+    config["batch"] = nlohmann::json::array();
+    for (int i = 0; i < train.numArguments; ++i) {
+      std::string role = train.arguments[i].role;
+      if (role == "param")
+        config["params"].push_back(train.arguments[i].name);
+      if (role == "input" || role == "target")
+        config["batch"].push_back(train.arguments[i].name);
+    }
+    std::ofstream(options.dump + "/config.json") << config.dump(2) << "\n";
+  }
+
+  if (!options.summaryJson.empty()) {
+    std::vector<double> sorted = stepMs;
+    std::sort(sorted.begin(), sorted.end());
+    nlohmann::json summary;
+    summary["model"] = model.name;
+    summary["first_step"] = firstStep;
+    summary["last_step"] = step;
+    summary["total_steps"] = totalSteps;
+    summary["threads"] = cpu::threads();
+    summary["batch_size"] = trainBatch.batchSize;
+    summary["losses"] = losses;
+    summary["final_loss"] = losses.empty() ? NAN : losses.back();
+    summary["step_ms_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+    summary["examples_per_second"] = progress.examplesPerSecond();
+    summary["evaluations"] = evaluations;
+    summary["memory"] = {{"allocated_bytes", allocated},
+                         {"arena_bytes", regions.arena},
+                         {"parameter_bytes", regions.parameters},
+                         {"gradient_bytes", regions.gradients},
+                         {"optimizer_state_bytes", regions.optimizerState},
+                         {"input_bytes", regions.inputs},
+                         {"workspace_bytes", regions.workspace},
+                         {"prefetch_bytes", 2 * regions.inputs},
+                         {"rss_before_bytes", rssBefore},
+                         {"rss_peak_bytes", rssPeak},
+                         {"rss_growth_bytes", rssPeak - rssBefore}};
+    std::ofstream out(options.summaryJson);
+    out << summary.dump(2) << "\n";
+    if (!out)
+      fail("cannot write '" + options.summaryJson + "'");
+  }
+  std::free(block);
+  return 0;
+}

@@ -1,0 +1,952 @@
+//===- Kernels.cpp - The CPU backend's kernels ----------------------------===//
+
+#include "runtime/cpu/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+namespace mnemo {
+namespace cpu {
+
+namespace {
+std::mutex errorMutex;
+std::string firstError;
+
+/// Rows below this many elements of work per chunk are not worth a thread.
+constexpr int64_t kGrain = 16384;
+
+int64_t rowGrain(int64_t rowElements) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, rowElements));
+}
+} // namespace
+
+void reportError(const std::string &message) {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  if (firstError.empty())
+    firstError = message;
+}
+
+std::string takeError() {
+  std::lock_guard<std::mutex> lock(errorMutex);
+  std::string e;
+  std::swap(e, firstError);
+  return e;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  auto call = [&](int64_t rows, int64_t cols, const float *a, const float *b,
+                  float *c) {
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, int(rows), int(cols),
+                int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  };
+  // Split C into blocks of rows (or of columns when it is short and wide)
+  // over the threads; each block is one single-threaded OpenBLAS call.
+  // Blocks are multiples of 16 so the kernels' panels stay whole.
+  int64_t work = m * n * k;
+  int64_t parts = std::min<int64_t>(threads(), std::max<int64_t>(1, work / (1 << 18)));
+  bool byRows = m >= n || m >= 16 * parts;
+  int64_t length = byRows ? m : n;
+  int64_t blocks = (length + 15) / 16;
+  parts = std::min(parts, blocks);
+  if (parts <= 1) {
+    call(m, n, a, b, c);
+    return;
+  }
+  parallelFor(parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t first = blocks * p / parts * 16;
+      int64_t last = std::min(length, blocks * (p + 1) / parts * 16);
+      if (first >= last)
+        continue;
+      if (byRows)
+        call(last - first, n, a + (transA ? first : first * lda), b,
+             c + first * ldc);
+      else
+        call(m, last - first, a, b + (transB ? first * ldb : first),
+             c + first);
+    }
+  });
+}
+
+void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
+                 int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, float beta,
+                 float *c, int64_t ldc) {
+  int64_t count = 1;
+  for (int i = 0; i < batch.rank; ++i)
+    count *= batch.dims[i];
+  // Small matrices (attention heads): one single-threaded GEMM per batch
+  // entry, the entries spread over the threads. OpenBLAS runs small GEMMs
+  // on the calling thread.
+  parallelFor(count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; ++index) {
+      int64_t rest = index, offA = 0, offB = 0, offC = 0;
+      for (int i = batch.rank - 1; i >= 0; --i) {
+        int64_t at = rest % batch.dims[i];
+        rest /= batch.dims[i];
+        offA += at * batch.a[i];
+        offB += at * batch.b[i];
+        offC += at * batch.c[i];
+      }
+      gemm(transA, transB, m, n, k, alpha, a + offA, lda, b + offB, ldb, beta,
+           c + offC, ldc);
+    }
+  });
+}
+
+int64_t conv2dWorkspaceFloats(const ConvShape &s) {
+  // im2col's columns, and (weight gradient) the output gradient gathered
+  // into [o, (n, spatial)] for one GEMM over the chunk.
+  int64_t cols = s.c * s.kh * s.kw * s.ho * s.wo;
+  int64_t outs = s.o * s.ho * s.wo;
+  return s.imagesPerGemm * (cols + outs);
+}
+
+namespace {
+
+/// The output columns [begin, end) whose input column ow * stride - pad +
+/// kw lies inside [0, w).
+void validColumns(const ConvShape &s, int64_t kw, int64_t &begin,
+                  int64_t &end) {
+  int64_t shift = kw - s.padW; // iw = ow * stride + shift
+  begin = shift >= 0 ? 0 : (-shift + s.strideW - 1) / s.strideW;
+  end = s.w - shift <= 0 ? 0 : (s.w - shift + s.strideW - 1) / s.strideW;
+  end = std::min(end, s.wo);
+  begin = std::min(begin, end);
+}
+
+/// col[(c, kh, kw), (g, oh, ow)] for images [first, first + g).
+void im2col(const ConvShape &s, const float *x, int64_t first, int64_t g,
+            float *col) {
+  int64_t spatial = s.ho * s.wo, width = g * spatial;
+  int64_t rows = s.c * s.kh * s.kw;
+  parallelFor(rows, rowGrain(width), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t c = r / (s.kh * s.kw), kh = (r / s.kw) % s.kh, kw = r % s.kw;
+      int64_t lo, hi;
+      validColumns(s, kw, lo, hi);
+      int64_t shift = kw - s.padW;
+      float *out = col + r * width;
+      for (int64_t img = 0; img < g; ++img) {
+        const float *plane = x + ((first + img) * s.c + c) * s.h * s.w;
+        for (int64_t oh = 0; oh < s.ho; ++oh) {
+          int64_t ih = oh * s.strideH - s.padH + kh;
+          float *dst = out + img * spatial + oh * s.wo;
+          if (ih < 0 || ih >= s.h) {
+            std::fill(dst, dst + s.wo, 0.0f);
+            continue;
+          }
+          const float *src = plane + ih * s.w + shift;
+          std::fill(dst, dst + lo, 0.0f);
+          if (s.strideW == 1)
+            std::memcpy(dst + lo, src + lo, sizeof(float) * (hi - lo));
+          else
+            for (int64_t ow = lo; ow < hi; ++ow)
+              dst[ow] = src[ow * s.strideW];
+          std::fill(dst + hi, dst + s.wo, 0.0f);
+        }
+      }
+    }
+  });
+}
+
+/// The reverse of im2col: accumulates col back into dx (zeroed by the
+/// caller) for images [first, first + g).
+void col2im(const ConvShape &s, const float *col, int64_t first, int64_t g,
+            float *dx) {
+  int64_t spatial = s.ho * s.wo, width = g * spatial;
+  // Parallel over (image, channel) planes: each writes its own plane.
+  parallelFor(g * s.c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      int64_t img = p / s.c, c = p % s.c;
+      float *plane = dx + ((first + img) * s.c + c) * s.h * s.w;
+      for (int64_t kh = 0; kh < s.kh; ++kh)
+        for (int64_t kw = 0; kw < s.kw; ++kw) {
+          int64_t lo, hi;
+          validColumns(s, kw, lo, hi);
+          int64_t shift = kw - s.padW;
+          const float *src =
+              col + ((c * s.kh + kh) * s.kw + kw) * width + img * spatial;
+          for (int64_t oh = 0; oh < s.ho; ++oh) {
+            int64_t ih = oh * s.strideH - s.padH + kh;
+            if (ih < 0 || ih >= s.h)
+              continue;
+            float *dst = plane + ih * s.w + shift;
+            const float *row = src + oh * s.wo;
+            for (int64_t ow = lo; ow < hi; ++ow)
+              dst[ow * s.strideW] += row[ow];
+          }
+        }
+    }
+  });
+}
+
+} // namespace
+
+void conv2d(const ConvShape &s, const float *x, const float *w, float *y,
+            float *workspace) {
+  int64_t ckk = s.c * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t first = 0; first < s.n; first += s.imagesPerGemm) {
+    int64_t g = std::min(s.imagesPerGemm, s.n - first);
+    float *col = workspace, *out = workspace + s.imagesPerGemm * ckk * spatial;
+    im2col(s, x, first, g, col);
+    // One GEMM over the chunk's images, then each image's rows to NCHW:
+    // out[o, (n, spatial)] = w[o, ckk] * col[ckk, (n, spatial)].
+    gemm(false, false, s.o, g * spatial, ckk, 1.0f, w, ckk, col, g * spatial,
+         0.0f, out, g * spatial);
+    parallelFor(g * s.o, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t q = begin; q < end; ++q) {
+        int64_t img = q / s.o, o = q % s.o;
+        std::memcpy(y + ((first + img) * s.o + o) * spatial,
+                    out + o * g * spatial + img * spatial,
+                    sizeof(float) * spatial);
+      }
+    });
+  }
+}
+
+void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
+                     float *dx, float *workspace) {
+  int64_t ckk = s.c * s.kh * s.kw, spatial = s.ho * s.wo;
+  std::fill(dx, dx + s.n * s.c * s.h * s.w, 0.0f);
+  for (int64_t first = 0; first < s.n; first += s.imagesPerGemm) {
+    int64_t g = std::min(s.imagesPerGemm, s.n - first);
+    // col[ckk, (n, spatial)] = w^T[ckk, o] * dy[n][o, spatial], per image.
+    parallelFor(g, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t img = begin; img < end; ++img)
+        gemm(true, false, ckk, spatial, s.o, 1.0f, w, ckk,
+             dy + (first + img) * s.o * spatial, spatial, 0.0f,
+             workspace + img * spatial, g * spatial);
+    });
+    col2im(s, workspace, first, g, dx);
+  }
+}
+
+void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
+                      float *dw, float *workspace) {
+
+  int64_t ckk = s.c * s.kh * s.kw, spatial = s.ho * s.wo;
+  for (int64_t first = 0; first < s.n; first += s.imagesPerGemm) {
+    int64_t g = std::min(s.imagesPerGemm, s.n - first);
+    float *col = workspace, *grad = workspace + s.imagesPerGemm * ckk * spatial;
+    im2col(s, x, first, g, col);
+    for (int64_t img = 0; img < g; ++img)
+      for (int64_t o = 0; o < s.o; ++o)
+        std::memcpy(grad + o * g * spatial + img * spatial,
+                    dy + ((first + img) * s.o + o) * spatial,
+                    sizeof(float) * spatial);
+    // dw[o, ckk] (+)= grad[o, (g, spatial)] * col^T[(g, spatial), ckk]
+    gemm(false, true, s.o, ckk, g * spatial, 1.0f, grad, g * spatial, col,
+         g * spatial, first == 0 ? 0.0f : 1.0f, dw, ckk);
+  }
+}
+
+namespace {
+/// The common case: 2x2 windows, stride 2, no padding, even sizes.
+bool isHalving(const PoolShape &s) {
+  return s.kh == 2 && s.kw == 2 && s.strideH == 2 && s.strideW == 2 &&
+         s.padH == 0 && s.padW == 0 && s.ho * 2 == s.h && s.wo * 2 == s.w;
+}
+} // namespace
+
+void maxPool2d(const PoolShape &s, const float *x, float *y) {
+  if (isHalving(s)) {
+    parallelFor(s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float *top = x + r * 2 * s.w, *bottom = top + s.w;
+        float *out = y + r * s.wo;
+        for (int64_t ow = 0; ow < s.wo; ++ow)
+          out[ow] = std::max(std::max(top[2 * ow], top[2 * ow + 1]),
+                             std::max(bottom[2 * ow], bottom[2 * ow + 1]));
+      }
+    });
+    return;
+  }
+  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const float *plane = x + p * s.h * s.w;
+      float *out = y + p * s.ho * s.wo;
+      for (int64_t oh = 0; oh < s.ho; ++oh) {
+        int64_t h0 = std::max<int64_t>(0, oh * s.strideH - s.padH);
+        int64_t h1 = std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          int64_t w0 = std::max<int64_t>(0, ow * s.strideW - s.padW);
+          int64_t w1 = std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw)
+              best = std::max(best, plane[ih * s.w + iw]);
+          out[oh * s.wo + ow] = best;
+        }
+      }
+    }
+  });
+}
+
+void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
+                   float *dx) {
+  if (isHalving(s)) {
+    parallelFor(s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float *top = x + r * 2 * s.w, *bottom = top + s.w;
+        float *dtop = dx + r * 2 * s.w, *dbottom = dtop + s.w;
+        const float *g = dy + r * s.wo;
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          float a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow],
+                d = bottom[2 * ow + 1];
+          float m = std::max(std::max(a, b), std::max(c, d));
+          // The first maximum in row-major order gets the gradient. Bit
+          // masks, not branches or selects: which element wins is random,
+          // and compilers turn the selects into mispredicted branches.
+          uint32_t isA = -uint32_t(a == m), isB = -uint32_t(b == m) & ~isA;
+          uint32_t isC = -uint32_t(c == m) & ~(isA | isB);
+          uint32_t isD = ~(isA | isB | isC);
+          uint32_t bits;
+          std::memcpy(&bits, &g[ow], 4);
+          uint32_t out[4] = {bits & isA, bits & isB, bits & isC, bits & isD};
+          std::memcpy(&dtop[2 * ow], &out[0], 8);
+          std::memcpy(&dbottom[2 * ow], &out[2], 8);
+        }
+      }
+    });
+    return;
+  }
+  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
+    std::fill(dx + begin * s.h * s.w, dx + end * s.h * s.w, 0.0f);
+    for (int64_t p = begin; p < end; ++p) {
+      const float *plane = x + p * s.h * s.w;
+      float *dplane = dx + p * s.h * s.w;
+      const float *g = dy + p * s.ho * s.wo;
+      for (int64_t oh = 0; oh < s.ho; ++oh) {
+        int64_t h0 = std::max<int64_t>(0, oh * s.strideH - s.padH);
+        int64_t h1 = std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          int64_t w0 = std::max<int64_t>(0, ow * s.strideW - s.padW);
+          int64_t w1 = std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
+          // The first maximum of the window gets the gradient (PyTorch).
+          int64_t at = -1;
+          float best = 0;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw)
+              if (at < 0 || plane[ih * s.w + iw] > best) {
+                best = plane[ih * s.w + iw];
+                at = ih * s.w + iw;
+              }
+          if (at >= 0)
+            dplane[at] += g[oh * s.wo + ow];
+        }
+      }
+    }
+  });
+}
+
+void avgPool2d(const PoolShape &s, const float *x, float *y) {
+  float window = float(s.kh * s.kw);
+  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          float sum = 0;
+          for (int64_t kh = 0; kh < s.kh; ++kh) {
+            int64_t ih = oh * s.strideH - s.padH + kh;
+            if (ih < 0 || ih >= s.h)
+              continue;
+            for (int64_t kw = 0; kw < s.kw; ++kw) {
+              int64_t iw = ow * s.strideW - s.padW + kw;
+              if (iw >= 0 && iw < s.w)
+                sum += x[(p * s.h + ih) * s.w + iw];
+            }
+          }
+          y[(p * s.ho + oh) * s.wo + ow] = sum / window;
+        }
+  });
+}
+
+void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx) {
+  float window = float(s.kh * s.kw);
+  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
+    std::fill(dx + begin * s.h * s.w, dx + end * s.h * s.w, 0.0f);
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          float g = dy[(p * s.ho + oh) * s.wo + ow] / window;
+          for (int64_t kh = 0; kh < s.kh; ++kh) {
+            int64_t ih = oh * s.strideH - s.padH + kh;
+            if (ih < 0 || ih >= s.h)
+              continue;
+            for (int64_t kw = 0; kw < s.kw; ++kw) {
+              int64_t iw = ow * s.strideW - s.padW + kw;
+              if (iw >= 0 && iw < s.w)
+                dx[(p * s.h + ih) * s.w + iw] += g;
+            }
+          }
+        }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, normalizations, losses
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The reduction as [outer, reduced, inner] when the reduced axes are
+/// contiguous; false otherwise.
+bool asThreeDims(const int64_t *shape, int rank, uint32_t mask, int64_t &outer,
+                 int64_t &reduced, int64_t &inner) {
+  int first = -1, last = -1;
+  for (int i = 0; i < rank; ++i)
+    if (mask & (1u << i)) {
+      if (first < 0)
+        first = i;
+      else if (last != i - 1)
+        return false;
+      last = i;
+    }
+  outer = reduced = inner = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (first < 0 || i < first)
+      outer *= shape[i];
+    else if (i <= last)
+      reduced *= shape[i];
+    else
+      inner *= shape[i];
+  }
+  return true;
+}
+
+/// Where element `flat` of x[shape] lands in the reduced output.
+int64_t reducedIndex(int64_t flat, const int64_t *shape, int rank,
+                     uint32_t mask) {
+  int64_t out = 0, outStride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    int64_t at = flat % shape[i];
+    flat /= shape[i];
+    if (!(mask & (1u << i))) {
+      out += at * outStride;
+      outStride *= shape[i];
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
+            uint32_t mask, float *out) {
+  int64_t outer, r, inner;
+  if (!asThreeDims(shape, rank, mask, outer, r, inner)) {
+    // Scattered axes (a convolution's bias gradient: [N, C, H, W] over N, H
+    // and W). Coalesce neighbouring dimensions of the same kind, then give
+    // each output element its own sum over the reduced coordinates.
+    std::vector<int64_t> dims, strides;
+    std::vector<bool> reducedDim;
+    for (int i = 0; i < rank; ++i) {
+      bool red = mask & (1u << i);
+      if (!dims.empty() && reducedDim.back() == red)
+        dims.back() *= shape[i];
+      else {
+        dims.push_back(shape[i]);
+        reducedDim.push_back(red);
+      }
+    }
+    strides.assign(dims.size(), 1);
+    for (int i = int(dims.size()) - 2; i >= 0; --i)
+      strides[i] = strides[i + 1] * dims[i + 1];
+    std::vector<int> keptDims, reducedDims;
+    int64_t outCount = 1, perOutput = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (reducedDim[i]) {
+        reducedDims.push_back(int(i));
+        perOutput *= dims[i];
+      } else {
+        keptDims.push_back(int(i));
+        outCount *= dims[i];
+      }
+    }
+    // The last reduced dimension is walked contiguously when it is last.
+    int last = reducedDims.back();
+    int64_t run = dims[last], runStride = strides[last];
+    int64_t runs = perOutput / run;
+    parallelFor(outCount, std::max<int64_t>(1, kGrain / perOutput),
+                [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        int64_t base = 0, rest = o;
+        for (int j = int(keptDims.size()) - 1; j >= 0; --j) {
+          base += rest % dims[keptDims[j]] * strides[keptDims[j]];
+          rest /= dims[keptDims[j]];
+        }
+        double acc = kind == ReduceKind::Max
+                         ? -std::numeric_limits<double>::infinity()
+                         : 0.0;
+        for (int64_t q = 0; q < runs; ++q) {
+          int64_t offset = base, rest2 = q;
+          for (int j = int(reducedDims.size()) - 2; j >= 0; --j) {
+            offset += rest2 % dims[reducedDims[j]] * strides[reducedDims[j]];
+            rest2 /= dims[reducedDims[j]];
+          }
+          const float *p = x + offset;
+          if (kind == ReduceKind::Max) {
+            for (int64_t t = 0; t < run; ++t)
+              acc = std::max(acc, double(p[t * runStride]));
+          } else {
+            float partial = 0; // a short run in f32, the runs in double
+            for (int64_t t = 0; t < run; ++t)
+              partial += p[t * runStride];
+            acc += partial;
+          }
+        }
+        out[o] = float(kind == ReduceKind::Mean ? acc / double(perOutput) : acc);
+      }
+    });
+    return;
+  }
+  float scale = kind == ReduceKind::Mean ? 1.0f / float(r) : 1.0f;
+  if (inner == 1) {
+    // Contiguous rows: one accumulator per row, in double.
+    parallelFor(outer, rowGrain(r), [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const float *row = x + o * r;
+        if (kind == ReduceKind::Max) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < r; ++j)
+            m = std::max(m, row[j]);
+          out[o] = m;
+        } else {
+          double s = 0;
+          for (int64_t j = 0; j < r; ++j)
+            s += row[j];
+          out[o] = float(s) * scale;
+        }
+      }
+    });
+    return;
+  }
+  // Columns (a bias gradient: the sum over the batch): split the columns,
+  // and run down the reduced axis with a vector of accumulators.
+  parallelFor(outer * inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(1, r)),
+              [&](int64_t begin, int64_t end) {
+    std::vector<double> acc;
+    for (int64_t start = begin; start < end;) {
+      int64_t o = start / inner, j0 = start % inner;
+      int64_t j1 = std::min(inner, j0 + (end - start));
+      acc.assign(j1 - j0, kind == ReduceKind::Max
+                              ? -std::numeric_limits<double>::infinity()
+                              : 0.0);
+      for (int64_t k = 0; k < r; ++k) {
+        const float *row = x + (o * r + k) * inner;
+        if (kind == ReduceKind::Max)
+          for (int64_t j = j0; j < j1; ++j)
+            acc[j - j0] = std::max(acc[j - j0], double(row[j]));
+        else
+          for (int64_t j = j0; j < j1; ++j)
+            acc[j - j0] += row[j];
+      }
+      for (int64_t j = j0; j < j1; ++j)
+        out[o * inner + j] = float(acc[j - j0]) * scale;
+      start += j1 - j0;
+    }
+  });
+}
+
+void maxGrad(const float *grad, const float *x, const float *maximum,
+             const int64_t *shape, int rank, uint32_t mask, float *out) {
+  int64_t total = 1, outCount = 1;
+  for (int i = 0; i < rank; ++i) {
+    total *= shape[i];
+    if (!(mask & (1u << i)))
+      outCount *= shape[i];
+  }
+  std::vector<float> ties(outCount, 0.0f);
+  for (int64_t f = 0; f < total; ++f) {
+    int64_t o = reducedIndex(f, shape, rank, mask);
+    if (x[f] == maximum[o])
+      ties[o] += 1.0f;
+  }
+  for (int64_t f = 0; f < total; ++f) {
+    int64_t o = reducedIndex(f, shape, rank, mask);
+    out[f] = x[f] == maximum[o] ? grad[o] / ties[o] : 0.0f;
+  }
+}
+
+void softmax(const float *x, float *y, int64_t outer, int64_t n,
+             int64_t inner, bool logarithm) {
+  parallelFor(outer * inner, rowGrain(n), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t o = row / inner, in = row % inner;
+      const float *xs = x + o * n * inner + in;
+      float *ys = y + o * n * inner + in;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        m = std::max(m, xs[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(xs[j * inner] - m);
+      if (logarithm) {
+        float logSum = float(std::log(sum));
+        for (int64_t j = 0; j < n; ++j)
+          ys[j * inner] = xs[j * inner] - m - logSum;
+      } else {
+        float inv = float(1.0 / sum);
+        for (int64_t j = 0; j < n; ++j)
+          ys[j * inner] = std::exp(xs[j * inner] - m) * inv;
+      }
+    }
+  });
+}
+
+void layerNorm(const float *x, const float *scale, const float *bias,
+               float *y, int64_t rows, int64_t d, float eps, bool rms) {
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x + r * d;
+      double mean = 0;
+      if (!rms) {
+        for (int64_t j = 0; j < d; ++j)
+          mean += row[j];
+        mean /= double(d);
+      }
+      double var = 0;
+      for (int64_t j = 0; j < d; ++j)
+        var += (row[j] - mean) * (row[j] - mean);
+      var /= double(d);
+      float rstd = float(1.0 / std::sqrt(var + eps));
+      float mu = float(mean);
+      float *out = y + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = (row[j] - mu) * rstd * scale[j] + (bias ? bias[j] : 0.0f);
+    }
+  });
+}
+
+void layerNormGrad(const float *dy, const float *x, const float *scale,
+                   float *dx, float *dscale, float *dbias, int64_t rows,
+                   int64_t d, float eps, bool rms) {
+  // Rows in parallel; the scale and bias gradients (sums over rows) in a
+  // second pass over columns, so that no two threads add into one sum.
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    std::vector<float> xhat(d);
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x + r * d, *g = dy + r * d;
+      double mean = 0;
+      if (!rms) {
+        for (int64_t j = 0; j < d; ++j)
+          mean += row[j];
+        mean /= double(d);
+      }
+      double var = 0;
+      for (int64_t j = 0; j < d; ++j)
+        var += (row[j] - mean) * (row[j] - mean);
+      var /= double(d);
+      float rstd = float(1.0 / std::sqrt(var + eps)), mu = float(mean);
+      double meanDxhat = 0, meanDxhatXhat = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        xhat[j] = (row[j] - mu) * rstd;
+        float dxhat = g[j] * scale[j];
+        meanDxhat += dxhat;
+        meanDxhatXhat += double(dxhat) * xhat[j];
+      }
+      float a = rms ? 0.0f : float(meanDxhat / double(d));
+      float b = float(meanDxhatXhat / double(d));
+      float *out = dx + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = rstd * (g[j] * scale[j] - a - xhat[j] * b);
+    }
+  });
+  parallelFor(d, 16, [&](int64_t begin, int64_t end) {
+    std::vector<double> ds(end - begin, 0.0), db(end - begin, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = x + r * d, *g = dy + r * d;
+      // The row's statistics again: cheaper than storing them.
+      double mean = 0;
+      if (!rms) {
+        for (int64_t j = 0; j < d; ++j)
+          mean += row[j];
+        mean /= double(d);
+      }
+      double var = 0;
+      for (int64_t j = 0; j < d; ++j)
+        var += (row[j] - mean) * (row[j] - mean);
+      var /= double(d);
+      float rstd = float(1.0 / std::sqrt(var + eps)), mu = float(mean);
+      for (int64_t j = begin; j < end; ++j) {
+        ds[j - begin] += double(g[j]) * ((row[j] - mu) * rstd);
+        db[j - begin] += g[j];
+      }
+    }
+    for (int64_t j = begin; j < end; ++j) {
+      dscale[j] = float(ds[j - begin]);
+      if (dbias)
+        dbias[j] = float(db[j - begin]);
+    }
+  });
+}
+
+bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
+                  int64_t classes, float *loss) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t t = targets[r];
+    if (t < 0 || t >= classes) {
+      reportError("target " + std::to_string(t) + " is out of range for " +
+                  std::to_string(classes) + " classes");
+      return false;
+    }
+    const float *row = logits + r * classes;
+    float m = *std::max_element(row, row + classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += std::exp(double(row[c] - m));
+    total += std::log(sum) + m - row[t];
+  }
+  *loss = float(total / double(rows));
+  return true;
+}
+
+bool crossEntropyGrad(const float *grad, const float *logits,
+                      const int32_t *targets, int64_t rows, int64_t classes,
+                      float *dlogits) {
+  float scale = grad[0] / float(rows);
+  bool ok = true;
+  parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int32_t t = targets[r];
+      const float *row = logits + r * classes;
+      float *out = dlogits + r * classes;
+      if (t < 0 || t >= classes) {
+        ok = false;
+        continue;
+      }
+      float m = *std::max_element(row, row + classes);
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        sum += std::exp(double(row[c] - m));
+      float logSum = float(std::log(sum)) + m;
+      for (int64_t c = 0; c < classes; ++c)
+        out[c] = (std::exp(row[c] - logSum) - (c == t ? 1.0f : 0.0f)) * scale;
+    }
+  });
+  if (!ok)
+    reportError("a target is out of range for " + std::to_string(classes) +
+                " classes");
+  return ok;
+}
+
+void accuracy(const float *logits, const int32_t *targets, int64_t rows,
+              int64_t classes, float *out) {
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = logits + r * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best])
+        best = c;
+    correct += best == targets[r];
+  }
+  *out = float(double(correct) / double(rows));
+}
+
+void mse(const float *a, const float *b, int64_t n, float *out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += double(a[i] - b[i]) * double(a[i] - b[i]);
+  *out = float(sum / double(n));
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+bool embedding(const float *table, const int32_t *indices, int64_t count,
+               int64_t rows, int64_t dim, float *out) {
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t row = indices[i];
+    if (row < 0 || row >= rows) {
+      reportError("index " + std::to_string(row) + " is out of range for " +
+                  std::to_string(rows) + " rows");
+      return false;
+    }
+    std::memcpy(out + i * dim, table + int64_t(row) * dim, sizeof(float) * dim);
+  }
+  return true;
+}
+
+bool embeddingGrad(const float *grad, const int32_t *indices, int64_t count,
+                   int64_t rows, int64_t dim, float *out) {
+  std::fill(out, out + rows * dim, 0.0f);
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[i] < 0 || indices[i] >= rows) {
+      reportError("index " + std::to_string(indices[i]) +
+                  " is out of range for " + std::to_string(rows) + " rows");
+      return false;
+    }
+  // Columns in parallel, rows in order: deterministic sums.
+  parallelFor(dim, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = 0; i < count; ++i) {
+      float *dst = out + int64_t(indices[i]) * dim;
+      const float *src = grad + i * dim;
+      for (int64_t j = begin; j < end; ++j)
+        dst[j] += src[j];
+    }
+  });
+  return true;
+}
+
+void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = c <= r + (cols - rows) ? 1 : 0;
+}
+
+void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
+               int64_t axisIn, int64_t inner, int64_t start, int64_t count,
+               int64_t step, bool grad) {
+  const uint8_t *src = static_cast<const uint8_t *>(in);
+  uint8_t *dst = static_cast<uint8_t *>(out);
+  int64_t row = inner * elementBytes;
+  if (grad)
+    std::memset(dst, 0, outer * axisIn * row);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t big = (o * axisIn + start + j * step) * row;
+      int64_t small = (o * count + j) * row;
+      if (grad)
+        std::memcpy(dst + big, src + small, row);
+      else
+        std::memcpy(dst + small, src + big, row);
+    }
+}
+
+void concatPart(const void *in, void *out, int64_t elementBytes,
+                int64_t outer, int64_t n, int64_t inner, int64_t axisOut,
+                int64_t offset) {
+  const uint8_t *src = static_cast<const uint8_t *>(in);
+  uint8_t *dst = static_cast<uint8_t *>(out);
+  int64_t row = n * inner * elementBytes;
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + (o * axisOut + offset) * inner * elementBytes,
+                src + o * row, row);
+}
+
+//===----------------------------------------------------------------------===//
+// The optimizer
+//===----------------------------------------------------------------------===//
+
+float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
+                 int64_t warmup, int64_t steps, double minLr) {
+  double total = steps > 0 ? double(steps) : double(totalSteps);
+  double lr = baseLr;
+  if (warmup > 0 && step <= warmup) {
+    lr = baseLr * double(step) / double(warmup);
+  } else if (cosine) {
+    double progress = (double(step) - double(warmup)) /
+                      std::max(1.0, total - double(warmup));
+    progress = std::min(1.0, std::max(0.0, progress));
+    lr = minLr + (baseLr - minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  return float(lr);
+}
+
+float globalNorm(const float *const *tensors, const int64_t *sizes,
+                 int count) {
+  // Each tensor in a fixed number of chunks (a function of its size and
+  // the thread count only), summed in chunk order: deterministic.
+  double total = 0;
+  std::vector<double> partial;
+  for (int t = 0; t < count; ++t) {
+    const float *x = tensors[t];
+    int64_t n = sizes[t];
+    int64_t chunks =
+        std::min<int64_t>(threads(), std::max<int64_t>(1, n / kGrain));
+    partial.assign(chunks, 0.0);
+    parallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        double s = 0;
+        for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; ++i)
+          s += double(x[i]) * double(x[i]);
+        partial[c] = s;
+      }
+    });
+    for (double s : partial)
+      total += s;
+  }
+  return float(std::sqrt(total));
+}
+
+float clipCoefficient(float norm, double maxNorm) {
+  float coef = float(maxNorm) / (norm + 1e-6f);
+  return std::min(coef, 1.0f);
+}
+
+void adamUpdate(int64_t n, const float *param, const float *grad,
+                const float *expAvg, const float *expAvgSq, float *newParam,
+                float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
+                double beta1, double beta2, double eps, double weightDecay,
+                bool decoupled) {
+  // torch.optim.AdamW's single-tensor arithmetic, in f32.
+  double bias1 = 1.0 - std::pow(beta1, double(step));
+  double bias2 = 1.0 - std::pow(beta2, double(step));
+  float stepSize = float(double(lr) / bias1);
+  float bias2Sqrt = float(std::sqrt(bias2));
+  float b1 = float(beta1), b2 = float(beta2), e = float(eps);
+  float decay = float(1.0 - double(lr) * weightDecay), wd = float(weightDecay);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float p = param[i], g = grad[i];
+      if (decoupled)
+        p *= decay;
+      else if (wd != 0.0f)
+        g += wd * p;
+      float m = expAvg[i] + (g - expAvg[i]) * (1.0f - b1);
+      float v = expAvgSq[i] * b2 + (1.0f - b2) * g * g;
+      float denom = std::sqrt(v) / bias2Sqrt + e;
+      newParam[i] = p - stepSize * (m / denom);
+      newExpAvg[i] = m;
+      newExpAvgSq[i] = v;
+    }
+  });
+}
+
+void sgdUpdate(int64_t n, const float *param, const float *grad,
+               const float *buffer, float *newParam, float *newBuffer,
+               float lr, int32_t step, double momentum, double dampening,
+               double weightDecay, bool nesterov) {
+  float mu = float(momentum), damp = float(1.0 - dampening),
+        wd = float(weightDecay);
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float d = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
+      if (mu != 0.0f) {
+        float b = step <= 1 ? d : mu * buffer[i] + damp * d;
+        newBuffer[i] = b;
+        d = nesterov ? d + mu * b : b;
+      } else if (newBuffer != buffer) {
+        newBuffer[i] = buffer[i];
+      }
+      newParam[i] = param[i] - lr * d;
+    }
+  });
+}
+
+} // namespace cpu
+} // namespace mnemo

@@ -1,0 +1,227 @@
+//===- Kernels.h - The CPU backend's kernels --------------------*- C++ -*-===//
+//
+// What generated CPU code calls for everything that is not a fused
+// elementwise loop: GEMMs (OpenBLAS), numerically stable softmax,
+// normalizations and losses, reductions, convolutions, pooling, gathers and
+// the optimizer updates. Shapes are compile-time constants at the call
+// sites; pointers point into the planned arena and persistent regions.
+// Everything computes in f32 (sums of many terms in double where PyTorch
+// would lose precision otherwise), and is deterministic for a given thread
+// count.
+//
+// Part of the runtime: plain C++17 and OpenBLAS, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CPU_KERNELS_H
+#define MNEMO_RUNTIME_CPU_KERNELS_H
+
+#include "runtime/cpu/Parallel.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace mnemo {
+namespace cpu {
+
+/// Adds the time until the end of its scope to seconds[op], when seconds is
+/// not null (the trainer's --profile).
+class OpTimer {
+public:
+  OpTimer(double *seconds, int op)
+      : seconds(seconds), op(op),
+        start(seconds ? std::chrono::steady_clock::now()
+                      : std::chrono::steady_clock::time_point()) {}
+  ~OpTimer() {
+    if (seconds)
+      seconds[op] += std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+  }
+
+private:
+  double *seconds;
+  int op;
+  std::chrono::steady_clock::time_point start;
+};
+
+//===----------------------------------------------------------------------===//
+// Scalar functions the fused loops inline
+//===----------------------------------------------------------------------===//
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+inline float silu(float x) { return x * sigmoid(x); }
+inline float geluExact(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+}
+inline float geluTanh(float x) {
+  const float k = 0.79788456080286536f; // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+inline float reluGrad(float g, float x) { return x > 0.0f ? g : 0.0f; }
+inline float siluGrad(float g, float x) {
+  float s = sigmoid(x);
+  return g * s * (1.0f + x * (1.0f - s));
+}
+inline float geluExactGrad(float g, float x) {
+  float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
+  float pdf = std::exp(-0.5f * x * x) * 0.39894228040143268f;
+  return g * (cdf + x * pdf);
+}
+inline float geluTanhGrad(float g, float x) {
+  const float k = 0.79788456080286536f;
+  float t = std::tanh(k * (x + 0.044715f * x * x * x));
+  return g * (0.5f * (1.0f + t) +
+              0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
+}
+
+/// The dropout mask's uniform number for (seed, step, element): the same
+/// counter-based hash as the reference interpreter, so masks agree exactly.
+inline uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline double dropoutUniform(int64_t seed, int64_t step, int64_t index) {
+  uint64_t h = mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^
+                     uint64_t(index));
+  return double(h >> 11) * 0x1.0p-53;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+          float alpha, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// Element offsets of each batch's matrices, over a batch index space of up
+/// to four dimensions (a strided view's batch dimensions need not be
+/// contiguous).
+struct BatchLayout {
+  int rank;
+  int64_t dims[4];
+  int64_t a[4], b[4], c[4];
+};
+void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
+                 int64_t n, int64_t k, float alpha, const float *a,
+                 int64_t lda, const float *b, int64_t ldb, float beta,
+                 float *c, int64_t ldc);
+
+/// NCHW convolution with an OIHW weight, by im2col and GEMM over
+/// `imagesPerGemm` images at a time in `workspace` (see
+/// conv2dWorkspaceFloats).
+struct ConvShape {
+  int64_t n, c, h, w;   // input
+  int64_t o, kh, kw;    // weight
+  int64_t ho, wo;       // output
+  int64_t strideH, strideW, padH, padW;
+  int64_t imagesPerGemm;
+};
+int64_t conv2dWorkspaceFloats(const ConvShape &s);
+void conv2d(const ConvShape &s, const float *x, const float *w, float *y,
+            float *workspace);
+void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
+                     float *dx, float *workspace);
+void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
+                      float *dw, float *workspace);
+
+struct PoolShape {
+  int64_t nc, h, w, ho, wo;
+  int64_t kh, kw, strideH, strideW, padH, padW;
+};
+void maxPool2d(const PoolShape &s, const float *x, float *y);
+void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
+                   float *dx);
+void avgPool2d(const PoolShape &s, const float *x, float *y);
+void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx);
+
+//===----------------------------------------------------------------------===//
+// Reductions, normalizations, losses
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Mean, Max };
+/// Reduces the axes set in `reducedMask` (bit i: axis i) of x[shape].
+void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
+            uint32_t reducedMask, float *out);
+/// The gradient of a max reduction, shared among ties.
+void maxGrad(const float *grad, const float *x, const float *maximum,
+             const int64_t *shape, int rank, uint32_t reducedMask, float *out);
+
+/// Softmax or log-softmax along the middle of [outer, n, inner].
+void softmax(const float *x, float *y, int64_t outer, int64_t n,
+             int64_t inner, bool logarithm);
+
+/// Layer norm (bias may be null) or RMS norm over rows of `d`.
+void layerNorm(const float *x, const float *scale, const float *bias,
+               float *y, int64_t rows, int64_t d, float eps, bool rms);
+void layerNormGrad(const float *dy, const float *x, const float *scale,
+                   float *dx, float *dscale, float *dbias, int64_t rows,
+                   int64_t d, float eps, bool rms);
+
+/// Mean cross-entropy over rows; false if a target is out of range.
+bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
+                  int64_t classes, float *loss);
+bool crossEntropyGrad(const float *grad, const float *logits,
+                      const int32_t *targets, int64_t rows, int64_t classes,
+                      float *dlogits);
+void accuracy(const float *logits, const int32_t *targets, int64_t rows,
+              int64_t classes, float *out);
+void mse(const float *a, const float *b, int64_t n, float *out);
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// out[i] = table[indices[i]]; false if an index is out of range.
+bool embedding(const float *table, const int32_t *indices, int64_t count,
+               int64_t rows, int64_t dim, float *out);
+bool embeddingGrad(const float *grad, const int32_t *indices, int64_t count,
+                   int64_t rows, int64_t dim, float *out);
+void causalMask(uint8_t *out, int64_t rows, int64_t cols);
+/// [outer, axisIn, inner] -> [outer, count, inner] taking start + j * step,
+/// or (grad) the reverse into zeros.
+void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
+               int64_t axisIn, int64_t inner, int64_t start, int64_t count,
+               int64_t step, bool grad);
+/// Copies [outer, n, inner] into [outer, axisOut, inner] at `offset`.
+void concatPart(const void *in, void *out, int64_t elementBytes,
+                int64_t outer, int64_t n, int64_t inner, int64_t axisOut,
+                int64_t offset);
+
+//===----------------------------------------------------------------------===//
+// The optimizer
+//===----------------------------------------------------------------------===//
+
+float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
+                 int64_t warmup, int64_t steps, double minLr);
+/// sqrt(sum of squares) over several tensors, accumulated in double.
+float globalNorm(const float *const *tensors, const int64_t *sizes,
+                 int count);
+float clipCoefficient(float norm, double maxNorm);
+void adamUpdate(int64_t n, const float *param, const float *grad,
+                const float *expAvg, const float *expAvgSq, float *newParam,
+                float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
+                double beta1, double beta2, double eps, double weightDecay,
+                bool decoupled);
+void sgdUpdate(int64_t n, const float *param, const float *grad,
+               const float *buffer, float *newParam, float *newBuffer,
+               float lr, int32_t step, double momentum, double dampening,
+               double weightDecay, bool nesterov);
+
+/// A kernel's failure (an index out of range): recorded, and reported by
+/// the trainer after the step.
+void reportError(const std::string &message);
+/// The first error since the last call, or empty.
+std::string takeError();
+
+} // namespace cpu
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,145 @@
+//===- Parallel.cpp - The CPU trainer's worker threads --------------------===//
+
+#include "runtime/cpu/Parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace mnemo {
+namespace cpu {
+namespace {
+
+/// Workers wait for a new generation of work: spinning briefly first (the
+/// step's kernels come back to back, microseconds apart, and a condition
+/// variable's wake-up costs more than most of them), then sleeping.
+class Pool {
+public:
+  ~Pool() { resize(1); }
+
+  void resize(int n) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+      generation.fetch_add(1, std::memory_order_release);
+    }
+    wake.notify_all();
+    for (std::thread &t : workers)
+      t.join();
+    workers.clear();
+    stopping = false;
+    count = std::max(1, n);
+    for (int i = 1; i < count; ++i)
+      workers.emplace_back([this, i] { work(i); });
+  }
+
+  int size() const { return count; }
+
+  void run(int chunks, const std::function<void(int)> &task) {
+    current = &task;
+    active = chunks;
+    pending.store(chunks - 1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      generation.fetch_add(1, std::memory_order_release);
+    }
+    wake.notify_all();
+    task(0);
+    // The others started when this one did: their chunks end about now.
+    while (pending.load(std::memory_order_acquire) != 0)
+      pause();
+    current = nullptr;
+  }
+
+private:
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
+  void work(int index) {
+    uint64_t seen = generation.load(std::memory_order_acquire);
+    for (;;) {
+      // Spin for a while (~50 us), then sleep until the next generation.
+      for (int spin = 0; spin < 20000 &&
+                         generation.load(std::memory_order_acquire) == seen;
+           ++spin)
+        pause();
+      if (generation.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [&] {
+          return generation.load(std::memory_order_acquire) != seen;
+        });
+      }
+      seen = generation.load(std::memory_order_acquire);
+      if (stopping)
+        return;
+      if (index >= active)
+        continue;
+      (*current)(index);
+      pending.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::vector<std::thread> workers;
+  const std::function<void(int)> *current = nullptr;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<int> pending{0};
+  int count = 1, active = 0;
+  bool stopping = false;
+};
+
+Pool &pool() {
+  static Pool p;
+  return p;
+}
+
+/// Set on the pool's threads while they run a chunk, so that a kernel that
+/// calls parallelFor from inside another (a GEMM inside a batched GEMM)
+/// runs inline instead of waiting for itself.
+thread_local bool insideChunk = false;
+
+} // namespace
+
+void setThreads(int n) {
+  if (n <= 0)
+    n = int(std::max(1u, std::thread::hardware_concurrency()));
+  pool().resize(n);
+  // OpenBLAS runs single-threaded inside our chunks: two thread pools on
+  // the same cores spin against each other (sched_yield) between kernels.
+  openblas_set_num_threads(1);
+}
+
+int threads() { return pool().size(); }
+
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &body) {
+  if (n <= 0)
+    return;
+  int64_t chunks = std::min<int64_t>(pool().size(),
+                                     std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  if (chunks <= 1 || insideChunk) {
+    body(0, n);
+    return;
+  }
+  pool().run(int(chunks), [&](int c) {
+    int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+    insideChunk = true;
+    if (begin < end)
+      body(begin, end);
+    insideChunk = false;
+  });
+}
+
+} // namespace cpu
+} // namespace mnemo

@@ -1,0 +1,39 @@
+//===- Parallel.h - The CPU trainer's worker threads ------------*- C++ -*-===//
+//
+// A fixed pool of worker threads that splits a range into one contiguous
+// chunk per thread. The split depends only on the range and the thread
+// count, so every run with the same --threads computes the same sums in the
+// same order: resuming from a checkpoint is bit-identical. OpenMP would do
+// the same job, but generated code and the runtime may be built by
+// different compilers (libgomp vs libomp in one process is a known hazard),
+// and a pool of ours has no such dependency.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CPU_PARALLEL_H
+#define MNEMO_RUNTIME_CPU_PARALLEL_H
+
+#include <cstdint>
+#include <functional>
+
+namespace mnemo {
+namespace cpu {
+
+/// Sets the number of threads (the caller included) that parallelFor uses.
+/// 0 means one per core. OpenBLAS is kept single-threaded: GEMMs are split
+/// over these same threads (see gemm in Kernels.h).
+void setThreads(int threads);
+int threads();
+
+/// Runs body(begin, end) over [0, n) split into at most threads() chunks.
+/// Ranges below `grain` elements per chunk run on fewer threads; tiny ones,
+/// and calls from inside another parallelFor, inline on the caller.
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+} // namespace cpu
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_CPU_PARALLEL_H
