@@ -232,7 +232,7 @@ class StepEmitter {
 public:
   StepEmitter(func::FuncOp func, llvm::raw_ostream &os,
               llvm::raw_ostream &constants, int &constantCount)
-      : func(func), os(os), constants(constants),
+      : func(func), current(&os), constants(constants),
         constantCount(constantCount) {}
 
   LogicalResult emit();
@@ -259,7 +259,10 @@ private:
   std::string shapeArray(const Shape &shape);
 
   func::FuncOp func;
-  llvm::raw_ostream &os, &constants;
+  /// Where code goes: the function, or an op's body being indented.
+  llvm::raw_ostream *current;
+  llvm::raw_ostream &out() { return *current; }
+  llvm::raw_ostream &constants;
   int &constantCount;
   llvm::DenseMap<Value, Layout> layouts;
 };
@@ -527,7 +530,7 @@ std::string substitute(std::string s, const std::vector<std::string> &reads,
 
 LogicalResult StepEmitter::emitLoop(Operation *root) {
   Value result = root->getResult(0);
-  const Layout &out = layouts[result];
+  const Layout &resultLayout = layouts[result];
   Loop loop;
   std::string value;
   if (llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(root)) {
@@ -584,7 +587,7 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
     }
   }
   size_t outLeaf = strides.size() - 1;
-  std::string outPointer = out.pointer;
+  std::string outPointer = resultLayout.pointer;
   auto index = [](const std::string &base, const std::string &i, int64_t s) {
     std::string term = s == 0 ? "" : s == 1 ? i : i + " * " + std::to_string(s);
     if (base.empty())
@@ -594,8 +597,8 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   auto body = [&](const std::vector<std::string> &reads,
                   const std::string &flat, const std::string &indent) {
     for (const std::string &s : loop.statements)
-      os << indent << substitute(s, reads, flat) << "\n";
-    os << indent << substitute(reads[outLeaf] + " = " + value + ";", reads, flat)
+      out() << indent << substitute(s, reads, flat) << "\n";
+    out() << indent << substitute(reads[outLeaf] + " = " + value + ";", reads, flat)
        << "\n";
   };
   std::vector<std::string> reads(strides.size());
@@ -604,29 +607,29 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
     pointers.push_back(leaf.pointer);
   pointers.push_back(outPointer);
   // Named pointers: the loop body reads p0[i], ...
-  os << "  {\n";
+  out() << "  {\n";
   for (size_t k = 0; k < pointers.size(); ++k)
-    os << "    auto *const p" << k << " = " << pointers[k] << ";\n";
+    out() << "    auto *const p" << k << " = " << pointers[k] << ";\n";
   if (dims.empty()) {
     for (size_t k = 0; k < reads.size(); ++k)
       reads[k] = "p" + std::to_string(k) + "[0]";
     body(reads, "0", "    ");
-    os << "  }\n";
+    out() << "  }\n";
     return success();
   }
   int64_t total = product(dims);
   if (dims.size() == 1) {
     for (size_t k = 0; k < reads.size(); ++k)
       reads[k] = "p" + std::to_string(k) + "[" + index("", "i", coalesced[k][0]) + "]";
-    os << "    parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
+    out() << "    parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
        << "      for (int64_t i = begin; i < end; ++i) {\n";
     body(reads, "i", "        ");
-    os << "      }\n    });\n  }\n";
+    out() << "      }\n    });\n  }\n";
     return success();
   }
   int64_t inner = dims.back();
   int64_t outer = total / inner;
-  os << "    parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
+  out() << "    parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
      << ", [&](int64_t begin, int64_t end) {\n"
      << "      for (int64_t o = begin; o < end; ++o) {\n";
   // The outer coordinates, then each array's offset of the row.
@@ -634,12 +637,12 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   std::vector<std::string> coords(dims.size() - 1);
   for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d) {
     coords[d] = "c" + std::to_string(d);
-    os << "        const int64_t " << coords[d] << " = o";
+    out() << "        const int64_t " << coords[d] << " = o";
     if (after != 1)
-      os << " / " << after;
+      out() << " / " << after;
     if (d != 0)
-      os << " % " << dims[d];
-    os << ";\n";
+      out() << " % " << dims[d];
+    out() << ";\n";
     after *= dims[d];
   }
   for (size_t k = 0; k < reads.size(); ++k) {
@@ -648,14 +651,14 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
       if (coalesced[k][d] != 0)
         base += (base.empty() ? "" : " + ") + coords[d] + " * " +
                 std::to_string(coalesced[k][d]);
-    os << "        const int64_t b" << k << " = " << (base.empty() ? "0" : base)
+    out() << "        const int64_t b" << k << " = " << (base.empty() ? "0" : base)
        << ";\n";
     reads[k] = "p" + std::to_string(k) + "[" +
                index("b" + std::to_string(k), "j", coalesced[k].back()) + "]";
   }
-  os << "        for (int64_t j = 0; j < " << inner << "; ++j) {\n";
+  out() << "        for (int64_t j = 0; j < " << inner << "; ++j) {\n";
   body(reads, "o * " + std::to_string(inner) + " + j", "          ");
-  os << "        }\n      }\n    });\n  }\n";
+  out() << "        }\n      }\n    });\n  }\n";
   return success();
 }
 
@@ -707,14 +710,14 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   call += std::string(", ") + (gb->transpose ? "true" : "false");
   // The rows of a contiguous, untransposed lhs are one matrix.
   if (!batched && !ta && a.isContiguous()) {
-    os << "  gemm(" << call << ", " << product(batch) * m << ", " << n << ", "
+    out() << "  gemm(" << call << ", " << product(batch) * m << ", " << n << ", "
        << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
        << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n
        << ");\n";
     return success();
   }
   if (batch.empty()) {
-    os << "  gemm(" << call << ", " << m << ", " << n << ", " << k << ", 1.0f, "
+    out() << "  gemm(" << call << ", " << m << ", " << n << ", " << k << ", 1.0f, "
        << ga->pointer << ", " << ga->ld << ", " << gb->pointer << ", " << gb->ld
        << ", 0.0f, " << c.pointer << ", " << n << ");\n";
     return success();
@@ -723,10 +726,10 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
     return error(op, "more than four batch dimensions are not supported");
   Shape cStrides(c.strides.begin(), c.strides.end() - 2);
   Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
-  os << "  {\n    static const BatchLayout batch = {" << batch.size() << ", {"
+  out() << "  {\n    static const BatchLayout batch = {" << batch.size() << ", {"
      << listOf(batch) << "}, {" << listOf(ga->batchStrides) << "}, {"
      << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
-  os << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", " << k
+  out() << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", " << k
      << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", " << gb->pointer
      << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n << ");\n  }\n";
   return success();
@@ -753,14 +756,24 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
 
   std::string name = describeLocation(op->getLoc()) + ": " +
                      op->getName().getStringRef().str();
-  os << "  // " << name << "\n";
+  out() << "  // " << name << "\n";
   // Every op is timed when the trainer runs with --profile (a null check
   // otherwise).
-  os << "  {\n  const OpTimer timer(memory.opSeconds, " << opNames.size()
+  out() << "  {\n    const OpTimer timer(memory.opSeconds, " << opNames.size()
      << ");\n";
   opNames.push_back(name);
+  // The body, indented one level inside the timer's scope.
+  std::string body;
+  llvm::raw_string_ostream bodyStream(body);
+  llvm::raw_ostream *outer = current;
+  current = &bodyStream;
   LogicalResult emitted = emitOpBody(op);
-  os << "  }\n";
+  current = outer;
+  llvm::SmallVector<StringRef> lines;
+  StringRef(bodyStream.str()).split(lines, '\n', -1, false);
+  for (StringRef line : lines)
+    out() << "  " << line << "\n";
+  out() << "  }\n";
   return emitted;
 }
 
@@ -770,7 +783,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
     return emitLoop(op);
 
   auto ptr = [&](Value v) { return pointer(v, op); };
-  auto out = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
+  auto res = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
   std::string failed_;
   auto P = [&](Value v) -> std::string {
     FailureOr<std::string> p = ptr(v);
@@ -795,16 +808,16 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                : llvm::isa<MeanOp>(op) ? "Mean"
                                                        : "Max";
             Shape in = shapeOf(r.getInput());
-            os << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
+            out() << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
                << ", " << shapeArray(in) << ", " << in.size() << ", "
-               << axesMask(r.getAxes()) << "u, " << out() << ");\n";
+               << axesMask(r.getAxes()) << "u, " << res() << ");\n";
             return success();
           })
           .Case([&](MaxGradOp g) {
             Shape in = shapeOf(g.getInput());
-            os << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
+            out() << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
                << ", " << P(g.getMaximum()) << ", " << shapeArray(in) << ", "
-               << in.size() << ", " << axesMask(g.getAxes()) << "u, " << out()
+               << in.size() << ", " << axesMask(g.getAxes()) << "u, " << res()
                << ");\n";
             return success();
           })
@@ -812,7 +825,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             Shape in = shapeOf(s.getInput());
             int64_t axis =
                 *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
-            os << "  softmax(" << P(s.getInput()) << ", " << out() << ", "
+            out() << "  softmax(" << P(s.getInput()) << ", " << res() << ", "
                << product(ArrayRef<int64_t>(in).take_front(axis)) << ", "
                << in[axis] << ", "
                << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
@@ -821,8 +834,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           })
           .Case([&](LayerNormOp l) {
             Shape in = shapeOf(l.getInput());
-            os << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
-               << ", " << P(l.getBias()) << ", " << out() << ", "
+            out() << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
+               << ", " << P(l.getBias()) << ", " << res() << ", "
                << product(in) / in.back() << ", " << in.back() << ", "
                << floatLiteral(l.getEpsilon().convertToDouble())
                << ", false);\n";
@@ -830,8 +843,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           })
           .Case([&](RmsNormOp l) {
             Shape in = shapeOf(l.getInput());
-            os << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
-               << ", nullptr, " << out() << ", " << product(in) / in.back()
+            out() << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
+               << ", nullptr, " << res() << ", " << product(in) / in.back()
                << ", " << in.back() << ", "
                << floatLiteral(l.getEpsilon().convertToDouble())
                << ", true);\n";
@@ -839,9 +852,9 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           })
           .Case([&](LayerNormGradOp l) {
             Shape in = shapeOf(l.getInput());
-            os << "  layerNormGrad(" << P(l.getGrad()) << ", "
-               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << out(0)
-               << ", " << out(1) << ", " << out(2) << ", "
+            out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
+               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << res(0)
+               << ", " << res(1) << ", " << res(2) << ", "
                << product(in) / in.back() << ", " << in.back() << ", "
                << floatLiteral(l.getEpsilon().convertToDouble())
                << ", false);\n";
@@ -849,9 +862,9 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           })
           .Case([&](RmsNormGradOp l) {
             Shape in = shapeOf(l.getInput());
-            os << "  layerNormGrad(" << P(l.getGrad()) << ", "
-               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << out(0)
-               << ", " << out(1) << ", nullptr, " << product(in) / in.back()
+            out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
+               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << res(0)
+               << ", " << res(1) << ", nullptr, " << product(in) / in.back()
                << ", " << in.back() << ", "
                << floatLiteral(l.getEpsilon().convertToDouble())
                << ", true);\n";
@@ -859,44 +872,44 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           })
           .Case([&](CrossEntropyOp c) {
             Shape logits = shapeOf(c.getLogits());
-            os << "  crossEntropy(" << P(c.getLogits()) << ", "
+            out() << "  crossEntropy(" << P(c.getLogits()) << ", "
                << P(c.getTargets()) << ", " << product(logits) / logits.back()
-               << ", " << logits.back() << ", " << out() << ");\n";
+               << ", " << logits.back() << ", " << res() << ");\n";
             return success();
           })
           .Case([&](CrossEntropyGradOp c) {
             Shape logits = shapeOf(c.getLogits());
-            os << "  crossEntropyGrad(" << P(c.getGrad()) << ", "
+            out() << "  crossEntropyGrad(" << P(c.getGrad()) << ", "
                << P(c.getLogits()) << ", " << P(c.getTargets()) << ", "
                << product(logits) / logits.back() << ", " << logits.back()
-               << ", " << out() << ");\n";
+               << ", " << res() << ");\n";
             return success();
           })
           .Case([&](AccuracyOp a) {
             Shape logits = shapeOf(a.getLogits());
-            os << "  accuracy(" << P(a.getLogits()) << ", " << P(a.getTargets())
+            out() << "  accuracy(" << P(a.getLogits()) << ", " << P(a.getTargets())
                << ", " << product(logits) / logits.back() << ", "
-               << logits.back() << ", " << out() << ");\n";
+               << logits.back() << ", " << res() << ");\n";
             return success();
           })
           .Case([&](MseOp m) {
-            os << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
-               << product(shapeOf(m.getLhs())) << ", " << out() << ");\n";
+            out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
+               << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";
             return success();
           })
           .Case([&](EmbeddingOp e) {
             Shape table = shapeOf(e.getTable());
-            os << "  embedding(" << P(e.getTable()) << ", " << P(e.getIndices())
+            out() << "  embedding(" << P(e.getTable()) << ", " << P(e.getIndices())
                << ", " << product(shapeOf(e.getIndices())) << ", " << table[0]
-               << ", " << table[1] << ", " << out() << ");\n";
+               << ", " << table[1] << ", " << res() << ");\n";
             return success();
           })
           .Case([&](EmbeddingGradOp e) {
             Shape table = shapeOf(e.getResult());
-            os << "  embeddingGrad(" << P(e.getGrad()) << ", "
+            out() << "  embeddingGrad(" << P(e.getGrad()) << ", "
                << P(e.getIndices()) << ", "
                << product(shapeOf(e.getIndices())) << ", " << table[0] << ", "
-               << table[1] << ", " << out() << ");\n";
+               << table[1] << ", " << res() << ");\n";
             return success();
           })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
@@ -906,13 +919,13 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                              : llvm::isa<Conv2DInputGradOp>(op)
                                  ? "conv2dInputGrad"
                                  : "conv2dWeightGrad";
-            os << "  {\n    static const ConvShape conv = {" << g.n << ", "
+            out() << "  {\n    static const ConvShape conv = {" << g.n << ", "
                << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
                << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo << ", "
                << g.strideH << ", " << g.strideW << ", " << g.padH << ", "
                << g.padW << ", " << g.imagesPerGemm << "};\n    " << fn
                << "(conv, " << P(op->getOperand(0)) << ", "
-               << P(op->getOperand(1)) << ", " << out() << ", f32(W));\n  }\n";
+               << P(op->getOperand(1)) << ", " << res() << ", f32(W));\n  }\n";
             return success();
           })
           .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
@@ -924,29 +937,29 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                : shapeOf(op->getResult(0));
                 ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
                                   pad = p.getPadding();
-                os << "  {\n    static const PoolShape pool = {" << x[0] * x[1]
+                out() << "  {\n    static const PoolShape pool = {" << x[0] * x[1]
                    << ", " << x[2] << ", " << x[3] << ", " << y[2] << ", "
                    << y[3] << ", " << k[0] << ", " << k[1] << ", " << s[0]
                    << ", " << s[1] << ", " << pad[0] << ", " << pad[1]
                    << "};\n    ";
                 if (llvm::isa<MaxPool2DOp>(op))
-                  os << "maxPool2d(pool, " << P(op->getOperand(0)) << ", "
-                     << out();
+                  out() << "maxPool2d(pool, " << P(op->getOperand(0)) << ", "
+                     << res();
                 else if (llvm::isa<AvgPool2DOp>(op))
-                  os << "avgPool2d(pool, " << P(op->getOperand(0)) << ", "
-                     << out();
+                  out() << "avgPool2d(pool, " << P(op->getOperand(0)) << ", "
+                     << res();
                 else if (llvm::isa<MaxPool2DGradOp>(op))
-                  os << "maxPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
-                     << P(op->getOperand(1)) << ", " << out();
+                  out() << "maxPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
+                     << P(op->getOperand(1)) << ", " << res();
                 else
-                  os << "avgPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
-                     << out();
-                os << ");\n  }\n";
+                  out() << "avgPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
+                     << res();
+                out() << ");\n  }\n";
                 return success();
               })
           .Case([&](CausalMaskOp m) {
             Shape s = shapeOf(m.getResult());
-            os << "  causalMask(" << out() << ", " << s[0] << ", " << s[1]
+            out() << "  causalMask(" << res() << ", " << s[0] << ", " << s[1]
                << ");\n";
             return success();
           })
@@ -958,7 +971,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                : shapeOf(op->getResult(0));
             int64_t axis =
                 *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
-            os << "  sliceCopy(" << P(op->getOperand(0)) << ", " << out()
+            out() << "  sliceCopy(" << P(op->getOperand(0)) << ", " << res()
                << ", " << ctypeOf(op->getResult(0).getType()).bytes << ", "
                << product(ArrayRef<int64_t>(big).take_front(axis)) << ", "
                << big[axis] << ", "
@@ -973,7 +986,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             int64_t axis = int64_t(c.getAxis()), offset = 0;
             for (Value input : c.getInputs()) {
               int64_t n = shapeOf(input)[axis];
-              os << "  concatPart(" << P(input) << ", " << out() << ", "
+              out() << "  concatPart(" << P(input) << ", " << res() << ", "
                  << ctypeOf(input.getType()).bytes << ", "
                  << product(ArrayRef<int64_t>(o).take_front(axis)) << ", " << n
                  << ", "
@@ -984,7 +997,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return success();
           })
           .Case([&](LrScheduleOp s) {
-            os << "  *" << out() << " = lrSchedule("
+            out() << "  *" << res() << " = lrSchedule("
                << (s.getKind() == "cosine" ? "true" : "false") << ", *"
                << P(s.getStep()) << ", *" << P(s.getTotalSteps()) << ", "
                << doubleLiteral(s.getBaseLr().convertToDouble()) << ", "
@@ -993,28 +1006,28 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return success();
           })
           .Case([&](GlobalNormOp n) {
-            os << "  {\n    const float *const tensors[] = {";
+            out() << "  {\n    const float *const tensors[] = {";
             std::string sizes;
             for (auto [i, v] : llvm::enumerate(n.getInputs())) {
-              os << (i ? ", " : "") << P(v);
+              out() << (i ? ", " : "") << P(v);
               sizes += (i ? ", " : "") + std::to_string(product(shapeOf(v)));
             }
-            os << "};\n    static const int64_t sizes[] = {" << sizes
-               << "};\n    *" << out() << " = globalNorm(tensors, sizes, "
+            out() << "};\n    static const int64_t sizes[] = {" << sizes
+               << "};\n    *" << res() << " = globalNorm(tensors, sizes, "
                << n.getInputs().size() << ");\n  }\n";
             return success();
           })
           .Case([&](ClipCoefficientOp c) {
-            os << "  *" << out() << " = clipCoefficient(*" << P(c.getNorm())
+            out() << "  *" << res() << " = clipCoefficient(*" << P(c.getNorm())
                << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
                << ");\n";
             return success();
           })
           .Case([&](AdamUpdateOp a) {
-            os << "  adamUpdate(" << product(shapeOf(a.getParam())) << ", "
+            out() << "  adamUpdate(" << product(shapeOf(a.getParam())) << ", "
                << P(a.getParam()) << ", " << P(a.getGrad()) << ", "
                << P(a.getExpAvg()) << ", " << P(a.getExpAvgSq()) << ", "
-               << out(0) << ", " << out(1) << ", " << out(2) << ", *"
+               << res(0) << ", " << res(1) << ", " << res(2) << ", *"
                << P(a.getLr()) << ", *" << P(a.getStep()) << ", "
                << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
                << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
@@ -1024,9 +1037,9 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return success();
           })
           .Case([&](SgdUpdateOp s) {
-            os << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
+            out() << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
                << P(s.getParam()) << ", " << P(s.getGrad()) << ", "
-               << P(s.getMomentumBuffer()) << ", " << out(0) << ", " << out(1)
+               << P(s.getMomentumBuffer()) << ", " << res(0) << ", " << res(1)
                << ", *" << P(s.getLr()) << ", *" << P(s.getStep()) << ", "
                << doubleLiteral(s.getMomentum().convertToDouble()) << ", "
                << doubleLiteral(s.getDampening().convertToDouble()) << ", "
@@ -1063,7 +1076,7 @@ LogicalResult StepEmitter::emit() {
     l.strides = rowMajorStrides(l.shape);
     layouts[arg] = l;
   }
-  os << "void " << func.getName() << "(const StepMemory &memory, int64_t dropoutStep) {\n"
+  out() << "void " << func.getName() << "(const StepMemory &memory, int64_t dropoutStep) {\n"
      << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
      << "                *const G = memory.gradients, *const S = memory.optimizerState,\n"
      << "                *const I = memory.inputs, *const W = memory.workspace;\n"
@@ -1072,7 +1085,7 @@ LogicalResult StepEmitter::emit() {
     if (failed(assignLayout(&op)) || failed(emitOp(&op)))
       return failure();
   }
-  os << "}\n\n";
+  out() << "}\n\n";
   return success();
 }
 

@@ -2,6 +2,7 @@
 
 #include "passes/MemoryReport.h"
 #include "passes/BufferAnalysis.h"
+#include "runtime/Overhead.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
@@ -79,6 +80,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     r.gradientRegionBytes = region.getInt();
   r.peakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
                 r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
+  r.trainerOverheadBytes = runtime::cpuTrainerOverheadBytes(r.inputBytes);
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
@@ -156,6 +158,8 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   line("  temporaries at the peak", r.temporaryBytes);
   line("workspace", r.workspaceBytes);
   line("peak (one step needs)", r.peakBytes);
+  line("CPU trainer, on top, <=", r.trainerOverheadBytes,
+       "threads, OpenBLAS, 2 staging batches");
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
      << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
@@ -200,6 +204,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"lower_bound_bytes", r.lowerBoundBytes},
         {"naive_bytes", r.naiveBytes},
         {"peak_bytes", r.peakBytes},
+        {"cpu_trainer_overhead_bytes", r.trainerOverheadBytes},
         {"peak_op", r.peakStep},
         {"ops", r.steps},
         {"planner", r.planner},

@@ -32,6 +32,8 @@ struct MemoryReport {
   int64_t arenaBytes = 0, lowerBoundBytes = 0, naiveBytes = 0;
   /// Everything one step needs: persistent regions, arena and workspace.
   int64_t peakBytes = 0;
+  /// What the CPU trainer needs on top (runtime/Overhead.h).
+  int64_t trainerOverheadBytes = 0;
   int64_t peakStep = 0, steps = 0;
   std::string planner;
 

@@ -3,6 +3,8 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Safetensors.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -82,15 +84,14 @@ bool saveCheckpoint(const std::string &path, const ModelInfo &model,
   return writeSafetensors(path, file, error);
 }
 
-bool loadCheckpoint(const std::string &path, const ModelInfo &model,
-                    const StepMemory &memory, bool withState,
-                    RunPosition &position, std::string &error) {
-  SafetensorsFile file;
+bool readCheckpoint(const std::string &path, const ModelInfo &model,
+                    bool withState, Checkpoint &checkpoint,
+                    std::string &error) {
+  SafetensorsFile &file = checkpoint.file;
   if (!readSafetensors(path, file, error))
     return false;
+  checkpoint.withState = withState;
   const StepInfo &step = model.trainStep;
-  // Check everything first: a bad file changes nothing.
-  std::vector<std::pair<const ArgumentInfo *, const StoredTensor *>> loads;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
     if (!isState(a) || (!withState && std::string(a.role) != "param"))
@@ -110,38 +111,53 @@ bool loadCheckpoint(const std::string &path, const ModelInfo &model,
               safetensorsDtype(a.dtype) + shapeText(shape);
       return false;
     }
-    loads.push_back({&a, t});
   }
-  auto number = [&](const char *key, int64_t fallback) -> int64_t {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end())
-      return fallback;
-    try {
-      return std::stoll(it->second);
-    } catch (...) {
-      return fallback;
-    }
+  if (!withState)
+    return true;
+  auto it = file.metadata.find("format");
+  if (it == file.metadata.end() || it->second != "mnemo-checkpoint-1") {
+    error = "'" + path +
+            "' is not a Mnemo checkpoint (no run position in its metadata); "
+            "use --init to start from its weights";
+    return false;
+  }
+  auto number = [&](const char *key, int64_t &value) {
+    auto entry = file.metadata.find(key);
+    if (entry == file.metadata.end())
+      return false;
+    char *end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(entry->second.c_str(), &end, 10);
+    if (errno || !end || *end || entry->second.empty() || v < 0)
+      return false;
+    value = v;
+    return true;
   };
-  if (withState) {
-    auto it = file.metadata.find("format");
-    if (it == file.metadata.end() || it->second != "mnemo-checkpoint-1") {
-      error = "'" + path +
-              "' is not a Mnemo checkpoint (no run position in its metadata); "
-              "use --init to start from its weights";
-      return false;
-    }
-    position.step = number("step", 0);
-    position.totalSteps = number("total_steps", 0);
-    position.seed = uint64_t(number("seed", 0));
-    position.threads = int(number("threads", 0));
-    if (position.step < 0) {
-      error = "'" + path + "' has a negative step";
-      return false;
-    }
+  int64_t done = 0, total = 0, seed = 0, threads = 0;
+  if (!number("step", done) || !number("total_steps", total) ||
+      !number("seed", seed) || !number("threads", threads)) {
+    error = "'" + path + "' has a damaged run position (step, total_steps, "
+            "seed, threads) in its metadata";
+    return false;
   }
-  for (auto [a, t] : loads)
-    std::memcpy(regionOf(*a, memory), t->bytes.data(), t->bytes.size());
+  checkpoint.position.step = done;
+  checkpoint.position.totalSteps = total;
+  checkpoint.position.seed = uint64_t(seed);
+  checkpoint.position.threads = int(threads);
   return true;
+}
+
+void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
+                     const StepMemory &memory) {
+  const StepInfo &step = model.trainStep;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    if (!isState(a) ||
+        (!checkpoint.withState && std::string(a.role) != "param"))
+      continue;
+    const StoredTensor *t = checkpoint.file.find(a.name);
+    std::memcpy(regionOf(a, memory), t->bytes.data(), t->bytes.size());
+  }
 }
 
 } // namespace runtime

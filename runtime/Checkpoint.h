@@ -15,6 +15,7 @@
 #define MNEMO_RUNTIME_CHECKPOINT_H
 
 #include "runtime/Model.h"
+#include "runtime/Safetensors.h"
 
 #include <cstdint>
 #include <string>
@@ -35,12 +36,23 @@ bool saveCheckpoint(const std::string &path, const ModelInfo &model,
                     const StepMemory &memory, const RunPosition &position,
                     std::string &error);
 
-/// Reads `path` into the regions. `withState` false loads only the
-/// parameters (fine-tuning from weights, or a reference run's initial
-/// weights). Nothing is written into `memory` unless every tensor fits.
-bool loadCheckpoint(const std::string &path, const ModelInfo &model,
-                    const StepMemory &memory, bool withState,
-                    RunPosition &position, std::string &error);
+/// A checkpoint read and checked against the model, not yet copied in.
+struct Checkpoint {
+  SafetensorsFile file;
+  RunPosition position;
+  bool withState = false;
+};
+
+/// Reads `path` and checks every tensor against the model's arguments.
+/// `withState` false takes only the parameters (fine-tuning from weights,
+/// or a reference run's initial weights) and needs no run position.
+bool readCheckpoint(const std::string &path, const ModelInfo &model,
+                    bool withState, Checkpoint &checkpoint,
+                    std::string &error);
+
+/// Copies a checked checkpoint into the regions.
+void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
+                     const StepMemory &memory);
 
 } // namespace runtime
 } // namespace mnemo

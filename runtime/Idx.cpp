@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -50,16 +51,21 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
     if (count > (int64_t(1) << 34))
       return fail("it is too large");
   }
-  array.data.resize(count);
+  // Grow the buffer as data arrives rather than trusting the header's
+  // size: a damaged header must not make us allocate gigabytes for a file
+  // of a few bytes.
+  array.data.clear();
   int64_t done = 0;
   while (done < count) {
-    unsigned chunk = unsigned(std::min<int64_t>(count - done, 1 << 30));
-    int n = gzread(f, array.data.data() + done, chunk);
+    int64_t chunk = std::min<int64_t>(count - done, int64_t(1) << 24);
+    array.data.resize(done + chunk);
+    int n = gzread(f, array.data.data() + done, unsigned(chunk));
     if (n <= 0)
       return fail("the data is truncated (" + std::to_string(done) + " of " +
                   std::to_string(count) + " bytes)");
     done += n;
   }
+  array.data.resize(done);
   gzclose(f);
   return true;
 }

@@ -78,7 +78,7 @@ struct Options {
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
   int threads = 0;
-  bool eval = false, quiet = false, profile = false;
+  bool eval = false, quiet = false, profile = false, seedGiven = false;
 };
 
 [[noreturn]] void fail(const std::string &message) {
@@ -135,6 +135,7 @@ Options parseOptions(int argc, char **argv) {
       o.init = value();
     } else if (arg == "--seed") {
       o.seed = uint64_t(number(0));
+      o.seedGiven = true;
     } else if (arg == "--threads") {
       o.threads = int(number(1));
     } else if (arg == "--summary-json") {
@@ -351,16 +352,36 @@ int main(int argc, char **argv) {
   cpu::setThreads(options.threads);
   nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
 
-  // The data first: a bad file is reported before anything else happens.
+  // The checkpoint and the data first: a bad file is reported before
+  // anything else happens. A resumed run takes the checkpoint's seed, which
+  // decides the data order.
+  std::string error;
+  Checkpoint resume, init;
+  RunPosition position;
+  position.seed = options.seed;
+  if (!options.resume.empty()) {
+    if (!readCheckpoint(options.resume, model, true, resume, error))
+      fail("cannot resume: " + error);
+    if (position.seed != resume.position.seed && options.seedGiven)
+      std::printf("note: resuming with the checkpoint's seed %llu, not %llu\n",
+                  (unsigned long long)resume.position.seed,
+                  (unsigned long long)options.seed);
+    position = resume.position;
+    if (position.threads != 0 && position.threads != cpu::threads())
+      std::printf("note: the checkpoint was written with %d threads and this "
+                  "run uses %d; sums may round differently than in an "
+                  "uninterrupted run\n",
+                  position.threads, cpu::threads());
+  }
+  if (!options.init.empty() &&
+      !readCheckpoint(options.init, model, false, init, error))
+    fail("--init: " + error);
   BatchLayout trainBatch = batchLayoutOf(train);
   BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
-  std::string error;
   std::unique_ptr<BatchSource> source = openBatchSource(
-      options.data, trainBatch, evalBatch, options.seed, error);
+      options.data, trainBatch, evalBatch, position.seed, error);
   if (!source)
     fail(error);
-  if (!options.resume.empty() && !fileExists(options.resume))
-    fail("cannot resume: '" + options.resume + "' does not exist");
 
   // One allocation for the whole plan, touched once so that its pages are
   // resident before the first step (the step loop then allocates nothing).
@@ -389,18 +410,8 @@ int main(int argc, char **argv) {
   }
 
   // Parameters: initialized from the seed, or loaded.
-  RunPosition position;
-  position.seed = options.seed;
   if (!options.resume.empty()) {
-    if (!loadCheckpoint(options.resume, model, memory, true, position, error))
-      fail(error);
-    if (position.seed != options.seed)
-      std::printf("resuming with the checkpoint's seed %llu\n",
-                  (unsigned long long)position.seed);
-    if (position.threads != 0 && position.threads != cpu::threads())
-      std::printf("note: the checkpoint was written with %d threads and this "
-                  "run uses %d; sums may round differently\n",
-                  position.threads, cpu::threads());
+    applyCheckpoint(resume, model, memory);
   } else {
     for (int i = 0; i < train.numArguments; ++i) {
       const ArgumentInfo &a = train.arguments[i];
@@ -409,9 +420,9 @@ int main(int argc, char **argv) {
         continue;
       InitSpec spec;
       spec.kind = "zeros";
-      nlohmann::json init = nlohmann::json::parse(a.init, nullptr, false);
-      if (init.is_object())
-        for (auto &[key, value] : init.items()) {
+      nlohmann::json initJson = nlohmann::json::parse(a.init, nullptr, false);
+      if (initJson.is_object())
+        for (auto &[key, value] : initJson.items()) {
           if (key == "kind" && value.is_string())
             spec.kind = value.get<std::string>();
           else if (value.is_string())
@@ -421,18 +432,15 @@ int main(int argc, char **argv) {
         }
       std::vector<int64_t> shape(a.shape, a.shape + a.rank);
       std::vector<float> values;
-      Rng rng = rngFor(options.seed, a.name);
+      Rng rng = rngFor(position.seed, a.name);
       if (!initialize(spec, shape, rng, values, error))
         fail(std::string(a.name) + ": " + error);
       uint8_t *base =
           role == "param" ? memory.parameters : memory.optimizerState;
       std::memcpy(base + a.offset, values.data(), values.size() * 4);
     }
-    if (!options.init.empty()) {
-      RunPosition ignored;
-      if (!loadCheckpoint(options.init, model, memory, false, ignored, error))
-        fail(error);
-    }
+    if (!options.init.empty())
+      applyCheckpoint(init, model, memory);
   }
 
   // The run's length.
@@ -460,6 +468,8 @@ int main(int argc, char **argv) {
     fail("the checkpoint is at step " + std::to_string(position.step) +
          ", past this run's " + std::to_string(totalSteps) + " steps");
 
+  // From here on, Ctrl-C finishes the current step and saves.
+  std::signal(SIGINT, onInterrupt);
   std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
               source->describe().c_str());
   std::printf("memory: %s allocated once = arena %s + parameters %s + "
@@ -509,7 +519,6 @@ int main(int argc, char **argv) {
     return std::string(line);
   };
 
-  std::signal(SIGINT, onInterrupt);
   Progress progress(firstStep, lastStep, perEpoch, trainBatch.batchSize,
                     options.quiet);
   Prefetcher prefetcher(*source, regions.inputs, firstStep, lastStep);
@@ -690,5 +699,7 @@ int main(int argc, char **argv) {
       fail("cannot write '" + options.summaryJson + "'");
   }
   std::free(block);
-  return 0;
+  // 130, as for any program stopped by Ctrl-C, so that scripts can tell an
+  // interrupted run (its checkpoint saved) from a finished one.
+  return interrupted ? 130 : 0;
 }

@@ -34,8 +34,12 @@ public:
     workers.clear();
     stopping = false;
     count = std::max(1, n);
+    // The generation a worker starts from is fixed here, not when the
+    // thread first runs: work published (or a stop) before then must not
+    // be missed.
+    uint64_t start = generation.load(std::memory_order_acquire);
     for (int i = 1; i < count; ++i)
-      workers.emplace_back([this, i] { work(i); });
+      workers.emplace_back([this, i, start] { work(i, start); });
   }
 
   int size() const { return count; }
@@ -65,8 +69,7 @@ private:
 #endif
   }
 
-  void work(int index) {
-    uint64_t seen = generation.load(std::memory_order_acquire);
+  void work(int index, uint64_t seen) {
     for (;;) {
       // Spin for a while (~50 us), then sleep until the next generation.
       for (int spin = 0; spin < 20000 &&

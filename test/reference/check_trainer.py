@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Compares a compiled trainer's run with the reference interpreter's.
+
+Usage: check_trainer.py REFERENCE_DUMP TRAINER_DUMP [--rtol R]
+
+Both directories are --dump outputs of the same steps from the same initial
+weights and batches (the trainer replays the interpreter's batches with
+`--data REF/batches.safetensors --init REF/init.safetensors`). Every step's
+loss must agree within rtol; the largest parameter difference is printed,
+measured against the size of the parameter's total update, for information
+(a parameter whose gradient is pure rounding noise, such as an attention
+key bias, can differ by a fraction of its tiny update).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_numpy  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("reference")
+    parser.add_argument("trainer")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    args = parser.parse_args()
+    load = lambda d, name: safetensors_numpy.load(os.path.join(d, name + ".safetensors"))[0]
+    ref, ours = load(args.reference, "losses")["loss"], load(args.trainer, "losses")["loss"]
+    if len(ref) != len(ours):
+        print(f"FAIL: {len(ref)} reference steps, {len(ours)} trainer steps")
+        return 1
+    failures = 0
+    worst = 0.0
+    for step, (a, b) in enumerate(zip(ref, ours), 1):
+        rel = abs(float(a) - float(b)) / max(abs(float(a)), 1e-30)
+        worst = max(worst, rel)
+        ok = rel <= args.rtol
+        failures += not ok
+        if not ok:
+            print(f"  step {step}: interpreter {a:.7f}  trainer {b:.7f}  MISMATCH")
+    init, final_ref, final_ours = (load(args.reference, "init"), load(args.reference, "final"),
+                                   load(args.trainer, "final"))
+    if set(final_ref) != set(final_ours):
+        print(f"FAIL: parameter names differ: {sorted(set(final_ref) ^ set(final_ours))}")
+        return 1
+    update = max((float(np.max(np.abs(final_ours[k] - final_ref[k]))) /
+                  (float(np.max(np.abs(final_ref[k] - init[k]))) + 1e-30), k)
+                 for k in final_ref)
+    print(f"{len(ref)} steps: losses agree within {worst:.2g} (rtol {args.rtol:g}); "
+          f"largest parameter difference {update[0]:.2g} of its update ({update[1]})")
+    print("PASS" if failures == 0 else f"FAIL: {failures} losses differ")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
