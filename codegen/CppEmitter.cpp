@@ -464,13 +464,13 @@ FailureOr<std::string> StepEmitter::opExpression(Operation *op, Loop &loop) {
       .Case([&](MulOp) { return x[0] + " * " + x[1]; })
       .Case([&](DivOp) { return x[0] + " / " + x[1]; })
       .Case([&](NegOp) { return "-" + x[0]; })
-      .Case([&](ExpOp) { return floatOnly("std::exp(" + x[0] + ")"); })
+      .Case([&](ExpOp) { return floatOnly("fastExp(" + x[0] + ")"); })
       .Case([&](LogOp) { return floatOnly("std::log(" + x[0] + ")"); })
       .Case([&](SqrtOp) { return floatOnly("std::sqrt(" + x[0] + ")"); })
       .Case([&](RsqrtOp) {
         return floatOnly("1.0f / std::sqrt(" + x[0] + ")");
       })
-      .Case([&](TanhOp) { return floatOnly("std::tanh(" + x[0] + ")"); })
+      .Case([&](TanhOp) { return floatOnly("fastTanh(" + x[0] + ")"); })
       .Case([&](SigmoidOp) { return floatOnly("sigmoid(" + x[0] + ")"); })
       .Case([&](ReluOp) { return floatOnly("relu(" + x[0] + ")"); })
       .Case([&](SiluOp) { return floatOnly("silu(" + x[0] + ")"); })

@@ -588,7 +588,8 @@ int main(int argc, char **argv) {
   progress.finish();
   int64_t rssPeak = statusKb("VmHWM") * 1024;
   if (options.profile && step > firstStep) {
-    // Ops by total time, the largest first, until 95% of the step.
+    // Ops by total time, the largest first: those that make up 90% of the
+    // step, at most twelve.
     std::vector<int> order(train.numOps);
     for (int i = 0; i < train.numOps; ++i)
       order[i] = i;
@@ -603,8 +604,9 @@ int main(int argc, char **argv) {
                 (long long)profiled);
     std::printf("  %9s  %6s  %s\n", "ms/step", "share", "op");
     double shown = 0;
+    int lines = 0;
     for (int i : order) {
-      if (shown > 0.95 * total)
+      if (shown > 0.9 * total || ++lines > 12)
         break;
       shown += opSeconds[i];
       std::printf("  %9.3f  %5.1f%%  %s\n", 1000 * opSeconds[i] / double(profiled),

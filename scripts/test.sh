@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, then runs the lit
-# tests (frontend, diagnostics, dialect, passes), the GoogleTest units and a
-# bounded fuzzing run of the frontend. Ends with one line: "N passed, M failed".
+# tests (frontend, diagnostics, dialect, passes, the generated trainers), the
+# GoogleTest units and bounded fuzzing runs of the frontend and of the
+# trainer's file readers. Ends with one line: "N passed, M failed".
 #
-# MNEMO_FUZZ_SECONDS (default 60) bounds the fuzzing run.
+# MNEMO_FUZZ_SECONDS (default 60 and 30) bounds each fuzzing run.
 set -uo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$MNEMO_ROOT"
@@ -38,7 +39,7 @@ run_ctest() {
   log=$(mktemp)
   (cd "$MNEMO_BUILD" && ctest --output-on-failure "$@") >"$log" 2>&1
   local status=$?
-  grep -E "tests passed|tests failed|\*\*\*Failed|fuzz-frontend:" "$log" | grep -v "^ *[0-9]*/[0-9]* Test" || true
+  grep -E "tests passed|tests failed|\*\*\*Failed|mnemo-fuzz-[a-z]*:" "$log" | grep -v "^ *[0-9]*/[0-9]* Test" || true
   [ "$status" -ne 0 ] && tail -n 60 "$log"
   local total fail
   total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
@@ -49,7 +50,7 @@ run_ctest() {
   rm -f "$log"
 }
 run_ctest "unit tests" -E '^fuzz-'
-run_ctest "fuzzing the frontend (${MNEMO_FUZZ_SECONDS:-60}s)" -V -R '^fuzz-'
+run_ctest "fuzzing the frontend (${MNEMO_FUZZ_SECONDS:-60}s) and the trainer's readers (${MNEMO_FUZZ_SECONDS:-30}s)" -V -R '^fuzz-'
 
 echo
 echo "$passed passed, $failed failed"

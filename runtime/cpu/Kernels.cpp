@@ -435,20 +435,67 @@ bool asThreeDims(const int64_t *shape, int rank, uint32_t mask, int64_t &outer,
   return true;
 }
 
-/// Where element `flat` of x[shape] lands in the reduced output.
-int64_t reducedIndex(int64_t flat, const int64_t *shape, int rank,
-                     uint32_t mask) {
-  int64_t out = 0, outStride = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    int64_t at = flat % shape[i];
-    flat /= shape[i];
-    if (!(mask & (1u << i))) {
-      out += at * outStride;
-      outStride *= shape[i];
+/// The elements of a reduction grouped by output element, with neighbouring
+/// dimensions of the same kind (kept or reduced) merged: output o's group
+/// starts at base(o) and consists of runs() runs of run() elements each,
+/// runStride() apart, run q starting runOffset(q) after the base. Fixed-size
+/// arrays: kernels allocate nothing while a step runs.
+class Groups {
+public:
+  Groups(const int64_t *shape, int rank, uint32_t mask) {
+    for (int i = 0; i < rank; ++i) {
+      bool red = mask & (1u << i);
+      if (count > 0 && reduced[count - 1] == red) {
+        dims[count - 1] *= shape[i];
+      } else {
+        dims[count] = shape[i];
+        reduced[count] = red;
+        ++count;
+      }
+    }
+    int64_t stride = 1;
+    for (int i = count - 1; i >= 0; --i) {
+      strides[i] = stride;
+      stride *= dims[i];
+    }
+    for (int i = 0; i < count; ++i) {
+      if (reduced[i]) {
+        reducedDims[numReduced++] = i;
+        perOutput *= dims[i];
+      } else {
+        keptDims[numKept++] = i;
+        outputs *= dims[i];
+      }
     }
   }
-  return out;
-}
+  int64_t run() const { return dims[reducedDims[numReduced - 1]]; }
+  int64_t runStride() const { return strides[reducedDims[numReduced - 1]]; }
+  int64_t runs() const { return perOutput / run(); }
+  int64_t base(int64_t o) const {
+    int64_t offset = 0;
+    for (int j = numKept - 1; j >= 0; --j) {
+      offset += o % dims[keptDims[j]] * strides[keptDims[j]];
+      o /= dims[keptDims[j]];
+    }
+    return offset;
+  }
+  int64_t runOffset(int64_t q) const {
+    int64_t offset = 0;
+    for (int j = numReduced - 2; j >= 0; --j) {
+      offset += q % dims[reducedDims[j]] * strides[reducedDims[j]];
+      q /= dims[reducedDims[j]];
+    }
+    return offset;
+  }
+
+  int64_t outputs = 1, perOutput = 1;
+
+private:
+  int count = 0, numKept = 0, numReduced = 0;
+  int64_t dims[32], strides[32];
+  bool reduced[32];
+  int keptDims[32], reducedDims[32];
+};
 
 } // namespace
 
@@ -457,66 +504,31 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
   int64_t outer, r, inner;
   if (!asThreeDims(shape, rank, mask, outer, r, inner)) {
     // Scattered axes (a convolution's bias gradient: [N, C, H, W] over N, H
-    // and W). Coalesce neighbouring dimensions of the same kind, then give
-    // each output element its own sum over the reduced coordinates.
-    std::vector<int64_t> dims, strides;
-    std::vector<bool> reducedDim;
-    for (int i = 0; i < rank; ++i) {
-      bool red = mask & (1u << i);
-      if (!dims.empty() && reducedDim.back() == red)
-        dims.back() *= shape[i];
-      else {
-        dims.push_back(shape[i]);
-        reducedDim.push_back(red);
-      }
-    }
-    strides.assign(dims.size(), 1);
-    for (int i = int(dims.size()) - 2; i >= 0; --i)
-      strides[i] = strides[i + 1] * dims[i + 1];
-    std::vector<int> keptDims, reducedDims;
-    int64_t outCount = 1, perOutput = 1;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (reducedDim[i]) {
-        reducedDims.push_back(int(i));
-        perOutput *= dims[i];
-      } else {
-        keptDims.push_back(int(i));
-        outCount *= dims[i];
-      }
-    }
-    // The last reduced dimension is walked contiguously when it is last.
-    int last = reducedDims.back();
-    int64_t run = dims[last], runStride = strides[last];
-    int64_t runs = perOutput / run;
-    parallelFor(outCount, std::max<int64_t>(1, kGrain / perOutput),
+    // and W): each output element sums its own group, the last reduced
+    // dimension walked as a run.
+    Groups groups(shape, rank, mask);
+    parallelFor(groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
                 [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
-        int64_t base = 0, rest = o;
-        for (int j = int(keptDims.size()) - 1; j >= 0; --j) {
-          base += rest % dims[keptDims[j]] * strides[keptDims[j]];
-          rest /= dims[keptDims[j]];
-        }
+        int64_t base = groups.base(o);
         double acc = kind == ReduceKind::Max
                          ? -std::numeric_limits<double>::infinity()
                          : 0.0;
-        for (int64_t q = 0; q < runs; ++q) {
-          int64_t offset = base, rest2 = q;
-          for (int j = int(reducedDims.size()) - 2; j >= 0; --j) {
-            offset += rest2 % dims[reducedDims[j]] * strides[reducedDims[j]];
-            rest2 /= dims[reducedDims[j]];
-          }
-          const float *p = x + offset;
+        for (int64_t q = 0; q < groups.runs(); ++q) {
+          const float *p = x + base + groups.runOffset(q);
           if (kind == ReduceKind::Max) {
-            for (int64_t t = 0; t < run; ++t)
-              acc = std::max(acc, double(p[t * runStride]));
+            for (int64_t t = 0; t < groups.run(); ++t)
+              acc = std::max(acc, double(p[t * groups.runStride()]));
           } else {
-            float partial = 0; // a short run in f32, the runs in double
-            for (int64_t t = 0; t < run; ++t)
-              partial += p[t * runStride];
+            float partial = 0; // a run in f32, the runs in double
+            for (int64_t t = 0; t < groups.run(); ++t)
+              partial += p[t * groups.runStride()];
             acc += partial;
           }
         }
-        out[o] = float(kind == ReduceKind::Mean ? acc / double(perOutput) : acc);
+        out[o] = float(kind == ReduceKind::Mean
+                           ? acc / double(groups.perOutput)
+                           : acc);
       }
     });
     return;
@@ -543,16 +555,18 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
     return;
   }
   // Columns (a bias gradient: the sum over the batch): split the columns,
-  // and run down the reduced axis with a vector of accumulators.
+  // and run down the reduced axis with a block of accumulators.
   parallelFor(outer * inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(1, r)),
               [&](int64_t begin, int64_t end) {
-    std::vector<double> acc;
+    constexpr int64_t kBlock = 256;
+    double acc[kBlock];
     for (int64_t start = begin; start < end;) {
       int64_t o = start / inner, j0 = start % inner;
-      int64_t j1 = std::min(inner, j0 + (end - start));
-      acc.assign(j1 - j0, kind == ReduceKind::Max
-                              ? -std::numeric_limits<double>::infinity()
-                              : 0.0);
+      int64_t j1 = std::min({inner, j0 + (end - start), j0 + kBlock});
+      std::fill(acc, acc + (j1 - j0),
+                kind == ReduceKind::Max
+                    ? -std::numeric_limits<double>::infinity()
+                    : 0.0);
       for (int64_t k = 0; k < r; ++k) {
         const float *row = x + (o * r + k) * inner;
         if (kind == ReduceKind::Max)
@@ -571,22 +585,23 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
 
 void maxGrad(const float *grad, const float *x, const float *maximum,
              const int64_t *shape, int rank, uint32_t mask, float *out) {
-  int64_t total = 1, outCount = 1;
-  for (int i = 0; i < rank; ++i) {
-    total *= shape[i];
-    if (!(mask & (1u << i)))
-      outCount *= shape[i];
-  }
-  std::vector<float> ties(outCount, 0.0f);
-  for (int64_t f = 0; f < total; ++f) {
-    int64_t o = reducedIndex(f, shape, rank, mask);
-    if (x[f] == maximum[o])
-      ties[o] += 1.0f;
-  }
-  for (int64_t f = 0; f < total; ++f) {
-    int64_t o = reducedIndex(f, shape, rank, mask);
-    out[f] = x[f] == maximum[o] ? grad[o] / ties[o] : 0.0f;
-  }
+  Groups groups(shape, rank, mask);
+  parallelFor(groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
+              [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      int64_t base = groups.base(o);
+      float m = maximum[o], ties = 0;
+      for (int64_t q = 0; q < groups.runs(); ++q)
+        for (int64_t t = 0; t < groups.run(); ++t)
+          ties += x[base + groups.runOffset(q) + t * groups.runStride()] == m;
+      float share = grad[o] / ties;
+      for (int64_t q = 0; q < groups.runs(); ++q)
+        for (int64_t t = 0; t < groups.run(); ++t) {
+          int64_t at = base + groups.runOffset(q) + t * groups.runStride();
+          out[at] = x[at] == m ? share : 0.0f;
+        }
+    }
+  });
 }
 
 void softmax(const float *x, float *y, int64_t outer, int64_t n,
@@ -599,17 +614,25 @@ void softmax(const float *x, float *y, int64_t outer, int64_t n,
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < n; ++j)
         m = std::max(m, xs[j * inner]);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(xs[j * inner] - m);
       if (logarithm) {
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j)
+          sum += fastExp(xs[j * inner] - m);
         float logSum = float(std::log(sum));
         for (int64_t j = 0; j < n; ++j)
           ys[j * inner] = xs[j * inner] - m - logSum;
       } else {
-        float inv = float(1.0 / sum);
+        // The exponentials into the output, then one scale: one pass of
+        // exp, vectorized when the row is contiguous.
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          float e = fastExp(xs[j * inner] - m);
+          ys[j * inner] = e;
+          sum += e;
+        }
+        float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; ++j)
-          ys[j * inner] = std::exp(xs[j * inner] - m) * inv;
+          ys[j * inner] *= inv;
       }
     }
   });
@@ -642,62 +665,61 @@ void layerNorm(const float *x, const float *scale, const float *bias,
 void layerNormGrad(const float *dy, const float *x, const float *scale,
                    float *dx, float *dscale, float *dbias, int64_t rows,
                    int64_t d, float eps, bool rms) {
+  // A row's mean and reciprocal deviation, recomputed where needed: cheaper
+  // than storing them, and nothing to allocate.
+  auto statistics = [&](const float *row, float &mu, float &rstd) {
+    double mean = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < d; ++j)
+        mean += row[j];
+      mean /= double(d);
+    }
+    double var = 0;
+    for (int64_t j = 0; j < d; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= double(d);
+    mu = float(mean);
+    rstd = float(1.0 / std::sqrt(var + eps));
+  };
   // Rows in parallel; the scale and bias gradients (sums over rows) in a
   // second pass over columns, so that no two threads add into one sum.
   parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-    std::vector<float> xhat(d);
     for (int64_t r = begin; r < end; ++r) {
       const float *row = x + r * d, *g = dy + r * d;
-      double mean = 0;
-      if (!rms) {
-        for (int64_t j = 0; j < d; ++j)
-          mean += row[j];
-        mean /= double(d);
-      }
-      double var = 0;
-      for (int64_t j = 0; j < d; ++j)
-        var += (row[j] - mean) * (row[j] - mean);
-      var /= double(d);
-      float rstd = float(1.0 / std::sqrt(var + eps)), mu = float(mean);
+      float mu, rstd;
+      statistics(row, mu, rstd);
       double meanDxhat = 0, meanDxhatXhat = 0;
       for (int64_t j = 0; j < d; ++j) {
-        xhat[j] = (row[j] - mu) * rstd;
         float dxhat = g[j] * scale[j];
         meanDxhat += dxhat;
-        meanDxhatXhat += double(dxhat) * xhat[j];
+        meanDxhatXhat += double(dxhat) * ((row[j] - mu) * rstd);
       }
       float a = rms ? 0.0f : float(meanDxhat / double(d));
       float b = float(meanDxhatXhat / double(d));
       float *out = dx + r * d;
       for (int64_t j = 0; j < d; ++j)
-        out[j] = rstd * (g[j] * scale[j] - a - xhat[j] * b);
+        out[j] = rstd * (g[j] * scale[j] - a - (row[j] - mu) * rstd * b);
     }
   });
-  parallelFor(d, 16, [&](int64_t begin, int64_t end) {
-    std::vector<double> ds(end - begin, 0.0), db(end - begin, 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *row = x + r * d, *g = dy + r * d;
-      // The row's statistics again: cheaper than storing them.
-      double mean = 0;
-      if (!rms) {
-        for (int64_t j = 0; j < d; ++j)
-          mean += row[j];
-        mean /= double(d);
+  constexpr int64_t kBlock = 64;
+  parallelFor((d + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
+      double ds[kBlock] = {}, db[kBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *row = x + r * d, *g = dy + r * d;
+        float mu, rstd;
+        statistics(row, mu, rstd);
+        for (int64_t j = j0; j < j1; ++j) {
+          ds[j - j0] += double(g[j]) * ((row[j] - mu) * rstd);
+          db[j - j0] += g[j];
+        }
       }
-      double var = 0;
-      for (int64_t j = 0; j < d; ++j)
-        var += (row[j] - mean) * (row[j] - mean);
-      var /= double(d);
-      float rstd = float(1.0 / std::sqrt(var + eps)), mu = float(mean);
-      for (int64_t j = begin; j < end; ++j) {
-        ds[j - begin] += double(g[j]) * ((row[j] - mu) * rstd);
-        db[j - begin] += g[j];
+      for (int64_t j = j0; j < j1; ++j) {
+        dscale[j] = float(ds[j - j0]);
+        if (dbias)
+          dbias[j] = float(db[j - j0]);
       }
-    }
-    for (int64_t j = begin; j < end; ++j) {
-      dscale[j] = float(ds[j - begin]);
-      if (dbias)
-        dbias[j] = float(db[j - begin]);
     }
   });
 }
@@ -716,7 +738,7 @@ bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
     float m = *std::max_element(row, row + classes);
     double sum = 0;
     for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(double(row[c] - m));
+      sum += fastExp(row[c] - m);
     total += std::log(sum) + m - row[t];
   }
   *loss = float(total / double(rows));
@@ -740,10 +762,10 @@ bool crossEntropyGrad(const float *grad, const float *logits,
       float m = *std::max_element(row, row + classes);
       double sum = 0;
       for (int64_t c = 0; c < classes; ++c)
-        sum += std::exp(double(row[c] - m));
+        sum += fastExp(row[c] - m);
       float logSum = float(std::log(sum)) + m;
       for (int64_t c = 0; c < classes; ++c)
-        out[c] = (std::exp(row[c] - logSum) - (c == t ? 1.0f : 0.0f)) * scale;
+        out[c] = (fastExp(row[c] - logSum) - (c == t ? 1.0f : 0.0f)) * scale;
     }
   });
   if (!ok)
@@ -872,13 +894,13 @@ float globalNorm(const float *const *tensors, const int64_t *sizes,
   // Each tensor in a fixed number of chunks (a function of its size and
   // the thread count only), summed in chunk order: deterministic.
   double total = 0;
-  std::vector<double> partial;
+  constexpr int64_t kMaxChunks = 64;
+  double partial[kMaxChunks];
   for (int t = 0; t < count; ++t) {
     const float *x = tensors[t];
     int64_t n = sizes[t];
-    int64_t chunks =
-        std::min<int64_t>(threads(), std::max<int64_t>(1, n / kGrain));
-    partial.assign(chunks, 0.0);
+    int64_t chunks = std::min<int64_t>({kMaxChunks, int64_t(threads()),
+                                        std::max<int64_t>(1, n / kGrain)});
     parallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double s = 0;
@@ -887,8 +909,8 @@ float globalNorm(const float *const *tensors, const int64_t *sizes,
         partial[c] = s;
       }
     });
-    for (double s : partial)
-      total += s;
+    for (int64_t c = 0; c < chunks; ++c)
+      total += partial[c];
   }
   return float(std::sqrt(total));
 }

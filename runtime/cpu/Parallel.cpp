@@ -44,7 +44,7 @@ public:
 
   int size() const { return count; }
 
-  void run(int chunks, const std::function<void(int)> &task) {
+  void run(int chunks, FunctionRef<void(int)> task) {
     current = &task;
     active = chunks;
     pending.store(chunks - 1, std::memory_order_relaxed);
@@ -95,7 +95,7 @@ private:
   std::mutex mutex;
   std::condition_variable wake;
   std::vector<std::thread> workers;
-  const std::function<void(int)> *current = nullptr;
+  const FunctionRef<void(int)> *current = nullptr;
   std::atomic<uint64_t> generation{0};
   std::atomic<int> pending{0};
   int count = 1, active = 0;
@@ -126,7 +126,7 @@ void setThreads(int n) {
 int threads() { return pool().size(); }
 
 void parallelFor(int64_t n, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body) {
+                 FunctionRef<void(int64_t, int64_t)> body) {
   if (n <= 0)
     return;
   int64_t chunks = std::min<int64_t>(pool().size(),
@@ -135,13 +135,14 @@ void parallelFor(int64_t n, int64_t grain,
     body(0, n);
     return;
   }
-  pool().run(int(chunks), [&](int c) {
+  auto chunk = [&](int c) {
     int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     insideChunk = true;
     if (begin < end)
       body(begin, end);
     insideChunk = false;
-  });
+  };
+  pool().run(int(chunks), chunk);
 }
 
 } // namespace cpu

@@ -16,10 +16,38 @@
 #define MNEMO_RUNTIME_CPU_PARALLEL_H
 
 #include <cstdint>
-#include <functional>
+#include <type_traits>
+#include <utility>
 
 namespace mnemo {
 namespace cpu {
+
+/// A non-owning reference to a callable (llvm::function_ref, without LLVM):
+/// handing a lambda to parallelFor allocates nothing, where std::function
+/// may allocate for a lambda with many captures.
+template <typename Fn> class FunctionRef;
+template <typename Ret, typename... Params> class FunctionRef<Ret(Params...)> {
+public:
+  template <typename Callable,
+            typename = std::enable_if_t<!std::is_same_v<
+                std::remove_cv_t<std::remove_reference_t<Callable>>,
+                FunctionRef>>>
+  FunctionRef(Callable &&callable)
+      : callback(&call<std::remove_reference_t<Callable>>),
+        callable(reinterpret_cast<intptr_t>(&callable)) {}
+  Ret operator()(Params... params) const {
+    return callback(callable, std::forward<Params>(params)...);
+  }
+
+private:
+  template <typename Callable>
+  static Ret call(intptr_t callable, Params... params) {
+    return (*reinterpret_cast<Callable *>(callable))(
+        std::forward<Params>(params)...);
+  }
+  Ret (*callback)(intptr_t, Params...);
+  intptr_t callable;
+};
 
 /// Sets the number of threads (the caller included) that parallelFor uses.
 /// 0 means one per core. OpenBLAS is kept single-threaded: GEMMs are split
@@ -31,7 +59,7 @@ int threads();
 /// Ranges below `grain` elements per chunk run on fewer threads; tiny ones,
 /// and calls from inside another parallelFor, inline on the caller.
 void parallelFor(int64_t n, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body);
+                 FunctionRef<void(int64_t, int64_t)> body);
 
 } // namespace cpu
 } // namespace mnemo
