@@ -606,38 +606,37 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   for (const Loop::Leaf &leaf : loop.leaves)
     pointers.push_back(leaf.pointer);
   pointers.push_back(outPointer);
-  // Named pointers: the loop body reads p0[i], ...
-  out() << "  {\n";
+  // Named pointers: the loop body reads p0[i], ... (The caller wraps the
+  // op in a scope, so the names are local to it.)
   for (size_t k = 0; k < pointers.size(); ++k)
-    out() << "    auto *const p" << k << " = " << pointers[k] << ";\n";
+    out() << "  auto *const p" << k << " = " << pointers[k] << ";\n";
   if (dims.empty()) {
     for (size_t k = 0; k < reads.size(); ++k)
       reads[k] = "p" + std::to_string(k) + "[0]";
-    body(reads, "0", "    ");
-    out() << "  }\n";
+    body(reads, "0", "  ");
     return success();
   }
   int64_t total = product(dims);
   if (dims.size() == 1) {
     for (size_t k = 0; k < reads.size(); ++k)
       reads[k] = "p" + std::to_string(k) + "[" + index("", "i", coalesced[k][0]) + "]";
-    out() << "    parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
-       << "      for (int64_t i = begin; i < end; ++i) {\n";
-    body(reads, "i", "        ");
-    out() << "      }\n    });\n  }\n";
+    out() << "  parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
+          << "    for (int64_t i = begin; i < end; ++i) {\n";
+    body(reads, "i", "      ");
+    out() << "    }\n  });\n";
     return success();
   }
   int64_t inner = dims.back();
   int64_t outer = total / inner;
-  out() << "    parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
-     << ", [&](int64_t begin, int64_t end) {\n"
-     << "      for (int64_t o = begin; o < end; ++o) {\n";
+  out() << "  parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
+        << ", [&](int64_t begin, int64_t end) {\n"
+        << "    for (int64_t o = begin; o < end; ++o) {\n";
   // The outer coordinates, then each array's offset of the row.
   int64_t after = 1;
   std::vector<std::string> coords(dims.size() - 1);
   for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d) {
     coords[d] = "c" + std::to_string(d);
-    out() << "        const int64_t " << coords[d] << " = o";
+    out() << "      const int64_t " << coords[d] << " = o";
     if (after != 1)
       out() << " / " << after;
     if (d != 0)
@@ -651,14 +650,14 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
       if (coalesced[k][d] != 0)
         base += (base.empty() ? "" : " + ") + coords[d] + " * " +
                 std::to_string(coalesced[k][d]);
-    out() << "        const int64_t b" << k << " = " << (base.empty() ? "0" : base)
-       << ";\n";
+    out() << "      const int64_t b" << k << " = " << (base.empty() ? "0" : base)
+          << ";\n";
     reads[k] = "p" + std::to_string(k) + "[" +
                index("b" + std::to_string(k), "j", coalesced[k].back()) + "]";
   }
-  out() << "        for (int64_t j = 0; j < " << inner << "; ++j) {\n";
-  body(reads, "o * " + std::to_string(inner) + " + j", "          ");
-  out() << "        }\n      }\n    });\n  }\n";
+  out() << "      for (int64_t j = 0; j < " << inner << "; ++j) {\n";
+  body(reads, "o * " + std::to_string(inner) + " + j", "        ");
+  out() << "      }\n    }\n  });\n";
   return success();
 }
 

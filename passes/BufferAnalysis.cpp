@@ -97,11 +97,18 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   int64_t end = a.order.size(); // the return
   auto lastUse = [&](Value v) {
     int64_t last = -1;
-    for (Operation *user : v.getUsers())
-      // A fused op runs inside its root's loop: what it reads is read there.
-      last = std::max(last, user == ret.getOperation()
-                                ? end
-                                : index.lookup(fusionRoot(user)));
+    SmallVector<Operation *> roots;
+    for (Operation *user : v.getUsers()) {
+      if (user == ret.getOperation()) {
+        last = std::max(last, end);
+        continue;
+      }
+      // A fused op runs inside its roots' loops: what it reads is read there.
+      roots.clear();
+      fusionRoots(user, roots);
+      for (Operation *root : roots)
+        last = std::max(last, index.lookup(root));
+    }
     return last;
   };
 

@@ -2,10 +2,12 @@
 //
 // Marks the producers that a consumer's loop computes on the fly. An op is
 // fused into its consumer when
-//   - it is elementwise (or a broadcast, read with stride 0),
+//   - it is elementwise,
 //   - every use of its result is in one op, which is itself elementwise and
 //     has a result of the same shape (so one loop index serves both), and
 //   - that consumer is not the function's return.
+// A broadcast (read with stride 0) fuses into all its consumers when every
+// one of them is such a loop.
 // Marked values get no buffer (BufferAnalysis), and the values they read
 // stay live until the root of the fused tree runs.
 //
@@ -38,10 +40,13 @@ bool mnemo::isElementwiseKernel(Operation *op) {
 
 bool mnemo::isFused(Operation *op) { return op->hasAttr("mnemo.fused"); }
 
-Operation *mnemo::fusionRoot(Operation *op) {
-  while (isFused(op))
-    op = *op->getResult(0).getUsers().begin();
-  return op;
+void mnemo::fusionRoots(Operation *op, SmallVectorImpl<Operation *> &roots) {
+  if (!isFused(op)) {
+    roots.push_back(op);
+    return;
+  }
+  for (Operation *user : op->getResult(0).getUsers())
+    fusionRoots(user, roots);
 }
 
 namespace {
@@ -57,15 +62,25 @@ Operation *soleUser(Value v) {
   return user;
 }
 
+/// Whether `user` runs a loop over `value`'s shape that can compute it.
+bool loopCanCompute(Operation *user, Value value) {
+  return !llvm::isa<func::ReturnOp>(user) && isElementwiseKernel(user) &&
+         llvm::cast<ShapedType>(user->getResult(0).getType()).getShape() ==
+             llvm::cast<ShapedType>(value.getType()).getShape();
+}
+
 bool canFuseInto(Operation *producer) {
-  if (!isElementwiseKernel(producer) && !llvm::isa<BroadcastOp>(producer))
-    return false;
   Value result = producer->getResult(0);
-  Operation *user = soleUser(result);
-  if (!user || llvm::isa<func::ReturnOp>(user) || !isElementwiseKernel(user))
+  // A broadcast is an index computation: every consumer's loop can do it.
+  if (llvm::isa<BroadcastOp>(producer))
+    return !result.use_empty() &&
+           llvm::all_of(result.getUsers(), [&](Operation *user) {
+             return loopCanCompute(user, result);
+           });
+  if (!isElementwiseKernel(producer))
     return false;
-  return llvm::cast<ShapedType>(user->getResult(0).getType()).getShape() ==
-         llvm::cast<ShapedType>(result.getType()).getShape();
+  Operation *user = soleUser(result);
+  return user && loopCanCompute(user, result);
 }
 
 struct FuseElementwisePass

@@ -4,13 +4,16 @@
 // only consumer is an elementwise op of the same shape: the backends then
 // compute it inside that consumer's loop and never store it. Broadcasts fuse
 // the same way (the loop reads their input with stride 0 along the
-// broadcast dimensions). Buffer analysis and the backends both ask these
+// broadcast dimensions), into any number of consumers: re-reading costs
+// nothing, storing costs memory. Buffer analysis and the backends both ask these
 // functions, so what is fused and what is planned cannot disagree.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MNEMO_PASSES_FUSION_H
 #define MNEMO_PASSES_FUSION_H
+
+#include "llvm/ADT/SmallVector.h"
 
 namespace mlir {
 class Operation;
@@ -25,9 +28,10 @@ bool isElementwiseKernel(mlir::Operation *op);
 /// Whether `op` is marked to be computed inside its consumer's loop.
 bool isFused(mlir::Operation *op);
 
-/// The op whose loop computes `op`: `op` itself unless it is fused, else its
-/// consumer's root.
-mlir::Operation *fusionRoot(mlir::Operation *op);
+/// The ops whose loops compute `op`: `op` itself unless it is fused, else
+/// its consumers' roots (a fused broadcast may feed several loops).
+void fusionRoots(mlir::Operation *op,
+                 llvm::SmallVectorImpl<mlir::Operation *> &roots);
 
 } // namespace mnemo
 

@@ -56,13 +56,26 @@ int64_t lowerBound(const std::vector<BufferInterval> &buffers);
 /// Sum of all sizes: the arena without any reuse.
 int64_t naiveBytes(const std::vector<BufferInterval> &buffers);
 
-enum class GreedyOrder { BySize, ByLifetime };
+enum class GreedyOrder { BySize, ByLifetime, ByArea };
 
 MemoryPlan planGreedy(const std::vector<BufferInterval> &buffers,
                       GreedyOrder order);
 
-/// Both greedy orders; the smaller arena.
+/// Best-fit placement of the buffers in the given order.
+MemoryPlan planInOrder(const std::vector<BufferInterval> &buffers,
+                       const std::vector<size_t> &order);
+
+/// The greedy orders; the smaller arena.
 MemoryPlan planHeuristic(const std::vector<BufferInterval> &buffers);
+
+/// Improves a greedy plan by local search over its placement order: swaps
+/// two buffers' places in the order and keeps the swap when the arena does
+/// not grow, until the arena meets the lower bound or `timeLimit` passes.
+/// Deterministic (a fixed-seed generator). `order` is the order `plan` was
+/// placed in.
+MemoryPlan improvePlacementOrder(const std::vector<BufferInterval> &buffers,
+                                 MemoryPlan plan, std::vector<size_t> order,
+                                 std::chrono::milliseconds timeLimit);
 
 /// The smallest arena, or nullopt if the search does not finish within
 /// `timeLimit` (it then returns nothing rather than a worse answer). Starts

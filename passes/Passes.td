@@ -81,9 +81,11 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     For @train_step and @eval_step: buffers and live intervals over the op
     order (views share their source's buffer, elementwise ops may write into
     a dying operand, optimizer updates write their argument in place), then
-    offsets in one arena with 256-byte alignment, from the better of two
-    greedy best-fit planners (by size, by lifetime) or, for small functions,
-    an exact branch-and-bound search that finishes within its time limit.
+    offsets in one arena with 256-byte alignment, from the best of three
+    greedy best-fit planners (by size, by lifetime, by size times lifetime),
+    improved, while above the lower bound, by a local search over the
+    placement order, or, for small functions, by an exact branch-and-bound
+    search that finishes within its time limit.
     The plan is verified (no two buffers live at once overlap) and written
     into the IR:
 
@@ -107,6 +109,8 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     `mnemo.offset` in it.
   }];
   let options = [
+    Option<"localSearchMs", "local-search-ms", "int64_t", "200",
+           "Time the local search over placement orders may take per function">,
     Option<"exactTimeLimitMs", "exact-time-limit-ms", "int64_t", "1000",
            "Time the exact search may take per function">,
     Option<"exactMaxBuffers", "exact-max-buffers", "int64_t", "64",

@@ -39,6 +39,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -291,6 +292,18 @@ private:
 
 std::atomic<bool> interrupted{false};
 
+/// Heap allocations made while a step runs (by the step's threads): the
+/// plan promises there are none, and --summary-json reports the count.
+std::atomic<int64_t> stepAllocations{0};
+
+void *allocate(std::size_t bytes) {
+  if (cpu::inStep())
+    stepAllocations.fetch_add(1, std::memory_order_relaxed);
+  if (void *p = std::malloc(bytes ? bytes : 1))
+    return p;
+  throw std::bad_alloc();
+}
+
 void onInterrupt(int) {
   interrupted = true;
   // A second Ctrl-C exits at once.
@@ -343,6 +356,14 @@ SafetensorsFile parameterFile(const ModelInfo &model, const StepMemory &memory) 
 }
 
 } // namespace
+
+// Every operator new of the program goes through the counter.
+void *operator new(std::size_t bytes) { return allocate(bytes); }
+void *operator new[](std::size_t bytes) { return allocate(bytes); }
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
 
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
@@ -523,6 +544,8 @@ int main(int argc, char **argv) {
                     options.quiet);
   Prefetcher prefetcher(*source, regions.inputs, firstStep, lastStep);
   std::vector<double> losses, stepMs;
+  losses.reserve(lastStep - firstStep + 1);
+  stepMs.reserve(lastStep - firstStep + 1);
   nlohmann::json evaluations = nlohmann::json::array();
   double epochLoss = 0;
   int64_t epochSteps = 0, step = firstStep - 1;
@@ -552,7 +575,10 @@ int main(int argc, char **argv) {
     if (options.profile && s > firstStep)
       memory.opSeconds = opSeconds.data();
     auto begin = std::chrono::steady_clock::now();
-    train.run(memory, s);
+    {
+      cpu::StepScope scope;
+      train.run(memory, s);
+    }
     memory.opSeconds = nullptr;
     stepMs.push_back(std::chrono::duration<double, std::milli>(
                          std::chrono::steady_clock::now() - begin)
@@ -694,7 +720,8 @@ int main(int argc, char **argv) {
                          {"prefetch_bytes", 2 * regions.inputs},
                          {"rss_before_bytes", rssBefore},
                          {"rss_peak_bytes", rssPeak},
-                         {"rss_growth_bytes", rssPeak - rssBefore}};
+                         {"rss_growth_bytes", rssPeak - rssBefore},
+                         {"allocations_during_steps", stepAllocations.load()}};
     std::ofstream out(options.summaryJson);
     out << summary.dump(2) << "\n";
     if (!out)

@@ -59,12 +59,14 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                 transB ? CblasTrans : CblasNoTrans, int(rows), int(cols),
                 int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
   };
-  // Split C into blocks of rows (or of columns when it is short and wide)
-  // over the threads; each block is one single-threaded OpenBLAS call.
-  // Blocks are multiples of 16 so the kernels' panels stay whole.
+  // Split C into blocks of rows or of columns over the threads; each block
+  // is one single-threaded OpenBLAS call. Every block packs the whole of the
+  // other operand, so split the larger dimension: a short, wide C (a
+  // convolution's [out channels, pixels]) by columns. Blocks are multiples
+  // of 16 so the kernels' panels stay whole.
   int64_t work = m * n * k;
   int64_t parts = std::min<int64_t>(threads(), std::max<int64_t>(1, work / (1 << 18)));
-  bool byRows = m >= n || m >= 16 * parts;
+  bool byRows = m >= n;
   int64_t length = byRows ? m : n;
   int64_t blocks = (length + 15) / 16;
   parts = std::min(parts, blocks);
@@ -231,13 +233,19 @@ void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
   std::fill(dx, dx + s.n * s.c * s.h * s.w, 0.0f);
   for (int64_t first = 0; first < s.n; first += s.imagesPerGemm) {
     int64_t g = std::min(s.imagesPerGemm, s.n - first);
-    // col[ckk, (n, spatial)] = w^T[ckk, o] * dy[n][o, spatial], per image.
-    parallelFor(g, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t img = begin; img < end; ++img)
-        gemm(true, false, ckk, spatial, s.o, 1.0f, w, ckk,
-             dy + (first + img) * s.o * spatial, spatial, 0.0f,
-             workspace + img * spatial, g * spatial);
+    // Gather the chunk's output gradient as [o, (n, spatial)], then one
+    // GEMM: col[ckk, (n, spatial)] = w^T[ckk, o] * grad[o, (n, spatial)].
+    float *grad = workspace + s.imagesPerGemm * ckk * spatial;
+    parallelFor(g * s.o, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t q = begin; q < end; ++q) {
+        int64_t img = q / s.o, o = q % s.o;
+        std::memcpy(grad + o * g * spatial + img * spatial,
+                    dy + ((first + img) * s.o + o) * spatial,
+                    sizeof(float) * spatial);
+      }
     });
+    gemm(true, false, ckk, g * spatial, s.o, 1.0f, w, ckk, grad, g * spatial,
+         0.0f, workspace, g * spatial);
     col2im(s, workspace, first, g, dx);
   }
 }

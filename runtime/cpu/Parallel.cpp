@@ -15,6 +15,10 @@ namespace mnemo {
 namespace cpu {
 namespace {
 
+/// Set on the pool's workers for good, and on the main thread while it runs
+/// a step.
+thread_local bool stepThread = false;
+
 /// Workers wait for a new generation of work: spinning briefly first (the
 /// step's kernels come back to back, microseconds apart, and a condition
 /// variable's wake-up costs more than most of them), then sleeping.
@@ -70,6 +74,7 @@ private:
   }
 
   void work(int index, uint64_t seen) {
+    stepThread = true;
     for (;;) {
       // Spin for a while (~50 us), then sleep until the next generation.
       for (int spin = 0; spin < 20000 &&
@@ -124,6 +129,10 @@ void setThreads(int n) {
 }
 
 int threads() { return pool().size(); }
+
+bool inStep() { return stepThread; }
+StepScope::StepScope() { stepThread = true; }
+StepScope::~StepScope() { stepThread = false; }
 
 void parallelFor(int64_t n, int64_t grain,
                  FunctionRef<void(int64_t, int64_t)> body) {

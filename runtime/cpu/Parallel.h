@@ -55,6 +55,16 @@ private:
 void setThreads(int threads);
 int threads();
 
+/// Whether the calling thread runs step work: a pool worker, or a thread
+/// that marked itself with StepScope. The trainer counts heap allocations
+/// made by such threads (there must be none).
+bool inStep();
+class StepScope {
+public:
+  StepScope();
+  ~StepScope();
+};
+
 /// Runs body(begin, end) over [0, n) split into at most threads() chunks.
 /// Ranges below `grain` elements per chunk run on fewer threads; tiny ones,
 /// and calls from inside another parallelFor, inline on the caller.

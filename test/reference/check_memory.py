@@ -9,7 +9,9 @@ trainer's `--summary-json`. Checks that
      parameters, their gradients and the optimizer state of @train_step,
      and the batch, arena and workspace of whichever step needs more;
   2. its peak RSS growth during training stays within those bytes plus the
-     CPU trainer's overhead that the report states.
+     CPU trainer's overhead that the report states;
+  3. the steps made no heap allocation (the trainer counts operator new on
+     the threads that run steps).
 """
 import json
 import sys
@@ -43,6 +45,12 @@ def main():
         print(f"RSS grew by {growth / 2**20:.2f} MiB <= plan {allocated / 2**20:.2f} MiB "
               f"+ overhead {overhead / 2**20:.2f} MiB "
               f"(measured overhead {(growth - allocated) / 2**20:.2f} MiB)")
+    allocations = memory["allocations_during_steps"]
+    if allocations:
+        print(f"FAIL: {allocations} heap allocations while steps ran")
+        failures += 1
+    else:
+        print("no heap allocations while steps ran")
     print("PASS" if failures == 0 else "FAIL")
     return 1 if failures else 0
 

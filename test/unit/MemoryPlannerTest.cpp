@@ -157,3 +157,19 @@ TEST(MemoryPlanner, LargeInstancesPlanQuickly) {
   expectValid(buffers, plan);
   EXPECT_LE(plan.arenaBytes, lowerBound(buffers) * 13 / 10);
 }
+
+TEST(MemoryPlanner, LocalSearchReachesTheBoundWhereTheGreedyOrdersDoNot) {
+  // Found by a random search: every greedy order needs 9 units (of 256
+  // bytes), while some placement order meets the lower bound, 8.
+  Buffers buffers = {{6, 6, 768}, {0, 2, 1024}, {2, 3, 256},
+                     {1, 3, 512}, {3, 4, 512},  {3, 4, 768}};
+  MemoryPlan greedy = planHeuristic(buffers);
+  EXPECT_EQ(greedy.arenaBytes, 9 * 256);
+  std::vector<size_t> order = {0, 1, 2, 3, 4, 5};
+  MemoryPlan start = planInOrder(buffers, order);
+  MemoryPlan searched = improvePlacementOrder(buffers, start, order,
+                                              std::chrono::milliseconds(2000));
+  expectValid(buffers, searched);
+  EXPECT_EQ(searched.arenaBytes, lowerBound(buffers));
+  EXPECT_EQ(lowerBound(buffers), 8 * 256);
+}
