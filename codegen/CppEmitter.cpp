@@ -130,10 +130,10 @@ std::string describeLocation(Location loc) {
       visit(name.getChildLoc());
     } else if (auto file = llvm::dyn_cast<FileLineColLoc>(l)) {
       if (where.empty())
-        where = (llvm::sys::path::filename(file.getFilename().getValue()) +
-                 ":" + llvm::Twine(file.getLine()) + ":" +
-                 llvm::Twine(file.getColumn()))
-                    .str();
+        where =
+            (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
+             llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn()))
+                .str();
     } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
       visit(call.getCaller());
     } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
@@ -254,8 +254,8 @@ private:
   /// A pointer to the value's contiguous elements (a splat gets a constant
   /// array of its own).
   FailureOr<std::string> pointer(Value v, Operation *user);
-  LogicalResult emitMatmul(Operation *op, bool transposeLhs,
-                           bool transposeRhs, bool batched);
+  LogicalResult emitMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
+                           bool batched);
   std::string shapeArray(const Shape &shape);
 
   func::FuncOp func;
@@ -279,7 +279,8 @@ LogicalResult StepEmitter::assignLayout(Operation *op) {
   if (isFused(op))
     return success();
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-  auto gradients = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset");
+  auto gradients =
+      op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset");
   auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg");
   if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
     Value result = constant.getResult();
@@ -297,12 +298,13 @@ LogicalResult StepEmitter::assignLayout(Operation *op) {
     };
     if (dense.isSplat()) {
       double v = valueAt(0);
-      l.splat = l.type.isFloat ? floatLiteral(v)
-                               : "(" + l.type.name + ")" +
-                                     std::to_string(int64_t(v));
+      l.splat = l.type.isFloat
+                    ? floatLiteral(v)
+                    : "(" + l.type.name + ")" + std::to_string(int64_t(v));
     } else {
       std::string name = "constant" + std::to_string(constantCount++);
-      constants << "alignas(64) const " << l.type.name << " " << name << "[] = {";
+      constants << "alignas(64) const " << l.type.name << " " << name
+                << "[] = {";
       for (int64_t i = 0; i < dense.getNumElements(); ++i)
         constants << (i ? ", " : "")
                   << (l.type.isFloat ? floatLiteral(valueAt(i))
@@ -380,8 +382,8 @@ FailureOr<std::string> StepEmitter::pointer(Value v, Operation *user) {
   if (l.isSplat()) {
     std::string name = "splat" + std::to_string(constantCount++);
     int64_t n = std::max<int64_t>(1, product(l.shape));
-    constants << "alignas(64) const " << l.type.name << " " << name << "["
-              << n << "] = {";
+    constants << "alignas(64) const " << l.type.name << " " << name << "[" << n
+              << "] = {";
     // Spelled out: a splat a kernel reads is small (a loss seed, a scale).
     for (int64_t i = 0; i < n; ++i)
       constants << (i ? ", " : "") << l.splat;
@@ -467,9 +469,8 @@ FailureOr<std::string> StepEmitter::opExpression(Operation *op, Loop &loop) {
       .Case([&](ExpOp) { return floatOnly("fastExp(" + x[0] + ")"); })
       .Case([&](LogOp) { return floatOnly("std::log(" + x[0] + ")"); })
       .Case([&](SqrtOp) { return floatOnly("std::sqrt(" + x[0] + ")"); })
-      .Case([&](RsqrtOp) {
-        return floatOnly("1.0f / std::sqrt(" + x[0] + ")");
-      })
+      .Case(
+          [&](RsqrtOp) { return floatOnly("1.0f / std::sqrt(" + x[0] + ")"); })
       .Case([&](TanhOp) { return floatOnly("fastTanh(" + x[0] + ")"); })
       .Case([&](SigmoidOp) { return floatOnly("sigmoid(" + x[0] + ")"); })
       .Case([&](ReluOp) { return floatOnly("relu(" + x[0] + ")"); })
@@ -487,7 +488,9 @@ FailureOr<std::string> StepEmitter::opExpression(Operation *op, Loop &loop) {
         return floatOnly("std::pow(" + x[0] + ", " + floatLiteral(c) + ")");
       })
       .Case([&](CastOp) -> FailureOr<std::string> {
-        if (llvm::cast<ShapedType>(op->getResult(0).getType()).getElementType().isInteger(1))
+        if (llvm::cast<ShapedType>(op->getResult(0).getType())
+                .getElementType()
+                .isInteger(1))
           return "(" + x[0] + " != 0 ? 1 : 0)";
         return "static_cast<" + type.name + ">(" + x[0] + ")";
       })
@@ -598,8 +601,9 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
                   const std::string &flat, const std::string &indent) {
     for (const std::string &s : loop.statements)
       out() << indent << substitute(s, reads, flat) << "\n";
-    out() << indent << substitute(reads[outLeaf] + " = " + value + ";", reads, flat)
-       << "\n";
+    out() << indent
+          << substitute(reads[outLeaf] + " = " + value + ";", reads, flat)
+          << "\n";
   };
   std::vector<std::string> reads(strides.size());
   std::vector<std::string> pointers;
@@ -619,8 +623,10 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   int64_t total = product(dims);
   if (dims.size() == 1) {
     for (size_t k = 0; k < reads.size(); ++k)
-      reads[k] = "p" + std::to_string(k) + "[" + index("", "i", coalesced[k][0]) + "]";
-    out() << "  parallelFor(" << total << ", 8192, [&](int64_t begin, int64_t end) {\n"
+      reads[k] =
+          "p" + std::to_string(k) + "[" + index("", "i", coalesced[k][0]) + "]";
+    out() << "  parallelFor(" << total
+          << ", 8192, [&](int64_t begin, int64_t end) {\n"
           << "    for (int64_t i = begin; i < end; ++i) {\n";
     body(reads, "i", "      ");
     out() << "    }\n  });\n";
@@ -628,7 +634,8 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   }
   int64_t inner = dims.back();
   int64_t outer = total / inner;
-  out() << "  parallelFor(" << outer << ", " << std::max<int64_t>(1, 8192 / inner)
+  out() << "  parallelFor(" << outer << ", "
+        << std::max<int64_t>(1, 8192 / inner)
         << ", [&](int64_t begin, int64_t end) {\n"
         << "    for (int64_t o = begin; o < end; ++o) {\n";
   // The outer coordinates, then each array's offset of the row.
@@ -650,8 +657,8 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
       if (coalesced[k][d] != 0)
         base += (base.empty() ? "" : " + ") + coords[d] + " * " +
                 std::to_string(coalesced[k][d]);
-    out() << "      const int64_t b" << k << " = " << (base.empty() ? "0" : base)
-          << ";\n";
+    out() << "      const int64_t b" << k << " = "
+          << (base.empty() ? "0" : base) << ";\n";
     reads[k] = "p" + std::to_string(k) + "[" +
                index("b" + std::to_string(k), "j", coalesced[k].back()) + "]";
   }
@@ -709,28 +716,29 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   call += std::string(", ") + (gb->transpose ? "true" : "false");
   // The rows of a contiguous, untransposed lhs are one matrix.
   if (!batched && !ta && a.isContiguous()) {
-    out() << "  gemm(" << call << ", " << product(batch) * m << ", " << n << ", "
-       << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
-       << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n
-       << ");\n";
+    out() << "  gemm(" << call << ", " << product(batch) * m << ", " << n
+          << ", " << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
+          << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", "
+          << n << ");\n";
     return success();
   }
   if (batch.empty()) {
-    out() << "  gemm(" << call << ", " << m << ", " << n << ", " << k << ", 1.0f, "
-       << ga->pointer << ", " << ga->ld << ", " << gb->pointer << ", " << gb->ld
-       << ", 0.0f, " << c.pointer << ", " << n << ");\n";
+    out() << "  gemm(" << call << ", " << m << ", " << n << ", " << k
+          << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", " << gb->pointer
+          << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n << ");\n";
     return success();
   }
   if (batch.size() > 4)
     return error(op, "more than four batch dimensions are not supported");
   Shape cStrides(c.strides.begin(), c.strides.end() - 2);
   Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
-  out() << "  {\n    static const BatchLayout batch = {" << batch.size() << ", {"
-     << listOf(batch) << "}, {" << listOf(ga->batchStrides) << "}, {"
-     << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
-  out() << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", " << k
-     << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", " << gb->pointer
-     << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n << ");\n  }\n";
+  out() << "  {\n    static const BatchLayout batch = {" << batch.size()
+        << ", {" << listOf(batch) << "}, {" << listOf(ga->batchStrides)
+        << "}, {" << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
+  out() << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", "
+        << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
+        << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n
+        << ");\n  }\n";
   return success();
 }
 
@@ -759,7 +767,7 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
   // Every op is timed when the trainer runs with --profile (a null check
   // otherwise).
   out() << "  {\n    const OpTimer timer(memory.opSeconds, " << opNames.size()
-     << ");\n";
+        << ");\n";
   opNames.push_back(name);
   // The body, indented one level inside the timer's scope.
   std::string body;
@@ -808,16 +816,16 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                                        : "Max";
             Shape in = shapeOf(r.getInput());
             out() << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
-               << ", " << shapeArray(in) << ", " << in.size() << ", "
-               << axesMask(r.getAxes()) << "u, " << res() << ");\n";
+                  << ", " << shapeArray(in) << ", " << in.size() << ", "
+                  << axesMask(r.getAxes()) << "u, " << res() << ");\n";
             return success();
           })
           .Case([&](MaxGradOp g) {
             Shape in = shapeOf(g.getInput());
             out() << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
-               << ", " << P(g.getMaximum()) << ", " << shapeArray(in) << ", "
-               << in.size() << ", " << axesMask(g.getAxes()) << "u, " << res()
-               << ");\n";
+                  << ", " << P(g.getMaximum()) << ", " << shapeArray(in) << ", "
+                  << in.size() << ", " << axesMask(g.getAxes()) << "u, "
+                  << res() << ");\n";
             return success();
           })
           .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
@@ -825,90 +833,93 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             int64_t axis =
                 *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
             out() << "  softmax(" << P(s.getInput()) << ", " << res() << ", "
-               << product(ArrayRef<int64_t>(in).take_front(axis)) << ", "
-               << in[axis] << ", "
-               << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
-               << (llvm::isa<LogSoftmaxOp>(op) ? "true" : "false") << ");\n";
+                  << product(ArrayRef<int64_t>(in).take_front(axis)) << ", "
+                  << in[axis] << ", "
+                  << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
+                  << (llvm::isa<LogSoftmaxOp>(op) ? "true" : "false") << ");\n";
             return success();
           })
           .Case([&](LayerNormOp l) {
             Shape in = shapeOf(l.getInput());
-            out() << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
-               << ", " << P(l.getBias()) << ", " << res() << ", "
-               << product(in) / in.back() << ", " << in.back() << ", "
-               << floatLiteral(l.getEpsilon().convertToDouble())
-               << ", false);\n";
+            out() << "  layerNorm(" << P(l.getInput()) << ", "
+                  << P(l.getScale()) << ", " << P(l.getBias()) << ", " << res()
+                  << ", " << product(in) / in.back() << ", " << in.back()
+                  << ", " << floatLiteral(l.getEpsilon().convertToDouble())
+                  << ", false);\n";
             return success();
           })
           .Case([&](RmsNormOp l) {
             Shape in = shapeOf(l.getInput());
-            out() << "  layerNorm(" << P(l.getInput()) << ", " << P(l.getScale())
-               << ", nullptr, " << res() << ", " << product(in) / in.back()
-               << ", " << in.back() << ", "
-               << floatLiteral(l.getEpsilon().convertToDouble())
-               << ", true);\n";
+            out() << "  layerNorm(" << P(l.getInput()) << ", "
+                  << P(l.getScale()) << ", nullptr, " << res() << ", "
+                  << product(in) / in.back() << ", " << in.back() << ", "
+                  << floatLiteral(l.getEpsilon().convertToDouble())
+                  << ", true);\n";
             return success();
           })
           .Case([&](LayerNormGradOp l) {
             Shape in = shapeOf(l.getInput());
             out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
-               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << res(0)
-               << ", " << res(1) << ", " << res(2) << ", "
-               << product(in) / in.back() << ", " << in.back() << ", "
-               << floatLiteral(l.getEpsilon().convertToDouble())
-               << ", false);\n";
+                  << P(l.getInput()) << ", " << P(l.getScale()) << ", "
+                  << res(0) << ", " << res(1) << ", " << res(2) << ", "
+                  << product(in) / in.back() << ", " << in.back() << ", "
+                  << floatLiteral(l.getEpsilon().convertToDouble())
+                  << ", false);\n";
             return success();
           })
           .Case([&](RmsNormGradOp l) {
             Shape in = shapeOf(l.getInput());
             out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
-               << P(l.getInput()) << ", " << P(l.getScale()) << ", " << res(0)
-               << ", " << res(1) << ", nullptr, " << product(in) / in.back()
-               << ", " << in.back() << ", "
-               << floatLiteral(l.getEpsilon().convertToDouble())
-               << ", true);\n";
+                  << P(l.getInput()) << ", " << P(l.getScale()) << ", "
+                  << res(0) << ", " << res(1) << ", nullptr, "
+                  << product(in) / in.back() << ", " << in.back() << ", "
+                  << floatLiteral(l.getEpsilon().convertToDouble())
+                  << ", true);\n";
             return success();
           })
           .Case([&](CrossEntropyOp c) {
             Shape logits = shapeOf(c.getLogits());
             out() << "  crossEntropy(" << P(c.getLogits()) << ", "
-               << P(c.getTargets()) << ", " << product(logits) / logits.back()
-               << ", " << logits.back() << ", " << res() << ");\n";
+                  << P(c.getTargets()) << ", "
+                  << product(logits) / logits.back() << ", " << logits.back()
+                  << ", " << res() << ");\n";
             return success();
           })
           .Case([&](CrossEntropyGradOp c) {
             Shape logits = shapeOf(c.getLogits());
             out() << "  crossEntropyGrad(" << P(c.getGrad()) << ", "
-               << P(c.getLogits()) << ", " << P(c.getTargets()) << ", "
-               << product(logits) / logits.back() << ", " << logits.back()
-               << ", " << res() << ");\n";
+                  << P(c.getLogits()) << ", " << P(c.getTargets()) << ", "
+                  << product(logits) / logits.back() << ", " << logits.back()
+                  << ", " << res() << ");\n";
             return success();
           })
           .Case([&](AccuracyOp a) {
             Shape logits = shapeOf(a.getLogits());
-            out() << "  accuracy(" << P(a.getLogits()) << ", " << P(a.getTargets())
-               << ", " << product(logits) / logits.back() << ", "
-               << logits.back() << ", " << res() << ");\n";
+            out() << "  accuracy(" << P(a.getLogits()) << ", "
+                  << P(a.getTargets()) << ", "
+                  << product(logits) / logits.back() << ", " << logits.back()
+                  << ", " << res() << ");\n";
             return success();
           })
           .Case([&](MseOp m) {
             out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
-               << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";
+                  << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";
             return success();
           })
           .Case([&](EmbeddingOp e) {
             Shape table = shapeOf(e.getTable());
-            out() << "  embedding(" << P(e.getTable()) << ", " << P(e.getIndices())
-               << ", " << product(shapeOf(e.getIndices())) << ", " << table[0]
-               << ", " << table[1] << ", " << res() << ");\n";
+            out() << "  embedding(" << P(e.getTable()) << ", "
+                  << P(e.getIndices()) << ", "
+                  << product(shapeOf(e.getIndices())) << ", " << table[0]
+                  << ", " << table[1] << ", " << res() << ");\n";
             return success();
           })
           .Case([&](EmbeddingGradOp e) {
             Shape table = shapeOf(e.getResult());
             out() << "  embeddingGrad(" << P(e.getGrad()) << ", "
-               << P(e.getIndices()) << ", "
-               << product(shapeOf(e.getIndices())) << ", " << table[0] << ", "
-               << table[1] << ", " << res() << ");\n";
+                  << P(e.getIndices()) << ", "
+                  << product(shapeOf(e.getIndices())) << ", " << table[0]
+                  << ", " << table[1] << ", " << res() << ");\n";
             return success();
           })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
@@ -919,12 +930,13 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                  ? "conv2dInputGrad"
                                  : "conv2dWeightGrad";
             out() << "  {\n    static const ConvShape conv = {" << g.n << ", "
-               << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
-               << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo << ", "
-               << g.strideH << ", " << g.strideW << ", " << g.padH << ", "
-               << g.padW << ", " << g.imagesPerGemm << "};\n    " << fn
-               << "(conv, " << P(op->getOperand(0)) << ", "
-               << P(op->getOperand(1)) << ", " << res() << ", f32(W));\n  }\n";
+                  << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
+                  << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo
+                  << ", " << g.strideH << ", " << g.strideW << ", " << g.padH
+                  << ", " << g.padW << ", " << g.imagesPerGemm << "};\n    "
+                  << fn << "(conv, " << P(op->getOperand(0)) << ", "
+                  << P(op->getOperand(1)) << ", " << res()
+                  << ", f32(W));\n  }\n";
             return success();
           })
           .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
@@ -936,48 +948,48 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                : shapeOf(op->getResult(0));
                 ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
                                   pad = p.getPadding();
-                out() << "  {\n    static const PoolShape pool = {" << x[0] * x[1]
-                   << ", " << x[2] << ", " << x[3] << ", " << y[2] << ", "
-                   << y[3] << ", " << k[0] << ", " << k[1] << ", " << s[0]
-                   << ", " << s[1] << ", " << pad[0] << ", " << pad[1]
-                   << "};\n    ";
+                out() << "  {\n    static const PoolShape pool = {"
+                      << x[0] * x[1] << ", " << x[2] << ", " << x[3] << ", "
+                      << y[2] << ", " << y[3] << ", " << k[0] << ", " << k[1]
+                      << ", " << s[0] << ", " << s[1] << ", " << pad[0] << ", "
+                      << pad[1] << "};\n    ";
                 if (llvm::isa<MaxPool2DOp>(op))
                   out() << "maxPool2d(pool, " << P(op->getOperand(0)) << ", "
-                     << res();
+                        << res();
                 else if (llvm::isa<AvgPool2DOp>(op))
                   out() << "avgPool2d(pool, " << P(op->getOperand(0)) << ", "
-                     << res();
+                        << res();
                 else if (llvm::isa<MaxPool2DGradOp>(op))
-                  out() << "maxPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
-                     << P(op->getOperand(1)) << ", " << res();
+                  out() << "maxPool2dGrad(pool, " << P(op->getOperand(0))
+                        << ", " << P(op->getOperand(1)) << ", " << res();
                 else
-                  out() << "avgPool2dGrad(pool, " << P(op->getOperand(0)) << ", "
-                     << res();
+                  out() << "avgPool2dGrad(pool, " << P(op->getOperand(0))
+                        << ", " << res();
                 out() << ");\n  }\n";
                 return success();
               })
           .Case([&](CausalMaskOp m) {
             Shape s = shapeOf(m.getResult());
             out() << "  causalMask(" << res() << ", " << s[0] << ", " << s[1]
-               << ");\n";
+                  << ");\n";
             return success();
           })
           .Case<SliceOp, SliceGradOp>([&](auto s) {
             bool grad = llvm::isa<SliceGradOp>(op);
-            Shape big = grad ? shapeOf(op->getResult(0))
-                             : shapeOf(op->getOperand(0));
-            Shape small = grad ? shapeOf(op->getOperand(0))
-                               : shapeOf(op->getResult(0));
+            Shape big =
+                grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
+            Shape small =
+                grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
             int64_t axis =
                 *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
             out() << "  sliceCopy(" << P(op->getOperand(0)) << ", " << res()
-               << ", " << ctypeOf(op->getResult(0).getType()).bytes << ", "
-               << product(ArrayRef<int64_t>(big).take_front(axis)) << ", "
-               << big[axis] << ", "
-               << product(ArrayRef<int64_t>(big).drop_front(axis + 1)) << ", "
-               << int64_t(s.getStart()) << ", " << small[axis] << ", "
-               << int64_t(s.getStep()) << ", " << (grad ? "true" : "false")
-               << ");\n";
+                  << ", " << ctypeOf(op->getResult(0).getType()).bytes << ", "
+                  << product(ArrayRef<int64_t>(big).take_front(axis)) << ", "
+                  << big[axis] << ", "
+                  << product(ArrayRef<int64_t>(big).drop_front(axis + 1))
+                  << ", " << int64_t(s.getStart()) << ", " << small[axis]
+                  << ", " << int64_t(s.getStep()) << ", "
+                  << (grad ? "true" : "false") << ");\n";
             return success();
           })
           .Case([&](ConcatOp c) {
@@ -986,22 +998,22 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             for (Value input : c.getInputs()) {
               int64_t n = shapeOf(input)[axis];
               out() << "  concatPart(" << P(input) << ", " << res() << ", "
-                 << ctypeOf(input.getType()).bytes << ", "
-                 << product(ArrayRef<int64_t>(o).take_front(axis)) << ", " << n
-                 << ", "
-                 << product(ArrayRef<int64_t>(o).drop_front(axis + 1)) << ", "
-                 << o[axis] << ", " << offset << ");\n";
+                    << ctypeOf(input.getType()).bytes << ", "
+                    << product(ArrayRef<int64_t>(o).take_front(axis)) << ", "
+                    << n << ", "
+                    << product(ArrayRef<int64_t>(o).drop_front(axis + 1))
+                    << ", " << o[axis] << ", " << offset << ");\n";
               offset += n;
             }
             return success();
           })
           .Case([&](LrScheduleOp s) {
             out() << "  *" << res() << " = lrSchedule("
-               << (s.getKind() == "cosine" ? "true" : "false") << ", *"
-               << P(s.getStep()) << ", *" << P(s.getTotalSteps()) << ", "
-               << doubleLiteral(s.getBaseLr().convertToDouble()) << ", "
-               << s.getWarmup() << ", " << s.getSteps() << ", "
-               << doubleLiteral(s.getMinLr().convertToDouble()) << ");\n";
+                  << (s.getKind() == "cosine" ? "true" : "false") << ", *"
+                  << P(s.getStep()) << ", *" << P(s.getTotalSteps()) << ", "
+                  << doubleLiteral(s.getBaseLr().convertToDouble()) << ", "
+                  << s.getWarmup() << ", " << s.getSteps() << ", "
+                  << doubleLiteral(s.getMinLr().convertToDouble()) << ");\n";
             return success();
           })
           .Case([&](GlobalNormOp n) {
@@ -1012,38 +1024,38 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
               sizes += (i ? ", " : "") + std::to_string(product(shapeOf(v)));
             }
             out() << "};\n    static const int64_t sizes[] = {" << sizes
-               << "};\n    *" << res() << " = globalNorm(tensors, sizes, "
-               << n.getInputs().size() << ");\n  }\n";
+                  << "};\n    *" << res() << " = globalNorm(tensors, sizes, "
+                  << n.getInputs().size() << ");\n  }\n";
             return success();
           })
           .Case([&](ClipCoefficientOp c) {
             out() << "  *" << res() << " = clipCoefficient(*" << P(c.getNorm())
-               << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
-               << ");\n";
+                  << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
+                  << ");\n";
             return success();
           })
           .Case([&](AdamUpdateOp a) {
             out() << "  adamUpdate(" << product(shapeOf(a.getParam())) << ", "
-               << P(a.getParam()) << ", " << P(a.getGrad()) << ", "
-               << P(a.getExpAvg()) << ", " << P(a.getExpAvgSq()) << ", "
-               << res(0) << ", " << res(1) << ", " << res(2) << ", *"
-               << P(a.getLr()) << ", *" << P(a.getStep()) << ", "
-               << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
-               << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
-               << doubleLiteral(a.getEps().convertToDouble()) << ", "
-               << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-               << (a.getDecoupled() ? "true" : "false") << ");\n";
+                  << P(a.getParam()) << ", " << P(a.getGrad()) << ", "
+                  << P(a.getExpAvg()) << ", " << P(a.getExpAvgSq()) << ", "
+                  << res(0) << ", " << res(1) << ", " << res(2) << ", *"
+                  << P(a.getLr()) << ", *" << P(a.getStep()) << ", "
+                  << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
+                  << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
+                  << doubleLiteral(a.getEps().convertToDouble()) << ", "
+                  << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
+                  << (a.getDecoupled() ? "true" : "false") << ");\n";
             return success();
           })
           .Case([&](SgdUpdateOp s) {
             out() << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
-               << P(s.getParam()) << ", " << P(s.getGrad()) << ", "
-               << P(s.getMomentumBuffer()) << ", " << res(0) << ", " << res(1)
-               << ", *" << P(s.getLr()) << ", *" << P(s.getStep()) << ", "
-               << doubleLiteral(s.getMomentum().convertToDouble()) << ", "
-               << doubleLiteral(s.getDampening().convertToDouble()) << ", "
-               << doubleLiteral(s.getWeightDecay().convertToDouble()) << ", "
-               << (s.getNesterov() ? "true" : "false") << ");\n";
+                  << P(s.getParam()) << ", " << P(s.getGrad()) << ", "
+                  << P(s.getMomentumBuffer()) << ", " << res(0) << ", "
+                  << res(1) << ", *" << P(s.getLr()) << ", *" << P(s.getStep())
+                  << ", " << doubleLiteral(s.getMomentum().convertToDouble())
+                  << ", " << doubleLiteral(s.getDampening().convertToDouble())
+                  << ", " << doubleLiteral(s.getWeightDecay().convertToDouble())
+                  << ", " << (s.getNesterov() ? "true" : "false") << ");\n";
             return success();
           })
           .Default([&](Operation *) {
@@ -1060,9 +1072,9 @@ LogicalResult StepEmitter::emit() {
     Layout l;
     l.type = ctypeOf(arg.getType());
     if (l.type.name.empty())
-      return func.emitError() << "the CPU backend: element type "
-                              << dtypeName(arg.getType())
-                              << " is not supported yet (f32, i32, i8 and i1 are)";
+      return func.emitError()
+             << "the CPU backend: element type " << dtypeName(arg.getType())
+             << " is not supported yet (f32, i32, i8 and i1 are)";
     auto region =
         func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.region");
     auto offset =
@@ -1075,11 +1087,15 @@ LogicalResult StepEmitter::emit() {
     l.strides = rowMajorStrides(l.shape);
     layouts[arg] = l;
   }
-  out() << "void " << func.getName() << "(const StepMemory &memory, int64_t dropoutStep) {\n"
-     << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
-     << "                *const G = memory.gradients, *const S = memory.optimizerState,\n"
-     << "                *const I = memory.inputs, *const W = memory.workspace;\n"
-     << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; (void)dropoutStep;\n";
+  out() << "void " << func.getName()
+        << "(const StepMemory &memory, int64_t dropoutStep) {\n"
+        << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
+        << "                *const G = memory.gradients, *const S = "
+           "memory.optimizerState,\n"
+        << "                *const I = memory.inputs, *const W = "
+           "memory.workspace;\n"
+        << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; "
+           "(void)dropoutStep;\n";
   for (Operation &op : body.without_terminator()) {
     if (failed(assignLayout(&op)) || failed(emitOp(&op)))
       return failure();
@@ -1092,7 +1108,9 @@ LogicalResult StepEmitter::emit() {
 /// classes for a target, rows for embedding indices (through reshapes).
 int64_t indexLimit(Value arg) {
   int64_t limit = 0;
-  auto tighten = [&](int64_t l) { limit = limit == 0 ? l : std::min(limit, l); };
+  auto tighten = [&](int64_t l) {
+    limit = limit == 0 ? l : std::min(limit, l);
+  };
   SmallVector<Value> work{arg};
   while (!work.empty()) {
     Value v = work.pop_back_val();
@@ -1129,8 +1147,10 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
       return func.getArgAttrOfType<StringAttr>(i, name);
     };
     Shape shape = shapeOf(arg);
-    os << "    {" << cString(attr("mnemo.name") ? attr("mnemo.name").getValue() : "")
-       << ", " << cString(attr("mnemo.role") ? attr("mnemo.role").getValue() : "input")
+    os << "    {"
+       << cString(attr("mnemo.name") ? attr("mnemo.name").getValue() : "")
+       << ", "
+       << cString(attr("mnemo.role") ? attr("mnemo.role").getValue() : "input")
        << ", " << cString(dtypeName(arg.getType())) << ", " << shape.size()
        << ", {" << listOf(shape) << "}, "
        << cString(attr("mnemo.region").getValue()) << ", "
@@ -1166,10 +1186,9 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
   };
   os << "const StepInfo " << prefix << "Info = {" << func.getName() << ", "
      << bytes("mnemo.arena_bytes") << ", " << bytes("mnemo.gradient_bytes")
-     << ", " << bytes("mnemo.workspace_bytes") << ", "
-     << body.getNumArguments() << ", " << prefix << "Arguments, " << results
-     << ", " << prefix << "Results, " << opNames.size() << ", " << prefix
-     << "Ops};\n\n";
+     << ", " << bytes("mnemo.workspace_bytes") << ", " << body.getNumArguments()
+     << ", " << prefix << "Arguments, " << results << ", " << prefix
+     << "Results, " << opNames.size() << ", " << prefix << "Ops};\n\n";
 }
 
 } // namespace
@@ -1220,8 +1239,10 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
   os << "// Generated by mnemoc from " << sourceFile << " (model "
      << (modelName ? modelName.getValue() : "?") << "). Do not edit.\n"
      << "//\n"
-     << "// Every tensor lives at the offset the memory plan gave it: A is the\n"
-     << "// arena, P the parameters, G their gradients, S the optimizer state,\n"
+     << "// Every tensor lives at the offset the memory plan gave it: A is "
+        "the\n"
+     << "// arena, P the parameters, G their gradients, S the optimizer "
+        "state,\n"
      << "// I the batch and W the kernels' workspace.\n\n"
      << "#include \"runtime/Model.h\"\n"
      << "#include \"runtime/cpu/Kernels.h\"\n\n"
@@ -1233,9 +1254,12 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
      << "using mnemo::runtime::StepInfo;\n"
      << "using mnemo::runtime::StepMemory;\n\n"
      << "namespace {\n\n"
-     << "inline float *f32(uint8_t *p) { return reinterpret_cast<float *>(p); }\n"
-     << "inline int32_t *i32(uint8_t *p) { return reinterpret_cast<int32_t *>(p); }\n"
-     << "inline int8_t *i8(uint8_t *p) { return reinterpret_cast<int8_t *>(p); }\n"
+     << "inline float *f32(uint8_t *p) { return reinterpret_cast<float *>(p); "
+        "}\n"
+     << "inline int32_t *i32(uint8_t *p) { return reinterpret_cast<int32_t "
+        "*>(p); }\n"
+     << "inline int8_t *i8(uint8_t *p) { return reinterpret_cast<int8_t *>(p); "
+        "}\n"
      << "inline uint8_t *u8(uint8_t *p) { return p; }\n\n"
      << constantStream.str() << "\n"
      << codeStream.str();

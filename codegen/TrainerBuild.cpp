@@ -48,15 +48,18 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
   std::string compiler = setting("CXX", "c++");
   auto program = llvm::sys::findProgramByName(compiler);
   if (!program)
-    return {Status::UserError,
-            "cannot find the C++ compiler '" + compiler +
-                "' (set CXX, or install g++)"};
+    return {Status::UserError, "cannot find the C++ compiler '" + compiler +
+                                   "' (set CXX, or install g++)"};
   std::string include = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
-  std::vector<std::string> args = {*program,      "-std=c++17",
-                                   "-O3",         "-march=native",
+  std::vector<std::string> args = {*program,
+                                   "-std=c++17",
+                                   "-O3",
+                                   "-march=native",
                                    "-fno-math-errno",
-                                   "-I" + include, modelFile.str().str(),
-                                   "-o",          trainer.str().str()};
+                                   "-I" + include,
+                                   modelFile.str().str(),
+                                   "-o",
+                                   trainer.str().str()};
   llvm::SmallVector<llvm::StringRef> libraries;
   std::string link = setting("MNEMO_RUNTIME_LINK", MNEMO_RUNTIME_LINK);
   llvm::StringRef(link).split(libraries, '|', -1, false);
@@ -75,14 +78,14 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
       log = (*buffer)->getBuffer().str();
     if (log.size() > 4000)
       log = log.substr(0, 4000) + "\n[... see " + logFile.str().str() + "]";
-    return {Status::CompilerBug,
-            "the generated C++ in '" + modelFile.str().str() +
-                "' did not compile (" +
-                (error.empty() ? "exit status " + std::to_string(status)
-                               : error) +
-                "); this is a bug in mnemoc, please report it with the "
-                "model file. The compiler said:\n" +
-                log};
+    return {
+        Status::CompilerBug,
+        "the generated C++ in '" + modelFile.str().str() +
+            "' did not compile (" +
+            (error.empty() ? "exit status " + std::to_string(status) : error) +
+            "); this is a bug in mnemoc, please report it with the "
+            "model file. The compiler said:\n" +
+            log};
   }
   return {Status::Built, trainer.str().str()};
 }

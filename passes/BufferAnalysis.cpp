@@ -1,8 +1,8 @@
 //===- BufferAnalysis.cpp - Which values need memory, and when ------------===//
 
 #include "passes/BufferAnalysis.h"
-#include "passes/Fusion.h"
 #include "lang/MnemoOps.h"
+#include "passes/Fusion.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 

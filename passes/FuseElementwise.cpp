@@ -1,4 +1,5 @@
-//===- FuseElementwise.cpp - Elementwise chains become one loop ------------===//
+//===- FuseElementwise.cpp - Elementwise chains become one loop
+//------------===//
 //
 // Marks the producers that a consumer's loop computes on the fly. An op is
 // fused into its consumer when

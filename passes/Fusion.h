@@ -1,12 +1,13 @@
-//===- Fusion.h - Which ops are computed inside another op's loop -*- C++ -*-===//
+//===- Fusion.h - Which ops are computed inside another op's loop -*- C++
+//-*-===//
 //
 // The fuse-elementwise pass marks an elementwise op `mnemo.fused` when its
 // only consumer is an elementwise op of the same shape: the backends then
 // compute it inside that consumer's loop and never store it. Broadcasts fuse
 // the same way (the loop reads their input with stride 0 along the
 // broadcast dimensions), into any number of consumers: re-reading costs
-// nothing, storing costs memory. Buffer analysis and the backends both ask these
-// functions, so what is fused and what is planned cannot disagree.
+// nothing, storing costs memory. Buffer analysis and the backends both ask
+// these functions, so what is fused and what is planned cannot disagree.
 //
 //===----------------------------------------------------------------------===//
 

@@ -101,9 +101,10 @@ MemoryPlan mnemo::planGreedy(const std::vector<BufferInterval> &buffers,
   return plan;
 }
 
-MemoryPlan mnemo::improvePlacementOrder(
-    const std::vector<BufferInterval> &buffers, MemoryPlan plan,
-    std::vector<size_t> order, std::chrono::milliseconds timeLimit) {
+MemoryPlan
+mnemo::improvePlacementOrder(const std::vector<BufferInterval> &buffers,
+                             MemoryPlan plan, std::vector<size_t> order,
+                             std::chrono::milliseconds timeLimit) {
   int64_t bound = lowerBound(buffers);
   size_t n = order.size();
   if (n < 2 || plan.arenaBytes <= bound)

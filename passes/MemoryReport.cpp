@@ -59,7 +59,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   MemoryReport r;
   r.function = func.getName().str();
   r.arenaBytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt();
-  if (auto workspace = func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
+  if (auto workspace =
+          func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
     r.workspaceBytes = workspace.getInt();
   r.lowerBoundBytes =
       func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();

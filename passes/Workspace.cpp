@@ -46,9 +46,8 @@ bool mnemo::convGeometry(Operation *op, ConvGeometry &g) {
   g = {x[0], x[1], x[2],      x[3],      w[0],       w[2],       w[3],
        y[2], y[3], stride[0], stride[1], padding[0], padding[1], 1};
   int64_t perImage = 4 * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
-  g.imagesPerGemm =
-      std::clamp<int64_t>(kConvScratchBytes / std::max<int64_t>(1, perImage),
-                          1, g.n);
+  g.imagesPerGemm = std::clamp<int64_t>(
+      kConvScratchBytes / std::max<int64_t>(1, perImage), 1, g.n);
   return true;
 }
 

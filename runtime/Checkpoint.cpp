@@ -136,7 +136,8 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   int64_t done = 0, total = 0, seed = 0, threads = 0;
   if (!number("step", done) || !number("total_steps", total) ||
       !number("seed", seed) || !number("threads", threads)) {
-    error = "'" + path + "' has a damaged run position (step, total_steps, "
+    error = "'" + path +
+            "' has a damaged run position (step, total_steps, "
             "seed, threads) in its metadata";
     return false;
   }

@@ -47,8 +47,7 @@ struct Checkpoint {
 /// `withState` false takes only the parameters (fine-tuning from weights,
 /// or a reference run's initial weights) and needs no run position.
 bool readCheckpoint(const std::string &path, const ModelInfo &model,
-                    bool withState, Checkpoint &checkpoint,
-                    std::string &error);
+                    bool withState, Checkpoint &checkpoint, std::string &error);
 
 /// Copies a checked checkpoint into the regions.
 void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,

@@ -58,8 +58,8 @@ std::vector<int32_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
 class ImageSource : public BatchSource {
 public:
   ImageSource(BatchLayout train, BatchLayout eval, uint64_t seed)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)),
-        seed(seed) {}
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
+  }
 
   bool open(const std::string &dir, std::string &error) {
     auto find = [&](const std::string &stem) {
@@ -155,8 +155,8 @@ public:
   }
 
   std::string describe() const override {
-    return "images from " + name + ": " +
-           std::to_string(trainLabels.shape[0]) + " for training, " +
+    return "images from " + name + ": " + std::to_string(trainLabels.shape[0]) +
+           " for training, " +
            (testLabels.shape.empty()
                 ? std::string("no test set")
                 : std::to_string(testLabels.shape[0]) + " for testing");
@@ -165,7 +165,8 @@ public:
 private:
   void fill(const BatchLayout &layout, const IdxArray &images,
             const IdxArray &labels, const int32_t *rows, uint8_t *inputs) {
-    float *image = reinterpret_cast<float *>(inputs + layout.tensors[0]->offset);
+    float *image =
+        reinterpret_cast<float *>(inputs + layout.tensors[0]->offset);
     int32_t *label =
         reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
     for (int64_t b = 0; b < layout.batchSize; ++b) {
@@ -227,8 +228,8 @@ bool readTokens(const std::string &path, std::vector<uint16_t> &tokens,
 class TokenSource : public BatchSource {
 public:
   TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)),
-        seed(seed) {}
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
+  }
 
   bool open(const std::string &path, std::string &error) {
     for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
@@ -315,15 +316,17 @@ public:
 
   std::string describe() const override {
     return "tokens from " + name + ": " + std::to_string(trainTokens.size()) +
-           " for training, " + std::to_string(valTokens.size()) + " (" +
-           split + ")";
+           " for training, " + std::to_string(valTokens.size()) + " (" + split +
+           ")";
   }
 
 private:
   void fill(const BatchLayout &layout, const std::vector<uint16_t> &tokens,
             const std::vector<int64_t> &starts, uint8_t *inputs) {
-    int32_t *x = reinterpret_cast<int32_t *>(inputs + layout.tensors[0]->offset);
-    int32_t *y = reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
+    int32_t *x =
+        reinterpret_cast<int32_t *>(inputs + layout.tensors[0]->offset);
+    int32_t *y =
+        reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
     for (int64_t b = 0; b < layout.batchSize; ++b)
       for (int64_t t = 0; t < context; ++t) {
         x[b * context + t] = tokens[starts[b] + t];
@@ -359,7 +362,8 @@ public:
         break;
     }
     if (steps == 0) {
-      error = "'" + path + "' holds no recorded batch for this model (it "
+      error = "'" + path +
+              "' holds no recorded batch for this model (it "
               "needs tensors named like '" +
               std::string(layout.tensors[0]->name) + ".1')";
       return false;
@@ -376,8 +380,7 @@ public:
       std::string key = std::string(a->name) + "." + std::to_string(recorded);
       const StoredTensor *t = file.find(key);
       std::string dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
-      if (t->dtype != dtype ||
-          int64_t(t->bytes.size()) != elements(*a) * 4) {
+      if (t->dtype != dtype || int64_t(t->bytes.size()) != elements(*a) * 4) {
         error = "recorded batch '" + key + "' is not " + shapeString(*a);
         return false;
       }
@@ -426,11 +429,9 @@ BatchLayout batchLayoutOf(const StepInfo &step) {
   return layout;
 }
 
-std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
-                                             const BatchLayout &train,
-                                             const BatchLayout &eval,
-                                             uint64_t seed,
-                                             std::string &error) {
+std::unique_ptr<BatchSource>
+openBatchSource(const std::string &path, const BatchLayout &train,
+                const BatchLayout &eval, uint64_t seed, std::string &error) {
   if (train.tensors.empty() || train.batchSize == 0) {
     error = "the model has no batched input to train on";
     return nullptr;

@@ -49,10 +49,12 @@ public:
   /// Batches per epoch of the training split.
   virtual int64_t stepsPerEpoch() const = 0;
   /// Writes the training batch of `step` (counting from 1) into `inputs`.
-  virtual bool trainBatch(int64_t step, uint8_t *inputs, std::string &error) = 0;
+  virtual bool trainBatch(int64_t step, uint8_t *inputs,
+                          std::string &error) = 0;
   /// Held-out batches for evaluation (0 when there are none).
   virtual int64_t evalBatches() const = 0;
-  virtual bool evalBatch(int64_t index, uint8_t *inputs, std::string &error) = 0;
+  virtual bool evalBatch(int64_t index, uint8_t *inputs,
+                         std::string &error) = 0;
   /// What the data is, for the log: "Fashion-MNIST train 60000, test 10000".
   virtual std::string describe() const = 0;
 };
@@ -64,8 +66,7 @@ public:
 std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
                                              const BatchLayout &train,
                                              const BatchLayout &eval,
-                                             uint64_t seed,
-                                             std::string &error);
+                                             uint64_t seed, std::string &error);
 
 } // namespace runtime
 } // namespace mnemo

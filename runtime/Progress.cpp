@@ -24,17 +24,17 @@ std::string duration(double seconds) {
 }
 } // namespace
 
-Progress::Progress(int64_t firstStep, int64_t totalSteps,
-                   int64_t stepsPerEpoch, int64_t examplesPerStep, bool quiet)
+Progress::Progress(int64_t firstStep, int64_t totalSteps, int64_t stepsPerEpoch,
+                   int64_t examplesPerStep, bool quiet)
     : firstStep(firstStep), totalSteps(totalSteps),
       stepsPerEpoch(std::max<int64_t>(1, stepsPerEpoch)),
       examplesPerStep(examplesPerStep), terminal(isatty(STDOUT_FILENO) != 0),
       quiet(quiet), start(std::chrono::steady_clock::now()), lastDraw(start) {}
 
 double Progress::examplesPerSecond() const {
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   int64_t done = lastStep - firstStep + 1;
   return seconds > 0 && done > 0 ? double(done * examplesPerStep) / seconds : 0;
 }
@@ -53,11 +53,13 @@ void Progress::draw(int64_t step, bool force) {
   auto now = std::chrono::steady_clock::now();
   double elapsed = std::chrono::duration<double>(now - start).count();
   int64_t done = step - firstStep + 1;
-  double eta = done > 0 ? elapsed / double(done) * double(totalSteps - step) : 0;
+  double eta =
+      done > 0 ? elapsed / double(done) * double(totalSteps - step) : 0;
   int64_t epoch = (step - 1) / stepsPerEpoch + 1;
   int64_t epochs = (totalSteps + stepsPerEpoch - 1) / stepsPerEpoch;
   int64_t within = (step - 1) % stepsPerEpoch + 1;
-  int64_t inEpoch = std::min(stepsPerEpoch, totalSteps - (epoch - 1) * stepsPerEpoch);
+  int64_t inEpoch =
+      std::min(stepsPerEpoch, totalSteps - (epoch - 1) * stepsPerEpoch);
   if (terminal) {
     if (!force && std::chrono::duration<double>(now - lastDraw).count() < 0.1)
       return;

@@ -2,7 +2,8 @@
 //
 // On a terminal, one live line redrawn at most ten times a second:
 //
-//   epoch 1/5  [#########.........]  step 212/469  loss 0.5123  8123 ex/s  ETA 0:31
+//   epoch 1/5  [#########.........]  step 212/469  loss 0.5123  8123 ex/s  ETA
+//   0:31
 //
 // When the output is not a terminal (a log file, CI), plain lines at a
 // steady rate instead, so logs stay readable.

@@ -334,7 +334,8 @@ bool fileExists(const std::string &path) {
 }
 
 /// The parameters (role param) of the train step as safetensors tensors.
-SafetensorsFile parameterFile(const ModelInfo &model, const StepMemory &memory) {
+SafetensorsFile parameterFile(const ModelInfo &model,
+                              const StepMemory &memory) {
   SafetensorsFile file;
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
@@ -410,8 +411,8 @@ int main(int argc, char **argv) {
   int64_t rssBefore = statusKb("VmRSS") * 1024;
   Regions regions = regionsOf(model);
   int64_t allocated = regions.total();
-  uint8_t *block = static_cast<uint8_t *>(
-      std::aligned_alloc(4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
+  uint8_t *block = static_cast<uint8_t *>(std::aligned_alloc(
+      4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
   if (!block)
     fail("cannot allocate the plan's " + mib(allocated));
   std::memset(block, 0, allocated);
@@ -599,7 +600,8 @@ int main(int argc, char **argv) {
     progress.update(s, loss);
     if (s % perEpoch == 0 || s == totalSteps) {
       char line[160];
-      std::snprintf(line, sizeof(line), "epoch %lld  mean loss %.4f  (%lld steps)",
+      std::snprintf(line, sizeof(line),
+                    "epoch %lld  mean loss %.4f  (%lld steps)",
                     (long long)((s - 1) / perEpoch + 1),
                     epochLoss / double(epochSteps), (long long)epochSteps);
       progress.print(line);
@@ -635,7 +637,8 @@ int main(int argc, char **argv) {
       if (shown > 0.9 * total || ++lines > 12)
         break;
       shown += opSeconds[i];
-      std::printf("  %9.3f  %5.1f%%  %s\n", 1000 * opSeconds[i] / double(profiled),
+      std::printf("  %9.3f  %5.1f%%  %s\n",
+                  1000 * opSeconds[i] / double(profiled),
                   100 * opSeconds[i] / total, train.opNames[i]);
     }
   }
@@ -665,9 +668,9 @@ int main(int argc, char **argv) {
   if (!options.dump.empty()) {
     mkdir(options.dump.c_str(), 0755);
     SafetensorsFile finalFile = parameterFile(model, memory), lossFile;
-    lossFile.tensors.push_back(StoredTensor::f32(
-        "loss", {int64_t(losses.size())},
-        std::vector<float>(losses.begin(), losses.end())));
+    lossFile.tensors.push_back(
+        StoredTensor::f32("loss", {int64_t(losses.size())},
+                          std::vector<float>(losses.begin(), losses.end())));
     for (auto [name, file] :
          {std::pair<const char *, SafetensorsFile *>{"init", &dumpInit},
           {"batches", &dumpBatches},
@@ -681,7 +684,8 @@ int main(int argc, char **argv) {
     config["steps"] = int64_t(losses.size());
     config["total_steps"] = totalSteps;
     config["precision"] = "f32";
-    config["hyperparams"] = nlohmann::json::parse(model.hyperparams, nullptr, false);
+    config["hyperparams"] =
+        nlohmann::json::parse(model.hyperparams, nullptr, false);
     config["train"] = settings;
     config["params"] = nlohmann::json::array();
     config["batch"] = nlohmann::json::array();
@@ -707,7 +711,8 @@ int main(int argc, char **argv) {
     summary["batch_size"] = trainBatch.batchSize;
     summary["losses"] = losses;
     summary["final_loss"] = losses.empty() ? NAN : losses.back();
-    summary["step_ms_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+    summary["step_ms_median"] =
+        sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
     summary["examples_per_second"] = progress.examplesPerSecond();
     summary["evaluations"] = evaluations;
     summary["memory"] = {{"allocated_bytes", allocated},

@@ -43,8 +43,8 @@ std::string takeError() {
 //===----------------------------------------------------------------------===//
 
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b,
-          int64_t ldb, float beta, float *c, int64_t ldc) {
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -65,7 +65,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   // convolution's [out channels, pixels]) by columns. Blocks are multiples
   // of 16 so the kernels' panels stay whole.
   int64_t work = m * n * k;
-  int64_t parts = std::min<int64_t>(threads(), std::max<int64_t>(1, work / (1 << 18)));
+  int64_t parts =
+      std::min<int64_t>(threads(), std::max<int64_t>(1, work / (1 << 18)));
   bool byRows = m >= n;
   int64_t length = byRows ? m : n;
   int64_t blocks = (length + 15) / 16;
@@ -84,16 +85,15 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
         call(last - first, n, a + (transA ? first : first * lda), b,
              c + first * ldc);
       else
-        call(m, last - first, a, b + (transB ? first * ldb : first),
-             c + first);
+        call(m, last - first, a, b + (transB ? first * ldb : first), c + first);
     }
   });
 }
 
 void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
-                 int64_t n, int64_t k, float alpha, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, float beta,
-                 float *c, int64_t ldc) {
+                 int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc) {
   int64_t count = 1;
   for (int i = 0; i < batch.rank; ++i)
     count *= batch.dims[i];
@@ -279,15 +279,16 @@ bool isHalving(const PoolShape &s) {
 
 void maxPool2d(const PoolShape &s, const float *x, float *y) {
   if (isHalving(s)) {
-    parallelFor(s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float *top = x + r * 2 * s.w, *bottom = top + s.w;
-        float *out = y + r * s.wo;
-        for (int64_t ow = 0; ow < s.wo; ++ow)
-          out[ow] = std::max(std::max(top[2 * ow], top[2 * ow + 1]),
-                             std::max(bottom[2 * ow], bottom[2 * ow + 1]));
-      }
-    });
+    parallelFor(
+        s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            const float *top = x + r * 2 * s.w, *bottom = top + s.w;
+            float *out = y + r * s.wo;
+            for (int64_t ow = 0; ow < s.wo; ++ow)
+              out[ow] = std::max(std::max(top[2 * ow], top[2 * ow + 1]),
+                                 std::max(bottom[2 * ow], bottom[2 * ow + 1]));
+          }
+        });
     return;
   }
   parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
@@ -314,29 +315,31 @@ void maxPool2d(const PoolShape &s, const float *x, float *y) {
 void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
                    float *dx) {
   if (isHalving(s)) {
-    parallelFor(s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float *top = x + r * 2 * s.w, *bottom = top + s.w;
-        float *dtop = dx + r * 2 * s.w, *dbottom = dtop + s.w;
-        const float *g = dy + r * s.wo;
-        for (int64_t ow = 0; ow < s.wo; ++ow) {
-          float a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow],
-                d = bottom[2 * ow + 1];
-          float m = std::max(std::max(a, b), std::max(c, d));
-          // The first maximum in row-major order gets the gradient. Bit
-          // masks, not branches or selects: which element wins is random,
-          // and compilers turn the selects into mispredicted branches.
-          uint32_t isA = -uint32_t(a == m), isB = -uint32_t(b == m) & ~isA;
-          uint32_t isC = -uint32_t(c == m) & ~(isA | isB);
-          uint32_t isD = ~(isA | isB | isC);
-          uint32_t bits;
-          std::memcpy(&bits, &g[ow], 4);
-          uint32_t out[4] = {bits & isA, bits & isB, bits & isC, bits & isD};
-          std::memcpy(&dtop[2 * ow], &out[0], 8);
-          std::memcpy(&dbottom[2 * ow], &out[2], 8);
-        }
-      }
-    });
+    parallelFor(
+        s.nc * s.ho, rowGrain(2 * s.w), [&](int64_t begin, int64_t end) {
+          for (int64_t r = begin; r < end; ++r) {
+            const float *top = x + r * 2 * s.w, *bottom = top + s.w;
+            float *dtop = dx + r * 2 * s.w, *dbottom = dtop + s.w;
+            const float *g = dy + r * s.wo;
+            for (int64_t ow = 0; ow < s.wo; ++ow) {
+              float a = top[2 * ow], b = top[2 * ow + 1], c = bottom[2 * ow],
+                    d = bottom[2 * ow + 1];
+              float m = std::max(std::max(a, b), std::max(c, d));
+              // The first maximum in row-major order gets the gradient. Bit
+              // masks, not branches or selects: which element wins is random,
+              // and compilers turn the selects into mispredicted branches.
+              uint32_t isA = -uint32_t(a == m), isB = -uint32_t(b == m) & ~isA;
+              uint32_t isC = -uint32_t(c == m) & ~(isA | isB);
+              uint32_t isD = ~(isA | isB | isC);
+              uint32_t bits;
+              std::memcpy(&bits, &g[ow], 4);
+              uint32_t out[4] = {bits & isA, bits & isB, bits & isC,
+                                 bits & isD};
+              std::memcpy(&dtop[2 * ow], &out[0], 8);
+              std::memcpy(&dbottom[2 * ow], &out[2], 8);
+            }
+          }
+        });
     return;
   }
   parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
@@ -517,28 +520,29 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
     Groups groups(shape, rank, mask);
     parallelFor(groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
                 [&](int64_t begin, int64_t end) {
-      for (int64_t o = begin; o < end; ++o) {
-        int64_t base = groups.base(o);
-        double acc = kind == ReduceKind::Max
-                         ? -std::numeric_limits<double>::infinity()
-                         : 0.0;
-        for (int64_t q = 0; q < groups.runs(); ++q) {
-          const float *p = x + base + groups.runOffset(q);
-          if (kind == ReduceKind::Max) {
-            for (int64_t t = 0; t < groups.run(); ++t)
-              acc = std::max(acc, double(p[t * groups.runStride()]));
-          } else {
-            float partial = 0; // a run in f32, the runs in double
-            for (int64_t t = 0; t < groups.run(); ++t)
-              partial += p[t * groups.runStride()];
-            acc += partial;
-          }
-        }
-        out[o] = float(kind == ReduceKind::Mean
-                           ? acc / double(groups.perOutput)
-                           : acc);
-      }
-    });
+                  for (int64_t o = begin; o < end; ++o) {
+                    int64_t base = groups.base(o);
+                    double acc = kind == ReduceKind::Max
+                                     ? -std::numeric_limits<double>::infinity()
+                                     : 0.0;
+                    for (int64_t q = 0; q < groups.runs(); ++q) {
+                      const float *p = x + base + groups.runOffset(q);
+                      if (kind == ReduceKind::Max) {
+                        for (int64_t t = 0; t < groups.run(); ++t)
+                          acc =
+                              std::max(acc, double(p[t * groups.runStride()]));
+                      } else {
+                        float partial = 0; // a run in f32, the runs in double
+                        for (int64_t t = 0; t < groups.run(); ++t)
+                          partial += p[t * groups.runStride()];
+                        acc += partial;
+                      }
+                    }
+                    out[o] = float(kind == ReduceKind::Mean
+                                       ? acc / double(groups.perOutput)
+                                       : acc);
+                  }
+                });
     return;
   }
   float scale = kind == ReduceKind::Mean ? 1.0f / float(r) : 1.0f;
@@ -564,56 +568,59 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
   }
   // Columns (a bias gradient: the sum over the batch): split the columns,
   // and run down the reduced axis with a block of accumulators.
-  parallelFor(outer * inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(1, r)),
-              [&](int64_t begin, int64_t end) {
-    constexpr int64_t kBlock = 256;
-    double acc[kBlock];
-    for (int64_t start = begin; start < end;) {
-      int64_t o = start / inner, j0 = start % inner;
-      int64_t j1 = std::min({inner, j0 + (end - start), j0 + kBlock});
-      std::fill(acc, acc + (j1 - j0),
-                kind == ReduceKind::Max
-                    ? -std::numeric_limits<double>::infinity()
-                    : 0.0);
-      for (int64_t k = 0; k < r; ++k) {
-        const float *row = x + (o * r + k) * inner;
-        if (kind == ReduceKind::Max)
+  parallelFor(
+      outer * inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(1, r)),
+      [&](int64_t begin, int64_t end) {
+        constexpr int64_t kBlock = 256;
+        double acc[kBlock];
+        for (int64_t start = begin; start < end;) {
+          int64_t o = start / inner, j0 = start % inner;
+          int64_t j1 = std::min({inner, j0 + (end - start), j0 + kBlock});
+          std::fill(acc, acc + (j1 - j0),
+                    kind == ReduceKind::Max
+                        ? -std::numeric_limits<double>::infinity()
+                        : 0.0);
+          for (int64_t k = 0; k < r; ++k) {
+            const float *row = x + (o * r + k) * inner;
+            if (kind == ReduceKind::Max)
+              for (int64_t j = j0; j < j1; ++j)
+                acc[j - j0] = std::max(acc[j - j0], double(row[j]));
+            else
+              for (int64_t j = j0; j < j1; ++j)
+                acc[j - j0] += row[j];
+          }
           for (int64_t j = j0; j < j1; ++j)
-            acc[j - j0] = std::max(acc[j - j0], double(row[j]));
-        else
-          for (int64_t j = j0; j < j1; ++j)
-            acc[j - j0] += row[j];
-      }
-      for (int64_t j = j0; j < j1; ++j)
-        out[o * inner + j] = float(acc[j - j0]) * scale;
-      start += j1 - j0;
-    }
-  });
+            out[o * inner + j] = float(acc[j - j0]) * scale;
+          start += j1 - j0;
+        }
+      });
 }
 
 void maxGrad(const float *grad, const float *x, const float *maximum,
              const int64_t *shape, int rank, uint32_t mask, float *out) {
   Groups groups(shape, rank, mask);
-  parallelFor(groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
-              [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) {
-      int64_t base = groups.base(o);
-      float m = maximum[o], ties = 0;
-      for (int64_t q = 0; q < groups.runs(); ++q)
-        for (int64_t t = 0; t < groups.run(); ++t)
-          ties += x[base + groups.runOffset(q) + t * groups.runStride()] == m;
-      float share = grad[o] / ties;
-      for (int64_t q = 0; q < groups.runs(); ++q)
-        for (int64_t t = 0; t < groups.run(); ++t) {
-          int64_t at = base + groups.runOffset(q) + t * groups.runStride();
-          out[at] = x[at] == m ? share : 0.0f;
+  parallelFor(
+      groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          int64_t base = groups.base(o);
+          float m = maximum[o], ties = 0;
+          for (int64_t q = 0; q < groups.runs(); ++q)
+            for (int64_t t = 0; t < groups.run(); ++t)
+              ties +=
+                  x[base + groups.runOffset(q) + t * groups.runStride()] == m;
+          float share = grad[o] / ties;
+          for (int64_t q = 0; q < groups.runs(); ++q)
+            for (int64_t t = 0; t < groups.run(); ++t) {
+              int64_t at = base + groups.runOffset(q) + t * groups.runStride();
+              out[at] = x[at] == m ? share : 0.0f;
+            }
         }
-    }
-  });
+      });
 }
 
-void softmax(const float *x, float *y, int64_t outer, int64_t n,
-             int64_t inner, bool logarithm) {
+void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+             bool logarithm) {
   parallelFor(outer * inner, rowGrain(n), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t o = row / inner, in = row % inner;
@@ -646,8 +653,8 @@ void softmax(const float *x, float *y, int64_t outer, int64_t n,
   });
 }
 
-void layerNorm(const float *x, const float *scale, const float *bias,
-               float *y, int64_t rows, int64_t d, float eps, bool rms) {
+void layerNorm(const float *x, const float *scale, const float *bias, float *y,
+               int64_t rows, int64_t d, float eps, bool rms) {
   parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *row = x + r * d;
@@ -867,9 +874,8 @@ void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
     }
 }
 
-void concatPart(const void *in, void *out, int64_t elementBytes,
-                int64_t outer, int64_t n, int64_t inner, int64_t axisOut,
-                int64_t offset) {
+void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
+                int64_t n, int64_t inner, int64_t axisOut, int64_t offset) {
   const uint8_t *src = static_cast<const uint8_t *>(in);
   uint8_t *dst = static_cast<uint8_t *>(out);
   int64_t row = n * inner * elementBytes;
@@ -889,16 +895,15 @@ float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
   if (warmup > 0 && step <= warmup) {
     lr = baseLr * double(step) / double(warmup);
   } else if (cosine) {
-    double progress = (double(step) - double(warmup)) /
-                      std::max(1.0, total - double(warmup));
+    double progress =
+        (double(step) - double(warmup)) / std::max(1.0, total - double(warmup));
     progress = std::min(1.0, std::max(0.0, progress));
     lr = minLr + (baseLr - minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
   return float(lr);
 }
 
-float globalNorm(const float *const *tensors, const int64_t *sizes,
-                 int count) {
+float globalNorm(const float *const *tensors, const int64_t *sizes, int count) {
   // Each tensor in a fixed number of chunks (a function of its size and
   // the thread count only), summed in chunk order: deterministic.
   double total = 0;
@@ -907,8 +912,8 @@ float globalNorm(const float *const *tensors, const int64_t *sizes,
   for (int t = 0; t < count; ++t) {
     const float *x = tensors[t];
     int64_t n = sizes[t];
-    int64_t chunks = std::min<int64_t>({kMaxChunks, int64_t(threads()),
-                                        std::max<int64_t>(1, n / kGrain)});
+    int64_t chunks = std::min<int64_t>(
+        {kMaxChunks, int64_t(threads()), std::max<int64_t>(1, n / kGrain)});
     parallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
         double s = 0;
@@ -958,8 +963,8 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
 }
 
 void sgdUpdate(int64_t n, const float *param, const float *grad,
-               const float *buffer, float *newParam, float *newBuffer,
-               float lr, int32_t step, double momentum, double dampening,
+               const float *buffer, float *newParam, float *newBuffer, float lr,
+               int32_t step, double momentum, double dampening,
                double weightDecay, bool nesterov) {
   float mu = float(momentum), damp = float(1.0 - dampening),
         wd = float(weightDecay);

@@ -76,7 +76,9 @@ inline float fastExp(float x) {
 }
 /// tanh from fastExp: 1 - 2 / (e^2x + 1), exact in the limits (+-1) and
 /// within a few 1e-8 of the true value near 0.
-inline float fastTanh(float x) { return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f); }
+inline float fastTanh(float x) {
+  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
+}
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
@@ -101,8 +103,8 @@ inline float geluExactGrad(float g, float x) {
 inline float geluTanhGrad(float g, float x) {
   const float k = 0.79788456080286536f;
   float t = fastTanh(k * (x + 0.044715f * x * x * x));
-  return g * (0.5f * (1.0f + t) +
-              0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
+  return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k *
+                                      (1.0f + 3.0f * 0.044715f * x * x));
 }
 
 /// The dropout mask's uniform number for (seed, step, element): the same
@@ -114,8 +116,8 @@ inline uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 inline double dropoutUniform(int64_t seed, int64_t step, int64_t index) {
-  uint64_t h = mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^
-                     uint64_t(index));
+  uint64_t h =
+      mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
   return double(h >> 11) * 0x1.0p-53;
 }
 
@@ -125,8 +127,8 @@ inline double dropoutUniform(int64_t seed, int64_t step, int64_t index) {
 
 /// Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
 void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-          float alpha, const float *a, int64_t lda, const float *b,
-          int64_t ldb, float beta, float *c, int64_t ldc);
+          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+          float beta, float *c, int64_t ldc);
 
 /// Element offsets of each batch's matrices, over a batch index space of up
 /// to four dimensions (a strided view's batch dimensions need not be
@@ -137,17 +139,17 @@ struct BatchLayout {
   int64_t a[4], b[4], c[4];
 };
 void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
-                 int64_t n, int64_t k, float alpha, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, float beta,
-                 float *c, int64_t ldc);
+                 int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c,
+                 int64_t ldc);
 
 /// NCHW convolution with an OIHW weight, by im2col and GEMM over
 /// `imagesPerGemm` images at a time in `workspace` (see
 /// conv2dWorkspaceFloats).
 struct ConvShape {
-  int64_t n, c, h, w;   // input
-  int64_t o, kh, kw;    // weight
-  int64_t ho, wo;       // output
+  int64_t n, c, h, w; // input
+  int64_t o, kh, kw;  // weight
+  int64_t ho, wo;     // output
   int64_t strideH, strideW, padH, padW;
   int64_t imagesPerGemm;
 };
@@ -182,12 +184,12 @@ void maxGrad(const float *grad, const float *x, const float *maximum,
              const int64_t *shape, int rank, uint32_t reducedMask, float *out);
 
 /// Softmax or log-softmax along the middle of [outer, n, inner].
-void softmax(const float *x, float *y, int64_t outer, int64_t n,
-             int64_t inner, bool logarithm);
+void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+             bool logarithm);
 
 /// Layer norm (bias may be null) or RMS norm over rows of `d`.
-void layerNorm(const float *x, const float *scale, const float *bias,
-               float *y, int64_t rows, int64_t d, float eps, bool rms);
+void layerNorm(const float *x, const float *scale, const float *bias, float *y,
+               int64_t rows, int64_t d, float eps, bool rms);
 void layerNormGrad(const float *dy, const float *x, const float *scale,
                    float *dx, float *dscale, float *dbias, int64_t rows,
                    int64_t d, float eps, bool rms);
@@ -218,9 +220,8 @@ void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
                int64_t axisIn, int64_t inner, int64_t start, int64_t count,
                int64_t step, bool grad);
 /// Copies [outer, n, inner] into [outer, axisOut, inner] at `offset`.
-void concatPart(const void *in, void *out, int64_t elementBytes,
-                int64_t outer, int64_t n, int64_t inner, int64_t axisOut,
-                int64_t offset);
+void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
+                int64_t n, int64_t inner, int64_t axisOut, int64_t offset);
 
 //===----------------------------------------------------------------------===//
 // The optimizer
@@ -229,8 +230,7 @@ void concatPart(const void *in, void *out, int64_t elementBytes,
 float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
                  int64_t warmup, int64_t steps, double minLr);
 /// sqrt(sum of squares) over several tensors, accumulated in double.
-float globalNorm(const float *const *tensors, const int64_t *sizes,
-                 int count);
+float globalNorm(const float *const *tensors, const int64_t *sizes, int count);
 float clipCoefficient(float norm, double maxNorm);
 void adamUpdate(int64_t n, const float *param, const float *grad,
                 const float *expAvg, const float *expAvgSq, float *newParam,
@@ -238,8 +238,8 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
                 double beta1, double beta2, double eps, double weightDecay,
                 bool decoupled);
 void sgdUpdate(int64_t n, const float *param, const float *grad,
-               const float *buffer, float *newParam, float *newBuffer,
-               float lr, int32_t step, double momentum, double dampening,
+               const float *buffer, float *newParam, float *newBuffer, float lr,
+               int32_t step, double momentum, double dampening,
                double weightDecay, bool nesterov);
 
 /// A kernel's failure (an index out of range): recorded, and reported by

@@ -77,8 +77,8 @@ private:
     stepThread = true;
     for (;;) {
       // Spin for a while (~50 us), then sleep until the next generation.
-      for (int spin = 0; spin < 20000 &&
-                         generation.load(std::memory_order_acquire) == seen;
+      for (int spin = 0;
+           spin < 20000 && generation.load(std::memory_order_acquire) == seen;
            ++spin)
         pause();
       if (generation.load(std::memory_order_acquire) == seen) {
@@ -138,8 +138,8 @@ void parallelFor(int64_t n, int64_t grain,
                  FunctionRef<void(int64_t, int64_t)> body) {
   if (n <= 0)
     return;
-  int64_t chunks = std::min<int64_t>(pool().size(),
-                                     std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  int64_t chunks = std::min<int64_t>(
+      pool().size(), std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
   if (chunks <= 1 || insideChunk) {
     body(0, n);
     return;

@@ -28,10 +28,10 @@ namespace cpu {
 template <typename Fn> class FunctionRef;
 template <typename Ret, typename... Params> class FunctionRef<Ret(Params...)> {
 public:
-  template <typename Callable,
-            typename = std::enable_if_t<!std::is_same_v<
-                std::remove_cv_t<std::remove_reference_t<Callable>>,
-                FunctionRef>>>
+  template <
+      typename Callable,
+      typename = std::enable_if_t<!std::is_same_v<
+          std::remove_cv_t<std::remove_reference_t<Callable>>, FunctionRef>>>
   FunctionRef(Callable &&callable)
       : callback(&call<std::remove_reference_t<Callable>>),
         callable(reinterpret_cast<intptr_t>(&callable)) {}

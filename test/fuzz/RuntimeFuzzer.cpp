@@ -26,8 +26,26 @@ namespace {
 const ArgumentInfo kTrainArgs[] = {
     {"fc.weight", "param", "f32", 2, {4, 3}, "parameters", 0, 256, "", 0},
     {"fc.bias", "param", "f32", 1, {4}, "parameters", 256, 256, "", 0},
-    {"fc.weight.momentum_buffer", "opt_state", "f32", 2, {4, 3}, "optimizer_state", 0, 256, "", 0},
-    {"fc.bias.momentum_buffer", "opt_state", "f32", 1, {4}, "optimizer_state", 256, 256, "", 0},
+    {"fc.weight.momentum_buffer",
+     "opt_state",
+     "f32",
+     2,
+     {4, 3},
+     "optimizer_state",
+     0,
+     256,
+     "",
+     0},
+    {"fc.bias.momentum_buffer",
+     "opt_state",
+     "f32",
+     1,
+     {4},
+     "optimizer_state",
+     256,
+     256,
+     "",
+     0},
     {"image", "input", "f32", 3, {2, 2, 2}, "inputs", 0, 256, "", 0},
     {"label", "target", "i32", 1, {2}, "inputs", 256, 256, "", 4},
 };
@@ -36,7 +54,10 @@ const ArgumentInfo kTokenArgs[] = {
     {"next", "target", "i32", 2, {2, 4}, "inputs", 256, 256, "", 50},
 };
 const ModelInfo kModel = {
-    "Fuzz", "fuzz.mn", "{}", "{}",
+    "Fuzz",
+    "fuzz.mn",
+    "{}",
+    "{}",
     {nullptr, 0, 0, 0, 6, kTrainArgs, 0, nullptr, 0, nullptr},
     {nullptr, 0, 0, 0, 6, kTrainArgs, 0, nullptr, 0, nullptr}};
 
@@ -63,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Checkpoint checkpoint;
     if (readCheckpoint(path, kModel, true, checkpoint, error)) {
       alignas(64) uint8_t params[512], state[512];
-      StepMemory memory = {nullptr, params, nullptr, state,
+      StepMemory memory = {nullptr, params,  nullptr, state,
                            nullptr, nullptr, nullptr};
       applyCheckpoint(checkpoint, kModel, memory);
     }
