@@ -1204,6 +1204,16 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
       return failure();
+  // The train section's precision takes effect with the mixed-precision
+  // pass; until then, say that this trainer computes in f32 rather than
+  // let the setting pass silently.
+  if (auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train"))
+    if (auto precision = settings.getAs<StringAttr>("precision"))
+      if (precision.getValue() != "f32")
+        module.emitWarning()
+            << "precision = " << precision.getValue()
+            << " is not implemented yet (it comes with the mixed-precision "
+               "pass); this trainer computes in f32";
   // Parameters and the batch live in regions that both steps share: their
   // offsets must agree.
   if (func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step")) {

@@ -284,6 +284,9 @@ int main(int argc, char **argv) {
   }
 
   mlir::MLIRContext context;
+  // Diagnostics point at the model file; the IR of the op is not for users
+  // (--mlir-print-debuginfo and --print-ir-* show it to those who ask).
+  context.printOpOnDiagnostic(false);
   // MLIR diagnostics (verifier, passes) print like ours: file:line:col, the
   // source line and a caret.
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
