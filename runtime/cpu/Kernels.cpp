@@ -116,14 +116,6 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
   });
 }
 
-int64_t conv2dWorkspaceFloats(const ConvShape &s) {
-  // im2col's columns, and (weight gradient) the output gradient gathered
-  // into [o, (n, spatial)] for one GEMM over the chunk.
-  int64_t cols = s.c * s.kh * s.kw * s.ho * s.wo;
-  int64_t outs = s.o * s.ho * s.wo;
-  return s.imagesPerGemm * (cols + outs);
-}
-
 namespace {
 
 /// The output columns [begin, end) whose input column ow * stride - pad +

@@ -144,8 +144,9 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
                  int64_t ldc);
 
 /// NCHW convolution with an OIHW weight, by im2col and GEMM over
-/// `imagesPerGemm` images at a time in `workspace` (see
-/// conv2dWorkspaceFloats).
+/// `imagesPerGemm` images at a time in `workspace`: their columns
+/// [C*KH*KW, n*HO*WO], then (gradients) the output gradient gathered as
+/// [O, n*HO*WO]. passes/Workspace.cpp sizes it and picks imagesPerGemm.
 struct ConvShape {
   int64_t n, c, h, w; // input
   int64_t o, kh, kw;  // weight
@@ -153,7 +154,6 @@ struct ConvShape {
   int64_t strideH, strideW, padH, padW;
   int64_t imagesPerGemm;
 };
-int64_t conv2dWorkspaceFloats(const ConvShape &s);
 void conv2d(const ConvShape &s, const float *x, const float *w, float *y,
             float *workspace);
 void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
