@@ -25,6 +25,7 @@
 #include "lang/ShapeRules.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
+#include "passes/PlanExport.h"
 #include "passes/Workspace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -145,38 +146,12 @@ std::string describeLocation(Location loc) {
   return layer.empty() ? where : where + " " + layer;
 }
 
-llvm::json::Value toJson(Attribute attr) {
-  if (!attr)
-    return nullptr;
-  if (auto dict = llvm::dyn_cast<DictionaryAttr>(attr)) {
-    llvm::json::Object o;
-    for (NamedAttribute entry : dict)
-      o[entry.getName().str()] = toJson(entry.getValue());
-    return o;
-  }
-  if (auto array = llvm::dyn_cast<ArrayAttr>(attr)) {
-    llvm::json::Array a;
-    for (Attribute element : array)
-      a.push_back(toJson(element));
-    return a;
-  }
-  if (auto f = llvm::dyn_cast<FloatAttr>(attr))
-    return f.getValueAsDouble();
-  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
-    return b.getValue();
-  if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
-    return i.getInt();
-  if (auto s = llvm::dyn_cast<StringAttr>(attr))
-    return s.getValue().str();
-  return nullptr;
-}
-
 std::string jsonString(Attribute attr) {
   if (!attr)
     return "";
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << toJson(attr);
+  os << attributeToJson(attr);
   return os.str();
 }
 

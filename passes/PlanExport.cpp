@@ -97,3 +97,27 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
      << "\n";
   return success();
 }
+
+llvm::json::Value mnemo::attributeToJson(Attribute attr) {
+  if (auto dict = llvm::dyn_cast_or_null<DictionaryAttr>(attr)) {
+    llvm::json::Object o;
+    for (NamedAttribute entry : dict)
+      o[entry.getName().str()] = attributeToJson(entry.getValue());
+    return o;
+  }
+  if (auto array = llvm::dyn_cast_or_null<ArrayAttr>(attr)) {
+    llvm::json::Array a;
+    for (Attribute element : array)
+      a.push_back(attributeToJson(element));
+    return a;
+  }
+  if (auto f = llvm::dyn_cast_or_null<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto b = llvm::dyn_cast_or_null<BoolAttr>(attr))
+    return b.getValue();
+  if (auto i = llvm::dyn_cast_or_null<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto s = llvm::dyn_cast_or_null<StringAttr>(attr))
+    return s.getValue().str();
+  return nullptr;
+}

@@ -11,9 +11,15 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mnemo {
+
+/// A dictionary, array, number, bool or string attribute as JSON (null for
+/// anything else): how the module's settings (`mnemo.train`,
+/// `mnemo.hyperparams`) reach tools and generated trainers.
+llvm::json::Value attributeToJson(mlir::Attribute attr);
 
 /// Fails (with an error on the function) if a step function has no plan.
 mlir::LogicalResult writePlanJson(mlir::ModuleOp module, llvm::raw_ostream &os);

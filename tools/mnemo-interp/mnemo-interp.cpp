@@ -22,6 +22,7 @@
 #include "lang/MnemoOps.h"
 #include "lang/interpreter/Interpreter.h"
 #include "passes/Pipeline.h"
+#include "passes/PlanExport.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
 #include "runtime/Safetensors.h"
@@ -174,30 +175,6 @@ int64_t integerRange(func::FuncOp forward, const std::string &name) {
     }
   }
   return 2;
-}
-
-llvm::json::Value toJson(Attribute attr) {
-  if (auto d = llvm::dyn_cast<DictionaryAttr>(attr)) {
-    llvm::json::Object o;
-    for (NamedAttribute e : d)
-      o[e.getName().str()] = toJson(e.getValue());
-    return o;
-  }
-  if (auto a = llvm::dyn_cast<ArrayAttr>(attr)) {
-    llvm::json::Array arr;
-    for (Attribute e : a)
-      arr.push_back(toJson(e));
-    return arr;
-  }
-  if (auto f = llvm::dyn_cast<FloatAttr>(attr))
-    return f.getValueAsDouble();
-  if (auto b = llvm::dyn_cast<BoolAttr>(attr))
-    return b.getValue();
-  if (auto i = llvm::dyn_cast<IntegerAttr>(attr))
-    return i.getInt();
-  if (auto s = llvm::dyn_cast<StringAttr>(attr))
-    return s.getValue().str();
-  return nullptr;
 }
 
 /// Fashion-MNIST as batches for the model's one image input and one label.
@@ -504,8 +481,9 @@ int main(int argc, char **argv) {
     config["model"] = graph->modelName;
     config["steps"] = totalSteps;
     config["precision"] = exact ? "f64" : "f32";
-    config["hyperparams"] = toJson((*module)->getAttr("mnemo.hyperparams"));
-    config["train"] = toJson((*module)->getAttr("mnemo.train"));
+    config["hyperparams"] =
+        attributeToJson((*module)->getAttr("mnemo.hyperparams"));
+    config["train"] = attributeToJson((*module)->getAttr("mnemo.train"));
     llvm::json::Array params, batchNames;
     for (const StepArgument &a : args) {
       if (a.role == "param")
