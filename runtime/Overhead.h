@@ -23,7 +23,10 @@ namespace mnemo {
 namespace runtime {
 
 /// Threads, OpenBLAS buffers, libraries: measured at 2 to 4 MiB on the
-/// examples (docs/performance.md); 16 MiB leaves room for more threads.
+/// examples with 2 threads (test/trainer/memory.test checks it there).
+/// Each further thread adds the touched part of its stack and of its
+/// OpenBLAS packing buffers, a few hundred KiB for these models; 16 MiB
+/// leaves room for a few dozen.
 constexpr int64_t kCpuTrainerFixedOverheadBytes = int64_t(16) << 20;
 
 /// The most the CPU trainer's resident memory grows during training beyond
