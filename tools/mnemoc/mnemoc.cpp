@@ -51,7 +51,7 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { AST, MLIR, Params, Plan, Cpp, Trainer };
+enum class Emit { AST, MLIR, Params, Plan, Cpp, Trainer, Project };
 
 cl::OptionCategory category("mnemoc options");
 
@@ -72,7 +72,10 @@ cl::opt<Emit>
                                "the CPU backend's C++ for the planned steps"),
                     clEnumValN(Emit::Trainer, "trainer",
                                "a trainer program: -o DIR gets DIR/train "
-                               "(the default when -o names a directory)")),
+                               "(the default when -o names a directory)"),
+                    clEnumValN(Emit::Project, "project",
+                               "a source tree, -o DIR, that builds the "
+                               "trainer with CMake and a C++ compiler alone")),
          cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
@@ -252,16 +255,19 @@ int main(int argc, char **argv) {
        (!llvm::sys::fs::exists(outputFile) &&
         !llvm::sys::path::has_extension(outputFile))))
     emit = Emit::Trainer;
-  if (emit == Emit::Trainer && outputFile == "-") {
-    diags.error("--emit=trainer needs -o DIR, the directory to build in");
+  bool writesDirectory = emit == Emit::Trainer || emit == Emit::Project;
+  if (writesDirectory && outputFile == "-") {
+    diags.error(std::string("--emit=") +
+                (emit == Emit::Trainer ? "trainer" : "project") +
+                " needs -o DIR, the directory to write");
     return 1;
   }
 
   std::string errorMessage;
   std::unique_ptr<llvm::ToolOutputFile> output;
-  if (emit != Emit::Trainer)
+  if (!writesDirectory)
     output = mlir::openOutputFile(outputFile, &errorMessage);
-  if (!output && emit != Emit::Trainer) {
+  if (!output && !writesDirectory) {
     diags.error("cannot write '" + outputFile + "': " + errorMessage);
     return 1;
   }
@@ -325,7 +331,7 @@ int main(int argc, char **argv) {
     output->keep();
     return 0;
   }
-  if (emit == Emit::Cpp || emit == Emit::Trainer) {
+  if (emit == Emit::Cpp || writesDirectory) {
     std::string source;
     llvm::raw_string_ostream sourceStream(source);
     if (mlir::failed(emitCpp(*module, graph->fileName, sourceStream)))
@@ -335,10 +341,19 @@ int main(int argc, char **argv) {
       output->keep();
       return 0;
     }
-    TrainerBuildResult built = buildTrainer(outputFile, sourceStream.str());
+    TrainerBuildResult built =
+        emit == Emit::Project
+            ? writeProject(outputFile, sourceStream.str(), graph->modelName)
+            : buildTrainer(outputFile, sourceStream.str());
     switch (built.status) {
     case TrainerBuildResult::Status::Built:
-      llvm::outs() << "mnemoc: built " << built.message << "\n";
+      if (emit == Emit::Project)
+        llvm::outs() << "mnemoc: wrote " << built.message << " (cmake -S "
+                     << built.message << " -B " << built.message
+                     << "/build && cmake --build " << built.message
+                     << "/build)\n";
+      else
+        llvm::outs() << "mnemoc: built " << built.message << "\n";
       return 0;
     case TrainerBuildResult::Status::UserError:
       diags.error(built.message);
