@@ -15,7 +15,6 @@ plan's regions all count on the Mnemo side) and the losses.
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -25,7 +24,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
-from compare import make_optimizer  # noqa: E402
+from compare import lr_schedule, make_optimizer  # noqa: E402
 from models import MODELS  # noqa: E402
 
 
@@ -63,19 +62,7 @@ def main():
     model.load_state_dict(init)
     train = config["train"]
     optimizer = make_optimizer(train["optimizer"], model.parameters())
-    base_lr = train["optimizer"]["lr"]
-    schedule = train.get("schedule")
-
-    def lr_at(step):
-        if schedule and schedule.get("warmup", 0) > 0 and step <= schedule["warmup"]:
-            return base_lr * step / schedule["warmup"]
-        if schedule and schedule["kind"] == "cosine":
-            warmup = schedule.get("warmup", 0)
-            horizon = schedule.get("steps", 0) or config.get("total_steps", steps)
-            progress = min(1.0, max(0.0, (step - warmup) / max(1.0, horizon - warmup)))
-            min_lr = schedule.get("min_lr", 0.0)
-            return min_lr + (base_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
-        return base_lr
+    lr_at = lr_schedule(train, config.get("total_steps", steps))
 
     losses, times = [], []
     for step, batch in enumerate(data, 1):

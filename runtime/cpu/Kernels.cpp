@@ -645,23 +645,32 @@ void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
   });
 }
 
+namespace {
+/// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
+void rowStatistics(const float *row, int64_t d, float eps, bool rms, float &mu,
+                   float &rstd) {
+  double mean = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < d; ++j)
+      mean += row[j];
+    mean /= double(d);
+  }
+  double var = 0;
+  for (int64_t j = 0; j < d; ++j)
+    var += (row[j] - mean) * (row[j] - mean);
+  var /= double(d);
+  mu = float(mean);
+  rstd = float(1.0 / std::sqrt(var + eps));
+}
+} // namespace
+
 void layerNorm(const float *x, const float *scale, const float *bias, float *y,
                int64_t rows, int64_t d, float eps, bool rms) {
   parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *row = x + r * d;
-      double mean = 0;
-      if (!rms) {
-        for (int64_t j = 0; j < d; ++j)
-          mean += row[j];
-        mean /= double(d);
-      }
-      double var = 0;
-      for (int64_t j = 0; j < d; ++j)
-        var += (row[j] - mean) * (row[j] - mean);
-      var /= double(d);
-      float rstd = float(1.0 / std::sqrt(var + eps));
-      float mu = float(mean);
+      float mu, rstd;
+      rowStatistics(row, d, eps, rms, mu, rstd);
       float *out = y + r * d;
       for (int64_t j = 0; j < d; ++j)
         out[j] = (row[j] - mu) * rstd * scale[j] + (bias ? bias[j] : 0.0f);
@@ -672,21 +681,10 @@ void layerNorm(const float *x, const float *scale, const float *bias, float *y,
 void layerNormGrad(const float *dy, const float *x, const float *scale,
                    float *dx, float *dscale, float *dbias, int64_t rows,
                    int64_t d, float eps, bool rms) {
-  // A row's mean and reciprocal deviation, recomputed where needed: cheaper
-  // than storing them, and nothing to allocate.
+  // A row's statistics are recomputed where needed: cheaper than storing
+  // them, and nothing to allocate.
   auto statistics = [&](const float *row, float &mu, float &rstd) {
-    double mean = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < d; ++j)
-        mean += row[j];
-      mean /= double(d);
-    }
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j)
-      var += (row[j] - mean) * (row[j] - mean);
-    var /= double(d);
-    mu = float(mean);
-    rstd = float(1.0 / std::sqrt(var + eps));
+    rowStatistics(row, d, eps, rms, mu, rstd);
   };
   // Rows in parallel; the scale and bias gradients (sums over rows) in a
   // second pass over columns, so that no two threads add into one sum.

@@ -45,6 +45,27 @@ def make_optimizer(settings, params):
     raise SystemExit(f"compare.py: optimizer {kind} is not handled")
 
 
+def lr_schedule(train, total_steps):
+    """The learning rate at each step (from 1) of the train section's
+    schedule, as Mnemo's lr_schedule op computes it; `total_steps` is the
+    run's length, which a cosine schedule with `steps = 0` decays over."""
+    base_lr = train["optimizer"]["lr"]
+    schedule = train.get("schedule")
+
+    def lr_at(step):
+        if schedule and schedule.get("warmup", 0) > 0 and step <= schedule["warmup"]:
+            return base_lr * step / schedule["warmup"]
+        if schedule and schedule["kind"] == "cosine":
+            warmup = schedule.get("warmup", 0)
+            horizon = schedule.get("steps", 0) or total_steps
+            progress = min(1.0, max(0.0, (step - warmup) / max(1.0, horizon - warmup)))
+            min_lr = schedule.get("min_lr", 0.0)
+            return min_lr + (base_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+        return base_lr
+
+    return lr_at
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("dump")
@@ -76,21 +97,10 @@ def main():
                            for k, v in init.items()})
 
     train = config["train"]
-    base_lr = train["optimizer"]["lr"]
-    schedule = train.get("schedule")
     total = config["steps"]
     optimizer = make_optimizer(train["optimizer"], model.parameters())
 
-    def lr_at(step):
-        if schedule and schedule.get("warmup", 0) > 0 and step <= schedule["warmup"]:
-            return base_lr * step / schedule["warmup"]
-        if schedule and schedule["kind"] == "cosine":
-            warmup = schedule.get("warmup", 0)
-            horizon = schedule.get("steps", 0) or total
-            progress = min(1.0, max(0.0, (step - warmup) / max(1.0, horizon - warmup)))
-            min_lr = schedule.get("min_lr", 0.0)
-            return min_lr + (base_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
-        return base_lr
+    lr_at = lr_schedule(train, total)
 
     torch_losses = []
     for step in range(1, total + 1):
