@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
+#include "codegen/StepLayout.h"
 
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
@@ -45,170 +46,23 @@
 
 using namespace mlir;
 using namespace mnemo;
+using namespace mnemo::codegen;
 
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-Shape shapeOf(Value v) {
-  auto type = llvm::cast<RankedTensorType>(v.getType());
-  return Shape(type.getShape().begin(), type.getShape().end());
+/// Renders a pointer into a region of the plan as host C++.
+std::string hostPointer(const CType &type, char base, int64_t offset) {
+  return type.cast + "(" + std::string(1, base) + " + " +
+         std::to_string(offset) + ")";
 }
-
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
-
-Shape rowMajorStrides(const Shape &shape) {
-  Shape strides(shape.size(), 1);
-  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
-/// The C++ element type of a tensor type, and the helper that casts a byte
-/// pointer to it; empty when the CPU backend has no storage for it yet.
-struct CType {
-  std::string name, cast;
-  int64_t bytes = 0;
-  bool isFloat = false;
-};
-
-CType ctypeOf(Type type) {
-  if (auto shaped = llvm::dyn_cast<ShapedType>(type))
-    type = shaped.getElementType();
-  if (type.isF32())
-    return {"float", "f32", 4, true};
-  if (type.isInteger(32))
-    return {"int32_t", "i32", 4, false};
-  if (type.isInteger(8))
-    return {"int8_t", "i8", 1, false};
-  if (type.isInteger(1))
-    return {"uint8_t", "u8", 1, false};
-  return {};
-}
-
-std::string dtypeName(Type type) {
-  if (auto shaped = llvm::dyn_cast<ShapedType>(type))
-    type = shaped.getElementType();
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return os.str();
-}
-
-/// A float literal that C++ reads back exactly.
-std::string floatLiteral(double value) {
-  if (std::isnan(value))
-    return "std::numeric_limits<float>::quiet_NaN()";
-  if (std::isinf(value))
-    return value > 0 ? "std::numeric_limits<float>::infinity()"
-                     : "-std::numeric_limits<float>::infinity()";
-  return llvm::formatv("{0:e9}f", float(value)).str();
-}
-
-std::string doubleLiteral(double value) {
-  return llvm::formatv("{0:e17}", value).str();
-}
-
-std::string listOf(ArrayRef<int64_t> values) {
-  std::string s;
-  for (auto [i, v] : llvm::enumerate(values))
-    s += (i ? ", " : "") + std::to_string(v);
-  return s;
-}
-
-/// "examples/mlp.mn:13:21 fc1" for a comment above the op's code.
-std::string describeLocation(Location loc) {
-  std::string where, layer;
-  std::function<void(Location)> visit = [&](Location l) {
-    if (auto name = llvm::dyn_cast<NameLoc>(l)) {
-      if (layer.empty())
-        layer = name.getName().str();
-      visit(name.getChildLoc());
-    } else if (auto file = llvm::dyn_cast<FileLineColLoc>(l)) {
-      if (where.empty())
-        where =
-            (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
-             llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn()))
-                .str();
-    } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
-      visit(call.getCaller());
-    } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
-      for (Location inner : fused.getLocations())
-        visit(inner);
-    }
-  };
-  visit(loc);
-  return layer.empty() ? where : where + " " + layer;
-}
-
-std::string jsonString(Attribute attr) {
-  if (!attr)
-    return "";
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << attributeToJson(attr);
-  return os.str();
-}
-
-/// A C++ string literal of any text.
-std::string cString(llvm::StringRef text) {
-  std::string s = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      s += '\\';
-    if (c == '\n') {
-      s += "\\n";
-      continue;
-    }
-    s += c;
-  }
-  return s + "\"";
-}
-
-/// Where a value's elements are: a typed pointer expression and strides
-/// over its shape, or a literal when every element is the same.
-struct Layout {
-  std::string pointer; // "f32(A + 4096)"; empty for a splat
-  std::string splat;   // the literal of a splat constant
-  CType type;
-  Shape shape, strides;
-
-  bool isSplat() const { return pointer.empty(); }
-  bool isContiguous() const {
-    Shape expected = rowMajorStrides(shape);
-    for (size_t i = 0; i < shape.size(); ++i)
-      if (shape[i] != 1 && strides[i] != expected[i])
-        return false;
-    return true;
-  }
-};
-
-/// The loop an elementwise root becomes, before its dimensions are
-/// coalesced: leaves read through strides over the loop's shape, and
-/// statements that name leaf reads as {Lk} and the flat index as {FLAT}.
-struct Loop {
-  Shape shape;
-  struct Leaf {
-    std::string pointer;
-    Shape strides;
-  };
-  std::vector<Leaf> leaves;
-  std::vector<std::string> statements;
-  llvm::DenseMap<Value, std::string> names;
-  int temporaries = 0;
-};
 
 class StepEmitter {
 public:
   StepEmitter(func::FuncOp func, llvm::raw_ostream &os,
               llvm::raw_ostream &constants, int &constantCount)
-      : func(func), current(&os), constants(constants),
-        constantCount(constantCount) {}
+      : func(func), current(&os),
+        layouts(func, hostPointer, "alignas(64) const", constants,
+                constantCount, "CPU") {}
 
   LogicalResult emit();
 
@@ -217,353 +71,33 @@ public:
 
 private:
   InFlightDiagnostic error(Operation *op, const Twine &message) {
-    return op->emitError() << "the CPU backend: " << message;
+    return layouts.error(op, message);
   }
-  LogicalResult assignLayout(Operation *op);
   LogicalResult emitOp(Operation *op);
   LogicalResult emitOpBody(Operation *op);
   LogicalResult emitLoop(Operation *root);
-  FailureOr<std::string> expression(Value v, Loop &loop);
-  FailureOr<std::string> opExpression(Operation *op, Loop &loop);
-  std::string leafRead(Loop &loop, const Layout &layout, Shape strides);
-  /// A pointer to the value's contiguous elements (a splat gets a constant
-  /// array of its own).
-  FailureOr<std::string> pointer(Value v, Operation *user);
   LogicalResult emitMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
                            bool batched);
-  std::string shapeArray(const Shape &shape);
 
   func::FuncOp func;
   /// Where code goes: the function, or an op's body being indented.
   llvm::raw_ostream *current;
   llvm::raw_ostream &out() { return *current; }
-  llvm::raw_ostream &constants;
-  int &constantCount;
-  llvm::DenseMap<Value, Layout> layouts;
+  StepLayouts layouts;
 };
 
-std::string regionBase(StringRef region) {
-  if (region == "parameters")
-    return "P";
-  if (region == "optimizer_state")
-    return "S";
-  return "I";
-}
-
-LogicalResult StepEmitter::assignLayout(Operation *op) {
-  if (isFused(op))
-    return success();
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-  auto gradients =
-      op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset");
-  auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg");
-  if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
-    Value result = constant.getResult();
-    Layout l;
-    l.type = ctypeOf(result.getType());
-    l.shape = shapeOf(result);
-    l.strides = Shape(l.shape.size(), 0);
-    auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!dense)
-      return error(op, "only dense constants are supported");
-    auto valueAt = [&](int64_t i) -> double {
-      if (llvm::isa<FloatType>(dense.getElementType()))
-        return (*(dense.getValues<APFloat>().begin() + i)).convertToDouble();
-      return double((*(dense.getValues<APInt>().begin() + i)).getSExtValue());
-    };
-    if (dense.isSplat()) {
-      double v = valueAt(0);
-      l.splat = l.type.isFloat
-                    ? floatLiteral(v)
-                    : "(" + l.type.name + ")" + std::to_string(int64_t(v));
-    } else {
-      std::string name = "constant" + std::to_string(constantCount++);
-      constants << "alignas(64) const " << l.type.name << " " << name
-                << "[] = {";
-      for (int64_t i = 0; i < dense.getNumElements(); ++i)
-        constants << (i ? ", " : "")
-                  << (l.type.isFloat ? floatLiteral(valueAt(i))
-                                     : std::to_string(int64_t(valueAt(i))));
-      constants << "};\n";
-      l.pointer = "const_cast<" + l.type.name + " *>(" + name + ")";
-      l.strides = rowMajorStrides(l.shape);
-    }
-    layouts[result] = l;
-    return success();
-  }
-  // Views: a reshape of contiguous data, and a transpose planned as a
-  // strided view.
-  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
-    Layout source = layouts.lookup(reshape.getInput());
-    if (source.isSplat() || source.isContiguous()) {
-      Layout l = source;
-      l.shape = shapeOf(reshape.getResult());
-      l.strides = source.isSplat() ? Shape(l.shape.size(), 0)
-                                   : rowMajorStrides(l.shape);
-      layouts[reshape.getResult()] = l;
-      return success();
-    }
-  }
-  if (auto transpose = llvm::dyn_cast<TransposeOp>(op);
-      transpose && op->hasAttr("mnemo.strided_view")) {
-    Layout source = layouts.lookup(transpose.getInput());
-    Layout l = source;
-    l.shape.clear();
-    l.strides.clear();
-    for (int64_t p : transpose.getPermutation()) {
-      l.shape.push_back(source.shape[p]);
-      l.strides.push_back(source.strides[p]);
-    }
-    layouts[transpose.getResult()] = l;
-    return success();
-  }
-  for (auto [i, result] : llvm::enumerate(op->getResults())) {
-    Layout l;
-    l.type = ctypeOf(result.getType());
-    if (l.type.name.empty())
-      return error(op, "element type " + dtypeName(result.getType()) +
-                           " is not supported yet (f32, i32, i8 and i1 are)");
-    l.shape = shapeOf(result);
-    l.strides = rowMajorStrides(l.shape);
-    if (gradients && gradients[i] >= 0) {
-      l.pointer = l.type.cast + "(G + " + std::to_string(gradients[i]) + ")";
-    } else if (offsets && offsets[i] >= 0) {
-      l.pointer = l.type.cast + "(A + " + std::to_string(offsets[i]) + ")";
-    } else if (aliases && aliases[i] >= 0) {
-      Layout arg = layouts.lookup(func.getArgument(aliases[i]));
-      l.pointer = arg.pointer;
-    } else {
-      return error(op, "internal error: result " + std::to_string(i) +
-                           " has no place in the memory plan");
-    }
-    layouts[result] = l;
-  }
-  return success();
-}
-
-std::string StepEmitter::shapeArray(const Shape &shape) {
-  std::string name = "shape" + std::to_string(constantCount++);
-  constants << "const int64_t " << name << "[] = {" << listOf(shape) << "};\n";
-  return name;
-}
-
-FailureOr<std::string> StepEmitter::pointer(Value v, Operation *user) {
-  auto it = layouts.find(v);
-  if (it == layouts.end()) {
-    error(user, "internal error: an operand has no storage");
-    return failure();
-  }
-  const Layout &l = it->second;
-  if (l.isSplat()) {
-    std::string name = "splat" + std::to_string(constantCount++);
-    int64_t n = std::max<int64_t>(1, product(l.shape));
-    constants << "alignas(64) const " << l.type.name << " " << name << "[" << n
-              << "] = {";
-    // Spelled out: a splat a kernel reads is small (a loss seed, a scale).
-    for (int64_t i = 0; i < n; ++i)
-      constants << (i ? ", " : "") << l.splat;
-    constants << "};\n";
-    return "const_cast<" + l.type.name + " *>(" + name + ")";
-  }
-  if (!l.isContiguous()) {
-    error(user, "internal error: a kernel operand is a strided view");
-    return failure();
-  }
-  return l.pointer;
-}
-
-std::string StepEmitter::leafRead(Loop &loop, const Layout &layout,
-                                  Shape strides) {
-  if (layout.isSplat())
-    return layout.splat;
-  loop.leaves.push_back({layout.pointer, std::move(strides)});
-  return "{L" + std::to_string(loop.leaves.size() - 1) + "}";
-}
-
-/// The loop-local name of `v`'s element at the loop index.
-FailureOr<std::string> StepEmitter::expression(Value v, Loop &loop) {
-  auto known = loop.names.find(v);
-  if (known != loop.names.end())
-    return known->second;
-  Operation *def = v.getDefiningOp();
-  std::string value;
-  if (def && isFused(def)) {
-    if (auto broadcast = llvm::dyn_cast<BroadcastOp>(def)) {
-      // Read the input with stride 0 along the broadcast dimensions.
-      Layout in = layouts.lookup(broadcast.getInput());
-      int64_t lead = int64_t(loop.shape.size() - in.shape.size());
-      Shape strides(loop.shape.size(), 0);
-      for (size_t d = 0; d < in.shape.size(); ++d)
-        if (in.shape[d] != 1)
-          strides[lead + d] = in.strides[d];
-      value = leafRead(loop, in, strides);
-    } else {
-      FailureOr<std::string> e = opExpression(def, loop);
-      if (failed(e))
-        return failure();
-      value = *e;
-    }
-  } else {
-    auto it = layouts.find(v);
-    if (it == layouts.end()) {
-      error(loop.statements.empty() ? func : v.getParentBlock()->getParentOp(),
-            "internal error: a loop operand has no storage");
-      return failure();
-    }
-    value = leafRead(loop, it->second, it->second.strides);
-  }
-  std::string name = "t" + std::to_string(loop.temporaries++);
-  loop.statements.push_back("const " + ctypeOf(v.getType()).name + " " + name +
-                            " = " + value + ";");
-  loop.names[v] = name;
-  return name;
-}
-
-FailureOr<std::string> StepEmitter::opExpression(Operation *op, Loop &loop) {
-  SmallVector<std::string> x;
-  for (Value operand : op->getOperands()) {
-    FailureOr<std::string> e = expression(operand, loop);
-    if (failed(e))
-      return failure();
-    x.push_back(*e);
-  }
-  CType type = ctypeOf(op->getResult(0).getType());
-  auto floatOnly = [&](const std::string &e) -> FailureOr<std::string> {
-    if (!type.isFloat) {
-      error(op, "this op needs a float type");
-      return failure();
-    }
-    return e;
-  };
-  return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(op)
-      .Case([&](AddOp) { return x[0] + " + " + x[1]; })
-      .Case([&](SubOp) { return x[0] + " - " + x[1]; })
-      .Case([&](MulOp) { return x[0] + " * " + x[1]; })
-      .Case([&](DivOp) { return x[0] + " / " + x[1]; })
-      .Case([&](NegOp) { return "-" + x[0]; })
-      .Case([&](ExpOp) { return floatOnly("fastExp(" + x[0] + ")"); })
-      .Case([&](LogOp) { return floatOnly("std::log(" + x[0] + ")"); })
-      .Case([&](SqrtOp) { return floatOnly("std::sqrt(" + x[0] + ")"); })
-      .Case(
-          [&](RsqrtOp) { return floatOnly("1.0f / std::sqrt(" + x[0] + ")"); })
-      .Case([&](TanhOp) { return floatOnly("fastTanh(" + x[0] + ")"); })
-      .Case([&](SigmoidOp) { return floatOnly("sigmoid(" + x[0] + ")"); })
-      .Case([&](ReluOp) { return floatOnly("relu(" + x[0] + ")"); })
-      .Case([&](SiluOp) { return floatOnly("silu(" + x[0] + ")"); })
-      .Case([&](GeluOp g) {
-        return floatOnly((g.getApproximate() ? "geluTanh(" : "geluExact(") +
-                         x[0] + ")");
-      })
-      .Case([&](PowOp p) {
-        double c = p.getExponent().convertToDouble();
-        if (c == 2.0)
-          return floatOnly(x[0] + " * " + x[0]);
-        if (c == 0.5)
-          return floatOnly("std::sqrt(" + x[0] + ")");
-        return floatOnly("std::pow(" + x[0] + ", " + floatLiteral(c) + ")");
-      })
-      .Case([&](CastOp) -> FailureOr<std::string> {
-        if (llvm::cast<ShapedType>(op->getResult(0).getType())
-                .getElementType()
-                .isInteger(1))
-          return "(" + x[0] + " != 0 ? 1 : 0)";
-        return "static_cast<" + type.name + ">(" + x[0] + ")";
-      })
-      .Case([&](WhereOp) { return x[0] + " ? " + x[1] + " : " + x[2]; })
-      .Case([&](DropoutOp d) {
-        double p = d.getP().convertToDouble();
-        return floatOnly("dropoutUniform(" + std::to_string(d.getSeed()) +
-                         ", dropoutStep, {FLAT}) < " + doubleLiteral(p) +
-                         " ? 0.0f : " + x[0] + " / " + floatLiteral(1.0 - p));
-      })
-      .Case([&](ReluGradOp) {
-        return floatOnly("reluGrad(" + x[0] + ", " + x[1] + ")");
-      })
-      .Case([&](SiluGradOp) {
-        return floatOnly("siluGrad(" + x[0] + ", " + x[1] + ")");
-      })
-      .Case([&](GeluGradOp g) {
-        return floatOnly(
-            (g.getApproximate() ? "geluTanhGrad(" : "geluExactGrad(") + x[0] +
-            ", " + x[1] + ")");
-      })
-      .Default([&](Operation *) -> FailureOr<std::string> {
-        error(op, "internal error: not an elementwise op");
-        return failure();
-      });
-}
-
-/// Replaces {Lk} and {FLAT} in a statement.
-std::string substitute(std::string s, const std::vector<std::string> &reads,
-                       const std::string &flat) {
-  for (size_t k = reads.size(); k-- > 0;) {
-    std::string key = "{L" + std::to_string(k) + "}";
-    for (size_t at; (at = s.find(key)) != std::string::npos;)
-      s.replace(at, key.size(), reads[k]);
-  }
-  for (size_t at; (at = s.find("{FLAT}")) != std::string::npos;)
-    s.replace(at, 6, flat);
-  return s;
-}
-
 LogicalResult StepEmitter::emitLoop(Operation *root) {
-  Value result = root->getResult(0);
-  const Layout &resultLayout = layouts[result];
-  Loop loop;
-  std::string value;
-  if (llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(root)) {
-    // Copies: the input read through strides over the result's shape.
-    Value input = root->getOperand(0);
-    Layout in = layouts.lookup(input);
-    loop.shape = shapeOf(result);
-    Shape strides(loop.shape.size(), 0);
-    if (auto transpose = llvm::dyn_cast<TransposeOp>(root)) {
-      for (auto [i, p] : llvm::enumerate(transpose.getPermutation()))
-        strides[i] = in.strides[p];
-    } else if (llvm::isa<BroadcastOp>(root)) {
-      int64_t lead = int64_t(loop.shape.size() - in.shape.size());
-      for (size_t d = 0; d < in.shape.size(); ++d)
-        if (in.shape[d] != 1)
-          strides[lead + d] = in.strides[d];
-    } else {
-      // A reshape of a strided view: copy in the view's row-major order.
-      loop.shape = in.shape;
-      strides = in.strides;
-    }
-    value = leafRead(loop, in, strides);
-  } else {
-    loop.shape = shapeOf(result);
-    FailureOr<std::string> e = opExpression(root, loop);
-    if (failed(e))
-      return failure();
-    value = *e;
-  }
-  // The result is leaf -1: contiguous over the loop's shape.
-  std::vector<Shape> strides;
-  for (const Loop::Leaf &leaf : loop.leaves)
-    strides.push_back(leaf.strides);
-  strides.push_back(rowMajorStrides(loop.shape));
-
-  // Coalesce: drop size-1 dimensions, merge neighbours every array walks
-  // through contiguously.
-  Shape dims;
-  std::vector<Shape> coalesced(strides.size());
-  for (size_t d = 0; d < loop.shape.size(); ++d) {
-    if (loop.shape[d] == 1)
-      continue;
-    bool merge = !dims.empty();
-    for (size_t k = 0; merge && k < strides.size(); ++k)
-      merge = coalesced[k].back() == strides[k][d] * loop.shape[d];
-    if (merge) {
-      dims.back() *= loop.shape[d];
-      for (size_t k = 0; k < strides.size(); ++k)
-        coalesced[k].back() = strides[k][d];
-    } else {
-      dims.push_back(loop.shape[d]);
-      for (size_t k = 0; k < strides.size(); ++k)
-        coalesced[k].push_back(strides[k][d]);
-    }
-  }
+  FailureOr<Loop> built = layouts.buildLoop(root);
+  if (failed(built))
+    return failure();
+  Loop &loop = *built;
+  const Layout &resultLayout = layouts[root->getResult(0)];
+  const std::string &value = loop.value;
+  // The result is the last array: contiguous over the loop's shape.
+  CoalescedLoop c = coalesce(loop, rowMajorStrides(loop.shape));
+  const Shape &dims = c.dims;
+  const std::vector<Shape> &coalesced = c.strides;
+  const std::vector<Shape> &strides = c.strides;
   size_t outLeaf = strides.size() - 1;
   std::string outPointer = resultLayout.pointer;
   auto index = [](const std::string &base, const std::string &i, int64_t s) {
@@ -643,34 +177,6 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   return success();
 }
 
-/// A GEMM operand: its pointer, whether BLAS reads it transposed, its
-/// leading dimension, and its batch dimensions' strides.
-struct GemmOperand {
-  std::string pointer;
-  bool transpose = false;
-  int64_t ld = 0;
-  Shape batchStrides;
-};
-
-FailureOr<GemmOperand> gemmOperand(const Layout &l, bool opTranspose) {
-  size_t r = l.shape.size();
-  int64_t rows = l.shape[r - 2], cols = l.shape[r - 1];
-  int64_t sr = l.strides[r - 2], sc = l.strides[r - 1];
-  GemmOperand g;
-  g.pointer = l.pointer;
-  if (sc == 1 || cols == 1) {
-    g.ld = std::max(cols, rows == 1 ? cols : sr);
-  } else if (sr == 1 || rows == 1) {
-    g.transpose = true;
-    g.ld = std::max(rows, cols == 1 ? rows : sc);
-  } else {
-    return failure();
-  }
-  g.transpose ^= opTranspose;
-  g.batchStrides.assign(l.strides.begin(), l.strides.end() - 2);
-  return g;
-}
-
 LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
                                       bool batched) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1),
@@ -717,23 +223,13 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   return success();
 }
 
-uint32_t axesMask(ArrayRef<int64_t> axes) {
-  uint32_t mask = 0;
-  for (int64_t a : axes)
-    mask |= 1u << a;
-  return mask;
-}
-
 LogicalResult StepEmitter::emitOp(Operation *op) {
-  if (isFused(op) || llvm::isa<ConstantOp>(op))
-    return success();
-  // Views write nothing.
-  if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
-    Layout source = layouts.lookup(reshape.getInput());
-    if (source.isSplat() || source.isContiguous())
-      return success();
-  }
-  if (llvm::isa<TransposeOp>(op) && op->hasAttr("mnemo.strided_view"))
+  for (Value result : op->getResults())
+    if (ctypeOf(result.getType()).isHalf)
+      return error(op, "element type " + dtypeName(result.getType()) +
+                           " is not supported yet (f32, i32, i8 and i1 are)");
+  // Views, constants and fused values write nothing.
+  if (layouts.isView(op))
     return success();
 
   std::string name = describeLocation(op->getLoc()) + ": " +
@@ -764,7 +260,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
       llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op))
     return emitLoop(op);
 
-  auto ptr = [&](Value v) { return pointer(v, op); };
+  auto ptr = [&](Value v) { return layouts.pointer(v, op); };
   auto res = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
   std::string failed_;
   auto P = [&](Value v) -> std::string {
@@ -791,14 +287,14 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                                        : "Max";
             Shape in = shapeOf(r.getInput());
             out() << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
-                  << ", " << shapeArray(in) << ", " << in.size() << ", "
+                  << ", " << layouts.shapeArray(in) << ", " << in.size() << ", "
                   << axesMask(r.getAxes()) << "u, " << res() << ");\n";
             return success();
           })
           .Case([&](MaxGradOp g) {
             Shape in = shapeOf(g.getInput());
             out() << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
-                  << ", " << P(g.getMaximum()) << ", " << shapeArray(in) << ", "
+                  << ", " << P(g.getMaximum()) << ", " << layouts.shapeArray(in) << ", "
                   << in.size() << ", " << axesMask(g.getAxes()) << "u, "
                   << res() << ");\n";
             return success();
@@ -1043,25 +539,13 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
 
 LogicalResult StepEmitter::emit() {
   Block &body = func.getBody().front();
-  for (BlockArgument arg : body.getArguments()) {
-    Layout l;
-    l.type = ctypeOf(arg.getType());
-    if (l.type.name.empty())
+  if (failed(layouts.assignArguments()))
+    return failure();
+  for (BlockArgument arg : body.getArguments())
+    if (layouts[arg].type.isHalf)
       return func.emitError()
              << "the CPU backend: element type " << dtypeName(arg.getType())
              << " is not supported yet (f32, i32, i8 and i1 are)";
-    auto region =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.region");
-    auto offset =
-        func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "mnemo.offset");
-    if (!region || !offset)
-      return func.emitError() << "has no memory plan (run plan-memory first)";
-    l.pointer = l.type.cast + "(" + regionBase(region.getValue()) + " + " +
-                std::to_string(offset.getInt()) + ")";
-    l.shape = shapeOf(arg);
-    l.strides = rowMajorStrides(l.shape);
-    layouts[arg] = l;
-  }
   out() << "void " << func.getName()
         << "(const StepMemory &memory, int64_t dropoutStep) {\n"
         << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
@@ -1072,7 +556,7 @@ LogicalResult StepEmitter::emit() {
         << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; "
            "(void)dropoutStep;\n";
   for (Operation &op : body.without_terminator()) {
-    if (failed(assignLayout(&op)) || failed(emitOp(&op)))
+    if (failed(layouts.assign(&op)) || failed(emitOp(&op)))
       return failure();
   }
   out() << "}\n\n";

@@ -25,15 +25,25 @@ std::string setting(const char *variable, const char *builtIn) {
 
 } // namespace
 
+bool mnemo::runtimeHasCuda() {
+  // The environment's link line replaces the built-in one; it names the
+  // CUDA executor's library when it has one.
+  if (auto link = llvm::sys::Process::GetEnv("MNEMO_RUNTIME_LINK"))
+    return llvm::StringRef(*link).contains("MnemoCuda");
+  return MNEMO_RUNTIME_CUDA;
+}
+
 TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
-                                       llvm::StringRef source) {
+                                       llvm::StringRef source,
+                                       llvm::StringRef cudaSource) {
   using Status = TrainerBuildResult::Status;
   if (std::error_code ec = llvm::sys::fs::create_directories(directory))
     return {Status::UserError,
             "cannot create '" + directory.str() + "': " + ec.message()};
-  llvm::SmallString<256> modelFile(directory), trainer(directory),
-      logFile(directory);
+  llvm::SmallString<256> modelFile(directory), cudaFile(directory),
+      trainer(directory), logFile(directory);
   llvm::sys::path::append(modelFile, "model.cpp");
+  llvm::sys::path::append(cudaFile, "model_cuda.cpp");
   llvm::sys::path::append(trainer, "train");
   llvm::sys::path::append(logFile, "build.log");
   {
@@ -43,6 +53,15 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
       return {Status::UserError,
               "cannot write '" + modelFile.str().str() + "': " + ec.message()};
     os << source;
+  }
+  bool cuda = runtimeHasCuda();
+  if (cuda) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(cudaFile, ec);
+    if (ec)
+      return {Status::UserError,
+              "cannot write '" + cudaFile.str().str() + "': " + ec.message()};
+    os << cudaSource;
   }
 
   std::string compiler = setting("CXX", "c++");
@@ -57,9 +76,11 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
                                    "-march=native",
                                    "-fno-math-errno",
                                    "-I" + include,
-                                   modelFile.str().str(),
-                                   "-o",
-                                   trainer.str().str()};
+                                   modelFile.str().str()};
+  if (cuda)
+    args.push_back(cudaFile.str().str());
+  args.push_back("-o");
+  args.push_back(trainer.str().str());
   llvm::SmallVector<llvm::StringRef> libraries;
   std::string link = setting("MNEMO_RUNTIME_LINK", MNEMO_RUNTIME_LINK);
   llvm::StringRef(link).split(libraries, '|', -1, false);
@@ -103,6 +124,10 @@ std::string projectCMake(llvm::StringRef modelName) {
      << "# nlohmann-json alone (Debian: cmake g++ libopenblas-dev zlib1g-dev\n"
      << "# nlohmann-json3-dev):\n"
      << "#   cmake -S . -B build && cmake --build build   ->  build/train\n"
+     << "# With the CUDA toolkit and cuDNN the trainer also runs on NVIDIA "
+        "GPUs\n"
+     << "# (train --device cuda; -DMNEMO_CUDA=OFF builds for the CPU "
+        "only).\n"
      << "cmake_minimum_required(VERSION 3.20)\n"
      << "project(mnemo_trainer LANGUAGES CXX)\n\n"
      << "set(CMAKE_CXX_STANDARD 17)\n"
@@ -121,7 +146,28 @@ std::string projectCMake(llvm::StringRef modelName) {
      << "file(GLOB MNEMO_RUNTIME_SOURCES CONFIGURE_DEPENDS\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/*.cpp\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/cpu/*.cpp)\n"
-     << "add_executable(train model.cpp ${MNEMO_RUNTIME_SOURCES})\n"
+     << "list(REMOVE_ITEM MNEMO_RUNTIME_SOURCES\n"
+     << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/NoCuda.cpp)\n"
+     << "add_executable(train model.cpp ${MNEMO_RUNTIME_SOURCES})\n\n"
+     << "# The CUDA backend when the toolkit and cuDNN are here.\n"
+     << "include(${CMAKE_CURRENT_SOURCE_DIR}/runtime/cuda/MnemoCuda.cmake)\n"
+     << "option(MNEMO_CUDA \"Build the CUDA backend when the toolkit is "
+        "found\" ON)\n"
+     << "set(MNEMO_CUDA_FOUND OFF)\n"
+     << "if(MNEMO_CUDA)\n"
+     << "  mnemo_find_cuda()\n"
+     << "endif()\n"
+     << "if(MNEMO_CUDA_FOUND)\n"
+     << "  mnemo_enable_cuda()\n"
+     << "  mnemo_add_cuda_library(mnemo_cuda "
+        "${CMAKE_CURRENT_SOURCE_DIR}/runtime)\n"
+     << "  target_sources(train PRIVATE model_cuda.cpp)\n"
+     << "  target_link_libraries(train PRIVATE mnemo_cuda)\n"
+     << "  add_executable(mnemo-nvrtc runtime/cuda/CompileKernels.cpp)\n"
+     << "  target_link_libraries(mnemo-nvrtc PRIVATE mnemo_cuda)\n"
+     << "else()\n"
+     << "  target_sources(train PRIVATE runtime/NoCuda.cpp)\n"
+     << "endif()\n"
      << "target_include_directories(train PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}\n"
      << "                           ${MNEMO_CBLAS_INCLUDE})\n"
      << "target_compile_options(train PRIVATE -O3 -fno-math-errno)\n"
@@ -151,11 +197,12 @@ bool writeFile(const llvm::Twine &path, llvm::StringRef contents,
 
 TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
                                        llvm::StringRef source,
+                                       llvm::StringRef cudaSource,
                                        llvm::StringRef modelName) {
   using Status = TrainerBuildResult::Status;
   std::string root = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
   std::string error;
-  for (const char *sub : {"runtime", "runtime/cpu"}) {
+  for (const char *sub : {"runtime", "runtime/cpu", "runtime/cuda"}) {
     llvm::SmallString<256> from(root), to(directory);
     llvm::sys::path::append(from, sub);
     llvm::sys::path::append(to, sub);
@@ -167,7 +214,9 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
     for (llvm::sys::fs::directory_iterator it(from, ec), end; it != end && !ec;
          it.increment(ec)) {
       llvm::StringRef name = llvm::sys::path::filename(it->path());
-      if (!name.ends_with(".cpp") && !name.ends_with(".h"))
+      if (!name.ends_with(".cpp") && !name.ends_with(".h") &&
+          !name.ends_with(".cu") && !name.ends_with(".cuh") &&
+          !name.ends_with(".cmake"))
         continue;
       llvm::SmallString<256> target(to);
       llvm::sys::path::append(target, name);
@@ -184,6 +233,7 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
                   "' (set MNEMO_RUNTIME_INCLUDE to the Mnemo source tree)"};
   }
   if (!writeFile(directory + "/model.cpp", source, error) ||
+      !writeFile(directory + "/model_cuda.cpp", cudaSource, error) ||
       !writeFile(directory + "/CMakeLists.txt", projectCMake(modelName), error))
     return {Status::UserError, error};
   return {Status::Built, directory.str()};

@@ -22,17 +22,25 @@ struct TrainerBuildResult {
   std::string message;
 };
 
-/// Writes `source` to DIR/model.cpp and builds DIR/train.
-TrainerBuildResult buildTrainer(llvm::StringRef directory,
-                                llvm::StringRef source);
+/// True when the runtime mnemoc links was built with the CUDA backend:
+/// trainers then include the model's CUDA steps.
+bool runtimeHasCuda();
 
-/// `mnemoc MODEL.mn --emit=project -o DIR`: writes DIR/model.cpp, a copy of
-/// the runtime's sources (DIR/runtime/) and a DIR/CMakeLists.txt that builds
-/// DIR/build/train with CMake, a C++ compiler, OpenBLAS, zlib and
-/// nlohmann-json alone: no LLVM, no MLIR, no mnemoc. On success `message`
-/// is the directory.
+/// Writes `source` to DIR/model.cpp (and `cudaSource`, when the runtime has
+/// the CUDA backend, to DIR/model_cuda.cpp) and builds DIR/train.
+TrainerBuildResult buildTrainer(llvm::StringRef directory,
+                                llvm::StringRef source,
+                                llvm::StringRef cudaSource);
+
+/// `mnemoc MODEL.mn --emit=project -o DIR`: writes DIR/model.cpp,
+/// DIR/model_cuda.cpp, a copy of the runtime's sources (DIR/runtime/) and a
+/// DIR/CMakeLists.txt that builds DIR/build/train with CMake, a C++
+/// compiler, OpenBLAS, zlib and nlohmann-json alone, plus the CUDA toolkit
+/// and cuDNN for the GPU backend when they are there: no LLVM, no MLIR, no
+/// mnemoc. On success `message` is the directory.
 TrainerBuildResult writeProject(llvm::StringRef directory,
                                 llvm::StringRef source,
+                                llvm::StringRef cudaSource,
                                 llvm::StringRef modelName);
 
 } // namespace mnemo

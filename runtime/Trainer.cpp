@@ -20,6 +20,7 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
+#include "runtime/Executor.h"
 #include "runtime/Init.h"
 #include "runtime/Model.h"
 #include "runtime/Progress.h"
@@ -71,11 +72,12 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
                        the format test/reference/compare.py reads
   --stop-after N       stop after N steps as if interrupted (tests resume)
   --profile            time every op of the step and print where the time goes
+  --device cuda|cpu    where the steps run (default: the GPU when there is one)
   --quiet              no progress display
 )";
 
 struct Options {
-  std::string data, save, resume, init, summaryJson, dump;
+  std::string data, save, resume, init, summaryJson, dump, device;
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
   int threads = 0;
@@ -147,6 +149,10 @@ Options parseOptions(int argc, char **argv) {
       o.quiet = true;
     } else if (arg == "--profile") {
       o.profile = true;
+    } else if (arg == "--device") {
+      o.device = value();
+      if (o.device != "cuda" && o.device != "cpu")
+        fail("--device is cuda or cpu, not '" + o.device + "'");
     } else {
       fail("unknown option '" + arg + "' (see --help)");
     }
@@ -179,35 +185,6 @@ int64_t statusKb(const char *key) {
 void resetPeakRss() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";
-}
-
-struct Regions {
-  int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0,
-          arena = 0, workspace = 0;
-  int64_t total() const {
-    return parameters + gradients + optimizerState + inputs + arena + workspace;
-  }
-};
-
-Regions regionsOf(const ModelInfo &model) {
-  Regions r;
-  for (const StepInfo *step : {&model.trainStep, &model.evalStep}) {
-    if (!step->run)
-      continue;
-    for (int i = 0; i < step->numArguments; ++i) {
-      const ArgumentInfo &a = step->arguments[i];
-      int64_t end = a.offset + a.bytes;
-      std::string region = a.region;
-      int64_t &size = region == "parameters"        ? r.parameters
-                      : region == "optimizer_state" ? r.optimizerState
-                                                    : r.inputs;
-      size = std::max(size, end);
-    }
-    r.arena = std::max(r.arena, step->arenaBytes);
-    r.gradients = std::max(r.gradients, step->gradientBytes);
-    r.workspace = std::max(r.workspace, step->workspaceBytes);
-  }
-  return r;
 }
 
 std::string mib(int64_t bytes) {
@@ -409,7 +386,7 @@ int main(int argc, char **argv) {
   // resident before the first step (the step loop then allocates nothing).
   resetPeakRss();
   int64_t rssBefore = statusKb("VmRSS") * 1024;
-  Regions regions = regionsOf(model);
+  PlanRegions regions = regionsOf(model);
   int64_t allocated = regions.total();
   uint8_t *block = static_cast<uint8_t *>(std::aligned_alloc(
       4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
@@ -418,7 +395,8 @@ int main(int argc, char **argv) {
   std::memset(block, 0, allocated);
   StepMemory memory;
   memory.opSeconds = nullptr;
-  std::vector<double> opSeconds(std::max(1, train.numOps), 0.0);
+  // Large enough for the CPU step or the device step, whichever runs.
+  std::vector<double> opSeconds(std::max(1, 4 * train.numOps + 64), 0.0);
   uint8_t *at = block;
   for (auto [field, size] :
        {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
@@ -494,17 +472,43 @@ int main(int argc, char **argv) {
   std::signal(SIGINT, onInterrupt);
   std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
               source->describe().c_str());
-  std::printf("memory: %s allocated once = arena %s + parameters %s + "
-              "gradients %s + optimizer state %s + batch %s + workspace %s\n",
-              mib(allocated).c_str(), mib(regions.arena).c_str(),
-              mib(regions.parameters).c_str(), mib(regions.gradients).c_str(),
-              mib(regions.optimizerState).c_str(), mib(regions.inputs).c_str(),
-              mib(regions.workspace).c_str());
+  // Where the steps run: the GPU when there is one (or when asked), else
+  // the CPU; the trainer says which, and why not the GPU.
+  std::unique_ptr<DeviceExecutor> executor;
+  std::string noGpu;
+  bool gpu = cudaDeviceAvailable(noGpu);
+  if (options.device == "cuda" && !gpu)
+    fail("--device cuda: " + noGpu);
+  if (gpu && options.device != "cpu") {
+    executor = makeCudaExecutor(model, error);
+    if (!executor)
+      fail("the CUDA backend: " + error);
+    if (!executor->upload(memory, error))
+      fail(error);
+  }
+  std::string device =
+      executor ? executor->describe()
+               : "CPU, " + std::to_string(cpu::threads()) + " threads" +
+                     (options.device == "cpu" ? std::string()
+                                              : " (" + noGpu + ")");
+  std::printf("device: %s\n", device.c_str());
+  if (executor)
+    std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",
+                executor->allocationSummary().c_str(),
+                mib(executor->measuredDeviceBytes()).c_str());
+  else
+    std::printf("memory: %s allocated once = arena %s + parameters %s + "
+                "gradients %s + optimizer state %s + batch %s + workspace "
+                "%s\n",
+                mib(allocated).c_str(), mib(regions.arena).c_str(),
+                mib(regions.parameters).c_str(),
+                mib(regions.gradients).c_str(),
+                mib(regions.optimizerState).c_str(),
+                mib(regions.inputs).c_str(), mib(regions.workspace).c_str());
   std::printf("training steps %lld to %lld of %lld (%lld per epoch, batch "
-              "%lld) on %d CPU threads\n",
+              "%lld)\n",
               (long long)firstStep, (long long)lastStep, (long long)totalSteps,
-              (long long)perEpoch, (long long)trainBatch.batchSize,
-              cpu::threads());
+              (long long)perEpoch, (long long)trainBatch.batchSize);
   std::fflush(stdout);
 
   SafetensorsFile dumpInit, dumpBatches;
@@ -521,7 +525,12 @@ int main(int argc, char **argv) {
     for (int64_t b = 0; b < batches; ++b) {
       if (!source->evalBatch(b, memory.inputs, error))
         fail(error);
-      eval.run(memory, 0);
+      if (executor) {
+        if (!executor->eval(memory, error))
+          fail("evaluation: " + error);
+      } else {
+        eval.run(memory, 0);
+      }
       std::string kernelError = cpu::takeError();
       if (!kernelError.empty())
         fail("evaluation: " + kernelError);
@@ -551,9 +560,40 @@ int main(int argc, char **argv) {
   double epochLoss = 0;
   int64_t epochSteps = 0, step = firstStep - 1;
   bool nanReported = false;
+  FetchBatch fetch = [&](int64_t s, uint8_t *inputs, std::string &why) {
+    if (!prefetcher.take(s, inputs, trainBatch, why))
+      return false;
+    int32_t stepValue = int32_t(s), totalValue = int32_t(totalSteps);
+    std::memcpy(inputs + stepArg->offset, &stepValue, 4);
+    std::memcpy(inputs + totalArg->offset, &totalValue, 4);
+    return true;
+  };
   for (int64_t s = firstStep; s <= lastStep; ++s) {
-    if (!prefetcher.take(s, memory.inputs, trainBatch, error))
-      fail(error);
+    // The first step's times include first-touch effects (and on the GPU,
+    // choosing algorithms): not profiled.
+    double *profileInto =
+        options.profile && s > firstStep ? opSeconds.data() : nullptr;
+    auto begin = std::chrono::steady_clock::now();
+    if (executor) {
+      if (!executor->train(s, lastStep, fetch, memory, profileInto, error))
+        fail("step " + std::to_string(s) + ": " + error);
+    } else {
+      if (!fetch(s, memory.inputs, error))
+        fail(error);
+      begin = std::chrono::steady_clock::now();
+      memory.opSeconds = profileInto;
+      {
+        cpu::StepScope scope;
+        train.run(memory, s);
+      }
+      memory.opSeconds = nullptr;
+    }
+    stepMs.push_back(std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - begin)
+                         .count());
+    std::string kernelError = cpu::takeError();
+    if (!kernelError.empty())
+      fail("step " + std::to_string(s) + ": " + kernelError);
     if (!options.dump.empty())
       for (const ArgumentInfo *a : trainBatch.tensors) {
         StoredTensor t;
@@ -568,25 +608,6 @@ int main(int argc, char **argv) {
         t.bytes.resize(n);
         dumpBatches.tensors.push_back(std::move(t));
       }
-    int32_t stepValue = int32_t(s), totalValue = int32_t(totalSteps);
-    std::memcpy(memory.inputs + stepArg->offset, &stepValue, 4);
-    std::memcpy(memory.inputs + totalArg->offset, &totalValue, 4);
-
-    // The first step's times include first-touch effects: not profiled.
-    if (options.profile && s > firstStep)
-      memory.opSeconds = opSeconds.data();
-    auto begin = std::chrono::steady_clock::now();
-    {
-      cpu::StepScope scope;
-      train.run(memory, s);
-    }
-    memory.opSeconds = nullptr;
-    stepMs.push_back(std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - begin)
-                         .count());
-    std::string kernelError = cpu::takeError();
-    if (!kernelError.empty())
-      fail("step " + std::to_string(s) + ": " + kernelError);
     double loss = resultOf(train, memory, "loss");
     if (!std::isfinite(loss) && !nanReported) {
       progress.print("warning: the loss is " + std::to_string(loss) +
@@ -616,10 +637,13 @@ int main(int argc, char **argv) {
   progress.finish();
   int64_t rssPeak = statusKb("VmHWM") * 1024;
   if (options.profile && step > firstStep) {
+    int numOps = executor ? executor->numTrainOps() : train.numOps;
+    const char *const *opNames =
+        executor ? executor->trainOpNames() : train.opNames;
     // Ops by total time, the largest first: those that make up 90% of the
     // step, at most twelve.
-    std::vector<int> order(train.numOps);
-    for (int i = 0; i < train.numOps; ++i)
+    std::vector<int> order(numOps);
+    for (int i = 0; i < numOps; ++i)
       order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](int a, int b) { return opSeconds[a] > opSeconds[b]; });
@@ -628,7 +652,7 @@ int main(int argc, char **argv) {
       total += t;
     int64_t profiled = step - firstStep;
     std::printf("profile: %.3f ms per step in %d ops (%lld steps)\n",
-                1000 * total / double(profiled), train.numOps,
+                1000 * total / double(profiled), numOps,
                 (long long)profiled);
     std::printf("  %9s  %6s  %s\n", "ms/step", "share", "op");
     double shown = 0;
@@ -639,7 +663,7 @@ int main(int argc, char **argv) {
       shown += opSeconds[i];
       std::printf("  %9.3f  %5.1f%%  %s\n",
                   1000 * opSeconds[i] / double(profiled),
-                  100 * opSeconds[i] / total, train.opNames[i]);
+                  100 * opSeconds[i] / total, opNames[i]);
     }
   }
 
@@ -656,6 +680,11 @@ int main(int argc, char **argv) {
       savePath = std::string(model.name) + "-step" + std::to_string(step) +
                  "-" + std::to_string(n) + ".safetensors";
   }
+  // The device's parameters and optimizer state, for the checkpoint and
+  // the dump.
+  if (executor && (!savePath.empty() || !options.dump.empty()) &&
+      !executor->download(memory, error))
+    fail(error);
   if (!savePath.empty()) {
     if (!saveCheckpoint(savePath, model, memory, position, error))
       fail(error);
@@ -708,6 +737,7 @@ int main(int argc, char **argv) {
     summary["last_step"] = step;
     summary["total_steps"] = totalSteps;
     summary["threads"] = cpu::threads();
+    summary["device"] = device;
     summary["batch_size"] = trainBatch.batchSize;
     summary["losses"] = losses;
     summary["final_loss"] = losses.empty() ? NAN : losses.back();
@@ -727,11 +757,17 @@ int main(int argc, char **argv) {
                          {"rss_peak_bytes", rssPeak},
                          {"rss_growth_bytes", rssPeak - rssBefore},
                          {"allocations_during_steps", stepAllocations.load()}};
+    if (executor) {
+      summary["memory"]["device_allocated_bytes"] = executor->allocatedBytes();
+      summary["memory"]["device_measured_bytes"] =
+          executor->measuredDeviceBytes();
+    }
     std::ofstream out(options.summaryJson);
     out << summary.dump(2) << "\n";
     if (!out)
       fail("cannot write '" + options.summaryJson + "'");
   }
+  executor.reset();
   std::free(block);
   // 130, as for any program stopped by Ctrl-C, so that scripts can tell an
   // interrupted run (its checkpoint saved) from a finished one.

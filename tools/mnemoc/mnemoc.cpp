@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
+#include "codegen/CudaEmitter.h"
 #include "codegen/TrainerBuild.h"
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
@@ -51,7 +52,7 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { AST, MLIR, Params, Plan, Cpp, Trainer, Project };
+enum class Emit { AST, MLIR, Params, Plan, Cpp, Cuda, CudaKernels, Trainer, Project };
 
 cl::OptionCategory category("mnemoc options");
 
@@ -70,6 +71,12 @@ cl::opt<Emit>
                                "the memory plan as JSON (docs/memory.md)"),
                     clEnumValN(Emit::Cpp, "cpp",
                                "the CPU backend's C++ for the planned steps"),
+                    clEnumValN(Emit::Cuda, "cuda",
+                               "the CUDA backend's host C++ for the planned "
+                               "steps, with their kernels"),
+                    clEnumValN(Emit::CudaKernels, "cuda-kernels",
+                               "the CUDA kernels alone, as NVRTC compiles "
+                               "them"),
                     clEnumValN(Emit::Trainer, "trainer",
                                "a trainer program: -o DIR gets DIR/train "
                                "(the default when -o names a directory)"),
@@ -331,6 +338,14 @@ int main(int argc, char **argv) {
     output->keep();
     return 0;
   }
+  if (emit == Emit::Cuda || emit == Emit::CudaKernels) {
+    mlir::FailureOr<CudaCode> cuda = emitCuda(*module, graph->fileName);
+    if (mlir::failed(cuda))
+      return 1;
+    output->os() << (emit == Emit::Cuda ? cuda->host : cuda->kernels);
+    output->keep();
+    return 0;
+  }
   if (emit == Emit::Cpp || writesDirectory) {
     std::string source;
     llvm::raw_string_ostream sourceStream(source);
@@ -341,10 +356,20 @@ int main(int argc, char **argv) {
       output->keep();
       return 0;
     }
+    // The CUDA steps come from the same planned IR; a project always gets
+    // them (its CMake decides), a trainer when the runtime has CUDA.
+    std::string cudaSource;
+    if (emit == Emit::Project || runtimeHasCuda()) {
+      mlir::FailureOr<CudaCode> cuda = emitCuda(*module, graph->fileName);
+      if (mlir::failed(cuda))
+        return 1;
+      cudaSource = cuda->host;
+    }
     TrainerBuildResult built =
         emit == Emit::Project
-            ? writeProject(outputFile, sourceStream.str(), graph->modelName)
-            : buildTrainer(outputFile, sourceStream.str());
+            ? writeProject(outputFile, sourceStream.str(), cudaSource,
+                           graph->modelName)
+            : buildTrainer(outputFile, sourceStream.str(), cudaSource);
     switch (built.status) {
     case TrainerBuildResult::Status::Built:
       if (emit == Emit::Project)

@@ -1,0 +1,1020 @@
+//===- CudaEmitter.cpp - CUDA for the GPU backend -------------------------===//
+//
+// One pass over each planned step function, in its scheduled order, as in
+// the CPU emitter (StepLayout.h gives both the same layouts and fused
+// expressions). Each op that is not a view or fused becomes:
+//
+// - an elementwise root: one generated kernel, a grid-stride loop over the
+//   coalesced dimensions that evaluates the fused tree per element; with
+//   128-bit loads and stores (float4) when the loop is flat, every array is
+//   f32 and 16-byte aligned, and the count is a multiple of 4;
+// - a matrix product: a cuBLASLt GEMM (the launcher's), strided-batched
+//   where the batch dimensions flatten;
+// - a convolution: cuDNN;
+// - anything else: a generated wrapper kernel around one device function of
+//   runtime/cuda/Kernels.cuh, with shapes and offsets as constants;
+// - a run of Adam updates with the same settings: one multi-tensor launch
+//   over a table of the parameters.
+//
+// Kernels address the plan through one argument (the regions' base
+// pointers), so a launch has no per-call arguments and a captured CUDA
+// graph replays the step as is.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/CudaEmitter.h"
+#include "codegen/StepLayout.h"
+
+#include "lang/MnemoOps.h"
+#include "lang/ShapeRules.h"
+#include "passes/BufferAnalysis.h"
+#include "passes/Fusion.h"
+#include "passes/PlanExport.h"
+#include "passes/Workspace.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+/// cuBLASLt's workspace: what NVIDIA recommends for Hopper's kernels is
+/// 32 MiB, but 4 MiB serves every heuristic's first choice at these sizes
+/// (the plan pays for the workspace, so it stays small).
+constexpr int64_t kGemmWorkspaceBytes = 4 << 20;
+constexpr int kThreads = 256;
+
+/// A pointer into a region as a kernel reads it: f32(r.A + 4096).
+std::string devicePointer(const CType &type, char base, int64_t offset) {
+  return type.cast + "(r." + std::string(1, base) + " + " +
+         std::to_string(offset) + ")";
+}
+
+int regionIndex(char base) {
+  switch (base) {
+  case 'A':
+    return 0;
+  case 'P':
+    return 1;
+  case 'G':
+    return 2;
+  case 'S':
+    return 3;
+  case 'I':
+    return 4;
+  default:
+    return 5;
+  }
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Threads for one block per row of n: a multiple of 32, at most 1024.
+int rowThreads(int64_t n) {
+  return int(std::min<int64_t>(1024, std::max<int64_t>(32, ceilDiv(n, 32) * 32)));
+}
+
+/// Blocks for a grid-stride loop over n items.
+int64_t gridFor(int64_t n, int threads = kThreads) {
+  return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(n, threads), 1 << 20));
+}
+
+std::string dtypeOf(const CType &t) {
+  if (t.cast == "bf16")
+    return "DType::BF16";
+  if (t.cast == "f16")
+    return "DType::F16";
+  return "DType::F32";
+}
+
+class CudaStepEmitter {
+public:
+  CudaStepEmitter(func::FuncOp func, llvm::raw_ostream &kernels,
+                  llvm::raw_ostream &host, int &constantCount,
+                  std::vector<std::string> &kernelNames, int &gemmSites,
+                  int &convSites)
+      : func(func), kernels(kernels), host(host),
+        layouts(func, devicePointer, "__device__ const", kernels,
+                constantCount, "CUDA"),
+        kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites) {}
+
+  LogicalResult emit();
+
+  std::vector<std::string> opNames;
+  /// The most workspace any op uses for partial sums.
+  int64_t scratchBytes = 0;
+
+private:
+  InFlightDiagnostic error(Operation *op, const Twine &message) {
+    return layouts.error(op, message);
+  }
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitAdamGroup(ArrayRef<AdamUpdateOp> group);
+  LogicalResult emitLoop(Operation *root);
+  LogicalResult emitMatmul(Operation *op, bool ta, bool tb, bool batched);
+  LogicalResult emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
+                           const char *kind);
+
+  /// Opens a generated kernel and returns its index; the caller writes the
+  /// body and closes it with "}\n".
+  int beginKernel(int maxThreads);
+  void launch(int kernel, int64_t gridX, int64_t gridY, int block) {
+    body << "  L.launch(" << kernel << ", " << gridX << ", " << gridY << ", "
+         << block << ");\n";
+  }
+  /// A kernel whose body is one statement.
+  void kernelCall(const std::string &statement, int64_t gridX, int block,
+                  int64_t gridY = 1) {
+    int k = beginKernel(block);
+    kernels << "  " << statement << "\n}\n\n";
+    launch(k, gridX, gridY, block);
+  }
+  /// A pointer for a host-side call (cuBLASLt, cuDNN, memset); GEMM
+  /// operands may be strided views (their strides become transposes and
+  /// leading dimensions).
+  std::string hostPointer(Value v, Operation *user, bool strided = false);
+  std::string P(Value v, Operation *user);
+  std::string res(Operation *op, unsigned i = 0) {
+    return layouts[op->getResult(i)].pointer;
+  }
+  std::string T(Value v) {
+    CType t = ctypeOf(v.getType());
+    return t.name;
+  }
+  void needScratch(int64_t bytes) {
+    scratchBytes = std::max(scratchBytes, (bytes + 255) / 256 * 256);
+  }
+
+  func::FuncOp func;
+  llvm::raw_ostream &kernels, &host;
+  StepLayouts layouts;
+  std::vector<std::string> &kernelNames;
+  int &gemmSites, &convSites;
+  /// The body of the current op's host code.
+  std::string bodyText;
+  llvm::raw_string_ostream body{bodyText};
+  bool failedOperand = false;
+};
+
+int CudaStepEmitter::beginKernel(int maxThreads) {
+  int index = int(kernelNames.size());
+  std::string name = func.getName().str() + "_k" + std::to_string(index);
+  kernelNames.push_back(name);
+  kernels << "extern \"C\" __global__ void __launch_bounds__(" << maxThreads
+          << ") " << name << "(const Regions r) {\n";
+  return index;
+}
+
+std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
+                                         bool strided) {
+  Layout l = layouts.lookup(v);
+  if (l.isSplat() || l.base == 0 || (!strided && !l.isContiguous())) {
+    error(user, "a cuBLASLt or cuDNN operand must live in the plan (not a "
+                "constant or a strided view)");
+    failedOperand = true;
+    return "nullptr";
+  }
+  static const char *const fields[] = {"A", "P", "G", "S", "I", "W"};
+  return std::string(fields[regionIndex(l.base)]) + " + " +
+         std::to_string(l.offset);
+}
+
+std::string CudaStepEmitter::P(Value v, Operation *user) {
+  FailureOr<std::string> p = layouts.pointer(v, user);
+  if (failed(p)) {
+    failedOperand = true;
+    return "nullptr";
+  }
+  return *p;
+}
+
+LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
+  FailureOr<Loop> built = layouts.buildLoop(root);
+  if (failed(built))
+    return failure();
+  Loop &loop = *built;
+  const Layout &result = layouts[root->getResult(0)];
+  CoalescedLoop c = coalesce(loop, rowMajorStrides(loop.shape));
+  size_t arrays = c.strides.size(), outArray = arrays - 1;
+  int64_t total = product(c.dims);
+
+  std::vector<std::string> pointers;
+  std::vector<const Loop::Leaf *> leaves;
+  for (const Loop::Leaf &leaf : loop.leaves)
+    pointers.push_back(leaf.pointer);
+  pointers.push_back(result.pointer);
+
+  // float4 when the loop is flat and every array is f32, aligned, and read
+  // contiguously (or is one scalar).
+  bool vectorize = c.dims.size() == 1 && total % 4 == 0 &&
+                   result.type.cast == "f32" && result.offset % 16 == 0;
+  for (size_t k = 0; vectorize && k < loop.leaves.size(); ++k) {
+    const Loop::Leaf &leaf = loop.leaves[k];
+    int64_t s = c.strides[k][0];
+    vectorize = s == 0 || (s == 1 && leaf.base != 0 &&
+                           leaf.type.cast == "f32" && leaf.offset % 16 == 0);
+  }
+
+  int k = beginKernel(kThreads);
+  if (loop.usesDropout)
+    kernels << "  const int64_t dropoutStep = r.control[kDropoutStep];\n";
+  for (size_t a = 0; a < arrays; ++a)
+    kernels << "  auto *const p" << a << " = " << pointers[a] << ";\n";
+  auto statements = [&](const std::vector<std::string> &reads,
+                        const std::string &flat, const std::string &out,
+                        const std::string &indent) {
+    kernels << indent << "{\n";
+    for (const std::string &s : loop.statements)
+      kernels << indent << "  " << substitute(s, reads, flat) << "\n";
+    kernels << indent << "  " << out << " = "
+            << substitute(loop.value, reads, flat) << ";\n";
+    kernels << indent << "}\n";
+  };
+  std::string stride = "int64_t(gridDim.x) * blockDim.x";
+  std::string first = "int64_t(blockIdx.x) * blockDim.x + threadIdx.x";
+  if (c.dims.empty()) {
+    std::vector<std::string> reads;
+    for (size_t a = 0; a < arrays; ++a)
+      reads.push_back("p" + std::to_string(a) + "[0]");
+    kernels << "  if (" << first << " != 0)\n    return;\n";
+    statements(reads, "0", reads[outArray], "  ");
+    kernels << "}\n\n";
+    launch(k, 1, 1, 32);
+    return success();
+  }
+  if (vectorize) {
+    int64_t vectors = total / 4;
+    kernels << "  for (int64_t v = " << first << "; v < " << vectors
+            << "; v += " << stride << ") {\n";
+    for (size_t a = 0; a + 1 < arrays; ++a)
+      if (c.strides[a][0] == 1)
+        kernels << "    const float4 in" << a
+                << " = reinterpret_cast<const float4 *>(p" << a << ")[v];\n";
+    kernels << "    float4 out;\n";
+    static const char *const lanes[] = {"x", "y", "z", "w"};
+    for (int lane = 0; lane < 4; ++lane) {
+      std::vector<std::string> reads;
+      for (size_t a = 0; a + 1 < arrays; ++a)
+        reads.push_back(c.strides[a][0] == 1
+                            ? "in" + std::to_string(a) + "." + lanes[lane]
+                            : "p" + std::to_string(a) + "[0]");
+      reads.push_back("out." + std::string(lanes[lane]));
+      statements(reads, "(v * 4 + " + std::to_string(lane) + ")",
+                 reads[outArray], "    ");
+    }
+    kernels << "    reinterpret_cast<float4 *>(p" << outArray
+            << ")[v] = out;\n  }\n}\n\n";
+    launch(k, gridFor(vectors), 1, kThreads);
+    return success();
+  }
+  // One element per iteration: the flat index into coordinates over the
+  // coalesced dimensions, then each array's offset.
+  kernels << "  for (int64_t i = " << first << "; i < " << total
+          << "; i += " << stride << ") {\n";
+  std::vector<std::string> offsets(arrays);
+  kernels << "    int64_t rest = i;\n";
+  for (int64_t d = int64_t(c.dims.size()) - 1; d >= 0; --d) {
+    std::string coord = "c" + std::to_string(d);
+    if (d == 0)
+      kernels << "    const int64_t " << coord << " = rest;\n";
+    else
+      kernels << "    const int64_t " << coord << " = rest % " << c.dims[d]
+              << ";\n    rest /= " << c.dims[d] << ";\n";
+    for (size_t a = 0; a < arrays; ++a) {
+      int64_t s = c.strides[a][d];
+      if (s == 0)
+        continue;
+      offsets[a] += (offsets[a].empty() ? "" : " + ") + coord +
+                    (s == 1 ? "" : " * " + std::to_string(s));
+    }
+  }
+  std::vector<std::string> reads;
+  for (size_t a = 0; a < arrays; ++a)
+    reads.push_back("p" + std::to_string(a) + "[" +
+                    (offsets[a].empty() ? "0" : offsets[a]) + "]");
+  statements(reads, "i", reads[outArray], "    ");
+  kernels << "  }\n}\n\n";
+  launch(k, gridFor(total), 1, kThreads);
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
+                                          bool batched) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
+        result = op->getResult(0);
+  Layout a = layouts.lookup(lhs), b = layouts.lookup(rhs),
+         c = layouts.lookup(result);
+  if (a.isSplat() || b.isSplat() || a.base == 0 || b.base == 0)
+    return error(op, "a matrix product of a constant is not supported");
+  FailureOr<GemmOperand> ga = gemmOperand(a, ta), gb = gemmOperand(b, tb);
+  if (failed(ga) || failed(gb))
+    return error(op, "internal error: a GEMM operand has no unit stride");
+  Shape cs = c.shape;
+  size_t r = cs.size();
+  int64_t m = cs[r - 2], n = cs[r - 1];
+  int64_t k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
+  Shape batch(cs.begin(), cs.end() - 2);
+  Shape aStrides = ga->batchStrides;
+  Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
+  Shape cStrides(c.strides.begin(), c.strides.end() - 2);
+  // The rows of a contiguous, untransposed lhs are one matrix.
+  if (!batched && !ta && a.isContiguous()) {
+    m *= product(batch);
+    batch.clear();
+    aStrides.clear();
+    bStrides.clear();
+    cStrides.clear();
+  }
+  // Batch dimensions that every operand walks uniformly merge into one
+  // strided batch; what is left is a host loop over GEMMs.
+  Shape dims;
+  std::vector<Shape> strides(3);
+  for (size_t d = 0; d < batch.size(); ++d) {
+    if (batch[d] == 1)
+      continue;
+    bool merge = !dims.empty() &&
+                 strides[0].back() == aStrides[d] * batch[d] &&
+                 strides[1].back() == bStrides[d] * batch[d] &&
+                 strides[2].back() == cStrides[d] * batch[d];
+    if (merge) {
+      dims.back() *= batch[d];
+      strides[0].back() = aStrides[d];
+      strides[1].back() = bStrides[d];
+      strides[2].back() = cStrides[d];
+    } else {
+      dims.push_back(batch[d]);
+      strides[0].push_back(aStrides[d]);
+      strides[1].push_back(bStrides[d]);
+      strides[2].push_back(cStrides[d]);
+    }
+  }
+  int64_t inner = dims.empty() ? 1 : dims.back();
+  int64_t outer = dims.empty() ? 1 : product(dims) / inner;
+  if (dims.size() > 2)
+    return error(op, "a batched product whose batch dimensions do not "
+                     "flatten into two is not supported");
+  int site = gemmSites++;
+  std::string A = hostPointer(lhs, op, true), B = hostPointer(rhs, op, true),
+              C = hostPointer(result, op);
+  if (failedOperand)
+    return failure();
+  int64_t es = c.type.bytes;
+  body << "  {\n    static const GemmCall call = {" << site << ", "
+       << (ga->transpose ? "true" : "false") << ", "
+       << (gb->transpose ? "true" : "false") << ", " << m << ", " << n << ", "
+       << k << ", " << ga->ld << ", " << gb->ld << ", " << n << ", " << inner
+       << ", " << (dims.empty() ? 0 : strides[0].back()) << ", "
+       << (dims.empty() ? 0 : strides[1].back()) << ", "
+       << (dims.empty() ? 0 : strides[2].back()) << ", " << dtypeOf(c.type)
+       << ", Epilogue::None};\n";
+  if (outer == 1) {
+    body << "    L.gemm(call, " << A << ", " << B << ", " << C
+         << ", nullptr);\n  }\n";
+    return success();
+  }
+  body << "    for (int64_t o = 0; o < " << outer << "; ++o)\n"
+       << "      L.gemm(call, " << A << " + o * " << strides[0][0] * es << ", "
+       << B << " + o * " << strides[1][0] * es << ", " << C << " + o * "
+       << strides[2][0] * es << ", nullptr);\n  }\n";
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
+                                          ArrayRef<int64_t> axes,
+                                          const char *kind) {
+  Shape in = shapeOf(input);
+  Shape strides = rowMajorStrides(in);
+  uint32_t mask = axesMask(axes);
+  // Kept and reduced dimensions, neighbours of the same kind merged.
+  Shape kept, keptStrides, reduced, reducedStrides;
+  int lastKind = -1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int isReduced = (mask >> d) & 1;
+    Shape &dims = isReduced ? reduced : kept;
+    Shape &s = isReduced ? reducedStrides : keptStrides;
+    if (in[d] == 1)
+      continue;
+    if (lastKind == isReduced && !dims.empty()) {
+      dims.back() *= in[d];
+      s.back() = strides[d];
+    } else {
+      dims.push_back(in[d]);
+      s.push_back(strides[d]);
+    }
+    lastKind = isReduced;
+  }
+  if (kept.size() > 4 || reduced.size() > 4)
+    return error(op, "a reduction over more than four separate groups of "
+                     "axes is not supported");
+  auto array = [](const Shape &values) {
+    Shape padded = values;
+    padded.resize(4, 0);
+    return "{" + listOf(padded) + "}";
+  };
+  int64_t outputs = product(kept), perOutput = product(reduced);
+  std::string shape =
+      "{" + std::to_string(kept.size()) + ", " + array(kept) + ", " +
+      array(keptStrides) + ", " + std::to_string(reduced.size()) + ", " +
+      array(reduced) + ", " + array(reducedStrides) + ", " +
+      std::to_string(outputs) + ", " + std::to_string(perOutput) + "}";
+  // The innermost (contiguous) dimension kept: one thread per output reads
+  // along it, coalesced. Otherwise one block per output.
+  bool innerKept = !in.empty() && !((mask >> (in.size() - 1)) & 1) &&
+                   in.back() != 1;
+  std::string type = T(input);
+  std::string x = P(input, op), y = res(op);
+  if (auto grad = llvm::dyn_cast<MaxGradOp>(op)) {
+    int k = beginKernel(kThreads);
+    kernels << "  const ReduceShape shape = " << shape << ";\n"
+            << "  maxGrad<" << type << ">(shape, " << P(grad.getGrad(), op)
+            << ", " << x << ", " << P(grad.getMaximum(), op) << ", " << y
+            << ");\n}\n\n";
+    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
+    return success();
+  }
+  if (innerKept || perOutput < 64) {
+    int k = beginKernel(kThreads);
+    kernels << "  const ReduceShape shape = " << shape << ";\n"
+            << "  reduceThreadPerOutput<" << kind << ", " << type
+            << ">(shape, " << x << ", " << y << ");\n}\n\n";
+    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
+  } else {
+    int threads = rowThreads(perOutput);
+    int k = beginKernel(threads);
+    kernels << "  const ReduceShape shape = " << shape << ";\n"
+            << "  reduceBlockPerOutput<" << kind << ", " << type
+            << ">(shape, " << x << ", " << y << ");\n}\n\n";
+    launch(k, gridFor(outputs, 1), 1, threads);
+  }
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
+  AdamUpdateOp a = group.front();
+  Operation *op = a;
+  std::string table = "adam" + std::to_string(kernelNames.size());
+  auto ref = [&](Value v) {
+    Layout l = layouts.lookup(v);
+    return "{" + std::to_string(regionIndex(l.base)) + ", " +
+           std::to_string(l.offset) + ", " +
+           std::to_string(product(l.shape)) + "}";
+  };
+  kernels << "__device__ const AdamTensor " << table << "[] = {\n";
+  int64_t first = 0;
+  for (AdamUpdateOp u : group) {
+    for (Value v : {u.getParam(), u.getGrad(), u.getExpAvg(),
+                    u.getExpAvgSq()}) {
+      Layout l = layouts.lookup(v);
+      if (l.isSplat() || l.base == 0)
+        return error(u, "internal error: an optimizer operand is a constant");
+    }
+    kernels << "    {" << ref(u.getParam()) << ", " << ref(u.getGrad()) << ", "
+            << ref(u.getExpAvg()) << ", " << ref(u.getExpAvgSq()) << ", "
+            << ref(u->getResult(0)) << ", " << ref(u->getResult(1)) << ", "
+            << ref(u->getResult(2)) << ", " << first << "},\n";
+    first += product(shapeOf(u.getParam()));
+  }
+  kernels << "};\n";
+  std::string type = T(a.getParam());
+  int k = beginKernel(kThreads);
+  kernels << "  adamMultiTensor<" << type << ">(r, " << table << ", "
+          << group.size() << ", " << first << ", " << P(a.getLr(), op) << ", "
+          << P(a.getStep(), op) << ", "
+          << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
+          << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
+          << doubleLiteral(a.getEps().convertToDouble()) << ", "
+          << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
+          << (a.getDecoupled() ? "true" : "false") << ");\n}\n\n";
+  launch(k, gridFor(first), 1, kThreads);
+  return success();
+}
+
+LogicalResult CudaStepEmitter::emitOp(Operation *op) {
+  if (llvm::isa<MatmulOp, BatchMatmulOp>(op) ||
+      isElementwiseKernel(op) ||
+      llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op)) {
+    if (auto m = llvm::dyn_cast<MatmulOp>(op))
+      return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
+    if (auto m = llvm::dyn_cast<BatchMatmulOp>(op))
+      return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
+    return emitLoop(op);
+  }
+  auto rows = [](const Shape &s) { return product(s) / s.back(); };
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](SumOp r) {
+            return emitReduce(op, r.getInput(), r.getAxes(), "kSum");
+          })
+          .Case([&](MeanOp r) {
+            return emitReduce(op, r.getInput(), r.getAxes(), "kMean");
+          })
+          .Case([&](MaxOp r) {
+            return emitReduce(op, r.getInput(), r.getAxes(), "kMax");
+          })
+          .Case([&](MaxGradOp g) {
+            return emitReduce(op, g.getInput(), g.getAxes(), "kMax");
+          })
+          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
+            Shape in = shapeOf(s.getInput());
+            int64_t axis =
+                *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
+            int64_t outer = product(ArrayRef<int64_t>(in).take_front(axis));
+            int64_t inner = product(ArrayRef<int64_t>(in).drop_front(axis + 1));
+            std::string log = llvm::isa<LogSoftmaxOp>(op) ? "true" : "false";
+            std::string type = T(s.getInput());
+            if (inner == 1) {
+              int threads = rowThreads(in[axis]);
+              kernelCall("softmaxRows<" + type + ">(" + P(s.getInput(), op) +
+                             ", " + res(op) + ", " + std::to_string(outer) +
+                             ", " + std::to_string(in[axis]) + ", " + log +
+                             ");",
+                         gridFor(outer, 1), threads);
+            } else {
+              kernelCall("softmaxStrided<" + type + ">(" +
+                             P(s.getInput(), op) + ", " + res(op) + ", " +
+                             std::to_string(outer) + ", " +
+                             std::to_string(in[axis]) + ", " +
+                             std::to_string(inner) + ", " + log + ");",
+                         ceilDiv(outer * inner, kThreads), kThreads);
+            }
+            return success();
+          })
+          .Case<LayerNormOp, RmsNormOp>([&](auto l) {
+            Shape in = shapeOf(l.getInput());
+            bool rms = llvm::isa<RmsNormOp>(op);
+            std::string bias = "nullptr";
+            if constexpr (std::is_same_v<decltype(l), LayerNormOp>)
+              bias = P(l.getBias(), op);
+            kernelCall("layerNorm<" + T(l.getInput()) + ">(" +
+                           P(l.getInput(), op) + ", " + P(l.getScale(), op) +
+                           ", " + bias + ", " + res(op) + ", " +
+                           std::to_string(rows(in)) + ", " +
+                           std::to_string(in.back()) + ", " +
+                           floatLiteral(l.getEpsilon().convertToDouble()) +
+                           ", " + (rms ? "true" : "false") + ");",
+                       gridFor(rows(in), 1), rowThreads(in.back()));
+            return success();
+          })
+          .Case<LayerNormGradOp, RmsNormGradOp>([&](auto l) {
+            Shape in = shapeOf(l.getInput());
+            bool rms = llvm::isa<RmsNormGradOp>(op);
+            int64_t n = rows(in), d = in.back();
+            int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(128, n / 32));
+            int64_t statsBytes = (n * 8 + 255) / 256 * 256;
+            needScratch(statsBytes + chunks * 2 * d * 4);
+            std::string type = T(l.getInput());
+            std::string stats = "f32(r.W)",
+                        partial = "f32(r.W + " + std::to_string(statsBytes) +
+                                  ")";
+            kernelCall("layerNormGradRows<" + type + ">(" +
+                           P(l.getGrad(), op) + ", " + P(l.getInput(), op) +
+                           ", " + P(l.getScale(), op) + ", " + res(op, 0) +
+                           ", " + stats + ", " + std::to_string(n) + ", " +
+                           std::to_string(d) + ", " +
+                           floatLiteral(l.getEpsilon().convertToDouble()) +
+                           ", " + (rms ? "true" : "false") + ");",
+                       gridFor(n, 1), rowThreads(d));
+            kernelCall("layerNormGradColumns<" + type + ">(" +
+                           P(l.getGrad(), op) + ", " + P(l.getInput(), op) +
+                           ", " + stats + ", " + partial + ", " +
+                           std::to_string(n) + ", " + std::to_string(d) + ");",
+                       ceilDiv(d, kThreads), kThreads, chunks);
+            kernelCall("layerNormGradFinish<" + type + ">(" + partial + ", " +
+                           std::to_string(chunks) + ", " + std::to_string(d) +
+                           ", " + res(op, 1) + ", " +
+                           (rms ? std::string("(") + type + " *)nullptr"
+                                : res(op, 2)) +
+                           ");",
+                       ceilDiv(d, kThreads), kThreads);
+            return success();
+          })
+          .Case([&](CrossEntropyOp c) {
+            Shape logits = shapeOf(c.getLogits());
+            int64_t n = rows(logits);
+            needScratch(n * 4);
+            kernelCall("crossEntropyRows<" + T(c.getLogits()) + ">(r, " +
+                           P(c.getLogits(), op) + ", " +
+                           P(c.getTargets(), op) + ", " + std::to_string(n) +
+                           ", " + std::to_string(logits.back()) +
+                           ", f32(r.W));",
+                       gridFor(n, 1), rowThreads(logits.back()));
+            kernelCall("meanOf(f32(r.W), " + std::to_string(n) + ", " +
+                           res(op) + ");",
+                       1, 1024);
+            return success();
+          })
+          .Case([&](CrossEntropyGradOp c) {
+            Shape logits = shapeOf(c.getLogits());
+            kernelCall("crossEntropyGrad<" + T(c.getLogits()) + ">(r, " +
+                           P(c.getGrad(), op) + ", " + P(c.getLogits(), op) +
+                           ", " + P(c.getTargets(), op) + ", " +
+                           std::to_string(rows(logits)) + ", " +
+                           std::to_string(logits.back()) + ", " + res(op) +
+                           ");",
+                       gridFor(rows(logits), 1), rowThreads(logits.back()));
+            return success();
+          })
+          .Case([&](AccuracyOp a) {
+            Shape logits = shapeOf(a.getLogits());
+            kernelCall("accuracy<" + T(a.getLogits()) + ">(" +
+                           P(a.getLogits(), op) + ", " +
+                           P(a.getTargets(), op) + ", " +
+                           std::to_string(rows(logits)) + ", " +
+                           std::to_string(logits.back()) + ", " + res(op) +
+                           ");",
+                       1, 1024);
+            return success();
+          })
+          .Case([&](MseOp m) {
+            int64_t n = product(shapeOf(m.getLhs()));
+            int64_t diffBytes = (n * 4 + 255) / 256 * 256;
+            int64_t blocks = std::min<int64_t>(1024, gridFor(n));
+            needScratch(diffBytes + blocks * 4);
+            kernelCall("difference<" + T(m.getLhs()) + ">(" +
+                           P(m.getLhs(), op) + ", " + P(m.getRhs(), op) +
+                           ", " + std::to_string(n) + ", f32(r.W));",
+                       gridFor(n), kThreads);
+            std::string table = "mse" + std::to_string(kernelNames.size());
+            kernels << "__device__ const TensorRef " << table << "[] = {{5, 0, "
+                    << n << "}};\n";
+            std::string partial =
+                "f32(r.W + " + std::to_string(diffBytes) + ")";
+            kernelCall("sumOfSquaresPartial<float>(r, " + table + ", 1, " +
+                           partial + ");",
+                       blocks, kThreads);
+            kernelCall("finishSumOfSquares(" + partial + ", " +
+                           std::to_string(blocks) + ", " +
+                           floatLiteral(1.0 / double(n)) + ", false, " +
+                           res(op) + ");",
+                       1, 1024);
+            return success();
+          })
+          .Case([&](EmbeddingOp e) {
+            Shape table = shapeOf(e.getTable());
+            int64_t count = product(shapeOf(e.getIndices()));
+            kernelCall("embedding<" + T(e.getTable()) + ">(r, " +
+                           P(e.getTable(), op) + ", " +
+                           P(e.getIndices(), op) + ", " +
+                           std::to_string(count) + ", " +
+                           std::to_string(table[0]) + ", " +
+                           std::to_string(table[1]) + ", " + res(op) + ");",
+                       ceilDiv(count * table[1], kThreads), kThreads);
+            return success();
+          })
+          .Case([&](EmbeddingGradOp e) -> LogicalResult {
+            Shape table = shapeOf(e.getResult());
+            int64_t count = product(shapeOf(e.getIndices()));
+            if (T(e.getResult()) != "float")
+              return error(op, "the embedding gradient is accumulated with "
+                               "f32 atomics; a " +
+                                   dtypeName(e.getResult().getType()) +
+                                   " table gradient is not supported");
+            body << "  L.zero(" << hostPointer(e.getResult(), op) << ", "
+                 << product(table) * 4 << ");\n";
+            kernelCall("embeddingGradScatter<float>(" + P(e.getGrad(), op) +
+                           ", " + P(e.getIndices(), op) + ", " +
+                           std::to_string(count) + ", " +
+                           std::to_string(table[0]) + ", " +
+                           std::to_string(table[1]) + ", " + res(op) + ");",
+                       ceilDiv(count * table[1], kThreads), kThreads);
+            return success();
+          })
+          .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
+            ConvGeometry g;
+            convGeometry(op, g);
+            const char *kind = llvm::isa<Conv2DOp>(op) ? "ConvKind::Forward"
+                               : llvm::isa<Conv2DInputGradOp>(op)
+                                   ? "ConvKind::InputGrad"
+                                   : "ConvKind::WeightGrad";
+            std::string first = hostPointer(op->getOperand(0), op),
+                        second = hostPointer(op->getOperand(1), op),
+                        out = hostPointer(op->getResult(0), op);
+            body << "  {\n    static const ConvCall call = {" << convSites++
+                 << ", " << kind << ", " << g.n << ", " << g.c << ", " << g.h
+                 << ", " << g.w << ", " << g.o << ", " << g.kh << ", " << g.kw
+                 << ", " << g.ho << ", " << g.wo << ", " << g.strideH << ", "
+                 << g.strideW << ", " << g.padH << ", " << g.padW << ", "
+                 << dtypeOf(ctypeOf(op->getResult(0).getType())) << "};\n"
+                 << "    L.conv(call, " << first << ", " << second << ", "
+                 << out << ");\n  }\n";
+            return success();
+          })
+          .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
+              [&](auto p) {
+                bool grad = llvm::isa<MaxPool2DGradOp, AvgPool2DGradOp>(op);
+                bool isMax = llvm::isa<MaxPool2DOp, MaxPool2DGradOp>(op);
+                Shape x = grad ? shapeOf(op->getResult(0))
+                               : shapeOf(op->getOperand(0));
+                Shape y = grad ? shapeOf(op->getOperand(0))
+                               : shapeOf(op->getResult(0));
+                ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
+                                  pad = p.getPadding();
+                std::string shape =
+                    "{" + listOf({x[0] * x[1], x[2], x[3], y[2], y[3], k[0],
+                                  k[1], s[0], s[1], pad[0], pad[1]}) +
+                    "}";
+                std::string type = T(op->getResult(0));
+                std::string args;
+                if (!grad)
+                  args = P(op->getOperand(0), op) + ", " + res(op);
+                else if (isMax)
+                  args = P(op->getOperand(0), op) + ", " +
+                         P(op->getOperand(1), op) + ", " + res(op);
+                else
+                  args = P(op->getOperand(0), op) + ", (const " + type +
+                         " *)nullptr, " + res(op);
+                int64_t work = grad ? product(x) : product(y);
+                int kernel = beginKernel(kThreads);
+                kernels << "  const PoolShape shape = " << shape << ";\n  "
+                        << (grad ? "pool2dGrad<" : "pool2d<")
+                        << (isMax ? "true" : "false") << ", " << type
+                        << ">(shape, " << args << ");\n}\n\n";
+                launch(kernel, ceilDiv(work, kThreads), 1, kThreads);
+                return success();
+              })
+          .Case([&](CausalMaskOp m) {
+            Shape s = shapeOf(m.getResult());
+            kernelCall("causalMask(" + res(op) + ", " + std::to_string(s[0]) +
+                           ", " + std::to_string(s[1]) + ");",
+                       ceilDiv(s[0] * s[1], kThreads), kThreads);
+            return success();
+          })
+          .Case<SliceOp, SliceGradOp>([&](auto s) {
+            bool grad = llvm::isa<SliceGradOp>(op);
+            Shape big =
+                grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
+            Shape small =
+                grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
+            int64_t axis =
+                *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
+            int64_t outer = product(ArrayRef<int64_t>(big).take_front(axis));
+            int64_t inner = product(ArrayRef<int64_t>(big).drop_front(axis + 1));
+            if (grad)
+              body << "  L.zero(" << hostPointer(op->getResult(0), op) << ", "
+                   << product(big) *
+                          ctypeOf(op->getResult(0).getType()).bytes
+                   << ");\n";
+            kernelCall("sliceCopy<" + T(op->getResult(0)) + ">(" +
+                           P(op->getOperand(0), op) + ", " + res(op) + ", " +
+                           listOf({outer, big[axis], inner,
+                                   int64_t(s.getStart()), small[axis],
+                                   int64_t(s.getStep())}) +
+                           ", " + (grad ? "true" : "false") + ");",
+                       ceilDiv(outer * small[axis] * inner, kThreads),
+                       kThreads);
+            return success();
+          })
+          .Case([&](ConcatOp c) {
+            Shape o = shapeOf(c.getResult());
+            int64_t axis = int64_t(c.getAxis()), offset = 0;
+            int64_t outer = product(ArrayRef<int64_t>(o).take_front(axis));
+            int64_t inner = product(ArrayRef<int64_t>(o).drop_front(axis + 1));
+            for (Value input : c.getInputs()) {
+              int64_t n = shapeOf(input)[axis];
+              kernelCall("concatPart<" + T(input) + ">(" + P(input, op) +
+                             ", " + res(op) + ", " +
+                             listOf({outer, n, inner, o[axis], offset}) + ");",
+                         ceilDiv(outer * n * inner, kThreads), kThreads);
+              offset += n;
+            }
+            return success();
+          })
+          .Case([&](LrScheduleOp s) {
+            kernelCall("lrSchedule(" +
+                           std::string(s.getKind() == "cosine" ? "true"
+                                                               : "false") +
+                           ", " + P(s.getStep(), op) + ", " +
+                           P(s.getTotalSteps(), op) + ", " +
+                           doubleLiteral(s.getBaseLr().convertToDouble()) +
+                           ", " + std::to_string(s.getWarmup()) + ", " +
+                           std::to_string(s.getSteps()) + ", " +
+                           doubleLiteral(s.getMinLr().convertToDouble()) +
+                           ", " + res(op) + ");",
+                       1, 32);
+            return success();
+          })
+          .Case([&](GlobalNormOp n) -> LogicalResult {
+            std::string table = "norm" + std::to_string(kernelNames.size());
+            kernels << "__device__ const TensorRef " << table << "[] = {";
+            int64_t total = 0;
+            for (auto [i, v] : llvm::enumerate(n.getInputs())) {
+              Layout l = layouts.lookup(v);
+              if (l.isSplat() || l.base == 0)
+                return error(op, "internal error: a gradient is a constant");
+              kernels << (i ? ", " : "") << "{" << regionIndex(l.base) << ", "
+                      << l.offset << ", " << product(l.shape) << "}";
+              total += product(l.shape);
+            }
+            kernels << "};\n";
+            int64_t blocks = std::min<int64_t>(1024, gridFor(total));
+            needScratch(blocks * 4);
+            kernelCall("sumOfSquaresPartial<" + T(n.getInputs().front()) +
+                           ">(r, " + table + ", " +
+                           std::to_string(n.getInputs().size()) +
+                           ", f32(r.W));",
+                       blocks, kThreads);
+            kernelCall("finishSumOfSquares(f32(r.W), " +
+                           std::to_string(blocks) + ", 1.0f, true, " +
+                           res(op) + ");",
+                       1, 1024);
+            return success();
+          })
+          .Case([&](ClipCoefficientOp c) {
+            kernelCall("clipCoefficient(" + P(c.getNorm(), op) + ", " +
+                           doubleLiteral(c.getMaxNorm().convertToDouble()) +
+                           ", " + res(op) + ");",
+                       1, 32);
+            return success();
+          })
+          .Case([&](SgdUpdateOp s) {
+            int64_t n = product(shapeOf(s.getParam()));
+            kernelCall(
+                "sgdUpdate<" + T(s.getParam()) + ">(" + std::to_string(n) +
+                    ", " + P(s.getParam(), op) + ", " + P(s.getGrad(), op) +
+                    ", " + P(s.getMomentumBuffer(), op) + ", " + res(op, 0) +
+                    ", " + res(op, 1) + ", " + P(s.getLr(), op) + ", " +
+                    P(s.getStep(), op) + ", " +
+                    doubleLiteral(s.getMomentum().convertToDouble()) + ", " +
+                    doubleLiteral(s.getDampening().convertToDouble()) + ", " +
+                    doubleLiteral(s.getWeightDecay().convertToDouble()) +
+                    ", " + (s.getNesterov() ? "true" : "false") + ");",
+                ceilDiv(n, kThreads), kThreads);
+            return success();
+          })
+          .Default([&](Operation *) {
+            return error(op, "this op has no CUDA kernel");
+          });
+  if (failed(result) || failedOperand)
+    return failure();
+  return success();
+}
+
+/// Adam updates that one multi-tensor launch can do together.
+bool sameAdamSettings(AdamUpdateOp a, AdamUpdateOp b) {
+  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getDecoupled() == b.getDecoupled() &&
+         ctypeOf(a.getParam().getType()).name ==
+             ctypeOf(b.getParam().getType()).name;
+}
+
+LogicalResult CudaStepEmitter::emit() {
+  Block &block = func.getBody().front();
+  if (failed(layouts.assignArguments()))
+    return failure();
+  host << "void " << func.getName() << "_cuda(StepLauncher &L) {\n"
+       << "  uint8_t *const A = L.regions.arena, *const P = "
+          "L.regions.parameters,\n"
+       << "                *const G = L.regions.gradients, *const S = "
+          "L.regions.optimizerState,\n"
+       << "                *const I = L.regions.inputs, *const W = "
+          "L.regions.workspace;\n"
+       << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W;\n";
+  std::vector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Operation *op = ops[i];
+    if (failed(layouts.assign(op)))
+      return failure();
+    if (layouts.isView(op))
+      continue;
+    std::string name = describeLocation(op->getLoc()) + ": " +
+                       op->getName().getStringRef().str();
+    bodyText.clear();
+    LogicalResult emitted = success();
+    if (auto adam = llvm::dyn_cast<AdamUpdateOp>(op)) {
+      // The run of updates with the same settings, in one launch.
+      SmallVector<AdamUpdateOp> group{adam};
+      while (i + 1 < ops.size()) {
+        auto next = llvm::dyn_cast<AdamUpdateOp>(ops[i + 1]);
+        if (!next || !sameAdamSettings(adam, next))
+          break;
+        if (failed(layouts.assign(next)))
+          return failure();
+        group.push_back(next);
+        ++i;
+      }
+      if (group.size() > 1)
+        name = describeLocation(op->getLoc()) + ": mnemo.adam_update x" +
+               std::to_string(group.size()) + " (multi-tensor)";
+      emitted = emitAdamGroup(group);
+    } else {
+      emitted = emitOp(op);
+    }
+    if (failed(emitted))
+      return failure();
+    host << "  // " << name << "\n  L.beginOp(" << opNames.size() << ");\n"
+         << body.str() << "  L.endOp(" << opNames.size() << ");\n";
+    opNames.push_back(name);
+  }
+  host << "}\n\n";
+  return success();
+}
+
+} // namespace
+
+FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
+  SmallVector<func::FuncOp> steps = stepFunctions(module);
+  if (!module.lookupSymbol<func::FuncOp>("train_step"))
+    return module.emitError()
+           << "the model has no train section, so there is no trainer to "
+              "generate";
+  for (func::FuncOp f : steps)
+    if (failed(BufferAnalysis::analyzePlanned(f)))
+      return failure();
+
+  std::string kernelText, hostText;
+  llvm::raw_string_ostream kernels(kernelText), host(hostText);
+  int constantCount = 0, gemmSites = 0, convSites = 0;
+  std::vector<std::string> kernelNames;
+  std::map<std::string, std::vector<std::string>> opNames;
+  int64_t scratch = 0, planWorkspace = 0;
+  auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
+  kernels << "// Generated by mnemoc from " << sourceFile << " (model "
+          << (modelName ? modelName.getValue() : "?")
+          << "): the CUDA kernels of its steps, compiled by NVRTC when the "
+             "trainer starts. Do not edit.\n"
+          << "#include \"mnemo/Kernels.cuh\"\n\n"
+          << "using namespace mnemo::cuda;\n\n";
+  for (func::FuncOp f : steps) {
+    CudaStepEmitter emitter(f, kernels, host, constantCount, kernelNames,
+                            gemmSites, convSites);
+    if (failed(emitter.emit()))
+      return failure();
+    opNames[f.getName().str()] = emitter.opNames;
+    scratch = std::max(scratch, emitter.scratchBytes);
+    if (auto w = f->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
+      planWorkspace = std::max(planWorkspace, w.getInt());
+  }
+  // One workspace for cuBLASLt, cuDNN (limited to what the CPU's im2col
+  // needed) and the kernels' partial sums; they never overlap in time.
+  int64_t workspace = std::max({kGemmWorkspaceBytes, scratch, planWorkspace});
+
+  CudaCode code;
+  code.kernels = kernels.str();
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "// Generated by mnemoc from " << sourceFile << " (model "
+     << (modelName ? modelName.getValue() : "?") << "). Do not edit.\n"
+     << "//\n"
+     << "// The CUDA steps: host functions that enqueue every op through the\n"
+     << "// runtime's StepLauncher at the plan's offsets (A arena, P "
+        "parameters,\n"
+     << "// G gradients, S optimizer state, I batch, W workspace), and the\n"
+     << "// kernels' source, which the runtime compiles with NVRTC.\n\n"
+     << "#include \"runtime/cuda/CudaModel.h\"\n\n"
+     << "#include <cstdint>\n\n"
+     << "using namespace mnemo::cuda;\n\n"
+     << "namespace {\n\n"
+     << "// The kernels, as NVRTC compiles them (mnemoc --emit=cuda-kernels "
+        "prints them alone).\n"
+     << "const char *const kernelSource =\n";
+  // Raw string literals have a length limit in some compilers: pieces.
+  StringRef rest = code.kernels;
+  while (!rest.empty()) {
+    size_t cut = std::min<size_t>(rest.size(), 8000);
+    if (cut < rest.size()) {
+      size_t nl = rest.substr(0, cut).rfind('\n');
+      if (nl != StringRef::npos)
+        cut = nl + 1;
+    }
+    os << "    R\"mnemo(" << rest.substr(0, cut) << ")mnemo\"\n";
+    rest = rest.drop_front(cut);
+  }
+  os << "    ;\n\n"
+     << "const char *const kernelNames[] = {\n";
+  for (const std::string &name : kernelNames)
+    os << "    \"" << name << "\",\n";
+  if (kernelNames.empty())
+    os << "    \"\",\n";
+  os << "};\n\n" << host.str();
+  auto stepInfo = [&](StringRef name) -> std::string {
+    if (!module.lookupSymbol<func::FuncOp>(name))
+      return "CudaStepInfo{}";
+    std::string array = name.str() + "Ops";
+    os << "const char *const " << array << "[] = {\n";
+    for (const std::string &op : opNames[name.str()])
+      os << "    " << cString(op) << ",\n";
+    if (opNames[name.str()].empty())
+      os << "    \"\",\n";
+    os << "};\n";
+    return "CudaStepInfo{" + name.str() + "_cuda, " +
+           std::to_string(opNames[name.str()].size()) + ", " + array + "}";
+  };
+  std::string train = stepInfo("train_step"), eval = stepInfo("eval_step");
+  os << "\nconst CudaModelInfo model = {kernelSource, " << kernelNames.size()
+     << ", kernelNames, " << workspace << ",\n    " << train << ",\n    "
+     << eval << "};\n\n"
+     << "} // namespace\n\n"
+     << "extern \"C\" const CudaModelInfo *mnemoCudaModel() { return &model; "
+        "}\n";
+  code.host = os.str();
+  return code;
+}

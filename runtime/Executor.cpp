@@ -1,0 +1,29 @@
+//===- Executor.cpp - The plan's regions ----------------------------------===//
+
+#include "runtime/Executor.h"
+
+#include <algorithm>
+#include <string>
+
+using namespace mnemo::runtime;
+
+PlanRegions mnemo::runtime::regionsOf(const ModelInfo &model) {
+  PlanRegions r;
+  for (const StepInfo *step : {&model.trainStep, &model.evalStep}) {
+    if (!step->run)
+      continue;
+    for (int i = 0; i < step->numArguments; ++i) {
+      const ArgumentInfo &a = step->arguments[i];
+      int64_t end = a.offset + a.bytes;
+      std::string region = a.region;
+      int64_t &size = region == "parameters"        ? r.parameters
+                      : region == "optimizer_state" ? r.optimizerState
+                                                    : r.inputs;
+      size = std::max(size, end);
+    }
+    r.arena = std::max(r.arena, step->arenaBytes);
+    r.gradients = std::max(r.gradients, step->gradientBytes);
+    r.workspace = std::max(r.workspace, step->workspaceBytes);
+  }
+  return r;
+}

@@ -1,0 +1,88 @@
+//===- Executor.h - Where the trainer runs its steps ------------*- C++ -*-===//
+//
+// The trainer keeps the run's state (parameters, optimizer state, the
+// batch, the results) in host memory laid out as the plan says. On the CPU
+// the steps run there. A device executor holds the plan in device memory
+// instead: it uploads the state once, runs each step there, brings back the
+// results every step and the state when the trainer saves.
+//
+// Part of the runtime: no LLVM, and no CUDA header (the CUDA executor's
+// implementation is runtime/cuda/CudaExecutor.cu).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_EXECUTOR_H
+#define MNEMO_RUNTIME_EXECUTOR_H
+
+#include "runtime/Model.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace mnemo {
+namespace runtime {
+
+/// The sizes of the plan's regions (the largest of the train and eval
+/// steps').
+struct PlanRegions {
+  int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0,
+          arena = 0, workspace = 0;
+  int64_t total() const {
+    return parameters + gradients + optimizerState + inputs + arena + workspace;
+  }
+};
+PlanRegions regionsOf(const ModelInfo &model);
+
+/// Fills `inputs` (the batch region, inputs bytes) with the batch of train
+/// step `step` and its step counters.
+using FetchBatch =
+    std::function<bool(int64_t step, uint8_t *inputs, std::string &error)>;
+
+class DeviceExecutor {
+public:
+  virtual ~DeviceExecutor() = default;
+  /// "CUDA: NVIDIA H200 (sm_90, 132 SMs)".
+  virtual std::string describe() const = 0;
+  /// The one device allocation, and what it holds beyond the plan.
+  virtual int64_t allocatedBytes() const = 0;
+  virtual std::string allocationSummary() const = 0;
+  /// Device memory in use by this process beyond what it held before the
+  /// executor started (cudaMemGetInfo): the allocation plus the context's
+  /// and libraries' own.
+  virtual int64_t measuredDeviceBytes() = 0;
+
+  /// Parameters and optimizer state, host to device and back.
+  virtual bool upload(const StepMemory &host, std::string &error) = 0;
+  virtual bool download(StepMemory &host, std::string &error) = 0;
+
+  /// Runs train step `step` of `lastStep`: fetches its batch (unless it was
+  /// staged while the previous step ran), stages the next step's batch
+  /// while this one computes, and returns with the step's results at their
+  /// offsets in host.arena and its batch in host.inputs. With `opSeconds`,
+  /// times every op (no graph).
+  virtual bool train(int64_t step, int64_t lastStep, const FetchBatch &fetch,
+                     StepMemory &host, double *opSeconds,
+                     std::string &error) = 0;
+  /// The eval step on the batch in host.inputs; results into host.arena.
+  virtual bool eval(StepMemory &host, std::string &error) = 0;
+
+  /// The op names of the device's train step (for --profile).
+  virtual int numTrainOps() const = 0;
+  virtual const char *const *trainOpNames() const = 0;
+};
+
+/// True when this trainer was built with the CUDA backend.
+bool cudaBuiltIn();
+/// Whether a usable CUDA device is present; `why` says why not.
+bool cudaDeviceAvailable(std::string &why);
+/// The CUDA executor for the model: compiles its kernels, allocates the
+/// plan. Null with `error` when something fails.
+std::unique_ptr<DeviceExecutor> makeCudaExecutor(const ModelInfo &model,
+                                                 std::string &error);
+
+} // namespace runtime
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_EXECUTOR_H

@@ -1,0 +1,843 @@
+//===- CudaExecutor.cu - Running the planned step on a GPU ----------------===//
+//
+// The CUDA side of the trainer, host code only (compiled by nvcc):
+//
+// - Kernels: the model's generated kernel source is compiled by NVRTC for
+//   the device's architecture (cached, runtime/cuda/Nvrtc.h) and loaded
+//   with the driver API, reached through the runtime's entry-point query so
+//   that the trainer starts on machines without a driver (and then runs on
+//   the CPU).
+// - Memory: one cudaMalloc holds every region of the plan, the CUDA
+//   workspace the emitter sized (cuBLASLt, cuDNN, partial sums), a second
+//   batch buffer and a small control block. Nothing else is allocated once
+//   the first step has run.
+// - Steps: the generated host function enqueues kernels, cuBLASLt GEMMs and
+//   cuDNN convolutions on one stream. The first step runs eagerly (it picks
+//   the GEMM and convolution algorithms); later steps replay a CUDA graph
+//   captured from the second, one graph per batch buffer.
+// - Batches: two pinned host buffers and two device buffers; while step s
+//   computes, the batch of step s + 1 is fetched and copied on a second
+//   stream into the other buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+#include "runtime/cuda/CudaModel.h"
+#include "runtime/cuda/Nvrtc.h"
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+using namespace mnemo;
+using namespace mnemo::runtime;
+using namespace mnemo::cuda;
+
+namespace {
+
+/// The driver API functions the executor uses, looked up through the
+/// runtime (no link-time dependency on libcuda).
+struct Driver {
+  CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
+  CUresult (*moduleUnload)(CUmodule) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) =
+      nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, CUstream, void **,
+                           void **) = nullptr;
+  CUresult (*getErrorString)(CUresult, const char **) = nullptr;
+
+  bool load(std::string &error) {
+    auto get = [&](const char *symbol, void **fn) {
+      cudaDriverEntryPointQueryResult status;
+      return cudaGetDriverEntryPointByVersion(symbol, fn, 12000,
+                                              cudaEnableDefault, &status) ==
+                 cudaSuccess &&
+             status == cudaDriverEntryPointSuccess && *fn;
+    };
+    if (!get("cuModuleLoadData", reinterpret_cast<void **>(&moduleLoadData)) ||
+        !get("cuModuleUnload", reinterpret_cast<void **>(&moduleUnload)) ||
+        !get("cuModuleGetFunction",
+             reinterpret_cast<void **>(&moduleGetFunction)) ||
+        !get("cuLaunchKernel", reinterpret_cast<void **>(&launchKernel)) ||
+        !get("cuGetErrorString", reinterpret_cast<void **>(&getErrorString))) {
+      error = "the CUDA driver does not provide the module API";
+      return false;
+    }
+    return true;
+  }
+  std::string message(CUresult r) const {
+    const char *s = nullptr;
+    if (getErrorString)
+      getErrorString(r, &s);
+    return s ? s : "CUDA driver error " + std::to_string(int(r));
+  }
+};
+
+/// The kernels' view of the regions: must match struct Regions in
+/// runtime/cuda/Kernels.cuh field for field.
+struct KernelRegions {
+  uint8_t *A, *P, *G, *S, *I, *W;
+  int64_t *control;
+};
+
+constexpr int64_t kAlign = 256;
+int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+constexpr int kControlSlots = 4; // dropout step, error flag, error value, pad
+
+std::string mib(int64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
+  return buffer;
+}
+
+cudaDataType_t cudaType(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  default:
+    return CUDA_R_32F;
+  }
+}
+cudnnDataType_t cudnnType(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  case DType::F16:
+    return CUDNN_DATA_HALF;
+  default:
+    return CUDNN_DATA_FLOAT;
+  }
+}
+
+/// A GEMM site's cuBLASLt plan, made on its first call.
+struct GemmPlan {
+  bool ready = false;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
+/// A convolution site's cuDNN descriptors and algorithm.
+struct ConvPlan {
+  bool ready = false;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;
+};
+
+class CudaExecutor final : public DeviceExecutor, public StepLauncher {
+public:
+  CudaExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel)
+      : model(model), cudaModel(cudaModel) {}
+  ~CudaExecutor() override;
+
+  bool start(std::string &error);
+
+  // DeviceExecutor
+  std::string describe() const override { return description; }
+  int64_t allocatedBytes() const override { return allocation; }
+  std::string allocationSummary() const override;
+  int64_t measuredDeviceBytes() override;
+  bool upload(const StepMemory &host, std::string &error) override;
+  bool download(StepMemory &host, std::string &error) override;
+  bool train(int64_t step, int64_t lastStep, const FetchBatch &fetch,
+             StepMemory &host, double *opSeconds, std::string &error) override;
+  bool eval(StepMemory &host, std::string &error) override;
+  int numTrainOps() const override { return cudaModel.trainStep.numOps; }
+  const char *const *trainOpNames() const override {
+    return cudaModel.trainStep.opNames;
+  }
+
+  // StepLauncher
+  void launch(int kernel, uint32_t gridX, uint32_t gridY,
+              uint32_t block) override;
+  void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+            uint8_t *c, const uint8_t *bias) override;
+  void conv(const ConvCall &call, const uint8_t *first, const uint8_t *second,
+            uint8_t *result) override;
+  void zero(uint8_t *p, int64_t bytes) override;
+  void beginOp(int op) override;
+  void endOp(int op) override;
+
+private:
+  bool check(cudaError_t status, const char *what);
+  bool checkStep(std::string &error);
+  bool readResults(const StepInfo &step, StepMemory &host, std::string &error);
+  bool stage(int64_t step, const FetchBatch &fetch, std::string &error);
+  void useSlot(int slot);
+  bool planGemm(const GemmCall &call, GemmPlan &plan);
+  bool planConv(const ConvCall &call, ConvPlan &plan);
+
+  const ModelInfo &model;
+  const CudaModelInfo &cudaModel;
+  PlanRegions sizes;
+  std::string description;
+  Driver driver;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;
+  cudaStream_t compute = nullptr, copy = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  std::vector<GemmPlan> gemms;
+  std::vector<ConvPlan> convs;
+
+  uint8_t *block = nullptr;
+  int64_t allocation = 0, workspaceBytes = 0;
+  int64_t freeBefore = 0;
+  uint8_t *inputSlots[2] = {nullptr, nullptr};
+  uint8_t *pinnedInputs[2] = {nullptr, nullptr};
+  int64_t *pinnedControl = nullptr; // [2][kControlSlots], one per slot
+  float *pinnedResults = nullptr;
+  int64_t *pinnedErrors = nullptr;
+  cudaEvent_t uploaded[2] = {nullptr, nullptr};
+  int64_t stagedStep[2] = {-1, -1};
+  cudaGraphExec_t graphs[2] = {nullptr, nullptr};
+  int64_t eagerSteps = 0;
+
+  // Profiling: an event pair per op.
+  std::vector<cudaEvent_t> opStart, opEnd;
+  bool profiling = false;
+
+  /// The first failure inside a launcher call (they cannot return one).
+  std::string failure;
+};
+
+bool CudaExecutor::check(cudaError_t status, const char *what) {
+  if (status == cudaSuccess)
+    return true;
+  if (failure.empty())
+    failure = std::string(what) + ": " + cudaGetErrorString(status);
+  return false;
+}
+
+CudaExecutor::~CudaExecutor() {
+  for (cudaGraphExec_t g : graphs)
+    if (g)
+      cudaGraphExecDestroy(g);
+  for (GemmPlan &p : gemms)
+    if (p.ready) {
+      cublasLtMatrixLayoutDestroy(p.a);
+      cublasLtMatrixLayoutDestroy(p.b);
+      cublasLtMatrixLayoutDestroy(p.c);
+      cublasLtMatmulDescDestroy(p.desc);
+    }
+  for (ConvPlan &p : convs)
+    if (p.ready) {
+      cudnnDestroyTensorDescriptor(p.x);
+      cudnnDestroyTensorDescriptor(p.y);
+      cudnnDestroyFilterDescriptor(p.w);
+      cudnnDestroyConvolutionDescriptor(p.conv);
+    }
+  for (cudaEvent_t e : opStart)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : opEnd)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : uploaded)
+    if (e)
+      cudaEventDestroy(e);
+  if (lt)
+    cublasLtDestroy(lt);
+  if (dnn)
+    cudnnDestroy(dnn);
+  if (module)
+    driver.moduleUnload(module);
+  for (uint8_t *p : pinnedInputs)
+    if (p)
+      cudaFreeHost(p);
+  if (pinnedControl)
+    cudaFreeHost(pinnedControl);
+  if (block)
+    cudaFree(block);
+  if (compute)
+    cudaStreamDestroy(compute);
+  if (copy)
+    cudaStreamDestroy(copy);
+}
+
+bool CudaExecutor::start(std::string &error) {
+  sizes = regionsOf(model);
+  cudaDeviceProp props;
+  if (!check(cudaSetDevice(0), "cudaSetDevice") ||
+      !check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties") ||
+      !check(cudaFree(nullptr), "creating the CUDA context")) {
+    error = failure;
+    return false;
+  }
+  std::string arch =
+      "sm_" + std::to_string(props.major) + std::to_string(props.minor);
+  description = std::string("CUDA: ") + props.name + " (" + arch + ", " +
+                std::to_string(props.multiProcessorCount) + " SMs)";
+  if (!driver.load(error))
+    return false;
+
+  // Kernels: NVRTC (or the cache), then the module.
+  CompiledKernels compiled;
+  if (!compileKernels(cudaModel.kernelSource, arch, true, compiled, error))
+    return false;
+  CUresult loaded = driver.moduleLoadData(&module, compiled.cubin.data());
+  if (loaded != CUDA_SUCCESS) {
+    error = "cannot load the compiled kernels: " + driver.message(loaded);
+    return false;
+  }
+  functions.resize(cudaModel.numKernels);
+  for (int k = 0; k < cudaModel.numKernels; ++k) {
+    CUresult found = driver.moduleGetFunction(&functions[k], module,
+                                              cudaModel.kernelNames[k]);
+    if (found != CUDA_SUCCESS) {
+      error = std::string("kernel ") + cudaModel.kernelNames[k] +
+              " is missing from the module: " + driver.message(found);
+      return false;
+    }
+  }
+  description += compiled.fromCache ? ", kernels from the cache"
+                                    : ", kernels compiled by NVRTC " +
+                                          nvrtcVersion();
+
+  if (!check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+             "cudaStreamCreate") ||
+      !check(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking),
+             "cudaStreamCreate") ||
+      !check(cudaEventCreateWithFlags(&uploaded[0], cudaEventDisableTiming),
+             "cudaEventCreate") ||
+      !check(cudaEventCreateWithFlags(&uploaded[1], cudaEventDisableTiming),
+             "cudaEventCreate")) {
+    error = failure;
+    return false;
+  }
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+    error = "cannot create a cuBLASLt handle";
+    return false;
+  }
+  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetStream(dnn, compute) != CUDNN_STATUS_SUCCESS) {
+    error = "cannot create a cuDNN handle";
+    return false;
+  }
+
+  // The one allocation.
+  size_t freeBytes = 0, totalBytes = 0;
+  cudaMemGetInfo(&freeBytes, &totalBytes);
+  freeBefore = int64_t(freeBytes);
+  workspaceBytes = aligned(std::max(cudaModel.workspaceBytes, int64_t(1)));
+  int64_t inputs = aligned(std::max<int64_t>(sizes.inputs, 1));
+  int64_t parts[] = {aligned(sizes.parameters), aligned(sizes.gradients),
+                     aligned(sizes.optimizerState), inputs,
+                     aligned(sizes.arena), workspaceBytes, inputs,
+                     aligned(kControlSlots * 8)};
+  allocation = 0;
+  for (int64_t p : parts)
+    allocation += p;
+  if (cudaMalloc(&block, size_t(allocation)) != cudaSuccess) {
+    block = nullptr;
+    error = "cannot allocate the plan's " + mib(allocation) +
+            " on the GPU (" + mib(int64_t(freeBytes)) + " free)";
+    return false;
+  }
+  uint8_t *at = block;
+  uint8_t **fields[] = {&regions.parameters, &regions.gradients,
+                        &regions.optimizerState, &inputSlots[0],
+                        &regions.arena, &regions.workspace, &inputSlots[1]};
+  for (int i = 0; i < 7; ++i) {
+    *fields[i] = at;
+    at += parts[i];
+  }
+  regions.control = reinterpret_cast<int64_t *>(at);
+  regions.inputs = inputSlots[0];
+  if (!check(cudaMemset(block, 0, size_t(allocation)), "cudaMemset") ||
+      !check(cudaMallocHost(&pinnedInputs[0], size_t(inputs)),
+             "cudaMallocHost") ||
+      !check(cudaMallocHost(&pinnedInputs[1], size_t(inputs)),
+             "cudaMallocHost") ||
+      !check(cudaMallocHost(&pinnedControl, 4096), "cudaMallocHost")) {
+    error = failure;
+    return false;
+  }
+  // Pinned scratch: per-slot control words, then results, then the error
+  // words read back each step.
+  pinnedResults = reinterpret_cast<float *>(pinnedControl + 2 * kControlSlots);
+  pinnedErrors = reinterpret_cast<int64_t *>(pinnedControl + 64);
+  gemms.resize(256);
+  convs.resize(64);
+  int ops = std::max(cudaModel.trainStep.numOps, 1);
+  opStart.resize(ops);
+  opEnd.resize(ops);
+  for (int i = 0; i < ops; ++i)
+    if (!check(cudaEventCreate(&opStart[i]), "cudaEventCreate") ||
+        !check(cudaEventCreate(&opEnd[i]), "cudaEventCreate")) {
+      error = failure;
+      return false;
+    }
+  return true;
+}
+
+std::string CudaExecutor::allocationSummary() const {
+  return mib(allocation) + " in one cudaMalloc = plan " +
+         mib(sizes.total() - sizes.workspace) + " + CUDA workspace " +
+         mib(workspaceBytes) + " + second batch buffer " +
+         mib(aligned(sizes.inputs)) + " + control " + mib(kAlign);
+}
+
+int64_t CudaExecutor::measuredDeviceBytes() {
+  size_t freeBytes = 0, totalBytes = 0;
+  cudaMemGetInfo(&freeBytes, &totalBytes);
+  return freeBefore - int64_t(freeBytes) + allocation;
+}
+
+void CudaExecutor::useSlot(int slot) { regions.inputs = inputSlots[slot]; }
+
+bool CudaExecutor::upload(const StepMemory &host, std::string &error) {
+  if (!check(cudaMemcpy(regions.parameters, host.parameters,
+                        size_t(sizes.parameters), cudaMemcpyHostToDevice),
+             "uploading the parameters") ||
+      !check(cudaMemcpy(regions.optimizerState, host.optimizerState,
+                        size_t(sizes.optimizerState), cudaMemcpyHostToDevice),
+             "uploading the optimizer state")) {
+    error = failure;
+    return false;
+  }
+  return true;
+}
+
+bool CudaExecutor::download(StepMemory &host, std::string &error) {
+  if (!check(cudaStreamSynchronize(compute), "the last step") ||
+      !check(cudaMemcpy(host.parameters, regions.parameters,
+                        size_t(sizes.parameters), cudaMemcpyDeviceToHost),
+             "downloading the parameters") ||
+      !check(cudaMemcpy(host.optimizerState, regions.optimizerState,
+                        size_t(sizes.optimizerState), cudaMemcpyDeviceToHost),
+             "downloading the optimizer state")) {
+    error = failure;
+    return false;
+  }
+  return true;
+}
+
+/// Fetches the batch of `step` into its slot's pinned buffer and copies it
+/// to the device on the copy stream.
+bool CudaExecutor::stage(int64_t step, const FetchBatch &fetch,
+                         std::string &error) {
+  int slot = int(step % 2);
+  if (!fetch(step, pinnedInputs[slot], error))
+    return false;
+  if (!check(cudaMemcpyAsync(inputSlots[slot], pinnedInputs[slot],
+                             size_t(sizes.inputs), cudaMemcpyHostToDevice,
+                             copy),
+             "copying a batch") ||
+      !check(cudaEventRecord(uploaded[slot], copy), "cudaEventRecord")) {
+    error = failure;
+    return false;
+  }
+  stagedStep[slot] = step;
+  return true;
+}
+
+bool CudaExecutor::readResults(const StepInfo &step, StepMemory &host,
+                               std::string &error) {
+  for (int i = 0; i < step.numResults; ++i)
+    if (!check(cudaMemcpyAsync(pinnedResults + i,
+                               regions.arena + step.results[i].arenaOffset, 4,
+                               cudaMemcpyDeviceToHost, compute),
+               "reading a result")) {
+      error = failure;
+      return false;
+    }
+  if (!check(cudaMemcpyAsync(pinnedErrors, regions.control + 1, 16,
+                             cudaMemcpyDeviceToHost, compute),
+             "reading the error flag")) {
+    error = failure;
+    return false;
+  }
+  return true;
+}
+
+bool CudaExecutor::checkStep(std::string &error) {
+  if (!failure.empty()) {
+    error = failure;
+    return false;
+  }
+  if (pinnedErrors[0] != 0) {
+    error = pinnedErrors[0] == 1
+                ? "a target (" + std::to_string(pinnedErrors[1]) +
+                      ") is out of range for the model's classes"
+                : "an index (" + std::to_string(pinnedErrors[1]) +
+                      ") is out of range for its embedding table";
+    return false;
+  }
+  return true;
+}
+
+bool CudaExecutor::train(int64_t step, int64_t lastStep,
+                         const FetchBatch &fetch, StepMemory &host,
+                         double *opSeconds, std::string &error) {
+  int slot = int(step % 2);
+  if (stagedStep[slot] != step && !stage(step, fetch, error))
+    return false;
+  useSlot(slot);
+  // The dropout step, from pinned memory that stays put until the copy ran.
+  pinnedControl[slot * kControlSlots] = step;
+  if (!check(cudaStreamWaitEvent(compute, uploaded[slot], 0),
+             "cudaStreamWaitEvent") ||
+      !check(cudaMemcpyAsync(regions.control, pinnedControl + slot * kControlSlots,
+                             8, cudaMemcpyHostToDevice, compute),
+             "setting the step")) {
+    error = failure;
+    return false;
+  }
+  profiling = opSeconds != nullptr;
+  if (profiling || eagerSteps == 0) {
+    // The first step picks algorithms (and allocates nothing later);
+    // profiled steps time each op.
+    cudaModel.trainStep.run(*this);
+    ++eagerSteps;
+  } else {
+    if (!graphs[slot]) {
+      cudaGraph_t graph;
+      if (!check(cudaStreamBeginCapture(compute,
+                                        cudaStreamCaptureModeThreadLocal),
+                 "cudaStreamBeginCapture"))
+        return checkStep(error);
+      cudaModel.trainStep.run(*this);
+      if (!check(cudaStreamEndCapture(compute, &graph),
+                 "capturing the step") ||
+          !check(cudaGraphInstantiate(&graphs[slot], graph, 0),
+                 "instantiating the step's graph"))
+        return checkStep(error);
+      cudaGraphDestroy(graph);
+    }
+    check(cudaGraphLaunch(graphs[slot], compute), "cudaGraphLaunch");
+  }
+  if (!readResults(model.trainStep, host, error))
+    return false;
+  // The next batch goes to the other buffer while this step computes.
+  if (step < lastStep && !stage(step + 1, fetch, error))
+    return false;
+  if (!check(cudaStreamSynchronize(compute), "the step"))
+    return checkStep(error);
+  if (!checkStep(error))
+    return false;
+  for (int i = 0; i < model.trainStep.numResults; ++i)
+    std::memcpy(host.arena + model.trainStep.results[i].arenaOffset,
+                pinnedResults + i, 4);
+  std::memcpy(host.inputs, pinnedInputs[slot], size_t(sizes.inputs));
+  if (profiling) {
+    for (int i = 0; i < cudaModel.trainStep.numOps; ++i) {
+      float ms = 0;
+      cudaEventElapsedTime(&ms, opStart[i], opEnd[i]);
+      opSeconds[i] += ms / 1000.0;
+    }
+    profiling = false;
+  }
+  return true;
+}
+
+bool CudaExecutor::eval(StepMemory &host, std::string &error) {
+  if (!cudaModel.evalStep.run) {
+    error = "the model has no eval step";
+    return false;
+  }
+  // The eval batch goes to buffer 0 after the pending steps finished.
+  useSlot(0);
+  if (!check(cudaStreamSynchronize(compute), "the last step") ||
+      !check(cudaStreamSynchronize(copy), "the last copy") ||
+      !check(cudaMemcpyAsync(inputSlots[0], host.inputs, size_t(sizes.inputs),
+                             cudaMemcpyHostToDevice, compute),
+             "copying a batch")) {
+    error = failure;
+    return false;
+  }
+  stagedStep[0] = -1; // buffer 0 no longer holds a staged train batch
+  cudaModel.evalStep.run(*this);
+  if (!readResults(model.evalStep, host, error))
+    return false;
+  if (!check(cudaStreamSynchronize(compute), "the eval step"))
+    return checkStep(error);
+  if (!checkStep(error))
+    return false;
+  for (int i = 0; i < model.evalStep.numResults; ++i)
+    std::memcpy(host.arena + model.evalStep.results[i].arenaOffset,
+                pinnedResults + i, 4);
+  return true;
+}
+
+void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
+                          uint32_t blockSize) {
+  if (!failure.empty())
+    return;
+  KernelRegions args = {regions.arena,          regions.parameters,
+                        regions.gradients,      regions.optimizerState,
+                        regions.inputs,         regions.workspace,
+                        regions.control};
+  void *params[] = {&args};
+  CUresult r = driver.launchKernel(functions[kernel], gridX, gridY, 1,
+                                   blockSize, 1, 1, 0, compute, params,
+                                   nullptr);
+  if (r != CUDA_SUCCESS)
+    failure = std::string("launching ") + cudaModel.kernelNames[kernel] +
+              ": " + driver.message(r);
+}
+
+bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B is
+  // cuBLASLt's first operand.
+  cudaDataType_t type = cudaType(call.dtype);
+  cublasOperation_t opB = call.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = call.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  bool ok =
+      cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
+          CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                     &opB, sizeof(opB)) ==
+          CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                     &opA, sizeof(opA)) ==
+          CUBLAS_STATUS_SUCCESS;
+  // Stored shapes, column-major: B is (n x k) or, transposed, (k x n).
+  ok = ok &&
+       cublasLtMatrixLayoutCreate(&plan.a, type, call.transB ? call.k : call.n,
+                                  call.transB ? call.n : call.k, call.ldb) ==
+           CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatrixLayoutCreate(&plan.b, type, call.transA ? call.m : call.k,
+                                  call.transA ? call.k : call.m, call.lda) ==
+           CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatrixLayoutCreate(&plan.c, type, call.n, call.m, call.ldc) ==
+           CUBLAS_STATUS_SUCCESS;
+  if (ok && call.batch > 1) {
+    int32_t count = int32_t(call.batch);
+    int64_t strides[3] = {call.strideB, call.strideA, call.strideC};
+    cublasLtMatrixLayout_t layouts[3] = {plan.a, plan.b, plan.c};
+    for (int i = 0; i < 3 && ok; ++i)
+      ok = cublasLtMatrixLayoutSetAttribute(
+               layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+               sizeof(count)) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatrixLayoutSetAttribute(
+               layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+               &strides[i], sizeof(strides[i])) == CUBLAS_STATUS_SUCCESS;
+  }
+  if (ok && call.epilogue != Epilogue::None) {
+    cublasLtEpilogue_t epilogue = call.epilogue == Epilogue::Bias
+                                      ? CUBLASLT_EPILOGUE_BIAS
+                                  : call.epilogue == Epilogue::ReluBias
+                                      ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                      : CUBLASLT_EPILOGUE_GELU_BIAS;
+    ok = cublasLtMatmulDescSetAttribute(plan.desc,
+                                        CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                        &epilogue, sizeof(epilogue)) ==
+         CUBLAS_STATUS_SUCCESS;
+  }
+  cublasLtMatmulPreference_t preference = nullptr;
+  size_t limit = size_t(workspaceBytes);
+  cublasLtMatmulHeuristicResult_t heuristic;
+  int found = 0;
+  ok = ok &&
+       cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatmulPreferenceSetAttribute(
+           preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
+           sizeof(limit)) == CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.a, plan.b, plan.c,
+                                      plan.c, preference, 1, &heuristic,
+                                      &found) == CUBLAS_STATUS_SUCCESS &&
+       found > 0;
+  if (preference)
+    cublasLtMatmulPreferenceDestroy(preference);
+  if (!ok) {
+    if (failure.empty())
+      failure = "cuBLASLt has no algorithm for GEMM site " +
+                std::to_string(call.site) + " (" + std::to_string(call.m) +
+                "x" + std::to_string(call.n) + "x" + std::to_string(call.k) +
+                ")";
+    return false;
+  }
+  plan.algo = heuristic.algo;
+  plan.ready = true;
+  return true;
+}
+
+void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
+                        const uint8_t *b, uint8_t *c, const uint8_t *bias) {
+  if (!failure.empty())
+    return;
+  if (call.site >= int(gemms.size()))
+    gemms.resize(call.site + 1);
+  GemmPlan &plan = gemms[call.site];
+  if (!plan.ready && !planGemm(call, plan))
+    return;
+  if (bias && cublasLtMatmulDescSetAttribute(
+                  plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                  sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
+    failure = "cuBLASLt: cannot set the bias";
+    return;
+  }
+  const float one = 1.0f, zeroValue = 0.0f;
+  cublasStatus_t s = cublasLtMatmul(
+      lt, plan.desc, &one, b, plan.a, a, plan.b, &zeroValue, c, plan.c, c,
+      plan.c, &plan.algo, regions.workspace, size_t(workspaceBytes), compute);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    failure = "cuBLASLt matmul failed at GEMM site " +
+              std::to_string(call.site) + " (status " + std::to_string(int(s)) +
+              ")";
+}
+
+bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
+  cudnnDataType_t type = cudnnType(call.dtype);
+  bool ok =
+      cudnnCreateTensorDescriptor(&plan.x) == CUDNN_STATUS_SUCCESS &&
+      cudnnCreateTensorDescriptor(&plan.y) == CUDNN_STATUS_SUCCESS &&
+      cudnnCreateFilterDescriptor(&plan.w) == CUDNN_STATUS_SUCCESS &&
+      cudnnCreateConvolutionDescriptor(&plan.conv) == CUDNN_STATUS_SUCCESS &&
+      cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, type, int(call.n),
+                                 int(call.c), int(call.h), int(call.w)) ==
+          CUDNN_STATUS_SUCCESS &&
+      cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, type, int(call.n),
+                                 int(call.o), int(call.ho), int(call.wo)) ==
+          CUDNN_STATUS_SUCCESS &&
+      cudnnSetFilter4dDescriptor(plan.w, type, CUDNN_TENSOR_NCHW, int(call.o),
+                                 int(call.c), int(call.kh), int(call.kw)) ==
+          CUDNN_STATUS_SUCCESS &&
+      cudnnSetConvolution2dDescriptor(
+          plan.conv, int(call.padH), int(call.padW), int(call.strideH),
+          int(call.strideW), 1, 1, CUDNN_CROSS_CORRELATION,
+          CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS &&
+      // f32 convolutions in f32 (no TF32), as the CPU backend computes;
+      // half precision uses tensor cores.
+      cudnnSetConvolutionMathType(plan.conv, call.dtype == DType::F32
+                                                 ? CUDNN_FMA_MATH
+                                                 : CUDNN_TENSOR_OP_MATH) ==
+          CUDNN_STATUS_SUCCESS;
+  // The best algorithm whose workspace fits the planned one.
+  constexpr int kCandidates = 8;
+  int returned = 0;
+  plan.algo = -1;
+  if (ok && call.kind == ConvKind::Forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kCandidates];
+    ok = cudnnGetConvolutionForwardAlgorithm_v7(dnn, plan.x, plan.w, plan.conv,
+                                                plan.y, kCandidates, &returned,
+                                                perf) == CUDNN_STATUS_SUCCESS;
+    for (int i = 0; ok && i < returned && plan.algo < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          int64_t(perf[i].memory) <= workspaceBytes)
+        plan.algo = int(perf[i].algo);
+  } else if (ok && call.kind == ConvKind::InputGrad) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kCandidates];
+    ok = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+             dnn, plan.w, plan.y, plan.conv, plan.x, kCandidates, &returned,
+             perf) == CUDNN_STATUS_SUCCESS;
+    for (int i = 0; ok && i < returned && plan.algo < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          int64_t(perf[i].memory) <= workspaceBytes)
+        plan.algo = int(perf[i].algo);
+  } else if (ok) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[kCandidates];
+    ok = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+             dnn, plan.x, plan.y, plan.conv, plan.w, kCandidates, &returned,
+             perf) == CUDNN_STATUS_SUCCESS;
+    for (int i = 0; ok && i < returned && plan.algo < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+          int64_t(perf[i].memory) <= workspaceBytes)
+        plan.algo = int(perf[i].algo);
+  }
+  if (!ok || plan.algo < 0) {
+    if (failure.empty())
+      failure = "cuDNN has no algorithm for convolution site " +
+                std::to_string(call.site) + " within the " +
+                mib(workspaceBytes) + " workspace";
+    return false;
+  }
+  plan.ready = true;
+  return true;
+}
+
+void CudaExecutor::conv(const ConvCall &call, const uint8_t *first,
+                        const uint8_t *second, uint8_t *result) {
+  if (!failure.empty())
+    return;
+  if (call.site >= int(convs.size()))
+    convs.resize(call.site + 1);
+  ConvPlan &plan = convs[call.site];
+  if (!plan.ready && !planConv(call, plan))
+    return;
+  const float one = 1.0f, zeroValue = 0.0f;
+  size_t ws = size_t(workspaceBytes);
+  cudnnStatus_t s;
+  if (call.kind == ConvKind::Forward)
+    s = cudnnConvolutionForward(dnn, &one, plan.x, first, plan.w, second,
+                                plan.conv,
+                                cudnnConvolutionFwdAlgo_t(plan.algo),
+                                regions.workspace, ws, &zeroValue, plan.y,
+                                result);
+  else if (call.kind == ConvKind::InputGrad)
+    s = cudnnConvolutionBackwardData(dnn, &one, plan.w, second, plan.y, first,
+                                     plan.conv,
+                                     cudnnConvolutionBwdDataAlgo_t(plan.algo),
+                                     regions.workspace, ws, &zeroValue, plan.x,
+                                     result);
+  else
+    s = cudnnConvolutionBackwardFilter(
+        dnn, &one, plan.x, second, plan.y, first, plan.conv,
+        cudnnConvolutionBwdFilterAlgo_t(plan.algo), regions.workspace, ws,
+        &zeroValue, plan.w, result);
+  if (s != CUDNN_STATUS_SUCCESS)
+    failure = std::string("cuDNN convolution failed at site ") +
+              std::to_string(call.site) + ": " + cudnnGetErrorString(s);
+}
+
+void CudaExecutor::zero(uint8_t *p, int64_t bytes) {
+  if (failure.empty())
+    check(cudaMemsetAsync(p, 0, size_t(bytes), compute), "cudaMemsetAsync");
+}
+
+void CudaExecutor::beginOp(int op) {
+  if (profiling && failure.empty())
+    check(cudaEventRecord(opStart[op], compute), "cudaEventRecord");
+}
+
+void CudaExecutor::endOp(int op) {
+  if (profiling && failure.empty())
+    check(cudaEventRecord(opEnd[op], compute), "cudaEventRecord");
+}
+
+} // namespace
+
+bool mnemo::runtime::cudaBuiltIn() { return true; }
+
+bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
+  int count = 0;
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaErrorInsufficientDriver) {
+    why = "no CUDA driver (or one older than CUDA " +
+          std::to_string(CUDART_VERSION / 1000) + ")";
+    return false;
+  }
+  if (status != cudaSuccess) {
+    why = std::string("no usable CUDA device (") + cudaGetErrorString(status) +
+          ")";
+    return false;
+  }
+  if (count == 0) {
+    why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<DeviceExecutor>
+mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
+  const CudaModelInfo *cudaModel = mnemoCudaModel();
+  if (!cudaModel || !cudaModel->trainStep.run) {
+    error = "this trainer has no CUDA steps";
+    return nullptr;
+  }
+  auto executor = std::make_unique<CudaExecutor>(model, *cudaModel);
+  if (!executor->start(error))
+    return nullptr;
+  return executor;
+}

@@ -1,0 +1,102 @@
+//===- CudaModel.h - What a model's CUDA code tells the runtime -*- C++ -*-===//
+//
+// mnemoc emits, next to the CPU step functions, a CUDA version of each step
+// from the same planned IR: the kernels' source (compiled by NVRTC when the
+// trainer starts) and host functions that enqueue the step's work through
+// a StepLauncher: kernel launches by index, cuBLASLt GEMMs, cuDNN
+// convolutions and memsets, all at the plan's offsets. The runtime
+// implements the launcher (runtime/cuda/CudaExecutor.cu); the generated
+// code needs no CUDA header and compiles with any C++ compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CUDA_CUDAMODEL_H
+#define MNEMO_RUNTIME_CUDA_CUDAMODEL_H
+
+#include <cstdint>
+
+namespace mnemo {
+namespace cuda {
+
+enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
+
+/// What cuBLASLt applies after the product (fused by the emitter when a
+/// GEMM's only consumer adds a bias row, with or without an activation).
+enum class Epilogue : int { None = 0, Bias = 1, ReluBias = 2, GeluBias = 3 };
+
+/// A row-major GEMM, C = op(A) op(B), repeated over a strided batch. The
+/// launcher turns it into cuBLASLt's column-major form (C^T = B^T A^T).
+struct GemmCall {
+  int site; // which GEMM of the model: its cuBLASLt plan is cached by site
+  bool transA, transB;
+  int64_t m, n, k, lda, ldb, ldc;
+  int64_t batch, strideA, strideB, strideC; // in elements; batch 1: unused
+  DType dtype;
+  Epilogue epilogue;
+};
+
+enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
+
+/// An NCHW convolution (cross-correlation, as PyTorch) for cuDNN.
+struct ConvCall {
+  int site;
+  ConvKind kind;
+  int64_t n, c, h, w, o, kh, kw, ho, wo, strideH, strideW, padH, padW;
+  DType dtype;
+};
+
+/// The plan's regions on the device.
+struct DeviceRegions {
+  uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs,
+      *workspace;
+  int64_t *control;
+};
+
+/// Implemented by the runtime; a step's host function calls it in the
+/// step's order. Everything is enqueued on one stream.
+class StepLauncher {
+public:
+  virtual ~StepLauncher() = default;
+  virtual void launch(int kernel, uint32_t gridX, uint32_t gridY,
+                      uint32_t block) = 0;
+  /// `bias` is read for the bias epilogues, else null.
+  virtual void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+                    uint8_t *c, const uint8_t *bias) = 0;
+  /// Forward: (x, w) -> y; input grad: (dy, w) -> dx; weight grad:
+  /// (dy, x) -> dw.
+  virtual void conv(const ConvCall &call, const uint8_t *first,
+                    const uint8_t *second, uint8_t *result) = 0;
+  virtual void zero(uint8_t *p, int64_t bytes) = 0;
+  /// Brackets each op for --profile (events); no-ops otherwise.
+  virtual void beginOp(int op) = 0;
+  virtual void endOp(int op) = 0;
+
+  DeviceRegions regions;
+};
+
+struct CudaStepInfo {
+  /// Null when the model has no such step.
+  void (*run)(StepLauncher &launcher);
+  int numOps;
+  const char *const *opNames;
+};
+
+struct CudaModelInfo {
+  /// The kernels of both steps, for NVRTC; it #includes
+  /// "mnemo/Kernels.cuh", which the runtime supplies.
+  const char *kernelSource;
+  int numKernels;
+  const char *const *kernelNames;
+  /// The workspace the CUDA steps need (cuBLASLt, cuDNN, partial sums):
+  /// part of the one device allocation.
+  int64_t workspaceBytes;
+  CudaStepInfo trainStep, evalStep;
+};
+
+} // namespace cuda
+} // namespace mnemo
+
+/// Defined by the generated CUDA code (model_cuda.cpp).
+extern "C" const mnemo::cuda::CudaModelInfo *mnemoCudaModel();
+
+#endif // MNEMO_RUNTIME_CUDA_CUDAMODEL_H

@@ -1,0 +1,863 @@
+//===- Kernels.cuh - The CUDA kernels' device library ----------*- CUDA -*-===//
+//
+// Compiled at the trainer's start-up by NVRTC together with the kernels
+// mnemoc generates for one model (which #include this file): every generated
+// kernel is a thin __global__ function that calls one of these device
+// functions with its shapes and offsets as constants, or evaluates a fused
+// elementwise tree inline.
+//
+// Conventions:
+// - Storage may be f32, bf16 or f16 (T); arithmetic and every accumulation
+//   is f32 (ld/st convert).
+// - Row operations (softmax, norms, cross-entropy) run one block per row
+//   and reduce with warp shuffles, then across warps through shared memory.
+// - Sums are deterministic (fixed partitions, summed in a fixed order);
+//   the one exception is the embedding gradient's scatter-add (atomicAdd),
+//   as in PyTorch's default.
+// - Kernels never fail: an index out of range sets control[kErrorFlag] and
+//   the trainer reports it after the step.
+// - The math helpers (fastExp, geluTanh, dropoutUniform, ...) are the CPU
+//   backend's (runtime/cpu/Kernels.h), formula for formula, so the two
+//   backends compute the same function.
+//
+// Device code only, no host headers: NVRTC compiles it without a C++
+// standard library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CUDA_KERNELS_CUH
+#define MNEMO_RUNTIME_CUDA_KERNELS_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+// NVRTC has no <cmath>: the macros the emitter's literals use.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+namespace mnemo {
+namespace cuda {
+
+/// The plan's regions on the device; every generated kernel takes this one
+/// argument and addresses everything at constant offsets from it.
+struct Regions {
+  uint8_t *A; // arena
+  uint8_t *P; // parameters
+  uint8_t *G; // gradients
+  uint8_t *S; // optimizer state
+  uint8_t *I; // the batch
+  uint8_t *W; // workspace (cuBLASLt, cuDNN, and the kernels' partial sums)
+  int64_t *control;
+};
+
+/// Slots of the control block (int64 each).
+enum ControlSlot { kDropoutStep = 0, kErrorFlag = 1, kErrorValue = 2 };
+enum ErrorCode { kTargetOutOfRange = 1, kIndexOutOfRange = 2 };
+
+__device__ __forceinline__ void raiseError(const Regions &r, int code,
+                                           int64_t value) {
+  if (atomicCAS(reinterpret_cast<unsigned long long *>(&r.control[kErrorFlag]),
+                0ull, (unsigned long long)code) == 0ull)
+    r.control[kErrorValue] = value;
+}
+
+__device__ __forceinline__ float *f32(uint8_t *p) {
+  return reinterpret_cast<float *>(p);
+}
+__device__ __forceinline__ __nv_bfloat16 *bf16(uint8_t *p) {
+  return reinterpret_cast<__nv_bfloat16 *>(p);
+}
+__device__ __forceinline__ __half *f16(uint8_t *p) {
+  return reinterpret_cast<__half *>(p);
+}
+__device__ __forceinline__ int32_t *i32(uint8_t *p) {
+  return reinterpret_cast<int32_t *>(p);
+}
+__device__ __forceinline__ int8_t *i8(uint8_t *p) {
+  return reinterpret_cast<int8_t *>(p);
+}
+__device__ __forceinline__ uint8_t *u8(uint8_t *p) { return p; }
+
+__device__ __forceinline__ float ld(float x) { return x; }
+__device__ __forceinline__ float ld(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float ld(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T st(float x);
+template <> __device__ __forceinline__ float st<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half st<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise math (runtime/cpu/Kernels.h's formulas)
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float fastExp(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  float t = x * 1.44269504088896341f + 12582912.0f;
+  float n = t - 12582912.0f;
+  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * __int_as_float((int32_t(n) + 127) << 23);
+}
+__device__ __forceinline__ float fastTanh(float x) {
+  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
+}
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + fastExp(-x));
+}
+__device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : 0.0f; }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
+__device__ __forceinline__ float geluExact(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+__device__ __forceinline__ float geluTanh(float x) {
+  const float k = 0.79788456080286536f;
+  return 0.5f * x * (1.0f + fastTanh(k * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float reluGrad(float g, float x) {
+  return x > 0.0f ? g : 0.0f;
+}
+__device__ __forceinline__ float siluGrad(float g, float x) {
+  float s = sigmoid(x);
+  return g * s * (1.0f + x * (1.0f - s));
+}
+__device__ __forceinline__ float geluExactGrad(float g, float x) {
+  float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+  float pdf = fastExp(-0.5f * x * x) * 0.39894228040143268f;
+  return g * (cdf + x * pdf);
+}
+__device__ __forceinline__ float geluTanhGrad(float g, float x) {
+  const float k = 0.79788456080286536f;
+  float t = fastTanh(k * (x + 0.044715f * x * x * x));
+  return g * (0.5f * (1.0f + t) +
+              0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
+}
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+__device__ __forceinline__ double dropoutUniform(int64_t seed, int64_t step,
+                                                 int64_t index) {
+  uint64_t h =
+      mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
+  return double(h >> 11) * 0x1.0p-53;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions within a warp and a block
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// The block's sum (or maximum) of v, returned to every thread. Blocks have
+/// a multiple of 32 threads, at most 1024.
+template <bool IsMax> __device__ float blockReduce(float v) {
+  __shared__ float partial[32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warps = (blockDim.x + 31) >> 5;
+  v = IsMax ? warpMax(v) : warpSum(v);
+  __syncthreads(); // partial[] may still be read by a previous call
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  float identity = IsMax ? -INFINITY : 0.0f;
+  v = lane < warps ? partial[lane] : identity;
+  return IsMax ? warpMax(v) : warpSum(v);
+}
+__device__ __forceinline__ float blockSum(float v) {
+  return blockReduce<false>(v);
+}
+__device__ __forceinline__ float blockMax(float v) {
+  return blockReduce<true>(v);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions over axes
+//===----------------------------------------------------------------------===//
+
+/// A reduction split into kept and reduced dimensions (coalesced by the
+/// emitter, at most four of each), with the input's strides.
+struct ReduceShape {
+  int keptRank;
+  int64_t keptDims[4], keptStrides[4];
+  int reducedRank;
+  int64_t reducedDims[4], reducedStrides[4];
+  int64_t outputs, perOutput;
+};
+
+__device__ __forceinline__ int64_t keptOffset(const ReduceShape &s, int64_t o) {
+  int64_t offset = 0;
+  for (int d = s.keptRank - 1; d >= 0; --d) {
+    offset += (o % s.keptDims[d]) * s.keptStrides[d];
+    o /= s.keptDims[d];
+  }
+  return offset;
+}
+__device__ __forceinline__ int64_t reducedOffset(const ReduceShape &s,
+                                                 int64_t q) {
+  int64_t offset = 0;
+  for (int d = s.reducedRank - 1; d >= 0; --d) {
+    offset += (q % s.reducedDims[d]) * s.reducedStrides[d];
+    q /= s.reducedDims[d];
+  }
+  return offset;
+}
+
+enum ReduceKind { kSum = 0, kMean = 1, kMax = 2 };
+
+/// One block per output: for reductions over many elements (rows, the
+/// whole tensor).
+template <int Kind, typename T>
+__device__ void reduceBlockPerOutput(const ReduceShape &s, const T *x, T *y) {
+  for (int64_t o = blockIdx.x; o < s.outputs; o += gridDim.x) {
+    const T *base = x + keptOffset(s, o);
+    float acc = Kind == kMax ? -INFINITY : 0.0f;
+    for (int64_t q = threadIdx.x; q < s.perOutput; q += blockDim.x) {
+      float v = ld(base[reducedOffset(s, q)]);
+      acc = Kind == kMax ? fmaxf(acc, v) : acc + v;
+    }
+    acc = Kind == kMax ? blockMax(acc) : blockSum(acc);
+    if (threadIdx.x == 0)
+      y[o] = st<T>(Kind == kMean ? acc / float(s.perOutput) : acc);
+  }
+}
+
+/// One thread per output: for many outputs that are contiguous in the
+/// input (a bias gradient: the sum over rows, read along columns).
+template <int Kind, typename T>
+__device__ void reduceThreadPerOutput(const ReduceShape &s, const T *x, T *y) {
+  int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= s.outputs)
+    return;
+  const T *base = x + keptOffset(s, o);
+  float acc = Kind == kMax ? -INFINITY : 0.0f;
+  for (int64_t q = 0; q < s.perOutput; ++q) {
+    float v = ld(base[reducedOffset(s, q)]);
+    acc = Kind == kMax ? fmaxf(acc, v) : acc + v;
+  }
+  y[o] = st<T>(Kind == kMean ? acc / float(s.perOutput) : acc);
+}
+
+/// The gradient of a max reduction: shared equally among the elements
+/// equal to the maximum. One thread per output.
+template <typename T>
+__device__ void maxGrad(const ReduceShape &s, const T *grad, const T *x,
+                        const T *maximum, T *out) {
+  int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= s.outputs)
+    return;
+  int64_t base = keptOffset(s, o);
+  float m = ld(maximum[o]), ties = 0;
+  for (int64_t q = 0; q < s.perOutput; ++q)
+    ties += ld(x[base + reducedOffset(s, q)]) == m;
+  float share = ld(grad[o]) / ties;
+  for (int64_t q = 0; q < s.perOutput; ++q) {
+    int64_t at = base + reducedOffset(s, q);
+    out[at] = st<T>(ld(x[at]) == m ? share : 0.0f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, normalization, losses
+//===----------------------------------------------------------------------===//
+
+/// Softmax (or log-softmax) of contiguous rows of n: one block per row.
+template <typename T>
+__device__ void softmaxRows(const T *x, T *y, int64_t rows, int64_t n,
+                            bool logarithm) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *xs = x + row * n;
+    T *ys = y + row * n;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      m = fmaxf(m, ld(xs[j]));
+    m = blockMax(m);
+    float sum = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      sum += fastExp(ld(xs[j]) - m);
+    sum = blockSum(sum);
+    if (logarithm) {
+      float logSum = logf(sum);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        ys[j] = st<T>(ld(xs[j]) - m - logSum);
+    } else {
+      float inv = 1.0f / sum;
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        ys[j] = st<T>(fastExp(ld(xs[j]) - m) * inv);
+    }
+  }
+}
+
+/// Softmax along a non-innermost axis: one thread per (outer, inner) pair,
+/// reading along the axis (neighbouring threads read neighbouring inner
+/// elements: coalesced).
+template <typename T>
+__device__ void softmaxStrided(const T *x, T *y, int64_t outer, int64_t n,
+                               int64_t inner, bool logarithm) {
+  int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= outer * inner)
+    return;
+  int64_t o = t / inner, in = t % inner;
+  const T *xs = x + o * n * inner + in;
+  T *ys = y + o * n * inner + in;
+  float m = -INFINITY;
+  for (int64_t j = 0; j < n; ++j)
+    m = fmaxf(m, ld(xs[j * inner]));
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += fastExp(ld(xs[j * inner]) - m);
+  float logSum = logf(sum), inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) {
+    float v = ld(xs[j * inner]) - m;
+    ys[j * inner] = st<T>(logarithm ? v - logSum : fastExp(v) * inv);
+  }
+}
+
+/// A row's mean (0 for RMS norm) and reciprocal deviation: two passes over
+/// the row, the second over deviations (no cancellation).
+template <typename T>
+__device__ void rowStatistics(const T *row, int64_t d, float eps, bool rms,
+                              float &mu, float &rstd) {
+  float sum = 0;
+  if (!rms) {
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      sum += ld(row[j]);
+    sum = blockSum(sum);
+  }
+  mu = rms ? 0.0f : sum / float(d);
+  float var = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float c = ld(row[j]) - mu;
+    var += c * c;
+  }
+  var = blockSum(var) / float(d);
+  rstd = rsqrtf(var + eps);
+}
+
+/// Layer norm (RMS norm without bias when rms): one block per row.
+template <typename T>
+__device__ void layerNorm(const T *x, const T *scale, const T *bias, T *y,
+                          int64_t rows, int64_t d, float eps, bool rms) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *row = x + r * d;
+    float mu, rstd;
+    rowStatistics(row, d, eps, rms, mu, rstd);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      y[r * d + j] = st<T>((ld(row[j]) - mu) * rstd * ld(scale[j]) +
+                           (bias ? ld(bias[j]) : 0.0f));
+  }
+}
+
+/// The input gradient of layer norm, one block per row; each row's mean
+/// and reciprocal deviation go to `stats` (2 floats per row) for the
+/// parameter gradients' kernel.
+template <typename T>
+__device__ void layerNormGradRows(const T *dy, const T *x, const T *scale,
+                                  T *dx, float *stats, int64_t rows, int64_t d,
+                                  float eps, bool rms) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *row = x + r * d, *g = dy + r * d;
+    float mu, rstd;
+    rowStatistics(row, d, eps, rms, mu, rstd);
+    float meanDxhat = 0, meanDxhatXhat = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      float dxhat = ld(g[j]) * ld(scale[j]);
+      meanDxhat += dxhat;
+      meanDxhatXhat += dxhat * ((ld(row[j]) - mu) * rstd);
+    }
+    meanDxhat = blockSum(meanDxhat) / float(d);
+    meanDxhatXhat = blockSum(meanDxhatXhat) / float(d);
+    float a = rms ? 0.0f : meanDxhat;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+      dx[r * d + j] = st<T>(rstd * (ld(g[j]) * ld(scale[j]) - a -
+                                    (ld(row[j]) - mu) * rstd * meanDxhatXhat));
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mu;
+      stats[2 * r + 1] = rstd;
+    }
+  }
+}
+
+/// The scale and bias gradients, first pass: grid (column blocks, row
+/// chunks); each thread sums one column over one chunk of rows into
+/// `partial` ([chunks][2][d]).
+template <typename T>
+__device__ void layerNormGradColumns(const T *dy, const T *x,
+                                     const float *stats, float *partial,
+                                     int64_t rows, int64_t d) {
+  int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d)
+    return;
+  int64_t chunks = gridDim.y, chunk = blockIdx.y;
+  int64_t r0 = rows * chunk / chunks, r1 = rows * (chunk + 1) / chunks;
+  float ds = 0, db = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    float g = ld(dy[r * d + j]);
+    ds += g * ((ld(x[r * d + j]) - stats[2 * r]) * stats[2 * r + 1]);
+    db += g;
+  }
+  partial[(chunk * 2) * d + j] = ds;
+  partial[(chunk * 2 + 1) * d + j] = db;
+}
+
+/// Second pass: the chunks' sums in chunk order (deterministic).
+template <typename T>
+__device__ void layerNormGradFinish(const float *partial, int64_t chunks,
+                                    int64_t d, T *dscale, T *dbias) {
+  int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d)
+    return;
+  float ds = 0, db = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    ds += partial[(c * 2) * d + j];
+    db += partial[(c * 2 + 1) * d + j];
+  }
+  dscale[j] = st<T>(ds);
+  if (dbias)
+    dbias[j] = st<T>(db);
+}
+
+/// Cross-entropy, first pass: one block per row writes the row's loss
+/// (log-sum-exp minus the target's logit) to `rowLoss`.
+template <typename T>
+__device__ void crossEntropyRows(const Regions &r, const T *logits,
+                                 const int32_t *targets, int64_t rows,
+                                 int64_t classes, float *rowLoss) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *xs = logits + row * classes;
+    int32_t t = targets[row];
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      m = fmaxf(m, ld(xs[c]));
+    m = blockMax(m);
+    float sum = 0;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      sum += fastExp(ld(xs[c]) - m);
+    sum = blockSum(sum);
+    if (threadIdx.x == 0) {
+      bool valid = t >= 0 && t < classes;
+      if (!valid)
+        raiseError(r, kTargetOutOfRange, t);
+      rowLoss[row] = valid ? logf(sum) + m - ld(xs[t]) : 0.0f;
+    }
+  }
+}
+
+/// The mean of n floats by one block, in a fixed order: for losses and
+/// accuracy over rows (at most a few thousand values).
+__device__ void meanOf(const float *values, int64_t n, float *out) {
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum += values[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    *out = sum / float(n);
+}
+
+/// d logits = (softmax - onehot) * grad / rows: one block per row.
+template <typename T>
+__device__ void crossEntropyGrad(const Regions &r, const float *grad,
+                                 const T *logits, const int32_t *targets,
+                                 int64_t rows, int64_t classes, T *dlogits) {
+  float scale = grad[0] / float(rows);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *xs = logits + row * classes;
+    T *out = dlogits + row * classes;
+    int32_t t = targets[row];
+    if (t < 0 || t >= classes) {
+      if (threadIdx.x == 0)
+        raiseError(r, kTargetOutOfRange, t);
+      t = -1;
+    }
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      m = fmaxf(m, ld(xs[c]));
+    m = blockMax(m);
+    float sum = 0;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      sum += fastExp(ld(xs[c]) - m);
+    sum = blockSum(sum);
+    float logSum = logf(sum) + m;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+      out[c] = st<T>((fastExp(ld(xs[c]) - logSum) - (c == t ? 1.0f : 0.0f)) *
+                     scale);
+  }
+}
+
+/// Accuracy: one block; each thread takes rows, the first maximum wins.
+template <typename T>
+__device__ void accuracy(const T *logits, const int32_t *targets, int64_t rows,
+                         int64_t classes, float *out) {
+  float correct = 0;
+  for (int64_t row = threadIdx.x; row < rows; row += blockDim.x) {
+    const T *xs = logits + row * classes;
+    int64_t best = 0;
+    float bestValue = ld(xs[0]);
+    for (int64_t c = 1; c < classes; ++c)
+      if (ld(xs[c]) > bestValue) {
+        bestValue = ld(xs[c]);
+        best = c;
+      }
+    correct += best == targets[row] ? 1.0f : 0.0f;
+  }
+  correct = blockSum(correct);
+  if (threadIdx.x == 0)
+    *out = correct / float(rows);
+}
+
+/// Sums of squares in fixed chunks, first pass: block b of the grid sums
+/// its share of the elements into partial[b]. Used by mse and the global
+/// gradient norm, over a list of tensors.
+struct TensorRef {
+  int region; // 0 arena, 1 parameters, 2 gradients, 3 optimizer state
+  int64_t offset, count;
+};
+__device__ __forceinline__ uint8_t *regionBase(const Regions &r, int region) {
+  switch (region) {
+  case 0:
+    return r.A;
+  case 1:
+    return r.P;
+  case 2:
+    return r.G;
+  case 3:
+    return r.S;
+  case 4:
+    return r.I;
+  default:
+    return r.W;
+  }
+}
+
+template <typename T>
+__device__ void sumOfSquaresPartial(const Regions &r, const TensorRef *tensors,
+                                    int count, float *partial) {
+  float sum = 0;
+  for (int t = 0; t < count; ++t) {
+    const T *x = reinterpret_cast<const T *>(regionBase(r, tensors[t].region) +
+                                             tensors[t].offset);
+    int64_t n = tensors[t].count;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += int64_t(gridDim.x) * blockDim.x) {
+      float v = ld(x[i]);
+      sum += v * v;
+    }
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = sum;
+}
+
+/// Second pass: one block sums the partials; the result is scaled (by 1/n
+/// for mse) and optionally square-rooted (for the norm).
+__device__ void finishSumOfSquares(const float *partial, int count,
+                                   float scale, bool root, float *out) {
+  float sum = 0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    sum += partial[i];
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    *out = root ? sqrtf(sum * scale) : sum * scale;
+}
+
+/// (a - b) into `difference`, for mse's sum of squares.
+template <typename T>
+__device__ void difference(const T *a, const T *b, int64_t n, float *out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = ld(a[i]) - ld(b[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// One thread per output element.
+template <typename T>
+__device__ void embedding(const Regions &r, const T *table,
+                          const int32_t *indices, int64_t count, int64_t rows,
+                          int64_t dim, T *out) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= count * dim)
+    return;
+  int64_t i = e / dim, j = e % dim;
+  int32_t row = indices[i];
+  bool valid = row >= 0 && row < rows;
+  if (!valid && j == 0)
+    raiseError(r, kIndexOutOfRange, row);
+  out[e] = valid ? table[int64_t(row) * dim + j] : st<T>(0.0f);
+}
+
+/// Scatter-add into a zeroed table gradient (the host zeroes it first).
+template <typename T>
+__device__ void embeddingGradScatter(const float *grad,
+                                     const int32_t *indices, int64_t count,
+                                     int64_t rows, int64_t dim, float *out) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= count * dim)
+    return;
+  int64_t i = e / dim, j = e % dim;
+  int32_t row = indices[i];
+  if (row >= 0 && row < rows)
+    atomicAdd(&out[int64_t(row) * dim + j], grad[e]);
+}
+
+__device__ void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= rows * cols)
+    return;
+  int64_t r = e / cols, c = e % cols;
+  out[e] = c <= r + (cols - rows) ? 1 : 0;
+}
+
+/// A slice along one axis ([outer, axis, inner]), or its gradient (the
+/// slice written into a zeroed tensor: the host zeroes it first). One
+/// thread per element of the slice.
+template <typename T>
+__device__ void sliceCopy(const T *in, T *out, int64_t outer, int64_t axisIn,
+                          int64_t inner, int64_t start, int64_t count,
+                          int64_t step, bool grad) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= outer * count * inner)
+    return;
+  int64_t k = e % inner, j = (e / inner) % count, o = e / (inner * count);
+  int64_t big = (o * axisIn + start + j * step) * inner + k;
+  if (grad)
+    out[big] = in[e];
+  else
+    out[e] = in[big];
+}
+
+/// One input of a concatenation into its place along the axis.
+template <typename T>
+__device__ void concatPart(const T *in, T *out, int64_t outer, int64_t n,
+                           int64_t inner, int64_t axisOut, int64_t offset) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= outer * n * inner)
+    return;
+  int64_t o = e / (n * inner), rest = e % (n * inner);
+  out[(o * axisOut + offset) * inner + rest] = in[e];
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling (NCHW): one thread per output, gradients one thread per input
+// (a gather over the windows that contain it: no atomics)
+//===----------------------------------------------------------------------===//
+
+struct PoolShape {
+  int64_t nc, h, w, ho, wo;
+  int64_t kh, kw, strideH, strideW, padH, padW;
+};
+
+template <bool IsMax, typename T>
+__device__ void pool2d(const PoolShape &s, const T *x, T *y) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= s.nc * s.ho * s.wo)
+    return;
+  int64_t ow = e % s.wo, oh = (e / s.wo) % s.ho, p = e / (s.wo * s.ho);
+  const T *plane = x + p * s.h * s.w;
+  float acc = IsMax ? -INFINITY : 0.0f;
+  for (int64_t kh = 0; kh < s.kh; ++kh) {
+    int64_t ih = oh * s.strideH - s.padH + kh;
+    if (ih < 0 || ih >= s.h)
+      continue;
+    for (int64_t kw = 0; kw < s.kw; ++kw) {
+      int64_t iw = ow * s.strideW - s.padW + kw;
+      if (iw < 0 || iw >= s.w)
+        continue;
+      float v = ld(plane[ih * s.w + iw]);
+      acc = IsMax ? fmaxf(acc, v) : acc + v;
+    }
+  }
+  y[e] = st<T>(IsMax ? acc : acc / float(s.kh * s.kw));
+}
+
+/// The window's first maximum in row-major order (PyTorch's choice).
+template <typename T>
+__device__ int64_t windowArgmax(const PoolShape &s, const T *plane, int64_t oh,
+                                int64_t ow) {
+  int64_t at = -1;
+  float best = 0;
+  for (int64_t ih = max(int64_t(0), oh * s.strideH - s.padH);
+       ih < min(s.h, oh * s.strideH - s.padH + s.kh); ++ih)
+    for (int64_t iw = max(int64_t(0), ow * s.strideW - s.padW);
+         iw < min(s.w, ow * s.strideW - s.padW + s.kw); ++iw)
+      if (at < 0 || ld(plane[ih * s.w + iw]) > best) {
+        best = ld(plane[ih * s.w + iw]);
+        at = ih * s.w + iw;
+      }
+  return at;
+}
+
+template <bool IsMax, typename T>
+__device__ void pool2dGrad(const PoolShape &s, const T *dy, const T *x,
+                           T *dx) {
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= s.nc * s.h * s.w)
+    return;
+  int64_t iw = e % s.w, ih = (e / s.w) % s.h, p = e / (s.w * s.h);
+  const T *g = dy + p * s.ho * s.wo;
+  // The outputs whose windows contain (ih, iw).
+  int64_t oh0 = max(int64_t(0), (ih + s.padH - s.kh + s.strideH) / s.strideH);
+  int64_t oh1 = min(s.ho - 1, (ih + s.padH) / s.strideH);
+  int64_t ow0 = max(int64_t(0), (iw + s.padW - s.kw + s.strideW) / s.strideW);
+  int64_t ow1 = min(s.wo - 1, (iw + s.padW) / s.strideW);
+  float acc = 0;
+  for (int64_t oh = oh0; oh <= oh1; ++oh)
+    for (int64_t ow = ow0; ow <= ow1; ++ow) {
+      if (ih < oh * s.strideH - s.padH || iw < ow * s.strideW - s.padW)
+        continue;
+      if (IsMax) {
+        if (windowArgmax(s, x + p * s.h * s.w, oh, ow) == ih * s.w + iw)
+          acc += ld(g[oh * s.wo + ow]);
+      } else {
+        acc += ld(g[oh * s.wo + ow]) / float(s.kh * s.kw);
+      }
+    }
+  dx[e] = st<T>(acc);
+}
+
+//===----------------------------------------------------------------------===//
+// The optimizer
+//===----------------------------------------------------------------------===//
+
+/// The learning rate of this step, on the device (one thread).
+__device__ void lrSchedule(bool cosine, const int32_t *step,
+                           const int32_t *totalSteps, double baseLr,
+                           int64_t warmup, int64_t steps, double minLr,
+                           float *out) {
+  double total = steps > 0 ? double(steps) : double(*totalSteps);
+  double s = double(*step), lr = baseLr;
+  if (warmup > 0 && s <= double(warmup)) {
+    lr = baseLr * s / double(warmup);
+  } else if (cosine) {
+    double progress = (s - double(warmup)) / fmax(1.0, total - double(warmup));
+    progress = fmin(1.0, fmax(0.0, progress));
+    lr = minLr + (baseLr - minLr) * 0.5 * (1.0 + cos(3.14159265358979323846 *
+                                                    progress));
+  }
+  *out = float(lr);
+}
+
+__device__ void clipCoefficient(const float *norm, double maxNorm,
+                                float *out) {
+  *out = fminf(float(maxNorm) / (*norm + 1e-6f), 1.0f);
+}
+
+/// One tensor of a multi-tensor Adam(W) update: where its parameter,
+/// gradient, moments and their updated copies live, and where its elements
+/// start in the flattened launch.
+struct AdamTensor {
+  TensorRef param, grad, expAvg, expAvgSq, newParam, newExpAvg, newExpAvgSq;
+  int64_t first;
+};
+
+/// Every parameter of the group in one launch (a grid-stride loop over the
+/// concatenated elements), torch.optim.AdamW's arithmetic in f32.
+template <typename T>
+__device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
+                                int count, int64_t total, const float *lrPtr,
+                                const int32_t *stepPtr, double beta1,
+                                double beta2, double eps, double weightDecay,
+                                bool decoupled) {
+  __shared__ float shared[4];
+  if (threadIdx.x == 0) {
+    double lr = double(*lrPtr), step = double(*stepPtr);
+    double bias1 = 1.0 - pow(beta1, step), bias2 = 1.0 - pow(beta2, step);
+    shared[0] = float(lr / bias1);
+    shared[1] = float(sqrt(bias2));
+    shared[2] = float(1.0 - lr * weightDecay);
+  }
+  __syncthreads();
+  float stepSize = shared[0], bias2Sqrt = shared[1], decay = shared[2];
+  float b1 = float(beta1), b2 = float(beta2), e = float(eps),
+        wd = float(weightDecay);
+  int t = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    while (t + 1 < count && i >= tensors[t + 1].first)
+      ++t;
+    while (t > 0 && i < tensors[t].first)
+      --t;
+    const AdamTensor &a = tensors[t];
+    int64_t k = i - a.first;
+    auto at = [&](const TensorRef &ref) {
+      return reinterpret_cast<T *>(regionBase(r, ref.region) + ref.offset) + k;
+    };
+    float p = ld(*at(a.param)), g = ld(*at(a.grad));
+    float m0 = ld(*at(a.expAvg)), v0 = ld(*at(a.expAvgSq));
+    if (decoupled)
+      p *= decay;
+    else if (wd != 0.0f)
+      g += wd * p;
+    float m = m0 + (g - m0) * (1.0f - b1);
+    float v = v0 * b2 + (1.0f - b2) * g * g;
+    float denom = sqrtf(v) / bias2Sqrt + e;
+    *at(a.newParam) = st<T>(p - stepSize * (m / denom));
+    *at(a.newExpAvg) = st<T>(m);
+    *at(a.newExpAvgSq) = st<T>(v);
+  }
+}
+
+template <typename T>
+__device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
+                          const T *buffer, T *newParam, T *newBuffer,
+                          const float *lrPtr, const int32_t *stepPtr,
+                          double momentum, double dampening,
+                          double weightDecay, bool nesterov) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  float lr = *lrPtr;
+  int32_t step = *stepPtr;
+  float mu = float(momentum), damp = float(1.0 - dampening),
+        wd = float(weightDecay);
+  float p = ld(param[i]), g = ld(grad[i]);
+  float d = wd != 0.0f ? g + wd * p : g;
+  if (mu != 0.0f) {
+    float b = step <= 1 ? d : mu * ld(buffer[i]) + damp * d;
+    newBuffer[i] = st<T>(b);
+    d = nesterov ? d + mu * b : b;
+  } else if (newBuffer != buffer) {
+    newBuffer[i] = buffer[i];
+  }
+  newParam[i] = st<T>(p - lr * d);
+}
+
+} // namespace cuda
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_CUDA_KERNELS_CUH

@@ -1,0 +1,99 @@
+# The runtime's CUDA backend, for the project's own build and for the
+# source trees mnemoc --emit=project writes (which copy this file).
+#
+#   mnemo_find_cuda()                 sets MNEMO_CUDA_FOUND and says why not
+#   mnemo_enable_cuda()               enables nvcc (in directory scope)
+#   mnemo_add_cuda_library(NAME DIR)  a static library of DIR/cuda/*: the
+#                                     CUDA executor (nvcc), NVRTC and the
+#                                     embedded kernel library
+#
+# Needs the CUDA toolkit (nvcc, cudart, NVRTC, cuBLASLt) and cuDNN, from the
+# toolkit's folders or from PyTorch's pip packages (site-packages/nvidia/).
+
+macro(mnemo_find_cuda)
+  set(MNEMO_CUDA_FOUND OFF)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    mnemo_find_cuda_parts()
+  else()
+    message(STATUS "Mnemo: no CUDA toolkit; the trainer runs on the CPU only")
+  endif()
+endmacro()
+
+# The parts beyond the toolkit (a macro, so that what it finds is visible to
+# the caller; "return" would leave the caller's scope, hence the flag).
+macro(mnemo_find_cuda_parts)
+  # cuDNN: the toolkit's folders, then Python's nvidia-cudnn package.
+  set(hints ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  find_package(Python3 QUIET COMPONENTS Interpreter)
+  if(Python3_FOUND)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c
+        "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+      OUTPUT_VARIABLE site OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(site)
+      list(APPEND hints ${site}/nvidia/cudnn/lib ${site}/nvidia/cublas/lib)
+      set(include_hints ${site}/nvidia/cudnn/include)
+    endif()
+  endif()
+  find_library(MNEMO_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${hints})
+  find_path(MNEMO_CUDNN_INCLUDE cudnn.h
+    HINTS ${CUDAToolkit_INCLUDE_DIRS} ${include_hints})
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(NOT MNEMO_CUDNN_LIBRARY OR NOT MNEMO_CUDNN_INCLUDE OR NOT TARGET CUDA::cublasLt
+     OR NOT TARGET CUDA::nvrtc)
+    message(STATUS "Mnemo: CUDA ${CUDAToolkit_VERSION} found but cuDNN "
+      "(${MNEMO_CUDNN_LIBRARY}, ${MNEMO_CUDNN_INCLUDE}), cuBLASLt or NVRTC "
+      "is missing; the trainer runs on the CPU only")
+  elseif(NOT CMAKE_CUDA_COMPILER)
+    message(STATUS "Mnemo: no working nvcc; the trainer runs on the CPU only")
+  else()
+    message(STATUS "Mnemo: CUDA ${CUDAToolkit_VERSION} "
+      "(${CUDAToolkit_INCLUDE_DIRS}), cuDNN ${MNEMO_CUDNN_LIBRARY}")
+    set(MNEMO_CUDA_FOUND ON)
+  endif()
+endmacro()
+
+# Call from the directory that creates the library (enable_language must
+# run in directory scope, not in a function).
+macro(mnemo_enable_cuda)
+  if(NOT CMAKE_CUDA_ARCHITECTURES)
+    # Host code only: the kernels are compiled by NVRTC at run time.
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  enable_language(CUDA)
+endmacro()
+
+function(mnemo_add_cuda_library name runtime_dir)
+  # The kernel library, embedded as a string for NVRTC. configure_file
+  # makes CMake re-run (and re-embed) when the header changes.
+  configure_file(${runtime_dir}/cuda/Kernels.cuh
+    ${CMAKE_CURRENT_BINARY_DIR}/${name}/Kernels.cuh COPYONLY)
+  file(READ ${runtime_dir}/cuda/Kernels.cuh kernels)
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp
+    "// Generated from runtime/cuda/Kernels.cuh by MnemoCuda.cmake.\n"
+    "#include \"runtime/cuda/Nvrtc.h\"\n"
+    "const char *const mnemo::cuda::kKernelLibrary = R\"mnemo(${kernels})mnemo\";\n")
+  add_library(${name} STATIC
+    ${runtime_dir}/cuda/CudaExecutor.cu
+    ${runtime_dir}/cuda/Nvrtc.cpp
+    ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp)
+  get_filename_component(root ${runtime_dir} DIRECTORY)
+  target_include_directories(${name} PUBLIC ${root}
+    PRIVATE ${MNEMO_CUDNN_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+  # The shared CUDA runtime, and the libraries by file: CMake's CUDA::nvrtc
+  # would add the driver's stub, and a trainer must start (and run on the
+  # CPU) where no driver is installed. The executor reaches the driver
+  # through cudart instead.
+  set_target_properties(${name} PROPERTIES CUDA_STANDARD 17
+    CUDA_STANDARD_REQUIRED ON POSITION_INDEPENDENT_CODE ON
+    CUDA_RUNTIME_LIBRARY Shared)
+  list(GET CUDAToolkit_INCLUDE_DIRS 0 cuda_include)
+  target_compile_definitions(${name} PRIVATE
+    MNEMO_CUDA_INCLUDE="${cuda_include}")
+  get_filename_component(cudnn_dir ${MNEMO_CUDNN_LIBRARY} DIRECTORY)
+  target_link_libraries(${name} PUBLIC ${CUDA_cudart_LIBRARY}
+    ${CUDA_nvrtc_LIBRARY} ${CUDA_cublasLt_LIBRARY} ${MNEMO_CUDNN_LIBRARY}
+    -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${cudnn_dir})
+endfunction()

@@ -1,0 +1,45 @@
+//===- Nvrtc.h - Compiling generated kernels with NVRTC ---------*- C++ -*-===//
+//
+// The generated kernels are compiled when the trainer starts, for the GPU it
+// runs on, and cached as cubins keyed by a hash of the source, the kernel
+// library, the architecture and the NVRTC version. No GPU or driver is
+// needed to compile, so the test suite compiles every generated kernel file
+// for sm_80 and sm_90 on machines without one.
+//
+// Part of the runtime: no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_CUDA_NVRTC_H
+#define MNEMO_RUNTIME_CUDA_NVRTC_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mnemo {
+namespace cuda {
+
+/// runtime/cuda/Kernels.cuh, embedded at build time.
+extern const char *const kKernelLibrary;
+
+struct CompiledKernels {
+  std::string cubin;
+  std::string log; // NVRTC's warnings, or its errors on failure
+  bool fromCache = false;
+  std::string cachePath; // where the cubin is (or would be) cached
+};
+
+/// "12.9" or similar.
+std::string nvrtcVersion();
+
+/// Compiles `source` (which includes "mnemo/Kernels.cuh") for `arch`
+/// ("sm_90") to a cubin. With `useCache`, looks in and fills the cache
+/// ($MNEMO_CACHE_DIR, else $XDG_CACHE_HOME/mnemo, else ~/.cache/mnemo).
+bool compileKernels(const std::string &source, const std::string &arch,
+                    bool useCache, CompiledKernels &out, std::string &error);
+
+} // namespace cuda
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_CUDA_NVRTC_H
