@@ -294,8 +294,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           .Case([&](MaxGradOp g) {
             Shape in = shapeOf(g.getInput());
             out() << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
-                  << ", " << P(g.getMaximum()) << ", " << layouts.shapeArray(in) << ", "
-                  << in.size() << ", " << axesMask(g.getAxes()) << "u, "
+                  << ", " << P(g.getMaximum()) << ", " << layouts.shapeArray(in)
+                  << ", " << in.size() << ", " << axesMask(g.getAxes()) << "u, "
                   << res() << ");\n";
             return success();
           })

@@ -76,7 +76,8 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Threads for one block per row of n: a multiple of 32, at most 1024.
 int rowThreads(int64_t n) {
-  return int(std::min<int64_t>(1024, std::max<int64_t>(32, ceilDiv(n, 32) * 32)));
+  return int(
+      std::min<int64_t>(1024, std::max<int64_t>(32, ceilDiv(n, 32) * 32)));
 }
 
 /// Blocks for a grid-stride loop over n items.
@@ -99,8 +100,8 @@ public:
                   std::vector<std::string> &kernelNames, int &gemmSites,
                   int &convSites)
       : func(func), kernels(kernels), host(host),
-        layouts(func, devicePointer, "__device__ const", kernels,
-                constantCount, "CUDA"),
+        layouts(func, devicePointer, "__device__ const", kernels, constantCount,
+                "CUDA"),
         kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites) {}
 
   LogicalResult emit();
@@ -117,6 +118,14 @@ private:
   LogicalResult emitAdamGroup(ArrayRef<AdamUpdateOp> group);
   LogicalResult emitLoop(Operation *root);
   LogicalResult emitMatmul(Operation *op, bool ta, bool tb, bool batched);
+  /// The elementwise root right after a matrix product that cuBLASLt's
+  /// epilogue can compute instead (z + bias, relu(z + bias)); null if none.
+  Operation *epilogueRoot(MatmulOp m, Operation *next, Value &bias,
+                          std::string &epilogue);
+  /// Set while a GEMM absorbs the next root: it writes the root's result.
+  Operation *absorbed = nullptr;
+  Value absorbedBias;
+  std::string absorbedEpilogue;
   LogicalResult emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
                            const char *kind);
 
@@ -337,8 +346,7 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   for (size_t d = 0; d < batch.size(); ++d) {
     if (batch[d] == 1)
       continue;
-    bool merge = !dims.empty() &&
-                 strides[0].back() == aStrides[d] * batch[d] &&
+    bool merge = !dims.empty() && strides[0].back() == aStrides[d] * batch[d] &&
                  strides[1].back() == bStrides[d] * batch[d] &&
                  strides[2].back() == cStrides[d] * batch[d];
     if (merge) {
@@ -359,8 +367,14 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
     return error(op, "a batched product whose batch dimensions do not "
                      "flatten into two is not supported");
   int site = gemmSites++;
+  // With an epilogue, the product goes straight to the root's buffer.
+  Value into = absorbed ? absorbed->getResult(0) : result;
   std::string A = hostPointer(lhs, op, true), B = hostPointer(rhs, op, true),
-              C = hostPointer(result, op);
+              C = hostPointer(into, op);
+  std::string bias =
+      absorbed ? hostPointer(absorbedBias, op) : std::string("nullptr");
+  if (absorbed && (!batch.empty() || !dims.empty()))
+    return error(op, "internal error: an epilogue on a batched product");
   if (failedOperand)
     return failure();
   int64_t es = c.type.bytes;
@@ -371,10 +385,10 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
        << ", " << (dims.empty() ? 0 : strides[0].back()) << ", "
        << (dims.empty() ? 0 : strides[1].back()) << ", "
        << (dims.empty() ? 0 : strides[2].back()) << ", " << dtypeOf(c.type)
-       << ", Epilogue::None};\n";
+       << ", Epilogue::" << (absorbed ? absorbedEpilogue : "None") << "};\n";
   if (outer == 1) {
-    body << "    L.gemm(call, " << A << ", " << B << ", " << C
-         << ", nullptr);\n  }\n";
+    body << "    L.gemm(call, " << A << ", " << B << ", " << C << ", " << bias
+         << ");\n  }\n";
     return success();
   }
   body << "    for (int64_t o = 0; o < " << outer << "; ++o)\n"
@@ -382,6 +396,71 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
        << B << " + o * " << strides[1][0] * es << ", " << C << " + o * "
        << strides[2][0] * es << ", nullptr);\n  }\n";
   return success();
+}
+
+Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
+                                         Value &bias, std::string &epilogue) {
+  Value z = m.getResult();
+  if (!next || !z.hasOneUse() || m.getTransposeLhs() ||
+      ctypeOf(z.getType()).cast != "f32")
+    return nullptr;
+  Layout a = layouts.lookup(m.getLhs());
+  if (!a.isContiguous())
+    return nullptr;
+  // add(z, broadcast(b)) with b the bias row of the product's n columns.
+  auto biasAdd = [&](Operation *op) -> bool {
+    auto add = llvm::dyn_cast_or_null<AddOp>(op);
+    if (!add)
+      return false;
+    Value other = add.getLhs() == z   ? add.getRhs()
+                  : add.getRhs() == z ? add.getLhs()
+                                      : Value();
+    auto broadcast = other ? other.getDefiningOp<BroadcastOp>() : BroadcastOp();
+    if (!broadcast || !isFused(broadcast) || !other.hasOneUse())
+      return false;
+    Layout b = layouts.lookup(broadcast.getInput());
+    Shape zs = shapeOf(z);
+    if (b.isSplat() || b.base == 0 || b.shape.size() != 1 ||
+        b.shape[0] != zs.back() || b.type.cast != "f32")
+      return false;
+    bias = broadcast.getInput();
+    return shapeOf(add.getResult()) == zs;
+  };
+  // The root's buffer may reuse one that dies at the product (its lhs, say):
+  // the GEMM writes it while still reading its operands, so they must not
+  // overlap.
+  auto extent = [](const Layout &l) {
+    int64_t last = 0;
+    for (size_t d = 0; d < l.shape.size(); ++d)
+      last += (l.shape[d] - 1) * l.strides[d];
+    return std::make_pair(l.offset, l.offset + (last + 1) * l.type.bytes);
+  };
+  auto overlapsOperands = [&](Operation *root) {
+    Layout out = layouts.lookup(root->getResult(0));
+    for (Value operand : {m.getLhs(), m.getRhs()}) {
+      Layout in = layouts.lookup(operand);
+      if (in.base != out.base)
+        continue;
+      auto [b0, e0] = extent(in);
+      auto [b1, e1] = extent(out);
+      if (b0 < e1 && b1 < e0)
+        return true;
+    }
+    return false;
+  };
+  if (!isFused(next) && biasAdd(next) && !overlapsOperands(next)) {
+    epilogue = "Bias";
+    return next;
+  }
+  if (auto relu = llvm::dyn_cast<ReluOp>(next); relu && !isFused(next)) {
+    Operation *inner = relu.getInput().getDefiningOp();
+    if (inner && isFused(inner) && inner->getResult(0).hasOneUse() &&
+        biasAdd(inner) && !overlapsOperands(next)) {
+      epilogue = "ReluBias";
+      return next;
+    }
+  }
+  return nullptr;
 }
 
 LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
@@ -424,8 +503,8 @@ LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
       std::to_string(outputs) + ", " + std::to_string(perOutput) + "}";
   // The innermost (contiguous) dimension kept: one thread per output reads
   // along it, coalesced. Otherwise one block per output.
-  bool innerKept = !in.empty() && !((mask >> (in.size() - 1)) & 1) &&
-                   in.back() != 1;
+  bool innerKept =
+      !in.empty() && !((mask >> (in.size() - 1)) & 1) && in.back() != 1;
   std::string type = T(input);
   std::string x = P(input, op), y = res(op);
   if (auto grad = llvm::dyn_cast<MaxGradOp>(op)) {
@@ -440,15 +519,15 @@ LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
   if (innerKept || perOutput < 64) {
     int k = beginKernel(kThreads);
     kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceThreadPerOutput<" << kind << ", " << type
-            << ">(shape, " << x << ", " << y << ");\n}\n\n";
+            << "  reduceThreadPerOutput<" << kind << ", " << type << ">(shape, "
+            << x << ", " << y << ");\n}\n\n";
     launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
   } else {
     int threads = rowThreads(perOutput);
     int k = beginKernel(threads);
     kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceBlockPerOutput<" << kind << ", " << type
-            << ">(shape, " << x << ", " << y << ");\n}\n\n";
+            << "  reduceBlockPerOutput<" << kind << ", " << type << ">(shape, "
+            << x << ", " << y << ");\n}\n\n";
     launch(k, gridFor(outputs, 1), 1, threads);
   }
   return success();
@@ -461,14 +540,14 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
   auto ref = [&](Value v) {
     Layout l = layouts.lookup(v);
     return "{" + std::to_string(regionIndex(l.base)) + ", " +
-           std::to_string(l.offset) + ", " +
-           std::to_string(product(l.shape)) + "}";
+           std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
+           "}";
   };
   kernels << "__device__ const AdamTensor " << table << "[] = {\n";
   int64_t first = 0;
   for (AdamUpdateOp u : group) {
-    for (Value v : {u.getParam(), u.getGrad(), u.getExpAvg(),
-                    u.getExpAvgSq()}) {
+    for (Value v :
+         {u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgSq()}) {
       Layout l = layouts.lookup(v);
       if (l.isSplat() || l.base == 0)
         return error(u, "internal error: an optimizer operand is a constant");
@@ -495,8 +574,7 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
 }
 
 LogicalResult CudaStepEmitter::emitOp(Operation *op) {
-  if (llvm::isa<MatmulOp, BatchMatmulOp>(op) ||
-      isElementwiseKernel(op) ||
+  if (llvm::isa<MatmulOp, BatchMatmulOp>(op) || isElementwiseKernel(op) ||
       llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op)) {
     if (auto m = llvm::dyn_cast<MatmulOp>(op))
       return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
@@ -535,10 +613,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                              ");",
                          gridFor(outer, 1), threads);
             } else {
-              kernelCall("softmaxStrided<" + type + ">(" +
-                             P(s.getInput(), op) + ", " + res(op) + ", " +
-                             std::to_string(outer) + ", " +
-                             std::to_string(in[axis]) + ", " +
+              kernelCall("softmaxStrided<" + type + ">(" + P(s.getInput(), op) +
+                             ", " + res(op) + ", " + std::to_string(outer) +
+                             ", " + std::to_string(in[axis]) + ", " +
                              std::to_string(inner) + ", " + log + ");",
                          ceilDiv(outer * inner, kThreads), kThreads);
             }
@@ -564,17 +641,18 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             Shape in = shapeOf(l.getInput());
             bool rms = llvm::isa<RmsNormGradOp>(op);
             int64_t n = rows(in), d = in.back();
-            int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(128, n / 32));
+            int64_t chunks =
+                std::max<int64_t>(1, std::min<int64_t>(128, n / 32));
             int64_t statsBytes = (n * 8 + 255) / 256 * 256;
             needScratch(statsBytes + chunks * 2 * d * 4);
             std::string type = T(l.getInput());
             std::string stats = "f32(r.W)",
-                        partial = "f32(r.W + " + std::to_string(statsBytes) +
-                                  ")";
-            kernelCall("layerNormGradRows<" + type + ">(" +
-                           P(l.getGrad(), op) + ", " + P(l.getInput(), op) +
-                           ", " + P(l.getScale(), op) + ", " + res(op, 0) +
-                           ", " + stats + ", " + std::to_string(n) + ", " +
+                        partial =
+                            "f32(r.W + " + std::to_string(statsBytes) + ")";
+            kernelCall("layerNormGradRows<" + type + ">(" + P(l.getGrad(), op) +
+                           ", " + P(l.getInput(), op) + ", " +
+                           P(l.getScale(), op) + ", " + res(op, 0) + ", " +
+                           stats + ", " + std::to_string(n) + ", " +
                            std::to_string(d) + ", " +
                            floatLiteral(l.getEpsilon().convertToDouble()) +
                            ", " + (rms ? "true" : "false") + ");",
@@ -598,10 +676,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int64_t n = rows(logits);
             needScratch(n * 4);
             kernelCall("crossEntropyRows<" + T(c.getLogits()) + ">(r, " +
-                           P(c.getLogits(), op) + ", " +
-                           P(c.getTargets(), op) + ", " + std::to_string(n) +
-                           ", " + std::to_string(logits.back()) +
-                           ", f32(r.W));",
+                           P(c.getLogits(), op) + ", " + P(c.getTargets(), op) +
+                           ", " + std::to_string(n) + ", " +
+                           std::to_string(logits.back()) + ", f32(r.W));",
                        gridFor(n, 1), rowThreads(logits.back()));
             kernelCall("meanOf(f32(r.W), " + std::to_string(n) + ", " +
                            res(op) + ");",
@@ -622,9 +699,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
           .Case([&](AccuracyOp a) {
             Shape logits = shapeOf(a.getLogits());
             kernelCall("accuracy<" + T(a.getLogits()) + ">(" +
-                           P(a.getLogits(), op) + ", " +
-                           P(a.getTargets(), op) + ", " +
-                           std::to_string(rows(logits)) + ", " +
+                           P(a.getLogits(), op) + ", " + P(a.getTargets(), op) +
+                           ", " + std::to_string(rows(logits)) + ", " +
                            std::to_string(logits.back()) + ", " + res(op) +
                            ");",
                        1, 1024);
@@ -636,8 +712,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int64_t blocks = std::min<int64_t>(1024, gridFor(n));
             needScratch(diffBytes + blocks * 4);
             kernelCall("difference<" + T(m.getLhs()) + ">(" +
-                           P(m.getLhs(), op) + ", " + P(m.getRhs(), op) +
-                           ", " + std::to_string(n) + ", f32(r.W));",
+                           P(m.getLhs(), op) + ", " + P(m.getRhs(), op) + ", " +
+                           std::to_string(n) + ", f32(r.W));",
                        gridFor(n), kThreads);
             std::string table = "mse" + std::to_string(kernelNames.size());
             kernels << "__device__ const TensorRef " << table << "[] = {{5, 0, "
@@ -658,9 +734,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             Shape table = shapeOf(e.getTable());
             int64_t count = product(shapeOf(e.getIndices()));
             kernelCall("embedding<" + T(e.getTable()) + ">(r, " +
-                           P(e.getTable(), op) + ", " +
-                           P(e.getIndices(), op) + ", " +
-                           std::to_string(count) + ", " +
+                           P(e.getTable(), op) + ", " + P(e.getIndices(), op) +
+                           ", " + std::to_string(count) + ", " +
                            std::to_string(table[0]) + ", " +
                            std::to_string(table[1]) + ", " + res(op) + ");",
                        ceilDiv(count * table[1], kThreads), kThreads);
@@ -715,8 +790,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                 ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
                                   pad = p.getPadding();
                 std::string shape =
-                    "{" + listOf({x[0] * x[1], x[2], x[3], y[2], y[3], k[0],
-                                  k[1], s[0], s[1], pad[0], pad[1]}) +
+                    "{" +
+                    listOf({x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1],
+                            s[0], s[1], pad[0], pad[1]}) +
                     "}";
                 std::string type = T(op->getResult(0));
                 std::string args;
@@ -753,20 +829,19 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int64_t axis =
                 *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
             int64_t outer = product(ArrayRef<int64_t>(big).take_front(axis));
-            int64_t inner = product(ArrayRef<int64_t>(big).drop_front(axis + 1));
+            int64_t inner =
+                product(ArrayRef<int64_t>(big).drop_front(axis + 1));
             if (grad)
               body << "  L.zero(" << hostPointer(op->getResult(0), op) << ", "
-                   << product(big) *
-                          ctypeOf(op->getResult(0).getType()).bytes
+                   << product(big) * ctypeOf(op->getResult(0).getType()).bytes
                    << ");\n";
-            kernelCall("sliceCopy<" + T(op->getResult(0)) + ">(" +
-                           P(op->getOperand(0), op) + ", " + res(op) + ", " +
-                           listOf({outer, big[axis], inner,
-                                   int64_t(s.getStart()), small[axis],
-                                   int64_t(s.getStep())}) +
-                           ", " + (grad ? "true" : "false") + ");",
-                       ceilDiv(outer * small[axis] * inner, kThreads),
-                       kThreads);
+            kernelCall(
+                "sliceCopy<" + T(op->getResult(0)) + ">(" +
+                    P(op->getOperand(0), op) + ", " + res(op) + ", " +
+                    listOf({outer, big[axis], inner, int64_t(s.getStart()),
+                            small[axis], int64_t(s.getStep())}) +
+                    ", " + (grad ? "true" : "false") + ");",
+                ceilDiv(outer * small[axis] * inner, kThreads), kThreads);
             return success();
           })
           .Case([&](ConcatOp c) {
@@ -776,8 +851,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int64_t inner = product(ArrayRef<int64_t>(o).drop_front(axis + 1));
             for (Value input : c.getInputs()) {
               int64_t n = shapeOf(input)[axis];
-              kernelCall("concatPart<" + T(input) + ">(" + P(input, op) +
-                             ", " + res(op) + ", " +
+              kernelCall("concatPart<" + T(input) + ">(" + P(input, op) + ", " +
+                             res(op) + ", " +
                              listOf({outer, n, inner, o[axis], offset}) + ");",
                          ceilDiv(outer * n * inner, kThreads), kThreads);
               offset += n;
@@ -785,17 +860,17 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](LrScheduleOp s) {
-            kernelCall("lrSchedule(" +
-                           std::string(s.getKind() == "cosine" ? "true"
-                                                               : "false") +
-                           ", " + P(s.getStep(), op) + ", " +
-                           P(s.getTotalSteps(), op) + ", " +
-                           doubleLiteral(s.getBaseLr().convertToDouble()) +
-                           ", " + std::to_string(s.getWarmup()) + ", " +
-                           std::to_string(s.getSteps()) + ", " +
-                           doubleLiteral(s.getMinLr().convertToDouble()) +
-                           ", " + res(op) + ");",
-                       1, 32);
+            kernelCall(
+                "lrSchedule(" +
+                    std::string(s.getKind() == "cosine" ? "true" : "false") +
+                    ", " + P(s.getStep(), op) + ", " +
+                    P(s.getTotalSteps(), op) + ", " +
+                    doubleLiteral(s.getBaseLr().convertToDouble()) + ", " +
+                    std::to_string(s.getWarmup()) + ", " +
+                    std::to_string(s.getSteps()) + ", " +
+                    doubleLiteral(s.getMinLr().convertToDouble()) + ", " +
+                    res(op) + ");",
+                1, 32);
             return success();
           })
           .Case([&](GlobalNormOp n) -> LogicalResult {
@@ -819,8 +894,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                            ", f32(r.W));",
                        blocks, kThreads);
             kernelCall("finishSumOfSquares(f32(r.W), " +
-                           std::to_string(blocks) + ", 1.0f, true, " +
-                           res(op) + ");",
+                           std::to_string(blocks) + ", 1.0f, true, " + res(op) +
+                           ");",
                        1, 1024);
             return success();
           })
@@ -841,8 +916,8 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                     P(s.getStep(), op) + ", " +
                     doubleLiteral(s.getMomentum().convertToDouble()) + ", " +
                     doubleLiteral(s.getDampening().convertToDouble()) + ", " +
-                    doubleLiteral(s.getWeightDecay().convertToDouble()) +
-                    ", " + (s.getNesterov() ? "true" : "false") + ");",
+                    doubleLiteral(s.getWeightDecay().convertToDouble()) + ", " +
+                    (s.getNesterov() ? "true" : "false") + ");",
                 ceilDiv(n, kThreads), kThreads);
             return success();
           })
@@ -905,6 +980,28 @@ LogicalResult CudaStepEmitter::emit() {
         name = describeLocation(op->getLoc()) + ": mnemo.adam_update x" +
                std::to_string(group.size()) + " (multi-tensor)";
       emitted = emitAdamGroup(group);
+    } else if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
+      // The next op that writes: a bias add (and ReLU) that cuBLASLt's
+      // epilogue computes while the product is in registers. Only the
+      // very next op, so that no buffer the root's reuses is still live.
+      size_t j = i + 1;
+      while (j < ops.size() &&
+             (llvm::isa<ConstantOp>(ops[j]) || isFused(ops[j])))
+        ++j;
+      Operation *next = j < ops.size() ? ops[j] : nullptr;
+      // Their layouts now (assigning is idempotent), to compare buffers.
+      for (size_t k = i + 1; k <= j && k < ops.size(); ++k)
+        if (failed(layouts.assign(ops[k])))
+          return failure();
+      absorbed = epilogueRoot(matmul, next, absorbedBias, absorbedEpilogue);
+      if (absorbed) {
+        name += " + " + absorbed->getName().getStringRef().str() +
+                " (cuBLASLt epilogue " + absorbedEpilogue + ")";
+      }
+      emitted = emitOp(op);
+      if (absorbed)
+        i = j;
+      absorbed = nullptr;
     } else {
       emitted = emitOp(op);
     }

@@ -198,8 +198,7 @@ std::string codegen::substitute(std::string s,
   return s;
 }
 
-FailureOr<GemmOperand> codegen::gemmOperand(const Layout &l,
-                                            bool opTranspose) {
+FailureOr<GemmOperand> codegen::gemmOperand(const Layout &l, bool opTranspose) {
   size_t r = l.shape.size();
   int64_t rows = l.shape[r - 2], cols = l.shape[r - 1];
   int64_t sr = l.strides[r - 2], sc = l.strides[r - 1];

@@ -487,10 +487,10 @@ int main(int argc, char **argv) {
       fail(error);
   }
   std::string device =
-      executor ? executor->describe()
-               : "CPU, " + std::to_string(cpu::threads()) + " threads" +
-                     (options.device == "cpu" ? std::string()
-                                              : " (" + noGpu + ")");
+      executor
+          ? executor->describe()
+          : "CPU, " + std::to_string(cpu::threads()) + " threads" +
+                (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
   std::printf("device: %s\n", device.c_str());
   if (executor)
     std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",
@@ -501,8 +501,7 @@ int main(int argc, char **argv) {
                 "gradients %s + optimizer state %s + batch %s + workspace "
                 "%s\n",
                 mib(allocated).c_str(), mib(regions.arena).c_str(),
-                mib(regions.parameters).c_str(),
-                mib(regions.gradients).c_str(),
+                mib(regions.parameters).c_str(), mib(regions.gradients).c_str(),
                 mib(regions.optimizerState).c_str(),
                 mib(regions.inputs).c_str(), mib(regions.workspace).c_str());
   std::printf("training steps %lld to %lld of %lld (%lld per epoch, batch "
@@ -652,8 +651,7 @@ int main(int argc, char **argv) {
       total += t;
     int64_t profiled = step - firstStep;
     std::printf("profile: %.3f ms per step in %d ops (%lld steps)\n",
-                1000 * total / double(profiled), numOps,
-                (long long)profiled);
+                1000 * total / double(profiled), numOps, (long long)profiled);
     std::printf("  %9s  %6s  %s\n", "ms/step", "share", "op");
     double shown = 0;
     int lines = 0;

@@ -46,8 +46,7 @@ namespace {
 struct Driver {
   CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
   CUresult (*moduleUnload)(CUmodule) = nullptr;
-  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) =
-      nullptr;
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream, void **,
                            void **) = nullptr;
@@ -57,8 +56,8 @@ struct Driver {
     auto get = [&](const char *symbol, void **fn) {
       cudaDriverEntryPointQueryResult status;
       return cudaGetDriverEntryPointByVersion(symbol, fn, 12000,
-                                              cudaEnableDefault, &status) ==
-                 cudaSuccess &&
+                                              cudaEnableDefault,
+                                              &status) == cudaSuccess &&
              status == cudaDriverEntryPointSuccess && *fn;
     };
     if (!get("cuModuleLoadData", reinterpret_cast<void **>(&moduleLoadData)) ||
@@ -88,7 +87,9 @@ struct KernelRegions {
 };
 
 constexpr int64_t kAlign = 256;
-int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
 constexpr int kControlSlots = 4; // dropout step, error flag, error value, pad
 
 std::string mib(int64_t bytes) {
@@ -299,9 +300,9 @@ bool CudaExecutor::start(std::string &error) {
       return false;
     }
   }
-  description += compiled.fromCache ? ", kernels from the cache"
-                                    : ", kernels compiled by NVRTC " +
-                                          nvrtcVersion();
+  description += compiled.fromCache
+                     ? ", kernels from the cache"
+                     : ", kernels compiled by NVRTC " + nvrtcVersion();
 
   if (!check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
              "cudaStreamCreate") ||
@@ -330,23 +331,28 @@ bool CudaExecutor::start(std::string &error) {
   freeBefore = int64_t(freeBytes);
   workspaceBytes = aligned(std::max(cudaModel.workspaceBytes, int64_t(1)));
   int64_t inputs = aligned(std::max<int64_t>(sizes.inputs, 1));
-  int64_t parts[] = {aligned(sizes.parameters), aligned(sizes.gradients),
-                     aligned(sizes.optimizerState), inputs,
-                     aligned(sizes.arena), workspaceBytes, inputs,
+  int64_t parts[] = {aligned(sizes.parameters),
+                     aligned(sizes.gradients),
+                     aligned(sizes.optimizerState),
+                     inputs,
+                     aligned(sizes.arena),
+                     workspaceBytes,
+                     inputs,
                      aligned(kControlSlots * 8)};
   allocation = 0;
   for (int64_t p : parts)
     allocation += p;
   if (cudaMalloc(&block, size_t(allocation)) != cudaSuccess) {
     block = nullptr;
-    error = "cannot allocate the plan's " + mib(allocation) +
-            " on the GPU (" + mib(int64_t(freeBytes)) + " free)";
+    error = "cannot allocate the plan's " + mib(allocation) + " on the GPU (" +
+            mib(int64_t(freeBytes)) + " free)";
     return false;
   }
   uint8_t *at = block;
-  uint8_t **fields[] = {&regions.parameters, &regions.gradients,
+  uint8_t **fields[] = {&regions.parameters,     &regions.gradients,
                         &regions.optimizerState, &inputSlots[0],
-                        &regions.arena, &regions.workspace, &inputSlots[1]};
+                        &regions.arena,          &regions.workspace,
+                        &inputSlots[1]};
   for (int i = 0; i < 7; ++i) {
     *fields[i] = at;
     at += parts[i];
@@ -487,8 +493,9 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
   pinnedControl[slot * kControlSlots] = step;
   if (!check(cudaStreamWaitEvent(compute, uploaded[slot], 0),
              "cudaStreamWaitEvent") ||
-      !check(cudaMemcpyAsync(regions.control, pinnedControl + slot * kControlSlots,
-                             8, cudaMemcpyHostToDevice, compute),
+      !check(cudaMemcpyAsync(regions.control,
+                             pinnedControl + slot * kControlSlots, 8,
+                             cudaMemcpyHostToDevice, compute),
              "setting the step")) {
     error = failure;
     return false;
@@ -502,13 +509,12 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
   } else {
     if (!graphs[slot]) {
       cudaGraph_t graph;
-      if (!check(cudaStreamBeginCapture(compute,
-                                        cudaStreamCaptureModeThreadLocal),
-                 "cudaStreamBeginCapture"))
+      if (!check(
+              cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
+              "cudaStreamBeginCapture"))
         return checkStep(error);
       cudaModel.trainStep.run(*this);
-      if (!check(cudaStreamEndCapture(compute, &graph),
-                 "capturing the step") ||
+      if (!check(cudaStreamEndCapture(compute, &graph), "capturing the step") ||
           !check(cudaGraphInstantiate(&graphs[slot], graph, 0),
                  "instantiating the step's graph"))
         return checkStep(error);
@@ -573,17 +579,17 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
                           uint32_t blockSize) {
   if (!failure.empty())
     return;
-  KernelRegions args = {regions.arena,          regions.parameters,
-                        regions.gradients,      regions.optimizerState,
-                        regions.inputs,         regions.workspace,
+  KernelRegions args = {regions.arena,     regions.parameters,
+                        regions.gradients, regions.optimizerState,
+                        regions.inputs,    regions.workspace,
                         regions.control};
   void *params[] = {&args};
-  CUresult r = driver.launchKernel(functions[kernel], gridX, gridY, 1,
-                                   blockSize, 1, 1, 0, compute, params,
-                                   nullptr);
+  CUresult r =
+      driver.launchKernel(functions[kernel], gridX, gridY, 1, blockSize, 1, 1,
+                          0, compute, params, nullptr);
   if (r != CUDA_SUCCESS)
-    failure = std::string("launching ") + cudaModel.kernelNames[kernel] +
-              ": " + driver.message(r);
+    failure = std::string("launching ") + cudaModel.kernelNames[kernel] + ": " +
+              driver.message(r);
 }
 
 bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
@@ -596,19 +602,19 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
       cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
           CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                     &opB, sizeof(opB)) ==
-          CUBLAS_STATUS_SUCCESS &&
+                                     &opB,
+                                     sizeof(opB)) == CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                     &opA, sizeof(opA)) ==
-          CUBLAS_STATUS_SUCCESS;
+                                     &opA,
+                                     sizeof(opA)) == CUBLAS_STATUS_SUCCESS;
   // Stored shapes, column-major: B is (n x k) or, transposed, (k x n).
   ok = ok &&
        cublasLtMatrixLayoutCreate(&plan.a, type, call.transB ? call.k : call.n,
-                                  call.transB ? call.n : call.k, call.ldb) ==
-           CUBLAS_STATUS_SUCCESS &&
+                                  call.transB ? call.n : call.k,
+                                  call.ldb) == CUBLAS_STATUS_SUCCESS &&
        cublasLtMatrixLayoutCreate(&plan.b, type, call.transA ? call.m : call.k,
-                                  call.transA ? call.k : call.m, call.lda) ==
-           CUBLAS_STATUS_SUCCESS &&
+                                  call.transA ? call.k : call.m,
+                                  call.lda) == CUBLAS_STATUS_SUCCESS &&
        cublasLtMatrixLayoutCreate(&plan.c, type, call.n, call.m, call.ldc) ==
            CUBLAS_STATUS_SUCCESS;
   if (ok && call.batch > 1) {
@@ -624,15 +630,13 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
                &strides[i], sizeof(strides[i])) == CUBLAS_STATUS_SUCCESS;
   }
   if (ok && call.epilogue != Epilogue::None) {
-    cublasLtEpilogue_t epilogue = call.epilogue == Epilogue::Bias
-                                      ? CUBLASLT_EPILOGUE_BIAS
-                                  : call.epilogue == Epilogue::ReluBias
-                                      ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                      : CUBLASLT_EPILOGUE_GELU_BIAS;
-    ok = cublasLtMatmulDescSetAttribute(plan.desc,
-                                        CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                        &epilogue, sizeof(epilogue)) ==
-         CUBLAS_STATUS_SUCCESS;
+    cublasLtEpilogue_t epilogue =
+        call.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
+        : call.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                              : CUBLASLT_EPILOGUE_GELU_BIAS;
+    ok = cublasLtMatmulDescSetAttribute(
+             plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+             sizeof(epilogue)) == CUBLAS_STATUS_SUCCESS;
   }
   cublasLtMatmulPreference_t preference = nullptr;
   size_t limit = size_t(workspaceBytes);
@@ -695,14 +699,14 @@ bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
       cudnnCreateFilterDescriptor(&plan.w) == CUDNN_STATUS_SUCCESS &&
       cudnnCreateConvolutionDescriptor(&plan.conv) == CUDNN_STATUS_SUCCESS &&
       cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, type, int(call.n),
-                                 int(call.c), int(call.h), int(call.w)) ==
-          CUDNN_STATUS_SUCCESS &&
+                                 int(call.c), int(call.h),
+                                 int(call.w)) == CUDNN_STATUS_SUCCESS &&
       cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, type, int(call.n),
-                                 int(call.o), int(call.ho), int(call.wo)) ==
-          CUDNN_STATUS_SUCCESS &&
+                                 int(call.o), int(call.ho),
+                                 int(call.wo)) == CUDNN_STATUS_SUCCESS &&
       cudnnSetFilter4dDescriptor(plan.w, type, CUDNN_TENSOR_NCHW, int(call.o),
-                                 int(call.c), int(call.kh), int(call.kw)) ==
-          CUDNN_STATUS_SUCCESS &&
+                                 int(call.c), int(call.kh),
+                                 int(call.kw)) == CUDNN_STATUS_SUCCESS &&
       cudnnSetConvolution2dDescriptor(
           plan.conv, int(call.padH), int(call.padW), int(call.strideH),
           int(call.strideW), 1, 1, CUDNN_CROSS_CORRELATION,
@@ -770,16 +774,14 @@ void CudaExecutor::conv(const ConvCall &call, const uint8_t *first,
   cudnnStatus_t s;
   if (call.kind == ConvKind::Forward)
     s = cudnnConvolutionForward(dnn, &one, plan.x, first, plan.w, second,
-                                plan.conv,
-                                cudnnConvolutionFwdAlgo_t(plan.algo),
+                                plan.conv, cudnnConvolutionFwdAlgo_t(plan.algo),
                                 regions.workspace, ws, &zeroValue, plan.y,
                                 result);
   else if (call.kind == ConvKind::InputGrad)
-    s = cudnnConvolutionBackwardData(dnn, &one, plan.w, second, plan.y, first,
-                                     plan.conv,
-                                     cudnnConvolutionBwdDataAlgo_t(plan.algo),
-                                     regions.workspace, ws, &zeroValue, plan.x,
-                                     result);
+    s = cudnnConvolutionBackwardData(
+        dnn, &one, plan.w, second, plan.y, first, plan.conv,
+        cudnnConvolutionBwdDataAlgo_t(plan.algo), regions.workspace, ws,
+        &zeroValue, plan.x, result);
   else
     s = cudnnConvolutionBackwardFilter(
         dnn, &one, plan.x, second, plan.y, first, plan.conv,

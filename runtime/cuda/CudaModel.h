@@ -47,8 +47,7 @@ struct ConvCall {
 
 /// The plan's regions on the device.
 struct DeviceRegions {
-  uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs,
-      *workspace;
+  uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs, *workspace;
   int64_t *control;
 };
 

@@ -96,7 +96,8 @@ __device__ __forceinline__ float ld(__nv_bfloat16 x) {
 __device__ __forceinline__ float ld(__half x) { return __half2float(x); }
 template <typename T> __device__ __forceinline__ T st(float x);
 template <> __device__ __forceinline__ float st<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) {
+template <>
+__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
 template <> __device__ __forceinline__ __half st<__half>(float x) {
@@ -151,8 +152,8 @@ __device__ __forceinline__ float geluExactGrad(float g, float x) {
 __device__ __forceinline__ float geluTanhGrad(float g, float x) {
   const float k = 0.79788456080286536f;
   float t = fastTanh(k * (x + 0.044715f * x * x * x));
-  return g * (0.5f * (1.0f + t) +
-              0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x));
+  return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k *
+                                      (1.0f + 3.0f * 0.044715f * x * x));
 }
 __device__ __forceinline__ uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -512,8 +513,8 @@ __device__ void crossEntropyGrad(const Regions &r, const float *grad,
     sum = blockSum(sum);
     float logSum = logf(sum) + m;
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      out[c] = st<T>((fastExp(ld(xs[c]) - logSum) - (c == t ? 1.0f : 0.0f)) *
-                     scale);
+      out[c] =
+          st<T>((fastExp(ld(xs[c]) - logSum) - (c == t ? 1.0f : 0.0f)) * scale);
   }
 }
 
@@ -583,8 +584,8 @@ __device__ void sumOfSquaresPartial(const Regions &r, const TensorRef *tensors,
 
 /// Second pass: one block sums the partials; the result is scaled (by 1/n
 /// for mse) and optionally square-rooted (for the norm).
-__device__ void finishSumOfSquares(const float *partial, int count,
-                                   float scale, bool root, float *out) {
+__device__ void finishSumOfSquares(const float *partial, int count, float scale,
+                                   bool root, float *out) {
   float sum = 0;
   for (int i = threadIdx.x; i < count; i += blockDim.x)
     sum += partial[i];
@@ -623,9 +624,9 @@ __device__ void embedding(const Regions &r, const T *table,
 
 /// Scatter-add into a zeroed table gradient (the host zeroes it first).
 template <typename T>
-__device__ void embeddingGradScatter(const float *grad,
-                                     const int32_t *indices, int64_t count,
-                                     int64_t rows, int64_t dim, float *out) {
+__device__ void embeddingGradScatter(const float *grad, const int32_t *indices,
+                                     int64_t count, int64_t rows, int64_t dim,
+                                     float *out) {
   int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= count * dim)
     return;
@@ -723,8 +724,7 @@ __device__ int64_t windowArgmax(const PoolShape &s, const T *plane, int64_t oh,
 }
 
 template <bool IsMax, typename T>
-__device__ void pool2dGrad(const PoolShape &s, const T *dy, const T *x,
-                           T *dx) {
+__device__ void pool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
   int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= s.nc * s.h * s.w)
     return;
@@ -766,14 +766,13 @@ __device__ void lrSchedule(bool cosine, const int32_t *step,
   } else if (cosine) {
     double progress = (s - double(warmup)) / fmax(1.0, total - double(warmup));
     progress = fmin(1.0, fmax(0.0, progress));
-    lr = minLr + (baseLr - minLr) * 0.5 * (1.0 + cos(3.14159265358979323846 *
-                                                    progress));
+    lr = minLr + (baseLr - minLr) * 0.5 *
+                     (1.0 + cos(3.14159265358979323846 * progress));
   }
   *out = float(lr);
 }
 
-__device__ void clipCoefficient(const float *norm, double maxNorm,
-                                float *out) {
+__device__ void clipCoefficient(const float *norm, double maxNorm, float *out) {
   *out = fminf(float(maxNorm) / (*norm + 1e-6f), 1.0f);
 }
 
@@ -836,8 +835,8 @@ template <typename T>
 __device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
                           const T *buffer, T *newParam, T *newBuffer,
                           const float *lrPtr, const int32_t *stepPtr,
-                          double momentum, double dampening,
-                          double weightDecay, bool nesterov) {
+                          double momentum, double dampening, double weightDecay,
+                          bool nesterov) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n)
     return;

@@ -77,15 +77,16 @@ bool mnemo::cuda::compileKernels(const std::string &source,
                                  const std::string &arch, bool useCache,
                                  CompiledKernels &out, std::string &error) {
   std::vector<std::string> options = {"--gpu-architecture=" + arch,
-                                      "--std=c++17", "--device-as-default-execution-space"};
+                                      "--std=c++17",
+                                      "--device-as-default-execution-space"};
 #ifdef MNEMO_CUDA_INCLUDE
   options.push_back("--include-path=" MNEMO_CUDA_INCLUDE);
 #endif
   if (const char *include = std::getenv("MNEMO_CUDA_INCLUDE"))
     options.push_back(std::string("--include-path=") + include);
 
-  std::string key = source + '\0' + kKernelLibrary + '\0' + arch + '\0' +
-                    nvrtcVersion();
+  std::string key =
+      source + '\0' + kKernelLibrary + '\0' + arch + '\0' + nvrtcVersion();
   for (const std::string &o : options)
     key += '\0' + o;
   char name[64];

@@ -52,7 +52,17 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-enum class Emit { AST, MLIR, Params, Plan, Cpp, Cuda, CudaKernels, Trainer, Project };
+enum class Emit {
+  AST,
+  MLIR,
+  Params,
+  Plan,
+  Cpp,
+  Cuda,
+  CudaKernels,
+  Trainer,
+  Project
+};
 
 cl::OptionCategory category("mnemoc options");
 
