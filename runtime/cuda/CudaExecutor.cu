@@ -202,6 +202,9 @@ private:
   int64_t *pinnedErrors = nullptr;
   cudaEvent_t uploaded[2] = {nullptr, nullptr};
   int64_t stagedStep[2] = {-1, -1};
+  /// The buffer of the last train step: free once it ran (eval uses it;
+  /// the other may hold the next step's staged batch).
+  int lastSlot = 0;
   cudaGraphExec_t graphs[2] = {nullptr, nullptr};
   int64_t eagerSteps = 0;
 
@@ -489,6 +492,7 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
   if (stagedStep[slot] != step && !stage(step, fetch, error))
     return false;
   useSlot(slot);
+  lastSlot = slot;
   // The dropout step, from pinned memory that stays put until the copy ran.
   pinnedControl[slot * kControlSlots] = step;
   if (!check(cudaStreamWaitEvent(compute, uploaded[slot], 0),
@@ -551,17 +555,20 @@ bool CudaExecutor::eval(StepMemory &host, std::string &error) {
     error = "the model has no eval step";
     return false;
   }
-  // The eval batch goes to buffer 0 after the pending steps finished.
-  useSlot(0);
+  // The eval batch goes to the last train step's buffer (that step has
+  // run; the other buffer may hold the next step's batch, already taken
+  // from the loader).
+  int slot = lastSlot;
+  useSlot(slot);
   if (!check(cudaStreamSynchronize(compute), "the last step") ||
-      !check(cudaStreamSynchronize(copy), "the last copy") ||
-      !check(cudaMemcpyAsync(inputSlots[0], host.inputs, size_t(sizes.inputs),
-                             cudaMemcpyHostToDevice, compute),
+      !check(cudaMemcpyAsync(inputSlots[slot], host.inputs,
+                             size_t(sizes.inputs), cudaMemcpyHostToDevice,
+                             compute),
              "copying a batch")) {
     error = failure;
     return false;
   }
-  stagedStep[0] = -1; // buffer 0 no longer holds a staged train batch
+  stagedStep[slot] = -1;
   cudaModel.evalStep.run(*this);
   if (!readResults(model.evalStep, host, error))
     return false;
