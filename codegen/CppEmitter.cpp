@@ -179,20 +179,13 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
 
 LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
                                       bool batched) {
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
-        result = op->getResult(0);
-  Layout a = layouts.lookup(lhs), b = layouts.lookup(rhs),
-         c = layouts.lookup(result);
-  if (a.isSplat() || b.isSplat())
-    return error(op, "a matrix product of a constant is not supported");
-  FailureOr<GemmOperand> ga = gemmOperand(a, ta), gb = gemmOperand(b, tb);
-  if (failed(ga) || failed(gb))
-    return error(op, "internal error: a GEMM operand has no unit stride");
-  Shape cs = c.shape;
-  size_t r = cs.size();
-  int64_t m = cs[r - 2], n = cs[r - 1];
-  int64_t k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
-  Shape batch(cs.begin(), cs.end() - 2);
+  FailureOr<GemmProblem> problem = layouts.gemmProblem(op, ta, tb);
+  if (failed(problem))
+    return failure();
+  const Layout &a = problem->a, &c = problem->c;
+  const GemmOperand *ga = &problem->ga, *gb = &problem->gb;
+  int64_t m = problem->m, n = problem->n, k = problem->k;
+  const Shape &batch = problem->batch;
   std::string call = ga->transpose ? "true" : "false";
   call += std::string(", ") + (gb->transpose ? "true" : "false");
   // The rows of a contiguous, untransposed lhs are one matrix.

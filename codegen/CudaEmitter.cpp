@@ -316,18 +316,15 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
                                           bool batched) {
   Value lhs = op->getOperand(0), rhs = op->getOperand(1),
         result = op->getResult(0);
-  Layout a = layouts.lookup(lhs), b = layouts.lookup(rhs),
-         c = layouts.lookup(result);
-  if (a.isSplat() || b.isSplat() || a.base == 0 || b.base == 0)
+  FailureOr<GemmProblem> problem = layouts.gemmProblem(op, ta, tb);
+  if (failed(problem))
+    return failure();
+  const Layout &a = problem->a, &b = problem->b, &c = problem->c;
+  if (a.base == 0 || b.base == 0)
     return error(op, "a matrix product of a constant is not supported");
-  FailureOr<GemmOperand> ga = gemmOperand(a, ta), gb = gemmOperand(b, tb);
-  if (failed(ga) || failed(gb))
-    return error(op, "internal error: a GEMM operand has no unit stride");
-  Shape cs = c.shape;
-  size_t r = cs.size();
-  int64_t m = cs[r - 2], n = cs[r - 1];
-  int64_t k = ta ? a.shape[a.shape.size() - 2] : a.shape.back();
-  Shape batch(cs.begin(), cs.end() - 2);
+  const GemmOperand *ga = &problem->ga, *gb = &problem->gb;
+  int64_t m = problem->m, n = problem->n, k = problem->k;
+  Shape batch = problem->batch;
   Shape aStrides = ga->batchStrides;
   Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
   Shape cStrides(c.strides.begin(), c.strides.end() - 2);

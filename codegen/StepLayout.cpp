@@ -403,6 +403,31 @@ FailureOr<std::string> StepLayouts::pointer(Value v, Operation *user) {
   return l.pointer;
 }
 
+FailureOr<GemmProblem> StepLayouts::gemmProblem(Operation *op, bool ta,
+                                                bool tb) {
+  GemmProblem p;
+  p.a = layouts.lookup(op->getOperand(0));
+  p.b = layouts.lookup(op->getOperand(1));
+  p.c = layouts.lookup(op->getResult(0));
+  if (p.a.isSplat() || p.b.isSplat()) {
+    error(op, "a matrix product of a constant is not supported");
+    return failure();
+  }
+  FailureOr<GemmOperand> ga = gemmOperand(p.a, ta), gb = gemmOperand(p.b, tb);
+  if (failed(ga) || failed(gb)) {
+    error(op, "internal error: a GEMM operand has no unit stride");
+    return failure();
+  }
+  p.ga = *ga;
+  p.gb = *gb;
+  size_t r = p.c.shape.size();
+  p.m = p.c.shape[r - 2];
+  p.n = p.c.shape[r - 1];
+  p.k = ta ? p.a.shape[p.a.shape.size() - 2] : p.a.shape.back();
+  p.batch.assign(p.c.shape.begin(), p.c.shape.end() - 2);
+  return p;
+}
+
 //===----------------------------------------------------------------------===//
 // Fused loops
 //===----------------------------------------------------------------------===//

@@ -112,6 +112,15 @@ struct GemmOperand {
 };
 mlir::FailureOr<GemmOperand> gemmOperand(const Layout &l, bool opTranspose);
 
+/// A matrix product's operands as BLAS sees them, and its sizes: C [batch...,
+/// m, n] = op(A) op(B) with k the inner dimension.
+struct GemmProblem {
+  Layout a, b, c;
+  GemmOperand ga, gb;
+  int64_t m = 0, n = 0, k = 0;
+  Shape batch;
+};
+
 /// Every value of one planned step function and where it lives.
 class StepLayouts {
 public:
@@ -146,6 +155,11 @@ public:
   /// A pointer to the value's contiguous elements (a splat gets a constant
   /// array of its own).
   mlir::FailureOr<std::string> pointer(mlir::Value v, mlir::Operation *user);
+
+  /// The GEMM of a matmul or batch_matmul (transposing its operands as the
+  /// op says); an error on the op when an operand is a splat constant.
+  mlir::FailureOr<GemmProblem> gemmProblem(mlir::Operation *op, bool ta,
+                                           bool tb);
 
   /// Declares a shape array among the constants and returns its name.
   std::string shapeArray(const Shape &shape);

@@ -451,6 +451,18 @@ __device__ void layerNormGradFinish(const float *partial, int64_t chunks,
     dbias[j] = st<T>(db);
 }
 
+/// log(sum(exp(x))) of a row of n, by the whole block (max-shifted).
+template <typename T> __device__ float rowLogSumExp(const T *xs, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    m = fmaxf(m, ld(xs[c]));
+  m = blockMax(m);
+  float sum = 0;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+    sum += fastExp(ld(xs[c]) - m);
+  return logf(blockSum(sum)) + m;
+}
+
 /// Cross-entropy, first pass: one block per row writes the row's loss
 /// (log-sum-exp minus the target's logit) to `rowLoss`.
 template <typename T>
@@ -460,19 +472,12 @@ __device__ void crossEntropyRows(const Regions &r, const T *logits,
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *xs = logits + row * classes;
     int32_t t = targets[row];
-    float m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      m = fmaxf(m, ld(xs[c]));
-    m = blockMax(m);
-    float sum = 0;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      sum += fastExp(ld(xs[c]) - m);
-    sum = blockSum(sum);
+    float logSum = rowLogSumExp(xs, classes);
     if (threadIdx.x == 0) {
       bool valid = t >= 0 && t < classes;
       if (!valid)
         raiseError(r, kTargetOutOfRange, t);
-      rowLoss[row] = valid ? logf(sum) + m - ld(xs[t]) : 0.0f;
+      rowLoss[row] = valid ? logSum - ld(xs[t]) : 0.0f;
     }
   }
 }
@@ -503,15 +508,7 @@ __device__ void crossEntropyGrad(const Regions &r, const float *grad,
         raiseError(r, kTargetOutOfRange, t);
       t = -1;
     }
-    float m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      m = fmaxf(m, ld(xs[c]));
-    m = blockMax(m);
-    float sum = 0;
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      sum += fastExp(ld(xs[c]) - m);
-    sum = blockSum(sum);
-    float logSum = logf(sum) + m;
+    float logSum = rowLogSumExp(xs, classes);
     for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
       out[c] =
           st<T>((fastExp(ld(xs[c]) - logSum) - (c == t ? 1.0f : 0.0f)) * scale);
