@@ -31,7 +31,7 @@ llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp", "mnem
 # UNSUPPORTED (skipped, with the missing feature named) on machines without.
 if config.mnemo_cuda in ("ON", "1", "TRUE"):
     config.available_features.add("cuda-toolkit")
-    llvm_config.add_tool_substitutions(["mnemo-nvrtc"], [config.mnemo_tools_dir])
+    llvm_config.add_tool_substitutions(["mnemo-nvrtc", "mnemo-build-emulated-trainer"], [config.mnemo_tools_dir])
     import subprocess
     try:
         smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)

@@ -600,33 +600,33 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
 }
 
 bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B is
-  // cuBLASLt's first operand.
+  // cuBLASLt's column-major form (CudaModel.h): B is its first operand.
+  ColumnMajorGemm g = columnMajor(call);
   cudaDataType_t type = cudaType(call.dtype);
-  cublasOperation_t opB = call.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opA = call.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opX = g.transX ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opY = g.transY ? CUBLAS_OP_T : CUBLAS_OP_N;
   bool ok =
       cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
           CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                     &opB,
-                                     sizeof(opB)) == CUBLAS_STATUS_SUCCESS &&
+                                     &opX,
+                                     sizeof(opX)) == CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                     &opA,
-                                     sizeof(opA)) == CUBLAS_STATUS_SUCCESS;
-  // Stored shapes, column-major: B is (n x k) or, transposed, (k x n).
+                                     &opY,
+                                     sizeof(opY)) == CUBLAS_STATUS_SUCCESS;
   ok = ok &&
-       cublasLtMatrixLayoutCreate(&plan.a, type, call.transB ? call.k : call.n,
-                                  call.transB ? call.n : call.k,
-                                  call.ldb) == CUBLAS_STATUS_SUCCESS &&
-       cublasLtMatrixLayoutCreate(&plan.b, type, call.transA ? call.m : call.k,
-                                  call.transA ? call.k : call.m,
-                                  call.lda) == CUBLAS_STATUS_SUCCESS &&
-       cublasLtMatrixLayoutCreate(&plan.c, type, call.n, call.m, call.ldc) ==
-           CUBLAS_STATUS_SUCCESS;
-  if (ok && call.batch > 1) {
-    int32_t count = int32_t(call.batch);
-    int64_t strides[3] = {call.strideB, call.strideA, call.strideC};
+       cublasLtMatrixLayoutCreate(&plan.a, type, uint64_t(g.xRows),
+                                  uint64_t(g.xCols),
+                                  g.ldx) == CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatrixLayoutCreate(&plan.b, type, uint64_t(g.yRows),
+                                  uint64_t(g.yCols),
+                                  g.ldy) == CUBLAS_STATUS_SUCCESS &&
+       cublasLtMatrixLayoutCreate(&plan.c, type, uint64_t(g.dRows),
+                                  uint64_t(g.dCols),
+                                  g.ldd) == CUBLAS_STATUS_SUCCESS;
+  if (ok && g.batch > 1) {
+    int32_t count = int32_t(g.batch);
+    int64_t strides[3] = {g.strideX, g.strideY, g.strideD};
     cublasLtMatrixLayout_t layouts[3] = {plan.a, plan.b, plan.c};
     for (int i = 0; i < 3 && ok; ++i)
       ok = cublasLtMatrixLayoutSetAttribute(

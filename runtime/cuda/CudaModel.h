@@ -35,6 +35,38 @@ struct GemmCall {
   Epilogue epilogue;
 };
 
+/// A GemmCall as cuBLASLt (column-major) computes it: D = op(X) op(Y)
+/// with X = B and Y = A, since row-major C = op(A) op(B) is column-major
+/// C^T = op(B)^T op(A)^T. Each operand's stored matrix is rows x cols with
+/// its leading dimension; D is n x m with ld ldc.
+struct ColumnMajorGemm {
+  bool transX, transY;
+  int64_t xRows, xCols, ldx, yRows, yCols, ldy, dRows, dCols, ldd;
+  int64_t batch, strideX, strideY, strideD;
+};
+
+inline ColumnMajorGemm columnMajor(const GemmCall &c) {
+  ColumnMajorGemm g;
+  g.transX = c.transB;
+  g.transY = c.transA;
+  // B is stored (row-major) k x n, or n x k when transposed: column-major
+  // that is n x k (ld ldb), or k x n.
+  g.xRows = c.transB ? c.k : c.n;
+  g.xCols = c.transB ? c.n : c.k;
+  g.ldx = c.ldb;
+  g.yRows = c.transA ? c.m : c.k;
+  g.yCols = c.transA ? c.k : c.m;
+  g.ldy = c.lda;
+  g.dRows = c.n;
+  g.dCols = c.m;
+  g.ldd = c.ldc;
+  g.batch = c.batch;
+  g.strideX = c.strideB;
+  g.strideY = c.strideA;
+  g.strideD = c.strideC;
+  return g;
+}
+
 enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
 
 /// An NCHW convolution (cross-correlation, as PyTorch) for cuDNN.

@@ -39,12 +39,18 @@
 #define NAN __int_as_float(0x7fffffff)
 #endif
 
+#ifdef __CUDACC_RTC__
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
+#else
+// Compiled as host C++ by the test suite's CUDA emulator
+// (test/cuda-emulator/), which runs the kernels on the CPU.
+#include <cstdint>
+#endif
 
 namespace mnemo {
 namespace cuda {

@@ -1,0 +1,255 @@
+//===- EmulatedExecutor.cpp - The CUDA steps, run on the CPU --------------===//
+//
+// The device executor of an emulated trainer (test/cuda-emulator/
+// build-trainer.sh): the model's generated CUDA host code and kernels,
+// compiled as host C++, run against host memory laid out exactly as the
+// CUDA executor lays out its one device allocation. Kernel launches go to
+// the fiber scheduler; GEMMs are computed from their column-major form
+// (CudaModel.h's columnMajor, which the CUDA executor hands to cuBLASLt),
+// with the epilogues; convolutions use the CPU kernels (cuDNN computes the
+// same cross-correlation).
+//
+// What it checks: the generated kernels' arithmetic, indexing, launch
+// configurations, tables and workspace use, and the GEMM calls' mapping.
+// What it cannot: timing, streams, graphs, NVRTC's code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cuda/CudaModel.h"
+#include "test/cuda-emulator/Emulator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <vector>
+
+using namespace mnemo;
+using namespace mnemo::runtime;
+using namespace mnemo::cuda;
+
+namespace {
+
+/// runtime/cuda/Kernels.cuh's Regions, field for field.
+struct KernelRegions {
+  uint8_t *A, *P, *G, *S, *I, *W;
+  int64_t *control;
+};
+using Kernel = void (*)(KernelRegions);
+
+struct Launch {
+  Kernel kernel;
+  KernelRegions regions;
+};
+void trampoline(const void *argument) {
+  const Launch *l = static_cast<const Launch *>(argument);
+  l->kernel(l->regions);
+}
+
+constexpr int64_t kAlign = 256;
+int64_t aligned(int64_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+class EmulatedExecutor final : public DeviceExecutor, public StepLauncher {
+public:
+  EmulatedExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel)
+      : model(model), cudaModel(cudaModel) {}
+  ~EmulatedExecutor() override { std::free(block); }
+
+  bool start(std::string &error) {
+    sizes = regionsOf(model);
+    for (int k = 0; k < cudaModel.numKernels; ++k) {
+      void *symbol = dlsym(RTLD_DEFAULT, cudaModel.kernelNames[k]);
+      if (!symbol) {
+        error = std::string("kernel ") + cudaModel.kernelNames[k] +
+                " is not in the program (link with -rdynamic)";
+        return false;
+      }
+      kernels.push_back(reinterpret_cast<Kernel>(symbol));
+    }
+    workspaceBytes = aligned(std::max<int64_t>(cudaModel.workspaceBytes, 1));
+    int64_t inputs = aligned(std::max<int64_t>(sizes.inputs, 1));
+    int64_t parts[] = {aligned(sizes.parameters),
+                       aligned(sizes.gradients),
+                       aligned(sizes.optimizerState),
+                       inputs,
+                       aligned(sizes.arena),
+                       workspaceBytes,
+                       inputs,
+                       kAlign};
+    for (int64_t p : parts)
+      allocation += p;
+    block = static_cast<uint8_t *>(std::aligned_alloc(kAlign, allocation));
+    // Not zeroed: stale bytes in the arena or workspace must not matter.
+    std::memset(block, 0xA5, allocation);
+    uint8_t *at = block;
+    uint8_t **fields[] = {&regions.parameters,
+                          &regions.gradients,
+                          &regions.optimizerState,
+                          &slots[0],
+                          &regions.arena,
+                          &regions.workspace,
+                          &slots[1]};
+    for (int i = 0; i < 7; ++i) {
+      *fields[i] = at;
+      at += parts[i];
+    }
+    regions.control = reinterpret_cast<int64_t *>(at);
+    std::memset(regions.control, 0, kAlign);
+    regions.inputs = slots[0];
+    return true;
+  }
+
+  std::string describe() const override {
+    return "CUDA emulated on the CPU (test/cuda-emulator)";
+  }
+  int64_t allocatedBytes() const override { return allocation; }
+  std::string allocationSummary() const override {
+    return std::to_string(allocation) + " bytes in one allocation";
+  }
+  int64_t measuredDeviceBytes() override { return allocation; }
+  bool upload(const StepMemory &host, std::string &) override {
+    std::memcpy(regions.parameters, host.parameters, sizes.parameters);
+    std::memcpy(regions.optimizerState, host.optimizerState,
+                sizes.optimizerState);
+    return true;
+  }
+  bool download(StepMemory &host, std::string &) override {
+    std::memcpy(host.parameters, regions.parameters, sizes.parameters);
+    std::memcpy(host.optimizerState, regions.optimizerState,
+                sizes.optimizerState);
+    return true;
+  }
+  bool train(int64_t step, int64_t, const FetchBatch &fetch, StepMemory &host,
+             double *, std::string &error) override {
+    int slot = int(step % 2);
+    regions.inputs = slots[slot];
+    if (!fetch(step, regions.inputs, error))
+      return false;
+    regions.control[0] = step;
+    cudaModel.trainStep.run(*this);
+    std::memcpy(host.inputs, regions.inputs, sizes.inputs);
+    return finish(model.trainStep, host, error);
+  }
+  bool eval(StepMemory &host, std::string &error) override {
+    std::memcpy(regions.inputs, host.inputs, sizes.inputs);
+    cudaModel.evalStep.run(*this);
+    return finish(model.evalStep, host, error);
+  }
+  int numTrainOps() const override { return cudaModel.trainStep.numOps; }
+  const char *const *trainOpNames() const override {
+    return cudaModel.trainStep.opNames;
+  }
+
+  void launch(int kernel, uint32_t gridX, uint32_t gridY,
+              uint32_t threads) override {
+    Launch l{kernels[kernel],
+             {regions.arena, regions.parameters, regions.gradients,
+              regions.optimizerState, regions.inputs, regions.workspace,
+              regions.control}};
+    emulator::launch(trampoline, &l, gridX, gridY, threads);
+  }
+
+  void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+            uint8_t *c, const uint8_t *bias) override {
+    if (call.dtype != DType::F32) {
+      failure = "the emulator computes f32 GEMMs only";
+      return;
+    }
+    // D = op(X) op(Y), column-major, as cuBLASLt is asked to compute it.
+    ColumnMajorGemm g = columnMajor(call);
+    const float *x0 = reinterpret_cast<const float *>(b);
+    const float *y0 = reinterpret_cast<const float *>(a);
+    float *d0 = reinterpret_cast<float *>(c);
+    const float *biasRow = reinterpret_cast<const float *>(bias);
+    int64_t inner = g.transX ? g.xRows : g.xCols;
+    for (int64_t batch = 0; batch < std::max<int64_t>(1, g.batch); ++batch) {
+      const float *x = x0 + batch * g.strideX, *y = y0 + batch * g.strideY;
+      float *d = d0 + batch * g.strideD;
+      for (int64_t col = 0; col < g.dCols; ++col)
+        for (int64_t row = 0; row < g.dRows; ++row) {
+          double sum = 0;
+          for (int64_t k = 0; k < inner; ++k) {
+            float xv = g.transX ? x[k + row * g.ldx] : x[row + k * g.ldx];
+            float yv = g.transY ? y[col + k * g.ldy] : y[k + col * g.ldy];
+            sum += double(xv) * double(yv);
+          }
+          float v = float(sum);
+          if (call.epilogue != Epilogue::None)
+            v += biasRow[row];
+          if (call.epilogue == Epilogue::ReluBias)
+            v = v > 0.0f ? v : 0.0f;
+          d[row + col * g.ldd] = v;
+        }
+    }
+  }
+
+  void conv(const ConvCall &call, const uint8_t *first, const uint8_t *second,
+            uint8_t *result) override {
+    cpu::ConvShape s = {
+        call.n,       call.c,    call.h,    call.w,  call.o,
+        call.kh,      call.kw,   call.ho,   call.wo, call.strideH,
+        call.strideW, call.padH, call.padW, 1};
+    // The CPU kernels' workspace for one image: its columns and its
+    // output rows.
+    std::vector<float> scratch(
+        size_t((call.c * call.kh * call.kw + call.o) * call.ho * call.wo));
+    auto f = [](const uint8_t *p) {
+      return reinterpret_cast<const float *>(p);
+    };
+    float *out = reinterpret_cast<float *>(result);
+    if (call.kind == ConvKind::Forward)
+      cpu::conv2d(s, f(first), f(second), out, scratch.data());
+    else if (call.kind == ConvKind::InputGrad)
+      cpu::conv2dInputGrad(s, f(first), f(second), out, scratch.data());
+    else
+      cpu::conv2dWeightGrad(s, f(first), f(second), out, scratch.data());
+  }
+
+  void zero(uint8_t *p, int64_t bytes) override { std::memset(p, 0, bytes); }
+  void beginOp(int) override {}
+  void endOp(int) override {}
+
+private:
+  bool finish(const StepInfo &step, StepMemory &host, std::string &error) {
+    if (!failure.empty()) {
+      error = failure;
+      return false;
+    }
+    if (regions.control[1] != 0) {
+      error = "the kernels raised error " + std::to_string(regions.control[1]) +
+              " (value " + std::to_string(regions.control[2]) + ")";
+      return false;
+    }
+    for (int i = 0; i < step.numResults; ++i)
+      std::memcpy(host.arena + step.results[i].arenaOffset,
+                  regions.arena + step.results[i].arenaOffset, 4);
+    return true;
+  }
+
+  const ModelInfo &model;
+  const CudaModelInfo &cudaModel;
+  PlanRegions sizes;
+  std::vector<Kernel> kernels;
+  uint8_t *block = nullptr;
+  uint8_t *slots[2] = {nullptr, nullptr};
+  int64_t allocation = 0, workspaceBytes = 0;
+  std::string failure;
+};
+
+} // namespace
+
+bool mnemo::runtime::cudaBuiltIn() { return true; }
+
+bool mnemo::runtime::cudaDeviceAvailable(std::string &) { return true; }
+
+std::unique_ptr<DeviceExecutor>
+mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
+  auto executor = std::make_unique<EmulatedExecutor>(model, *mnemoCudaModel());
+  if (!executor->start(error))
+    return nullptr;
+  return executor;
+}
