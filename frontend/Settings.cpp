@@ -557,7 +557,7 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
   std::optional<int> lossValue;
   const std::vector<std::string> keys = {
       "optimizer",      "schedule", "loss",  "precision", "memory_budget",
-      "clip_grad_norm", "epochs",   "steps", "seed"};
+      "clip_grad_norm", "epochs",   "steps", "seed",      "keep_f32"};
   for (const StmtPtr &stmt : train.settings) {
     if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt.get())) {
       const char *kind = dir->isPrune ? "prune" : "quantize";
@@ -689,6 +689,17 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
         checked = ConfigValue::ofSymbol(p);
       else
         why = "must be f32, bf16 or f16";
+    } else if (key == "keep_f32") {
+      // Layers (by name, as in parameter paths: "head", "blocks.0.mlp") that
+      // mixed precision leaves in f32.
+      bool names = value->kind == ConfigValue::Kind::List;
+      for (const ConfigValue &v : value->list)
+        names = names && (v.kind == ConfigValue::Kind::String ||
+                          v.kind == ConfigValue::Kind::Symbol);
+      if (names)
+        checked = value;
+      else
+        why = "must be a list of layer names such as [\"head\"]";
     } else if (key == "memory_budget") {
       if (value->kind == ConfigValue::Kind::Int && value->intValue > 0)
         checked = value;

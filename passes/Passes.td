@@ -40,6 +40,43 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def Amp : Pass<"amp", "mlir::ModuleOp"> {
+  let summary = "Mixed precision: runs @forward's ops in bf16 or f16 by category";
+  let description = [{
+    An autocast-style policy over `@forward`, before autodiff, so that the
+    activations saved for backward are stored in low precision and the
+    backward follows (a cast's gradient is the cast back).
+
+    Each op falls in one category (PyTorch autocast's and TVM
+    ToMixedPrecision's split):
+    - low: matmul, batch_matmul, conv2d run in the low type;
+    - f32: reductions (sum, mean), exp, log, pow, rsqrt, softmax,
+      log_softmax, layer and RMS norm, the losses and accuracy run in f32;
+    - follow: everything else runs in the widest type of its activation
+      operands. Parameters and constants follow the activation they meet
+      (a bias added to a bf16 product is cast to bf16, as autocast's
+      `linear` does), so the activation stream stays low between f32 ops.
+
+    Parameters stay f32 (master weights): each use gets a cast, and CSE
+    leaves one cast per parameter, shared by the forward and, through the
+    saved value, the backward. Results keep their declared types (a cast
+    back before the return). Layers named in the train section's
+    `keep_f32` (or the policy file's) run in f32 throughout.
+
+    The precision is the train section's `precision` unless the `precision`
+    option says otherwise; f32 changes nothing. A policy file (JSON) may
+    move ops between categories and name layers to keep in f32:
+    `{"low": ["matmul"], "f32": ["gelu"], "follow": [], "keep_f32": ["head"]}`.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"\"",
+           "bf16, f16 or f32 (default: the train section's)">,
+    Option<"policyFile", "policy", "std::string", "\"\"",
+           "A JSON policy file that overrides categories and layers">,
+  ];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Schedule : Pass<"schedule", "mlir::ModuleOp"> {
   let summary = "Reorders the step functions' ops to lower their peak memory";
   let description = [{

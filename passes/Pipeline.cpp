@@ -15,6 +15,13 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   // that cancel) and CSE merges repeated constants and broadcasts.
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // Mixed precision before autodiff, so that what the backward saves is
+  // stored in low precision; CSE leaves one cast per parameter.
+  AmpOptions ampOptions;
+  ampOptions.precision = options.precision;
+  ampOptions.policyFile = options.ampPolicy;
+  pm.addPass(createAmp(ampOptions));
+  pm.addPass(mlir::createCSEPass());
   // The training step, from the cleaned-up forward, cleaned up in turn
   // (gradient rules emit generic code: a broadcast of a scalar 1, ...).
   pm.addPass(createAutodiff());

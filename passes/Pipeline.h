@@ -8,6 +8,8 @@
 #ifndef MNEMO_PASSES_PIPELINE_H
 #define MNEMO_PASSES_PIPELINE_H
 
+#include <string>
+
 namespace mlir {
 class OpPassManager;
 } // namespace mlir
@@ -18,6 +20,10 @@ struct PipelineOptions {
   /// Plan parameter gradients in the arena rather than in a persistent
   /// region of their own (less memory; nothing can read them after the step).
   bool transientGradients = false;
+  /// bf16, f16 or f32; empty: the train section's precision.
+  std::string precision;
+  /// A JSON file that overrides the mixed-precision policy.
+  std::string ampPolicy;
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

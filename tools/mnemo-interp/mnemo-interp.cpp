@@ -87,6 +87,11 @@ cl::opt<std::string>
     dumpDir("dump",
             cl::desc("Write init/batches/final/losses safetensors here"),
             cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> precisionOption(
+    "precision",
+    cl::desc("Mixed precision: bf16, fp16 or fp32 (default: the train "
+             "section's)"),
+    cl::value_desc("type"), cl::cat(category));
 cl::opt<bool> exact("exact",
                     cl::desc("Compute in double without rounding to f32"),
                     cl::cat(category));
@@ -234,7 +239,9 @@ int main(int argc, char **argv) {
   if (!module)
     return 2;
   PassManager pm(&context);
-  buildDefaultPipeline(pm);
+  PipelineOptions pipelineOptions;
+  pipelineOptions.precision = precisionOption;
+  buildDefaultPipeline(pm, pipelineOptions);
   if (failed(pm.run(*module)))
     return 1;
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
@@ -480,7 +487,10 @@ int main(int argc, char **argv) {
     llvm::json::Object config;
     config["model"] = graph->modelName;
     config["steps"] = totalSteps;
-    config["precision"] = exact ? "f64" : "f32";
+    auto applied =
+        (*module)->getAttrOfType<mlir::StringAttr>("mnemo.precision");
+    config["precision"] =
+        exact ? "f64" : (applied ? applied.getValue().str() : "f32");
     config["hyperparams"] =
         attributeToJson((*module)->getAttr("mnemo.hyperparams"));
     config["train"] = attributeToJson((*module)->getAttr("mnemo.train"));

@@ -94,6 +94,17 @@ cl::opt<Emit>
                                "a source tree, -o DIR, that builds the "
                                "trainer with CMake and a C++ compiler alone")),
          cl::cat(category));
+cl::opt<std::string> precisionOption(
+    "precision",
+    cl::desc("Mixed precision: bf16, fp16 or fp32 (default: the train "
+             "section's precision)"),
+    cl::value_desc("type"), cl::cat(category));
+cl::opt<std::string>
+    ampPolicy("amp-policy",
+              cl::desc("A JSON file that moves ops between the mixed-precision "
+                       "categories (low, f32, follow) and names layers to keep "
+                       "in f32 (keep_f32)"),
+              cl::value_desc("file"), cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -208,6 +219,8 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
   } else {
     PipelineOptions options;
     options.transientGradients = transientGradients;
+    options.precision = precisionOption;
+    options.ampPolicy = ampPolicy;
     buildDefaultPipeline(pm, options);
   }
   if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {

@@ -1,0 +1,277 @@
+//===- Amp.cpp - Mixed precision as a compiler pass -----------------------===//
+//
+// See Passes.td (Amp) for the policy. The pass walks @forward once, in
+// order: it decides each op's compute type from its category and its
+// operands, casts the operands that differ, and retypes the op's float
+// results. Which values are "weight-like" (parameters, constants, and what
+// is computed from them alone) is tracked along the way: they follow the
+// activation they meet instead of promoting it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "lang/MnemoOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace mnemo {
+#define GEN_PASS_DEF_AMP
+#include "passes/Passes.h.inc"
+} // namespace mnemo
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+enum class Category { Low, F32, Follow };
+
+/// PyTorch autocast's lists (CUDA and CPU), as ops of this dialect.
+const char *const kLowOps[] = {"matmul", "batch_matmul", "conv2d"};
+const char *const kF32Ops[] = {"sum",         "mean",       "exp",
+                               "log",         "pow",        "rsqrt",
+                               "softmax",     "log_softmax", "layernorm",
+                               "rmsnorm",     "cross_entropy", "mse",
+                               "accuracy"};
+
+struct Policy {
+  llvm::StringMap<Category> categories;
+  std::vector<std::string> keepF32;
+
+  Policy() {
+    for (const char *op : kLowOps)
+      categories[op] = Category::Low;
+    for (const char *op : kF32Ops)
+      categories[op] = Category::F32;
+  }
+  Category of(Operation *op) const {
+    StringRef name = op->getName().stripDialect();
+    auto it = categories.find(name);
+    return it == categories.end() ? Category::Follow : it->second;
+  }
+  /// Whether the op belongs to a layer kept in f32: its innermost layer
+  /// name is an entry or lies under one ("blocks.0" keeps
+  /// "blocks.0.attn.wq").
+  bool keptInF32(Operation *op) const {
+    if (keepF32.empty())
+      return false;
+    std::string layer;
+    std::function<void(Location)> visit = [&](Location l) {
+      if (auto name = llvm::dyn_cast<NameLoc>(l)) {
+        if (layer.empty())
+          layer = name.getName().str();
+      } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
+        visit(call.getCaller());
+      } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
+        for (Location inner : fused.getLocations())
+          visit(inner);
+      }
+    };
+    visit(op->getLoc());
+    for (const std::string &entry : keepF32)
+      if (layer == entry ||
+          (layer.size() > entry.size() &&
+           StringRef(layer).starts_with(entry + ".")))
+        return true;
+    return false;
+  }
+};
+
+bool isFloatTensor(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t && llvm::isa<FloatType>(t.getElementType());
+}
+
+Type elementOf(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+Type withElement(Value v, Type element) {
+  return llvm::cast<RankedTensorType>(v.getType()).clone(element);
+}
+
+/// The wider of two float types (f32 beats bf16 and f16; bf16 and f16
+/// together widen to f32).
+Type wider(Type a, Type b) {
+  if (!a)
+    return b;
+  if (!b || a == b)
+    return a;
+  unsigned wa = a.getIntOrFloatBitWidth(), wb = b.getIntOrFloatBitWidth();
+  if (wa != wb)
+    return wa > wb ? a : b;
+  return Float32Type::get(a.getContext());
+}
+
+struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
+  using AmpBase::AmpBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    std::string chosen = precision;
+    if (chosen.empty() && settings)
+      if (auto p = settings.getAs<StringAttr>("precision"))
+        chosen = p.getValue().str();
+    if (chosen == "fp32")
+      chosen = "f32";
+    if (chosen == "fp16")
+      chosen = "f16";
+    if (chosen.empty() || chosen == "f32" || !forward)
+      return;
+    Type low;
+    if (chosen == "bf16")
+      low = BFloat16Type::get(&getContext());
+    else if (chosen == "f16")
+      low = Float16Type::get(&getContext());
+    else {
+      module.emitError() << "--precision must be f32, bf16 or f16, not '"
+                         << chosen << "'";
+      return signalPassFailure();
+    }
+
+    Policy policy;
+    if (settings)
+      if (auto keep = settings.getAs<ArrayAttr>("keep_f32"))
+        for (Attribute a : keep)
+          if (auto s = llvm::dyn_cast<StringAttr>(a))
+            policy.keepF32.push_back(s.getValue().str());
+    if (!policyFile.empty() && failed(readPolicy(policy)))
+      return signalPassFailure();
+    // The precision actually applied, for the memory report and the trainer.
+    module->setAttr("mnemo.precision", StringAttr::get(&getContext(), chosen));
+    convert(forward, policy, low);
+  }
+
+  LogicalResult readPolicy(Policy &policy) {
+    auto buffer = llvm::MemoryBuffer::getFile(policyFile);
+    if (!buffer) {
+      getOperation().emitError()
+          << "cannot read the mixed-precision policy '" << policyFile
+          << "': " << buffer.getError().message();
+      return failure();
+    }
+    llvm::Expected<llvm::json::Value> json =
+        llvm::json::parse((*buffer)->getBuffer());
+    auto *object = json ? json->getAsObject() : nullptr;
+    if (!object) {
+      if (!json)
+        llvm::consumeError(json.takeError());
+      getOperation().emitError()
+          << "the mixed-precision policy '" << policyFile
+          << "' is not a JSON object of lists (low, f32, follow, keep_f32)";
+      return failure();
+    }
+    for (auto &[key, value] : *object) {
+      auto *list = value.getAsArray();
+      std::optional<Category> category;
+      if (key == "low")
+        category = Category::Low;
+      else if (key == "f32")
+        category = Category::F32;
+      else if (key == "follow")
+        category = Category::Follow;
+      else if (key != "keep_f32")
+        list = nullptr;
+      if (!list) {
+        getOperation().emitError()
+            << "the mixed-precision policy '" << policyFile << "': '"
+            << key.str() << "' is not one of low, f32, follow, keep_f32 "
+            << "with a list of names";
+        return failure();
+      }
+      for (const llvm::json::Value &item : *list) {
+        std::optional<StringRef> name = item.getAsString();
+        if (!name) {
+          getOperation().emitError() << "the mixed-precision policy '"
+                                     << policyFile << "': '" << key.str()
+                                     << "' must list names";
+          return failure();
+        }
+        StringRef op = name->starts_with("mnemo.") ? name->drop_front(6) : *name;
+        if (category)
+          policy.categories[op] = *category;
+        else
+          policy.keepF32.push_back(name->str());
+      }
+    }
+    return success();
+  }
+
+  void convert(func::FuncOp forward, const Policy &policy, Type low) {
+    Type f32 = Float32Type::get(&getContext());
+    Block &body = forward.getBody().front();
+    // Parameters, constants and what only they compute.
+    llvm::DenseSet<Value> weightLike;
+    for (BlockArgument arg : body.getArguments())
+      if (auto role = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          "mnemo.role"))
+        if (role.getValue() == "param")
+          weightLike.insert(arg);
+    OpBuilder builder(&getContext());
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      bool allWeightLike = true;
+      for (Value operand : op.getOperands())
+        allWeightLike = allWeightLike && weightLike.contains(operand);
+      if (allWeightLike) {
+        for (Value r : op.getResults())
+          weightLike.insert(r);
+        // Weights stay f32 until an activation needs them (a cast there).
+        if (!llvm::isa<MatmulOp, BatchMatmulOp, Conv2DOp>(op))
+          continue;
+      }
+      bool floatResults = llvm::any_of(op.getResults(), isFloatTensor);
+      if (!floatResults)
+        continue;
+      Category category = policy.of(&op);
+      if (category != Category::F32 && policy.keptInF32(&op))
+        category = Category::F32;
+      Type compute;
+      if (category == Category::Low) {
+        compute = low;
+      } else if (category == Category::F32) {
+        compute = f32;
+      } else {
+        Type activations, all;
+        for (Value operand : op.getOperands()) {
+          if (!isFloatTensor(operand))
+            continue;
+          all = wider(all, elementOf(operand));
+          if (!weightLike.contains(operand))
+            activations = wider(activations, elementOf(operand));
+        }
+        compute = activations ? activations : all;
+        if (!compute)
+          continue;
+      }
+      builder.setInsertionPoint(&op);
+      for (OpOperand &operand : op.getOpOperands()) {
+        Value v = operand.get();
+        if (!isFloatTensor(v) || elementOf(v) == compute)
+          continue;
+        operand.set(builder.create<CastOp>(op.getLoc(), withElement(v, compute),
+                                           v));
+      }
+      for (Value r : op.getResults())
+        if (isFloatTensor(r))
+          r.setType(withElement(r, compute));
+    }
+    // The function's results keep their declared types.
+    Operation *ret = body.getTerminator();
+    builder.setInsertionPoint(ret);
+    FunctionType type = forward.getFunctionType();
+    for (auto [i, operand] : llvm::enumerate(ret->getOpOperands()))
+      if (operand.get().getType() != type.getResult(i))
+        operand.set(builder.create<CastOp>(ret->getLoc(), type.getResult(i),
+                                           operand.get()));
+  }
+};
+
+} // namespace
