@@ -188,18 +188,25 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   const Shape &batch = problem->batch;
   std::string call = ga->transpose ? "true" : "false";
   call += std::string(", ") + (gb->transpose ? "true" : "false");
+  // f32 goes to sgemm; 16-bit storage is widened in the workspace
+  // (gemmHalf), and has no alpha or beta.
+  bool half = c.type.isHalf;
+  auto arguments = [&](int64_t rows) {
+    std::string scale = half ? "" : "1.0f, ";
+    return call + ", " + std::to_string(rows) + ", " + std::to_string(n) +
+           ", " + std::to_string(k) + ", " + scale + ga->pointer + ", " +
+           std::to_string(ga->ld) + ", " + gb->pointer + ", " +
+           std::to_string(gb->ld) + ", " + (half ? "" : "0.0f, ") + c.pointer +
+           ", " + std::to_string(n) + (half ? ", f32(W)" : "");
+  };
+  const char *single = half ? "gemmHalf" : "gemm";
   // The rows of a contiguous, untransposed lhs are one matrix.
   if (!batched && !ta && a.isContiguous()) {
-    out() << "  gemm(" << call << ", " << product(batch) * m << ", " << n
-          << ", " << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
-          << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", "
-          << n << ");\n";
+    out() << "  " << single << "(" << arguments(product(batch) * m) << ");\n";
     return success();
   }
   if (batch.empty()) {
-    out() << "  gemm(" << call << ", " << m << ", " << n << ", " << k
-          << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", " << gb->pointer
-          << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n << ");\n";
+    out() << "  " << single << "(" << arguments(m) << ");\n";
     return success();
   }
   if (batch.size() > 4)
@@ -209,18 +216,12 @@ LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   out() << "  {\n    static const BatchLayout batch = {" << batch.size()
         << ", {" << listOf(batch) << "}, {" << listOf(ga->batchStrides)
         << "}, {" << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
-  out() << "    batchedGemm(batch, " << call << ", " << m << ", " << n << ", "
-        << k << ", 1.0f, " << ga->pointer << ", " << ga->ld << ", "
-        << gb->pointer << ", " << gb->ld << ", 0.0f, " << c.pointer << ", " << n
-        << ");\n  }\n";
+  out() << "    " << (half ? "batchedGemmHalf" : "batchedGemm") << "(batch, "
+        << arguments(m) << ");\n  }\n";
   return success();
 }
 
 LogicalResult StepEmitter::emitOp(Operation *op) {
-  for (Value result : op->getResults())
-    if (ctypeOf(result.getType()).isHalf)
-      return error(op, "element type " + dtypeName(result.getType()) +
-                           " is not supported yet (f32, i32, i8 and i1 are)");
   // Views, constants and fused values write nothing.
   if (layouts.isView(op))
     return success();
@@ -397,8 +398,17 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
                   << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo
                   << ", " << g.strideH << ", " << g.strideW << ", " << g.padH
-                  << ", " << g.padW << ", " << g.imagesPerGemm << "};\n    "
-                  << fn << "(conv, " << P(op->getOperand(0)) << ", "
+                  << ", " << g.padW << ", " << g.imagesPerGemm << "};\n    ";
+            // 16-bit storage: widened around the f32 kernel.
+            if (ctypeOf(op->getResult(0).getType()).isHalf)
+              out() << "conv2dHalf("
+                    << (llvm::isa<Conv2DOp>(op)            ? 0
+                        : llvm::isa<Conv2DInputGradOp>(op) ? 1
+                                                           : 2)
+                    << ", ";
+            else
+              out() << fn << "(";
+            out() << "conv, " << P(op->getOperand(0)) << ", "
                   << P(op->getOperand(1)) << ", " << res()
                   << ", f32(W));\n  }\n";
             return success();
@@ -417,18 +427,22 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                       << y[2] << ", " << y[3] << ", " << k[0] << ", " << k[1]
                       << ", " << s[0] << ", " << s[1] << ", " << pad[0] << ", "
                       << pad[1] << "};\n    ";
+                // 16-bit storage has its own (f32-computing) kernels.
+                const char *half =
+                    ctypeOf(op->getResult(0).getType()).isHalf ? "Half" : "";
                 if (llvm::isa<MaxPool2DOp>(op))
-                  out() << "maxPool2d(pool, " << P(op->getOperand(0)) << ", "
-                        << res();
+                  out() << "maxPool2d" << half << "(pool, "
+                        << P(op->getOperand(0)) << ", " << res();
                 else if (llvm::isa<AvgPool2DOp>(op))
-                  out() << "avgPool2d(pool, " << P(op->getOperand(0)) << ", "
-                        << res();
+                  out() << "avgPool2d" << half << "(pool, "
+                        << P(op->getOperand(0)) << ", " << res();
                 else if (llvm::isa<MaxPool2DGradOp>(op))
-                  out() << "maxPool2dGrad(pool, " << P(op->getOperand(0))
-                        << ", " << P(op->getOperand(1)) << ", " << res();
-                else
-                  out() << "avgPool2dGrad(pool, " << P(op->getOperand(0))
+                  out() << "maxPool2dGrad" << half << "(pool, "
+                        << P(op->getOperand(0)) << ", " << P(op->getOperand(1))
                         << ", " << res();
+                else
+                  out() << "avgPool2dGrad" << half << "(pool, "
+                        << P(op->getOperand(0)) << ", " << res();
                 out() << ");\n  }\n";
                 return success();
               })
@@ -534,11 +548,6 @@ LogicalResult StepEmitter::emit() {
   Block &body = func.getBody().front();
   if (failed(layouts.assignArguments()))
     return failure();
-  for (BlockArgument arg : body.getArguments())
-    if (layouts[arg].type.isHalf)
-      return func.emitError()
-             << "the CPU backend: element type " << dtypeName(arg.getType())
-             << " is not supported yet (f32, i32, i8 and i1 are)";
   out() << "void " << func.getName()
         << "(const StepMemory &memory, int64_t dropoutStep) {\n"
         << "  uint8_t *const A = memory.arena, *const P = memory.parameters,\n"
@@ -656,16 +665,6 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
       return failure();
-  // The train section's precision takes effect with the mixed-precision
-  // pass; until then, say that this trainer computes in f32 rather than
-  // let the setting pass silently.
-  if (auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train"))
-    if (auto precision = settings.getAs<StringAttr>("precision"))
-      if (precision.getValue() != "f32")
-        module.emitWarning()
-            << "precision = " << precision.getValue()
-            << " is not implemented yet (it comes with the mixed-precision "
-               "pass); this trainer computes in f32";
   // Parameters and the batch live in regions that both steps share: their
   // offsets must agree.
   if (func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step")) {
@@ -722,7 +721,11 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
         "*>(p); }\n"
      << "inline int8_t *i8(uint8_t *p) { return reinterpret_cast<int8_t *>(p); "
         "}\n"
-     << "inline uint8_t *u8(uint8_t *p) { return p; }\n\n"
+     << "inline uint8_t *u8(uint8_t *p) { return p; }\n"
+     << "inline bf16_t *bf16(uint8_t *p) { return reinterpret_cast<bf16_t "
+        "*>(p); }\n"
+     << "inline f16_t *f16(uint8_t *p) { return reinterpret_cast<f16_t *>(p); "
+        "}\n\n"
      << constantStream.str() << "\n"
      << codeStream.str();
   emitStepInfo(train, "train", opNames["train_step"], os);

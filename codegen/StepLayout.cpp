@@ -55,9 +55,9 @@ CType codegen::ctypeOf(Type type) {
   if (type.isF32())
     return {"float", "f32", 4, true, false};
   if (type.isBF16())
-    return {"__nv_bfloat16", "bf16", 2, true, true};
+    return {"bf16_t", "bf16", 2, true, true};
   if (type.isF16())
-    return {"__half", "f16", 2, true, true};
+    return {"f16_t", "f16", 2, true, true};
   if (type.isInteger(32))
     return {"int32_t", "i32", 4, false, false};
   if (type.isInteger(8))

@@ -34,11 +34,10 @@ enum class Category { Low, F32, Follow };
 
 /// PyTorch autocast's lists (CUDA and CPU), as ops of this dialect.
 const char *const kLowOps[] = {"matmul", "batch_matmul", "conv2d"};
-const char *const kF32Ops[] = {"sum",         "mean",       "exp",
-                               "log",         "pow",        "rsqrt",
-                               "softmax",     "log_softmax", "layernorm",
-                               "rmsnorm",     "cross_entropy", "mse",
-                               "accuracy"};
+const char *const kF32Ops[] = {
+    "sum",           "mean",    "exp",         "log",       "pow",
+    "rsqrt",         "softmax", "log_softmax", "layernorm", "rmsnorm",
+    "cross_entropy", "mse",     "accuracy"};
 
 struct Policy {
   llvm::StringMap<Category> categories;
@@ -75,9 +74,8 @@ struct Policy {
     };
     visit(op->getLoc());
     for (const std::string &entry : keepF32)
-      if (layer == entry ||
-          (layer.size() > entry.size() &&
-           StringRef(layer).starts_with(entry + ".")))
+      if (layer == entry || (layer.size() > entry.size() &&
+                             StringRef(layer).starts_with(entry + ".")))
         return true;
     return false;
   }
@@ -190,12 +188,13 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       for (const llvm::json::Value &item : *list) {
         std::optional<StringRef> name = item.getAsString();
         if (!name) {
-          getOperation().emitError() << "the mixed-precision policy '"
-                                     << policyFile << "': '" << key.str()
-                                     << "' must list names";
+          getOperation().emitError()
+              << "the mixed-precision policy '" << policyFile << "': '"
+              << key.str() << "' must list names";
           return failure();
         }
-        StringRef op = name->starts_with("mnemo.") ? name->drop_front(6) : *name;
+        StringRef op =
+            name->starts_with("mnemo.") ? name->drop_front(6) : *name;
         if (category)
           policy.categories[op] = *category;
         else
@@ -212,11 +211,12 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     llvm::DenseSet<Value> weightLike;
     for (BlockArgument arg : body.getArguments())
       if (auto role = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                          "mnemo.role"))
+                                                           "mnemo.role"))
         if (role.getValue() == "param")
           weightLike.insert(arg);
     OpBuilder builder(&getContext());
-    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    for (Operation &op :
+         llvm::make_early_inc_range(body.without_terminator())) {
       bool allWeightLike = true;
       for (Value operand : op.getOperands())
         allWeightLike = allWeightLike && weightLike.contains(operand);
@@ -256,8 +256,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
         Value v = operand.get();
         if (!isFloatTensor(v) || elementOf(v) == compute)
           continue;
-        operand.set(builder.create<CastOp>(op.getLoc(), withElement(v, compute),
-                                           v));
+        operand.set(
+            builder.create<CastOp>(op.getLoc(), withElement(v, compute), v));
       }
       for (Value r : op.getResults())
         if (isFloatTensor(r))

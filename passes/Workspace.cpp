@@ -51,9 +51,40 @@ bool mnemo::convGeometry(Operation *op, ConvGeometry &g) {
   return true;
 }
 
+namespace {
+bool isHalf(Value v) {
+  Type e = llvm::cast<ShapedType>(v.getType()).getElementType();
+  return e.isBF16() || e.isF16();
+}
+int64_t elements(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getNumElements();
+}
+} // namespace
+
 int64_t mnemo::workspaceBytes(Operation *op) {
+  // A GEMM on 16-bit storage widens op(A), op(B) and the product to f32
+  // (runtime/cpu/Kernels.h gemmHalf), one matrix of the batch at a time.
+  if (llvm::isa<MatmulOp, BatchMatmulOp>(op) && isHalf(op->getResult(0))) {
+    ArrayRef<int64_t> c = shapeOf(op->getResult(0));
+    bool transposeLhs = llvm::isa<MatmulOp>(op)
+                            ? llvm::cast<MatmulOp>(op).getTransposeLhs()
+                            : llvm::cast<BatchMatmulOp>(op).getTransposeLhs();
+    ArrayRef<int64_t> a = shapeOf(op->getOperand(0));
+    int64_t k = transposeLhs ? a[a.size() - 2] : a.back();
+    int64_t n = c.back(), m = c[c.size() - 2];
+    // A plain matmul may run its batch rows as one matrix.
+    if (llvm::isa<MatmulOp>(op))
+      m = elements(op->getResult(0)) / n;
+    return alignUp(4 * (m * k + k * n + m * n));
+  }
   ConvGeometry g;
   if (!convGeometry(op, g))
     return 0;
-  return alignUp(4 * g.imagesPerGemm * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo);
+  int64_t scratch =
+      4 * g.imagesPerGemm * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
+  // On 16-bit storage the operands and the result are widened to f32 too.
+  if (isHalf(op->getResult(0)))
+    scratch += 4 * (elements(op->getOperand(0)) + elements(op->getOperand(1)) +
+                    elements(op->getResult(0)));
+  return alignUp(scratch);
 }

@@ -975,3 +975,233 @@ void sgdUpdate(int64_t n, const float *param, const float *grad,
 
 } // namespace cpu
 } // namespace mnemo
+
+//===----------------------------------------------------------------------===//
+// 16-bit storage (mixed precision): widen, compute in f32, narrow
+//===----------------------------------------------------------------------===//
+
+namespace mnemo {
+namespace cpu {
+
+namespace {
+/// op(X) of a rows x cols result, read through its leading dimension,
+/// widened into a dense row-major f32 matrix.
+template <typename T>
+void widenMatrix(bool transposed, int64_t rows, int64_t cols, const T *x,
+                 int64_t ld, float *out) {
+  parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, cols)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t r = begin; r < end; ++r)
+                  for (int64_t c = 0; c < cols; ++c)
+                    out[r * cols + c] =
+                        float(transposed ? x[c * ld + r] : x[r * ld + c]);
+              });
+}
+
+template <typename T> void narrow(const float *x, int64_t n, T *out) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = T(x[i]);
+  });
+}
+template <typename T> void widen(const T *x, int64_t n, float *out) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = float(x[i]);
+  });
+}
+} // namespace
+
+template <typename T>
+void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+              int64_t ldc, float *workspace) {
+  float *a32 = workspace, *b32 = a32 + m * k, *c32 = b32 + k * n;
+  widenMatrix(transA, m, k, a, lda, a32);
+  widenMatrix(transB, k, n, b, ldb, b32);
+  gemm(false, false, m, n, k, 1.0f, a32, k, b32, n, 0.0f, c32, n);
+  parallelFor(m, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t r = begin; r < end; ++r)
+                  for (int64_t j = 0; j < n; ++j)
+                    c[r * ldc + j] = T(c32[r * n + j]);
+              });
+}
+
+template <typename T>
+void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
+                     int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
+                     const T *b, int64_t ldb, T *c, int64_t ldc,
+                     float *workspace) {
+  int64_t count = 1;
+  for (int d = 0; d < batch.rank; ++d)
+    count *= batch.dims[d];
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t offsetA = 0, offsetB = 0, offsetC = 0, rest = i;
+    for (int d = batch.rank - 1; d >= 0; --d) {
+      int64_t coordinate = rest % batch.dims[d];
+      rest /= batch.dims[d];
+      offsetA += coordinate * batch.a[d];
+      offsetB += coordinate * batch.b[d];
+      offsetC += coordinate * batch.c[d];
+    }
+    gemmHalf(transA, transB, m, n, k, a + offsetA, lda, b + offsetB, ldb,
+             c + offsetC, ldc, workspace);
+  }
+}
+
+template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y) {
+  parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
+               ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
+               ++ih)
+            for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
+                 iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
+                 ++iw)
+              best = std::max(best, float(x[(p * s.h + ih) * s.w + iw]));
+          y[(p * s.ho + oh) * s.wo + ow] = T(best);
+        }
+  });
+}
+
+namespace {
+/// The first maximum of a window, row-major (PyTorch's choice), as an
+/// index into the plane.
+template <typename T>
+int64_t windowArgmax(const PoolShape &s, const T *plane, int64_t oh,
+                     int64_t ow) {
+  int64_t at = -1;
+  float best = 0;
+  for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
+       ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh); ++ih)
+    for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
+         iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw); ++iw) {
+      float v = float(plane[ih * s.w + iw]);
+      if (at < 0 || v > best) {
+        best = v;
+        at = ih * s.w + iw;
+      }
+    }
+  return at;
+}
+
+/// Calls f(oh, ow) for every output window that contains input (ih, iw):
+/// pooling gradients as gathers, with no scratch to accumulate in.
+template <typename F>
+void windowsContaining(const PoolShape &s, int64_t ih, int64_t iw, F f) {
+  int64_t oh0 =
+      std::max<int64_t>(0, (ih + s.padH - s.kh + s.strideH) / s.strideH);
+  int64_t ow0 =
+      std::max<int64_t>(0, (iw + s.padW - s.kw + s.strideW) / s.strideW);
+  for (int64_t oh = oh0; oh <= std::min(s.ho - 1, (ih + s.padH) / s.strideH);
+       ++oh)
+    for (int64_t ow = ow0; ow <= std::min(s.wo - 1, (iw + s.padW) / s.strideW);
+         ++ow)
+      if (ih >= oh * s.strideH - s.padH && iw >= ow * s.strideW - s.padW)
+        f(oh, ow);
+}
+} // namespace
+
+template <typename T>
+void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx) {
+  parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T *plane = x + p * s.h * s.w;
+      for (int64_t ih = 0; ih < s.h; ++ih)
+        for (int64_t iw = 0; iw < s.w; ++iw) {
+          float acc = 0;
+          windowsContaining(s, ih, iw, [&](int64_t oh, int64_t ow) {
+            if (windowArgmax(s, plane, oh, ow) == ih * s.w + iw)
+              acc += float(dy[(p * s.ho + oh) * s.wo + ow]);
+          });
+          dx[(p * s.h + ih) * s.w + iw] = T(acc);
+        }
+    }
+  });
+}
+
+template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y) {
+  float window = float(s.kh * s.kw);
+  parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          float sum = 0;
+          for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
+               ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
+               ++ih)
+            for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
+                 iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
+                 ++iw)
+              sum += float(x[(p * s.h + ih) * s.w + iw]);
+          y[(p * s.ho + oh) * s.wo + ow] = T(sum / window);
+        }
+  });
+}
+
+template <typename T>
+void avgPool2dGradHalf(const PoolShape &s, const T *dy, T *dx) {
+  float window = float(s.kh * s.kw);
+  parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      for (int64_t ih = 0; ih < s.h; ++ih)
+        for (int64_t iw = 0; iw < s.w; ++iw) {
+          float acc = 0;
+          windowsContaining(s, ih, iw, [&](int64_t oh, int64_t ow) {
+            acc += float(dy[(p * s.ho + oh) * s.wo + ow]) / window;
+          });
+          dx[(p * s.h + ih) * s.w + iw] = T(acc);
+        }
+  });
+}
+
+template <typename T>
+void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
+                T *result, float *workspace) {
+  int64_t x = s.n * s.c * s.h * s.w, w = s.o * s.c * s.kh * s.kw,
+          y = s.n * s.o * s.ho * s.wo;
+  // The f32 kernel's scratch first, then the widened operands and result.
+  float *scratch = workspace;
+  float *wide =
+      scratch + s.imagesPerGemm * (s.c * s.kh * s.kw + s.o) * s.ho * s.wo;
+  int64_t firstSize = kind == 0 ? x : y, secondSize = kind == 2 ? x : w,
+          resultSize = kind == 0   ? y
+                       : kind == 1 ? x
+                                   : w;
+  float *first32 = wide, *second32 = first32 + firstSize,
+        *result32 = second32 + secondSize;
+  widen(first, firstSize, first32);
+  widen(second, secondSize, second32);
+  if (kind == 0)
+    conv2d(s, first32, second32, result32, scratch);
+  else if (kind == 1)
+    conv2dInputGrad(s, first32, second32, result32, scratch);
+  else
+    conv2dWeightGrad(s, first32, second32, result32, scratch);
+  narrow(result32, resultSize, result);
+}
+
+#define MNEMO_INSTANTIATE_HALF(T)                                              \
+  template void gemmHalf<T>(bool, bool, int64_t, int64_t, int64_t, const T *,  \
+                            int64_t, const T *, int64_t, T *, int64_t,         \
+                            float *);                                          \
+  template void batchedGemmHalf<T>(const BatchLayout &, bool, bool, int64_t,   \
+                                   int64_t, int64_t, const T *, int64_t,       \
+                                   const T *, int64_t, T *, int64_t, float *); \
+  template void maxPool2dHalf<T>(const PoolShape &, const T *, T *);           \
+  template void maxPool2dGradHalf<T>(const PoolShape &, const T *, const T *,  \
+                                     T *);                                     \
+  template void avgPool2dHalf<T>(const PoolShape &, const T *, T *);           \
+  template void avgPool2dGradHalf<T>(const PoolShape &, const T *, T *);       \
+  template void conv2dHalf<T>(int, const ConvShape &, const T *, const T *,    \
+                              T *, float *);
+MNEMO_INSTANTIATE_HALF(bf16_t)
+MNEMO_INSTANTIATE_HALF(f16_t)
+#undef MNEMO_INSTANTIATE_HALF
+
+} // namespace cpu
+} // namespace mnemo

@@ -16,6 +16,7 @@
 #ifndef MNEMO_RUNTIME_CPU_KERNELS_H
 #define MNEMO_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <chrono>
@@ -147,6 +148,19 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
 /// `imagesPerGemm` images at a time in `workspace`: their columns
 /// [C*KH*KW, n*HO*WO], then (gradients) the output gradient gathered as
 /// [O, n*HO*WO]. passes/Workspace.cpp sizes it and picks imagesPerGemm.
+/// GEMMs on 16-bit storage (mixed precision): op(A) and op(B) widened to
+/// f32 in `workspace`, an f32 sgemm, the product narrowed into C. The
+/// workspace holds m*k + k*n + m*n floats (gemmHalfScratch).
+template <typename T>
+void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+              int64_t ldc, float *workspace);
+template <typename T>
+void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
+                     int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
+                     const T *b, int64_t ldb, T *c, int64_t ldc,
+                     float *workspace);
+
 struct ConvShape {
   int64_t n, c, h, w; // input
   int64_t o, kh, kw;  // weight
@@ -166,6 +180,19 @@ struct PoolShape {
   int64_t kh, kw, strideH, strideW, padH, padW;
 };
 void maxPool2d(const PoolShape &s, const float *x, float *y);
+/// Pooling on 16-bit storage, computed in f32.
+template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y);
+template <typename T>
+void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx);
+template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y);
+template <typename T>
+void avgPool2dGradHalf(const PoolShape &s, const T *dy, T *dx);
+/// A convolution (kind 0 forward, 1 input gradient, 2 weight gradient) on
+/// 16-bit storage: operands widened into `workspace` after the f32
+/// kernel's own scratch, computed in f32, the result narrowed.
+template <typename T>
+void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
+                T *result, float *workspace);
 void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
                    float *dx);
 void avgPool2d(const PoolShape &s, const float *x, float *y);

@@ -55,6 +55,11 @@ typedef unsigned long long uint64_t;
 namespace mnemo {
 namespace cuda {
 
+/// The generated code's names for the 16-bit float types (the CPU backend
+/// has its own, runtime/cpu/Half.h).
+typedef __nv_bfloat16 bf16_t;
+typedef __half f16_t;
+
 /// The plan's regions on the device; every generated kernel takes this one
 /// argument and addresses everything at constant offsets from it.
 struct Regions {

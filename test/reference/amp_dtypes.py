@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Which dtype each op of gpt.mn runs in under `amp` (bf16), next to what
+PyTorch's CPU autocast (bf16) chooses for the same model (models.GPT).
+
+Usage: amp_dtypes.py MNEMO_FORWARD.mlir
+
+MNEMO_FORWARD.mlir is @forward after the amp pass (mnemo-opt --amp). The
+PyTorch side records every aten op's output dtype under
+torch.autocast("cpu", torch.bfloat16) with a dispatch mode. Ops are compared
+by kind (a Linear is PyTorch's addmm, Mnemo's matmul and bias add; ...).
+Prints one line per kind and exits 1 when a kind differs and is not one of
+the deliberate differences below (docs/mixed-precision.md lists them).
+"""
+import re
+import sys
+from collections import defaultdict
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from models import GPT  # noqa: E402
+
+# kind: (PyTorch aten ops, Mnemo ops)
+KINDS = {
+    "linear layers (product and bias)": ({"addmm", "mm"}, {"matmul", "bias add"}),
+    "attention products": ({"bmm"}, {"batch_matmul"}),
+    "score scaling": ({"div"}, {"div"}),
+    "causal mask": ({"masked_fill"}, {"where"}),
+    "softmax": ({"_softmax"}, {"softmax"}),
+    "layer norm": ({"native_layer_norm"}, {"layernorm"}),
+    "gelu": ({"gelu"}, {"gelu"}),
+    "residual and position sums": ({"add"}, {"add"}),
+    "embedding": ({"embedding"}, {"embedding"}),
+    "loss": ({"_log_softmax", "nll_loss_forward"}, {"cross_entropy"}),
+}
+DELIBERATE = {
+    "softmax": "kept in f32, as the issue's policy and PyTorch's CUDA autocast "
+               "list say; PyTorch's CPU autocast runs softmax in bf16",
+}
+
+
+def torch_dtypes(hp):
+    model = GPT(hp)
+    batch = {"tokens": torch.randint(0, hp["vocab"], (2, hp["context"])),
+             "next": torch.randint(0, hp["vocab"], (2, hp["context"]))}
+    seen = defaultdict(set)
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            if isinstance(first, torch.Tensor):
+                seen[func.__name__.split(".")[0]].add(
+                    str(first.dtype).replace("torch.", "")
+                    .replace("float32", "f32").replace("bfloat16", "bf16"))
+            return out
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), Record():
+        model(batch)
+    return seen
+
+
+def mnemo_dtypes(path):
+    """Result element type of every op of @forward, by op name; an add of a
+    product and a broadcast parameter is a bias add."""
+    text = open(path).read()
+    body = text[text.index("func.func @forward"):]
+    body = body[:body.index("return")]
+    broadcasts, products = set(), set()
+    seen = defaultdict(set)
+    for line in body.splitlines():
+        m = re.match(r"\s*(%\S+) = mnemo\.(\w+) (.*)", line)
+        if not m:
+            continue
+        name, op, rest = m.groups()
+        types = re.findall(r"tensor<[^>]*?x?(f32|bf16|f16|i32|i1)>", rest)
+        if not types:
+            continue
+        if op == "broadcast" and "%arg" in rest.split(":")[0]:
+            broadcasts.add(name)
+        if op == "cast":
+            # A cast feeding a bias add carries a broadcast bias along.
+            operand = rest.split()[0]
+            if operand in broadcasts:
+                broadcasts.add(name)
+            continue
+        if op == "matmul":
+            products.add(name)
+        if op == "add":
+            operands = [o.strip(",") for o in rest.split(":")[0].split()]
+            if any(o in broadcasts for o in operands) and any(
+                    o in products for o in operands):
+                op = "bias add"
+        seen[op].add(types[-1])
+    return seen
+
+
+def main():
+    hp = {"vocab": 256, "dim": 128, "context": 64, "heads": 4, "layers": 2}
+    ours = mnemo_dtypes(sys.argv[1])
+    theirs = torch_dtypes(hp)
+    failed = False
+    print("%-34s %-12s %-12s %s" % ("kind", "PyTorch", "Mnemo", ""))
+    for kind, (aten, mnemo) in KINDS.items():
+        t = set().union(*(theirs.get(a, set()) for a in aten))
+        o = set().union(*(ours.get(m, set()) for m in mnemo))
+        if not t or not o:
+            verdict = "MISSING"
+            failed = True
+        elif t == o:
+            verdict = "same"
+        elif kind in DELIBERATE:
+            verdict = "deliberate: " + DELIBERATE[kind]
+        else:
+            verdict = "DIFFERENT"
+            failed = True
+        print("%-34s %-12s %-12s %s" % (kind, ",".join(sorted(t)),
+                                         ",".join(sorted(o)), verdict))
+    print("FAIL" if failed else "PASS")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
