@@ -506,6 +506,16 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << n.getInputs().size() << ");\n  }\n";
             return success();
           })
+          .Case([&](LossScaleUpdateOp u) {
+            out() << "  lossScaleUpdate(*" << P(u.getNorm()) << ", *"
+                  << P(u.getScale()) << ", *" << P(u.getCount()) << ", "
+                  << res(0) << ", " << res(1) << ", " << res(2) << ", "
+                  << doubleLiteral(u.getGrowthFactor().convertToDouble())
+                  << ", "
+                  << doubleLiteral(u.getBackoffFactor().convertToDouble())
+                  << ", " << u.getGrowthInterval() << ");\n";
+            return success();
+          })
           .Case([&](ClipCoefficientOp c) {
             out() << "  *" << res() << " = clipCoefficient(*" << P(c.getNorm())
                   << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
@@ -522,7 +532,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
                   << doubleLiteral(a.getEps().convertToDouble()) << ", "
                   << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-                  << (a.getDecoupled() ? "true" : "false") << ");\n";
+                  << (a.getDecoupled() ? "true" : "false") << ", "
+                  << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
             return success();
           })
           .Case([&](SgdUpdateOp s) {
@@ -533,7 +544,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ", " << doubleLiteral(s.getMomentum().convertToDouble())
                   << ", " << doubleLiteral(s.getDampening().convertToDouble())
                   << ", " << doubleLiteral(s.getWeightDecay().convertToDouble())
-                  << ", " << (s.getNesterov() ? "true" : "false") << ");\n";
+                  << ", " << (s.getNesterov() ? "true" : "false") << ", "
+                  << (s.getSkip() ? P(s.getSkip()) : "nullptr") << ");\n";
             return success();
           })
           .Default([&](Operation *) {

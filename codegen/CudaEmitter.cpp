@@ -565,7 +565,9 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
           << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
           << doubleLiteral(a.getEps().convertToDouble()) << ", "
           << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-          << (a.getDecoupled() ? "true" : "false") << ");\n}\n\n";
+          << (a.getDecoupled() ? "true" : "false") << ", "
+          << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
+          << ");\n}\n\n";
   launch(k, gridFor(first), 1, kThreads);
   return success();
 }
@@ -867,7 +869,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                     std::to_string(s.getSteps()) + ", " +
                     doubleLiteral(s.getMinLr().convertToDouble()) + ", " +
                     res(op) + ");",
-                1, 32);
+                1, 1);
             return success();
           })
           .Case([&](GlobalNormOp n) -> LogicalResult {
@@ -896,11 +898,23 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                        1, 1024);
             return success();
           })
+          .Case([&](LossScaleUpdateOp u) {
+            kernelCall(
+                "lossScaleUpdate(" + P(u.getNorm(), op) + ", " +
+                    P(u.getScale(), op) + ", " + P(u.getCount(), op) + ", " +
+                    res(op, 0) + ", " + res(op, 1) + ", " + res(op, 2) + ", " +
+                    doubleLiteral(u.getGrowthFactor().convertToDouble()) +
+                    ", " +
+                    doubleLiteral(u.getBackoffFactor().convertToDouble()) +
+                    ", " + std::to_string(u.getGrowthInterval()) + ");",
+                1, 1);
+            return success();
+          })
           .Case([&](ClipCoefficientOp c) {
             kernelCall("clipCoefficient(" + P(c.getNorm(), op) + ", " +
                            doubleLiteral(c.getMaxNorm().convertToDouble()) +
                            ", " + res(op) + ");",
-                       1, 32);
+                       1, 1);
             return success();
           })
           .Case([&](SgdUpdateOp s) {
@@ -931,7 +945,7 @@ bool sameAdamSettings(AdamUpdateOp a, AdamUpdateOp b) {
   return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
          a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
          a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
-         a.getDecoupled() == b.getDecoupled() &&
+         a.getDecoupled() == b.getDecoupled() && a.getSkip() == b.getSkip() &&
          ctypeOf(a.getParam().getType()).name ==
              ctypeOf(b.getParam().getType()).name;
 }

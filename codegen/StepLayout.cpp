@@ -465,6 +465,11 @@ FailureOr<std::string> StepLayouts::expression(Value v, Loop &loop) {
       if (failed(e))
         return failure();
       value = *e;
+      // A 16-bit intermediate is rounded to its type, as if stored: the
+      // loop computes what the unfused ops (and the interpreter) compute.
+      CType type = ctypeOf(v.getType());
+      if (type.isHalf)
+        value = "float(" + type.name + "(" + value + "))";
     }
   } else {
     auto it = layouts.find(v);

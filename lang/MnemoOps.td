@@ -762,6 +762,30 @@ def Mnemo_GlobalNormOp : Mnemo_Op<"global_norm", [Pure, Mnemo_NoGradient]> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Mnemo_LossScaleUpdateOp : Mnemo_Op<"loss_scale_update", [Pure, Mnemo_NoGradient]> {
+  let summary = "dynamic loss scaling for f16, as torch.cuda.amp.GradScaler.update";
+  let description = [{
+    Given the norm of the scaled gradients, the current scale and the count
+    of consecutive finite steps (an f32 holding a whole number): when the
+    norm is not finite, the step is skipped (`skip` = 1), the scale halves
+    (`backoff_factor`) and the count restarts; otherwise the count grows, and
+    when it reaches `growth_interval` the scale doubles (`growth_factor`) and
+    the count restarts. All on the device: no host synchronization.
+
+    ```mlir
+    %s2, %c2, %skip = mnemo.loss_scale_update %norm, %scale, %count
+        {backoff_factor = 0.5 : f64, growth_factor = 2.0 : f64, growth_interval = 2000 : i64}
+        : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$norm, 0DTensorOf<[F32]>:$scale,
+                       0DTensorOf<[F32]>:$count, F64Attr:$growth_factor,
+                       F64Attr:$backoff_factor, I64Attr:$growth_interval);
+  let results = (outs 0DTensorOf<[F32]>:$new_scale, 0DTensorOf<[F32]>:$new_count,
+                      0DTensorOf<[F32]>:$skip);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 def Mnemo_ClipCoefficientOp : Mnemo_Op<"clip_coefficient", [Pure, Mnemo_NoGradient]> {
   let summary = "the factor that clips a norm to a maximum";
   let description = [{
@@ -796,6 +820,7 @@ def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Pure, Mnemo_NoGradient,
   let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
                        Mnemo_FloatTensor:$momentum_buffer,
                        0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       Optional<0DTensorOf<[F32]>>:$skip,
                        F64Attr:$momentum, F64Attr:$dampening,
                        F64Attr:$weight_decay, BoolAttr:$nesterov);
   let results = (outs Mnemo_FloatTensor:$new_param,
@@ -812,7 +837,9 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Pure, Mnemo_NoGradient,
     otherwise (Adam) `grad += weight_decay * param`. Then
     `m = beta1 m + (1 - beta1) g`, `v = beta2 v + (1 - beta2) g^2` and
     `param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)`,
-    with PyTorch's bias correction. `step` counts from 1.
+    with PyTorch's bias correction. `step` counts from 1. With the optional
+    `skip` operand nonzero (an fp16 step whose gradients overflowed), the
+    parameter and the moments come out unchanged.
 
     ```mlir
     %p2, %m2, %v2 = mnemo.adam_update %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64,
@@ -824,6 +851,7 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Pure, Mnemo_NoGradient,
   let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
                        Mnemo_FloatTensor:$exp_avg, Mnemo_FloatTensor:$exp_avg_sq,
                        0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       Optional<0DTensorOf<[F32]>>:$skip,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, BoolAttr:$decoupled);
   let results = (outs Mnemo_FloatTensor:$new_param, Mnemo_FloatTensor:$new_exp_avg,

@@ -168,6 +168,25 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         argAttrs.push_back(attrs(
             "opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
       }
+    // f16 trains with dynamic loss scaling (GradScaler's constants): the
+    // scale and the count of finite steps are optimizer state, kept with
+    // the parameters on the device and in checkpoints.
+    auto moduleOp = forward->getParentOfType<ModuleOp>();
+    auto precision = moduleOp->getAttrOfType<StringAttr>("mnemo.precision");
+    bool lossScaling = precision && precision.getValue() == "f16";
+    auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
+    unsigned scaleArg = 0;
+    if (lossScaling) {
+      scaleArg = argTypes.size();
+      argTypes.push_back(scalarF32);
+      argAttrs.push_back(
+          attrs("opt_state", "loss_scale",
+                b.getDictionaryAttr(
+                    {b.getNamedAttr("kind", b.getStringAttr("constant")),
+                     b.getNamedAttr("value", b.getF64FloatAttr(65536.0))})));
+      argTypes.push_back(scalarF32);
+      argAttrs.push_back(attrs("opt_state", "loss_scale.growth", zeros));
+    }
     unsigned batchStart = argTypes.size();
     for (ArrayRef<unsigned> group :
          {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
@@ -215,11 +234,16 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
 
     // The backward: seed d(loss)/d(loss) = 1, then each op's rule, in
     // reverse program order.
+    // (With loss scaling, the seed is the scale: every gradient comes out
+    // scaled, and f16's small gradients stay representable.)
     auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-    Value seed = b.create<ConstantOp>(
-        loss.getLoc(),
-        DenseElementsAttr::get(lossType,
-                               b.getFloatAttr(lossType.getElementType(), 1.0)));
+    Value seed =
+        lossScaling ? Value(body->getArgument(scaleArg))
+                    : Value(b.create<ConstantOp>(
+                          loss.getLoc(),
+                          DenseElementsAttr::get(
+                              lossType,
+                              b.getFloatAttr(lossType.getElementType(), 1.0))));
     FailureOr<llvm::DenseMap<Value, Value>> grads =
         buildBackward(b, forwardOps, loss, seed);
     if (failed(grads))
@@ -250,9 +274,35 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
             ? b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 0.0f))
                   .getResult()
             : b.create<GlobalNormOp>(loc, f32, present).getResult();
+    // Loss scaling: the scaled norm decides (an overflow makes it inf or
+    // NaN); the gradients are unscaled by 1/scale, folded into the clipping
+    // factor when there is one.
+    Value skip, newScale, newGrowth, unscale;
+    if (lossScaling) {
+      Value scale = body->getArgument(scaleArg),
+            growth = body->getArgument(scaleArg + 1);
+      // Read the scale before its update (which may be written in place).
+      unscale = b.create<DivOp>(
+          loc, f32,
+          b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, 1.0f)), scale);
+      auto update = b.create<LossScaleUpdateOp>(
+          loc, f32, f32, f32, gradNorm, scale, growth, b.getF64FloatAttr(2.0),
+          b.getF64FloatAttr(0.5), b.getI64IntegerAttr(2000));
+      newScale = update.getNewScale();
+      newGrowth = update.getNewCount();
+      skip = update.getSkip();
+      gradNorm = b.create<MulOp>(loc, f32, gradNorm, unscale);
+    }
+    Value gradFactor = unscale;
     if (optimizer.clipNorm && !present.empty()) {
       Value coefficient = b.create<ClipCoefficientOp>(
           loc, f32, gradNorm, b.getF64FloatAttr(*optimizer.clipNorm));
+      gradFactor = unscale
+                       ? Value(b.create<MulOp>(loc, f32, coefficient, unscale))
+                       : coefficient;
+    }
+    if (gradFactor && !present.empty()) {
+      Value coefficient = gradFactor;
       for (Value &g : paramGrads) {
         if (!g)
           continue;
@@ -280,8 +330,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         continue;
       }
       Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
-      SmallVector<Value> updated =
-          optimizer.update(b, paramLoc, param, paramGrads[k], state, lr, step);
+      SmallVector<Value> updated = optimizer.update(
+          b, paramLoc, param, paramGrads[k], state, lr, step, skip);
       newParams[k] = updated[0];
       for (unsigned s = 0; s < numStates; ++s)
         newStates[k * numStates + s] = updated[1 + s];
@@ -306,9 +356,21 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       results.push_back(newStates[s]);
       resultAttrs.push_back(updatedAttr(numParams + s));
     }
+    if (lossScaling) {
+      results.push_back(newScale);
+      resultAttrs.push_back(updatedAttr(scaleArg));
+      results.push_back(newGrowth);
+      resultAttrs.push_back(updatedAttr(scaleArg + 1));
+    }
     results.push_back(lr);
     resultAttrs.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("mnemo.name", b.getStringAttr("lr"))}));
+    if (lossScaling) {
+      // 1 when the step was skipped; the trainer counts them.
+      results.push_back(skip);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("mnemo.name", b.getStringAttr("skipped"))}));
+    }
     results.push_back(gradNorm);
     resultAttrs.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("mnemo.name", b.getStringAttr("grad_norm"))}));

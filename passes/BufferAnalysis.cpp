@@ -23,13 +23,16 @@ const char *mnemo::spell(BufferKind kind) {
   return "?";
 }
 
+static int64_t elementBytes(Type type) {
+  Type element = llvm::cast<RankedTensorType>(type).getElementType();
+  return element.isF32() || element.isInteger(32) ? 4
+         : element.isF16() || element.isBF16()    ? 2
+                                                  : 1;
+}
+
 int64_t mnemo::storageBytes(Type type) {
   auto tensor = llvm::cast<RankedTensorType>(type);
-  Type element = tensor.getElementType();
-  int64_t width = element.isF32() || element.isInteger(32) ? 4
-                  : element.isF16() || element.isBF16()    ? 2
-                                                           : 1;
-  return alignUp(tensor.getNumElements() * width);
+  return alignUp(tensor.getNumElements() * elementBytes(type));
 }
 
 std::string mnemo::tensorTypeString(Type type) {
@@ -185,11 +188,14 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
         for (Value operand : inputs) {
           Placement p = a.placement.lookup(operand);
           // A strided view is read in another order than the result is
-          // written, so writing in place would overwrite unread elements.
+          // written, so writing in place would overwrite unread elements;
+          // so would a wider element type (an f32 cast of f16 values writes
+          // element i over f16 elements 2i and 2i+1).
           if (p.where != Placement::Where::Arena ||
               a.stridedViews.count(operand) || bufferEnd(p.buffer) != step ||
               a.buffers[p.buffer].interval.size !=
-                  storageBytes(result.getType()))
+                  storageBytes(result.getType()) ||
+              elementBytes(operand.getType()) != elementBytes(result.getType()))
             continue;
           a.buffers[p.buffer].values.push_back(result);
           a.placement[result] = p;

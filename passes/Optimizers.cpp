@@ -64,7 +64,7 @@ Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step,
 
 SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
                                      Value grad, ValueRange stateValues,
-                                     Value lr, Value step) const {
+                                     Value lr, Value step, Value skip) const {
   double weightDecay = number(settings, "weight_decay", 0);
   if (kind == "adam" || kind == "adamw") {
     auto betas = settings.getAs<ArrayAttr>("betas");
@@ -72,8 +72,8 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
     double beta2 = llvm::cast<FloatAttr>(betas[1]).getValueAsDouble();
     auto op = b.create<AdamUpdateOp>(
         loc, param.getType(), param.getType(), param.getType(), param, grad,
-        stateValues[0], stateValues[1], lr, step, b.getF64FloatAttr(beta1),
-        b.getF64FloatAttr(beta2),
+        stateValues[0], stateValues[1], lr, step, skip,
+        b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
         b.getF64FloatAttr(number(settings, "eps", 1e-8)),
         b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == "adamw"));
     return {op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()};
@@ -83,7 +83,7 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
     auto nesterov = settings.getAs<BoolAttr>("nesterov");
     auto op = b.create<SgdUpdateOp>(
         loc, param.getType(), param.getType(), param, grad, stateValues[0], lr,
-        step, b.getF64FloatAttr(momentum),
+        step, skip, b.getF64FloatAttr(momentum),
         b.getF64FloatAttr(number(settings, "dampening", 0)),
         b.getF64FloatAttr(weightDecay),
         b.getBoolAttr(nesterov && nesterov.getValue()));
@@ -101,5 +101,13 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
   }
   Value lrSpread = b.create<BroadcastOp>(loc, type, lr);
   Value delta = b.create<MulOp>(loc, type, lrSpread, direction);
-  return {b.create<SubOp>(loc, type, param, delta).getResult()};
+  Value updated = b.create<SubOp>(loc, type, param, delta);
+  if (!skip)
+    return {updated};
+  // A skipped step keeps the parameter.
+  auto maskType = RankedTensorType::get(type.getShape(), b.getI1Type());
+  Value mask = b.create<BroadcastOp>(
+      loc, maskType,
+      b.create<CastOp>(loc, RankedTensorType::get({}, b.getI1Type()), skip));
+  return {b.create<WhereOp>(loc, type, mask, param, updated).getResult()};
 }

@@ -34,10 +34,13 @@ public:
                            mlir::Value step, mlir::Value totalSteps) const;
 
   /// One update: returns the new parameter followed by its new state.
+  /// With `skip` (an f32 scalar, f16 loss scaling), a nonzero skip leaves
+  /// the parameter and its state as they are.
   llvm::SmallVector<mlir::Value> update(mlir::OpBuilder &b, mlir::Location loc,
                                         mlir::Value param, mlir::Value grad,
                                         mlir::ValueRange state, mlir::Value lr,
-                                        mlir::Value step) const;
+                                        mlir::Value step,
+                                        mlir::Value skip = {}) const;
 
   /// The maximum global gradient norm, when the gradients are clipped.
   std::optional<double> clipNorm;

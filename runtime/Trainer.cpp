@@ -559,6 +559,7 @@ int main(int argc, char **argv) {
   double epochLoss = 0;
   int64_t epochSteps = 0, step = firstStep - 1;
   bool nanReported = false;
+  int64_t skippedSteps = 0;
   FetchBatch fetch = [&](int64_t s, uint8_t *inputs, std::string &why) {
     if (!prefetcher.take(s, inputs, trainBatch, why))
       return false;
@@ -608,6 +609,10 @@ int main(int argc, char **argv) {
         dumpBatches.tensors.push_back(std::move(t));
       }
     double loss = resultOf(train, memory, "loss");
+    // f16 loss scaling: a step whose scaled gradients overflowed updated
+    // nothing (and halved the scale).
+    if (resultOf(train, memory, "skipped") > 0)
+      ++skippedSteps;
     if (!std::isfinite(loss) && !nanReported) {
       progress.print("warning: the loss is " + std::to_string(loss) +
                      " at step " + std::to_string(s));
@@ -634,6 +639,10 @@ int main(int argc, char **argv) {
       break;
   }
   progress.finish();
+  if (skippedSteps)
+    std::printf("f16 loss scaling skipped %lld of %lld steps (their "
+                "gradients overflowed)\n",
+                (long long)skippedSteps, (long long)(step - firstStep + 1));
   int64_t rssPeak = statusKb("VmHWM") * 1024;
   if (options.profile && step > firstStep) {
     int numOps = executor ? executor->numTrainOps() : train.numOps;
@@ -736,6 +745,7 @@ int main(int argc, char **argv) {
     summary["total_steps"] = totalSteps;
     summary["threads"] = cpu::threads();
     summary["device"] = device;
+    summary["skipped_steps"] = skippedSteps;
     summary["batch_size"] = trainBatch.batchSize;
     summary["losses"] = losses;
     summary["final_loss"] = losses.empty() ? NAN : losses.back();

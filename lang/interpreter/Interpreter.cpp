@@ -661,6 +661,28 @@ LogicalResult Evaluator::exec(Operation *op) {
         set(c.getResult(), std::move(out));
         return success();
       })
+      .Case([&](LossScaleUpdateOp u) {
+        // torch.cuda.amp.GradScaler.update, with the count as a float.
+        double norm = get(u.getNorm()).data[0];
+        double scale = get(u.getScale()).data[0];
+        double count = get(u.getCount()).data[0];
+        bool finite = std::isfinite(norm);
+        double newCount = finite ? count + 1 : 0;
+        double newScale =
+            finite ? scale : scale * u.getBackoffFactor().convertToDouble();
+        if (finite && newCount >= double(u.getGrowthInterval())) {
+          newScale = scale * u.getGrowthFactor().convertToDouble();
+          newCount = 0;
+        }
+        for (auto [v, x] : {std::pair<Value, double>{u.getNewScale(), newScale},
+                            {u.getNewCount(), newCount},
+                            {u.getSkip(), finite ? 0.0 : 1.0}}) {
+          Tensor out = like(v);
+          out.data[0] = x;
+          set(v, std::move(out));
+        }
+        return success();
+      })
       .Case([&](SgdUpdateOp s) { return execSgd(s); })
       .Case([&](AdamUpdateOp a) { return execAdam(a); })
       .Default([&](Operation *) {
@@ -1112,6 +1134,11 @@ LogicalResult Evaluator::execLrSchedule(LrScheduleOp op) {
 LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
   const Tensor &p = get(op.getParam()), &g = get(op.getGrad()),
                &buf = get(op.getMomentumBuffer());
+  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
+    set(op.getNewParam(), Tensor(p));
+    set(op.getNewMomentumBuffer(), Tensor(buf));
+    return success();
+  }
   double lr = get(op.getLr()).data[0];
   int64_t step = int64_t(get(op.getStep()).data[0]);
   double momentum = op.getMomentum().convertToDouble();
@@ -1138,6 +1165,12 @@ LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
 LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
   const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
   const Tensor &m = get(op.getExpAvg()), &v = get(op.getExpAvgSq());
+  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
+    set(op.getNewParam(), Tensor(p));
+    set(op.getNewExpAvg(), Tensor(m));
+    set(op.getNewExpAvgSq(), Tensor(v));
+    return success();
+  }
   // PyTorch's single-tensor Adam, step by step, each intermediate rounded to
   // the parameter's type as its f32 arithmetic would.
   double lr = get(op.getLr()).data[0];

@@ -918,6 +918,21 @@ float globalNorm(const float *const *tensors, const int64_t *sizes, int count) {
   return float(std::sqrt(total));
 }
 
+void lossScaleUpdate(float norm, float scale, float count, float *newScale,
+                     float *newCount, float *skip, double growthFactor,
+                     double backoffFactor, int64_t growthInterval) {
+  bool finite = std::isfinite(norm);
+  float next = finite ? count + 1.0f : 0.0f;
+  float nextScale = finite ? scale : float(scale * backoffFactor);
+  if (finite && next >= float(growthInterval)) {
+    nextScale = float(scale * growthFactor);
+    next = 0.0f;
+  }
+  *newScale = nextScale;
+  *newCount = next;
+  *skip = finite ? 0.0f : 1.0f;
+}
+
 float clipCoefficient(float norm, double maxNorm) {
   float coef = float(maxNorm) / (norm + 1e-6f);
   return std::min(coef, 1.0f);
@@ -927,7 +942,16 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
                 const float *expAvg, const float *expAvgSq, float *newParam,
                 float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
                 double beta1, double beta2, double eps, double weightDecay,
-                bool decoupled) {
+                bool decoupled, const float *skip) {
+  if (skip && *skip != 0.0f) {
+    // An overflowed f16 step: everything stays (copied when not in place).
+    for (auto [from, to] : {std::pair<const float *, float *>{param, newParam},
+                            {expAvg, newExpAvg},
+                            {expAvgSq, newExpAvgSq}})
+      if (from != to)
+        std::memcpy(to, from, sizeof(float) * n);
+    return;
+  }
   // torch.optim.AdamW's single-tensor arithmetic, in f32.
   double bias1 = 1.0 - std::pow(beta1, double(step));
   double bias2 = 1.0 - std::pow(beta2, double(step));
@@ -955,7 +979,14 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
 void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
                int32_t step, double momentum, double dampening,
-               double weightDecay, bool nesterov) {
+               double weightDecay, bool nesterov, const float *skip) {
+  if (skip && *skip != 0.0f) {
+    if (param != newParam)
+      std::memcpy(newParam, param, sizeof(float) * n);
+    if (newBuffer != buffer)
+      std::memcpy(newBuffer, buffer, sizeof(float) * n);
+    return;
+  }
   float mu = float(momentum), damp = float(1.0 - dampening),
         wd = float(weightDecay);
   parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {

@@ -263,11 +263,16 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
                 const float *expAvg, const float *expAvgSq, float *newParam,
                 float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
                 double beta1, double beta2, double eps, double weightDecay,
-                bool decoupled);
+                bool decoupled, const float *skip = nullptr);
 void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
                int32_t step, double momentum, double dampening,
-               double weightDecay, bool nesterov);
+               double weightDecay, bool nesterov, const float *skip = nullptr);
+/// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
+/// of consecutive finite steps is held in a float).
+void lossScaleUpdate(float norm, float scale, float count, float *newScale,
+                     float *newCount, float *skip, double growthFactor,
+                     double backoffFactor, int64_t growthInterval);
 
 /// A kernel's failure (an index out of range): recorded, and reported by
 /// the trainer after the step.

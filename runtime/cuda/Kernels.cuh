@@ -767,6 +767,8 @@ __device__ void lrSchedule(bool cosine, const int32_t *step,
                            const int32_t *totalSteps, double baseLr,
                            int64_t warmup, int64_t steps, double minLr,
                            float *out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) // one thread: it may read what
+    return;                                // it writes (the loss scale)
   double total = steps > 0 ? double(steps) : double(*totalSteps);
   double s = double(*step), lr = baseLr;
   if (warmup > 0 && s <= double(warmup)) {
@@ -780,7 +782,30 @@ __device__ void lrSchedule(bool cosine, const int32_t *step,
   *out = float(lr);
 }
 
+/// torch.cuda.amp.GradScaler.update (one thread): the scale and the count
+/// of finite steps stay on the device.
+__device__ void lossScaleUpdate(const float *norm, const float *scale,
+                                const float *count, float *newScale,
+                                float *newCount, float *skip,
+                                double growthFactor, double backoffFactor,
+                                int64_t growthInterval) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) // one thread: it may read what
+    return;                                // it writes (the loss scale)
+  bool finite = isfinite(*norm);
+  float next = finite ? *count + 1.0f : 0.0f;
+  float nextScale = finite ? *scale : float(*scale * backoffFactor);
+  if (finite && next >= float(growthInterval)) {
+    nextScale = float(*scale * growthFactor);
+    next = 0.0f;
+  }
+  *newScale = nextScale;
+  *newCount = next;
+  *skip = finite ? 0.0f : 1.0f;
+}
+
 __device__ void clipCoefficient(const float *norm, double maxNorm, float *out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) // one thread: it may read what
+    return;                                // it writes (the loss scale)
   *out = fminf(float(maxNorm) / (*norm + 1e-6f), 1.0f);
 }
 
@@ -799,7 +824,7 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
                                 int count, int64_t total, const float *lrPtr,
                                 const int32_t *stepPtr, double beta1,
                                 double beta2, double eps, double weightDecay,
-                                bool decoupled) {
+                                bool decoupled, const float *skip) {
   __shared__ float shared[4];
   if (threadIdx.x == 0) {
     double lr = double(*lrPtr), step = double(*stepPtr);
@@ -810,6 +835,10 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
   }
   __syncthreads();
   float stepSize = shared[0], bias2Sqrt = shared[1], decay = shared[2];
+  // An overflowed f16 step (loss scaling) leaves everything as it is; the
+  // updates are written in place, so there is nothing to copy.
+  if (skip && *skip != 0.0f)
+    return;
   float b1 = float(beta1), b2 = float(beta2), e = float(eps),
         wd = float(weightDecay);
   int t = 0;

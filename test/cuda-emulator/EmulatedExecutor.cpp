@@ -155,34 +155,46 @@ public:
 
   void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
             uint8_t *c, const uint8_t *bias) override {
-    if (call.dtype != DType::F32) {
-      failure = "the emulator computes f32 GEMMs only";
-      return;
+    switch (call.dtype) {
+    case DType::F32:
+      return gemmAs<float>(call, a, b, c, bias);
+    case DType::BF16:
+      return gemmAs<cpu::bf16_t>(call, a, b, c, bias);
+    case DType::F16:
+      return gemmAs<cpu::f16_t>(call, a, b, c, bias);
     }
-    // D = op(X) op(Y), column-major, as cuBLASLt is asked to compute it.
+  }
+
+  /// D = op(X) op(Y), column-major, as cuBLASLt is asked to compute it:
+  /// f32 accumulation, the epilogue, then the result in T.
+  template <typename T>
+  void gemmAs(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+              uint8_t *c, const uint8_t *bias) {
     ColumnMajorGemm g = columnMajor(call);
-    const float *x0 = reinterpret_cast<const float *>(b);
-    const float *y0 = reinterpret_cast<const float *>(a);
-    float *d0 = reinterpret_cast<float *>(c);
-    const float *biasRow = reinterpret_cast<const float *>(bias);
+    const T *x0 = reinterpret_cast<const T *>(b);
+    const T *y0 = reinterpret_cast<const T *>(a);
+    T *d0 = reinterpret_cast<T *>(c);
+    const T *biasRow = reinterpret_cast<const T *>(bias);
     int64_t inner = g.transX ? g.xRows : g.xCols;
     for (int64_t batch = 0; batch < std::max<int64_t>(1, g.batch); ++batch) {
-      const float *x = x0 + batch * g.strideX, *y = y0 + batch * g.strideY;
-      float *d = d0 + batch * g.strideD;
+      const T *x = x0 + batch * g.strideX, *y = y0 + batch * g.strideY;
+      T *d = d0 + batch * g.strideD;
       for (int64_t col = 0; col < g.dCols; ++col)
         for (int64_t row = 0; row < g.dRows; ++row) {
           double sum = 0;
           for (int64_t k = 0; k < inner; ++k) {
-            float xv = g.transX ? x[k + row * g.ldx] : x[row + k * g.ldx];
-            float yv = g.transY ? y[col + k * g.ldy] : y[k + col * g.ldy];
+            float xv =
+                float(g.transX ? x[k + row * g.ldx] : x[row + k * g.ldx]);
+            float yv =
+                float(g.transY ? y[col + k * g.ldy] : y[k + col * g.ldy]);
             sum += double(xv) * double(yv);
           }
           float v = float(sum);
           if (call.epilogue != Epilogue::None)
-            v += biasRow[row];
+            v += float(biasRow[row]);
           if (call.epilogue == Epilogue::ReluBias)
             v = v > 0.0f ? v : 0.0f;
-          d[row + col * g.ldd] = v;
+          d[row + col * g.ldd] = T(v);
         }
     }
   }
@@ -207,6 +219,10 @@ public:
       cpu::conv2dInputGrad(s, f(first), f(second), out, scratch.data());
     else
       cpu::conv2dWeightGrad(s, f(first), f(second), out, scratch.data());
+  }
+
+  template <typename T> static const T *half(const uint8_t *p) {
+    return reinterpret_cast<const T *>(p);
   }
 
   void zero(uint8_t *p, int64_t bytes) override { std::memset(p, 0, bytes); }

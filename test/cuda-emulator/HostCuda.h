@@ -75,6 +75,7 @@ template <typename A, typename B> inline A min(A a, B b) {
   return a < A(b) ? a : A(b);
 }
 using std::cos;
+using std::isfinite;
 using std::fmax;
 using std::fmin;
 using std::pow;

@@ -359,6 +359,8 @@ int main(int argc, char **argv) {
   double epochLoss = 0;
   int64_t epochSteps = 0;
   runtime::Rng shuffler(seed ^ 0x5eed);
+  // f16 steps whose scaled gradients overflowed (their update skipped).
+  int64_t skippedSteps = 0;
   for (int64_t step = 1; step <= totalSteps; ++step) {
     std::vector<Tensor> batch;
     if (!dataDir.empty()) {
@@ -393,16 +395,28 @@ int main(int argc, char **argv) {
                    << "\n";
       return 1;
     }
-    // Results: loss, then the updated params and state (each names the
-    // argument it replaces), then lr and grad_norm.
-    double loss = (*results)[0].data[0];
-    for (unsigned r = 1; r + 2 < results->size(); ++r) {
-      auto reuses =
-          trainStep.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
-      values[reuses.getInt()] = std::move((*results)[r]);
+    // Results: the updated params and state (each names the argument it
+    // replaces), and scalars by name: loss, lr, grad_norm (and skipped,
+    // with f16 loss scaling).
+    double loss = 0, lr = 0, gradNorm = 0;
+    for (unsigned r = 0; r < results->size(); ++r) {
+      if (auto reuses = trainStep.getResultAttrOfType<IntegerAttr>(
+              r, "mnemo.reuses_arg")) {
+        values[reuses.getInt()] = std::move((*results)[r]);
+        continue;
+      }
+      auto name = trainStep.getResultAttrOfType<StringAttr>(r, "mnemo.name");
+      StringRef n = name ? name.getValue() : "";
+      double v = (*results)[r].data.empty() ? 0 : (*results)[r].data[0];
+      if (n == "loss")
+        loss = v;
+      else if (n == "lr")
+        lr = v;
+      else if (n == "grad_norm")
+        gradNorm = v;
+      else if (n == "skipped" && v != 0)
+        ++skippedSteps;
     }
-    double lr = (*results)[results->size() - 2].data[0];
-    double gradNorm = (*results)[results->size() - 1].data[0];
     losses.push_back(loss);
     epochLoss += loss;
     ++epochSteps;
@@ -422,6 +436,9 @@ int main(int argc, char **argv) {
     }
     llvm::outs().flush();
   }
+  if (skippedSteps)
+    llvm::outs() << "f16 loss scaling skipped " << skippedSteps
+                 << " step(s) whose gradients overflowed\n";
 
   if (evaluate && evalStep && test.count() >= batchSize) {
     std::vector<StepArgument> evalArgs = describeArguments(evalStep);
