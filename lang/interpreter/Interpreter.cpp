@@ -1135,8 +1135,10 @@ LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
   const Tensor &p = get(op.getParam()), &g = get(op.getGrad()),
                &buf = get(op.getMomentumBuffer());
   if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
-    set(op.getNewParam(), Tensor(p));
-    set(op.getNewMomentumBuffer(), Tensor(buf));
+    // Copies first: set() may move the tensors p and buf refer to.
+    Tensor sameP = p, sameBuf = buf;
+    set(op.getNewParam(), std::move(sameP));
+    set(op.getNewMomentumBuffer(), std::move(sameBuf));
     return success();
   }
   double lr = get(op.getLr()).data[0];
@@ -1166,9 +1168,11 @@ LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
   const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
   const Tensor &m = get(op.getExpAvg()), &v = get(op.getExpAvgSq());
   if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
-    set(op.getNewParam(), Tensor(p));
-    set(op.getNewExpAvg(), Tensor(m));
-    set(op.getNewExpAvgSq(), Tensor(v));
+    // Copies first: set() may move the tensors p, m and v refer to.
+    Tensor sameP = p, sameM = m, sameV = v;
+    set(op.getNewParam(), std::move(sameP));
+    set(op.getNewExpAvg(), std::move(sameM));
+    set(op.getNewExpAvgSq(), std::move(sameV));
     return success();
   }
   // PyTorch's single-tensor Adam, step by step, each intermediate rounded to
