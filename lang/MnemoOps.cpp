@@ -105,8 +105,33 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return isSplatOf(adaptor.getRhs(), 1.0) ? getLhs() : OpFoldResult();
 }
 
+/// Whether every value of `from` is exactly a value of `to` (so that a
+/// cast from -> to -> from gives back the original).
+static bool widensExactly(Type from, Type to) {
+  if (from == to)
+    return true;
+  if (to.isF32())
+    return from.isBF16() || from.isF16();
+  return false;
+}
+
 OpFoldResult CastOp::fold(FoldAdaptor) {
-  return getInput().getType() == getType() ? getInput() : OpFoldResult();
+  if (getInput().getType() == getType())
+    return getInput();
+  // cast(cast(x)) after an exact widening (bf16 -> f32 -> bf16, f16 -> f32
+  // -> ...) is one cast of x, or x itself. A narrowing inner cast rounds,
+  // and stays.
+  if (auto inner = getInput().getDefiningOp<CastOp>()) {
+    Type original = tensorType(inner.getInput()).getElementType();
+    Type middle = tensorType(inner.getResult()).getElementType();
+    if (widensExactly(original, middle)) {
+      if (inner.getInput().getType() == getType())
+        return inner.getInput();
+      getInputMutable().assign(inner.getInput());
+      return getResult();
+    }
+  }
+  return {};
 }
 
 OpFoldResult BroadcastOp::fold(FoldAdaptor) {
