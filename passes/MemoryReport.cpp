@@ -82,6 +82,14 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.peakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
                 r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
   r.trainerOverheadBytes = runtime::cpuTrainerOverheadBytes(r.inputBytes);
+  auto number = [&](StringRef name) {
+    auto a = func->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t(0);
+  };
+  r.budgetBytes = number("mnemo.memory_budget");
+  r.recomputedOps = number("mnemo.recomputed_ops");
+  r.recomputedFlops = number("mnemo.recomputed_flops");
+  r.stepFlops = number("mnemo.step_flops");
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
@@ -159,6 +167,19 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   line("  temporaries at the peak", r.temporaryBytes);
   line("workspace", r.workspaceBytes);
   line("peak (one step needs)", r.peakBytes);
+  if (r.budgetBytes) {
+    line("  memory budget", r.budgetBytes,
+         r.recomputedOps == 0
+             ? std::string("met without recomputation")
+             : llvm::formatv("met by recomputing {0} ops in the backward, "
+                             "+{1:f1}% FLOPs",
+                             r.recomputedOps,
+                             r.stepFlops
+                                 ? 100.0 * double(r.recomputedFlops) /
+                                       double(r.stepFlops - r.recomputedFlops)
+                                 : 0.0)
+                   .str());
+  }
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS, 2 staging batches");
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
@@ -205,6 +226,10 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"lower_bound_bytes", r.lowerBoundBytes},
         {"naive_bytes", r.naiveBytes},
         {"peak_bytes", r.peakBytes},
+        {"memory_budget_bytes", r.budgetBytes},
+        {"recomputed_ops", r.recomputedOps},
+        {"recomputed_flops", r.recomputedFlops},
+        {"step_flops", r.stepFlops},
         {"cpu_trainer_overhead_bytes", r.trainerOverheadBytes},
         {"peak_op", r.peakStep},
         {"ops", r.steps},

@@ -36,6 +36,11 @@ struct MemoryReport {
   int64_t trainerOverheadBytes = 0;
   int64_t peakStep = 0, steps = 0;
   std::string planner;
+  /// Rematerialization under a memory budget (the remat pass): the budget
+  /// (0: none), the ops recomputed in the backward and their FLOPs next to
+  /// the step's.
+  int64_t budgetBytes = 0, recomputedOps = 0, recomputedFlops = 0,
+          stepFlops = 0;
 
   struct Buffer {
     std::string location; // in the model file: "examples/gpt.mn:14:9"

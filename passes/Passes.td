@@ -77,6 +77,36 @@ def Amp : Pass<"amp", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def Remat : Pass<"remat", "mlir::ModuleOp"> {
+  let summary = "Recomputes activations in the backward to meet a memory budget";
+  let description = [{
+    On `@train_step` after autodiff. A forward value that the backward reads
+    is kept from its forward op to its last backward use; recomputing it in
+    the backward (cloning its op, with its location, right before the first
+    backward use, marked `mnemo.recomputed`) ends its life at its last
+    forward use instead.
+
+    The budget bounds the planned peak (arena, persistent regions and
+    workspace) as the real pipeline plans it: every candidate set is
+    checked by running schedule, fuse-elementwise and plan-memory on a copy.
+    Strategy `auto` orders the candidates by recomputed FLOPs per byte
+    saved (elementwise chains first, products last) and takes the shortest
+    prefix whose plan fits. A budget at or above the plan without
+    recomputation recomputes nothing; a budget no candidate set meets is an
+    error that names the smallest peak found.
+
+    The step function gets `mnemo.remat_strategy`, `mnemo.recomputed_ops`,
+    `mnemo.recomputed_flops` and `mnemo.step_flops` for the memory report.
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", "0",
+           "Bytes the planned peak may use (default: the train section's memory_budget)">,
+    Option<"strategy", "strategy", "std::string", "\"auto\"",
+           "none or auto">,
+  ];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Schedule : Pass<"schedule", "mlir::ModuleOp"> {
   let summary = "Reorders the step functions' ops to lower their peak memory";
   let description = [{

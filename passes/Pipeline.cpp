@@ -27,9 +27,15 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   pm.addPass(createAutodiff());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // Under a memory budget, recompute in the backward what the plan cannot
+  // keep (checked against the real planner).
+  RematOptions rematOptions;
+  rematOptions.budget = options.memoryBudget;
+  rematOptions.strategy = options.remat;
+  pm.addPass(createRemat(rematOptions));
   // Last: a memory-aware order, elementwise chains fused into single loops
-  // (their intermediates need no memory), then every buffer of the step functions
-  // gets its arena offset.
+  // (their intermediates need no memory), then every buffer of the step
+  // functions gets its arena offset.
   pm.addPass(createSchedule());
   pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;

@@ -24,6 +24,10 @@ struct PipelineOptions {
   std::string precision;
   /// A JSON file that overrides the mixed-precision policy.
   std::string ampPolicy;
+  /// Bytes the planned peak may use; 0: the train section's memory_budget.
+  int64_t memoryBudget = 0;
+  /// Rematerialization strategy (none, auto).
+  std::string remat = "auto";
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

@@ -12,6 +12,7 @@
 
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
+
 #include "codegen/TrainerBuild.h"
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
@@ -24,6 +25,7 @@
 #include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
+#include <optional>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -52,6 +54,26 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
+/// "512MiB", "2GB", "1.5GiB" or plain bytes.
+std::optional<int64_t> parseSize(llvm::StringRef text) {
+  text = text.trim();
+  size_t digits = 0;
+  while (digits < text.size() &&
+         (llvm::isDigit(text[digits]) || text[digits] == '.'))
+    ++digits;
+  double number;
+  if (digits == 0 || text.take_front(digits).getAsDouble(number))
+    return std::nullopt;
+  llvm::StringRef unit = text.drop_front(digits).trim();
+  static const std::pair<const char *, double> units[] = {
+      {"", 1},     {"B", 1},        {"KB", 1e3},        {"MB", 1e6},
+      {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  for (auto [name, scale] : units)
+    if (unit == name)
+      return int64_t(number * scale);
+  return std::nullopt;
+}
+
 enum class Emit {
   AST,
   MLIR,
@@ -105,6 +127,18 @@ cl::opt<std::string>
                        "categories (low, f32, follow) and names layers to keep "
                        "in f32 (keep_f32)"),
               cl::value_desc("file"), cl::cat(category));
+cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Bound the planned peak of a training step: bytes, or a size "
+             "such as 512MiB or 2GB (default: the train section's "
+             "memory_budget); activations are recomputed to meet it"),
+    cl::value_desc("size"), cl::cat(category));
+cl::opt<std::string>
+    rematStrategy("remat",
+                  cl::desc("What to recompute under a memory budget: none or "
+                           "auto (default auto)"),
+                  cl::value_desc("strategy"), cl::init("auto"),
+                  cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -221,6 +255,17 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
     options.transientGradients = transientGradients;
     options.precision = precisionOption;
     options.ampPolicy = ampPolicy;
+    options.remat = rematStrategy;
+    if (!memoryBudget.empty()) {
+      std::optional<int64_t> bytes = parseSize(memoryBudget);
+      if (!bytes || *bytes <= 0) {
+        llvm::errs() << "mnemoc: error: --memory-budget must be a positive "
+                        "size such as 512MiB, 2GB or 1000000, not '"
+                     << memoryBudget << "'\n";
+        return mlir::failure();
+      }
+      options.memoryBudget = *bytes;
+    }
     buildDefaultPipeline(pm, options);
   }
   if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {

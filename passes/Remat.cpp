@@ -1,0 +1,340 @@
+//===- Remat.cpp - Rematerialization under a memory budget ----------------===//
+//
+// See Passes.td (Remat). The search measures each candidate set with the
+// real pipeline (schedule, fuse-elementwise, plan-memory on a copy of the
+// module), because what recomputation saves depends on what the scheduler
+// and the planner then do with the shortened lifetimes: an estimate would
+// promise what the plan might not keep.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/MemoryReport.h"
+#include "passes/Passes.h"
+
+#include "lang/MnemoOps.h"
+#include "passes/BufferAnalysis.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Format.h"
+
+namespace mnemo {
+#define GEN_PASS_DEF_REMAT
+#include "passes/Passes.h.inc"
+} // namespace mnemo
+
+using namespace mlir;
+using namespace mnemo;
+
+namespace {
+
+int64_t elements(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getNumElements();
+}
+
+/// Floating-point operations to compute `op` once (multiply-adds count 2).
+int64_t flopsOf(Operation *op) {
+  if (op->getNumResults() == 0)
+    return 0;
+  int64_t n = elements(op->getResult(0));
+  if (auto m = llvm::dyn_cast<MatmulOp>(op)) {
+    auto a = llvm::cast<ShapedType>(m.getLhs().getType()).getShape();
+    return 2 * n * (m.getTransposeLhs() ? a[a.size() - 2] : a.back());
+  }
+  if (auto m = llvm::dyn_cast<BatchMatmulOp>(op)) {
+    auto a = llvm::cast<ShapedType>(m.getLhs().getType()).getShape();
+    return 2 * n * (m.getTransposeLhs() ? a[a.size() - 2] : a.back());
+  }
+  if (auto c = llvm::dyn_cast<Conv2DOp>(op)) {
+    auto w = llvm::cast<ShapedType>(c.getWeight().getType()).getShape();
+    return 2 * n * w[1] * w[2] * w[3];
+  }
+  if (llvm::isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp>(op))
+    return 5 * n;
+  if (llvm::isa<ReshapeOp, ConstantOp>(op))
+    return 0;
+  return n;
+}
+
+/// The first op of the backward: the ops after the loss.
+unsigned backwardStart(func::FuncOp train, ArrayRef<Operation *> ops) {
+  auto ret =
+      llvm::cast<func::ReturnOp>(train.getBody().front().getTerminator());
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    auto name = train.getResultAttrOfType<StringAttr>(r, "mnemo.name");
+    if (name && name.getValue() == "loss")
+      if (Operation *def = ret.getOperand(r).getDefiningOp())
+        for (unsigned i = 0; i < ops.size(); ++i)
+          if (ops[i] == def)
+            return i + 1;
+  }
+  return ops.size();
+}
+
+/// A forward value the backward reads: recomputing it there frees its
+/// bytes between the forward and the backward.
+struct Candidate {
+  Value value;
+  int64_t bytes = 0;
+};
+
+struct RematPass : public mnemo::impl::RematBase<RematPass> {
+  using RematBase::RematBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!train)
+      return;
+    int64_t limit = budget;
+    if (limit == 0)
+      if (auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train"))
+        if (auto b = settings.getAs<IntegerAttr>("memory_budget"))
+          limit = b.getInt();
+    if (strategy != "none" && strategy != "auto") {
+      module.emitError() << "--remat=" << strategy
+                         << " is not implemented yet (none and auto are)";
+      return signalPassFailure();
+    }
+    Builder b(&getContext());
+    auto mark = [&](func::FuncOp f, int64_t ops, int64_t flops) {
+      f->setAttr("mnemo.remat_strategy", b.getStringAttr(strategy));
+      f->setAttr("mnemo.recomputed_ops", b.getI64IntegerAttr(ops));
+      f->setAttr("mnemo.recomputed_flops", b.getI64IntegerAttr(flops));
+      f->setAttr("mnemo.step_flops", b.getI64IntegerAttr(stepFlops(f)));
+      if (limit > 0)
+        f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
+    };
+    if (limit <= 0)
+      return;
+
+    std::vector<Candidate> candidates = findCandidates(train);
+    FailureOr<int64_t> none = plannedPeak(module, {});
+    if (failed(none))
+      return signalPassFailure();
+    if (*none <= limit) {
+      mark(train, 0, 0);
+      return;
+    }
+    if (strategy == "none") {
+      module.emitError() << "the memory budget of " << mib(limit)
+                         << " cannot be met without recomputation (the plan "
+                            "needs "
+                         << mib(*none) << "; --remat=auto recomputes)";
+      return signalPassFailure();
+    }
+    // Greedy, checked by the planner: among the values not yet chosen, the
+    // one that frees the most bytes per recomputed FLOP (its chain priced
+    // with what is already chosen: recomputing a value whose producer is
+    // recomputed recomputes both) is tried; it stays if the planned peak
+    // goes down. Until the plan fits the budget or nothing helps.
+    std::vector<Value> chosen;
+    std::vector<bool> tried(candidates.size(), false);
+    int64_t peak = *none;
+    for (;;) {
+      int best = -1;
+      double bestScore = 0;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (tried[i])
+          continue;
+        int64_t flops = chainFlops(train, candidates[i].value, chosen);
+        double score = double(candidates[i].bytes) / double(1 + flops);
+        if (best < 0 || score > bestScore) {
+          best = int(i);
+          bestScore = score;
+        }
+      }
+      if (best < 0)
+        break;
+      tried[best] = true;
+      std::vector<Value> next = chosen;
+      next.push_back(candidates[best].value);
+      FailureOr<int64_t> p = plannedPeak(module, next);
+      if (failed(p))
+        return signalPassFailure();
+      if (*p < peak) {
+        chosen = std::move(next);
+        peak = *p;
+        if (peak <= limit)
+          break;
+      }
+    }
+    if (peak > limit) {
+      module.emitError() << "the memory budget of " << mib(limit)
+                         << " cannot be met: the smallest planned peak found "
+                            "is "
+                         << mib(peak) << " (recomputing " << chosen.size()
+                         << " of " << candidates.size()
+                         << " saved values; without recomputation "
+                         << mib(*none) << ")";
+      return signalPassFailure();
+    }
+    int64_t flops = apply(train, chosen);
+    mark(train, countRecomputed(train), flops);
+  }
+
+  static int64_t countRecomputed(func::FuncOp f) {
+    int64_t n = 0;
+    f.walk([&](Operation *op) { n += op->hasAttr("mnemo.recomputed"); });
+    return n;
+  }
+
+  static std::string mib(int64_t bytes) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << llvm::format("%.2f MiB", double(bytes) / (1 << 20));
+    return os.str();
+  }
+
+  static int64_t stepFlops(func::FuncOp f) {
+    int64_t total = 0;
+    f.walk([&](Operation *op) { total += flopsOf(op); });
+    return total;
+  }
+
+  /// Forward values the backward reads (what a recomputation could free).
+  std::vector<Candidate> findCandidates(func::FuncOp train) {
+    Split split(train);
+    std::vector<Candidate> result;
+    for (unsigned i = 0; i < split.start; ++i) {
+      Operation *op = split.ops[i];
+      if (op->getNumResults() != 1 || llvm::isa<ConstantOp>(op) ||
+          !split.readByBackward(op->getResult(0)))
+        continue;
+      result.push_back(
+          {op->getResult(0), storageBytes(op->getResult(0).getType())});
+    }
+    return result;
+  }
+
+  /// The forward and backward of a step function.
+  struct Split {
+    SmallVector<Operation *> ops;
+    unsigned start;
+    llvm::DenseMap<Operation *, unsigned> index;
+    explicit Split(func::FuncOp train) {
+      for (Operation &op : train.getBody().front().without_terminator())
+        ops.push_back(&op);
+      start = backwardStart(train, ops);
+      for (unsigned i = 0; i < ops.size(); ++i)
+        index[ops[i]] = i;
+    }
+    bool readByBackward(Value v) const {
+      return llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return index.lookup(user) >= start;
+      });
+    }
+  };
+
+  /// The values recomputing `roots` recomputes: each root and, back from
+  /// it, every producer nothing keeps until the backward (a value the
+  /// backward reads is kept unless it is itself a root).
+  static llvm::SetVector<Value> chainOf(const Split &split,
+                                        ArrayRef<Value> roots) {
+    llvm::DenseSet<Value> rootSet(roots.begin(), roots.end());
+    llvm::SetVector<Value> chain;
+    SmallVector<Value> work(roots.begin(), roots.end());
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!chain.insert(v))
+        continue;
+      for (Value operand : v.getDefiningOp()->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        bool kept =
+            !def || llvm::isa<ConstantOp>(def) ||
+            (split.readByBackward(operand) && !rootSet.contains(operand));
+        if (!kept)
+          work.push_back(operand);
+      }
+    }
+    return chain;
+  }
+
+  /// What recomputing `v` adds to recomputing `chosen`.
+  int64_t chainFlops(func::FuncOp train, Value v, ArrayRef<Value> chosen) {
+    Split split(train);
+    std::vector<Value> with(chosen.begin(), chosen.end());
+    int64_t before = 0, after = 0;
+    for (Value c : chainOf(split, with))
+      before += flopsOf(c.getDefiningOp());
+    with.push_back(v);
+    for (Value c : chainOf(split, with))
+      after += flopsOf(c.getDefiningOp());
+    return after - before;
+  }
+
+  /// Recomputes `roots` in the backward: each (with its chain, recursively)
+  /// is cloned, with its location, right before its first backward user,
+  /// and the backward reads the clone. Returns the recomputed FLOPs.
+  int64_t apply(func::FuncOp train, ArrayRef<Value> roots) {
+    Split split(train);
+    llvm::SetVector<Value> chain = chainOf(split, roots);
+    llvm::DenseSet<Value> read(roots.begin(), roots.end());
+    llvm::DenseMap<Value, Value> clones;
+    int64_t flops = 0;
+    OpBuilder builder(&getContext());
+    std::function<Value(Value, Operation *)> recompute =
+        [&](Value v, Operation *before) -> Value {
+      if (Value done = clones.lookup(v))
+        return done;
+      Operation *def = v.getDefiningOp();
+      IRMapping map;
+      for (Value operand : def->getOperands())
+        if (chain.contains(operand))
+          map.map(operand, recompute(operand, before));
+      builder.setInsertionPoint(before);
+      Operation *copy = builder.clone(*def, map);
+      copy->setAttr("mnemo.recomputed", builder.getUnitAttr());
+      flops += flopsOf(copy);
+      Value result = copy->getResult(llvm::cast<OpResult>(v).getResultNumber());
+      clones[v] = result;
+      return result;
+    };
+    for (unsigned i = split.start; i < split.ops.size(); ++i)
+      for (OpOperand &use : split.ops[i]->getOpOperands())
+        if (read.contains(use.get()))
+          use.set(recompute(use.get(), split.ops[i]));
+    return flops;
+  }
+
+  /// The peak the real pipeline plans for @train_step with `roots`
+  /// recomputed (on a copy; quick planner settings).
+  FailureOr<int64_t> plannedPeak(ModuleOp module, ArrayRef<Value> roots) {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto train = copy->lookupSymbol<func::FuncOp>("train_step");
+    // The roots live in the original: the same op, by position, in the copy.
+    llvm::DenseMap<Operation *, Operation *> same;
+    auto original = module.lookupSymbol<func::FuncOp>("train_step");
+    auto a = original.getBody().front().getOperations().begin();
+    for (Operation &op : train.getBody().front()) {
+      same[&*a] = &op;
+      ++a;
+    }
+    std::vector<Value> mapped;
+    for (Value v : roots)
+      mapped.push_back(
+          same.lookup(v.getDefiningOp())
+              ->getResult(llvm::cast<OpResult>(v).getResultNumber()));
+    apply(train, mapped);
+    PassManager pm(&getContext());
+    pm.addPass(createSchedule());
+    pm.addPass(createFuseElementwise());
+    PlanMemoryOptions quick;
+    quick.localSearchMs = 0;
+    quick.exactMaxBuffers = 0;
+    pm.addPass(createPlanMemory(quick));
+    if (failed(pm.run(*copy)))
+      return failure();
+    FailureOr<MemoryReport> report =
+        buildMemoryReport(copy->lookupSymbol<func::FuncOp>("train_step"));
+    if (failed(report))
+      return failure();
+    return report->peakBytes;
+  }
+};
+
+} // namespace
