@@ -11,6 +11,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace mlir;
 using namespace mnemo;
@@ -90,6 +91,17 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.recomputedOps = number("mnemo.recomputed_ops");
   r.recomputedFlops = number("mnemo.recomputed_flops");
   r.stepFlops = number("mnemo.step_flops");
+  {
+    std::map<std::string, int64_t> kinds;
+    func.walk([&](Operation *op) {
+      if (op->hasAttr("mnemo.recomputed"))
+        ++kinds[op->getName().getStringRef().str()];
+    });
+    r.recomputed.assign(kinds.begin(), kinds.end());
+    std::stable_sort(
+        r.recomputed.begin(), r.recomputed.end(),
+        [](const auto &a, const auto &b) { return a.second > b.second; });
+  }
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
@@ -179,6 +191,12 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                                        double(r.stepFlops - r.recomputedFlops)
                                  : 0.0)
                    .str());
+  }
+  if (!r.recomputed.empty()) {
+    std::string list;
+    for (const auto &[op, count] : r.recomputed)
+      list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
+    os << "  recomputed in the backward: " << list << "\n";
   }
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS, 2 staging batches");

@@ -20,7 +20,11 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+
 #include "llvm/Support/Format.h"
+#include <cmath>
 
 namespace mnemo {
 #define GEN_PASS_DEF_REMAT
@@ -95,9 +99,11 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       if (auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train"))
         if (auto b = settings.getAs<IntegerAttr>("memory_budget"))
           limit = b.getInt();
-    if (strategy != "none" && strategy != "auto") {
+    if (strategy != "none" && strategy != "auto" && strategy != "all" &&
+        strategy != "sqrt") {
       module.emitError() << "--remat=" << strategy
-                         << " is not implemented yet (none and auto are)";
+                         << " is not implemented yet (none, all, sqrt and "
+                            "auto are)";
       return signalPassFailure();
     }
     Builder b(&getContext());
@@ -109,6 +115,27 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       if (limit > 0)
         f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
     };
+    // Fixed policies, as people write torch.utils.checkpoint by hand: keep
+    // only each layer's (or repeat block's) outputs and recompute the rest
+    // (all), or keep them every sqrt(n) blocks (sqrt, Chen et al. 2016).
+    if (strategy == "all" || strategy == "sqrt") {
+      std::vector<Value> roots = policyRoots(train, strategy == "sqrt");
+      if (limit > 0) {
+        FailureOr<int64_t> peak = plannedPeak(module, roots);
+        if (failed(peak))
+          return signalPassFailure();
+        if (*peak > limit) {
+          module.emitError() << "the memory budget of " << mib(limit)
+                             << " cannot be met with --remat=" << strategy
+                             << ": its plan needs " << mib(*peak)
+                             << " (--remat=auto searches for a plan that fits)";
+          return signalPassFailure();
+        }
+      }
+      int64_t flops = apply(train, roots);
+      mark(train, countRecomputed(train), flops);
+      return;
+    }
     if (limit <= 0)
       return;
 
@@ -209,6 +236,63 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           {op->getResult(0), storageBytes(op->getResult(0).getType())});
     }
     return result;
+  }
+
+  /// The checkpoint unit of an op: its repeat block ("blocks.3" of
+  /// "blocks.3.attn.wq") or its top-level layer ("fc1"); "" for the model's
+  /// own ops.
+  static std::string unitOf(Operation *op) {
+    std::string layer;
+    std::function<void(Location)> visit = [&](Location l) {
+      if (auto name = llvm::dyn_cast<NameLoc>(l)) {
+        if (layer.empty())
+          layer = name.getName().str();
+      } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
+        visit(call.getCaller());
+      } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
+        for (Location inner : fused.getLocations())
+          visit(inner);
+      }
+    };
+    visit(op->getLoc());
+    SmallVector<StringRef> parts;
+    StringRef(layer).split(parts, '.');
+    if (parts.size() >= 2 && !parts[1].empty() &&
+        llvm::all_of(parts[1], [](char c) { return llvm::isDigit(c); }))
+      return (parts[0] + "." + parts[1]).str();
+    return parts.empty() ? "" : parts[0].str();
+  }
+
+  /// The values `all` or `sqrt` recompute: every value the backward reads
+  /// except the outputs of checkpoint units (values a later unit reads),
+  /// and with `sqrt`, except only every ceil(sqrt(n))-th unit's outputs.
+  std::vector<Value> policyRoots(func::FuncOp train, bool sqrtSegments) {
+    Split split(train);
+    std::vector<std::string> order; // units in forward order
+    llvm::StringMap<unsigned> unitIndex;
+    for (unsigned i = 0; i < split.start; ++i) {
+      std::string u = unitOf(split.ops[i]);
+      if (unitIndex.try_emplace(u, order.size()).second)
+        order.push_back(u);
+    }
+    size_t segment =
+        sqrtSegments ? size_t(std::ceil(std::sqrt(double(order.size())))) : 1;
+    std::vector<Value> roots;
+    for (const Candidate &c : findCandidates(train)) {
+      Operation *def = c.value.getDefiningOp();
+      unsigned unit = unitIndex.lookup(unitOf(def));
+      bool boundary = llvm::any_of(c.value.getUsers(), [&](Operation *user) {
+        unsigned at = split.index.lookup(user);
+        return at < split.start && unitIndex.lookup(unitOf(user)) != unit;
+      });
+      // A kept boundary: every unit's with `all`, every segment's last
+      // unit's with `sqrt`.
+      bool kept =
+          boundary && ((unit + 1) % segment == 0 || unit + 1 == order.size());
+      if (!kept)
+        roots.push_back(c.value);
+    }
+    return roots;
   }
 
   /// The forward and backward of a step function.
