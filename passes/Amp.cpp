@@ -132,6 +132,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     else {
       module.emitError() << "--precision must be f32, bf16 or f16, not '"
                          << chosen << "'";
+      markUserError(getOperation());
       return signalPassFailure();
     }
 
@@ -141,8 +142,10 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
         for (Attribute a : keep)
           if (auto s = llvm::dyn_cast<StringAttr>(a))
             policy.keepF32.push_back(s.getValue().str());
-    if (!policyFile.empty() && failed(readPolicy(policy)))
+    if (!policyFile.empty() && failed(readPolicy(policy))) {
+      markUserError(getOperation());
       return signalPassFailure();
+    }
     // The precision actually applied, for the memory report and the trainer.
     module->setAttr("mnemo.precision", StringAttr::get(&getContext(), chosen));
     convert(forward, policy, low);

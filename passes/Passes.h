@@ -6,6 +6,7 @@
 #include "lang/MnemoDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mnemo {
@@ -15,6 +16,12 @@ namespace mnemo {
 
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
+
+/// Marks a pass failure as the input's doing (a budget nothing meets, an
+/// unknown precision), not a compiler bug: mnemoc then exits 1, not 2.
+inline void markUserError(mlir::ModuleOp module) {
+  module->setAttr("mnemo.user_error", mlir::UnitAttr::get(module.getContext()));
+}
 
 } // namespace mnemo
 

@@ -25,6 +25,7 @@
 
 #include "llvm/Support/Format.h"
 #include <cmath>
+#include <optional>
 
 namespace mnemo {
 #define GEN_PASS_DEF_REMAT
@@ -104,6 +105,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       module.emitError() << "--remat=" << strategy
                          << " is not implemented yet (none, all, sqrt and "
                             "auto are)";
+      markUserError(getOperation());
       return signalPassFailure();
     }
     Builder b(&getContext());
@@ -129,6 +131,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                              << " cannot be met with --remat=" << strategy
                              << ": its plan needs " << mib(*peak)
                              << " (--remat=auto searches for a plan that fits)";
+          markUserError(getOperation());
           return signalPassFailure();
         }
       }
@@ -152,6 +155,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                          << " cannot be met without recomputation (the plan "
                             "needs "
                          << mib(*none) << "; --remat=auto recomputes)";
+      markUserError(getOperation());
       return signalPassFailure();
     }
     // Greedy, checked by the planner: among the values not yet chosen, the
@@ -190,16 +194,55 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           break;
       }
     }
-    if (peak > limit) {
+    // The fixed policies' sets, pruned: where they fit, values are taken
+    // back out (the costliest first) while the plan still fits. The search
+    // keeps the cheapest set that fits, and the smallest peak for the error.
+    Split split(train);
+    auto cost = [&](ArrayRef<Value> roots) {
+      int64_t total = 0;
+      for (Value v : chainOf(split, roots))
+        total += flopsOf(v.getDefiningOp());
+      return total;
+    };
+    std::optional<std::vector<Value>> best;
+    if (peak <= limit)
+      best = chosen;
+    for (bool sqrtSegments : {false, true}) {
+      std::vector<Value> roots = policyRoots(train, sqrtSegments);
+      FailureOr<int64_t> p = plannedPeak(module, roots);
+      if (failed(p))
+        return signalPassFailure();
+      peak = std::min(peak, *p);
+      if (*p > limit)
+        continue;
+      std::vector<Value> order = roots;
+      std::stable_sort(order.begin(), order.end(), [&](Value a, Value b) {
+        return flopsOf(a.getDefiningOp()) > flopsOf(b.getDefiningOp());
+      });
+      for (Value v : order) {
+        std::vector<Value> without;
+        for (Value r : roots)
+          if (r != v)
+            without.push_back(r);
+        FailureOr<int64_t> q = plannedPeak(module, without);
+        if (failed(q))
+          return signalPassFailure();
+        if (*q <= limit)
+          roots = std::move(without);
+      }
+      if (!best || cost(roots) < cost(*best))
+        best = roots;
+    }
+    if (!best) {
       module.emitError() << "the memory budget of " << mib(limit)
                          << " cannot be met: the smallest planned peak found "
                             "is "
-                         << mib(peak) << " (recomputing " << chosen.size()
-                         << " of " << candidates.size()
-                         << " saved values; without recomputation "
+                         << mib(peak) << " (without recomputation "
                          << mib(*none) << ")";
+      markUserError(getOperation());
       return signalPassFailure();
     }
+    chosen = *best;
     int64_t flops = apply(train, chosen);
     mark(train, countRecomputed(train), flops);
   }

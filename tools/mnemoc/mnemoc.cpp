@@ -378,7 +378,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (failed(runPipeline(*module)))
-    return passPipeline.getNumOccurrences() ? 1 : 2;
+    return passPipeline.getNumOccurrences() ||
+                   (*module)->hasAttr("mnemo.user_error")
+               ? 1
+               : 2;
   if (!memoryTimeline.empty()) {
     auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
     if (!step) {
