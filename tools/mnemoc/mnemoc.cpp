@@ -13,6 +13,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
 
+#include "RematStudies.h"
 #include "codegen/TrainerBuild.h"
 #include "frontend/AST.h"
 #include "frontend/Diagnostics.h"
@@ -139,6 +140,16 @@ cl::opt<std::string>
                            "auto (default auto)"),
                   cl::value_desc("strategy"), cl::init("auto"),
                   cl::cat(category));
+cl::opt<std::string> rematCurve(
+    "remat-curve",
+    cl::desc("Write an SVG of recomputed FLOPs against the planned peak for "
+             "each rematerialization strategy"),
+    cl::value_desc("file.svg"), cl::cat(category));
+cl::opt<bool> fitBatchOption(
+    "fit-batch",
+    cl::desc("Report the largest batch whose planned step fits "
+             "--memory-budget, for each rematerialization strategy"),
+    cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -231,6 +242,27 @@ static void printParams(const Graph &graph, llvm::raw_ostream &os) {
 }
 
 /// Runs the default pipeline (or --pass-pipeline) with IR printing as asked.
+/// The default pipeline's options from the command line; nullopt after an
+/// error message.
+static std::optional<PipelineOptions> pipelineOptions() {
+  PipelineOptions options;
+  options.transientGradients = transientGradients;
+  options.precision = precisionOption;
+  options.ampPolicy = ampPolicy;
+  options.remat = rematStrategy;
+  if (!memoryBudget.empty()) {
+    std::optional<int64_t> bytes = parseSize(memoryBudget);
+    if (!bytes || *bytes <= 0) {
+      llvm::errs() << "mnemoc: error: --memory-budget must be a positive "
+                      "size such as 512MiB, 2GB or 1000000, not '"
+                   << memoryBudget << "'\n";
+      return std::nullopt;
+    }
+    options.memoryBudget = *bytes;
+  }
+  return options;
+}
+
 static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
   mlir::PassManager pm(module->getName());
   if (failed(mlir::applyPassManagerCLOptions(pm)))
@@ -251,22 +283,10 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
       return mlir::failure();
     }
   } else {
-    PipelineOptions options;
-    options.transientGradients = transientGradients;
-    options.precision = precisionOption;
-    options.ampPolicy = ampPolicy;
-    options.remat = rematStrategy;
-    if (!memoryBudget.empty()) {
-      std::optional<int64_t> bytes = parseSize(memoryBudget);
-      if (!bytes || *bytes <= 0) {
-        llvm::errs() << "mnemoc: error: --memory-budget must be a positive "
-                        "size such as 512MiB, 2GB or 1000000, not '"
-                     << memoryBudget << "'\n";
-        return mlir::failure();
-      }
-      options.memoryBudget = *bytes;
-    }
-    buildDefaultPipeline(pm, options);
+    std::optional<PipelineOptions> options = pipelineOptions();
+    if (!options)
+      return mlir::failure();
+    buildDefaultPipeline(pm, *options);
   }
   if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
     auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
@@ -351,6 +371,33 @@ int main(int argc, char **argv) {
     // The main file only; imports are files of their own.
     printAST(program->mainModule(), sourceMgr, output->os());
     output->keep();
+    return 0;
+  }
+
+  // Studies that compile the model many times.
+  if (!rematCurve.empty() || fitBatchOption) {
+    std::optional<PipelineOptions> pipeline = pipelineOptions();
+    if (!pipeline)
+      return 1;
+    std::string error;
+    if (!rematCurve.empty()) {
+      if (!writeRematCurve(*program, options, *pipeline, rematCurve, error)) {
+        diags.error(error);
+        return 1;
+      }
+      llvm::outs() << "mnemoc: wrote " << rematCurve << "\n";
+    }
+    if (fitBatchOption) {
+      if (pipeline->memoryBudget <= 0) {
+        diags.error("--fit-batch needs --memory-budget=SIZE");
+        return 1;
+      }
+      if (!fitBatch(*program, options, *pipeline, pipeline->memoryBudget,
+                    llvm::outs(), error)) {
+        diags.error(error);
+        return 1;
+      }
+    }
     return 0;
   }
 

@@ -1,0 +1,245 @@
+//===- RematStudies.cpp - mnemoc --remat-curve and --fit-batch ------------===//
+
+#include "RematStudies.h"
+
+#include "frontend/Diagnostics.h"
+#include "frontend/MLIRGen.h"
+#include "passes/MemoryReport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+using namespace mnemo;
+
+namespace {
+
+/// One compilation's @train_step: its planned peak and recomputed FLOPs.
+struct Point {
+  int64_t peak = 0;
+  double extraFlops = 0; // percent of the step without recomputation
+};
+
+/// Compiles the model (with `batch` when nonzero) through the pipeline;
+/// nullopt when it fails (a budget nothing meets), quietly.
+std::optional<Point> compile(const Program &program, ElaborateOptions options,
+                             const PipelineOptions &pipeline, int64_t batch) {
+  if (batch > 0) {
+    options.overrides.erase(
+        std::remove_if(options.overrides.begin(), options.overrides.end(),
+                       [](const auto &o) { return o.first == "batch"; }),
+        options.overrides.end());
+    options.overrides.emplace_back("batch", std::to_string(batch));
+  }
+  llvm::SourceMgr sourceMgr;
+  Diagnostics diags(sourceMgr, llvm::nulls());
+  std::optional<Graph> graph = elaborate(program, options, diags);
+  if (!graph || diags.hadError())
+    return std::nullopt;
+  mlir::MLIRContext context;
+  context.disableMultithreading();
+  mlir::ScopedDiagnosticHandler quiet(
+      &context, [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *graph);
+  if (!module)
+    return std::nullopt;
+  mlir::PassManager pm(&context);
+  buildDefaultPipeline(pm, pipeline);
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  auto train = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!train)
+    return std::nullopt;
+  mlir::FailureOr<MemoryReport> report = buildMemoryReport(train);
+  if (failed(report))
+    return std::nullopt;
+  Point p;
+  p.peak = report->peakBytes;
+  if (report->stepFlops > report->recomputedFlops)
+    p.extraFlops = 100.0 * double(report->recomputedFlops) /
+                   double(report->stepFlops - report->recomputedFlops);
+  return p;
+}
+
+PipelineOptions with(PipelineOptions p, const std::string &strategy,
+                     int64_t budget) {
+  p.remat = strategy;
+  p.memoryBudget = budget;
+  return p;
+}
+
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+} // namespace
+
+bool mnemo::writeRematCurve(const Program &program,
+                            const ElaborateOptions &options,
+                            const PipelineOptions &pipeline,
+                            const std::string &path, std::string &error) {
+  std::optional<Point> none =
+      compile(program, options, with(pipeline, "none", 0), 0);
+  if (!none) {
+    error = "the model does not compile (it needs a train section)";
+    return false;
+  }
+  std::optional<Point> all =
+      compile(program, options, with(pipeline, "all", 0), 0);
+  std::optional<Point> sqrt =
+      compile(program, options, with(pipeline, "sqrt", 0), 0);
+  // auto: budgets every 4% of the plan, down to where nothing fits.
+  std::vector<Point> autoPoints{*none};
+  for (int share = 96; share > 0; share -= 4) {
+    int64_t budget = none->peak * share / 100;
+    std::optional<Point> p =
+        compile(program, options, with(pipeline, "auto", budget), 0);
+    if (!p)
+      break;
+    autoPoints.push_back(*p);
+  }
+
+  double maxX = mib(none->peak) * 1.05, maxY = 5;
+  for (const Point &p : autoPoints)
+    maxY = std::max(maxY, p.extraFlops);
+  for (const std::optional<Point> &p : {all, sqrt})
+    if (p)
+      maxY = std::max(maxY, p->extraFlops);
+  maxY = std::ceil(maxY / 5) * 5 + 5;
+  const double width = 640, height = 420, left = 70, right = 20, top = 40,
+               bottom = 60;
+  auto x = [&](int64_t bytes) {
+    return left + (width - left - right) * mib(bytes) / maxX;
+  };
+  auto y = [&](double flops) {
+    return height - bottom - (height - top - bottom) * flops / maxY;
+  };
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    error = "cannot write '" + path + "': " + ec.message();
+    return false;
+  }
+  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                      "width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
+                      "font-size=\"12\">\n",
+                      width, height);
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << llvm::formatv("<text x=\"{0}\" y=\"22\" font-size=\"14\">Recomputed "
+                      "FLOPs against the planned peak of one training "
+                      "step</text>\n",
+                      left);
+  // Axes and ticks.
+  os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" "
+                      "stroke=\"black\"/>\n",
+                      left, height - bottom, width - right);
+  os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" "
+                      "stroke=\"black\"/>\n",
+                      left, height - bottom, top);
+  for (int i = 0; i <= 5; ++i) {
+    double mibTick = maxX * i / 5, flopTick = maxY * i / 5;
+    double tx = left + (width - left - right) * i / 5;
+    double ty = height - bottom - (height - top - bottom) * i / 5;
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">"
+                        "{2:f1}</text>\n",
+                        tx, height - bottom + 18, mibTick);
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\">"
+                        "{2:f0}%</text>\n",
+                        left - 6, ty + 4, flopTick);
+  }
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">"
+                      "planned peak (MiB)</text>\n",
+                      (left + width - right) / 2, height - 20);
+  os << llvm::formatv("<text x=\"16\" y=\"{0}\" transform=\"rotate(-90 16 "
+                      "{0})\" text-anchor=\"middle\">extra FLOPs</text>\n",
+                      (top + height - bottom) / 2);
+  // auto: the front, as a line through its points.
+  std::string line;
+  for (const Point &p : autoPoints)
+    line += llvm::formatv("{0:f1},{1:f1} ", x(p.peak), y(p.extraFlops)).str();
+  os << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
+        "points=\""
+     << line << "\"/>\n";
+  for (const Point &p : autoPoints)
+    os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
+                        "fill=\"#1f77b4\"/>\n",
+                        x(p.peak), y(p.extraFlops));
+  auto marker = [&](const std::optional<Point> &p, const char *label,
+                    const char *color) {
+    if (!p)
+      return;
+    os << llvm::formatv("<rect x=\"{0:f1}\" y=\"{1:f1}\" width=\"8\" "
+                        "height=\"8\" fill=\"{2}\"/>\n",
+                        x(p->peak) - 4, y(p->extraFlops) - 4, color);
+    // Labels near the right edge go to the marker's left.
+    bool leftOf = x(p->peak) > width - 200;
+    os << llvm::formatv("<text x=\"{0:f1}\" y=\"{1:f1}\" fill=\"{2}\" "
+                        "text-anchor=\"{6}\">{3} ({4:f1} MiB, +{5:f1}%)"
+                        "</text>\n",
+                        x(p->peak) + (leftOf ? -8 : 8), y(p->extraFlops) - 6,
+                        color, label, mib(p->peak), p->extraFlops,
+                        leftOf ? "end" : "start");
+  };
+  marker(none, "none", "black");
+  marker(all, "all", "#d62728");
+  marker(sqrt, "sqrt", "#2ca02c");
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" fill=\"#1f77b4\">auto (a "
+                      "budget every 4% of the plan)</text>\n",
+                      left + 10, top + 14);
+  os << "</svg>\n";
+  return true;
+}
+
+bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
+                     const PipelineOptions &pipeline, int64_t budget,
+                     llvm::raw_ostream &os, std::string &error) {
+  if (!compile(program, options, with(pipeline, "none", 0), 1)) {
+    error = "the model does not compile with batch = 1 (it needs a 'batch' "
+            "hyper-parameter and a train section)";
+    return false;
+  }
+  os << llvm::formatv("largest batch whose planned step fits {0:f2} MiB:\n",
+                      mib(budget));
+  for (const char *strategy : {"none", "all", "sqrt", "auto"}) {
+    PipelineOptions p = with(pipeline, strategy, budget);
+    // Doubling, then bisection: the plan grows with the batch.
+    auto fits = [&](int64_t batch) {
+      return compile(program, options, p, batch);
+    };
+    std::optional<Point> at = fits(1);
+    if (!at) {
+      os << llvm::formatv("  {0,-5}  none fits (batch 1 does not)\n", strategy);
+      continue;
+    }
+    int64_t lo = 1, hi = 2;
+    Point best = *at;
+    while (hi <= (1 << 20)) {
+      std::optional<Point> q = fits(hi);
+      if (!q)
+        break;
+      lo = hi;
+      best = *q;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      int64_t mid = (lo + hi) / 2;
+      if (std::optional<Point> q = fits(mid)) {
+        lo = mid;
+        best = *q;
+      } else {
+        hi = mid;
+      }
+    }
+    os << llvm::formatv("  {0,-5}  batch {1,6}  peak {2,8:f2} MiB  +{3:f1}% "
+                        "FLOPs\n",
+                        strategy, lo, mib(best.peak), best.extraFlops);
+  }
+  return true;
+}
