@@ -207,7 +207,8 @@ public:
     Data,
     Forward,
     Train,
-    Directive
+    Directive,
+    Checkpoint
   };
   Stmt(Kind kind, llvm::SMLoc loc) : kind(kind), location(loc) {}
   virtual ~Stmt() = default;
@@ -259,6 +260,18 @@ struct IfStmt : Stmt {
   ExprPtr cond;
   Block thenBlock, elseBlock;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::If; }
+};
+
+/// checkpoint { ... }: the activations computed inside are not kept for the
+/// backward but recomputed there from the block's inputs (its outputs, the
+/// values used after it, are kept), as torch.utils.checkpoint.
+struct CheckpointStmt : Stmt {
+  CheckpointStmt(llvm::SMLoc loc, Block body)
+      : Stmt(Kind::Checkpoint, loc), body(std::move(body)) {}
+  Block body;
+  static bool classof(const Stmt *s) {
+    return s->getKind() == Kind::Checkpoint;
+  }
 };
 
 /// param name: type = init

@@ -134,6 +134,10 @@ private:
     } else if (auto *dir = dyn_cast<DirectiveStmt>(&stmt)) {
       os << (dir->isPrune ? "prune " : "quantize ") << dir->pattern << " = ";
       printExpr(*dir->value);
+    } else if (auto *cp = dyn_cast<CheckpointStmt>(&stmt)) {
+      os << "checkpoint " << where(stmt.loc()) << "\n";
+      printBlock(cp->body, depth + 1);
+      return;
     } else if (auto *ifStmt = dyn_cast<IfStmt>(&stmt)) {
       os << "if ";
       printExpr(*ifStmt->cond);

@@ -105,6 +105,9 @@ struct Node {
   int result;
   std::string scope; // the layer instance path ("blocks.3.attn"), may be empty
   SourceTrace trace;
+  /// The `checkpoint { ... }` block the op was computed in (numbered in
+  /// program order), or -1.
+  int checkpoint = -1;
 };
 
 struct Graph {

@@ -61,6 +61,8 @@ const char *mnemo::spell(TokenKind kind) {
     return "'prune'";
   case TokenKind::KwQuantize:
     return "'quantize'";
+  case TokenKind::KwCheckpoint:
+    return "'checkpoint'";
   case TokenKind::KwAnd:
     return "'and'";
   case TokenKind::KwOr:
@@ -292,6 +294,7 @@ Token Lexer::lexIdentifier(const char *start) {
                        .Case("false", TokenKind::KwFalse)
                        .Case("prune", TokenKind::KwPrune)
                        .Case("quantize", TokenKind::KwQuantize)
+                       .Case("checkpoint", TokenKind::KwCheckpoint)
                        .Case("and", TokenKind::KwAnd)
                        .Case("or", TokenKind::KwOr)
                        .Case("not", TokenKind::KwNot)

@@ -46,6 +46,7 @@ enum class TokenKind {
   KwFalse,
   KwPrune,
   KwQuantize,
+  KwCheckpoint,
   KwAnd,
   KwOr,
   KwNot,

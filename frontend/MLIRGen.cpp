@@ -93,6 +93,12 @@ private:
       loc = CallSiteLoc::get(fileLoc(node.trace[i]), loc);
     if (!node.scope.empty())
       loc = NameLoc::get(builder.getStringAttr(node.scope), loc);
+    // An op of a `checkpoint { ... }` block carries the block's number in
+    // its location, which rewrites keep (an attribute would not survive the
+    // canonicalizer's new ops).
+    if (node.checkpoint >= 0)
+      loc = FusedLoc::get(builder.getContext(), {loc},
+                          builder.getI64IntegerAttr(node.checkpoint));
     return loc;
   }
 

@@ -318,6 +318,14 @@ StmtPtr Parser::parseStatement() {
   }
   case TokenKind::KwIf:
     return parseIf();
+  case TokenKind::KwCheckpoint: {
+    // checkpoint ::= 'checkpoint' block
+    advance();
+    Block body;
+    if (!parseBlock(body))
+      return nullptr;
+    return std::make_unique<CheckpointStmt>(start, std::move(body));
+  }
   case TokenKind::KwParam: {
     advance();
     if (!tok.is(TokenKind::Identifier)) {

@@ -138,6 +138,7 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
   node.result = graph.addValue(std::move(result));
   node.scope = frames.empty() || !frame().self ? "" : frame().self->path;
   node.trace = traceAt(loc);
+  node.checkpoint = checkpointBlock;
   graph.nodes.push_back(std::move(node));
   return graph.nodes.back().result;
 }
@@ -1274,6 +1275,19 @@ void Sema::execStmt(const Stmt &stmt) {
     if (!cond)
       return;
     execBlock(*cond ? ifStmt.thenBlock : ifStmt.elseBlock);
+    return;
+  }
+  case Stmt::Kind::Checkpoint: {
+    if (mode != Mode::Forward) {
+      error(stmt.loc(), "'checkpoint' belongs in a forward");
+      return;
+    }
+    // Nested blocks recompute with the outermost one.
+    int outer = checkpointBlock;
+    if (outer < 0)
+      checkpointBlock = checkpointBlocks++;
+    execBlock(cast<CheckpointStmt>(stmt).body);
+    checkpointBlock = outer;
     return;
   }
   case Stmt::Kind::Param:

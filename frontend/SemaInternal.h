@@ -204,6 +204,11 @@ private:
     llvm::SMLoc site; // the call or construction that opened the frame
   };
 
+  /// The `checkpoint` block being executed (each execution of one is a
+  /// block of its own: in a repeat, one per layer), or -1.
+  int checkpointBlock = -1;
+  int checkpointBlocks = 0;
+
   // Statements.
   void execBlock(const Block &block);
   void execStmt(const Stmt &stmt);

@@ -109,14 +109,22 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       return signalPassFailure();
     }
     Builder b(&getContext());
+    // The model's own `checkpoint { ... }` blocks come first: what they
+    // compute is recomputed, whatever the strategy, except their outputs.
+    std::vector<Value> manual = checkpointRoots(train);
+    int64_t manualFlops = manual.empty() ? 0 : apply(train, manual);
     auto mark = [&](func::FuncOp f, int64_t ops, int64_t flops) {
       f->setAttr("mnemo.remat_strategy", b.getStringAttr(strategy));
       f->setAttr("mnemo.recomputed_ops", b.getI64IntegerAttr(ops));
-      f->setAttr("mnemo.recomputed_flops", b.getI64IntegerAttr(flops));
+      f->setAttr("mnemo.recomputed_flops",
+                 b.getI64IntegerAttr(flops + manualFlops));
       f->setAttr("mnemo.step_flops", b.getI64IntegerAttr(stepFlops(f)));
       if (limit > 0)
         f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
     };
+    if (!manual.empty() && limit <= 0 && strategy != "all" &&
+        strategy != "sqrt")
+      mark(train, countRecomputed(train), 0);
     // Fixed policies, as people write torch.utils.checkpoint by hand: keep
     // only each layer's (or repeat block's) outputs and recompute the rest
     // (all), or keep them every sqrt(n) blocks (sqrt, Chen et al. 2016).
@@ -333,6 +341,37 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       bool kept =
           boundary && ((unit + 1) % segment == 0 || unit + 1 == order.size());
       if (!kept)
+        roots.push_back(c.value);
+    }
+    return roots;
+  }
+
+  /// The values `checkpoint { ... }` blocks recompute: those computed inside
+  /// a block that the backward reads, except the block's outputs (values a
+  /// forward op outside the block reads).
+  std::vector<Value> checkpointRoots(func::FuncOp train) {
+    Split split(train);
+    // MLIRGen marks them with a fused location whose metadata is the
+    // block's number.
+    auto blockOf = [](Operation *op) -> int64_t {
+      int64_t block = -1;
+      op->getLoc()->walk([&](Location l) {
+        if (auto fused = llvm::dyn_cast<FusedLoc>(l))
+          if (auto n = llvm::dyn_cast_or_null<IntegerAttr>(fused.getMetadata()))
+            block = n.getInt();
+        return WalkResult::advance();
+      });
+      return block;
+    };
+    std::vector<Value> roots;
+    for (const Candidate &c : findCandidates(train)) {
+      int64_t block = blockOf(c.value.getDefiningOp());
+      if (block < 0)
+        continue;
+      bool output = llvm::any_of(c.value.getUsers(), [&](Operation *user) {
+        return split.index.lookup(user) < split.start && blockOf(user) != block;
+      });
+      if (!output)
         roots.push_back(c.value);
     }
     return roots;
