@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import torch
+import torch.utils.checkpoint
 import torch.nn.functional as F
 from torch import nn
 
@@ -28,6 +29,43 @@ class MLP(nn.Module):
         x = (x - F32_MEAN) / F32_STD
         logits = self.fc2(F.relu(self.fc1(x)))
         return F.cross_entropy(logits, batch["label"].long())
+
+
+class DenseBlock(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + F.relu(self.fc(x))
+
+
+def run_blocks(blocks, h, checkpointed):
+    """Each block in turn; with `checkpointed`, as torch.utils.checkpoint per
+    block (what --remat=all does)."""
+    for block in blocks:
+        if checkpointed:
+            h = torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False)
+        else:
+            h = block(h)
+    return h
+
+
+class DeepMLP(nn.Module):
+    """examples/deep-mlp.mn."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.inp = nn.Linear(28 * 28, hp["width"])
+        self.blocks = nn.ModuleList(DenseBlock(hp["width"]) for _ in range(hp["depth"]))
+        self.out = nn.Linear(hp["width"], hp["classes"])
+        self.checkpointed = hp.get("checkpoint", False)
+
+    def forward(self, batch):
+        x = batch["image"].reshape(batch["image"].shape[0], 28 * 28)
+        x = (x - F32_MEAN) / F32_STD
+        h = run_blocks(self.blocks, F.relu(self.inp(x)), self.checkpointed)
+        return F.cross_entropy(self.out(h), batch["label"].long())
 
 
 class ConvBlock(nn.Module):
@@ -105,15 +143,15 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(hp["context"], hp["dim"])
         self.blocks = nn.ModuleList(Block(hp["dim"], hp["heads"]) for _ in range(hp["layers"]))
         self.ln_f = nn.LayerNorm(hp["dim"])
+        self.checkpointed = hp.get("checkpoint", False)
 
     def forward(self, batch):
         tokens = batch["tokens"].long()
         h = self.wte(tokens) + self.wpe.weight
-        for block in self.blocks:
-            h = block(h)
+        h = run_blocks(self.blocks, h, self.checkpointed)
         logits = self.ln_f(h) @ self.wte.weight.T
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                batch["next"].long().reshape(-1))
 
 
-MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT}
+MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP}
