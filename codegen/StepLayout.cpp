@@ -15,6 +15,7 @@
 #include "lang/MnemoOps.h"
 #include "passes/Fusion.h"
 #include "passes/PlanExport.h"
+#include "passes/SourcePlace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -98,27 +99,14 @@ std::string codegen::listOf(ArrayRef<int64_t> values) {
 }
 
 std::string codegen::describeLocation(Location loc) {
-  std::string where, layer;
-  std::function<void(Location)> visit = [&](Location l) {
-    if (auto name = llvm::dyn_cast<NameLoc>(l)) {
-      if (layer.empty())
-        layer = name.getName().str();
-      visit(name.getChildLoc());
-    } else if (auto file = llvm::dyn_cast<FileLineColLoc>(l)) {
-      if (where.empty())
-        where =
-            (llvm::sys::path::filename(file.getFilename().getValue()) + ":" +
-             llvm::Twine(file.getLine()) + ":" + llvm::Twine(file.getColumn()))
+  SourcePlace place = sourcePlaceOf(loc);
+  std::string where =
+      place.file.empty()
+          ? std::string()
+          : (llvm::sys::path::filename(place.file) + ":" +
+             llvm::Twine(place.line) + ":" + llvm::Twine(place.column))
                 .str();
-    } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
-      visit(call.getCaller());
-    } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
-      for (Location inner : fused.getLocations())
-        visit(inner);
-    }
-  };
-  visit(loc);
-  return layer.empty() ? where : where + " " + layer;
+  return place.layer.empty() ? where : where + " " + place.layer;
 }
 
 std::string codegen::jsonString(Attribute attr) {

@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 #include "lang/MnemoOps.h"
+#include "passes/SourcePlace.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -60,19 +61,7 @@ struct Policy {
   bool keptInF32(Operation *op) const {
     if (keepF32.empty())
       return false;
-    std::string layer;
-    std::function<void(Location)> visit = [&](Location l) {
-      if (auto name = llvm::dyn_cast<NameLoc>(l)) {
-        if (layer.empty())
-          layer = name.getName().str();
-      } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
-        visit(call.getCaller());
-      } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
-        for (Location inner : fused.getLocations())
-          visit(inner);
-      }
-    };
-    visit(op->getLoc());
+    std::string layer = sourcePlaceOf(op->getLoc()).layer;
     for (const std::string &entry : keepF32)
       if (layer == entry || (layer.size() > entry.size() &&
                              StringRef(layer).starts_with(entry + ".")))

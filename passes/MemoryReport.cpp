@@ -2,6 +2,7 @@
 
 #include "passes/MemoryReport.h"
 #include "passes/BufferAnalysis.h"
+#include "passes/SourcePlace.h"
 #include "runtime/Overhead.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -31,27 +32,6 @@ std::string mnemo::formatBytes(int64_t bytes) {
     std::snprintf(text, sizeof text, "%.2f %s", value, units[unit]);
   return text;
 }
-
-namespace {
-/// The model-file location (the outermost call site) and the layer path of
-/// an op, from the locations MLIRGen gives it.
-void describeLocation(Location loc, std::string &where, std::string &layer) {
-  if (auto name = llvm::dyn_cast<NameLoc>(loc)) {
-    if (layer.empty())
-      layer = name.getName().str();
-    describeLocation(name.getChildLoc(), where, layer);
-  } else if (auto call = llvm::dyn_cast<CallSiteLoc>(loc)) {
-    describeLocation(call.getCaller(), where, layer);
-  } else if (auto file = llvm::dyn_cast<FileLineColLoc>(loc)) {
-    where = (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
-             ":" + std::to_string(file.getColumn()));
-  } else if (auto fused = llvm::dyn_cast<FusedLoc>(loc)) {
-    if (!fused.getLocations().empty())
-      describeLocation(fused.getLocations().front(), where, layer);
-  }
-}
-
-} // namespace
 
 FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyzePlanned(func);
@@ -138,7 +118,11 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
       break;
     MemoryReport::Buffer entry;
     Operation *def = b->root.getDefiningOp();
-    describeLocation(def->getLoc(), entry.location, entry.layer);
+    SourcePlace place = sourcePlaceOf(def->getLoc());
+    entry.layer = place.layer;
+    if (!place.file.empty())
+      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
+                       std::to_string(place.column);
     entry.op = def->getName().getStringRef().str();
     entry.type = tensorTypeString(b->root.getType());
     entry.kind = spell(b->kind);

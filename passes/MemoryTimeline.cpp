@@ -3,6 +3,7 @@
 #include "passes/MemoryTimeline.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/MemoryReport.h"
+#include "passes/SourcePlace.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -43,21 +44,15 @@ std::string escape(llvm::StringRef text) {
 
 std::string describe(Value root) {
   Operation *def = root.getDefiningOp();
-  std::string where, layer;
   std::string text;
   llvm::raw_string_ostream os(text);
   os << def->getName().getStringRef() << " " << root.getType();
-  // The innermost source location and the layer, as MLIRGen recorded them.
-  Location loc = def->getLoc();
-  if (auto name = llvm::dyn_cast<NameLoc>(loc)) {
-    os << " in " << name.getName().str();
-    loc = name.getChildLoc();
-  }
-  while (auto call = llvm::dyn_cast<CallSiteLoc>(loc))
-    loc = call.getCaller();
-  if (auto file = llvm::dyn_cast<FileLineColLoc>(loc))
-    os << " at " << file.getFilename().str() << ":" << file.getLine() << ":"
-       << file.getColumn();
+  // The layer and the model-file position, as MLIRGen recorded them.
+  SourcePlace place = sourcePlaceOf(def->getLoc());
+  if (!place.layer.empty())
+    os << " in " << place.layer;
+  if (!place.file.empty())
+    os << " at " << place.file << ":" << place.line << ":" << place.column;
   return os.str();
 }
 } // namespace

@@ -13,6 +13,7 @@
 
 #include "lang/MnemoOps.h"
 #include "passes/BufferAnalysis.h"
+#include "passes/SourcePlace.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -293,19 +294,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   /// "blocks.3.attn.wq") or its top-level layer ("fc1"); "" for the model's
   /// own ops.
   static std::string unitOf(Operation *op) {
-    std::string layer;
-    std::function<void(Location)> visit = [&](Location l) {
-      if (auto name = llvm::dyn_cast<NameLoc>(l)) {
-        if (layer.empty())
-          layer = name.getName().str();
-      } else if (auto call = llvm::dyn_cast<CallSiteLoc>(l)) {
-        visit(call.getCaller());
-      } else if (auto fused = llvm::dyn_cast<FusedLoc>(l)) {
-        for (Location inner : fused.getLocations())
-          visit(inner);
-      }
-    };
-    visit(op->getLoc());
+    std::string layer = sourcePlaceOf(op->getLoc()).layer;
     SmallVector<StringRef> parts;
     StringRef(layer).split(parts, '.');
     if (parts.size() >= 2 && !parts[1].empty() &&
