@@ -23,6 +23,7 @@
 
 #include "runtime/Executor.h"
 #include "runtime/cuda/CudaModel.h"
+#include "runtime/cuda/DeviceLayout.h"
 #include "runtime/cuda/Nvrtc.h"
 
 #include <cublasLt.h>
@@ -85,12 +86,6 @@ struct KernelRegions {
   uint8_t *A, *P, *G, *S, *I, *W;
   int64_t *control;
 };
-
-constexpr int64_t kAlign = 256;
-int64_t aligned(int64_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
-}
-constexpr int kControlSlots = 4; // dropout step, error flag, error value, pad
 
 std::string mib(int64_t bytes) {
   char buffer[32];
@@ -332,36 +327,17 @@ bool CudaExecutor::start(std::string &error) {
   size_t freeBytes = 0, totalBytes = 0;
   cudaMemGetInfo(&freeBytes, &totalBytes);
   freeBefore = int64_t(freeBytes);
-  workspaceBytes = aligned(std::max(cudaModel.workspaceBytes, int64_t(1)));
-  int64_t inputs = aligned(std::max<int64_t>(sizes.inputs, 1));
-  int64_t parts[] = {aligned(sizes.parameters),
-                     aligned(sizes.gradients),
-                     aligned(sizes.optimizerState),
-                     inputs,
-                     aligned(sizes.arena),
-                     workspaceBytes,
-                     inputs,
-                     aligned(kControlSlots * 8)};
-  allocation = 0;
-  for (int64_t p : parts)
-    allocation += p;
+  DeviceLayout layout(sizes, cudaModel.workspaceBytes);
+  workspaceBytes = layout.workspace;
+  int64_t inputs = layout.inputs;
+  allocation = layout.total();
   if (cudaMalloc(&block, size_t(allocation)) != cudaSuccess) {
     block = nullptr;
     error = "cannot allocate the plan's " + mib(allocation) + " on the GPU (" +
             mib(int64_t(freeBytes)) + " free)";
     return false;
   }
-  uint8_t *at = block;
-  uint8_t **fields[] = {&regions.parameters,     &regions.gradients,
-                        &regions.optimizerState, &inputSlots[0],
-                        &regions.arena,          &regions.workspace,
-                        &inputSlots[1]};
-  for (int i = 0; i < 7; ++i) {
-    *fields[i] = at;
-    at += parts[i];
-  }
-  regions.control = reinterpret_cast<int64_t *>(at);
-  regions.inputs = inputSlots[0];
+  layout.place(block, regions, inputSlots);
   if (!check(cudaMemset(block, 0, size_t(allocation)), "cudaMemset") ||
       !check(cudaMallocHost(&pinnedInputs[0], size_t(inputs)),
              "cudaMallocHost") ||
@@ -393,7 +369,8 @@ std::string CudaExecutor::allocationSummary() const {
   return mib(allocation) + " in one cudaMalloc = plan " +
          mib(sizes.total() - sizes.workspace) + " + CUDA workspace " +
          mib(workspaceBytes) + " + second batch buffer " +
-         mib(aligned(sizes.inputs)) + " + control " + mib(kAlign);
+         mib(deviceAligned(sizes.inputs)) + " + control " +
+         mib(kDeviceAlignment);
 }
 
 int64_t CudaExecutor::measuredDeviceBytes() {

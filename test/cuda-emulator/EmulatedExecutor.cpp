@@ -18,6 +18,7 @@
 #include "runtime/Executor.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaModel.h"
+#include "runtime/cuda/DeviceLayout.h"
 #include "test/cuda-emulator/Emulator.h"
 
 #include <algorithm>
@@ -48,11 +49,6 @@ void trampoline(const void *argument) {
   l->kernel(l->regions);
 }
 
-constexpr int64_t kAlign = 256;
-int64_t aligned(int64_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
-}
-
 class EmulatedExecutor final : public DeviceExecutor, public StepLauncher {
 public:
   EmulatedExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel)
@@ -70,36 +66,14 @@ public:
       }
       kernels.push_back(reinterpret_cast<Kernel>(symbol));
     }
-    workspaceBytes = aligned(std::max<int64_t>(cudaModel.workspaceBytes, 1));
-    int64_t inputs = aligned(std::max<int64_t>(sizes.inputs, 1));
-    int64_t parts[] = {aligned(sizes.parameters),
-                       aligned(sizes.gradients),
-                       aligned(sizes.optimizerState),
-                       inputs,
-                       aligned(sizes.arena),
-                       workspaceBytes,
-                       inputs,
-                       kAlign};
-    for (int64_t p : parts)
-      allocation += p;
-    block = static_cast<uint8_t *>(std::aligned_alloc(kAlign, allocation));
+    DeviceLayout layout(sizes, cudaModel.workspaceBytes);
+    allocation = layout.total();
+    block = static_cast<uint8_t *>(
+        std::aligned_alloc(kDeviceAlignment, size_t(allocation)));
     // Not zeroed: stale bytes in the arena or workspace must not matter.
-    std::memset(block, 0xA5, allocation);
-    uint8_t *at = block;
-    uint8_t **fields[] = {&regions.parameters,
-                          &regions.gradients,
-                          &regions.optimizerState,
-                          &slots[0],
-                          &regions.arena,
-                          &regions.workspace,
-                          &slots[1]};
-    for (int i = 0; i < 7; ++i) {
-      *fields[i] = at;
-      at += parts[i];
-    }
-    regions.control = reinterpret_cast<int64_t *>(at);
-    std::memset(regions.control, 0, kAlign);
-    regions.inputs = slots[0];
+    std::memset(block, 0xA5, size_t(allocation));
+    layout.place(block, regions, slots);
+    std::memset(regions.control, 0, size_t(layout.control));
     return true;
   }
 
@@ -252,7 +226,7 @@ private:
   std::vector<Kernel> kernels;
   uint8_t *block = nullptr;
   uint8_t *slots[2] = {nullptr, nullptr};
-  int64_t allocation = 0, workspaceBytes = 0;
+  int64_t allocation = 0;
   std::string failure;
 };
 
