@@ -71,6 +71,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.recomputedOps = number("mnemo.recomputed_ops");
   r.recomputedFlops = number("mnemo.recomputed_flops");
   r.stepFlops = number("mnemo.step_flops");
+  if (auto solver = func->getAttrOfType<StringAttr>("mnemo.remat_solver"))
+    r.rematSolver = solver.str();
   {
     std::map<std::string, int64_t> kinds;
     func.walk([&](Operation *op) {
@@ -182,6 +184,8 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
     os << "  recomputed in the backward: " << list << "\n";
   }
+  if (!r.rematSolver.empty())
+    os << "  chosen by " << r.rematSolver << "\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS, 2 staging batches");
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
@@ -232,6 +236,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"recomputed_ops", r.recomputedOps},
         {"recomputed_flops", r.recomputedFlops},
         {"step_flops", r.stepFlops},
+        {"remat_solver", r.rematSolver},
         {"cpu_trainer_overhead_bytes", r.trainerOverheadBytes},
         {"peak_op", r.peakStep},
         {"ops", r.steps},

@@ -41,6 +41,8 @@ struct MemoryReport {
   /// the step's.
   int64_t budgetBytes = 0, recomputedOps = 0, recomputedFlops = 0,
           stepFlops = 0;
+  /// How --remat=optimal's solver ended ("" for other strategies).
+  std::string rematSolver;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.
   std::vector<std::pair<std::string, int64_t>> recomputed;
 

@@ -91,7 +91,11 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     checked by running schedule, fuse-elementwise and plan-memory on a copy.
     Strategy `auto` orders the candidates by recomputed FLOPs per byte
     saved (elementwise chains first, products last) and takes the shortest
-    prefix whose plan fits. A budget at or above the plan without
+    prefix whose plan fits. Strategy `optimal` solves a mixed-integer
+    program with CBC (RematMilp.h): the least recomputed FLOPs such that
+    every op's live bytes fit a capacity, over the op order remat sees;
+    the capacity tightens until the real plan fits. `all` and `sqrt` keep
+    only layer (or repeat-block) outputs, every block or every sqrt(n). A budget at or above the plan without
     recomputation recomputes nothing; a budget no candidate set meets is an
     error that names the smallest peak found.
 
@@ -102,7 +106,9 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     Option<"budget", "budget", "int64_t", "0",
            "Bytes the planned peak may use (default: the train section's memory_budget)">,
     Option<"strategy", "strategy", "std::string", "\"auto\"",
-           "none or auto">,
+           "none, all, sqrt, auto or optimal">,
+    Option<"timeLimit", "time-limit", "double", "60",
+           "Seconds the MILP solver of strategy optimal may search">,
   ];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }

@@ -32,6 +32,7 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   RematOptions rematOptions;
   rematOptions.budget = options.memoryBudget;
   rematOptions.strategy = options.remat;
+  rematOptions.timeLimit = options.rematTimeLimit;
   pm.addPass(createRemat(rematOptions));
   // Last: a memory-aware order, elementwise chains fused into single loops
   // (their intermediates need no memory), then every buffer of the step

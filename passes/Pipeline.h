@@ -26,8 +26,10 @@ struct PipelineOptions {
   std::string ampPolicy;
   /// Bytes the planned peak may use; 0: the train section's memory_budget.
   int64_t memoryBudget = 0;
-  /// Rematerialization strategy (none, auto).
+  /// Rematerialization strategy (none, all, sqrt, auto, optimal).
   std::string remat = "auto";
+  /// Seconds --remat=optimal's MILP solver may search.
+  double rematTimeLimit = 60;
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

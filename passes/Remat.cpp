@@ -13,6 +13,8 @@
 
 #include "lang/MnemoOps.h"
 #include "passes/BufferAnalysis.h"
+#include "passes/Fusion.h"
+#include "passes/RematMilp.h"
 #include "passes/SourcePlace.h"
 
 #include "mlir/IR/Builders.h"
@@ -25,6 +27,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 #include <optional>
 
@@ -102,10 +105,9 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         if (auto b = settings.getAs<IntegerAttr>("memory_budget"))
           limit = b.getInt();
     if (strategy != "none" && strategy != "auto" && strategy != "all" &&
-        strategy != "sqrt") {
-      module.emitError() << "--remat=" << strategy
-                         << " is not implemented yet (none, all, sqrt and "
-                            "auto are)";
+        strategy != "sqrt" && strategy != "optimal") {
+      module.emitError() << "unknown --remat=" << strategy
+                         << " (none, all, sqrt, auto or optimal)";
       markUserError(getOperation());
       return signalPassFailure();
     }
@@ -151,7 +153,6 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     if (limit <= 0)
       return;
 
-    std::vector<Candidate> candidates = findCandidates(train);
     FailureOr<int64_t> none = plannedPeak(module, {});
     if (failed(none))
       return signalPassFailure();
@@ -167,6 +168,56 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       markUserError(getOperation());
       return signalPassFailure();
     }
+    std::optional<std::vector<Value>> chosen;
+    int64_t smallest = *none;
+    std::string how;
+    if (strategy == "optimal") {
+      if (failed(searchWithModel(module, limit, *none, /*exact=*/true, chosen,
+                                 smallest, how)))
+        return signalPassFailure();
+      // Where the model missed what the pipeline does (or nothing fits),
+      // auto's search decides instead, and the report says so.
+      if (!chosen) {
+        how = "auto's search: the MILP's choices missed the budget in the "
+              "real plan" +
+              (how.empty() ? "" : " (" + how + ")");
+        if (failed(searchAuto(module, limit, *none, chosen, smallest)))
+          return signalPassFailure();
+      }
+      train->setAttr("mnemo.remat_solver", b.getStringAttr(how));
+    } else {
+      // auto: the planner-checked greedy and the pruned fixed policies,
+      // and the greedy on the MILP's model; the cheapest set that fits.
+      if (failed(searchAuto(module, limit, *none, chosen, smallest)))
+        return signalPassFailure();
+      std::optional<std::vector<Value>> modelChoice;
+      if (failed(searchWithModel(module, limit, *none, /*exact=*/false,
+                                 modelChoice, smallest, how)))
+        return signalPassFailure();
+      if (modelChoice && (!chosen || recomputedFlops(train, *modelChoice) <
+                                         recomputedFlops(train, *chosen)))
+        chosen = modelChoice;
+    }
+    if (!chosen) {
+      module.emitError() << "the memory budget of " << mib(limit)
+                         << " cannot be met: the smallest planned peak found "
+                            "is "
+                         << mib(smallest) << " (without recomputation "
+                         << mib(*none) << ")";
+      markUserError(getOperation());
+      return signalPassFailure();
+    }
+    int64_t flops = apply(train, *chosen);
+    mark(train, countRecomputed(train), flops);
+  }
+
+  /// `--remat=auto`: sets `result` to the cheapest fitting set found, or
+  /// leaves it empty with the smallest peak found in `smallest`.
+  LogicalResult searchAuto(ModuleOp module, int64_t limit, int64_t none,
+                           std::optional<std::vector<Value>> &result,
+                           int64_t &smallest) {
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    std::vector<Candidate> candidates = findCandidates(train);
     // Greedy, checked by the planner: among the values not yet chosen, the
     // one that frees the most bytes per recomputed FLOP (its chain priced
     // with what is already chosen: recomputing a value whose producer is
@@ -174,7 +225,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     // goes down. Until the plan fits the budget or nothing helps.
     std::vector<Value> chosen;
     std::vector<bool> tried(candidates.size(), false);
-    int64_t peak = *none;
+    int64_t peak = none;
     for (;;) {
       int best = -1;
       double bestScore = 0;
@@ -195,7 +246,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       next.push_back(candidates[best].value);
       FailureOr<int64_t> p = plannedPeak(module, next);
       if (failed(p))
-        return signalPassFailure();
+        return failure();
       if (*p < peak) {
         chosen = std::move(next);
         peak = *p;
@@ -203,27 +254,27 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           break;
       }
     }
-    // The fixed policies' sets, pruned: where they fit, values are taken
-    // back out (the costliest first) while the plan still fits. The search
-    // keeps the cheapest set that fits, and the smallest peak for the error.
-    Split split(train);
+    // Each set that fits (the greedy's, and the fixed policies' sets) is
+    // pruned: values are taken back out, the costliest first, while the
+    // plan still fits. The search keeps the cheapest pruned set, and the
+    // smallest peak for the error.
     auto cost = [&](ArrayRef<Value> roots) {
-      int64_t total = 0;
-      for (Value v : chainOf(split, roots))
-        total += flopsOf(v.getDefiningOp());
-      return total;
+      return recomputedFlops(train, roots);
     };
-    std::optional<std::vector<Value>> best;
+    std::vector<std::vector<Value>> fitting;
     if (peak <= limit)
-      best = chosen;
+      fitting.push_back(chosen);
     for (bool sqrtSegments : {false, true}) {
       std::vector<Value> roots = policyRoots(train, sqrtSegments);
       FailureOr<int64_t> p = plannedPeak(module, roots);
       if (failed(p))
-        return signalPassFailure();
+        return failure();
       peak = std::min(peak, *p);
-      if (*p > limit)
-        continue;
+      if (*p <= limit)
+        fitting.push_back(std::move(roots));
+    }
+    std::optional<std::vector<Value>> best;
+    for (std::vector<Value> &roots : fitting) {
       std::vector<Value> order = roots;
       std::stable_sort(order.begin(), order.end(), [&](Value a, Value b) {
         return flopsOf(a.getDefiningOp()) > flopsOf(b.getDefiningOp());
@@ -235,25 +286,269 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
             without.push_back(r);
         FailureOr<int64_t> q = plannedPeak(module, without);
         if (failed(q))
-          return signalPassFailure();
+          return failure();
         if (*q <= limit)
           roots = std::move(without);
       }
       if (!best || cost(roots) < cost(*best))
         best = roots;
     }
-    if (!best) {
-      module.emitError() << "the memory budget of " << mib(limit)
-                         << " cannot be met: the smallest planned peak found "
-                            "is "
-                         << mib(peak) << " (without recomputation "
-                         << mib(*none) << ")";
-      markUserError(getOperation());
-      return signalPassFailure();
+    smallest = std::min(smallest, peak);
+    result = best;
+    return success();
+  }
+
+  /// The forward values of @train_step as the MILP sees them (RematMilp.h),
+  /// with each one's value in `valueOf`. Times are op positions (the order
+  /// in which the pass places recomputations); the bytes that
+  /// recomputation does not change are the buffers BufferAnalysis finds
+  /// after fusion (on a copy) that hold no forward value the MILP decides
+  /// on. The scheduler reorders after remat, which the model does not see:
+  /// solveOptimal checks every choice with the real pipeline.
+  RematProblem buildProblem(ModuleOp module, std::vector<Value> &valueOf) {
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    Split split(train);
+    RematProblem problem;
+    problem.fixedBytes.assign(split.ops.size() + 1, 0);
+    int returnAt = int(split.ops.size());
+    // The copy: op i of the copy is op i here.
+    OwningOpRef<ModuleOp> copy = module.clone();
+    auto copyTrain = copy->lookupSymbol<func::FuncOp>("train_step");
+    std::vector<Operation *> copyOps;
+    for (Operation &op : copyTrain.getBody().front().without_terminator())
+      copyOps.push_back(&op);
+    PassManager pm(&getContext());
+    pm.addPass(createFuseElementwise());
+    FailureOr<BufferAnalysis> buffers = failure();
+    if (succeeded(pm.run(*copy)))
+      buffers = BufferAnalysis::analyze(copyTrain);
+    auto timeOf = [&](Operation *op) {
+      return llvm::isa<func::ReturnOp>(op) ? returnAt
+                                           : int(split.index.lookup(op));
+    };
+    problem.backwardStart = int(split.start);
+    auto uses = [&](Value v, bool backward) {
+      int first = -1, last = -1;
+      for (Operation *user : v.getUsers()) {
+        bool inBackward = llvm::isa<func::ReturnOp>(user) ||
+                          split.index.lookup(user) >= split.start;
+        if (inBackward != backward)
+          continue;
+        int at = timeOf(user);
+        first = first < 0 ? at : std::min(first, at);
+        last = std::max(last, at);
+      }
+      return std::make_pair(first, last);
+    };
+    auto copyOf = [&](Value v) {
+      auto result = llvm::cast<OpResult>(v);
+      return copyOps[split.index.lookup(result.getOwner())]->getResult(
+          result.getResultNumber());
+    };
+
+    llvm::DenseMap<Value, int> valueIndex; // by the copy's values
+    for (unsigned i = 0; i < split.start; ++i) {
+      Operation *op = split.ops[i];
+      if (llvm::isa<ConstantOp>(op))
+        continue;
+      for (Value result : op->getResults()) {
+        auto [firstForward, lastForward] = uses(result, false);
+        auto [firstBackward, lastBackward] = uses(result, true);
+        bool readByBackward = firstBackward >= 0;
+        // Values of multi-result ops the backward reads are kept (the pass
+        // recomputes single values), and so are the step's results: their
+        // buffers count as fixed.
+        if (lastBackward == returnAt ||
+            (readByBackward && op->getNumResults() != 1))
+          continue;
+        Value fused = copyOf(result);
+        RematValue v;
+        v.bytes = 0;
+        if (succeeded(buffers)) {
+          // Views and in-place results count their own bytes too: they
+          // keep the buffer alive as long as they are, which matters
+          // more to the choice than the overlap they double-count.
+          Placement place = buffers->placement.lookup(fused);
+          if (place.where == Placement::Where::Arena)
+            v.bytes = storageBytes(result.getType());
+        }
+        v.flops = result == op->getResult(0) ? flopsOf(op) : 0;
+        v.defined = timeOf(op);
+        v.lastForwardUse = std::max(v.defined, lastForward);
+        v.candidate = readByBackward;
+        v.firstBackwardUse = firstBackward;
+        v.lastBackwardUse = lastBackward;
+        valueIndex[fused] = int(problem.values.size());
+        problem.values.push_back(v);
+        valueOf.push_back(result);
+      }
     }
-    chosen = *best;
-    int64_t flops = apply(train, chosen);
-    mark(train, countRecomputed(train), flops);
+    for (size_t x = 0; x < problem.values.size(); ++x)
+      for (Value operand : valueOf[x].getDefiningOp()->getOperands()) {
+        if (!operand.getDefiningOp() ||
+            !split.index.count(operand.getDefiningOp()))
+          continue;
+        auto it = valueIndex.find(copyOf(operand));
+        if (it != valueIndex.end())
+          problem.values[x].operands.push_back(it->second);
+      }
+    auto alive = [&](int64_t from, int64_t to, int64_t bytes) {
+      for (int64_t t = std::max<int64_t>(from, 0);
+           t <= std::min<int64_t>(to, returnAt); ++t)
+        problem.fixedBytes[t] += bytes;
+    };
+    if (failed(buffers)) {
+      // No plan to read (the planner will say why): every value alive
+      // from its op to its last use.
+      for (unsigned i = 0; i < split.ops.size(); ++i)
+        for (Value result : split.ops[i]->getResults())
+          if (!valueIndex.count(copyOf(result))) {
+            auto [f, lastForward] = uses(result, false);
+            auto [b, lastBackward] = uses(result, true);
+            int at = timeOf(split.ops[i]);
+            alive(at, std::max({at, lastForward, lastBackward}),
+                  storageBytes(result.getType()));
+          }
+      return problem;
+    }
+    for (const ArenaBuffer &buffer : buffers->buffers) {
+      // Parameter gradients have their own region (plan-memory), whose
+      // bytes recomputation does not change.
+      if (buffer.kind == BufferKind::Gradient)
+        continue;
+      // A buffer a decided value shares (in place) is fixed only after
+      // the last use of the decided values in it.
+      int64_t decidedUntil = -1;
+      for (Value v : buffer.values) {
+        auto it = valueIndex.find(v);
+        if (it == valueIndex.end())
+          continue;
+        const RematValue &d = problem.values[it->second];
+        decidedUntil = std::max<int64_t>(
+            decidedUntil, std::max(d.lastForwardUse, d.lastBackwardUse));
+      }
+      alive(decidedUntil < 0 ? buffer.interval.start : decidedUntil + 1,
+            buffer.interval.end, buffer.interval.size);
+    }
+    // Decided values alive at their forward and backward uses.
+    for (const RematValue &v : problem.values) {
+      alive(v.defined, v.lastForwardUse, v.bytes);
+      if (v.candidate)
+        alive(v.firstBackwardUse, v.lastBackwardUse, v.bytes);
+    }
+    return problem;
+  }
+
+  /// `--remat=optimal`: the MILP (RematMilp.h) on the op order remat sees,
+  /// checked by the real pipeline. The model does not see what the
+  /// scheduler does after remat, so its capacity is the budget mapped
+  /// linearly from the plan's range (nothing recomputed, to the lowest of
+  /// the simple policies) onto the model's, and tightens by each miss
+  /// until the plan fits or the model has nothing below; then auto's search
+  /// decides, and the report says so.
+  LogicalResult searchWithModel(ModuleOp module, int64_t limit,
+                                int64_t plannedNone, bool exact,
+                                std::optional<std::vector<Value>> &result,
+                                int64_t &smallest, std::string &how) {
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    std::vector<Value> valueOf;
+    RematProblem problem = buildProblem(module, valueOf);
+    // The lowest plan of the simple choices: every candidate recomputed
+    // (each recomputation then rebuilds the forward below it), or the fixed
+    // policies' sets.
+    llvm::DenseMap<Value, int> indexOf;
+    for (size_t x = 0; x < valueOf.size(); ++x)
+      indexOf[valueOf[x]] = int(x);
+    std::vector<Value> everything;
+    for (size_t x = 0; x < valueOf.size(); ++x)
+      if (problem.values[x].candidate)
+        everything.push_back(valueOf[x]);
+    std::vector<Value> lowestRoots;
+    int64_t plannedLowest = INT64_MAX;
+    for (std::vector<Value> roots :
+         {everything, policyRoots(train, false), policyRoots(train, true)}) {
+      FailureOr<int64_t> peak = plannedPeak(module, roots);
+      if (failed(peak))
+        return failure();
+      if (*peak < plannedLowest) {
+        plannedLowest = *peak;
+        lowestRoots = std::move(roots);
+      }
+    }
+    smallest = std::min(smallest, plannedLowest);
+    std::vector<bool> nothing(problem.values.size(), false);
+    std::vector<bool> lowest(problem.values.size(), false);
+    for (Value v : lowestRoots)
+      lowest[indexOf.lookup(v)] = true;
+    int64_t modelNone = evaluateRemat(problem, nothing).peak();
+    int64_t modelLowest = evaluateRemat(problem, lowest).peak();
+    double perPlannedByte = plannedNone > plannedLowest
+                                ? double(modelNone - modelLowest) /
+                                      double(plannedNone - plannedLowest)
+                                : 1.0;
+    perPlannedByte = std::max(perPlannedByte, 0.05);
+    problem.capacity =
+        modelLowest + int64_t(double(limit - plannedLowest) * perPlannedByte);
+    std::string error;
+    std::optional<std::pair<int64_t, int64_t>> previous; // model, planned
+    double solverSeconds = 0;
+    for (int attempt = 1; attempt <= 12; ++attempt) {
+      RematSolution solution;
+      bool solved = exact ? solveRematMilp(problem, timeLimit, solution, error)
+                          : greedyRemat(problem, solution);
+      solverSeconds += solution.seconds;
+      if (!solved)
+        break;
+      std::vector<Value> roots;
+      for (size_t x = 0; x < valueOf.size(); ++x)
+        if (solution.recompute[x])
+          roots.push_back(valueOf[x]);
+      FailureOr<int64_t> peak = plannedPeak(module, roots);
+      if (failed(peak))
+        return failure();
+      if (*peak <= limit) {
+        how = llvm::formatv(
+            "{6}, {0} ({2} variables, {3} rows; {4} planner "
+            "check{5}, {1:f1} s in the solver)",
+            !exact                   ? std::string("no proof")
+            : solution.provedOptimal ? std::string("proved optimal")
+            : solution.gap >= 0
+                ? llvm::formatv("best found within the time limit, "
+                                "within {0:f1}% of the bound",
+                                100 * solution.gap)
+                      .str()
+                : std::string("best found within the time limit"),
+            solverSeconds, solution.variables, solution.constraints, attempt,
+            attempt > 1 ? "s" : "",
+            exact ? "CBC MILP" : "the greedy on the MILP's model");
+        result = roots;
+        return success();
+      }
+      // The next capacity excludes this choice, by the miss scaled with
+      // how the model's peak and the plan's moved between the last two.
+      if (previous && previous->first != solution.modelPeak &&
+          previous->second != *peak)
+        perPlannedByte =
+            std::clamp(double(previous->first - solution.modelPeak) /
+                           double(previous->second - *peak),
+                       0.2, 5.0);
+      previous = {solution.modelPeak, *peak};
+      problem.capacity =
+          std::min(problem.capacity, solution.modelPeak) -
+          std::max<int64_t>(int64_t(double(*peak - limit) * perPlannedByte),
+                            1024);
+    }
+    how = error;
+    return success();
+  }
+
+  /// FLOPs recomputing `roots` costs.
+  static int64_t recomputedFlops(func::FuncOp train, ArrayRef<Value> roots) {
+    Split split(train);
+    int64_t total = 0;
+    for (Value v : chainOf(split, roots))
+      total += flopsOf(v.getDefiningOp());
+    return total;
   }
 
   static int64_t countRecomputed(func::FuncOp f) {

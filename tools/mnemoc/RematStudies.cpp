@@ -27,6 +27,7 @@ namespace {
 struct Point {
   int64_t peak = 0;
   double extraFlops = 0; // percent of the step without recomputation
+  bool byMilp = false;   // --remat=optimal's MILP chose (not auto's search)
 };
 
 /// Compiles the model (with `batch` when nonzero) through the pipeline;
@@ -64,6 +65,7 @@ std::optional<Point> compile(const Program &program, ElaborateOptions options,
     return std::nullopt;
   Point p;
   p.peak = report->peakBytes;
+  p.byMilp = llvm::StringRef(report->rematSolver).starts_with("CBC");
   if (report->stepFlops > report->recomputedFlops)
     p.extraFlops = 100.0 * double(report->recomputedFlops) /
                    double(report->stepFlops - report->recomputedFlops);
@@ -105,10 +107,23 @@ bool mnemo::writeRematCurve(const Program &program,
       break;
     autoPoints.push_back(*p);
   }
+  // optimal: fewer budgets (each is a MILP under the time limit); a budget
+  // where the MILP's choice missed and auto's search decided is left out.
+  std::vector<Point> optimalPoints{*none};
+  for (int share = 96; share > 0; share -= 12) {
+    int64_t budget = none->peak * share / 100;
+    std::optional<Point> p =
+        compile(program, options, with(pipeline, "optimal", budget), 0);
+    if (!p)
+      break;
+    if (p->byMilp)
+      optimalPoints.push_back(*p);
+  }
 
   double maxX = mib(none->peak) * 1.05, maxY = 5;
-  for (const Point &p : autoPoints)
-    maxY = std::max(maxY, p.extraFlops);
+  for (const std::vector<Point> *points : {&autoPoints, &optimalPoints})
+    for (const Point &p : *points)
+      maxY = std::max(maxY, p.extraFlops);
   for (const std::optional<Point> &p : {all, sqrt})
     if (p)
       maxY = std::max(maxY, p->extraFlops);
@@ -171,6 +186,17 @@ bool mnemo::writeRematCurve(const Program &program,
     os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
                         "fill=\"#1f77b4\"/>\n",
                         x(p.peak), y(p.extraFlops));
+  std::string optimalLine;
+  for (const Point &p : optimalPoints)
+    optimalLine +=
+        llvm::formatv("{0:f1},{1:f1} ", x(p.peak), y(p.extraFlops)).str();
+  os << "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
+        "stroke-dasharray=\"6 4\" points=\""
+     << optimalLine << "\"/>\n";
+  for (const Point &p : optimalPoints)
+    os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
+                        "fill=\"#ff7f0e\"/>\n",
+                        x(p.peak), y(p.extraFlops));
   auto marker = [&](const std::optional<Point> &p, const char *label,
                     const char *color) {
     if (!p)
@@ -193,6 +219,9 @@ bool mnemo::writeRematCurve(const Program &program,
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" fill=\"#1f77b4\">auto (a "
                       "budget every 4% of the plan)</text>\n",
                       left + 10, top + 14);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" fill=\"#ff7f0e\">optimal "
+                      "(CBC MILP, a budget every 12%)</text>\n",
+                      left + 10, top + 30);
   os << "</svg>\n";
   return true;
 }
@@ -207,7 +236,7 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
   }
   os << llvm::formatv("largest batch whose planned step fits {0:f2} MiB:\n",
                       mib(budget));
-  for (const char *strategy : {"none", "all", "sqrt", "auto"}) {
+  for (const char *strategy : {"none", "all", "sqrt", "auto", "optimal"}) {
     PipelineOptions p = with(pipeline, strategy, budget);
     // Doubling, then bisection: the plan grows with the batch.
     auto fits = [&](int64_t batch) {
@@ -215,7 +244,7 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
     };
     std::optional<Point> at = fits(1);
     if (!at) {
-      os << llvm::formatv("  {0,-5}  none fits (batch 1 does not)\n", strategy);
+      os << llvm::formatv("  {0,-7}  none fits (batch 1 does not)\n", strategy);
       continue;
     }
     int64_t lo = 1, hi = 2;
@@ -237,7 +266,7 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
         hi = mid;
       }
     }
-    os << llvm::formatv("  {0,-5}  batch {1,6}  peak {2,8:f2} MiB  +{3:f1}% "
+    os << llvm::formatv("  {0,-7}  batch {1,6}  peak {2,8:f2} MiB  +{3:f1}% "
                         "FLOPs\n",
                         strategy, lo, mib(best.peak), best.extraFlops);
   }

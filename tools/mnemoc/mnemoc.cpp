@@ -136,10 +136,14 @@ cl::opt<std::string> memoryBudget(
     cl::value_desc("size"), cl::cat(category));
 cl::opt<std::string>
     rematStrategy("remat",
-                  cl::desc("What to recompute under a memory budget: none or "
-                           "auto (default auto)"),
+                  cl::desc("What to recompute under a memory budget: none, "
+                           "all, sqrt, auto or optimal (default auto)"),
                   cl::value_desc("strategy"), cl::init("auto"),
                   cl::cat(category));
+cl::opt<double> rematTimeLimit(
+    "remat-time-limit",
+    cl::desc("Seconds --remat=optimal's MILP solver may search (default 60)"),
+    cl::value_desc("seconds"), cl::init(60), cl::cat(category));
 cl::opt<std::string> rematCurve(
     "remat-curve",
     cl::desc("Write an SVG of recomputed FLOPs against the planned peak for "
@@ -250,6 +254,7 @@ static std::optional<PipelineOptions> pipelineOptions() {
   options.precision = precisionOption;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;
+  options.rematTimeLimit = rematTimeLimit;
   if (!memoryBudget.empty()) {
     std::optional<int64_t> bytes = parseSize(memoryBudget);
     if (!bytes || *bytes <= 0) {
