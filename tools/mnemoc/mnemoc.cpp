@@ -254,6 +254,11 @@ static std::optional<PipelineOptions> pipelineOptions() {
   options.precision = precisionOption;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;
+  if (!(rematTimeLimit > 0)) {
+    llvm::errs() << "mnemoc: error: --remat-time-limit must be a positive "
+                    "number of seconds\n";
+    return std::nullopt;
+  }
   options.rematTimeLimit = rematTimeLimit;
   if (!memoryBudget.empty()) {
     std::optional<int64_t> bytes = parseSize(memoryBudget);
