@@ -536,6 +536,30 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
             return success();
           })
+          .Case([&](Adam8bitUpdateOp a) -> LogicalResult {
+            if (!llvm::cast<ShapedType>(a.getParam().getType())
+                     .getElementType()
+                     .isF32())
+              return error(op, "adamw8bit needs f32 parameters");
+            auto bytes = [](const std::string &pointer) {
+              return "reinterpret_cast<uint8_t *>(" + pointer + ")";
+            };
+            out() << "  adam8bitUpdate(" << product(shapeOf(a.getParam()))
+                  << ", " << a.getBlockSize() << ", " << P(a.getParam()) << ", "
+                  << P(a.getGrad()) << ", " << bytes(P(a.getExpAvgCodes()))
+                  << ", " << P(a.getExpAvgAbsmax()) << ", "
+                  << bytes(P(a.getExpAvgSqCodes())) << ", "
+                  << P(a.getExpAvgSqAbsmax()) << ", " << res(0) << ", "
+                  << bytes(res(1)) << ", " << res(2) << ", " << bytes(res(3))
+                  << ", " << res(4) << ", *" << P(a.getLr()) << ", *"
+                  << P(a.getStep()) << ", "
+                  << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
+                  << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
+                  << doubleLiteral(a.getEps().convertToDouble()) << ", "
+                  << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
+                  << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
+            return success();
+          })
           .Case([&](SgdUpdateOp s) {
             out() << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
                   << P(s.getParam()) << ", " << P(s.getGrad()) << ", "

@@ -917,6 +917,37 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                        1, 1);
             return success();
           })
+          .Case([&](Adam8bitUpdateOp a) -> LogicalResult {
+            if (!llvm::cast<ShapedType>(a.getParam().getType())
+                     .getElementType()
+                     .isF32())
+              return error(op, "adamw8bit needs f32 parameters");
+            if (a.getBlockSize() > 4096)
+              return error(op, "adamw8bit's block may be at most 4096 "
+                               "elements on the GPU");
+            int64_t n = product(shapeOf(a.getParam()));
+            auto bytes = [](const std::string &pointer) {
+              return "reinterpret_cast<uint8_t *>(" + pointer + ")";
+            };
+            kernelCall(
+                "adam8bitUpdate(" + std::to_string(n) + ", " +
+                    std::to_string(a.getBlockSize()) + ", " +
+                    P(a.getParam(), op) + ", " + P(a.getGrad(), op) + ", " +
+                    bytes(P(a.getExpAvgCodes(), op)) + ", " +
+                    P(a.getExpAvgAbsmax(), op) + ", " +
+                    bytes(P(a.getExpAvgSqCodes(), op)) + ", " +
+                    P(a.getExpAvgSqAbsmax(), op) + ", " + res(op, 0) + ", " +
+                    bytes(res(op, 1)) + ", " + res(op, 2) + ", " +
+                    bytes(res(op, 3)) + ", " + res(op, 4) + ", " +
+                    P(a.getLr(), op) + ", " + P(a.getStep(), op) + ", " +
+                    doubleLiteral(a.getBeta1().convertToDouble()) + ", " +
+                    doubleLiteral(a.getBeta2().convertToDouble()) + ", " +
+                    doubleLiteral(a.getEps().convertToDouble()) + ", " +
+                    doubleLiteral(a.getWeightDecay().convertToDouble()) + ", " +
+                    (a.getSkip() ? P(a.getSkip(), op) : "nullptr") + ");",
+                ceilDiv(n, a.getBlockSize()), kThreads);
+            return success();
+          })
           .Case([&](SgdUpdateOp s) {
             int64_t n = product(shapeOf(s.getParam()));
             kernelCall(

@@ -271,6 +271,22 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult Adam8bitUpdateOp::verify() {
+  // One byte per parameter element, one maximum per block.
+  if (shapeOf(getExpAvgCodes()) != shapeOf(getParam()))
+    return emitOpError("the moment codes must have the parameter's shape");
+  int64_t block = getBlockSize();
+  if (block <= 0)
+    return emitOpError("block_size must be positive");
+  int64_t elements = tensorType(getParam()).getNumElements();
+  auto absmax = tensorType(getExpAvgAbsmax());
+  int64_t blocks = (elements + block - 1) / block;
+  if (absmax.getRank() != 1 || absmax.getDimSize(0) != blocks)
+    return emitOpError() << "the moment maxima must be [" << blocks
+                         << "] (one per block of " << block << " elements)";
+  return success();
+}
+
 LogicalResult MatmulOp::verify() {
   if (failed(verifySameElementType(*this, {getLhs(), getRhs(), getResult()})))
     return failure();

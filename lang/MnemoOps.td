@@ -859,4 +859,48 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Pure, Mnemo_NoGradient,
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Pure,
+    Mnemo_NoGradient, AllTypesMatch<["param", "grad", "new_param"]>,
+    AllTypesMatch<["exp_avg_codes", "exp_avg_sq_codes", "new_exp_avg_codes",
+                   "new_exp_avg_sq_codes"]>,
+    AllTypesMatch<["exp_avg_absmax", "exp_avg_sq_absmax", "new_exp_avg_absmax",
+                   "new_exp_avg_sq_absmax"]>]> {
+  let summary = "one AdamW step with 8-bit block-wise moments (adamw8bit)";
+  let description = [{
+    Dettmers et al. 2021: each moment is stored as one byte per element and
+    one f32 maximum per block of `block_size` elements (2048 by default;
+    runtime/Quantize8.h; the
+    first moment in signed, the second in unsigned dynamic codes). The step
+    dequantizes both moments, makes `adam_update`'s decoupled (AdamW)
+    update in f32 with PyTorch's bias correction, and quantizes the new
+    moments again, each block by its new maximum. The codes have the
+    parameter's shape; the maxima are `[ceil(n / block_size)]`. With `skip`
+    nonzero, everything comes out unchanged.
+
+    ```mlir
+    %p2, %mc2, %ma2, %vc2, %va2 = mnemo.adam8bit_update %p, %g, %mc, %ma, %vc, %va, %lr, %step
+        {beta1 = 0.9 : f64, beta2 = 0.999 : f64, block_size = 2048 : i64, eps = 1.0e-08 : f64, weight_decay = 0.01 : f64}
+        : (tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xi8>, tensor<4xf32>,
+           tensor<64x128xi8>, tensor<4xf32>, tensor<f32>, tensor<i32>)
+        -> (tensor<64x128xf32>, tensor<64x128xi8>, tensor<4xf32>, tensor<64x128xi8>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
+                       StaticShapeTensorOf<[I8]>:$exp_avg_codes,
+                       StaticShapeTensorOf<[F32]>:$exp_avg_absmax,
+                       StaticShapeTensorOf<[I8]>:$exp_avg_sq_codes,
+                       StaticShapeTensorOf<[F32]>:$exp_avg_sq_absmax,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       Optional<0DTensorOf<[F32]>>:$skip,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay, I64Attr:$block_size);
+  let results = (outs Mnemo_FloatTensor:$new_param,
+                      StaticShapeTensorOf<[I8]>:$new_exp_avg_codes,
+                      StaticShapeTensorOf<[F32]>:$new_exp_avg_absmax,
+                      StaticShapeTensorOf<[I8]>:$new_exp_avg_sq_codes,
+                      StaticShapeTensorOf<[F32]>:$new_exp_avg_sq_absmax);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // MNEMO_OPS_TD

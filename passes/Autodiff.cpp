@@ -162,12 +162,19 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     }
     auto zeros =
         b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
-    for (unsigned p : sig.params)
-      for (const std::string &state : optimizer.stateNames()) {
-        argTypes.push_back(forward.getArgumentTypes()[p]);
+    // Each parameter's state, in order; stateStart[k] is its first state
+    // argument (the count differs per parameter with adamw8bit).
+    SmallVector<unsigned> stateStart;
+    for (unsigned p : sig.params) {
+      stateStart.push_back(argTypes.size());
+      for (auto &[state, type] :
+           optimizer.stateFor(forward.getArgumentTypes()[p])) {
+        argTypes.push_back(type);
         argAttrs.push_back(attrs(
             "opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
       }
+    }
+    stateStart.push_back(argTypes.size());
     // f16 trains with dynamic loss scaling (GradScaler's constants): the
     // scale and the count of finite steps are optimizer state, kept with
     // the parameters on the device and in checkpoints.
@@ -253,8 +260,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     // keeps its value and state.
     b.setInsertionPointToEnd(body);
     Location loc = forward.getLoc();
-    unsigned numParams = sig.params.size(),
-             numStates = optimizer.stateNames().size();
+    unsigned numParams = sig.params.size();
     SmallVector<Value> paramGrads;
     for (unsigned k = 0; k < numParams; ++k) {
       Value g = grads->lookup(body->getArgument(k));
@@ -318,23 +324,21 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     Value totalSteps = body->getArgument(argTypes.size() - 1);
     Value lr = optimizer.learningRate(b, loc, step, totalSteps);
 
-    SmallVector<Value> newParams(numParams), newStates(numParams * numStates);
+    SmallVector<Value> newParams(numParams), newStates;
     for (unsigned k = 0; k < numParams; ++k) {
       Value param = body->getArgument(k);
-      ValueRange state =
-          body->getArguments().slice(numParams + k * numStates, numStates);
+      ValueRange state = body->getArguments().slice(
+          stateStart[k], stateStart[k + 1] - stateStart[k]);
       if (!paramGrads[k]) {
         newParams[k] = param;
-        for (unsigned s = 0; s < numStates; ++s)
-          newStates[k * numStates + s] = state[s];
+        newStates.append(state.begin(), state.end());
         continue;
       }
       Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
       SmallVector<Value> updated = optimizer.update(
           b, paramLoc, param, paramGrads[k], state, lr, step, skip);
       newParams[k] = updated[0];
-      for (unsigned s = 0; s < numStates; ++s)
-        newStates[k * numStates + s] = updated[1 + s];
+      newStates.append(updated.begin() + 1, updated.end());
     }
 
     // (loss, new params..., new state..., lr, grad_norm); updated tensors

@@ -237,9 +237,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
     bool gradient = false;
     for (Value v : b.values)
       for (Operation *user : v.getUsers())
-        gradient |= llvm::isa<GlobalNormOp>(user) ||
-                    (llvm::isa<AdamUpdateOp, SgdUpdateOp>(user) &&
-                     user->getOperand(1) == v);
+        gradient |=
+            llvm::isa<GlobalNormOp>(user) ||
+            (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp, SgdUpdateOp>(user) &&
+             user->getOperand(1) == v);
     Operation *def = b.root.getDefiningOp();
     if (gradient)
       b.kind = BufferKind::Gradient;

@@ -2,6 +2,7 @@
 
 #include "passes/Optimizers.h"
 #include "lang/MnemoOps.h"
+#include "runtime/Quantize8.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -34,16 +35,50 @@ FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train,
   opt.schedule = train.getAs<DictionaryAttr>("schedule");
   if (auto clip = train.getAs<FloatAttr>("clip_grad_norm"))
     opt.clipNorm = clip.getValueAsDouble();
-  if (opt.kind == "adam" || opt.kind == "adamw")
+  if (opt.kind == "adam" || opt.kind == "adamw" || opt.kind == "adamw8bit")
     opt.state = {"exp_avg", "exp_avg_sq"};
   else if (opt.kind == "sgd" && number(opt.settings, "momentum", 0) != 0)
     opt.state = {"momentum_buffer"};
   else if (opt.kind != "sgd") {
     emitError(loc) << "optimizer '" << opt.kind
-                   << "' is not supported yet (supported: sgd, adam, adamw)";
+                   << "' is not supported (supported: sgd, adam, adamw, "
+                      "adamw8bit)";
     return failure();
   }
   return opt;
+}
+
+int64_t Optimizer::quantizationBlock() const {
+  return int64_t(number(settings, "block", double(quant8::kBlock)));
+}
+
+bool Optimizer::quantizesState(Type paramType) const {
+  return kind == "adamw8bit" &&
+         llvm::cast<ShapedType>(paramType).getNumElements() >=
+             quant8::kMinElements;
+}
+
+std::vector<std::pair<std::string, Type>>
+Optimizer::stateFor(Type paramType) const {
+  std::vector<std::pair<std::string, Type>> result;
+  if (!quantizesState(paramType)) {
+    for (const std::string &name : state)
+      result.push_back({name, paramType});
+    return result;
+  }
+  // Block-wise 8-bit moments: one byte per element (the parameter's shape)
+  // and one f32 maximum per block.
+  auto type = llvm::cast<RankedTensorType>(paramType);
+  MLIRContext *ctx = type.getContext();
+  int64_t block = quantizationBlock();
+  auto codes = RankedTensorType::get(type.getShape(), IntegerType::get(ctx, 8));
+  auto absmax = RankedTensorType::get(
+      {(type.getNumElements() + block - 1) / block}, Float32Type::get(ctx));
+  for (const std::string &name : state) {
+    result.push_back({name + ".codes", codes});
+    result.push_back({name + ".absmax", absmax});
+  }
+  return result;
 }
 
 Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step,
@@ -66,7 +101,22 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
                                      Value grad, ValueRange stateValues,
                                      Value lr, Value step, Value skip) const {
   double weightDecay = number(settings, "weight_decay", 0);
-  if (kind == "adam" || kind == "adamw") {
+  if (quantizesState(param.getType())) {
+    auto betas = settings.getAs<ArrayAttr>("betas");
+    auto op = b.create<Adam8bitUpdateOp>(
+        loc, param.getType(), stateValues[0].getType(),
+        stateValues[1].getType(), stateValues[2].getType(),
+        stateValues[3].getType(), param, grad, stateValues[0], stateValues[1],
+        stateValues[2], stateValues[3], lr, step, skip,
+        b.getF64FloatAttr(llvm::cast<FloatAttr>(betas[0]).getValueAsDouble()),
+        b.getF64FloatAttr(llvm::cast<FloatAttr>(betas[1]).getValueAsDouble()),
+        b.getF64FloatAttr(number(settings, "eps", 1e-8)),
+        b.getF64FloatAttr(weightDecay),
+        b.getI64IntegerAttr(quantizationBlock()));
+    return {op.getNewParam(), op.getNewExpAvgCodes(), op.getNewExpAvgAbsmax(),
+            op.getNewExpAvgSqCodes(), op.getNewExpAvgSqAbsmax()};
+  }
+  if (kind == "adam" || kind == "adamw" || kind == "adamw8bit") {
     auto betas = settings.getAs<ArrayAttr>("betas");
     double beta1 = llvm::cast<FloatAttr>(betas[0]).getValueAsDouble();
     double beta2 = llvm::cast<FloatAttr>(betas[1]).getValueAsDouble();
@@ -75,7 +125,7 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
         stateValues[0], stateValues[1], lr, step, skip,
         b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
         b.getF64FloatAttr(number(settings, "eps", 1e-8)),
-        b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind == "adamw"));
+        b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind != "adam"));
     return {op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()};
   }
   double momentum = number(settings, "momentum", 0);

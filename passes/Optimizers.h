@@ -25,9 +25,16 @@ public:
   static mlir::FailureOr<Optimizer> fromSettings(mlir::DictionaryAttr train,
                                                  mlir::Location loc);
 
-  /// The state each parameter carries between steps, by name (exp_avg and
-  /// exp_avg_sq for Adam; momentum_buffer for SGD with momentum).
-  const std::vector<std::string> &stateNames() const { return state; }
+  /// The state a parameter of `paramType` carries between steps, by name
+  /// and type: exp_avg and exp_avg_sq for Adam (for adamw8bit on tensors of
+  /// 4096 elements or more, each as codes and block maxima);
+  /// momentum_buffer for SGD with momentum.
+  std::vector<std::pair<std::string, mlir::Type>>
+  stateFor(mlir::Type paramType) const;
+  /// adamw8bit on a tensor of at least 4096 elements.
+  bool quantizesState(mlir::Type paramType) const;
+  /// Elements per quantization block (adamw8bit's `block`, 2048).
+  int64_t quantizationBlock() const;
 
   /// The learning rate at `step` (an i32 scalar, from 1) of `totalSteps`.
   mlir::Value learningRate(mlir::OpBuilder &b, mlir::Location loc,

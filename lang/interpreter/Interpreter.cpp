@@ -10,6 +10,7 @@
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
+#include "runtime/Quantize8.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -329,6 +330,7 @@ private:
   LogicalResult execEmbedding(Operation *op, bool grad);
   LogicalResult execMaxGrad(MaxGradOp op);
   LogicalResult execAdam(AdamUpdateOp op);
+  LogicalResult execAdam8bit(Adam8bitUpdateOp op);
   LogicalResult execSgd(SgdUpdateOp op);
   LogicalResult execLrSchedule(LrScheduleOp op);
 
@@ -685,6 +687,7 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       .Case([&](SgdUpdateOp s) { return execSgd(s); })
       .Case([&](AdamUpdateOp a) { return execAdam(a); })
+      .Case([&](Adam8bitUpdateOp a) { return execAdam8bit(a); })
       .Default([&](Operation *) {
         return fail(op, "the interpreter does not know this op");
       });
@@ -1207,6 +1210,66 @@ LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
   set(op.getNewParam(), std::move(newP));
   set(op.getNewExpAvg(), std::move(newM));
   set(op.getNewExpAvgSq(), std::move(newV));
+  return success();
+}
+
+LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
+  const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
+  const Tensor &mCodes = get(op.getExpAvgCodes()),
+               &mMax = get(op.getExpAvgAbsmax()),
+               &vCodes = get(op.getExpAvgSqCodes()),
+               &vMax = get(op.getExpAvgSqAbsmax());
+  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
+    Tensor same[] = {p, mCodes, mMax, vCodes, vMax};
+    for (unsigned r = 0; r < 5; ++r)
+      set(op->getResult(r), std::move(same[r]));
+    return success();
+  }
+  // The CPU kernel's arithmetic (f32, as bitsandbytes does it): dequantize,
+  // AdamW, requantize each block by its new maximum.
+  int64_t n = p.numElements(), block = op.getBlockSize();
+  int64_t blocks = (n + block - 1) / block;
+  auto bytesOf = [&](const Tensor &codes) {
+    std::vector<uint8_t> bytes(n);
+    for (int64_t i = 0; i < n; ++i)
+      bytes[i] = uint8_t(int8_t(codes.data[i]));
+    return bytes;
+  };
+  std::vector<uint8_t> mIn = bytesOf(mCodes), vIn = bytesOf(vCodes);
+  std::vector<float> mMaxIn(mMax.data.begin(), mMax.data.end()),
+      vMaxIn(vMax.data.begin(), vMax.data.end());
+  std::vector<float> param(n), grad(n);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] = float(p.data[i]);
+    grad[i] = float(g.data[i]);
+  }
+  std::vector<uint8_t> mOut(n), vOut(n);
+  std::vector<float> mMaxOut(blocks), vMaxOut(blocks), newParam(n);
+  quant8::adamw8bitStep(
+      n, block, param.data(), grad.data(), mIn.data(), mMaxIn.data(),
+      vIn.data(), vMaxIn.data(), newParam.data(), mOut.data(), mMaxOut.data(),
+      vOut.data(), vMaxOut.data(), float(get(op.getLr()).data[0]),
+      int32_t(get(op.getStep()).data[0]), op.getBeta1().convertToDouble(),
+      op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
+      op.getWeightDecay().convertToDouble());
+  Tensor outP = like(op.getNewParam()), outMc = like(op.getNewExpAvgCodes()),
+         outMa = like(op.getNewExpAvgAbsmax()),
+         outVc = like(op.getNewExpAvgSqCodes()),
+         outVa = like(op.getNewExpAvgSqAbsmax());
+  for (int64_t i = 0; i < n; ++i) {
+    outP.data[i] = options.exact ? newParam[i] : roundTo(p.type, newParam[i]);
+    outMc.data[i] = int8_t(mOut[i]);
+    outVc.data[i] = int8_t(vOut[i]);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    outMa.data[b] = mMaxOut[b];
+    outVa.data[b] = vMaxOut[b];
+  }
+  set(op.getNewParam(), std::move(outP));
+  set(op.getNewExpAvgCodes(), std::move(outMc));
+  set(op.getNewExpAvgAbsmax(), std::move(outMa));
+  set(op.getNewExpAvgSqCodes(), std::move(outVc));
+  set(op.getNewExpAvgSqAbsmax(), std::move(outVa));
   return success();
 }
 

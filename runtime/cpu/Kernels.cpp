@@ -1,6 +1,7 @@
 //===- Kernels.cpp - The CPU backend's kernels ----------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/Quantize8.h"
 
 #include <cblas.h>
 
@@ -973,6 +974,39 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
       newExpAvg[i] = m;
       newExpAvgSq[i] = v;
     }
+  });
+}
+
+void adam8bitUpdate(int64_t n, int64_t block, const float *param,
+                    const float *grad, const uint8_t *expAvgCodes,
+                    const float *expAvgMax, const uint8_t *expAvgSqCodes,
+                    const float *expAvgSqMax, float *newParam,
+                    uint8_t *newExpAvgCodes, float *newExpAvgMax,
+                    uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
+                    int32_t step, double beta1, double beta2, double eps,
+                    double weightDecay, const float *skip) {
+  int64_t blocks = quant8::blockCount(n, block);
+  if (skip && *skip != 0.0f) {
+    auto copy = [](const void *from, void *to, size_t bytes) {
+      if (from != to)
+        std::memcpy(to, from, bytes);
+    };
+    copy(param, newParam, sizeof(float) * n);
+    copy(expAvgCodes, newExpAvgCodes, n);
+    copy(expAvgSqCodes, newExpAvgSqCodes, n);
+    copy(expAvgMax, newExpAvgMax, sizeof(float) * blocks);
+    copy(expAvgSqMax, newExpAvgSqMax, sizeof(float) * blocks);
+    return;
+  }
+  // Blocks are independent: each thread takes whole blocks.
+  parallelFor(blocks, 1, [&](int64_t first, int64_t last) {
+    int64_t begin = first * block, end = std::min(n, last * block);
+    quant8::adamw8bitStep(
+        end - begin, block, param + begin, grad + begin, expAvgCodes + begin,
+        expAvgMax + first, expAvgSqCodes + begin, expAvgSqMax + first,
+        newParam + begin, newExpAvgCodes + begin, newExpAvgMax + first,
+        newExpAvgSqCodes + begin, newExpAvgSqMax + first, lr, step, beta1,
+        beta2, eps, weightDecay);
   });
 }
 

@@ -264,6 +264,16 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
                 float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
                 double beta1, double beta2, double eps, double weightDecay,
                 bool decoupled, const float *skip = nullptr);
+/// adamw8bit (runtime/Quantize8.h): the moments as codes and block maxima,
+/// updated in place or into new buffers.
+void adam8bitUpdate(int64_t n, int64_t block, const float *param,
+                    const float *grad, const uint8_t *expAvgCodes,
+                    const float *expAvgMax, const uint8_t *expAvgSqCodes,
+                    const float *expAvgSqMax, float *newParam,
+                    uint8_t *newExpAvgCodes, float *newExpAvgMax,
+                    uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
+                    int32_t step, double beta1, double beta2, double eps,
+                    double weightDecay, const float *skip = nullptr);
 void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
                int32_t step, double momentum, double dampening,

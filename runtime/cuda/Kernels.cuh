@@ -31,6 +31,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "runtime/Quantize8Codes.h"
+
 // NVRTC has no <cmath>: the macros the emitter's literals use.
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
@@ -891,6 +893,110 @@ __device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
     newBuffer[i] = buffer[i];
   }
   newParam[i] = st<T>(p - lr * d);
+}
+
+/// adamw8bit (runtime/Quantize8.h): one CUDA block per quantization block
+/// of at most kMaxQuantBlock elements. The block dequantizes, updates in
+/// f32, reduces the new maxima, and encodes each moment to its nearest code
+/// (a binary search over the codes sorted by value, built in shared memory
+/// as the CPU builds its table).
+constexpr int kMaxQuantBlock = 4096;
+__device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
+                               const float *grad, const uint8_t *mCodes,
+                               const float *mMax, const uint8_t *vCodes,
+                               const float *vMax, float *newParam,
+                               uint8_t *newMCodes, float *newMMax,
+                               uint8_t *newVCodes, float *newVMax,
+                               const float *lrPtr, const int32_t *stepPtr,
+                               double beta1, double beta2, double eps,
+                               double weightDecay, const float *skip) {
+  __shared__ float moments[2 * kMaxQuantBlock];
+  __shared__ float value[2][256], sorted[2][256];
+  __shared__ uint8_t sortedCode[2][256];
+  int64_t b = blockIdx.x, begin = b * blockSize;
+  int64_t end = begin + blockSize < n ? begin + blockSize : n;
+  if (skip && *skip != 0.0f) {
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      newParam[i] = param[i];
+      newMCodes[i] = mCodes[i];
+      newVCodes[i] = vCodes[i];
+    }
+    if (threadIdx.x == 0) {
+      newMMax[b] = mMax[b];
+      newVMax[b] = vMax[b];
+    }
+    return;
+  }
+  for (int c = threadIdx.x; c < 256; c += blockDim.x) {
+    value[0][c] = quant8::decodeCode(unsigned(c), true);
+    value[1][c] = quant8::decodeCode(unsigned(c), false);
+  }
+  __syncthreads();
+  // Rank each code by (value, code); signed 0x80 (-0) is left out.
+  for (int c = threadIdx.x; c < 256; c += blockDim.x)
+    for (int map = 0; map < 2; ++map) {
+      if (map == 0 && c == 0x80)
+        continue;
+      int rank = 0;
+      for (int d = 0; d < 256; ++d) {
+        if (map == 0 && d == 0x80)
+          continue;
+        float vd = value[map][d], vc = value[map][c];
+        rank += vd < vc || (vd == vc && d < c);
+      }
+      sorted[map][rank] = value[map][c];
+      sortedCode[map][rank] = uint8_t(c);
+    }
+  float lr = *lrPtr;
+  int32_t step = *stepPtr;
+  float b1 = float(beta1), b2 = float(beta2);
+  float stepSize = float(double(lr) / (1.0 - pow(beta1, double(step))));
+  float bias2Sqrt = float(sqrt(1.0 - pow(beta2, double(step))));
+  float decay = float(1.0 - double(lr) * weightDecay);
+  float mLargest = 0.0f, vLargest = 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float g = grad[i];
+    float m = value[0][mCodes[i]] * mMax[b];
+    float v = value[1][vCodes[i]] * vMax[b];
+    m = m + (g - m) * (1.0f - b1);
+    v = v * b2 + (1.0f - b2) * g * g;
+    float denom = sqrtf(v) / bias2Sqrt + float(eps);
+    newParam[i] = param[i] * decay - stepSize * (m / denom);
+    moments[i - begin] = m;
+    moments[kMaxQuantBlock + (i - begin)] = v;
+    mLargest = fmaxf(mLargest, fabsf(m));
+    vLargest = fmaxf(vLargest, v);
+  }
+  __syncthreads(); // the tables, before the searches below
+  mLargest = blockMax(mLargest);
+  vLargest = blockMax(vLargest);
+  auto nearest = [&](int map, float x) {
+    int size = map == 0 ? 255 : 256, lo = 0, hi = size;
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (sorted[map][mid] < x)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == 0)
+      return sortedCode[map][0];
+    if (lo == size)
+      return sortedCode[map][size - 1];
+    return x - sorted[map][lo - 1] <= sorted[map][lo] - x
+               ? sortedCode[map][lo - 1]
+               : sortedCode[map][lo];
+  };
+  float mInverse = mLargest > 0.0f ? 1.0f / mLargest : 0.0f;
+  float vInverse = vLargest > 0.0f ? 1.0f / vLargest : 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    newMCodes[i] = nearest(0, moments[i - begin] * mInverse);
+    newVCodes[i] = nearest(1, moments[kMaxQuantBlock + (i - begin)] * vInverse);
+  }
+  if (threadIdx.x == 0) {
+    newMMax[b] = mLargest;
+    newVMax[b] = vLargest;
+  }
 }
 
 } // namespace cuda

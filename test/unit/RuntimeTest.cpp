@@ -2,6 +2,7 @@
 
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
+#include "runtime/Quantize8.h"
 #include "runtime/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -175,4 +176,55 @@ TEST(Init, SeedsAreReproducibleAndPerName) {
   initialize(spec, {8}, r3, c, error);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+}
+
+// adamw8bit's codes (runtime/Quantize8.h): byte 0 is zero, every code
+// encodes back to itself, values keep their sign and order, and block-wise
+// quantization errs by at most half the gap between neighboring codes.
+TEST(Quantize8, CodesRoundTripAndQuantizeToTheNearest) {
+  using namespace mnemo::quant8;
+  for (bool isSigned : {true, false}) {
+    EXPECT_EQ(decode(0, isSigned), 0.0f);
+    for (int c = 0; c < 256; ++c) {
+      if (isSigned && c == 0x80)
+        continue; // -0, the same value as 0
+      float value = decode(uint8_t(c), isSigned);
+      EXPECT_EQ(encode(value, isSigned), c) << "code " << c;
+      EXPECT_LE(std::fabs(value), 1.0f);
+      if (!isSigned)
+        EXPECT_GE(value, 0.0f);
+    }
+    const CodeTable &t = table(isSigned);
+    EXPECT_EQ(t.size, isSigned ? 255 : 256);
+    for (int i = 1; i < t.size; ++i)
+      EXPECT_LT(t.value[i - 1], t.value[i]);
+    // The largest code is near 1 and the smallest positive near 1e-7
+    // (unsigned) or 1e-6 (signed): the dynamic range the paper gives.
+    EXPECT_GT(t.value[t.size - 1], 0.99f);
+    float smallest = 1;
+    for (int i = 0; i < t.size; ++i)
+      if (t.value[i] > 0)
+        smallest = std::min(smallest, t.value[i]);
+    EXPECT_LT(smallest, isSigned ? 2e-6f : 2e-7f);
+  }
+  // A block of 2048 values spanning six decades, and a partial block.
+  std::vector<float> values(2048 + 100);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = float((i % 2 ? -1.0 : 1.0) *
+                      std::pow(10.0, -6.0 * double(i % 97) / 96.0));
+  std::vector<uint8_t> codes(values.size());
+  std::vector<float> absmax(2);
+  quantize(int64_t(values.size()), 2048, values.data(), codes.data(),
+           absmax.data(), true);
+  EXPECT_EQ(absmax[0], 1.0f);
+  const CodeTable &t = table(true);
+  for (size_t i = 0; i < values.size(); ++i) {
+    float scale = absmax[i / 2048], x = values[i] / scale;
+    float got = decode(codes[i], true);
+    // No code lies strictly closer to x than the one chosen.
+    for (int k = 0; k < t.size; ++k)
+      EXPECT_GE(std::fabs(t.value[k] - x), std::fabs(got - x) - 1e-9f)
+          << "value " << i;
+    EXPECT_EQ(got > 0, x > 0) << "value " << i;
+  }
 }
