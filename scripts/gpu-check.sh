@@ -5,7 +5,8 @@
 #   scripts/gpu-check.sh --prepare [DIR]   on a machine with mnemoc: writes
 #                                          DIR (default gpu-inputs/, git-
 #                                          ignored): a --emit=project tree per
-#                                          example, and the data
+#                                          example (and gpt8: the GPT with
+#                                          adamw8bit), and the data
 #   scripts/gpu-check.sh [DIR]             on the GPU machine, from the
 #                                          repository root with DIR copied
 #                                          along (the device tool: carry
@@ -15,7 +16,8 @@
 # where it found CUDA and cuDNN); trains 50 steps on the CPU and 50 on the
 # GPU from the same seed (same weights, same batches) and checks that the
 # losses track (scripts/compare-losses.py); runs compute-sanitizer's
-# memcheck over 3 steps of each; and prints a table next to PyTorch on the
+# memcheck over 3 steps of each (gpt8 too); and prints a table next to
+# PyTorch (mlp, cnn, gpt) on the
 # same GPU, eager and torch.compile, same model, batch and precision (f32):
 # median ms per step and peak device memory (ours: the one cudaMalloc, and
 # what cudaMemGetInfo says the process holds beyond its context; PyTorch's:
@@ -34,6 +36,9 @@ if [ "${1:-}" = "--prepare" ]; then
   for model in mlp cnn gpt; do
     "$MNEMO_BUILD/bin/mnemoc" "$ROOT/examples/$model.mn" --emit=project -o "$DIR/$model" >/dev/null
   done
+  # gpt8: the GPT with adamw8bit, for the 8-bit optimizer's CUDA kernel.
+  sed 's/optimizer = adamw(/optimizer = adamw8bit(/' "$ROOT/examples/gpt.mn" > "$DIR/gpt8.mn"
+  "$MNEMO_BUILD/bin/mnemoc" "$DIR/gpt8.mn" --emit=project -o "$DIR/gpt8" >/dev/null
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$DIR/data/fashion-mnist/"
   /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$DIR/data/tokens" >/dev/null
   git -C "$ROOT" rev-parse --short HEAD > "$DIR/COMMIT" 2>/dev/null || true
@@ -60,13 +65,15 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
 say "inputs from commit $(cat "$DIR/COMMIT" 2>/dev/null || echo '?')"
 
+MODELS="mlp cnn gpt gpt8"
+
 # 1. Build every trainer with CMake alone, in parallel.
-for model in mlp cnn gpt; do
+for model in $MODELS; do
   (cmake -S "$DIR/$model" -B "$OUT/build-$model" -G Ninja > "$OUT/configure-$model.log" 2>&1 &&
    cmake --build "$OUT/build-$model" > "$OUT/build-$model.log" 2>&1) &
 done
 wait
-for model in mlp cnn gpt; do
+for model in $MODELS; do
   if [ ! -x "$OUT/build-$model/train" ]; then
     fail "$model did not build"; tail -30 "$OUT/configure-$model.log" "$OUT/build-$model.log"
   fi
@@ -77,13 +84,13 @@ say "built in $(( $(date +%s) - START )) s"
 
 data_of() {
   case "$1" in
-    gpt) echo "$DIR/data/tokens/train.bin" ;;
+    gpt | gpt8) echo "$DIR/data/tokens/train.bin" ;;
     *) echo "$DIR/data/fashion-mnist" ;;
   esac
 }
 
 # 2. CPU and GPU from the same seed: same weights, same batches.
-for model in mlp cnn gpt; do
+for model in $MODELS; do
   train="$OUT/build-$model/train --data $(data_of $model) --steps 50 --quiet"
   timeout 120 $train --device cpu --summary-json "$OUT/$model-cpu.json" > "$OUT/$model-cpu.log" 2>&1 || fail "$model on the CPU"
   timeout 120 $train --device cuda --summary-json "$OUT/$model-cuda.json" > "$OUT/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$OUT/$model-cuda.log")"
@@ -97,7 +104,7 @@ say "tracking checked at $(( $(date +%s) - START )) s"
 
 # 3. compute-sanitizer's memcheck over a few steps (eager and graph).
 SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for model in mlp cnn gpt; do
+for model in $MODELS; do
   if timeout 150 "$SANITIZER" --tool memcheck --error-exitcode 9 \
       "$OUT/build-$model/train" --data "$(data_of $model)" --steps 3 --device cuda --quiet \
       > "$OUT/$model-memcheck.log" 2>&1; then
