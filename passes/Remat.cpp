@@ -326,7 +326,6 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       return llvm::isa<func::ReturnOp>(op) ? returnAt
                                            : int(split.index.lookup(op));
     };
-    problem.backwardStart = int(split.start);
     auto uses = [&](Value v, bool backward) {
       int first = -1, last = -1;
       for (Operation *user : v.getUsers()) {
@@ -439,13 +438,14 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     return problem;
   }
 
-  /// `--remat=optimal`: the MILP (RematMilp.h) on the op order remat sees,
-  /// checked by the real pipeline. The model does not see what the
+  /// A search on the MILP's model (RematMilp.h) of the op order remat
+  /// sees: exact (`--remat=optimal`, CBC) or greedy (part of `auto`), each
+  /// choice checked by the real pipeline. The model does not see what the
   /// scheduler does after remat, so its capacity is the budget mapped
   /// linearly from the plan's range (nothing recomputed, to the lowest of
   /// the simple policies) onto the model's, and tightens by each miss
-  /// until the plan fits or the model has nothing below; then auto's search
-  /// decides, and the report says so.
+  /// until the plan fits or the model has nothing below. `result` stays
+  /// empty then; `how` says how the search ended.
   LogicalResult searchWithModel(ModuleOp module, int64_t limit,
                                 int64_t plannedNone, bool exact,
                                 std::optional<std::vector<Value>> &result,

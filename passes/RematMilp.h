@@ -19,8 +19,7 @@
 
 namespace mnemo {
 
-/// One forward value of the step. Times are op indices of the step; the
-/// backward starts at `RematProblem::backwardStart`.
+/// One forward value of the step. Times are op indices of the step.
 struct RematValue {
   int64_t bytes = 0;
   int64_t flops = 0; ///< to compute it once
@@ -39,7 +38,6 @@ struct RematValue {
 
 struct RematProblem {
   std::vector<RematValue> values;
-  int backwardStart = 0;
   /// Per op index: the bytes alive across it that recomputation does not
   /// change (backward values, and the forward values outside their gaps).
   std::vector<int64_t> fixedBytes;

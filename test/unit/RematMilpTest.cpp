@@ -39,7 +39,6 @@ int64_t bruteForceFlops(const RematProblem &p) {
 RematProblem chain(int n, const std::vector<int64_t> &bytes,
                    const std::vector<int64_t> &flops) {
   RematProblem p;
-  p.backwardStart = n;
   int ops = 2 * n;
   p.fixedBytes.assign(ops, 0);
   for (int i = 0; i < n; ++i) {
@@ -102,8 +101,7 @@ TEST(RematMilp, MatchesBruteForceOnRandomSteps) {
     // random order; some forward values are not candidates.
     int n = 4 + int(rng() % 7);
     RematProblem p;
-    p.backwardStart = n;
-    int ops = 2 * n;
+      int ops = 2 * n;
     p.fixedBytes.assign(ops, 0);
     for (int i = 0; i < n; ++i) {
       RematValue v;
