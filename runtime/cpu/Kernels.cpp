@@ -95,22 +95,14 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
                  int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                  const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc) {
-  int64_t count = 1;
-  for (int i = 0; i < batch.rank; ++i)
-    count *= batch.dims[i];
+  int64_t count = batch.count();
   // Small matrices (attention heads): one single-threaded GEMM per batch
   // entry, the entries spread over the threads. OpenBLAS runs small GEMMs
   // on the calling thread.
   parallelFor(count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t index = begin; index < end; ++index) {
-      int64_t rest = index, offA = 0, offB = 0, offC = 0;
-      for (int i = batch.rank - 1; i >= 0; --i) {
-        int64_t at = rest % batch.dims[i];
-        rest /= batch.dims[i];
-        offA += at * batch.a[i];
-        offB += at * batch.b[i];
-        offC += at * batch.c[i];
-      }
+      int64_t offA, offB, offC;
+      batch.offsets(index, offA, offB, offC);
       gemm(transA, transB, m, n, k, alpha, a + offA, lda, b + offB, ldb, beta,
            c + offC, ldc);
     }
@@ -1098,18 +1090,9 @@ void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
                      int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
                      const T *b, int64_t ldb, T *c, int64_t ldc,
                      float *workspace) {
-  int64_t count = 1;
-  for (int d = 0; d < batch.rank; ++d)
-    count *= batch.dims[d];
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t offsetA = 0, offsetB = 0, offsetC = 0, rest = i;
-    for (int d = batch.rank - 1; d >= 0; --d) {
-      int64_t coordinate = rest % batch.dims[d];
-      rest /= batch.dims[d];
-      offsetA += coordinate * batch.a[d];
-      offsetB += coordinate * batch.b[d];
-      offsetC += coordinate * batch.c[d];
-    }
+  for (int64_t i = 0; i < batch.count(); ++i) {
+    int64_t offsetA, offsetB, offsetC;
+    batch.offsets(i, offsetA, offsetB, offsetC);
     gemmHalf(transA, transB, m, n, k, a + offsetA, lda, b + offsetB, ldb,
              c + offsetC, ldc, workspace);
   }

@@ -138,6 +138,26 @@ struct BatchLayout {
   int rank;
   int64_t dims[4];
   int64_t a[4], b[4], c[4];
+
+  /// The number of batch entries.
+  int64_t count() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d)
+      n *= dims[d];
+    return n;
+  }
+  /// Entry `index`'s element offsets into a, b and c.
+  void offsets(int64_t index, int64_t &offsetA, int64_t &offsetB,
+               int64_t &offsetC) const {
+    offsetA = offsetB = offsetC = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t coordinate = index % dims[d];
+      index /= dims[d];
+      offsetA += coordinate * a[d];
+      offsetB += coordinate * b[d];
+      offsetC += coordinate * c[d];
+    }
+  }
 };
 void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
                  int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
