@@ -147,12 +147,14 @@ cl::opt<double> rematTimeLimit(
 cl::opt<std::string> rematCurve(
     "remat-curve",
     cl::desc("Write an SVG of recomputed FLOPs against the planned peak for "
-             "each rematerialization strategy"),
+             "each rematerialization strategy (optimal's MILPs each run "
+             "under --remat-time-limit)"),
     cl::value_desc("file.svg"), cl::cat(category));
 cl::opt<bool> fitBatchOption(
     "fit-batch",
     cl::desc("Report the largest batch whose planned step fits "
-             "--memory-budget, for each rematerialization strategy"),
+             "--memory-budget, for each rematerialization strategy "
+             "(optimal's MILPs each run under --remat-time-limit)"),
     cl::cat(category));
 cl::opt<bool> transientGradients(
     "transient-gradients",
