@@ -25,15 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
 from compare import lr_schedule, make_optimizer  # noqa: E402
+from procstatus import status_bytes  # noqa: E402
 from models import MODELS  # noqa: E402
-
-
-def status_bytes(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def main():

@@ -20,18 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
 from models import MODELS  # noqa: E402
+from procstatus import status_bytes  # noqa: E402
 
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
 MIB = 1 << 20
 STEPS = 6
-
-
-def status_bytes(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def torch_growth(dump, checkpointed):

@@ -1098,22 +1098,35 @@ void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
   }
 }
 
-template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y) {
+namespace {
+/// A pooling forward on 16-bit storage: each output is `finish` of the
+/// f32 fold of its window's inputs (padding is left out).
+template <typename T, typename Fold, typename Finish>
+void pool2dHalf(const PoolShape &s, const T *x, T *y, float start, Fold fold,
+                Finish finish) {
   parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p)
       for (int64_t oh = 0; oh < s.ho; ++oh)
         for (int64_t ow = 0; ow < s.wo; ++ow) {
-          float best = -std::numeric_limits<float>::infinity();
+          float acc = start;
           for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
                ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
                ++ih)
             for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
                  iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
                  ++iw)
-              best = std::max(best, float(x[(p * s.h + ih) * s.w + iw]));
-          y[(p * s.ho + oh) * s.wo + ow] = T(best);
+              acc = fold(acc, float(x[(p * s.h + ih) * s.w + iw]));
+          y[(p * s.ho + oh) * s.wo + ow] = T(finish(acc));
         }
   });
+}
+} // namespace
+
+template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y) {
+  pool2dHalf(
+      s, x, y, -std::numeric_limits<float>::infinity(),
+      [](float acc, float v) { return std::max(acc, v); },
+      [](float acc) { return acc; });
 }
 
 namespace {
@@ -1174,21 +1187,9 @@ void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx) {
 
 template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y) {
   float window = float(s.kh * s.kw);
-  parallelFor(s.nc, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p)
-      for (int64_t oh = 0; oh < s.ho; ++oh)
-        for (int64_t ow = 0; ow < s.wo; ++ow) {
-          float sum = 0;
-          for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
-               ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
-               ++ih)
-            for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
-                 iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
-                 ++iw)
-              sum += float(x[(p * s.h + ih) * s.w + iw]);
-          y[(p * s.ho + oh) * s.wo + ow] = T(sum / window);
-        }
-  });
+  pool2dHalf(
+      s, x, y, 0.0f, [](float acc, float v) { return acc + v; },
+      [window](float acc) { return acc / window; });
 }
 
 template <typename T>

@@ -97,28 +97,28 @@ bool mnemo::writeRematCurve(const Program &program,
       compile(program, options, with(pipeline, "all", 0), 0);
   std::optional<Point> sqrt =
       compile(program, options, with(pipeline, "sqrt", 0), 0);
-  // auto: budgets every 4% of the plan, down to where nothing fits.
-  std::vector<Point> autoPoints{*none};
-  for (int share = 96; share > 0; share -= 4) {
-    int64_t budget = none->peak * share / 100;
-    std::optional<Point> p =
-        compile(program, options, with(pipeline, "auto", budget), 0);
-    if (!p)
-      break;
-    autoPoints.push_back(*p);
-  }
+  // A strategy at a budget every `stepPercent` of the plan from 96%, down to
+  // where nothing fits; `keep` drops points that do not belong to the strategy.
+  auto sweep = [&](const char *strategy, int stepPercent,
+                   auto keep) -> std::vector<Point> {
+    std::vector<Point> points{*none};
+    for (int share = 96; share > 0; share -= stepPercent) {
+      int64_t budget = none->peak * share / 100;
+      std::optional<Point> p =
+          compile(program, options, with(pipeline, strategy, budget), 0);
+      if (!p)
+        break;
+      if (keep(*p))
+        points.push_back(*p);
+    }
+    return points;
+  };
+  std::vector<Point> autoPoints =
+      sweep("auto", 4, [](const Point &) { return true; });
   // optimal: fewer budgets (each is a MILP under the time limit); a budget
   // where the MILP's choice missed and auto's search decided is left out.
-  std::vector<Point> optimalPoints{*none};
-  for (int share = 96; share > 0; share -= 12) {
-    int64_t budget = none->peak * share / 100;
-    std::optional<Point> p =
-        compile(program, options, with(pipeline, "optimal", budget), 0);
-    if (!p)
-      break;
-    if (p->byMilp)
-      optimalPoints.push_back(*p);
-  }
+  std::vector<Point> optimalPoints =
+      sweep("optimal", 12, [](const Point &p) { return p.byMilp; });
 
   double maxX = mib(none->peak) * 1.05, maxY = 5;
   for (const std::vector<Point> *points : {&autoPoints, &optimalPoints})
