@@ -50,6 +50,20 @@ using namespace mnemo::codegen;
 
 namespace {
 
+/// A `prune::Spec` initializer with the op's settings.
+std::string pruneSpecLiteral(PruneMasksOp p) {
+  StringRef method = p.getMethod() == "magnitude"    ? "Magnitude"
+                     : p.getMethod() == "structured" ? "Structured"
+                                                     : "NM";
+  return "{mnemo::prune::Method::" + method.str() + ", " +
+         doubleLiteral(p.getSparsity().convertToDouble()) + ", " +
+         std::to_string(p.getStart()) + ", " + std::to_string(p.getEnd()) +
+         ", " + std::to_string(p.getEvery()) + ", " +
+         (p.getNorm() == "l1" ? "true" : "false") + ", " +
+         std::to_string(p.getDim()) + ", " + std::to_string(p.getN()) + ", " +
+         std::to_string(p.getM()) + "}";
+}
+
 /// Renders a pointer into a region of the plan as host C++.
 std::string hostPointer(const CType &type, char base, int64_t offset) {
   return type.cast + "(" + std::string(1, base) + " + " +
@@ -558,6 +572,44 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << doubleLiteral(a.getEps().convertToDouble()) << ", "
                   << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
                   << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
+            return success();
+          })
+          .Case([&](PruneMasksOp p) {
+            out() << "  {\n    static const mnemo::prune::Spec spec = "
+                  << pruneSpecLiteral(p) << ";\n";
+            std::string weights, masks, newMasks, shapes, ranks;
+            for (auto [i, w] : llvm::enumerate(p.getWeights())) {
+              Shape shape = shapeOf(w);
+              out() << "    static const int64_t shape" << i << "[] = {"
+                    << llvm::join(llvm::map_range(shape,
+                                                  [](int64_t d) {
+                                                    return std::to_string(d);
+                                                  }),
+                                  ", ")
+                    << "};\n";
+              std::string sep = i ? ", " : "";
+              weights += sep + P(w);
+              masks += sep + "reinterpret_cast<const uint32_t *>(" +
+                       P(p.getMasks()[i]) + ")";
+              newMasks += sep + "reinterpret_cast<uint32_t *>(" + res(i) + ")";
+              shapes += sep + "shape" + std::to_string(i);
+              ranks += sep + std::to_string(shape.size());
+            }
+            out() << "    const float *const weights[] = {" << weights
+                  << "};\n    const uint32_t *const masks[] = {" << masks
+                  << "};\n    uint32_t *const newMasks[] = {" << newMasks
+                  << "};\n    static const int64_t *const shapes[] = {"
+                  << shapes << "};\n    static const int ranks[] = {" << ranks
+                  << "};\n    pruneMasks(spec, *" << P(p.getStep()) << ", "
+                  << p.getWeights().size()
+                  << ", weights, masks, newMasks, shapes, ranks);\n  }\n";
+            return success();
+          })
+          .Case([&](ApplyMaskOp a) {
+            out() << "  applyMask(" << product(shapeOf(a.getInput())) << ", "
+                  << ctypeOf(a.getInput().getType()).bytes << ", "
+                  << P(a.getInput()) << ", reinterpret_cast<const uint32_t *>("
+                  << P(a.getMask()) << "), " << res() << ");\n";
             return success();
           })
           .Case([&](SgdUpdateOp s) {

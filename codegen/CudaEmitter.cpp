@@ -948,6 +948,71 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                 ceilDiv(n, a.getBlockSize()), kThreads);
             return success();
           })
+          .Case([&](PruneMasksOp p) -> LogicalResult {
+            std::string table = "prune" + std::to_string(kernelNames.size());
+            kernels << "__device__ const PruneRef " << table << "[] = {";
+            auto ref = [&](Value v) -> FailureOr<std::string> {
+              Layout l = layouts.lookup(v);
+              if (l.isSplat() || l.base == 0)
+                return error(op, "internal error: a pruned tensor is a "
+                                 "constant");
+              return "{" + std::to_string(regionIndex(l.base)) + ", " +
+                     std::to_string(l.offset) + ", " +
+                     std::to_string(product(l.shape)) + "}";
+            };
+            for (unsigned i = 0; i < p.getWeights().size(); ++i) {
+              Shape shape = shapeOf(p.getWeights()[i]);
+              int64_t slices = 1, inner = 1;
+              if (p.getMethod() == "structured") {
+                slices = shape[p.getDim()];
+                inner = product(
+                    ArrayRef<int64_t>(shape).drop_front(p.getDim() + 1));
+                if (slices > 65536)
+                  return error(op, "structured pruning on the GPU takes at "
+                                   "most 65536 slices");
+              }
+              FailureOr<std::string> w = ref(p.getWeights()[i]),
+                                     m = ref(p.getMasks()[i]),
+                                     out = ref(p.getNewMasks()[i]);
+              if (failed(w) || failed(m) || failed(out))
+                return failure();
+              kernels << (i ? ", " : "") << "{" << *w << ", " << *m << ", "
+                      << *out << ", " << slices << ", " << inner << "}";
+            }
+            kernels << "};\n";
+            int method = p.getMethod() == "magnitude"    ? 0
+                         : p.getMethod() == "structured" ? 1
+                                                         : 2;
+            kernelCall("pruneMasks(r, " + table + ", " +
+                           std::to_string(p.getWeights().size()) + ", " +
+                           P(p.getStep(), op) + ", " + std::to_string(method) +
+                           ", " +
+                           doubleLiteral(p.getSparsity().convertToDouble()) +
+                           ", " + std::to_string(p.getStart()) + "ll, " +
+                           std::to_string(p.getEnd()) + "ll, " +
+                           std::to_string(p.getEvery()) + "ll, " +
+                           (p.getNorm() == "l1" ? "true" : "false") + ", " +
+                           std::to_string(p.getN()) + ", " +
+                           std::to_string(p.getM()) + ");",
+                       1, kThreads);
+            return success();
+          })
+          .Case([&](ApplyMaskOp a) {
+            int64_t n = product(shapeOf(a.getInput()));
+            int64_t bytes = ctypeOf(a.getInput().getType()).bytes;
+            std::string bits = bytes == 4   ? "uint32_t"
+                               : bytes == 2 ? "uint16_t"
+                                            : "uint8_t";
+            kernelCall("applyMask<" + bits + ">(" + std::to_string(n) +
+                           ", reinterpret_cast<const " + bits + " *>(" +
+                           P(a.getInput(), op) +
+                           "), reinterpret_cast<const "
+                           "uint32_t *>(" +
+                           P(a.getMask(), op) + "), reinterpret_cast<" + bits +
+                           " *>(" + res(op) + "));",
+                       gridFor(n), kThreads);
+            return success();
+          })
           .Case([&](SgdUpdateOp s) {
             int64_t n = product(shapeOf(s.getParam()));
             kernelCall(

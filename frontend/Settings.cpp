@@ -594,6 +594,41 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
       }
       if (!value || clash)
         continue;
+      if (dir->isPrune) {
+        // Each matched weight must suit the method (N:M rows, a dim).
+        auto arg = [&](const std::string &name) -> const ConfigValue * {
+          for (const Setting &s : value->args)
+            if (s.key == name)
+              return &s.value;
+          return nullptr;
+        };
+        auto integer = [&](const char *name, int64_t fallback) {
+          const ConfigValue *v = arg(name);
+          return v ? int64_t(v->number()) : fallback;
+        };
+        bool unfit = false;
+        for (const GraphArg &a : graph.args) {
+          if (a.role != ArgRole::Param ||
+              std::find(matched.begin(), matched.end(), a.name) ==
+                  matched.end())
+            continue;
+          const TensorType &type = typeOf(a.value);
+          std::string why =
+              type.dtype != ElementType::F32
+                  ? "pruning needs f32 parameters"
+                  : shape::pruneProblem(value->text, type.shape,
+                                        integer("dim", 0), integer("n", 2),
+                                        integer("m", 4));
+          if (!why.empty()) {
+            error(dir->patternRange.Start,
+                  "cannot prune '" + a.name + "' (" + type.str() + "): " + why,
+                  {dir->patternRange});
+            unfit = true;
+          }
+        }
+        if (unfit)
+          continue;
+      }
       ConfigValue list;
       list.kind = ConfigValue::Kind::List;
       for (const std::string &p : matched)

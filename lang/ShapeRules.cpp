@@ -333,5 +333,28 @@ ShapeResult lastDimNorm(const Shape &input, const Shape &scale) {
   return ShapeResult::success(input);
 }
 
+std::string pruneProblem(const std::string &method, const Shape &shape,
+                         int64_t dim, int64_t n, int64_t m) {
+  if (method == "structured" && dim >= int64_t(shape.size()))
+    return "structured pruning along dim " + std::to_string(dim) +
+           " needs a tensor of rank " + std::to_string(dim + 1) + " or more";
+  if (method != "nm")
+    return "";
+  if (m < 2 || m > 32 || (m & (m - 1)))
+    return "N:M pruning needs m a power of two from 2 to 32, not " +
+           std::to_string(m);
+  if (n >= m)
+    return "N:M pruning keeps n of every m, so n must be less than m (" +
+           std::to_string(n) + ":" + std::to_string(m) + ")";
+  int64_t row = 1;
+  for (size_t d = shape.size() >= 2 ? 1 : 0; d < shape.size(); ++d)
+    row *= shape[d];
+  if (row % m != 0)
+    return std::to_string(n) + ":" + std::to_string(m) +
+           " pruning needs rows of a multiple of " + std::to_string(m) +
+           " elements, and these rows have " + std::to_string(row);
+  return "";
+}
+
 } // namespace shape
 } // namespace mnemo

@@ -102,6 +102,13 @@ ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
 /// Normalization over the last dimension with a [D] scale (and bias).
 ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
 
+/// Why a pruning method (magnitude, structured along `dim`, nm with `n`
+/// of every `m`) cannot prune a tensor of `shape`, or "" when it can. N:M
+/// groups run along each row (the elements after dim 0), as sparse tensor
+/// cores read a weight [out, in].
+std::string pruneProblem(const std::string &method, const Shape &shape,
+                         int64_t dim, int64_t n, int64_t m);
+
 } // namespace shape
 } // namespace mnemo
 

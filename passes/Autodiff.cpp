@@ -11,6 +11,7 @@
 #include "passes/Backward.h"
 #include "passes/Optimizers.h"
 #include "passes/Passes.h"
+#include "passes/Pruning.h"
 
 #include "lang/MnemoOps.h"
 
@@ -101,8 +102,20 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         Optimizer::fromSettings(train, forward.getLoc());
     if (failed(optimizer))
       return signalPassFailure();
+    SmallVector<StringRef> paramNames;
+    SmallVector<Type> paramTypes;
+    SmallVector<Location> paramLocs;
+    for (unsigned p : sig->params) {
+      paramNames.push_back(nameOf(forward, p));
+      paramTypes.push_back(forward.getArgumentTypes()[p]);
+      paramLocs.push_back(forward.getArgument(p).getLoc());
+    }
+    FailureOr<Pruning> pruning =
+        Pruning::fromSettings(train, paramNames, paramTypes, paramLocs);
+    if (failed(pruning))
+      return signalPassFailure();
     buildEvalStep(module, forward, *sig);
-    if (failed(buildTrainStep(module, forward, *sig, *optimizer)))
+    if (failed(buildTrainStep(module, forward, *sig, *optimizer, *pruning)))
       return signalPassFailure();
   }
 
@@ -138,7 +151,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
 
   LogicalResult buildTrainStep(ModuleOp module, func::FuncOp forward,
                                const ForwardSignature &sig,
-                               const Optimizer &optimizer) {
+                               const Optimizer &optimizer,
+                               const Pruning &pruning) {
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ctx);
     auto i32 = RankedTensorType::get({}, b.getI32Type());
@@ -175,6 +189,16 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       }
     }
     stateStart.push_back(argTypes.size());
+    // Each pruned parameter's mask, one bit per element (set: pruned).
+    SmallVector<int> maskArg(sig.params.size(), -1);
+    for (auto [k, p] : llvm::enumerate(sig.params)) {
+      if (!pruning.prunes(k))
+        continue;
+      maskArg[k] = int(argTypes.size());
+      argTypes.push_back(pruning.maskType(forward.getArgumentTypes()[p]));
+      argAttrs.push_back(
+          attrs("opt_state", (nameOf(forward, p) + ".mask").str(), zeros));
+    }
     // f16 trains with dynamic loss scaling (GradScaler's constants): the
     // scale and the count of finite steps are optimizer state, kept with
     // the parameters on the device and in checkpoints.
@@ -268,6 +292,10 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         emitWarning(fwdBody.getArgument(sig.params[k]).getLoc())
             << "parameter '" << nameOf(forward, sig.params[k])
             << "' does not reach the loss; it is not trained";
+      // A pruned element's gradient is zero, so its optimizer state stays
+      // zero and it stays pruned.
+      if (g && maskArg[k] >= 0)
+        g = Pruning::apply(b, g.getLoc(), g, body->getArgument(maskArg[k]));
       paramGrads.push_back(g);
     }
     SmallVector<Value> present;
@@ -324,22 +352,46 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     Value totalSteps = body->getArgument(argTypes.size() - 1);
     Value lr = optimizer.learningRate(b, loc, step, totalSteps);
 
-    SmallVector<Value> newParams(numParams), newStates;
+    SmallVector<Value> newParams(numParams);
+    SmallVector<SmallVector<Value>> newStateOf(numParams);
     for (unsigned k = 0; k < numParams; ++k) {
       Value param = body->getArgument(k);
       ValueRange state = body->getArguments().slice(
           stateStart[k], stateStart[k + 1] - stateStart[k]);
       if (!paramGrads[k]) {
         newParams[k] = param;
-        newStates.append(state.begin(), state.end());
+        newStateOf[k].append(state.begin(), state.end());
         continue;
       }
       Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
       SmallVector<Value> updated = optimizer.update(
           b, paramLoc, param, paramGrads[k], state, lr, step, skip);
       newParams[k] = updated[0];
-      newStates.append(updated.begin() + 1, updated.end());
+      newStateOf[k].append(updated.begin() + 1, updated.end());
     }
+    // Pruning: new masks from the updated weights, then the weights and
+    // the state of their shape (moments, 8-bit codes) masked by them.
+    SmallVector<Value> newMasks;
+    if (!pruning.empty()) {
+      SmallVector<Value> masks(numParams);
+      for (unsigned k = 0; k < numParams; ++k)
+        if (maskArg[k] >= 0)
+          masks[k] = body->getArgument(maskArg[k]);
+      newMasks = pruning.updateMasks(b, loc, step, newParams, masks);
+      for (unsigned k = 0; k < numParams; ++k) {
+        if (!newMasks[k])
+          continue;
+        Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
+        auto shape = llvm::cast<ShapedType>(newParams[k].getType()).getShape();
+        newParams[k] = Pruning::apply(b, paramLoc, newParams[k], newMasks[k]);
+        for (Value &s : newStateOf[k])
+          if (llvm::cast<ShapedType>(s.getType()).getShape() == shape)
+            s = Pruning::apply(b, paramLoc, s, newMasks[k]);
+      }
+    }
+    SmallVector<Value> newStates;
+    for (ArrayRef<Value> states : newStateOf)
+      newStates.append(states.begin(), states.end());
 
     // (loss, new params..., new state..., lr, grad_norm); updated tensors
     // may be written into the buffers of the arguments they replace.
@@ -360,6 +412,11 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       results.push_back(newStates[s]);
       resultAttrs.push_back(updatedAttr(numParams + s));
     }
+    for (unsigned k = 0; k < numParams; ++k)
+      if (maskArg[k] >= 0) {
+        results.push_back(newMasks[k]);
+        resultAttrs.push_back(updatedAttr(maskArg[k]));
+      }
     if (lossScaling) {
       results.push_back(newScale);
       resultAttrs.push_back(updatedAttr(scaleArg));

@@ -3,6 +3,7 @@
 #include "passes/BufferAnalysis.h"
 #include "lang/MnemoOps.h"
 #include "passes/Fusion.h"
+#include "passes/Pruning.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -124,12 +125,24 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       unsigned arg = unsigned(reuses.getInt());
       if (updated == body.getArgument(arg))
         continue; // passed through unchanged
-      Operation *writer = updated.getDefiningOp();
+      // A pruned weight (or its state) is the update masked: the update
+      // writes into the argument too, and the mask is applied in place.
+      SmallVector<Value> chain = Pruning::maskedChain(updated);
+      for (size_t i = 1; i < chain.size(); ++i) {
+        // The masked value must die at its mask to be overwritten there.
+        auto mask = chain[i - 1].getDefiningOp<ApplyMaskOp>();
+        if (lastUse(chain[i]) > index.lookup(mask) || updates.count(chain[i])) {
+          chain.resize(i);
+          break;
+        }
+      }
+      Operation *writer = chain.back().getDefiningOp();
       if (!writer || lastUse(body.getArgument(arg)) > index.lookup(writer))
         return func.emitError()
                << "argument " << arg
                << " is read after the op that updates it in place";
-      updates[updated] = arg;
+      for (Value v : chain)
+        updates[v] = arg;
     }
 
   for (BlockArgument arg : body.getArguments())
@@ -182,9 +195,12 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       }
       // In place: take over an operand's buffer that dies here.
       bool reused = false;
-      if (isElementwiseKernel(op)) {
+      if (isElementwiseKernel(op) || llvm::isa<ApplyMaskOp>(op)) {
         SmallVector<Value> inputs;
-        sameIndexInputs(op, inputs);
+        if (auto mask = llvm::dyn_cast<ApplyMaskOp>(op))
+          inputs.push_back(mask.getInput()); // masked in place
+        else
+          sameIndexInputs(op, inputs);
         for (Value operand : inputs) {
           Placement p = a.placement.lookup(operand);
           // A strided view is read in another order than the result is

@@ -53,9 +53,21 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
     if (role && role.getValue() == "param")
       r.parameterBytes += bytes;
-    else if (role && role.getValue() == "opt_state")
+    else if (role && role.getValue() == "opt_state") {
       r.optimizerStateBytes += bytes;
-    else
+      auto name = func.getArgAttrOfType<StringAttr>(i, "mnemo.name");
+      if (name && name.getValue().ends_with(".mask")) {
+        r.pruneMaskBytes += bytes;
+        StringRef weight = name.getValue().drop_back(strlen(".mask"));
+        for (unsigned j = 0; j < func.getNumArguments(); ++j) {
+          auto other = func.getArgAttrOfType<StringAttr>(j, "mnemo.name");
+          if (other && other.getValue() == weight)
+            r.maskedElements +=
+                llvm::cast<ShapedType>(func.getArgumentTypes()[j])
+                    .getNumElements();
+        }
+      }
+    } else
       r.inputBytes += bytes;
   }
   if (auto region = func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
@@ -146,6 +158,10 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   if (r.gradientRegionBytes)
     line("gradients", r.gradientRegionBytes);
   line("optimizer state", r.optimizerStateBytes);
+  if (r.pruneMaskBytes)
+    line(
+        "  pruning masks", r.pruneMaskBytes,
+        llvm::formatv("1 bit for each of {0} weights", r.maskedElements).str());
   line("inputs (one batch)", r.inputBytes);
   line("arena", r.arenaBytes, "planned by " + r.planner);
   line("  lower bound", r.lowerBoundBytes,
@@ -222,6 +238,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"function", r.function},
         {"parameter_bytes", r.parameterBytes},
         {"optimizer_state_bytes", r.optimizerStateBytes},
+        {"prune_mask_bytes", r.pruneMaskBytes},
         {"input_bytes", r.inputBytes},
         {"gradient_bytes", r.gradientRegionBytes + r.gradientBytes},
         {"gradients_persistent", r.gradientRegionBytes > 0},

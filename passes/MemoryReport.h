@@ -24,6 +24,9 @@ namespace mnemo {
 struct MemoryReport {
   std::string function;
   int64_t parameterBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// Of the optimizer state: pruning masks (1 bit per element), and the
+  /// elements of the weights they mask.
+  int64_t pruneMaskBytes = 0, maskedElements = 0;
   /// The persistent gradient region (0 when gradients are in the arena).
   int64_t gradientRegionBytes = 0;
   /// Arena bytes by kind, live at the peak step.

@@ -3,6 +3,7 @@
 #include "passes/BufferAnalysis.h"
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
+#include "passes/Pruning.h"
 
 #include "lang/MnemoOps.h"
 
@@ -77,8 +78,13 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
     for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
       auto reuses =
           func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
-      Operation *update = terminator->getOperand(r).getDefiningOp();
-      if (!reuses || !update)
+      if (!reuses)
+        continue;
+      // (A pruned weight: the optimizer's update, masked in place.)
+      Operation *update = Pruning::maskedChain(terminator->getOperand(r))
+                              .back()
+                              .getDefiningOp();
+      if (!update)
         continue;
       llvm::SmallPtrSet<Operation *, 8> readers;
       SmallVector<Value> work{body.getArgument(reuses.getInt())};

@@ -10,6 +10,7 @@
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
+#include "runtime/Prune.h"
 #include "runtime/Quantize8.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -331,6 +332,8 @@ private:
   LogicalResult execMaxGrad(MaxGradOp op);
   LogicalResult execAdam(AdamUpdateOp op);
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
+  LogicalResult execPruneMasks(PruneMasksOp op);
+  LogicalResult execApplyMask(ApplyMaskOp op);
   LogicalResult execSgd(SgdUpdateOp op);
   LogicalResult execLrSchedule(LrScheduleOp op);
 
@@ -688,6 +691,8 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](SgdUpdateOp s) { return execSgd(s); })
       .Case([&](AdamUpdateOp a) { return execAdam(a); })
       .Case([&](Adam8bitUpdateOp a) { return execAdam8bit(a); })
+      .Case([&](PruneMasksOp p) { return execPruneMasks(p); })
+      .Case([&](ApplyMaskOp a) { return execApplyMask(a); })
       .Default([&](Operation *) {
         return fail(op, "the interpreter does not know this op");
       });
@@ -1270,6 +1275,61 @@ LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
   set(op.getNewExpAvgAbsmax(), std::move(outMa));
   set(op.getNewExpAvgSqCodes(), std::move(outVc));
   set(op.getNewExpAvgSqAbsmax(), std::move(outVa));
+  return success();
+}
+
+/// Mask words as the runtime stores them (the interpreter keeps i32 values
+/// in doubles).
+static std::vector<uint32_t> maskWordsOf(const Tensor &mask) {
+  std::vector<uint32_t> words(mask.data.size());
+  for (size_t i = 0; i < words.size(); ++i)
+    words[i] = uint32_t(int32_t(mask.data[i]));
+  return words;
+}
+
+LogicalResult Evaluator::execPruneMasks(PruneMasksOp op) {
+  prune::Spec spec;
+  spec.method = op.getMethod() == "magnitude"    ? prune::Method::Magnitude
+                : op.getMethod() == "structured" ? prune::Method::Structured
+                                                 : prune::Method::NM;
+  spec.sparsity = op.getSparsity().convertToDouble();
+  spec.start = op.getStart();
+  spec.end = op.getEnd();
+  spec.every = op.getEvery();
+  spec.l1 = op.getNorm() == "l1";
+  spec.dim = op.getDim();
+  spec.n = int(op.getN());
+  spec.m = int(op.getM());
+  // The runtime's f32 weights and i32 words.
+  size_t count = op.getWeights().size();
+  std::vector<std::vector<float>> weights(count);
+  std::vector<std::vector<uint32_t>> masks(count);
+  std::vector<prune::Target> targets(count);
+  for (size_t t = 0; t < count; ++t) {
+    const Tensor &w = get(op.getWeights()[t]);
+    weights[t].assign(w.data.begin(), w.data.end());
+    masks[t] = maskWordsOf(get(op.getMasks()[t]));
+    targets[t] = {weights[t].data(), masks[t].data(), w.shape.data(),
+                  int(w.rank())};
+  }
+  prune::updateMasks(spec, int64_t(get(op.getStep()).data[0]), targets.data(),
+                     int(count));
+  for (size_t t = 0; t < count; ++t) {
+    Tensor out = like(op.getNewMasks()[t]);
+    for (size_t i = 0; i < masks[t].size(); ++i)
+      out.data[i] = double(int32_t(masks[t][i]));
+    set(op.getNewMasks()[t], std::move(out));
+  }
+  return success();
+}
+
+LogicalResult Evaluator::execApplyMask(ApplyMaskOp op) {
+  Tensor out = get(op.getInput());
+  std::vector<uint32_t> mask = maskWordsOf(get(op.getMask()));
+  for (int64_t i = 0; i < out.numElements(); ++i)
+    if (prune::bitOf(mask.data(), i))
+      out.data[i] = 0.0;
+  set(op.getResult(), std::move(out));
   return success();
 }
 

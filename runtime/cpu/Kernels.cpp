@@ -969,6 +969,37 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
   });
 }
 
+void pruneMasks(const prune::Spec &spec, int32_t step, int count,
+                const float *const *weights, const uint32_t *const *masks,
+                uint32_t *const *newMasks, const int64_t *const *shapes,
+                const int *ranks) {
+  std::vector<prune::Target> targets;
+  double sparsity = 0;
+  bool update = prune::scheduledSparsity(spec, step, &sparsity);
+  for (int t = 0; t < count; ++t) {
+    prune::Target target{weights[t], newMasks[t], shapes[t], ranks[t]};
+    if (masks[t] != newMasks[t])
+      std::memcpy(newMasks[t], masks[t],
+                  sizeof(uint32_t) * prune::maskWords(target.count()));
+    if (update) // (a rare step: the list is built only then)
+      targets.push_back(target);
+  }
+  if (update)
+    prune::updateMasks(spec, step, targets.data(), count);
+}
+
+void applyMask(int64_t n, int elementBytes, const void *in,
+               const uint32_t *mask, void *out) {
+  // Whole mask words per chunk, so chunks never share an output byte.
+  parallelFor(prune::maskWords(n), 4096, [&](int64_t first, int64_t last) {
+    int64_t begin = first * 32, end = std::min(n, last * 32);
+    size_t offset = size_t(begin) * size_t(elementBytes);
+    prune::applyMask(end - begin, elementBytes,
+                     static_cast<const uint8_t *>(in) + offset, mask + first,
+                     static_cast<uint8_t *>(out) + offset);
+  });
+}
+
 void adam8bitUpdate(int64_t n, int64_t block, const float *param,
                     const float *grad, const uint8_t *expAvgCodes,
                     const float *expAvgMax, const uint8_t *expAvgSqCodes,

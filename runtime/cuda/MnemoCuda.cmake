@@ -70,13 +70,15 @@ function(mnemo_add_cuda_library name runtime_dir)
   # makes CMake re-run (and re-embed) when the header changes.
   configure_file(${runtime_dir}/cuda/Kernels.cuh
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/Kernels.cuh COPYONLY)
-  configure_file(${runtime_dir}/Quantize8Codes.h
-    ${CMAKE_CURRENT_BINARY_DIR}/${name}/Quantize8Codes.h COPYONLY)
   file(READ ${runtime_dir}/cuda/Kernels.cuh kernels)
-  # NVRTC sees one header: the codes' definition is spliced in.
-  file(READ ${runtime_dir}/Quantize8Codes.h quantize8_codes)
-  string(REPLACE "#include \"runtime/Quantize8Codes.h\"" "${quantize8_codes}"
-    kernels "${kernels}")
+  # NVRTC sees one header: the shared include-free headers are spliced in.
+  foreach(shared Quantize8Codes PruneRules)
+    configure_file(${runtime_dir}/${shared}.h
+      ${CMAKE_CURRENT_BINARY_DIR}/${name}/${shared}.h COPYONLY)
+    file(READ ${runtime_dir}/${shared}.h shared_text)
+    string(REPLACE "#include \"runtime/${shared}.h\"" "${shared_text}"
+      kernels "${kernels}")
+  endforeach()
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp
     "// Generated from runtime/cuda/Kernels.cuh by MnemoCuda.cmake.\n"
     "#include \"runtime/cuda/Nvrtc.h\"\n"

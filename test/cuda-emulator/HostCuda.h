@@ -53,6 +53,13 @@ inline float atomicAdd(float *address, float value) {
   *address = old + value;
   return old;
 }
+inline unsigned long long atomicAdd(unsigned long long *address,
+                                    unsigned long long value) {
+  unsigned long long old = *address;
+  *address = old + value;
+  return old;
+}
+inline int __popc(unsigned bits) { return __builtin_popcount(bits); }
 inline unsigned long long atomicCAS(unsigned long long *address,
                                     unsigned long long compare,
                                     unsigned long long value) {
@@ -75,9 +82,10 @@ template <typename A, typename B> inline A min(A a, B b) {
   return a < A(b) ? a : A(b);
 }
 using std::cos;
-using std::isfinite;
+using std::fabs;
 using std::fmax;
 using std::fmin;
+using std::isfinite;
 using std::pow;
 using std::sqrt;
 

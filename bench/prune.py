@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""Pruning on Fashion-MNIST: Mnemo's `prune` directives next to
+torch.nn.utils.prune, on the same models with the same settings.
+
+Usage: bench/prune.py [--models mlp,cnn] [--methods dense,unstructured,2:4]
+                      [--threads T] [--json FILE]
+
+For each model (examples/mlp.mn, 10 epochs; examples/cnn.mn, 3 epochs; the
+models' own optimizer, schedule and batch) and method:
+- dense: no pruning, the baseline;
+- unstructured: 50% magnitude pruning of every weight matrix and
+  convolution, per layer, ramped up with Zhu & Gupta's cubic schedule
+  (updates every 100 steps from the start step to the end step) and then
+  fine-tuned with the masks fixed for the rest of the run;
+- 2:4: one-shot 2:4 pruning (2 of every 4 consecutive input weights) of the
+  weights whose rows are a multiple of 4 elements, then fine-tuning.
+
+Mnemo trains with a variant of the model file that adds the directives;
+PyTorch trains models.py's twin with AdamW and the same schedule, and
+prunes at the same steps to the same sparsity (l1_unstructured for
+magnitude, custom_from_mask with the same 2:4 rule). Both report the test
+accuracy after the last epoch, the sparsity reached, and the bytes of model
+state (Mnemo: parameters and bitmasks in the checkpoint; PyTorch: the
+state_dict, which keeps weight_orig and an f32 weight_mask per pruned
+tensor).
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torch.nn.utils.prune as prune
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
+import safetensors_numpy  # noqa: E402
+from check_pruned import bits_of  # noqa: E402
+from compare import lr_schedule, make_optimizer  # noqa: E402
+from models import F32_MEAN, F32_STD, MODELS  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+# Pruning steps: unstructured ramps from `start` to `end` every 100 steps;
+# 2:4 prunes once at `one_shot`. The rest of each run fine-tunes.
+MODELS_UNDER_TEST = {
+    "mlp": {"file": "mlp.mn", "model": "MLP", "start": 500, "end": 2800, "one_shot": 1400,
+            "unstructured": ["fc1.weight", "fc2.weight"],
+            "2:4": ["fc1.weight", "fc2.weight"]},
+    # block1's kernels have rows of 9 (1 x 3 x 3): not 2:4-able.
+    "cnn": {"file": "cnn.mn", "model": "CNN", "start": 300, "end": 1700, "one_shot": 938,
+            "unstructured": ["block1.conv.weight", "block2.conv.weight", "fc.weight"],
+            "2:4": ["block2.conv.weight", "fc.weight"]},
+}
+SPARSITY = 0.5
+EVERY = 100
+
+
+def directives(spec, method):
+    if method == "dense":
+        return []
+    if method == "unstructured":
+        return [f"prune {w} = magnitude(sparsity = {SPARSITY}, start = {spec['start']}, "
+                f"end = {spec['end']}, every = {EVERY})" for w in spec["unstructured"]]
+    return [f"prune {w} = nm(n = 2, m = 4, start = {spec['one_shot']})" for w in spec["2:4"]]
+
+
+def scheduled_sparsity(step, start, end, final):
+    """runtime/PruneRules.h's scheduledSparsity, for PyTorch."""
+    first, last = max(start, 1), max(end, max(start, 1))
+    if step < first or step > last or ((step - first) % EVERY and step != last):
+        return None
+    if last == first:
+        return final
+    remaining = 1.0 - (step - first) / (last - first)
+    return final * (1.0 - remaining ** 3)
+
+
+def run_mnemo(name, spec, method, work, threads):
+    source = open(os.path.join(ROOT, "examples", spec["file"])).read()
+    lines = "".join(f"    {d}\n" for d in directives(spec, method))
+    variant = re.sub(r"(\n  train \{\n)", r"\1" + lines.replace("\\", "\\\\"), source)
+    tag = f"{name}-{method.replace(':', 'of')}"
+    model = os.path.join(work, tag + ".mn")
+    with open(model, "w") as f:
+        f.write(variant)
+    mnemoc = os.path.join(ROOT, "build", "bin", "mnemoc")
+    out = os.path.join(work, tag)
+    subprocess.run([mnemoc, model, "-o", out], check=True, capture_output=True,
+                   env=dict(os.environ, MNEMO_STDLIB=os.path.join(ROOT, "lang", "std")))
+    summary, ckpt = out + ".json", out + ".safetensors"
+    started = time.time()
+    subprocess.run([os.path.join(out, "train"), "--data", DATA, "--eval", "--quiet",
+                    "--threads", str(threads), "--summary-json", summary, "--save", ckpt],
+                   check=True, capture_output=True)
+    seconds = time.time() - started
+    accuracy = json.load(open(summary))["evaluations"][-1]["accuracy"]
+    state, _ = safetensors_numpy.load(ckpt)
+    # The model: parameters and masks, not the optimizer's moments.
+    model_bytes = sum(v.nbytes for k, v in state.items()
+                      if not re.search(r"\.(exp_avg|exp_avg_sq|momentum_buffer)(\.|$)", k))
+    pruned = total = 0
+    for key in (k for k in state if k.endswith(".mask")):
+        weight = state[key[:-5]]
+        bits = bits_of(state[key], weight.size)
+        pruned += bits.sum()
+        total += weight.size
+        assert (weight.reshape(-1)[bits] == 0).all()
+    return {"accuracy": accuracy, "sparsity": pruned / total if total else 0.0,
+            "model_bytes": int(model_bytes), "seconds": seconds}
+
+
+def load_idx(prefix):
+    with gzip.open(os.path.join(DATA, prefix + "-images-idx3-ubyte.gz")) as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(os.path.join(DATA, prefix + "-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    return torch.from_numpy(images.astype(np.float32) / 255.0), torch.from_numpy(labels.astype(np.int64))
+
+
+def logits_of(name, model, images):
+    if name == "mlp":
+        x = (images.reshape(images.shape[0], 28 * 28) - F32_MEAN) / F32_STD
+        return model.fc2(F.relu(model.fc1(x)))
+    h = model.block2(model.block1(images))
+    return model.fc(torch.flatten(h, 1))
+
+
+def module_of(model, weight):
+    module = model
+    for part in weight.split(".")[:-1]:
+        module = getattr(module, part)
+    return module
+
+
+def two_of_four_mask(weight):
+    rows = weight.detach().abs().reshape(-1, 4)
+    keep = torch.zeros_like(rows)
+    keep.scatter_(1, rows.topk(2, dim=1).indices, 1.0)
+    return keep.reshape(weight.shape)
+
+
+def run_pytorch(name, spec, method, threads, train_set, test_set):
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    mnemo = json.load(open(os.path.join(ROOT, "build", "bench-prune-config", name + ".json")))
+    hp, train = mnemo["hyperparams"], mnemo["train"]
+    model = MODELS[spec["model"]](hp)
+    optimizer = make_optimizer(train["optimizer"], model.parameters())
+    batch = hp["batch"]
+    images, labels = train_set
+    steps_per_epoch = images.shape[0] // batch
+    total = steps_per_epoch * train["epochs"]
+    lr_at = lr_schedule(train, total)
+    targets = spec["unstructured"] if method == "unstructured" else spec["2:4"]
+    started = time.time()
+    step = 0
+    for epoch in range(train["epochs"]):
+        order = torch.randperm(images.shape[0])
+        for b in range(steps_per_epoch):
+            step += 1
+            index = order[b * batch:(b + 1) * batch]
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step)
+            optimizer.zero_grad()
+            loss = model({"image": images[index], "label": labels[index]})
+            loss.backward()
+            optimizer.step()
+            if method == "unstructured":
+                sparsity = scheduled_sparsity(step, spec["start"], spec["end"], SPARSITY)
+                if sparsity is not None:
+                    for w in targets:
+                        module = module_of(model, w)
+                        current = getattr(module, "weight_mask", None)
+                        already = int((current == 0).sum()) if current is not None else 0
+                        goal = int(round(sparsity * module.weight.numel()))
+                        if goal > already:
+                            prune.l1_unstructured(module, "weight", amount=goal - already)
+            elif method == "2:4" and step == spec["one_shot"]:
+                for w in targets:
+                    module = module_of(model, w)
+                    prune.custom_from_mask(module, "weight", two_of_four_mask(module.weight))
+    seconds = time.time() - started
+    with torch.no_grad():
+        test_images, test_labels = test_set
+        correct = sum(int((logits_of(name, model, test_images[i:i + 1000]).argmax(1)
+                           == test_labels[i:i + 1000]).sum())
+                      for i in range(0, test_images.shape[0], 1000))
+    pruned = total_elements = 0
+    for w in targets if method != "dense" else []:
+        weight = module_of(model, w).weight
+        pruned += int((weight == 0).sum())
+        total_elements += weight.numel()
+    model_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return {"accuracy": correct / test_images.shape[0],
+            "sparsity": pruned / total_elements if total_elements else 0.0,
+            "model_bytes": int(model_bytes), "seconds": seconds}
+
+
+def save_config(name, spec, work):
+    """The model's hyperparameters and train section, from a Mnemo dump."""
+    directory = os.path.join(ROOT, "build", "bench-prune-config")
+    os.makedirs(directory, exist_ok=True)
+    out = os.path.join(directory, name + ".json")
+    dump = os.path.join(work, name + "-dump")
+    interp = os.path.join(ROOT, "build", "bin", "mnemo-interp")
+    subprocess.run([interp, os.path.join(ROOT, "examples", spec["file"]), "-D", "batch=2",
+                    "--steps", "1", "--dump", dump], check=True, capture_output=True)
+    config = json.load(open(os.path.join(dump, "config.json")))
+    model_text = open(os.path.join(ROOT, "examples", spec["file"])).read()
+    config["hyperparams"]["batch"] = int(re.search(r"batch = (\d+)", model_text).group(1))
+    config["train"]["epochs"] = int(re.search(r"epochs = (\d+)", model_text).group(1))
+    json.dump(config, open(out, "w"))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--methods", default="dense,unstructured,2:4")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    train_set, test_set = load_idx("train"), load_idx("t10k")
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.models.split(","):
+            spec = MODELS_UNDER_TEST[name]
+            save_config(name, spec, work)
+            for method in args.methods.split(","):
+                ours = run_mnemo(name, spec, method, work, args.threads)
+                theirs = run_pytorch(name, spec, method, args.threads, train_set, test_set)
+                rows.append({"model": name, "method": method, "mnemo": ours, "pytorch": theirs})
+                print(f"{name} {method}: Mnemo {ours['accuracy']:.4f} "
+                      f"PyTorch {theirs['accuracy']:.4f}", file=sys.stderr, flush=True)
+    dense = {r["model"]: r for r in rows if r["method"] == "dense"}
+    print("| model | method | sparsity | Mnemo accuracy | Δ vs dense | PyTorch accuracy | "
+          "Δ vs dense | Mnemo model state | PyTorch state_dict | Mnemo s | PyTorch s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        base = dense.get(r["model"])
+        delta = lambda who: (f"{100 * (r[who]['accuracy'] - base[who]['accuracy']):+.2f} pt"
+                             if base else "")
+        print(f"| {r['model']} | {r['method']} | {100 * r['mnemo']['sparsity']:.1f}% | "
+              f"{r['mnemo']['accuracy']:.4f} | {delta('mnemo')} | "
+              f"{r['pytorch']['accuracy']:.4f} | {delta('pytorch')} | "
+              f"{r['mnemo']['model_bytes'] / 1024:.0f} KiB | "
+              f"{r['pytorch']['model_bytes'] / 1024:.0f} KiB | "
+              f"{r['mnemo']['seconds']:.0f} | {r['pytorch']['seconds']:.0f} |")
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
