@@ -605,6 +605,32 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ", weights, masks, newMasks, shapes, ranks);\n  }\n";
             return success();
           })
+          .Case([&](ObserveMinMaxOp o) {
+            auto [channels, inner] = channelsOf(o.getInput(), o.getAxis());
+            out() << "  observeMinMax(" << product(shapeOf(o.getInput()))
+                  << ", " << channels << ", " << inner << ", "
+                  << P(o.getInput()) << ", " << P(o.getMin()) << ", "
+                  << P(o.getMax()) << ", " << res(0) << ", " << res(1) << ", *"
+                  << P(o.getStep()) << ", "
+                  << doubleLiteral(o.getAveragingConstant().convertToDouble())
+                  << ");\n";
+            return success();
+          })
+          .Case<FakeQuantOp, FakeQuantGradOp>([&](auto f) {
+            Value grad;
+            if constexpr (std::is_same_v<decltype(f), FakeQuantGradOp>)
+              grad = f.getGrad();
+            auto [channels, inner] = channelsOf(f.getInput(), f.getAxis());
+            out() << "  fakeQuantize(" << product(shapeOf(f.getInput())) << ", "
+                  << channels << ", " << inner << ", " << P(f.getInput())
+                  << ", " << (grad ? P(grad) : "nullptr") << ", "
+                  << P(f.getMin()) << ", " << P(f.getMax()) << ", "
+                  << int64_t(f.getQuantMin()) << ", "
+                  << int64_t(f.getQuantMax()) << ", "
+                  << (f.getSymmetric() ? "true" : "false") << ", " << res()
+                  << ");\n";
+            return success();
+          })
           .Case([&](ApplyMaskOp a) {
             out() << "  applyMask(" << product(shapeOf(a.getInput())) << ", "
                   << ctypeOf(a.getInput().getType()).bytes << ", "

@@ -997,6 +997,38 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                        1, kThreads);
             return success();
           })
+          .Case([&](ObserveMinMaxOp o) {
+            auto [channels, inner] = channelsOf(o.getInput(), o.getAxis());
+            kernelCall(
+                "observeMinMax(" +
+                    std::to_string(product(shapeOf(o.getInput()))) + ", " +
+                    std::to_string(channels) + ", " + std::to_string(inner) +
+                    ", " + P(o.getInput(), op) + ", " + P(o.getMin(), op) +
+                    ", " + P(o.getMax(), op) + ", " + res(op, 0) + ", " +
+                    res(op, 1) + ", " + P(o.getStep(), op) + ", " +
+                    doubleLiteral(o.getAveragingConstant().convertToDouble()) +
+                    ");",
+                channels, kThreads);
+            return success();
+          })
+          .Case<FakeQuantOp, FakeQuantGradOp>([&](auto f) {
+            Value grad;
+            if constexpr (std::is_same_v<decltype(f), FakeQuantGradOp>)
+              grad = f.getGrad();
+            auto [channels, inner] = channelsOf(f.getInput(), f.getAxis());
+            int64_t n = product(shapeOf(f.getInput()));
+            kernelCall("fakeQuantize(" + std::to_string(n) + ", " +
+                           std::to_string(channels) + ", " +
+                           std::to_string(inner) + ", " + P(f.getInput(), op) +
+                           ", " + (grad ? P(grad, op) : "nullptr") + ", " +
+                           P(f.getMin(), op) + ", " + P(f.getMax(), op) + ", " +
+                           std::to_string(int64_t(f.getQuantMin())) + ", " +
+                           std::to_string(int64_t(f.getQuantMax())) + ", " +
+                           (f.getSymmetric() ? "true" : "false") + ", " +
+                           res(op) + ");",
+                       gridFor(n), kThreads);
+            return success();
+          })
           .Case([&](ApplyMaskOp a) {
             int64_t n = product(shapeOf(a.getInput()));
             int64_t bytes = ctypeOf(a.getInput().getType()).bytes;

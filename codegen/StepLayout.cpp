@@ -87,6 +87,17 @@ std::string codegen::floatLiteral(double value) {
   return llvm::formatv("{0:e9}f", float(value)).str();
 }
 
+std::pair<int64_t, int64_t> codegen::channelsOf(Value tensor, uint64_t axis) {
+  auto shape = llvm::cast<ShapedType>(tensor.getType()).getShape();
+  int64_t a = int64_t(axis);
+  if (a < 0)
+    return {1, llvm::cast<ShapedType>(tensor.getType()).getNumElements()};
+  int64_t inner = 1;
+  for (size_t d = size_t(a) + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  return {shape[a], inner};
+}
+
 std::string codegen::doubleLiteral(double value) {
   return llvm::formatv("{0:e17}", value).str();
 }

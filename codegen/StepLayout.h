@@ -32,6 +32,10 @@ Shape rowMajorStrides(const Shape &shape);
 /// A float literal that C++ and CUDA read back exactly.
 std::string floatLiteral(double value);
 std::string doubleLiteral(double value);
+
+/// A tensor read per channel along `axis` (-1: one channel): the number
+/// of channels and of elements after the axis.
+std::pair<int64_t, int64_t> channelsOf(mlir::Value tensor, uint64_t axis);
 std::string listOf(llvm::ArrayRef<int64_t> values);
 /// "mlp.mn:13:21 fc1" for a comment above an op's code.
 std::string describeLocation(mlir::Location loc);

@@ -345,6 +345,33 @@ LogicalResult ApplyMaskOp::verify() {
   return verifyMask(*this, getInput(), getMask());
 }
 
+/// The range tensors of an observer or fake_quant on `input` per `axis`.
+static LogicalResult verifyRange(Operation *op, Value input, Value range,
+                                 int64_t axis) {
+  auto type = tensorType(input);
+  if (axis < -1 || axis >= type.getRank())
+    return op->emitOpError() << "axis " << axis << " is out of range for "
+                             << type << " (-1: the whole tensor)";
+  int64_t channels = axis < 0 ? 1 : type.getDimSize(axis);
+  if (tensorType(range).getDimSize(0) != channels)
+    return op->emitOpError() << "the range must have " << channels
+                             << " element(s), one per channel";
+  return success();
+}
+
+LogicalResult ObserveMinMaxOp::verify() {
+  if (getAveragingConstant().convertToDouble() < 0 ||
+      getAveragingConstant().convertToDouble() > 1)
+    return emitOpError("averaging_constant must lie in [0, 1]");
+  return verifyRange(*this, getInput(), getMin(), getAxis());
+}
+
+LogicalResult FakeQuantOp::verify() {
+  if (int64_t(getQuantMin()) >= int64_t(getQuantMax()))
+    return emitOpError("quant_min must be below quant_max");
+  return verifyRange(*this, getInput(), getMin(), getAxis());
+}
+
 LogicalResult MatmulOp::verify() {
   if (failed(verifySameElementType(*this, {getLhs(), getRhs(), getResult()})))
     return failure();

@@ -969,4 +969,81 @@ def Mnemo_ApplyMaskOp : Mnemo_Op<"apply_mask", [Pure, Mnemo_NoGradient,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Quantization-aware training
+//===----------------------------------------------------------------------===//
+
+def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["min", "max", "new_min", "new_max"]>]> {
+  let summary = "a quantization observer: the running range of a tensor";
+  let description = [{
+    The range of `input` per channel along `axis` (`min`, `max` are `[C]`
+    with C = the axis' size; `[1]` and axis -1 for the whole tensor), as
+    PyTorch's observers keep it: at the first step the range seen; after,
+    with `averaging_constant` 0, the running extremes (MinMaxObserver), else
+    `old + c * (seen - old)` (MovingAverageMinMaxObserver, c = 0.01).
+
+    ```mlir
+    %lo2, %hi2 = mnemo.observe_minmax %w, %lo, %hi, %step {averaging_constant = 0.0 : f64, axis = 0 : i64}
+        : (tensor<512x784xf32>, tensor<512xf32>, tensor<512xf32>, tensor<i32>) -> (tensor<512xf32>, tensor<512xf32>)
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                       1DTensorOf<[F32]>:$min, 1DTensorOf<[F32]>:$max,
+                       0DTensorOf<[I32]>:$step, I64Attr:$axis,
+                       F64Attr:$averaging_constant);
+  let results = (outs 1DTensorOf<[F32]>:$new_min, 1DTensorOf<[F32]>:$new_max);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_FakeQuantOp : Mnemo_Op<"fake_quant", [Pure,
+    DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["min", "max"]>]> {
+  let summary = "quantize and dequantize with an observed range";
+  let description = [{
+    `(clamp(round(x / scale) + zp, quant_min, quant_max) - zp) * scale`
+    per channel along `axis` (-1: one range for the tensor), with PyTorch's
+    scale and zero point from the range [min, max] widened to hold 0
+    (symmetric: zp = 0 and scale = max|range| / ((quant_max - quant_min) /
+    2); affine: scale = (max - min) / (quant_max - quant_min)), rounding
+    half to even (runtime/FakeQuantRules.h). Its gradient is the
+    straight-through estimator clipped to the range: the output's gradient
+    where `round(x / scale) + zp` lies in [quant_min, quant_max], else 0.
+
+    ```mlir
+    %wq = mnemo.fake_quant %w, %lo, %hi {axis = 0 : i64, quant_max = 127 : i64, quant_min = -128 : i64, symmetric = true}
+        : (tensor<512x784xf32>, tensor<512xf32>, tensor<512xf32>) -> tensor<512x784xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
+                       1DTensorOf<[F32]>:$min, 1DTensorOf<[F32]>:$max,
+                       I64Attr:$axis, I64Attr:$quant_min, I64Attr:$quant_max,
+                       BoolAttr:$symmetric);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_FakeQuantGradOp : Mnemo_Op<"fake_quant_grad", [Pure, Mnemo_NoGradient,
+    AllTypesMatch<["grad", "input", "result"]>, AllTypesMatch<["min", "max"]>]> {
+  let summary = "the clipped straight-through gradient of fake_quant";
+  let description = [{
+    `grad` where `fake_quant`'s `round(x / scale) + zp` lies in
+    [quant_min, quant_max], 0 elsewhere (PyTorch's fake-quantize backward).
+
+    ```mlir
+    %gw = mnemo.fake_quant_grad %g, %w, %lo, %hi {axis = 0 : i64, quant_max = 127 : i64, quant_min = -128 : i64, symmetric = true}
+        : (tensor<512x784xf32>, tensor<512x784xf32>, tensor<512xf32>, tensor<512xf32>) -> tensor<512x784xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$grad,
+                       StaticShapeTensorOf<[F32]>:$input,
+                       1DTensorOf<[F32]>:$min, 1DTensorOf<[F32]>:$max,
+                       I64Attr:$axis, I64Attr:$quant_min, I64Attr:$quant_max,
+                       BoolAttr:$symmetric);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 #endif // MNEMO_OPS_TD

@@ -33,6 +33,8 @@ namespace {
 /// The role of each @forward argument, from its `mnemo.role` attribute.
 struct ForwardSignature {
   SmallVector<unsigned> inputs, targets, params;
+  /// State the forward reads but does not train: quantization observers.
+  SmallVector<unsigned> buffers;
   int lossResult = -1, outputResult = -1;
 };
 
@@ -50,6 +52,8 @@ FailureOr<ForwardSignature> readSignature(func::FuncOp forward) {
       sig.targets.push_back(i);
     else if (role.getValue() == "param")
       sig.params.push_back(i);
+    else if (role.getValue() == "buffer")
+      sig.buffers.push_back(i);
   }
   for (unsigned i = 0; i < forward.getNumResults(); ++i) {
     auto name = forward.getResultAttrOfType<StringAttr>(i, "mnemo.name");
@@ -126,6 +130,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     b.setInsertionPointAfter(forward);
     func::FuncOp eval = llvm::cast<func::FuncOp>(b.clone(*forward));
     eval.setName("eval_step");
+    // Evaluation reads the ranges training observed.
+    eval.walk([](FakeQuantOp fake) { fake->removeAttr("mnemo.observer"); });
     Block &body = eval.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Value> results{ret.getOperand(sig.lossResult)};
@@ -173,6 +179,13 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       argTypes.push_back(forward.getArgumentTypes()[p]);
       argAttrs.push_back(attrs("param", nameOf(forward, p),
                                forward.getArgAttr(p, "mnemo.init")));
+    }
+    // Buffers next, in the forward's order: @eval_step lays out the
+    // parameters region the same way.
+    unsigned bufferStart = argTypes.size();
+    for (unsigned i : sig.buffers) {
+      argTypes.push_back(forward.getArgumentTypes()[i]);
+      argAttrs.push_back(forward.getArgAttrDict(i));
     }
     auto zeros =
         b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
@@ -244,6 +257,11 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       map.map(fwdBody.getArgument(p), body->getArgument(k));
       body->getArgument(k).setLoc(fwdBody.getArgument(p).getLoc());
     }
+    for (auto [k, i] : llvm::enumerate(sig.buffers)) {
+      map.map(fwdBody.getArgument(i), body->getArgument(bufferStart + k));
+      body->getArgument(bufferStart + k)
+          .setLoc(fwdBody.getArgument(i).getLoc());
+    }
     unsigned next = batchStart;
     for (ArrayRef<unsigned> group :
          {ArrayRef<unsigned>(sig.inputs), ArrayRef<unsigned>(sig.targets)})
@@ -262,6 +280,37 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       forwardOps.push_back(b.clone(op, map));
     }
     Value loss = map.lookup(fwdReturn.getOperand(sig.lossResult));
+    // Training observes what it fake-quantizes: each observed range is
+    // updated before its fake-quant reads it, and written back.
+    Value step = body->getArgument(argTypes.size() - 2);
+    llvm::DenseMap<unsigned, Value> bufferUpdates;
+    SmallVector<Operation *> observed;
+    for (Operation *op : forwardOps) {
+      observed.push_back(op);
+      auto fake = llvm::dyn_cast<FakeQuantOp>(op);
+      auto observer =
+          fake ? fake->getAttrOfType<DictionaryAttr>("mnemo.observer")
+               : DictionaryAttr();
+      if (!observer)
+        continue;
+      auto lo = llvm::dyn_cast<BlockArgument>(fake.getMin());
+      auto hi = llvm::dyn_cast<BlockArgument>(fake.getMax());
+      if (!lo || !hi || lo.getOwner() != body || hi.getOwner() != body)
+        return fake.emitError("an observed range must be a buffer argument");
+      b.setInsertionPoint(fake);
+      auto observe = b.create<ObserveMinMaxOp>(
+          fake.getLoc(), lo.getType(), hi.getType(), fake.getInput(), lo, hi,
+          step, fake.getAxisAttr(),
+          observer.getAs<FloatAttr>("averaging_constant"));
+      fake.getMinMutable().assign(observe.getNewMin());
+      fake.getMaxMutable().assign(observe.getNewMax());
+      fake->removeAttr("mnemo.observer");
+      bufferUpdates[lo.getArgNumber()] = observe.getNewMin();
+      bufferUpdates[hi.getArgNumber()] = observe.getNewMax();
+      observed.insert(observed.end() - 1, observe);
+    }
+    forwardOps = std::move(observed);
+    b.setInsertionPointToEnd(body);
 
     // The backward: seed d(loss)/d(loss) = 1, then each op's rule, in
     // reverse program order.
@@ -348,7 +397,6 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         g = b.create<MulOp>(loc, type, g, b.create<BroadcastOp>(loc, type, c));
       }
     }
-    Value step = body->getArgument(argTypes.size() - 2);
     Value totalSteps = body->getArgument(argTypes.size() - 1);
     Value lr = optimizer.learningRate(b, loc, step, totalSteps);
 
@@ -410,8 +458,13 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     }
     for (unsigned s = 0; s < newStates.size(); ++s) {
       results.push_back(newStates[s]);
-      resultAttrs.push_back(updatedAttr(numParams + s));
+      resultAttrs.push_back(updatedAttr(stateStart.front() + s));
     }
+    for (unsigned k = 0; k < sig.buffers.size(); ++k)
+      if (Value updated = bufferUpdates.lookup(bufferStart + k)) {
+        results.push_back(updated);
+        resultAttrs.push_back(updatedAttr(bufferStart + k));
+      }
     for (unsigned k = 0; k < numParams; ++k)
       if (maskArg[k] >= 0) {
         results.push_back(newMasks[k]);

@@ -51,8 +51,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
     int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
-    if (role && role.getValue() == "param")
-      r.parameterBytes += bytes;
+    if (role && (role.getValue() == "param" || role.getValue() == "buffer"))
+      r.parameterBytes += bytes; // (observers live with the parameters)
     else if (role && role.getValue() == "opt_state") {
       r.optimizerStateBytes += bytes;
       auto name = func.getArgAttrOfType<StringAttr>(i, "mnemo.name");

@@ -77,6 +77,26 @@ def Amp : Pass<"amp", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def Qat : Pass<"qat", "mlir::ModuleOp"> {
+  let summary = "Quantization-aware training: fake-quantized weights in @forward";
+  let description = [{
+    Each parameter that a `quantize PATTERN = qat(...)` directive names is
+    read through `fake_quant` in `@forward`, with its observed range as two
+    new arguments of role `buffer` (`<param>.observer.min` and `.max`,
+    per output channel or per tensor), kept with the parameters and in
+    checkpoints. Autodiff then updates the ranges in @train_step with an
+    `observe_minmax` before each fake-quant (min/max or moving-average
+    observers, PyTorch's defaults) and differentiates through the clipped
+    straight-through estimator; @eval_step fake-quantizes with the stored
+    ranges, as PyTorch does with its observers disabled.
+
+    bits 8 quantizes to [-128, 127], bits 4 to [-8, 7]. Post-training
+    `int8`/`int4` directives are not part of training; they are reported as
+    unsupported.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Remat : Pass<"remat", "mlir::ModuleOp"> {
   let summary = "Recomputes activations in the backward to meet a memory budget";
   let description = [{

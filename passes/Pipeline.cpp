@@ -22,6 +22,9 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   ampOptions.policyFile = options.ampPolicy;
   pm.addPass(createAmp(ampOptions));
   pm.addPass(mlir::createCSEPass());
+  // Quantization-aware training reads the quantized weights through
+  // fake-quant ops, in the master weights' f32.
+  pm.addPass(createQat());
   // The training step, from the cleaned-up forward, cleaned up in turn
   // (gradient rules emit generic code: a broadcast of a scalar 1, ...).
   pm.addPass(createAutodiff());

@@ -122,10 +122,12 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     llvm::StringMap<int64_t> regionBytes;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
-      StringRef region = !role                            ? "inputs"
-                         : role.getValue() == "param"     ? "parameters"
-                         : role.getValue() == "opt_state" ? "optimizer_state"
-                                                          : "inputs";
+      StringRef region =
+          !role ? "inputs"
+          : role.getValue() == "param" || role.getValue() == "buffer"
+              ? "parameters"
+          : role.getValue() == "opt_state" ? "optimizer_state"
+                                           : "inputs";
       int64_t &end = regionBytes[region];
       func.setArgAttr(i, "mnemo.region", b.getStringAttr(region));
       func.setArgAttr(i, "mnemo.offset", b.getI64IntegerAttr(end));

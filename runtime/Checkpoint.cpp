@@ -24,7 +24,7 @@ uint8_t *regionOf(const ArgumentInfo &a, const StepMemory &memory) {
 
 bool isState(const ArgumentInfo &a) {
   std::string role = a.role;
-  return role == "param" || role == "opt_state";
+  return role == "param" || role == "opt_state" || role == "buffer";
 }
 
 std::string safetensorsDtype(const std::string &dtype) {

@@ -33,8 +33,9 @@ struct StepMemory {
 
 /// One argument of a step function.
 struct ArgumentInfo {
-  const char *name;  // "fc1.weight", "fc1.weight.exp_avg", "image", "step"
-  const char *role;  // param, opt_state, input, target, step, total_steps
+  const char *name; // "fc1.weight", "fc1.weight.exp_avg", "image", "step"
+  const char
+      *role; // param, buffer, opt_state, input, target, step, total_steps
   const char *dtype; // f32, bf16, f16, i32, i8, i1
   int rank;
   int64_t shape[8];

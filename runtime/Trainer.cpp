@@ -343,6 +343,50 @@ void operator delete[](void *p) noexcept { std::free(p); }
 void operator delete(void *p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
 
+namespace {
+
+/// A pruned weight's mask (runtime/PruneRules.h: 1 bit per element, set
+/// when pruned): how many of its elements are pruned.
+struct MaskSparsity {
+  std::string weight;
+  int64_t pruned = 0, elements = 0;
+};
+
+/// Every mask of the training step, counted in `memory` (or only listed,
+/// when null).
+std::vector<MaskSparsity> maskSparsity(const ModelInfo &model,
+                                       const StepMemory *memory) {
+  std::vector<MaskSparsity> result;
+  const StepInfo &step = model.trainStep;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &mask = step.arguments[i];
+    std::string name = mask.name;
+    if (std::string(mask.role) != "opt_state" || name.size() < 5 ||
+        name.compare(name.size() - 5, 5, ".mask") != 0)
+      continue;
+    MaskSparsity m;
+    m.weight = name.substr(0, name.size() - 5);
+    for (int j = 0; j < step.numArguments; ++j)
+      if (m.weight == step.arguments[j].name) {
+        m.elements = 1;
+        for (int d = 0; d < step.arguments[j].rank; ++d)
+          m.elements *= step.arguments[j].shape[d];
+      }
+    if (memory) {
+      const uint8_t *words = memory->optimizerState + mask.offset;
+      for (int64_t w = 0; w < (m.elements + 31) / 32; ++w) {
+        uint32_t word;
+        std::memcpy(&word, words + 4 * w, 4);
+        m.pruned += __builtin_popcount(word);
+      }
+    }
+    result.push_back(m);
+  }
+  return result;
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
   Options options = parseOptions(argc, argv);
   const ModelInfo &model = *mnemoModel();
@@ -416,7 +460,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < train.numArguments; ++i) {
       const ArgumentInfo &a = train.arguments[i];
       std::string role = a.role;
-      if (role != "param" && role != "opt_state")
+      if (role != "param" && role != "opt_state" && role != "buffer")
         continue;
       InitSpec spec;
       spec.kind = "zeros";
@@ -436,7 +480,7 @@ int main(int argc, char **argv) {
       if (!initialize(spec, shape, rng, values, error))
         fail(std::string(a.name) + ": " + error);
       uint8_t *base =
-          role == "param" ? memory.parameters : memory.optimizerState;
+          role == "opt_state" ? memory.optimizerState : memory.parameters;
       std::memcpy(base + a.offset, values.data(), values.size() * 4);
     }
     if (!options.init.empty())
@@ -687,11 +731,18 @@ int main(int argc, char **argv) {
       savePath = std::string(model.name) + "-step" + std::to_string(step) +
                  "-" + std::to_string(n) + ".safetensors";
   }
-  // The device's parameters and optimizer state, for the checkpoint and
-  // the dump.
-  if (executor && (!savePath.empty() || !options.dump.empty()) &&
+  // The device's parameters and optimizer state, for the checkpoint, the
+  // dump and the pruning report.
+  std::vector<MaskSparsity> sparsity = maskSparsity(model, nullptr);
+  if (executor &&
+      (!savePath.empty() || !options.dump.empty() || !sparsity.empty()) &&
       !executor->download(memory, error))
     fail(error);
+  sparsity = maskSparsity(model, &memory);
+  for (const MaskSparsity &m : sparsity)
+    std::printf("pruned: %-24s %6.2f%% (%lld of %lld)\n", m.weight.c_str(),
+                100.0 * double(m.pruned) / double(m.elements),
+                (long long)m.pruned, (long long)m.elements);
   if (!savePath.empty()) {
     if (!saveCheckpoint(savePath, model, memory, position, error))
       fail(error);
@@ -753,6 +804,10 @@ int main(int argc, char **argv) {
         sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
     summary["examples_per_second"] = progress.examplesPerSecond();
     summary["evaluations"] = evaluations;
+    summary["sparsity"] = nlohmann::json::object();
+    for (const MaskSparsity &m : sparsity)
+      summary["sparsity"][m.weight] = {{"pruned", m.pruned},
+                                       {"elements", m.elements}};
     summary["memory"] = {{"allocated_bytes", allocated},
                          {"arena_bytes", regions.arena},
                          {"parameter_bytes", regions.parameters},

@@ -10,6 +10,7 @@
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
+#include "runtime/FakeQuant.h"
 #include "runtime/Prune.h"
 #include "runtime/Quantize8.h"
 
@@ -334,6 +335,10 @@ private:
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
   LogicalResult execPruneMasks(PruneMasksOp op);
   LogicalResult execApplyMask(ApplyMaskOp op);
+  LogicalResult execObserve(ObserveMinMaxOp op);
+  LogicalResult execFakeQuant(Operation *op, Value grad, Value input, Value lo,
+                              Value hi, int64_t axis, int64_t qmin,
+                              int64_t qmax, bool symmetric);
   LogicalResult execSgd(SgdUpdateOp op);
   LogicalResult execLrSchedule(LrScheduleOp op);
 
@@ -693,6 +698,17 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](Adam8bitUpdateOp a) { return execAdam8bit(a); })
       .Case([&](PruneMasksOp p) { return execPruneMasks(p); })
       .Case([&](ApplyMaskOp a) { return execApplyMask(a); })
+      .Case([&](ObserveMinMaxOp o) { return execObserve(o); })
+      .Case([&](FakeQuantOp f) {
+        return execFakeQuant(f, {}, f.getInput(), f.getMin(), f.getMax(),
+                             f.getAxis(), f.getQuantMin(), f.getQuantMax(),
+                             f.getSymmetric());
+      })
+      .Case([&](FakeQuantGradOp f) {
+        return execFakeQuant(f, f.getGrad(), f.getInput(), f.getMin(),
+                             f.getMax(), f.getAxis(), f.getQuantMin(),
+                             f.getQuantMax(), f.getSymmetric());
+      })
       .Default([&](Operation *) {
         return fail(op, "the interpreter does not know this op");
       });
@@ -1330,6 +1346,60 @@ LogicalResult Evaluator::execApplyMask(ApplyMaskOp op) {
     if (prune::bitOf(mask.data(), i))
       out.data[i] = 0.0;
   set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// A tensor's channels along `axis` (-1: one) and the elements after it.
+static std::pair<int64_t, int64_t> channelsOf(const Tensor &t, int64_t axis) {
+  if (axis < 0)
+    return {1, t.numElements()};
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < t.rank(); ++d)
+    inner *= t.shape[d];
+  return {t.shape[axis], inner};
+}
+
+static std::vector<float> floatsOf(const Tensor &t) {
+  return std::vector<float>(t.data.begin(), t.data.end());
+}
+
+LogicalResult Evaluator::execObserve(ObserveMinMaxOp op) {
+  const Tensor &x = get(op.getInput());
+  auto [channels, inner] = channelsOf(x, op.getAxis());
+  std::vector<float> in = floatsOf(x), lo = floatsOf(get(op.getMin())),
+                     hi = floatsOf(get(op.getMax()));
+  std::vector<float> newLo(channels), newHi(channels);
+  fakequant::observeMinMax(in.data(), x.numElements(), channels, inner,
+                           lo.data(), hi.data(), newLo.data(), newHi.data(),
+                           int32_t(get(op.getStep()).data[0]),
+                           float(op.getAveragingConstant().convertToDouble()));
+  Tensor outLo = like(op.getNewMin()), outHi = like(op.getNewMax());
+  for (int64_t c = 0; c < channels; ++c) {
+    outLo.data[c] = newLo[c];
+    outHi.data[c] = newHi[c];
+  }
+  set(op.getNewMin(), std::move(outLo));
+  set(op.getNewMax(), std::move(outHi));
+  return success();
+}
+
+LogicalResult Evaluator::execFakeQuant(Operation *op, Value grad, Value input,
+                                       Value lo, Value hi, int64_t axis,
+                                       int64_t qmin, int64_t qmax,
+                                       bool symmetric) {
+  const Tensor &x = get(input);
+  auto [channels, inner] = channelsOf(x, axis);
+  std::vector<float> in = floatsOf(x), l = floatsOf(get(lo)),
+                     h = floatsOf(get(hi)), g;
+  if (grad)
+    g = floatsOf(get(grad));
+  std::vector<float> result(x.numElements());
+  fakequant::fakeQuantize(in.data(), grad ? g.data() : nullptr, x.numElements(),
+                          channels, inner, l.data(), h.data(), int(qmin),
+                          int(qmax), symmetric, result.data());
+  Tensor out = like(op->getResult(0));
+  out.data.assign(result.begin(), result.end());
+  set(op->getResult(0), std::move(out));
   return success();
 }
 

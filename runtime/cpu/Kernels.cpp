@@ -1,6 +1,7 @@
 //===- Kernels.cpp - The CPU backend's kernels ----------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/FakeQuant.h"
 #include "runtime/Quantize8.h"
 
 #include <cblas.h>
@@ -997,6 +998,29 @@ void applyMask(int64_t n, int elementBytes, const void *in,
     prune::applyMask(end - begin, elementBytes,
                      static_cast<const uint8_t *>(in) + offset, mask + first,
                      static_cast<uint8_t *>(out) + offset);
+  });
+}
+
+void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
+                   const float *lo, const float *hi, float *newLo, float *newHi,
+                   int32_t step, float averaging) {
+  fakequant::observeMinMax(x, n, channels, inner, lo, hi, newLo, newHi, step,
+                           averaging);
+}
+
+void fakeQuantize(int64_t n, int64_t channels, int64_t inner, const float *x,
+                  const float *grad, const float *lo, const float *hi, int qmin,
+                  int qmax, bool symmetric, float *out) {
+  // Each chunk computes its channels' parameters: a few per chunk.
+  parallelFor(n, 16384, [&](int64_t first, int64_t last) {
+    for (int64_t e = first; e < last; ++e) {
+      int64_t c = (e / inner) % channels;
+      fakequant::QParams q =
+          fakequant::qparams(lo[c], hi[c], qmin, qmax, symmetric);
+      out[e] = grad ? (fakequant::passesGradient(x[e], q, qmin, qmax) ? grad[e]
+                                                                      : 0.0f)
+                    : fakequant::fakeQuant(x[e], q, qmin, qmax);
+    }
   });
 }
 

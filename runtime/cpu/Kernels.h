@@ -312,6 +312,15 @@ void pruneMasks(const prune::Spec &spec, int32_t step, int count,
 void applyMask(int64_t n, int elementBytes, const void *in,
                const uint32_t *mask, void *out);
 
+/// `observe_minmax` and `fake_quant` / `fake_quant_grad` (grad non-null)
+/// over [outer, channels, inner] (runtime/FakeQuant.h).
+void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
+                   const float *lo, const float *hi, float *newLo, float *newHi,
+                   int32_t step, float averaging);
+void fakeQuantize(int64_t n, int64_t channels, int64_t inner, const float *x,
+                  const float *grad, const float *lo, const float *hi, int qmin,
+                  int qmax, bool symmetric, float *out);
+
 void lossScaleUpdate(float norm, float scale, float count, float *newScale,
                      float *newCount, float *skip, double growthFactor,
                      double backoffFactor, int64_t growthInterval);

@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "runtime/FakeQuantRules.h"
 #include "runtime/PruneRules.h"
 #include "runtime/Quantize8Codes.h"
 
@@ -1240,6 +1241,48 @@ __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
         taken += chunkTies;
       __syncthreads();
     }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Quantization-aware training (runtime/FakeQuantRules.h)
+//===----------------------------------------------------------------------===//
+
+/// `observe_minmax`: block c folds channel c's range (elements
+/// (o * channels + c) * inner + i) into the observed range.
+__device__ void observeMinMax(int64_t n, int64_t channels, int64_t inner,
+                              const float *x, const float *lo, const float *hi,
+                              float *newLo, float *newHi, const int32_t *step,
+                              float averaging) {
+  int64_t c = blockIdx.x, outer = n / (channels * inner);
+  float smallest = INFINITY, largest = -INFINITY;
+  for (int64_t k = threadIdx.x; k < outer * inner; k += blockDim.x) {
+    float v = x[((k / inner) * channels + c) * inner + k % inner];
+    smallest = fminf(smallest, v);
+    largest = fmaxf(largest, v);
+  }
+  smallest = -blockMax(-smallest);
+  largest = blockMax(largest);
+  if (threadIdx.x == 0) {
+    bool first = *step <= 1;
+    newLo[c] = fakequant::observe(lo[c], smallest, first, averaging, true);
+    newHi[c] = fakequant::observe(hi[c], largest, first, averaging, false);
+  }
+}
+
+/// `fake_quant`, or with `grad` its clipped straight-through gradient.
+__device__ void fakeQuantize(int64_t n, int64_t channels, int64_t inner,
+                             const float *x, const float *grad, const float *lo,
+                             const float *hi, int qmin, int qmax,
+                             bool symmetric, float *out) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t c = (e / inner) % channels;
+    fakequant::QParams q =
+        fakequant::qparams(lo[c], hi[c], qmin, qmax, symmetric);
+    out[e] =
+        grad ? (fakequant::passesGradient(x[e], q, qmin, qmax) ? grad[e] : 0.0f)
+             : fakequant::fakeQuant(x[e], q, qmin, qmax);
   }
 }
 

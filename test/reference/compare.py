@@ -45,6 +45,53 @@ def make_optimizer(settings, params):
     raise SystemExit(f"compare.py: optimizer {kind} is not handled")
 
 
+class FakeQuantized(torch.nn.Module):
+    """A `quantize ... = qat(...)` directive on one parameter, as PyTorch's
+    FakeQuantize with the matching observer (torch.ao.quantization)."""
+
+    def __init__(self, settings, weight):
+        super().__init__()
+        from torch.ao import quantization as tq
+        per_channel = settings["granularity"] == "per_channel" and weight.dim() >= 2
+        symmetric = settings["scheme"] == "symmetric"
+        moving = settings["observer"] == "moving_average"
+        if per_channel:
+            observer = (tq.MovingAveragePerChannelMinMaxObserver if moving
+                        else tq.PerChannelMinMaxObserver)
+            scheme = torch.per_channel_symmetric if symmetric else torch.per_channel_affine
+            extra = {"ch_axis": 0}
+        else:
+            observer = tq.MovingAverageMinMaxObserver if moving else tq.MinMaxObserver
+            scheme = torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine
+            extra = {}
+        bits = settings["bits"]
+        self.fake_quant = tq.FakeQuantize(observer=observer, quant_min=-(1 << (bits - 1)),
+                                          quant_max=(1 << (bits - 1)) - 1, dtype=torch.qint8,
+                                          qscheme=scheme, **extra)
+
+    def forward(self, weight):
+        return self.fake_quant(weight)
+
+
+def apply_qat(model, train):
+    """Registers the train section's qat directives as parametrizations."""
+    from torch.nn.utils import parametrize
+    for directive in train.get("quantize", []):
+        if directive["kind"] != "qat":
+            raise SystemExit(f"compare.py: quantize '{directive['kind']}' is not handled")
+        for name in directive["params"]:
+            owner, attr = name.rsplit(".", 1)
+            module = model.get_submodule(owner)
+            parametrize.register_parametrization(
+                module, attr, FakeQuantized(directive, getattr(module, attr)))
+
+
+def trained_parameters(model):
+    """Parameters by Mnemo's names (a parametrized weight by its original)."""
+    return {name.replace("parametrizations.", "").replace(".original", ""): p
+            for name, p in model.named_parameters()}
+
+
 def lr_schedule(train, total_steps):
     """The learning rate at each step (from 1) of the train section's
     schedule, as Mnemo's lr_schedule op computes it; `total_steps` is the
@@ -98,6 +145,7 @@ def main():
 
     train = config["train"]
     total = config["steps"]
+    apply_qat(model, train)
     optimizer = make_optimizer(train["optimizer"], model.parameters())
 
     lr_at = lr_schedule(train, total)
@@ -127,7 +175,7 @@ def main():
         failures += not ok
         print(f"  step {step}: loss mnemo {ours:.7f}  pytorch {theirs:.7f}  {'ok' if ok else 'MISMATCH'}")
     worst = 0.0
-    for name, tensor in model.state_dict().items():
+    for name, tensor in trained_parameters(model).items():
         theirs = tensor.detach().numpy()
         ours = final[name]
         ok = np.allclose(ours, theirs, rtol=args.rtol, atol=args.atol)

@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
   // Parameters and optimizer state, initialized by name.
   for (size_t i = 0; i < args.size(); ++i) {
     const StepArgument &a = args[i];
-    if (a.role != "param" && a.role != "opt_state")
+    if (a.role != "param" && a.role != "opt_state" && a.role != "buffer")
       continue;
     std::vector<float> data;
     std::string error;
@@ -444,9 +444,10 @@ int main(int argc, char **argv) {
     std::vector<StepArgument> evalArgs = describeArguments(evalStep);
     std::vector<Tensor> evalValues(evalArgs.size());
     for (size_t i = 0; i < evalArgs.size(); ++i)
-      if (evalArgs[i].role == "param")
+      if (evalArgs[i].role == "param" || evalArgs[i].role == "buffer")
         for (size_t j = 0; j < args.size(); ++j)
-          if (args[j].role == "param" && args[j].name == evalArgs[i].name)
+          if (args[j].role == evalArgs[i].role &&
+              args[j].name == evalArgs[i].name)
             evalValues[i] = values[j];
     std::vector<int64_t> sequential(test.count());
     std::iota(sequential.begin(), sequential.end(), 0);

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
-"""Pruning on Fashion-MNIST: Mnemo's `prune` directives next to
-torch.nn.utils.prune, on the same models with the same settings.
+"""Pruning and quantization-aware training on Fashion-MNIST: Mnemo's
+`prune` and `quantize` directives next to torch.nn.utils.prune, PyTorch's
+FakeQuantize and quantize_dynamic, on the same models with the same
+settings.
 
-Usage: bench/prune.py [--models mlp,cnn] [--methods dense,unstructured,2:4]
-                      [--threads T] [--json FILE]
+Usage: bench/compress.py [--models mlp,cnn] [--methods dense,unstructured,2:4,qat-int8]
+                         [--threads T] [--json FILE]
 
 For each model (examples/mlp.mn, 10 epochs; examples/cnn.mn, 3 epochs; the
 models' own optimizer, schedule and batch) and method:
@@ -13,19 +15,25 @@ models' own optimizer, schedule and batch) and method:
   (updates every 100 steps from the start step to the end step) and then
   fine-tuned with the masks fixed for the rest of the run;
 - 2:4: one-shot 2:4 pruning (2 of every 4 consecutive input weights) of the
-  weights whose rows are a multiple of 4 elements, then fine-tuning.
+  weights whose rows are a multiple of 4 elements, then fine-tuning;
+- qat-int8: quantization-aware training of every weight in int8 (per output
+  channel, symmetric, min/max observer) from the start.
 
 Mnemo trains with a variant of the model file that adds the directives;
 PyTorch trains models.py's twin with AdamW and the same schedule, and
 prunes at the same steps to the same sparsity (l1_unstructured for
-magnitude, custom_from_mask with the same 2:4 rule). Both report the test
-accuracy after the last epoch, the sparsity reached, and the bytes of model
-state (Mnemo: parameters and bitmasks in the checkpoint; PyTorch: the
-state_dict, which keeps weight_orig and an f32 weight_mask per pruned
-tensor).
+magnitude, custom_from_mask with the same 2:4 rule) or fake-quantizes with
+torch.ao.quantization's FakeQuantize and observer of the same settings.
+Both report the test accuracy after the last epoch, the sparsity reached,
+and the bytes of model state (Mnemo: parameters, bitmasks and observer
+ranges in the checkpoint; PyTorch: the serialized state_dict, which keeps
+weight_orig and an f32 weight_mask per pruned tensor). The dense PyTorch
+model is also converted by quantize_dynamic (int8 Linear layers) and
+evaluated: its accuracy and serialized bytes are the last columns.
 """
 import argparse
 import gzip
+import io
 import json
 import math
 import os
@@ -44,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
 from check_pruned import bits_of  # noqa: E402
-from compare import lr_schedule, make_optimizer  # noqa: E402
+from compare import apply_qat, lr_schedule, make_optimizer, trained_parameters  # noqa: E402
 from models import F32_MEAN, F32_STD, MODELS  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
@@ -67,6 +75,9 @@ EVERY = 100
 def directives(spec, method):
     if method == "dense":
         return []
+    if method == "qat-int8":
+        return [f"quantize {w} = qat(bits = 8, per_channel, symmetric, observer = minmax)"
+                for w in spec["unstructured"]]
     if method == "unstructured":
         return [f"prune {w} = magnitude(sparsity = {SPARSITY}, start = {spec['start']}, "
                 f"end = {spec['end']}, every = {EVERY})" for w in spec["unstructured"]]
@@ -104,7 +115,7 @@ def run_mnemo(name, spec, method, work, threads):
     seconds = time.time() - started
     accuracy = json.load(open(summary))["evaluations"][-1]["accuracy"]
     state, _ = safetensors_numpy.load(ckpt)
-    # The model: parameters and masks, not the optimizer's moments.
+    # The model: parameters, masks and ranges, not the optimizer's moments.
     model_bytes = sum(v.nbytes for k, v in state.items()
                       if not re.search(r"\.(exp_avg|exp_avg_sq|momentum_buffer)(\.|$)", k))
     pruned = total = 0
@@ -151,7 +162,7 @@ def two_of_four_mask(weight):
 def run_pytorch(name, spec, method, threads, train_set, test_set):
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    mnemo = json.load(open(os.path.join(ROOT, "build", "bench-prune-config", name + ".json")))
+    mnemo = json.load(open(os.path.join(ROOT, "build", "bench-compress-config", name + ".json")))
     hp, train = mnemo["hyperparams"], mnemo["train"]
     model = MODELS[spec["model"]](hp)
     optimizer = make_optimizer(train["optimizer"], model.parameters())
@@ -160,7 +171,12 @@ def run_pytorch(name, spec, method, threads, train_set, test_set):
     steps_per_epoch = images.shape[0] // batch
     total = steps_per_epoch * train["epochs"]
     lr_at = lr_schedule(train, total)
-    targets = spec["unstructured"] if method == "unstructured" else spec["2:4"]
+    targets = spec["2:4"] if method == "2:4" else spec["unstructured"]
+    if method == "qat-int8":
+        apply_qat(model, {"quantize": [{"kind": "qat", "bits": 8, "granularity": "per_channel",
+                                        "scheme": "symmetric", "observer": "minmax",
+                                        "params": targets}]})
+        optimizer = make_optimizer(train["optimizer"], model.parameters())
     started = time.time()
     step = 0
     for epoch in range(train["epochs"]):
@@ -189,25 +205,42 @@ def run_pytorch(name, spec, method, threads, train_set, test_set):
                     module = module_of(model, w)
                     prune.custom_from_mask(module, "weight", two_of_four_mask(module.weight))
     seconds = time.time() - started
-    with torch.no_grad():
-        test_images, test_labels = test_set
-        correct = sum(int((logits_of(name, model, test_images[i:i + 1000]).argmax(1)
-                           == test_labels[i:i + 1000]).sum())
-                      for i in range(0, test_images.shape[0], 1000))
+    # Evaluation reads the observed ranges (as Mnemo's eval step does).
+    model.apply(torch.ao.quantization.disable_observer)
+    result = {"accuracy": accuracy(name, model, test_set), "seconds": seconds,
+              "model_bytes": serialized_bytes(model)}
     pruned = total_elements = 0
-    for w in targets if method != "dense" else []:
+    for w in targets if method in ("unstructured", "2:4") else []:
         weight = module_of(model, w).weight
         pruned += int((weight == 0).sum())
         total_elements += weight.numel()
-    model_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    return {"accuracy": correct / test_images.shape[0],
-            "sparsity": pruned / total_elements if total_elements else 0.0,
-            "model_bytes": int(model_bytes), "seconds": seconds}
+    result["sparsity"] = pruned / total_elements if total_elements else 0.0
+    if method == "dense":
+        dynamic = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
+                                                         dtype=torch.qint8)
+        result["dynamic_accuracy"] = accuracy(name, dynamic, test_set)
+        result["dynamic_bytes"] = serialized_bytes(dynamic)
+    return result
+
+
+def accuracy(name, model, test_set):
+    with torch.no_grad():
+        images, labels = test_set
+        correct = sum(int((logits_of(name, model, images[i:i + 1000]).argmax(1)
+                           == labels[i:i + 1000]).sum())
+                      for i in range(0, images.shape[0], 1000))
+    return correct / images.shape[0]
+
+
+def serialized_bytes(model):
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    return buffer.tell()
 
 
 def save_config(name, spec, work):
     """The model's hyperparameters and train section, from a Mnemo dump."""
-    directory = os.path.join(ROOT, "build", "bench-prune-config")
+    directory = os.path.join(ROOT, "build", "bench-compress-config")
     os.makedirs(directory, exist_ok=True)
     out = os.path.join(directory, name + ".json")
     dump = os.path.join(work, name + "-dump")
@@ -224,7 +257,7 @@ def save_config(name, spec, work):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="mlp,cnn")
-    parser.add_argument("--methods", default="dense,unstructured,2:4")
+    parser.add_argument("--methods", default="dense,unstructured,2:4,qat-int8")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -244,16 +277,28 @@ def main():
     print("| model | method | sparsity | Mnemo accuracy | Δ vs dense | PyTorch accuracy | "
           "Δ vs dense | Mnemo model state | PyTorch state_dict | Mnemo s | PyTorch s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
+    for r in list(rows):
+        if "dynamic_accuracy" in r["pytorch"]:
+            rows.append({"model": r["model"], "method": "quantize_dynamic int8 (of dense)",
+                         "mnemo": None,
+                         "pytorch": {"accuracy": r["pytorch"]["dynamic_accuracy"],
+                                     "model_bytes": r["pytorch"]["dynamic_bytes"],
+                                     "sparsity": 0.0, "seconds": 0}})
+    for r in sorted(rows, key=lambda r: r["model"]):
         base = dense.get(r["model"])
-        delta = lambda who: (f"{100 * (r[who]['accuracy'] - base[who]['accuracy']):+.2f} pt"
-                             if base else "")
-        print(f"| {r['model']} | {r['method']} | {100 * r['mnemo']['sparsity']:.1f}% | "
-              f"{r['mnemo']['accuracy']:.4f} | {delta('mnemo')} | "
-              f"{r['pytorch']['accuracy']:.4f} | {delta('pytorch')} | "
-              f"{r['mnemo']['model_bytes'] / 1024:.0f} KiB | "
-              f"{r['pytorch']['model_bytes'] / 1024:.0f} KiB | "
-              f"{r['mnemo']['seconds']:.0f} | {r['pytorch']['seconds']:.0f} |")
+        ours, theirs = r["mnemo"], r["pytorch"]
+
+        def delta(who):
+            return (f"{100 * (r[who]['accuracy'] - base[who]['accuracy']):+.2f} pt"
+                    if base and r[who] else "")
+        cells = [r["model"], r["method"], f"{100 * theirs['sparsity']:.1f}%",
+                 f"{ours['accuracy']:.4f}" if ours else "", delta("mnemo"),
+                 f"{theirs['accuracy']:.4f}", delta("pytorch"),
+                 f"{ours['model_bytes'] / 1024:.0f} KiB" if ours else "",
+                 f"{theirs['model_bytes'] / 1024:.0f} KiB",
+                 f"{ours['seconds']:.0f}" if ours else "",
+                 f"{theirs['seconds']:.0f}" if theirs["seconds"] else ""]
+        print("| " + " | ".join(cells) + " |")
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)
 
