@@ -5,7 +5,7 @@
 //
 //   train --data PATH [--epochs N | --steps N] [--eval] [--save FILE]
 //         [--resume FILE] [--init FILE] [--seed S] [--threads T]
-//         [--summary-json FILE] [--dump DIR] [--quiet]
+//         [--summary-json FILE] [--export FILE] [--dump DIR] [--quiet]
 //
 // Memory: every region of the plan (arena, parameters, gradients, optimizer
 // state, batch, workspace) is carved out of one allocation made before the
@@ -21,6 +21,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
+#include "runtime/Export.h"
 #include "runtime/Init.h"
 #include "runtime/Model.h"
 #include "runtime/Progress.h"
@@ -63,6 +64,9 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
   --steps N            train for N steps instead
   --eval               report test loss and accuracy after each epoch
   --save FILE          write a checkpoint at the end (and on Ctrl-C)
+  --export FILE        write the trained weights for inference: int8/int4 with
+                       scales (qat), 2:4-packed or CSR (pruned); see
+                       docs/compression.md
   --resume FILE        continue a run from its checkpoint, bit-identically
   --init FILE          start from the parameters in FILE (safetensors)
   --seed S             seed for initialization, shuffling and dropout (default 0)
@@ -77,7 +81,7 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
 )";
 
 struct Options {
-  std::string data, save, resume, init, summaryJson, dump, device;
+  std::string data, save, resume, init, summaryJson, dump, device, exportPath;
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
   int threads = 0;
@@ -141,6 +145,8 @@ Options parseOptions(int argc, char **argv) {
       o.seedGiven = true;
     } else if (arg == "--threads") {
       o.threads = int(number(1));
+    } else if (arg == "--export") {
+      o.exportPath = value();
     } else if (arg == "--summary-json") {
       o.summaryJson = value();
     } else if (arg == "--dump") {
@@ -735,7 +741,8 @@ int main(int argc, char **argv) {
   // dump and the pruning report.
   std::vector<MaskSparsity> sparsity = maskSparsity(model, nullptr);
   if (executor &&
-      (!savePath.empty() || !options.dump.empty() || !sparsity.empty()) &&
+      (!savePath.empty() || !options.dump.empty() || !sparsity.empty() ||
+       !options.exportPath.empty()) &&
       !executor->download(memory, error))
     fail(error);
   sparsity = maskSparsity(model, &memory);
@@ -750,6 +757,21 @@ int main(int argc, char **argv) {
                 stoppedEarly ? (interrupted ? "interrupted" : "stopped")
                              : "finished",
                 (long long)step, savePath.c_str());
+  }
+
+  if (!options.exportPath.empty()) {
+    ExportSummary exported;
+    if (!exportWeights(options.exportPath, model, memory, exported, error))
+      fail(error);
+    for (const std::string &line : exported.lines)
+      std::printf("export: %s\n", line.c_str());
+    std::printf("export: parameters %lld bytes as trained, %lld exported "
+                "(%.2fx smaller), written to %s\n",
+                (long long)exported.denseBytes,
+                (long long)exported.exportedBytes,
+                double(exported.denseBytes) /
+                    double(std::max<int64_t>(exported.exportedBytes, 1)),
+                options.exportPath.c_str());
   }
 
   if (!options.dump.empty()) {

@@ -5,7 +5,7 @@ import struct
 import numpy as np
 
 _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I32": np.int32,
-           "I64": np.int64, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+           "I64": np.int64, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 
 
 def load(path):

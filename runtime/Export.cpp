@@ -1,0 +1,235 @@
+//===- Export.cpp - Compressed weights for inference (train --export) -----===//
+
+#include "runtime/Export.h"
+#include "runtime/FakeQuantRules.h"
+#include "runtime/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+using namespace mnemo;
+using namespace mnemo::runtime;
+
+namespace {
+
+struct Argument {
+  const ArgumentInfo *info = nullptr;
+  const uint8_t *data = nullptr;
+  int64_t count() const {
+    int64_t n = 1;
+    for (int d = 0; d < info->rank; ++d)
+      n *= info->shape[d];
+    return n;
+  }
+};
+
+std::string shapeText(const ArgumentInfo &a) {
+  std::string s = "[";
+  for (int d = 0; d < a.rank; ++d)
+    s += (d ? "," : "") + std::to_string(a.shape[d]);
+  return s + "]";
+}
+
+StoredTensor raw(std::string name, std::string dtype,
+                 std::vector<int64_t> shape, const void *data, size_t bytes) {
+  StoredTensor t{std::move(name), std::move(dtype), std::move(shape), {}};
+  t.bytes.assign(static_cast<const uint8_t *>(data),
+                 static_cast<const uint8_t *>(data) + bytes);
+  return t;
+}
+
+/// The directive of `kind` ("prune" or "quantize") that names `param`.
+const nlohmann::json *directiveFor(const nlohmann::json &train,
+                                   const char *kind, const std::string &param) {
+  if (!train.is_object() || !train.contains(kind))
+    return nullptr;
+  for (const nlohmann::json &d : train[kind])
+    if (d.contains("params"))
+      for (const nlohmann::json &p : d["params"])
+        if (p.is_string() && p.get<std::string>() == param)
+          return &d;
+  return nullptr;
+}
+
+std::string text(const nlohmann::json &d, const char *key) {
+  return d.contains(key) && d[key].is_string() ? d[key].get<std::string>() : "";
+}
+
+int64_t integer(const nlohmann::json &d, const char *key, int64_t fallback) {
+  return d.contains(key) && d[key].is_number() ? d[key].get<int64_t>()
+                                               : fallback;
+}
+
+} // namespace
+
+bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
+                            const StepMemory &memory, ExportSummary &summary,
+                            std::string &error) {
+  nlohmann::json train = nlohmann::json::parse(model.train, nullptr, false);
+  const StepInfo &step = model.trainStep;
+  std::map<std::string, Argument> byName;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    std::string region = a.region;
+    const uint8_t *base = region == "parameters"        ? memory.parameters
+                          : region == "optimizer_state" ? memory.optimizerState
+                                                        : nullptr;
+    if (base)
+      byName[a.name] = {&a, base + a.offset};
+  }
+  SafetensorsFile file;
+  file.metadata["format"] = "mnemo-export-1";
+  file.metadata["model"] = model.name;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    if (std::string(a.role) != "param")
+      continue;
+    std::string name = a.name, dtype = a.dtype;
+    Argument arg = byName[name];
+    int64_t n = arg.count();
+    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+    int64_t denseBytes = n * (dtype == "f32" ? 4 : 2);
+    summary.denseBytes += denseBytes;
+    size_t before = file.tensors.size();
+    auto exported = [&]() {
+      int64_t bytes = 0;
+      for (size_t t = before; t < file.tensors.size(); ++t)
+        bytes += int64_t(file.tensors[t].bytes.size());
+      summary.exportedBytes += bytes;
+      return bytes;
+    };
+    const float *w = reinterpret_cast<const float *>(arg.data);
+    const nlohmann::json *quantize = directiveFor(train, "quantize", name);
+    auto lo = byName.find(name + ".observer.min"),
+         hi = byName.find(name + ".observer.max");
+    if (quantize && dtype == "f32" && lo != byName.end() &&
+        hi != byName.end()) {
+      int bits = int(integer(*quantize, "bits", 8));
+      int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
+      bool symmetric = text(*quantize, "scheme") == "symmetric";
+      int64_t channels = lo->second.count();
+      int64_t inner = n / channels; // per channel: dim 0
+      std::vector<float> scales(channels);
+      std::vector<int32_t> zeros(channels);
+      std::vector<int8_t> q(n);
+      for (int64_t c = 0; c < channels; ++c) {
+        float l, h;
+        std::memcpy(&l, lo->second.data + 4 * c, 4);
+        std::memcpy(&h, hi->second.data + 4 * c, 4);
+        fakequant::QParams p = fakequant::qparams(l, h, qmin, qmax, symmetric);
+        scales[c] = p.scale;
+        zeros[c] = int32_t(p.zeroPoint);
+        for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+          float v = fakequant::quantized(w[e], p);
+          q[e] = int8_t(v < qmin ? qmin : (v > qmax ? qmax : v));
+        }
+      }
+      if (bits == 8) {
+        file.tensors.push_back(raw(name, "I8", shape, q.data(), q.size()));
+      } else {
+        std::vector<uint8_t> packed((n + 1) / 2, 0);
+        for (int64_t e = 0; e < n; ++e)
+          packed[e / 2] |= uint8_t((uint8_t(q[e]) & 0xfu) << (4 * (e % 2)));
+        file.tensors.push_back(raw(name, "U8", {int64_t(packed.size())},
+                                   packed.data(), packed.size()));
+      }
+      file.tensors.push_back(
+          StoredTensor::f32(name + ".scale", {channels}, scales));
+      file.tensors.push_back(
+          StoredTensor::i32(name + ".zero_point", {channels}, zeros));
+      std::string layout =
+          "int" + std::to_string(bits) +
+          (channels > 1 ? " per channel (dim 0)" : " per tensor") +
+          (symmetric ? ", symmetric" : ", affine") + ", shape " + shapeText(a);
+      file.metadata[name] = layout;
+      summary.lines.push_back(name + "  " + layout + ": " +
+                              std::to_string(denseBytes) + " -> " +
+                              std::to_string(exported()) + " bytes");
+      continue;
+    }
+    auto mask = byName.find(name + ".mask");
+    const nlohmann::json *prune = directiveFor(train, "prune", name);
+    if (mask != byName.end() && dtype == "f32" && a.rank >= 2) {
+      auto pruned = [&](int64_t e) {
+        uint32_t word;
+        std::memcpy(&word, mask->second.data + 4 * (e / 32), 4);
+        return (word >> (e % 32)) & 1u;
+      };
+      int64_t rows = a.shape[0], k = n / rows;
+      bool twoFour = prune && text(*prune, "kind") == "nm" &&
+                     integer(*prune, "n", 2) == 2 &&
+                     integer(*prune, "m", 4) == 4 && k % 8 == 0;
+      bool isTwoFour = twoFour;
+      for (int64_t g = 0; isTwoFour && g < n; g += 4)
+        isTwoFour =
+            pruned(g) + pruned(g + 1) + pruned(g + 2) + pruned(g + 3) == 2;
+      if (isTwoFour) {
+        std::vector<float> values;
+        std::vector<uint8_t> indices(n / 8, 0);
+        for (int64_t g = 0; g < n; g += 4) {
+          unsigned positions = 0, kept = 0;
+          for (int j = 0; j < 4; ++j)
+            if (!pruned(g + j)) {
+              values.push_back(w[g + j]);
+              positions |= unsigned(j) << (2 * kept++);
+            }
+          indices[g / 8] |= uint8_t(positions << (4 * ((g / 4) % 2)));
+        }
+        file.tensors.push_back(StoredTensor::f32(name, {rows, k / 2}, values));
+        file.tensors.push_back(raw(name + ".indices", "U8", {rows, k / 8},
+                                   indices.data(), indices.size()));
+        file.metadata[name] = "2:4 packed, shape " + shapeText(a);
+        summary.lines.push_back(name +
+                                "  2:4 packed: " + std::to_string(denseBytes) +
+                                " -> " + std::to_string(exported()) + " bytes");
+        continue;
+      }
+      int64_t kept = 0;
+      for (int64_t e = 0; e < n; ++e)
+        kept += !pruned(e);
+      int indexBytes = k <= 32768 ? 2 : 4;
+      int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
+      if (csrBytes < denseBytes) {
+        std::vector<float> values;
+        std::vector<int32_t> offsets{0}, columns;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < k; ++c)
+            if (!pruned(r * k + c)) {
+              values.push_back(w[r * k + c]);
+              columns.push_back(int32_t(c));
+            }
+          offsets.push_back(int32_t(values.size()));
+        }
+        file.tensors.push_back(
+            StoredTensor::f32(name + ".values", {kept}, values));
+        if (indexBytes == 2) {
+          std::vector<int16_t> narrow(columns.begin(), columns.end());
+          file.tensors.push_back(raw(name + ".columns", "I16", {kept},
+                                     narrow.data(), narrow.size() * 2));
+        } else {
+          file.tensors.push_back(
+              StoredTensor::i32(name + ".columns", {kept}, columns));
+        }
+        file.tensors.push_back(
+            StoredTensor::i32(name + ".row_offsets", {rows + 1}, offsets));
+        file.metadata[name] = "CSR over dim 0, shape " + shapeText(a);
+        summary.lines.push_back(
+            name + "  CSR (" +
+            std::to_string(100 * (n - kept) / std::max<int64_t>(n, 1)) +
+            "% pruned): " + std::to_string(denseBytes) + " -> " +
+            std::to_string(exported()) + " bytes");
+        continue;
+      }
+    }
+    std::string stored = dtype == "f32"    ? "F32"
+                         : dtype == "bf16" ? "BF16"
+                                           : "F16";
+    file.tensors.push_back(
+        raw(name, stored, shape, arg.data, size_t(denseBytes)));
+    exported();
+  }
+  return writeSafetensors(path, file, error);
+}

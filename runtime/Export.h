@@ -1,0 +1,54 @@
+//===- Export.h - Compressed weights for inference (train --export) -*- C++
+//-*-===//
+//
+// Writes a trained model's parameters in the form inference wants them
+// (safetensors, metadata `format: mnemo-export-1`; each compressed
+// tensor's layout is in the metadata under its name):
+//
+// - a weight trained with `quantize ... = qat(bits = 8)`: int8 values (I8,
+//   the weight's shape) with `<w>.scale` (F32) and `<w>.zero_point` (I32)
+//   per channel (dim 0) or per tensor, from the observed range, so that
+//   (q - zero_point) * scale is exactly what the fake-quantized forward
+//   computed; with bits = 4: two values per byte (U8, low nibble first,
+//   two's complement);
+// - a pruned 2:4 weight [rows, k]: the kept values (F32 [rows, k / 2]) and
+//   `<w>.indices` (U8 [rows, k / 8]): each group of four gives the
+//   positions of its two kept values in 2 + 2 bits, two groups per byte,
+//   low nibble first;
+// - another pruned weight: CSR (`<w>.values` F32, `<w>.columns` I16 or I32,
+//   `<w>.row_offsets` I32 over dim 0) when that is smaller than dense;
+// - everything else as it is.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_EXPORT_H
+#define MNEMO_RUNTIME_EXPORT_H
+
+#include "runtime/Model.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mnemo {
+namespace runtime {
+
+struct ExportSummary {
+  /// Bytes of the parameters as trained (dense), and as exported.
+  int64_t denseBytes = 0, exportedBytes = 0;
+  /// One line per compressed parameter: "fc1.weight  int8 per channel ...".
+  std::vector<std::string> lines;
+};
+
+/// Writes the export of the parameters in `memory` (host copies) to `path`
+/// atomically. `train` is the model's train section (JSON).
+bool exportWeights(const std::string &path, const ModelInfo &model,
+                   const StepMemory &memory, ExportSummary &summary,
+                   std::string &error);
+
+} // namespace runtime
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_EXPORT_H
