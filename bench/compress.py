@@ -26,8 +26,10 @@ magnitude, custom_from_mask with the same 2:4 rule) or fake-quantizes with
 torch.ao.quantization's FakeQuantize and observer of the same settings.
 Both report the test accuracy after the last epoch, the sparsity reached,
 and the bytes of model state (Mnemo: parameters, bitmasks and observer
-ranges in the checkpoint; PyTorch: the serialized state_dict, which keeps
-weight_orig and an f32 weight_mask per pruned tensor). The dense PyTorch
+ranges in the checkpoint, and the weights `train --export` writes for
+inference: int8 with scales, 2:4-packed or CSR; PyTorch: the serialized
+state_dict, which keeps weight_orig and an f32 weight_mask per pruned
+tensor). The dense PyTorch
 model is also converted by quantize_dynamic (int8 Linear layers) and
 evaluated: its accuracy and serialized bytes are the last columns.
 """
@@ -107,11 +109,11 @@ def run_mnemo(name, spec, method, work, threads):
     out = os.path.join(work, tag)
     subprocess.run([mnemoc, model, "-o", out], check=True, capture_output=True,
                    env=dict(os.environ, MNEMO_STDLIB=os.path.join(ROOT, "lang", "std")))
-    summary, ckpt = out + ".json", out + ".safetensors"
+    summary, ckpt, export = out + ".json", out + ".safetensors", out + "-export.safetensors"
     started = time.time()
     subprocess.run([os.path.join(out, "train"), "--data", DATA, "--eval", "--quiet",
-                    "--threads", str(threads), "--summary-json", summary, "--save", ckpt],
-                   check=True, capture_output=True)
+                    "--threads", str(threads), "--summary-json", summary, "--save", ckpt,
+                    "--export", export], check=True, capture_output=True)
     seconds = time.time() - started
     accuracy = json.load(open(summary))["evaluations"][-1]["accuracy"]
     state, _ = safetensors_numpy.load(ckpt)
@@ -125,8 +127,10 @@ def run_mnemo(name, spec, method, work, threads):
         pruned += bits.sum()
         total += weight.size
         assert (weight.reshape(-1)[bits] == 0).all()
+    export_bytes = sum(v.nbytes for v in safetensors_numpy.load(export)[0].values())
     return {"accuracy": accuracy, "sparsity": pruned / total if total else 0.0,
-            "model_bytes": int(model_bytes), "seconds": seconds}
+            "model_bytes": int(model_bytes), "export_bytes": int(export_bytes),
+            "seconds": seconds}
 
 
 def load_idx(prefix):
@@ -275,8 +279,9 @@ def main():
                       f"PyTorch {theirs['accuracy']:.4f}", file=sys.stderr, flush=True)
     dense = {r["model"]: r for r in rows if r["method"] == "dense"}
     print("| model | method | sparsity | Mnemo accuracy | Δ vs dense | PyTorch accuracy | "
-          "Δ vs dense | Mnemo model state | PyTorch state_dict | Mnemo s | PyTorch s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "Δ vs dense | Mnemo checkpoint (params, masks, ranges) | Mnemo --export | "
+          "PyTorch state_dict | Mnemo s | PyTorch s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in list(rows):
         if "dynamic_accuracy" in r["pytorch"]:
             rows.append({"model": r["model"], "method": "quantize_dynamic int8 (of dense)",
@@ -295,6 +300,7 @@ def main():
                  f"{ours['accuracy']:.4f}" if ours else "", delta("mnemo"),
                  f"{theirs['accuracy']:.4f}", delta("pytorch"),
                  f"{ours['model_bytes'] / 1024:.0f} KiB" if ours else "",
+                 f"{ours['export_bytes'] / 1024:.0f} KiB" if ours else "",
                  f"{theirs['model_bytes'] / 1024:.0f} KiB",
                  f"{ours['seconds']:.0f}" if ours else "",
                  f"{theirs['seconds']:.0f}" if theirs["seconds"] else ""]

@@ -124,6 +124,21 @@ void Parser::skipToStatementEnd() {
 //===----------------------------------------------------------------------===//
 
 /// module ::= (import | definition)*
+StmtPtr Parser::parseDirectiveOnly() {
+  if (!tok.is(TokenKind::KwPrune) && !tok.is(TokenKind::KwQuantize)) {
+    errorAtCurrent("expected 'prune' or 'quantize'");
+    return nullptr;
+  }
+  StmtPtr directive = parseTrainSetting();
+  skipNewlines();
+  if (directive && !tok.is(TokenKind::Eof)) {
+    errorAtCurrent(llvm::Twine("expected the end of the directive, found ") +
+                   spell(tok.kind));
+    return nullptr;
+  }
+  return directive;
+}
+
 std::unique_ptr<Module> Parser::parseModule() {
   auto module = std::make_unique<Module>();
   skipNewlines();

@@ -26,6 +26,9 @@ public:
 
   /// Always returns a module; check diags.hadError() for a clean parse.
   std::unique_ptr<Module> parseModule();
+  /// The whole buffer as one `prune PATTERN = ...` or `quantize PATTERN =
+  /// ...` directive (mnemoc's --prune and --quantize); null after an error.
+  StmtPtr parseDirectiveOnly();
 
   /// Expressions nested deeper than this are an error, not a stack overflow.
   static constexpr int kMaxNesting = 200;

@@ -1561,8 +1561,11 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   if (trainStmt) {
     // Checked even when the forward failed, to report every mistake at once.
     frames.push_back({&root, Mode::Train, &locals, SMLoc()});
-    evalTrain(*trainStmt, outputValue);
+    evalTrain(*trainStmt, outputValue, options.directives);
     frames.pop_back();
+  } else if (!options.directives.empty()) {
+    diags.error("--prune and --quantize need a train section, and model '" +
+                model->name + "' has none");
   } else if (outputValue >= 0) {
     graph.outputs.push_back(outputValue);
     graph.outputNames.push_back("output");

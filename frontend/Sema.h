@@ -20,6 +20,7 @@
 namespace mnemo {
 
 class Diagnostics;
+class Stmt;
 struct Program;
 
 struct ElaborateOptions {
@@ -27,6 +28,9 @@ struct ElaborateOptions {
   std::string modelName;
   /// -D name=value, applied to the model's hyper-parameters.
   std::vector<std::pair<std::string, std::string>> overrides;
+  /// --prune and --quantize: directives added to the train section (owned
+  /// by the caller).
+  std::vector<const Stmt *> directives;
 };
 
 /// Elaborates a model of `program`; nullopt after reporting errors.

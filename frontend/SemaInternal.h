@@ -235,7 +235,9 @@ private:
   std::optional<ConfigValue> evalSetting(const Expr &expr,
                                          const SettingFamily &family);
   std::optional<ConfigValue> evalSettingValue(const Expr &expr);
-  void evalTrain(const TrainStmt &train, int output);
+  /// The train section, and the directives of the command line after it.
+  void evalTrain(const TrainStmt &train, int output,
+                 const std::vector<const Stmt *> &extraDirectives);
 
   Frame &frame() { return frames.back(); }
   SourceTrace traceAt(llvm::SMLoc loc) const;

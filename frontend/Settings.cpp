@@ -547,7 +547,8 @@ static bool matchesPattern(llvm::StringRef pattern, llvm::StringRef path) {
   return true;
 }
 
-void Sema::evalTrain(const TrainStmt &train, int output) {
+void Sema::evalTrain(const TrainStmt &train, int output,
+                     const std::vector<const Stmt *> &extraDirectives) {
   // The loss sees the model's output as `output`, next to inputs and targets.
   Scope &scope = *frame().scope;
   scope.vars["output"] = output >= 0 ? Val::ofTensor(output) : Val::error();
@@ -558,8 +559,13 @@ void Sema::evalTrain(const TrainStmt &train, int output) {
   const std::vector<std::string> keys = {
       "optimizer",      "schedule", "loss",  "precision", "memory_budget",
       "clip_grad_norm", "epochs",   "steps", "seed",      "keep_f32"};
-  for (const StmtPtr &stmt : train.settings) {
-    if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt.get())) {
+  std::vector<const Stmt *> statements;
+  for (const StmtPtr &stmt : train.settings)
+    statements.push_back(stmt.get());
+  statements.insert(statements.end(), extraDirectives.begin(),
+                    extraDirectives.end());
+  for (const Stmt *stmt : statements) {
+    if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt)) {
       const char *kind = dir->isPrune ? "prune" : "quantize";
       auto value = evalSetting(
           *dir->value, dir->isPrune ? pruningFamily() : quantizationFamily());

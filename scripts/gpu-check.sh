@@ -6,7 +6,9 @@
 #                                          DIR (default gpu-inputs/, git-
 #                                          ignored): a --emit=project tree per
 #                                          example (and gpt8: the GPT with
-#                                          adamw8bit), and the data
+#                                          adamw8bit; mlpprune and mlpqat:
+#                                          the MLP pruned and with QAT), and
+#                                          the data
 #   scripts/gpu-check.sh [DIR]             on the GPU machine, from the
 #                                          repository root with DIR copied
 #                                          along (the device tool: carry
@@ -39,6 +41,16 @@ if [ "${1:-}" = "--prepare" ]; then
   # gpt8: the GPT with adamw8bit, for the 8-bit optimizer's CUDA kernel.
   sed 's/optimizer = adamw(/optimizer = adamw8bit(/' "$ROOT/examples/gpt.mn" > "$DIR/gpt8.mn"
   "$MNEMO_BUILD/bin/mnemoc" "$DIR/gpt8.mn" --emit=project -o "$DIR/gpt8" >/dev/null
+  # mlpprune: gradual magnitude pruning (an update every step from step 2)
+  # and one-shot 2:4, for the one-block mask kernel; mlpqat: int8
+  # quantization-aware training, for the observer and fake-quant kernels.
+  sed 's/^  train {$/  train {\n    prune fc1.weight = magnitude(sparsity = 0.5, start = 2, end = 30, every = 1)\n    prune fc2.weight = nm(n = 2, m = 4, start = 1)/' \
+    "$ROOT/examples/mlp.mn" > "$DIR/mlpprune.mn"
+  sed 's/^  train {$/  train {\n    quantize fc1.weight = qat(bits = 8, observer = moving_average)\n    quantize fc2.weight = qat(bits = 4, per_tensor, affine)/' \
+    "$ROOT/examples/mlp.mn" > "$DIR/mlpqat.mn"
+  for model in mlpprune mlpqat; do
+    "$MNEMO_BUILD/bin/mnemoc" "$DIR/$model.mn" --emit=project -o "$DIR/$model" >/dev/null
+  done
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$DIR/data/fashion-mnist/"
   /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$DIR/data/tokens" >/dev/null
   git -C "$ROOT" rev-parse --short HEAD > "$DIR/COMMIT" 2>/dev/null || true
@@ -65,7 +77,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
 say "inputs from commit $(cat "$DIR/COMMIT" 2>/dev/null || echo '?')"
 
-MODELS="mlp cnn gpt gpt8"
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat"
 
 # 1. Build every trainer with CMake alone, in parallel.
 for model in $MODELS; do
@@ -95,6 +107,13 @@ for model in $MODELS; do
   timeout 120 $train --device cpu --summary-json "$OUT/$model-cpu.json" > "$OUT/$model-cpu.log" 2>&1 || fail "$model on the CPU"
   timeout 120 $train --device cuda --summary-json "$OUT/$model-cuda.json" > "$OUT/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$OUT/$model-cuda.log")"
   grep -h "device:\|memory:" "$OUT/$model-cuda.log" | tee -a "$LOG"
+  # Pruning reaches the same sparsity on both (the counts follow the
+  # schedule; which elements go may differ with the GEMMs' rounding).
+  if [ "$(grep -h '^pruned:' "$OUT/$model-cpu.log" | awk '{print $2, $3}')" != \
+       "$(grep -h '^pruned:' "$OUT/$model-cuda.log" | awk '{print $2, $3}')" ]; then
+    fail "$model: the GPU's sparsity differs from the CPU's"
+  fi
+  grep -h "^pruned:" "$OUT/$model-cuda.log" | sed "s/^/$model (GPU) /" | tee -a "$LOG"
   [ -f "$OUT/$model-cuda.json" ] || continue
   python3 "$ROOT/scripts/compare-losses.py" "$OUT/$model-cpu.json" "$OUT/$model-cuda.json" --rtol 2e-3 \
     | sed "s/^/$model: /" | tee -a "$LOG"

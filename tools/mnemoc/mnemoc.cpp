@@ -19,6 +19,7 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/Graph.h"
 #include "frontend/MLIRGen.h"
+#include "frontend/Parser.h"
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoDialect.h"
@@ -180,6 +181,16 @@ cl::list<std::string>
     defines("D", cl::Prefix,
             cl::desc("Override a model hyper-parameter: -D layers=12"),
             cl::value_desc("name=value"), cl::cat(category));
+cl::list<std::string> pruneDirectives(
+    "prune",
+    cl::desc("Add a prune directive to the train section, as in the file: "
+             "--prune='fc1.weight = magnitude(sparsity = 0.5)'"),
+    cl::value_desc("pattern=method(...)"), cl::cat(category));
+cl::list<std::string> quantizeDirectives(
+    "quantize",
+    cl::desc("Add a quantize directive to the train section, as in the file: "
+             "--quantize='fc*.weight = qat(bits = 8)'"),
+    cl::value_desc("pattern=scheme(...)"), cl::cat(category));
 cl::list<std::string> importPaths("I", cl::Prefix,
                                   cl::desc("Search this folder for imports"),
                                   cl::value_desc("dir"), cl::cat(category));
@@ -346,6 +357,29 @@ int main(int argc, char **argv) {
     }
     options.overrides.emplace_back(name.trim().str(), value.trim().str());
   }
+  // --prune and --quantize: parsed as the directive they spell, from a
+  // buffer of their own, so errors point into the option's text.
+  std::vector<StmtPtr> commandLineDirectives;
+  auto directiveTexts = [](const char *kind) {
+    std::vector<std::string> texts;
+    for (const std::string &text : std::string(kind) == "prune"
+                                       ? pruneDirectives
+                                       : quantizeDirectives)
+      texts.push_back(text);
+    return texts;
+  };
+  for (const char *kind : {"prune", "quantize"})
+    for (const std::string &text : directiveTexts(kind)) {
+      unsigned buffer = sourceMgr.AddNewSourceBuffer(
+          llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text + "\n",
+                                               std::string("<--") + kind +
+                                                   ">"),
+          llvm::SMLoc());
+      if (StmtPtr directive = Parser(buffer, diags).parseDirectiveOnly()) {
+        options.directives.push_back(directive.get());
+        commandLineDirectives.push_back(std::move(directive));
+      }
+    }
   if (diags.hadError())
     return 1;
 
