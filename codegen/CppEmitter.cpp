@@ -575,9 +575,10 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return success();
           })
           .Case([&](PruneMasksOp p) {
+            // The targets on the stack: a step allocates nothing.
             out() << "  {\n    static const mnemo::prune::Spec spec = "
                   << pruneSpecLiteral(p) << ";\n";
-            std::string weights, masks, newMasks, shapes, ranks;
+            std::string targets, masks;
             for (auto [i, w] : llvm::enumerate(p.getWeights())) {
               Shape shape = shapeOf(w);
               out() << "    static const int64_t shape" << i << "[] = {"
@@ -588,21 +589,16 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                                   ", ")
                     << "};\n";
               std::string sep = i ? ", " : "";
-              weights += sep + P(w);
+              targets += sep + "{" + P(w) + ", reinterpret_cast<uint32_t *>(" +
+                         res(i) + "), shape" + std::to_string(i) + ", " +
+                         std::to_string(shape.size()) + "}";
               masks += sep + "reinterpret_cast<const uint32_t *>(" +
                        P(p.getMasks()[i]) + ")";
-              newMasks += sep + "reinterpret_cast<uint32_t *>(" + res(i) + ")";
-              shapes += sep + "shape" + std::to_string(i);
-              ranks += sep + std::to_string(shape.size());
             }
-            out() << "    const float *const weights[] = {" << weights
+            out() << "    mnemo::prune::Target targets[] = {" << targets
                   << "};\n    const uint32_t *const masks[] = {" << masks
-                  << "};\n    uint32_t *const newMasks[] = {" << newMasks
-                  << "};\n    static const int64_t *const shapes[] = {"
-                  << shapes << "};\n    static const int ranks[] = {" << ranks
                   << "};\n    pruneMasks(spec, *" << P(p.getStep()) << ", "
-                  << p.getWeights().size()
-                  << ", weights, masks, newMasks, shapes, ranks);\n  }\n";
+                  << p.getWeights().size() << ", targets, masks);\n  }\n";
             return success();
           })
           .Case([&](ObserveMinMaxOp o) {
@@ -616,18 +612,13 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ");\n";
             return success();
           })
-          .Case<FakeQuantOp, FakeQuantGradOp>([&](auto f) {
-            Value grad;
-            if constexpr (std::is_same_v<decltype(f), FakeQuantGradOp>)
-              grad = f.getGrad();
-            auto [channels, inner] = channelsOf(f.getInput(), f.getAxis());
-            out() << "  fakeQuantize(" << product(shapeOf(f.getInput())) << ", "
-                  << channels << ", " << inner << ", " << P(f.getInput())
-                  << ", " << (grad ? P(grad) : "nullptr") << ", "
-                  << P(f.getMin()) << ", " << P(f.getMax()) << ", "
-                  << int64_t(f.getQuantMin()) << ", "
-                  << int64_t(f.getQuantMax()) << ", "
-                  << (f.getSymmetric() ? "true" : "false") << ", " << res()
+          .Case<FakeQuantOp, FakeQuantGradOp>([&](Operation *) {
+            FakeQuantCall f = fakeQuantCall(op);
+            out() << "  fakeQuantize(" << f.elements << ", " << f.channels
+                  << ", " << f.inner << ", " << P(f.input) << ", "
+                  << (f.grad ? P(f.grad) : "nullptr") << ", " << P(f.min)
+                  << ", " << P(f.max) << ", " << f.qmin << ", " << f.qmax
+                  << ", " << (f.symmetric ? "true" : "false") << ", " << res()
                   << ");\n";
             return success();
           })

@@ -1011,22 +1011,18 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                 channels, kThreads);
             return success();
           })
-          .Case<FakeQuantOp, FakeQuantGradOp>([&](auto f) {
-            Value grad;
-            if constexpr (std::is_same_v<decltype(f), FakeQuantGradOp>)
-              grad = f.getGrad();
-            auto [channels, inner] = channelsOf(f.getInput(), f.getAxis());
-            int64_t n = product(shapeOf(f.getInput()));
-            kernelCall("fakeQuantize(" + std::to_string(n) + ", " +
-                           std::to_string(channels) + ", " +
-                           std::to_string(inner) + ", " + P(f.getInput(), op) +
-                           ", " + (grad ? P(grad, op) : "nullptr") + ", " +
-                           P(f.getMin(), op) + ", " + P(f.getMax(), op) + ", " +
-                           std::to_string(int64_t(f.getQuantMin())) + ", " +
-                           std::to_string(int64_t(f.getQuantMax())) + ", " +
-                           (f.getSymmetric() ? "true" : "false") + ", " +
-                           res(op) + ");",
-                       gridFor(n), kThreads);
+          .Case<FakeQuantOp, FakeQuantGradOp>([&](Operation *) {
+            FakeQuantCall f = fakeQuantCall(op);
+            kernelCall("fakeQuantize(" + std::to_string(f.elements) + ", " +
+                           std::to_string(f.channels) + ", " +
+                           std::to_string(f.inner) + ", " + P(f.input, op) +
+                           ", " + (f.grad ? P(f.grad, op) : "nullptr") + ", " +
+                           P(f.min, op) + ", " + P(f.max, op) + ", " +
+                           std::to_string(f.qmin) + ", " +
+                           std::to_string(f.qmax) + ", " +
+                           (f.symmetric ? "true" : "false") + ", " + res(op) +
+                           ");",
+                       gridFor(f.elements), kThreads);
             return success();
           })
           .Case([&](ApplyMaskOp a) {

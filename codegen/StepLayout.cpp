@@ -98,6 +98,27 @@ std::pair<int64_t, int64_t> codegen::channelsOf(Value tensor, uint64_t axis) {
   return {shape[a], inner};
 }
 
+FakeQuantCall codegen::fakeQuantCall(Operation *op) {
+  FakeQuantCall c;
+  auto fill = [&](auto f) {
+    c.input = f.getInput();
+    c.min = f.getMin();
+    c.max = f.getMax();
+    std::tie(c.channels, c.inner) = channelsOf(c.input, f.getAxis());
+    c.elements = llvm::cast<ShapedType>(c.input.getType()).getNumElements();
+    c.qmin = int64_t(f.getQuantMin());
+    c.qmax = int64_t(f.getQuantMax());
+    c.symmetric = f.getSymmetric();
+  };
+  if (auto grad = llvm::dyn_cast<FakeQuantGradOp>(op)) {
+    fill(grad);
+    c.grad = grad.getGrad();
+  } else {
+    fill(llvm::cast<FakeQuantOp>(op));
+  }
+  return c;
+}
+
 std::string codegen::doubleLiteral(double value) {
   return llvm::formatv("{0:e17}", value).str();
 }

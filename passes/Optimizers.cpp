@@ -2,6 +2,7 @@
 
 #include "passes/Optimizers.h"
 #include "lang/MnemoOps.h"
+#include "passes/TrainSettings.h"
 #include "runtime/Quantize8.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -9,17 +10,6 @@
 
 using namespace mlir;
 using namespace mnemo;
-
-static double number(DictionaryAttr dict, StringRef key, double fallback) {
-  if (!dict)
-    return fallback;
-  Attribute a = dict.get(key);
-  if (auto f = llvm::dyn_cast_or_null<FloatAttr>(a))
-    return f.getValueAsDouble();
-  if (auto i = llvm::dyn_cast_or_null<IntegerAttr>(a))
-    return double(i.getInt());
-  return fallback;
-}
 
 FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train,
                                              Location loc) {
@@ -37,7 +27,7 @@ FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train,
     opt.clipNorm = clip.getValueAsDouble();
   if (opt.kind == "adam" || opt.kind == "adamw" || opt.kind == "adamw8bit")
     opt.state = {"exp_avg", "exp_avg_sq"};
-  else if (opt.kind == "sgd" && number(opt.settings, "momentum", 0) != 0)
+  else if (opt.kind == "sgd" && settingNumber(opt.settings, "momentum", 0) != 0)
     opt.state = {"momentum_buffer"};
   else if (opt.kind != "sgd") {
     emitError(loc) << "optimizer '" << opt.kind
@@ -49,7 +39,7 @@ FailureOr<Optimizer> Optimizer::fromSettings(DictionaryAttr train,
 }
 
 int64_t Optimizer::quantizationBlock() const {
-  return int64_t(number(settings, "block", double(quant8::kBlock)));
+  return int64_t(settingNumber(settings, "block", double(quant8::kBlock)));
 }
 
 bool Optimizer::quantizesState(Type paramType) const {
@@ -91,16 +81,16 @@ Value Optimizer::learningRate(OpBuilder &b, Location loc, Value step,
   auto f32 = RankedTensorType::get({}, b.getF32Type());
   return b.create<LrScheduleOp>(
       loc, f32, step, totalSteps, b.getStringAttr(kindAttr),
-      b.getF64FloatAttr(number(settings, "lr", 1e-3)),
-      b.getI64IntegerAttr(int64_t(number(schedule, "warmup", 0))),
-      b.getI64IntegerAttr(int64_t(number(schedule, "steps", 0))),
-      b.getF64FloatAttr(number(schedule, "min_lr", 0)));
+      b.getF64FloatAttr(settingNumber(settings, "lr", 1e-3)),
+      b.getI64IntegerAttr(int64_t(settingNumber(schedule, "warmup", 0))),
+      b.getI64IntegerAttr(int64_t(settingNumber(schedule, "steps", 0))),
+      b.getF64FloatAttr(settingNumber(schedule, "min_lr", 0)));
 }
 
 SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
                                      Value grad, ValueRange stateValues,
                                      Value lr, Value step, Value skip) const {
-  double weightDecay = number(settings, "weight_decay", 0);
+  double weightDecay = settingNumber(settings, "weight_decay", 0);
   if (quantizesState(param.getType())) {
     auto betas = settings.getAs<ArrayAttr>("betas");
     auto op = b.create<Adam8bitUpdateOp>(
@@ -110,7 +100,7 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
         stateValues[2], stateValues[3], lr, step, skip,
         b.getF64FloatAttr(llvm::cast<FloatAttr>(betas[0]).getValueAsDouble()),
         b.getF64FloatAttr(llvm::cast<FloatAttr>(betas[1]).getValueAsDouble()),
-        b.getF64FloatAttr(number(settings, "eps", 1e-8)),
+        b.getF64FloatAttr(settingNumber(settings, "eps", 1e-8)),
         b.getF64FloatAttr(weightDecay),
         b.getI64IntegerAttr(quantizationBlock()));
     return {op.getNewParam(), op.getNewExpAvgCodes(), op.getNewExpAvgAbsmax(),
@@ -124,17 +114,17 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
         loc, param.getType(), param.getType(), param.getType(), param, grad,
         stateValues[0], stateValues[1], lr, step, skip,
         b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-        b.getF64FloatAttr(number(settings, "eps", 1e-8)),
+        b.getF64FloatAttr(settingNumber(settings, "eps", 1e-8)),
         b.getF64FloatAttr(weightDecay), b.getBoolAttr(kind != "adam"));
     return {op.getNewParam(), op.getNewExpAvg(), op.getNewExpAvgSq()};
   }
-  double momentum = number(settings, "momentum", 0);
+  double momentum = settingNumber(settings, "momentum", 0);
   if (momentum != 0) {
     auto nesterov = settings.getAs<BoolAttr>("nesterov");
     auto op = b.create<SgdUpdateOp>(
         loc, param.getType(), param.getType(), param, grad, stateValues[0], lr,
         step, skip, b.getF64FloatAttr(momentum),
-        b.getF64FloatAttr(number(settings, "dampening", 0)),
+        b.getF64FloatAttr(settingNumber(settings, "dampening", 0)),
         b.getF64FloatAttr(weightDecay),
         b.getBoolAttr(nesterov && nesterov.getValue()));
     return {op.getNewParam(), op.getNewMomentumBuffer()};

@@ -3,34 +3,13 @@
 #include "passes/Pruning.h"
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
+#include "passes/TrainSettings.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 
 using namespace mlir;
 using namespace mnemo;
-
-static int64_t integer(DictionaryAttr dict, StringRef key, int64_t fallback) {
-  if (auto i = dict.getAs<IntegerAttr>(key))
-    return i.getInt();
-  if (auto f = dict.getAs<FloatAttr>(key))
-    return int64_t(f.getValueAsDouble());
-  return fallback;
-}
-
-static double number(DictionaryAttr dict, StringRef key, double fallback) {
-  if (auto f = dict.getAs<FloatAttr>(key))
-    return f.getValueAsDouble();
-  if (auto i = dict.getAs<IntegerAttr>(key))
-    return double(i.getInt());
-  return fallback;
-}
-
-static StringRef text(DictionaryAttr dict, StringRef key, StringRef fallback) {
-  if (auto s = dict.getAs<StringAttr>(key))
-    return s.getValue();
-  return fallback;
-}
 
 /// Why `method` cannot prune a parameter of `type`, or "" when it can.
 static std::string unprunable(DictionaryAttr settings, RankedTensorType type) {
@@ -41,9 +20,9 @@ static std::string unprunable(DictionaryAttr settings, RankedTensorType type) {
     return why;
   }
   return shape::pruneProblem(
-      text(settings, "kind", "").str(), shape::Shape(type.getShape()),
-      integer(settings, "dim", 0), integer(settings, "n", 2),
-      integer(settings, "m", 4));
+      settingText(settings, "kind", "").str(), shape::Shape(type.getShape()),
+      settingInt(settings, "dim", 0), settingInt(settings, "n", 2),
+      settingInt(settings, "m", 4));
 }
 
 FailureOr<Pruning> Pruning::fromSettings(DictionaryAttr train,
@@ -108,10 +87,10 @@ SmallVector<Value> Pruning::updateMasks(OpBuilder &b, Location loc, Value step,
   SmallVector<Value> newMasks(params.size());
   for (const Directive &d : directives) {
     DictionaryAttr s = d.settings;
-    StringRef method = text(s, "kind", "magnitude");
+    StringRef method = settingText(s, "kind", "magnitude");
     // Per-layer magnitude pruning ranks each weight on its own: one op each.
     SmallVector<SmallVector<unsigned>> groups;
-    if (method == "magnitude" && text(s, "scope", "layer") == "layer")
+    if (method == "magnitude" && settingText(s, "scope", "layer") == "layer")
       for (unsigned k : d.params)
         groups.push_back({k});
     else
@@ -126,14 +105,14 @@ SmallVector<Value> Pruning::updateMasks(OpBuilder &b, Location loc, Value step,
       }
       auto op = b.create<PruneMasksOp>(
           loc, types, step, weights, groupMasks, b.getStringAttr(method),
-          b.getF64FloatAttr(number(s, "sparsity", 0)),
-          b.getI64IntegerAttr(integer(s, "start", 0)),
-          b.getI64IntegerAttr(integer(s, "end", 0)),
-          b.getI64IntegerAttr(integer(s, "every", 100)),
-          b.getStringAttr(text(s, "norm", "l2")),
-          b.getI64IntegerAttr(integer(s, "dim", 0)),
-          b.getI64IntegerAttr(integer(s, "n", 2)),
-          b.getI64IntegerAttr(integer(s, "m", 4)));
+          b.getF64FloatAttr(settingNumber(s, "sparsity", 0)),
+          b.getI64IntegerAttr(settingInt(s, "start", 0)),
+          b.getI64IntegerAttr(settingInt(s, "end", 0)),
+          b.getI64IntegerAttr(settingInt(s, "every", 100)),
+          b.getStringAttr(settingText(s, "norm", "l2")),
+          b.getI64IntegerAttr(settingInt(s, "dim", 0)),
+          b.getI64IntegerAttr(settingInt(s, "n", 2)),
+          b.getI64IntegerAttr(settingInt(s, "m", 4)));
       for (auto [k, result] : llvm::zip(group, op.getNewMasks()))
         newMasks[k] = result;
     }

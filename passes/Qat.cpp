@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/TrainSettings.h"
 
 #include "lang/MnemoOps.h"
 
@@ -24,19 +25,6 @@ using namespace mnemo;
 
 namespace {
 
-StringRef text(DictionaryAttr dict, StringRef key, StringRef fallback) {
-  auto s = dict.getAs<StringAttr>(key);
-  return s ? s.getValue() : fallback;
-}
-
-int64_t integer(DictionaryAttr dict, StringRef key, int64_t fallback) {
-  if (auto i = dict.getAs<IntegerAttr>(key))
-    return i.getInt();
-  if (auto f = dict.getAs<FloatAttr>(key))
-    return int64_t(f.getValueAsDouble());
-  return fallback;
-}
-
 /// PyTorch's observer defaults: MovingAverageMinMaxObserver's constant.
 constexpr double kAveragingConstant = 0.01;
 
@@ -53,7 +41,7 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
     b.setInsertionPointToStart(&body);
     for (Attribute entry : list) {
       auto settings = llvm::cast<DictionaryAttr>(entry);
-      StringRef kind = text(settings, "kind", "");
+      StringRef kind = settingText(settings, "kind", "");
       if (kind != "qat") {
         forward.emitError()
             << "post-training '" << kind
@@ -62,13 +50,15 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
             << (kind == "int4" ? 4 : 8) << ")'";
         return signalPassFailure();
       }
-      int64_t bits = integer(settings, "bits", 8);
+      int64_t bits = settingInt(settings, "bits", 8);
       int64_t qmin = -(int64_t(1) << (bits - 1)), qmax = -qmin - 1;
-      bool perChannel = text(settings, "granularity", "") == "per_channel";
-      bool symmetric = text(settings, "scheme", "") == "symmetric";
-      double averaging = text(settings, "observer", "") == "moving_average"
-                             ? kAveragingConstant
-                             : 0.0;
+      bool perChannel =
+          settingText(settings, "granularity", "") == "per_channel";
+      bool symmetric = settingText(settings, "scheme", "") == "symmetric";
+      double averaging =
+          settingText(settings, "observer", "") == "moving_average"
+              ? kAveragingConstant
+              : 0.0;
       for (Attribute p : settings.getAs<ArrayAttr>("params"))
         if (failed(quantize(forward, llvm::cast<StringAttr>(p).getValue(),
                             perChannel, symmetric, averaging, qmin, qmax, b)))
@@ -97,8 +87,8 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
     // Per output channel: dim 0 of a weight [out, in...]; a scalar or a
     // vector gets one range.
     int64_t axis = perChannel && type.getRank() >= 2 ? 0 : -1;
-    auto rangeType = RankedTensorType::get(
-        {axis < 0 ? 1 : type.getDimSize(0)}, b.getF32Type());
+    auto rangeType = RankedTensorType::get({axis < 0 ? 1 : type.getDimSize(0)},
+                                           b.getF32Type());
     auto zeros =
         b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
     Value range[2];
@@ -109,8 +99,9 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
           index, rangeType,
           b.getDictionaryAttr(
               {b.getNamedAttr("mnemo.role", b.getStringAttr("buffer")),
-               b.getNamedAttr("mnemo.name",
-                              b.getStringAttr(name + ".observer." + StringRef(bound))),
+               b.getNamedAttr(
+                   "mnemo.name",
+                   b.getStringAttr(name + ".observer." + StringRef(bound))),
                b.getNamedAttr("mnemo.init", zeros)}),
           param.getLoc());
       range[i] = body.getArgument(index);

@@ -971,22 +971,12 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
 }
 
 void pruneMasks(const prune::Spec &spec, int32_t step, int count,
-                const float *const *weights, const uint32_t *const *masks,
-                uint32_t *const *newMasks, const int64_t *const *shapes,
-                const int *ranks) {
-  std::vector<prune::Target> targets;
-  double sparsity = 0;
-  bool update = prune::scheduledSparsity(spec, step, &sparsity);
-  for (int t = 0; t < count; ++t) {
-    prune::Target target{weights[t], newMasks[t], shapes[t], ranks[t]};
-    if (masks[t] != newMasks[t])
-      std::memcpy(newMasks[t], masks[t],
-                  sizeof(uint32_t) * prune::maskWords(target.count()));
-    if (update) // (a rare step: the list is built only then)
-      targets.push_back(target);
-  }
-  if (update)
-    prune::updateMasks(spec, step, targets.data(), count);
+                prune::Target *targets, const uint32_t *const *masks) {
+  for (int t = 0; t < count; ++t)
+    if (masks[t] != targets[t].mask)
+      std::memcpy(targets[t].mask, masks[t],
+                  sizeof(uint32_t) * prune::maskWords(targets[t].count()));
+  prune::updateMasks(spec, step, targets, count);
 }
 
 void applyMask(int64_t n, int elementBytes, const void *in,
@@ -1004,24 +994,55 @@ void applyMask(int64_t n, int elementBytes, const void *in,
 void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
                    const float *lo, const float *hi, float *newLo, float *newHi,
                    int32_t step, float averaging) {
-  fakequant::observeMinMax(x, n, channels, inner, lo, hi, newLo, newHi, step,
-                           averaging);
+  // One channel per task: its rows of `inner` elements, [outer, C, inner].
+  int64_t outer = n / (channels * inner);
+  parallelFor(channels,
+              std::max<int64_t>(1, 65536 * channels / std::max<int64_t>(n, 1)),
+              [&](int64_t first, int64_t last) {
+                for (int64_t c = first; c < last; ++c) {
+                  float smallest = std::numeric_limits<float>::infinity();
+                  float largest = -smallest;
+                  for (int64_t o = 0; o < outer; ++o) {
+                    const float *row = x + (o * channels + c) * inner;
+                    for (int64_t i = 0; i < inner; ++i) {
+                      smallest = std::min(smallest, row[i]);
+                      largest = std::max(largest, row[i]);
+                    }
+                  }
+                  newLo[c] = fakequant::observe(lo[c], smallest, step <= 1,
+                                                averaging, true);
+                  newHi[c] = fakequant::observe(hi[c], largest, step <= 1,
+                                                averaging, false);
+                }
+              });
 }
 
 void fakeQuantize(int64_t n, int64_t channels, int64_t inner, const float *x,
                   const float *grad, const float *lo, const float *hi, int qmin,
                   int qmax, bool symmetric, float *out) {
-  // Each chunk computes its channels' parameters: a few per chunk.
-  parallelFor(n, 16384, [&](int64_t first, int64_t last) {
-    for (int64_t e = first; e < last; ++e) {
-      int64_t c = (e / inner) % channels;
-      fakequant::QParams q =
-          fakequant::qparams(lo[c], hi[c], qmin, qmax, symmetric);
+  // Rows of `inner` elements share their channel's parameters: computed
+  // once a row, not once an element.
+  auto run = [&](int64_t row, int64_t begin, int64_t end) {
+    int64_t c = row % channels;
+    fakequant::QParams q =
+        fakequant::qparams(lo[c], hi[c], qmin, qmax, symmetric);
+    for (int64_t e = row * inner + begin; e < row * inner + end; ++e)
       out[e] = grad ? (fakequant::passesGradient(x[e], q, qmin, qmax) ? grad[e]
                                                                       : 0.0f)
                     : fakequant::fakeQuant(x[e], q, qmin, qmax);
-    }
-  });
+  };
+  int64_t rows = n / inner;
+  if (rows >= 4 * int64_t(threads())) {
+    parallelFor(rows, std::max<int64_t>(1, 16384 / inner),
+                [&](int64_t first, int64_t last) {
+                  for (int64_t r = first; r < last; ++r)
+                    run(r, 0, inner);
+                });
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    parallelFor(inner, 16384,
+                [&](int64_t first, int64_t last) { run(r, first, last); });
 }
 
 void adam8bitUpdate(int64_t n, int64_t block, const float *param,

@@ -301,12 +301,11 @@ void sgdUpdate(int64_t n, const float *param, const float *grad,
                double weightDecay, bool nesterov, const float *skip = nullptr);
 /// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
 /// of consecutive finite steps is held in a float).
-/// `prune_masks` (runtime/Prune.h): each new mask starts as its mask and is
-/// recomputed at the steps the schedule names.
+/// `prune_masks` (runtime/Prune.h): each target's new mask (`mask`) starts
+/// as its old one (`masks[t]`) and is recomputed at the steps the schedule
+/// names.
 void pruneMasks(const prune::Spec &spec, int32_t step, int count,
-                const float *const *weights, const uint32_t *const *masks,
-                uint32_t *const *newMasks, const int64_t *const *shapes,
-                const int *ranks);
+                prune::Target *targets, const uint32_t *const *masks);
 /// `apply_mask`: zeroes the elements whose mask bit is set (in place when
 /// `in == out`).
 void applyMask(int64_t n, int elementBytes, const void *in,

@@ -362,18 +362,17 @@ int main(int argc, char **argv) {
   std::vector<StmtPtr> commandLineDirectives;
   auto directiveTexts = [](const char *kind) {
     std::vector<std::string> texts;
-    for (const std::string &text : std::string(kind) == "prune"
-                                       ? pruneDirectives
-                                       : quantizeDirectives)
+    for (const std::string &text :
+         std::string(kind) == "prune" ? pruneDirectives : quantizeDirectives)
       texts.push_back(text);
     return texts;
   };
   for (const char *kind : {"prune", "quantize"})
     for (const std::string &text : directiveTexts(kind)) {
       unsigned buffer = sourceMgr.AddNewSourceBuffer(
-          llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text + "\n",
-                                               std::string("<--") + kind +
-                                                   ">"),
+          llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text +
+                                                   "\n",
+                                               std::string("<--") + kind + ">"),
           llvm::SMLoc());
       if (StmtPtr directive = Parser(buffer, diags).parseDirectiveOnly()) {
         options.directives.push_back(directive.get());
