@@ -597,7 +597,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             }
             out() << "    mnemo::prune::Target targets[] = {" << targets
                   << "};\n    const uint32_t *const masks[] = {" << masks
-                  << "};\n    pruneMasks(spec, *" << P(p.getStep()) << ", "
+                  << "};\n    *" << res(p.getNewMasks().size())
+                  << " = pruneMasks(spec, *" << P(p.getStep()) << ", "
                   << p.getWeights().size() << ", targets, masks);\n  }\n";
             return success();
           })
@@ -626,7 +627,8 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             out() << "  applyMask(" << product(shapeOf(a.getInput())) << ", "
                   << ctypeOf(a.getInput().getType()).bytes << ", "
                   << P(a.getInput()) << ", reinterpret_cast<const uint32_t *>("
-                  << P(a.getMask()) << "), " << res() << ");\n";
+                  << P(a.getMask()) << "), " << res() << ", "
+                  << (a.getWhen() ? P(a.getWhen()) : "nullptr") << ");\n";
             return success();
           })
           .Case([&](SgdUpdateOp s) {

@@ -983,18 +983,18 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int method = p.getMethod() == "magnitude"    ? 0
                          : p.getMethod() == "structured" ? 1
                                                          : 2;
-            kernelCall("pruneMasks(r, " + table + ", " +
-                           std::to_string(p.getWeights().size()) + ", " +
-                           P(p.getStep(), op) + ", " + std::to_string(method) +
-                           ", " +
-                           doubleLiteral(p.getSparsity().convertToDouble()) +
-                           ", " + std::to_string(p.getStart()) + "ll, " +
-                           std::to_string(p.getEnd()) + "ll, " +
-                           std::to_string(p.getEvery()) + "ll, " +
-                           (p.getNorm() == "l1" ? "true" : "false") + ", " +
-                           std::to_string(p.getN()) + ", " +
-                           std::to_string(p.getM()) + ");",
-                       1, kThreads);
+            kernelCall(
+                "pruneMasks(r, " + table + ", " +
+                    std::to_string(p.getWeights().size()) + ", " +
+                    P(p.getStep(), op) + ", " + std::to_string(method) + ", " +
+                    doubleLiteral(p.getSparsity().convertToDouble()) + ", " +
+                    std::to_string(p.getStart()) + "ll, " +
+                    std::to_string(p.getEnd()) + "ll, " +
+                    std::to_string(p.getEvery()) + "ll, " +
+                    (p.getNorm() == "l1" ? "true" : "false") + ", " +
+                    std::to_string(p.getN()) + ", " + std::to_string(p.getM()) +
+                    ", " + res(op, p.getNewMasks().size()) + ");",
+                1, kThreads);
             return success();
           })
           .Case([&](ObserveMinMaxOp o) {
@@ -1013,16 +1013,15 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
           })
           .Case<FakeQuantOp, FakeQuantGradOp>([&](Operation *) {
             FakeQuantCall f = fakeQuantCall(op);
-            kernelCall("fakeQuantize(" + std::to_string(f.elements) + ", " +
-                           std::to_string(f.channels) + ", " +
-                           std::to_string(f.inner) + ", " + P(f.input, op) +
-                           ", " + (f.grad ? P(f.grad, op) : "nullptr") + ", " +
-                           P(f.min, op) + ", " + P(f.max, op) + ", " +
-                           std::to_string(f.qmin) + ", " +
-                           std::to_string(f.qmax) + ", " +
-                           (f.symmetric ? "true" : "false") + ", " + res(op) +
-                           ");",
-                       gridFor(f.elements), kThreads);
+            kernelCall(
+                "fakeQuantize(" + std::to_string(f.elements) + ", " +
+                    std::to_string(f.channels) + ", " +
+                    std::to_string(f.inner) + ", " + P(f.input, op) + ", " +
+                    (f.grad ? P(f.grad, op) : "nullptr") + ", " + P(f.min, op) +
+                    ", " + P(f.max, op) + ", " + std::to_string(f.qmin) + ", " +
+                    std::to_string(f.qmax) + ", " +
+                    (f.symmetric ? "true" : "false") + ", " + res(op) + ");",
+                gridFor(f.elements), kThreads);
             return success();
           })
           .Case([&](ApplyMaskOp a) {
@@ -1037,7 +1036,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                            "), reinterpret_cast<const "
                            "uint32_t *>(" +
                            P(a.getMask(), op) + "), reinterpret_cast<" + bits +
-                           " *>(" + res(op) + "));",
+                           " *>(" + res(op) + "), " +
+                           (a.getWhen() ? P(a.getWhen(), op) : "nullptr") +
+                           ");",
                        gridFor(n), kThreads);
             return success();
           })

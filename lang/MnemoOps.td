@@ -928,12 +928,13 @@ def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Pure, Mnemo_NoGradient,
       `m - n` smallest (2:4 for sparse tensor cores).
 
     Pruned elements sort first, so masks only grow. Ties go to the lower
-    index, so every backend prunes the same elements.
+    index, so every backend prunes the same elements. `updated` is 1 when
+    this step recomputed the masks, else 0.
 
     ```mlir
     %m2 = mnemo.prune_masks %step : tensor<i32> weights(%w : tensor<512x784xf32>) masks(%m : tensor<12544xi32>)
         {dim = 0 : i64, end = 2000 : i64, every = 100 : i64, m = 4 : i64, method = "magnitude",
-         n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 200 : i64} -> tensor<12544xi32>
+         n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 200 : i64} -> (tensor<12544xi32>), tensor<i32>
     ```
   }];
   let arguments = (ins 0DTensorOf<[I32]>:$step,
@@ -942,10 +943,12 @@ def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Pure, Mnemo_NoGradient,
                        StrAttr:$method, F64Attr:$sparsity, I64Attr:$start,
                        I64Attr:$end, I64Attr:$every, StrAttr:$norm,
                        I64Attr:$dim, I64Attr:$n, I64Attr:$m);
-  let results = (outs Variadic<1DTensorOf<[I32]>>:$new_masks);
+  let results = (outs Variadic<1DTensorOf<[I32]>>:$new_masks,
+                      0DTensorOf<[I32]>:$updated);
   let assemblyFormat = [{
     $step `:` type($step) `weights` `(` $weights `:` type($weights) `)`
-    `masks` `(` $masks `:` type($masks) `)` attr-dict `->` type($new_masks)
+    `masks` `(` $masks `:` type($masks) `)` attr-dict
+    `->` `(` type($new_masks) `)` `,` type($updated)
   }];
   let hasVerifier = 1;
 }
@@ -958,14 +961,20 @@ def Mnemo_ApplyMaskOp : Mnemo_Op<"apply_mask", [Pure, Mnemo_NoGradient,
     layout) replaced by zero, of any element type: a gradient is masked
     before the optimizer, and a weight and its optimizer state (8-bit codes
     included: code 0 is 0.0) after it, so pruned elements stay exactly zero.
+    With `when` (a `prune_masks`' `updated`) zero, the input comes out as it
+    is: after a step that changed no mask, a masked gradient has kept the
+    weight and its state zero where pruned.
 
     ```mlir
     %g2 = mnemo.apply_mask %g, %m : tensor<512x784xf32>, tensor<12544xi32>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, 1DTensorOf<[I32]>:$mask);
+  let arguments = (ins AnyStaticShapeTensor:$input, 1DTensorOf<[I32]>:$mask,
+                       Optional<0DTensorOf<[I32]>>:$when);
   let results = (outs AnyStaticShapeTensor:$result);
-  let assemblyFormat = "$input `,` $mask attr-dict `:` type($input) `,` type($mask)";
+  let assemblyFormat = [{
+    $input `,` $mask (`when` $when^ `:` type($when))? attr-dict `:` type($input) `,` type($mask)
+  }];
   let hasVerifier = 1;
 }
 

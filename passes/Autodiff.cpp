@@ -425,16 +425,20 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       for (unsigned k = 0; k < numParams; ++k)
         if (maskArg[k] >= 0)
           masks[k] = body->getArgument(maskArg[k]);
-      newMasks = pruning.updateMasks(b, loc, step, newParams, masks);
+      SmallVector<Value> updated;
+      newMasks = pruning.updateMasks(b, loc, step, newParams, masks, updated);
       for (unsigned k = 0; k < numParams; ++k) {
         if (!newMasks[k])
           continue;
         Location paramLoc = fwdBody.getArgument(sig.params[k]).getLoc();
         auto shape = llvm::cast<ShapedType>(newParams[k].getType()).getShape();
-        newParams[k] = Pruning::apply(b, paramLoc, newParams[k], newMasks[k]);
+        // Only after a step that changed the masks: otherwise the masked
+        // gradient has kept them zero where pruned.
+        newParams[k] =
+            Pruning::apply(b, paramLoc, newParams[k], newMasks[k], updated[k]);
         for (Value &s : newStateOf[k])
           if (llvm::cast<ShapedType>(s.getType()).getShape() == shape)
-            s = Pruning::apply(b, paramLoc, s, newMasks[k]);
+            s = Pruning::apply(b, paramLoc, s, newMasks[k], updated[k]);
       }
     }
     SmallVector<Value> newStates;

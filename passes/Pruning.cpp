@@ -77,14 +77,17 @@ SmallVector<Value> Pruning::maskedChain(Value updated) {
   return chain;
 }
 
-Value Pruning::apply(OpBuilder &b, Location loc, Value value, Value mask) {
-  return b.create<ApplyMaskOp>(loc, value.getType(), value, mask);
+Value Pruning::apply(OpBuilder &b, Location loc, Value value, Value mask,
+                     Value when) {
+  return b.create<ApplyMaskOp>(loc, value.getType(), value, mask, when);
 }
 
 SmallVector<Value> Pruning::updateMasks(OpBuilder &b, Location loc, Value step,
                                         ArrayRef<Value> params,
-                                        ArrayRef<Value> masks) const {
+                                        ArrayRef<Value> masks,
+                                        SmallVectorImpl<Value> &updated) const {
   SmallVector<Value> newMasks(params.size());
+  updated.assign(params.size(), Value());
   for (const Directive &d : directives) {
     DictionaryAttr s = d.settings;
     StringRef method = settingText(s, "kind", "magnitude");
@@ -104,7 +107,8 @@ SmallVector<Value> Pruning::updateMasks(OpBuilder &b, Location loc, Value step,
         types.push_back(masks[k].getType());
       }
       auto op = b.create<PruneMasksOp>(
-          loc, types, step, weights, groupMasks, b.getStringAttr(method),
+          loc, types, RankedTensorType::get({}, b.getI32Type()), step, weights,
+          groupMasks, b.getStringAttr(method),
           b.getF64FloatAttr(settingNumber(s, "sparsity", 0)),
           b.getI64IntegerAttr(settingInt(s, "start", 0)),
           b.getI64IntegerAttr(settingInt(s, "end", 0)),
@@ -113,8 +117,10 @@ SmallVector<Value> Pruning::updateMasks(OpBuilder &b, Location loc, Value step,
           b.getI64IntegerAttr(settingInt(s, "dim", 0)),
           b.getI64IntegerAttr(settingInt(s, "n", 2)),
           b.getI64IntegerAttr(settingInt(s, "m", 4)));
-      for (auto [k, result] : llvm::zip(group, op.getNewMasks()))
+      for (auto [k, result] : llvm::zip(group, op.getNewMasks())) {
         newMasks[k] = result;
+        updated[k] = op.getUpdated();
+      }
     }
   }
   return newMasks;

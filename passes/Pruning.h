@@ -36,15 +36,20 @@ public:
 
   /// The `prune_masks` ops of every directive, after the optimizer:
   /// `params[k]` is parameter k as updated, `masks[k]` its mask (null when
-  /// not pruned). Returns the new masks, indexed the same way.
+  /// not pruned). Returns the new masks, indexed the same way, and in
+  /// `updated[k]` the flag of the op that updates mask k (1 on the steps
+  /// that recompute it).
   llvm::SmallVector<mlir::Value>
   updateMasks(mlir::OpBuilder &b, mlir::Location loc, mlir::Value step,
               llvm::ArrayRef<mlir::Value> params,
-              llvm::ArrayRef<mlir::Value> masks) const;
+              llvm::ArrayRef<mlir::Value> masks,
+              llvm::SmallVectorImpl<mlir::Value> &updated) const;
 
-  /// `value` with the elements that `mask` marks set to zero.
+  /// `value` with the elements that `mask` marks set to zero; with `when`,
+  /// only when it is nonzero.
   static mlir::Value apply(mlir::OpBuilder &b, mlir::Location loc,
-                           mlir::Value value, mlir::Value mask);
+                           mlir::Value value, mlir::Value mask,
+                           mlir::Value when = {});
 
   /// A result that updates an argument in place, then what it masks, and
   /// so on: a pruned weight's update writes into the argument and the masks

@@ -1328,8 +1328,11 @@ LogicalResult Evaluator::execPruneMasks(PruneMasksOp op) {
     targets[t] = {weights[t].data(), masks[t].data(), w.shape.data(),
                   int(w.rank())};
   }
-  prune::updateMasks(spec, int64_t(get(op.getStep()).data[0]), targets.data(),
-                     int(count));
+  bool updated = prune::updateMasks(spec, int64_t(get(op.getStep()).data[0]),
+                                    targets.data(), int(count));
+  Tensor flag = like(op.getUpdated());
+  flag.data[0] = updated ? 1.0 : 0.0;
+  set(op.getUpdated(), std::move(flag));
   for (size_t t = 0; t < count; ++t) {
     Tensor out = like(op.getNewMasks()[t]);
     for (size_t i = 0; i < masks[t].size(); ++i)
@@ -1341,6 +1344,10 @@ LogicalResult Evaluator::execPruneMasks(PruneMasksOp op) {
 
 LogicalResult Evaluator::execApplyMask(ApplyMaskOp op) {
   Tensor out = get(op.getInput());
+  if (op.getWhen() && get(op.getWhen()).data[0] == 0) {
+    set(op.getResult(), std::move(out));
+    return success();
+  }
   std::vector<uint32_t> mask = maskWordsOf(get(op.getMask()));
   for (int64_t i = 0; i < out.numElements(); ++i)
     if (prune::bitOf(mask.data(), i))

@@ -970,17 +970,22 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
   });
 }
 
-void pruneMasks(const prune::Spec &spec, int32_t step, int count,
-                prune::Target *targets, const uint32_t *const *masks) {
+int32_t pruneMasks(const prune::Spec &spec, int32_t step, int count,
+                   prune::Target *targets, const uint32_t *const *masks) {
   for (int t = 0; t < count; ++t)
     if (masks[t] != targets[t].mask)
       std::memcpy(targets[t].mask, masks[t],
                   sizeof(uint32_t) * prune::maskWords(targets[t].count()));
-  prune::updateMasks(spec, step, targets, count);
+  return prune::updateMasks(spec, step, targets, count) ? 1 : 0;
 }
 
 void applyMask(int64_t n, int elementBytes, const void *in,
-               const uint32_t *mask, void *out) {
+               const uint32_t *mask, void *out, const int32_t *when) {
+  if (when && *when == 0) {
+    if (in != out)
+      std::memcpy(out, in, size_t(n) * size_t(elementBytes));
+    return;
+  }
   // Whole mask words per chunk, so chunks never share an output byte.
   parallelFor(prune::maskWords(n), 4096, [&](int64_t first, int64_t last) {
     int64_t begin = first * 32, end = std::min(n, last * 32);

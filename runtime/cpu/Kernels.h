@@ -303,13 +303,13 @@ void sgdUpdate(int64_t n, const float *param, const float *grad,
 /// of consecutive finite steps is held in a float).
 /// `prune_masks` (runtime/Prune.h): each target's new mask (`mask`) starts
 /// as its old one (`masks[t]`) and is recomputed at the steps the schedule
-/// names.
-void pruneMasks(const prune::Spec &spec, int32_t step, int count,
-                prune::Target *targets, const uint32_t *const *masks);
+/// names; returns 1 at those steps, else 0.
+int32_t pruneMasks(const prune::Spec &spec, int32_t step, int count,
+                   prune::Target *targets, const uint32_t *const *masks);
 /// `apply_mask`: zeroes the elements whose mask bit is set (in place when
-/// `in == out`).
+/// `in == out`); with `when` pointing at 0, copies `in` (nothing in place).
 void applyMask(int64_t n, int elementBytes, const void *in,
-               const uint32_t *mask, void *out);
+               const uint32_t *mask, void *out, const int32_t *when = nullptr);
 
 /// `observe_minmax` and `fake_quant` / `fake_quant_grad` (grad non-null)
 /// over [outer, channels, inner] (runtime/FakeQuant.h).

@@ -1009,10 +1009,14 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
 /// 16-bit floats, uint8_t for 8-bit codes): zero bits are zero.
 template <typename Bits>
 __device__ void applyMask(int64_t n, const Bits *in, const uint32_t *mask,
-                          Bits *out) {
+                          Bits *out, const int32_t *when) {
+  // `when` 0: the input as it is (in place, nothing to do).
+  bool masking = !when || *when != 0;
+  if (!masking && in == out)
+    return;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = (mask[i >> 5] >> (i & 31)) & 1u ? Bits(0) : in[i];
+    out[i] = masking && ((mask[i >> 5] >> (i & 31)) & 1u) ? Bits(0) : in[i];
 }
 
 /// One pruned tensor of a `prune_masks` op: its weight, its mask and new
@@ -1071,7 +1075,7 @@ __device__ unsigned long long blockExclusiveScan(unsigned long long value,
 __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
                            const int32_t *step, int method, double sparsity,
                            long long start, long long end, long long every,
-                           bool l1, int n, int m) {
+                           bool l1, int n, int m, int32_t *updated) {
   auto weightOf = [&](const PruneRef &t) {
     return reinterpret_cast<const float *>(regionBase(r, t.weight.region) +
                                            t.weight.offset);
@@ -1093,8 +1097,13 @@ __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
   double target = 0;
   if (!prune::scheduledSparsity(
           *step, start, end, every,
-          method == 2 ? 1.0 - double(n) / double(m) : sparsity, &target))
+          method == 2 ? 1.0 - double(n) / double(m) : sparsity, &target)) {
+    if (threadIdx.x == 0)
+      *updated = 0;
     return;
+  }
+  if (threadIdx.x == 0)
+    *updated = 1;
 
   if (method == 2) { // N:M: each thread takes whole mask words
     for (int t = 0; t < count; ++t) {
