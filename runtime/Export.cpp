@@ -190,6 +190,36 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
       int64_t kept = 0;
       for (int64_t e = 0; e < n; ++e)
         kept += !pruned(e);
+      // Whole rows pruned (structured pruning along dim 0): the kept rows
+      // and their indices.
+      std::vector<int32_t> keptRows;
+      bool wholeRows = true;
+      for (int64_t r = 0; r < rows && wholeRows; ++r) {
+        int64_t prunedInRow = 0;
+        for (int64_t c = 0; c < k; ++c)
+          prunedInRow += pruned(r * k + c);
+        wholeRows = prunedInRow == 0 || prunedInRow == k;
+        if (prunedInRow == 0)
+          keptRows.push_back(int32_t(r));
+      }
+      int64_t rowBytes = int64_t(keptRows.size()) * (k * 4 + 4);
+      if (wholeRows && int64_t(keptRows.size()) < rows &&
+          rowBytes < denseBytes) {
+        std::vector<float> values;
+        for (int32_t r : keptRows)
+          values.insert(values.end(), w + r * k, w + (r + 1) * k);
+        std::vector<int64_t> keptShape = shape;
+        keptShape[0] = int64_t(keptRows.size());
+        file.tensors.push_back(StoredTensor::f32(name, keptShape, values));
+        file.tensors.push_back(StoredTensor::i32(
+            name + ".rows", {int64_t(keptRows.size())}, keptRows));
+        file.metadata[name] = "rows kept (dim 0), shape " + shapeText(a);
+        summary.lines.push_back(
+            name + "  rows kept: " + std::to_string(keptRows.size()) + " of " +
+            std::to_string(rows) + ": " + std::to_string(denseBytes) + " -> " +
+            std::to_string(exported()) + " bytes");
+        continue;
+      }
       int indexBytes = k <= 32768 ? 2 : 4;
       int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
       if (csrBytes < denseBytes) {

@@ -15,6 +15,8 @@
 //   `<w>.indices` (U8 [rows, k / 8]): each group of four gives the
 //   positions of its two kept values in 2 + 2 bits, two groups per byte,
 //   low nibble first;
+// - a weight pruned by whole rows (structured pruning along dim 0): the
+//   kept rows (F32) and `<w>.rows` (I32), their indices;
 // - another pruned weight: CSR (`<w>.values` F32, `<w>.columns` I16 or I32,
 //   `<w>.row_offsets` I32 over dim 0) when that is smaller than dense;
 // - everything else as it is.

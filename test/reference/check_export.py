@@ -8,8 +8,8 @@ Usage: check_export.py CHECKPOINT EXPORT
   (q - zero_point) * scale equals torch.fake_quantize_per_{channel,tensor}_affine
   of the checkpoint's weight exactly: inference reads the weights the
   fake-quantized forward trained with;
-- 2:4-packed and CSR weights: unpacked, they equal the checkpoint's weight
-  exactly (zeros where pruned);
+- 2:4-packed, row-pruned and CSR weights: unpacked, they equal the
+  checkpoint's weight exactly (zeros where pruned);
 - every other parameter is the checkpoint's.
 Prints each weight's format and the bytes, then PASS or FAIL.
 """
@@ -99,6 +99,12 @@ def main():
                 dense[np.arange(len(groups)), (groups >> (2 * j)) & 3] = values[:, j]
             if not np.array_equal(dense.reshape(weight.shape), weight):
                 print(f"FAIL: {name}: 2:4 unpacked differs from the checkpoint")
+                failures += 1
+        elif layout.startswith("rows kept"):
+            dense = np.zeros_like(weight)
+            dense[exported[name + ".rows"]] = exported[name]
+            if not np.array_equal(dense, weight):
+                print(f"FAIL: {name}: the kept rows differ from the checkpoint")
                 failures += 1
         elif layout.startswith("CSR"):
             shape = shape_of(layout)
