@@ -600,6 +600,46 @@ void Sema::evalTrain(const TrainStmt &train, int output,
       }
       if (!value || clash)
         continue;
+      if (!dir->isPrune && value->text != "qat") {
+        // Post-training groups run along each row of a weight.
+        bool perGroup = false;
+        int64_t group = 128;
+        for (const Setting &a : value->args) {
+          if (a.key == "granularity")
+            perGroup = a.value.text == "per_group";
+          if (a.key == "group")
+            group = int64_t(a.value.number());
+        }
+        bool unfit = false;
+        for (const GraphArg &a : graph.args) {
+          if (a.role != ArgRole::Param ||
+              std::find(matched.begin(), matched.end(), a.name) ==
+                  matched.end())
+            continue;
+          const TensorType &type = typeOf(a.value);
+          int64_t row = 1;
+          for (size_t d = type.shape.size() >= 2 ? 1 : 0; d < type.shape.size();
+               ++d)
+            row *= type.shape[d];
+          std::string why =
+              type.dtype != ElementType::F32
+                  ? "quantization needs f32 parameters"
+              : perGroup && row % group != 0
+                  ? "groups of " + std::to_string(group) +
+                        " must divide each row, and these rows have " +
+                        std::to_string(row)
+                  : "";
+          if (!why.empty()) {
+            error(dir->patternRange.Start,
+                  "cannot quantize '" + a.name + "' (" + type.str() +
+                      "): " + why,
+                  {dir->patternRange});
+            unfit = true;
+          }
+        }
+        if (unfit)
+          continue;
+      }
       if (dir->isPrune) {
         // Each matched weight must suit the method (N:M rows, a dim).
         auto arg = [&](const std::string &name) -> const ConfigValue * {

@@ -91,8 +91,8 @@ def Qat : Pass<"qat", "mlir::ModuleOp"> {
     ranges, as PyTorch does with its observers disabled.
 
     bits 8 quantizes to [-128, 127], bits 4 to [-8, 7]. Post-training
-    `int8`/`int4` directives are not part of training; they are reported as
-    unsupported.
+    `int8`/`int4` directives leave training as it is: `train --export`
+    quantizes the trained weights.
   }];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }

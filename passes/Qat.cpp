@@ -42,14 +42,10 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
     for (Attribute entry : list) {
       auto settings = llvm::cast<DictionaryAttr>(entry);
       StringRef kind = settingText(settings, "kind", "");
-      if (kind != "qat") {
-        forward.emitError()
-            << "post-training '" << kind
-            << "' quantization applies to inference export, which this "
-               "compiler does not do yet; for training, use 'qat(bits = "
-            << (kind == "int4" ? 4 : 8) << ")'";
-        return signalPassFailure();
-      }
+      // Post-training int8/int4 leaves training as it is: `train --export`
+      // quantizes the trained weights (runtime/Export.h).
+      if (kind != "qat")
+        continue;
       int64_t bits = settingInt(settings, "bits", 8);
       int64_t qmin = -(int64_t(1) << (bits - 1)), qmax = -qmin - 1;
       bool perChannel =

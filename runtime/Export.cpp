@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -105,21 +106,43 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
     const nlohmann::json *quantize = directiveFor(train, "quantize", name);
     auto lo = byName.find(name + ".observer.min"),
          hi = byName.find(name + ".observer.max");
-    if (quantize && dtype == "f32" && lo != byName.end() &&
-        hi != byName.end()) {
-      int bits = int(integer(*quantize, "bits", 8));
+    std::string kind = quantize ? text(*quantize, "kind") : "";
+    bool trained = kind == "qat" && lo != byName.end() && hi != byName.end();
+    if ((trained || kind == "int8" || kind == "int4") && dtype == "f32") {
+      int bits = kind == "qat"    ? int(integer(*quantize, "bits", 8))
+                 : kind == "int8" ? 8
+                                  : 4;
       int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
-      bool symmetric = text(*quantize, "scheme") == "symmetric";
-      int64_t channels = lo->second.count();
-      int64_t inner = n / channels; // per channel: dim 0
+      // The ranges: observed in training (qat), or the weight's own per
+      // row or per group of a row (post-training, symmetric).
+      bool symmetric = !trained || text(*quantize, "scheme") == "symmetric";
+      bool perGroup = !trained && text(*quantize, "granularity") == "per_group";
+      int64_t channels =
+          trained ? lo->second.count()
+          : perGroup
+              ? n / std::max<int64_t>(1, integer(*quantize, "group", 128))
+          : a.rank >= 2 ? a.shape[0]
+                        : 1;
+      int64_t inner = n / channels; // consecutive elements share a range
+      std::vector<float> lows(channels), highs(channels);
+      for (int64_t c = 0; c < channels; ++c) {
+        if (trained) {
+          std::memcpy(&lows[c], lo->second.data + 4 * c, 4);
+          std::memcpy(&highs[c], hi->second.data + 4 * c, 4);
+          continue;
+        }
+        lows[c] = highs[c] = w[c * inner];
+        for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+          lows[c] = std::min(lows[c], w[e]);
+          highs[c] = std::max(highs[c], w[e]);
+        }
+      }
       std::vector<float> scales(channels);
       std::vector<int32_t> zeros(channels);
       std::vector<int8_t> q(n);
       for (int64_t c = 0; c < channels; ++c) {
-        float l, h;
-        std::memcpy(&l, lo->second.data + 4 * c, 4);
-        std::memcpy(&h, hi->second.data + 4 * c, 4);
-        fakequant::QParams p = fakequant::qparams(l, h, qmin, qmax, symmetric);
+        fakequant::QParams p =
+            fakequant::qparams(lows[c], highs[c], qmin, qmax, symmetric);
         scales[c] = p.scale;
         zeros[c] = int32_t(p.zeroPoint);
         for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
@@ -140,10 +163,13 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
           StoredTensor::f32(name + ".scale", {channels}, scales));
       file.tensors.push_back(
           StoredTensor::i32(name + ".zero_point", {channels}, zeros));
-      std::string layout =
-          "int" + std::to_string(bits) +
-          (channels > 1 ? " per channel (dim 0)" : " per tensor") +
-          (symmetric ? ", symmetric" : ", affine") + ", shape " + shapeText(a);
+      std::string layout = "int" + std::to_string(bits) +
+                           (perGroup ? " per group of " + std::to_string(inner)
+                            : channels > 1 ? std::string(" per channel (dim 0)")
+                                           : std::string(" per tensor")) +
+                           (symmetric ? ", symmetric" : ", affine") +
+                           (trained ? ", trained" : ", post-training") +
+                           ", shape " + shapeText(a);
       file.metadata[name] = layout;
       summary.lines.push_back(name + "  " + layout + ": " +
                               std::to_string(denseBytes) + " -> " +

@@ -11,6 +11,9 @@
 //   (q - zero_point) * scale is exactly what the fake-quantized forward
 //   computed; with bits = 4: two values per byte (U8, low nibble first,
 //   two's complement);
+// - a weight named by a post-training `int8(...)` or `int4(...)` directive:
+//   the same, symmetric, with ranges from the trained weight itself, per
+//   output channel or per group of `group` consecutive elements of a row;
 // - a pruned 2:4 weight [rows, k]: the kept values (F32 [rows, k / 2]) and
 //   `<w>.indices` (U8 [rows, k / 8]): each group of four gives the
 //   positions of its two kept values in 2 + 2 bits, two groups per byte,

@@ -4,10 +4,11 @@
 Usage: check_export.py CHECKPOINT EXPORT
 
 - int8/int4 weights: the scale and zero point equal what PyTorch's observer
-  (torch.ao.quantization, fed the checkpoint's observed range) computes, and
-  (q - zero_point) * scale equals torch.fake_quantize_per_{channel,tensor}_affine
-  of the checkpoint's weight exactly: inference reads the weights the
-  fake-quantized forward trained with;
+  (torch.ao.quantization) computes from the same range (QAT: the
+  checkpoint's observed range; post-training: the weight's own, per channel
+  or per group), and (q - zero_point) * scale equals
+  torch.fake_quantize_per_channel_affine of the checkpoint's weight exactly:
+  inference reads the weights the fake-quantized forward trained with;
 - 2:4-packed, row-pruned and CSR weights: unpacked, they equal the
   checkpoint's weight exactly (zeros where pruned);
 - every other parameter is the checkpoint's.
@@ -29,38 +30,36 @@ def shape_of(layout):
 
 
 def dequantize(name, layout, exported, weight):
+    """(q - zero_point) * scale, and PyTorch's fake quantization of the
+    weight with the same parameters; the weight is read as [C, -1], one
+    range per row (a channel, or a group of a row)."""
     bits = int(re.match(r"int(\d+)", layout).group(1))
     qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     q = exported[name]
     if bits == 4:
         nibbles = np.stack([q & 0xF, q >> 4], axis=1).reshape(-1)[:weight.size]
         q = np.where(nibbles > 7, nibbles.astype(np.int32) - 16, nibbles).astype(np.int8)
-    q = q.reshape(weight.shape).astype(np.float32)
     scale, zero = exported[name + ".scale"], exported[name + ".zero_point"]
-    per_channel = "per channel" in layout
-    view = (-1,) + (1,) * (weight.ndim - 1) if per_channel else ()
-    ours = ((q - zero.astype(np.float32).reshape(view)) * scale.reshape(view)).astype(np.float32)
-    w = torch.from_numpy(weight)
-    if per_channel:
-        theirs = torch.fake_quantize_per_channel_affine(
-            w, torch.from_numpy(scale), torch.from_numpy(zero), 0, qmin, qmax)
-    else:
-        theirs = torch.fake_quantize_per_tensor_affine(w, float(scale[0]), int(zero[0]), qmin, qmax)
-    return ours, theirs.numpy(), (qmin, qmax, per_channel, "symmetric" in layout)
+    rows = weight.reshape(len(scale), -1)
+    q = q.reshape(rows.shape).astype(np.float32)
+    ours = ((q - zero.astype(np.float32)[:, None]) * scale[:, None]).astype(np.float32)
+    theirs = torch.fake_quantize_per_channel_affine(
+        torch.from_numpy(rows), torch.from_numpy(scale), torch.from_numpy(zero), 0, qmin, qmax)
+    return ours, theirs.numpy(), rows, (qmin, qmax, "symmetric" in layout)
 
 
-def pytorch_qparams(lo, hi, qmin, qmax, per_channel, symmetric):
+def pytorch_qparams(rows, lo, hi, qmin, qmax, symmetric):
+    """PyTorch's per-channel observer's scale and zero point: fed the
+    trained range (lo, hi), or observing the rows themselves."""
     from torch.ao import quantization as tq
-    if per_channel:
-        observer = tq.PerChannelMinMaxObserver(
-            ch_axis=0, dtype=torch.qint8, quant_min=qmin, quant_max=qmax,
-            qscheme=torch.per_channel_symmetric if symmetric else torch.per_channel_affine)
+    observer = tq.PerChannelMinMaxObserver(
+        ch_axis=0, dtype=torch.qint8, quant_min=qmin, quant_max=qmax,
+        qscheme=torch.per_channel_symmetric if symmetric else torch.per_channel_affine)
+    if lo is None:
+        observer(torch.from_numpy(rows))
     else:
-        observer = tq.MinMaxObserver(
-            dtype=torch.qint8, quant_min=qmin, quant_max=qmax,
-            qscheme=torch.per_tensor_symmetric if symmetric else torch.per_tensor_affine)
-    observer.min_val = torch.from_numpy(lo if per_channel else lo.reshape(()))
-    observer.max_val = torch.from_numpy(hi if per_channel else hi.reshape(()))
+        observer.min_val = torch.from_numpy(lo.reshape(-1))
+        observer.max_val = torch.from_numpy(hi.reshape(-1))
     scale, zero = observer.calculate_qparams()
     return scale.numpy().reshape(-1), zero.numpy().reshape(-1)
 
@@ -76,11 +75,13 @@ def main():
         dense_bytes += weight.nbytes
         layout = metadata.get(name, "dense")
         if layout.startswith("int"):
-            ours, theirs, (qmin, qmax, per_channel, symmetric) = dequantize(
+            ours, theirs, rows, (qmin, qmax, symmetric) = dequantize(
                 name, layout, exported, weight)
-            scale, zero = pytorch_qparams(checkpoint[name + ".observer.min"],
-                                          checkpoint[name + ".observer.max"],
-                                          qmin, qmax, per_channel, symmetric)
+            trained = "trained" in layout
+            scale, zero = pytorch_qparams(
+                rows, checkpoint.get(name + ".observer.min") if trained else None,
+                checkpoint.get(name + ".observer.max") if trained else None,
+                qmin, qmax, symmetric)
             if not (np.array_equal(scale, exported[name + ".scale"])
                     and np.array_equal(zero, exported[name + ".zero_point"])):
                 print(f"FAIL: {name}'s scale or zero point differs from PyTorch's observer")
