@@ -17,7 +17,13 @@ models' own optimizer, schedule and batch) and method:
 - 2:4: one-shot 2:4 pruning (2 of every 4 consecutive input weights) of the
   weights whose rows are a multiple of 4 elements, then fine-tuning;
 - qat-int8: quantization-aware training of every weight in int8 (per output
-  channel, symmetric, min/max observer) from the start.
+  channel, symmetric, min/max observer) from the start;
+- ptq-int8, ptq-int4: the dense run, its weights quantized after training
+  by `train --export` (int8 per output channel; int4 per group of 16, on
+  the weights whose rows 16 divides).
+
+Every Mnemo row is also evaluated from its export: the exported weights,
+dequantized or unpacked, in PyTorch's twin of the model.
 
 Mnemo trains with a variant of the model file that adds the directives;
 PyTorch trains models.py's twin with AdamW and the same schedule, and
@@ -53,6 +59,7 @@ import torch.nn.utils.prune as prune
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
+from check_export import unpacked  # noqa: E402
 from check_pruned import bits_of  # noqa: E402
 from compare import apply_qat, lr_schedule, make_optimizer, trained_parameters  # noqa: E402
 from models import F32_MEAN, F32_STD, MODELS  # noqa: E402
@@ -72,6 +79,7 @@ MODELS_UNDER_TEST = {
 }
 SPARSITY = 0.5
 EVERY = 100
+TEST_SET = None  # Fashion-MNIST's test images and labels, once loaded
 
 
 def directives(spec, method):
@@ -80,6 +88,10 @@ def directives(spec, method):
     if method == "qat-int8":
         return [f"quantize {w} = qat(bits = 8, per_channel, symmetric, observer = minmax)"
                 for w in spec["unstructured"]]
+    if method == "ptq-int8":
+        return [f"quantize {w} = int8(per_channel)" for w in spec["unstructured"]]
+    if method == "ptq-int4":
+        return [f"quantize {w} = int4(per_group, group = 16)" for w in spec["2:4"]]
     if method == "unstructured":
         return [f"prune {w} = magnitude(sparsity = {SPARSITY}, start = {spec['start']}, "
                 f"end = {spec['end']}, every = {EVERY})" for w in spec["unstructured"]]
@@ -127,10 +139,28 @@ def run_mnemo(name, spec, method, work, threads):
         pruned += bits.sum()
         total += weight.size
         assert (weight.reshape(-1)[bits] == 0).all()
-    export_bytes = sum(v.nbytes for v in safetensors_numpy.load(export)[0].values())
+    exported, layouts = safetensors_numpy.load(export)
+    export_bytes = sum(v.nbytes for v in exported.values())
     return {"accuracy": accuracy, "sparsity": pruned / total if total else 0.0,
             "model_bytes": int(model_bytes), "export_bytes": int(export_bytes),
+            "export_accuracy": export_accuracy(name, spec, state, exported, layouts),
             "seconds": seconds}
+
+
+def export_accuracy(name, spec, state, exported, layouts):
+    """The test accuracy of the exported weights (dequantized or unpacked),
+    in PyTorch's twin of the model: what an inference engine reading the
+    export would compute."""
+    config = json.load(open(os.path.join(ROOT, "build", "bench-compress-config",
+                                         name + ".json")))
+    model = MODELS[spec["model"]](config["hyperparams"])
+    weights = {}
+    for key in model.state_dict():
+        layout = layouts.get(key, "dense")
+        weights[key] = torch.from_numpy(
+            unpacked(key, layout, exported) if layout != "dense" else state[key])
+    model.load_state_dict(weights)
+    return accuracy(name, model, TEST_SET)
 
 
 def load_idx(prefix):
@@ -261,11 +291,14 @@ def save_config(name, spec, work):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="mlp,cnn")
-    parser.add_argument("--methods", default="dense,unstructured,2:4,qat-int8")
+    parser.add_argument("--methods",
+                        default="dense,unstructured,2:4,qat-int8,ptq-int8,ptq-int4")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--json")
     args = parser.parse_args()
+    global TEST_SET
     train_set, test_set = load_idx("train"), load_idx("t10k")
+    TEST_SET = test_set
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
@@ -273,17 +306,22 @@ def main():
             save_config(name, spec, work)
             for method in args.methods.split(","):
                 ours = run_mnemo(name, spec, method, work, args.threads)
-                theirs = run_pytorch(name, spec, method, args.threads, train_set, test_set)
+                # Post-training quantization changes no training: PyTorch's
+                # side is its dense run (and quantize_dynamic).
+                theirs = (None if method.startswith("ptq") else
+                          run_pytorch(name, spec, method, args.threads, train_set, test_set))
                 rows.append({"model": name, "method": method, "mnemo": ours, "pytorch": theirs})
                 print(f"{name} {method}: Mnemo {ours['accuracy']:.4f} "
-                      f"PyTorch {theirs['accuracy']:.4f}", file=sys.stderr, flush=True)
+                      f"(export {ours['export_accuracy']:.4f}) PyTorch "
+                      f"{theirs['accuracy'] if theirs else float('nan'):.4f}",
+                      file=sys.stderr, flush=True)
     dense = {r["model"]: r for r in rows if r["method"] == "dense"}
-    print("| model | method | sparsity | Mnemo accuracy | Δ vs dense | PyTorch accuracy | "
-          "Δ vs dense | Mnemo checkpoint (params, masks, ranges) | Mnemo --export | "
-          "PyTorch state_dict | Mnemo s | PyTorch s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | method | sparsity | Mnemo accuracy | Δ vs dense | Mnemo export's accuracy | "
+          "PyTorch accuracy | Δ vs dense | Mnemo checkpoint (params, masks, ranges) | "
+          "Mnemo --export | PyTorch state_dict | Mnemo s | PyTorch s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in list(rows):
-        if "dynamic_accuracy" in r["pytorch"]:
+        if r["pytorch"] and "dynamic_accuracy" in r["pytorch"]:
             rows.append({"model": r["model"], "method": "quantize_dynamic int8 (of dense)",
                          "mnemo": None,
                          "pytorch": {"accuracy": r["pytorch"]["dynamic_accuracy"],
@@ -293,17 +331,20 @@ def main():
         base = dense.get(r["model"])
         ours, theirs = r["mnemo"], r["pytorch"]
 
-        def delta(who):
-            return (f"{100 * (r[who]['accuracy'] - base[who]['accuracy']):+.2f} pt"
+        def delta(who, key="accuracy"):
+            return (f"{100 * (r[who][key] - base[who]['accuracy']):+.2f} pt"
                     if base and r[who] else "")
-        cells = [r["model"], r["method"], f"{100 * theirs['sparsity']:.1f}%",
+        sparsity = (ours or theirs)["sparsity"]
+        cells = [r["model"], r["method"], f"{100 * sparsity:.1f}%",
                  f"{ours['accuracy']:.4f}" if ours else "", delta("mnemo"),
-                 f"{theirs['accuracy']:.4f}", delta("pytorch"),
+                 f"{ours['export_accuracy']:.4f} ({delta('mnemo', 'export_accuracy')})"
+                 if ours else "",
+                 f"{theirs['accuracy']:.4f}" if theirs else "", delta("pytorch"),
                  f"{ours['model_bytes'] / 1024:.0f} KiB" if ours else "",
                  f"{ours['export_bytes'] / 1024:.0f} KiB" if ours else "",
-                 f"{theirs['model_bytes'] / 1024:.0f} KiB",
+                 f"{theirs['model_bytes'] / 1024:.0f} KiB" if theirs else "",
                  f"{ours['seconds']:.0f}" if ours else "",
-                 f"{theirs['seconds']:.0f}" if theirs["seconds"] else ""]
+                 f"{theirs['seconds']:.0f}" if theirs and theirs["seconds"] else ""]
         print("| " + " | ".join(cells) + " |")
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)

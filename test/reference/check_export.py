@@ -64,6 +64,37 @@ def pytorch_qparams(rows, lo, hi, qmin, qmax, symmetric):
     return scale.numpy().reshape(-1), zero.numpy().reshape(-1)
 
 
+def unpacked(name, layout, exported):
+    """An exported weight as the dense f32 tensor it stands for (int8/int4:
+    dequantized; 2:4, kept rows, CSR: zeros where pruned)."""
+    shape = shape_of(layout)
+    if layout.startswith("int"):
+        return dequantize(name, layout, exported, np.zeros(shape, np.float32))[0].reshape(shape)
+    if layout.startswith("2:4"):
+        rows, k = shape[0], int(np.prod(shape[1:]))
+        values = exported[name].reshape(-1, 2)
+        indices = exported[name + ".indices"].reshape(-1)
+        groups = np.stack([indices & 0xF, indices >> 4], axis=1).reshape(-1)
+        dense = np.zeros((rows * k // 4, 4), np.float32)
+        for j in range(2):
+            dense[np.arange(len(groups)), (groups >> (2 * j)) & 3] = values[:, j]
+        return dense.reshape(shape)
+    if layout.startswith("rows kept"):
+        dense = np.zeros(shape, np.float32)
+        dense[exported[name + ".rows"]] = exported[name]
+        return dense
+    if layout.startswith("CSR"):
+        rows, k = shape[0], int(np.prod(shape[1:]))
+        dense = np.zeros((rows, k), np.float32)
+        offsets = exported[name + ".row_offsets"]
+        columns = exported[name + ".columns"].astype(np.int64)
+        for r in range(rows):
+            dense[r, columns[offsets[r]:offsets[r + 1]]] = \
+                exported[name + ".values"][offsets[r]:offsets[r + 1]]
+        return dense.reshape(shape)
+    return exported[name]
+
+
 def main():
     checkpoint, _ = safetensors_numpy.load(sys.argv[1])
     exported, metadata = safetensors_numpy.load(sys.argv[2])
@@ -90,34 +121,10 @@ def main():
                 print(f"FAIL: {name}: {np.sum(ours != theirs)} dequantized values differ "
                       "from the fake-quantized forward")
                 failures += 1
-        elif layout.startswith("2:4"):
-            rows, k = shape_of(layout)
-            values = exported[name].reshape(-1, 2)
-            indices = exported[name + ".indices"].reshape(-1)
-            groups = np.stack([indices & 0xF, indices >> 4], axis=1).reshape(-1)
-            dense = np.zeros((rows * k // 4, 4), np.float32)
-            for j in range(2):
-                dense[np.arange(len(groups)), (groups >> (2 * j)) & 3] = values[:, j]
-            if not np.array_equal(dense.reshape(weight.shape), weight):
-                print(f"FAIL: {name}: 2:4 unpacked differs from the checkpoint")
-                failures += 1
-        elif layout.startswith("rows kept"):
-            dense = np.zeros_like(weight)
-            dense[exported[name + ".rows"]] = exported[name]
-            if not np.array_equal(dense, weight):
-                print(f"FAIL: {name}: the kept rows differ from the checkpoint")
-                failures += 1
-        elif layout.startswith("CSR"):
-            shape = shape_of(layout)
-            rows, k = shape[0], int(np.prod(shape[1:]))
-            dense = np.zeros((rows, k), np.float32)
-            offsets = exported[name + ".row_offsets"]
-            columns = exported[name + ".columns"].astype(np.int64)
-            for r in range(rows):
-                dense[r, columns[offsets[r]:offsets[r + 1]]] = \
-                    exported[name + ".values"][offsets[r]:offsets[r + 1]]
-            if not np.array_equal(dense.reshape(weight.shape), weight):
-                print(f"FAIL: {name}: CSR unpacked differs from the checkpoint")
+        elif layout != "dense":
+            if not np.array_equal(unpacked(name, layout, exported), weight):
+                print(f"FAIL: {name}: the {layout.split(',')[0]} weight unpacked "
+                      "differs from the checkpoint")
                 failures += 1
         elif not np.array_equal(exported[name], weight):
             print(f"FAIL: {name} differs from the checkpoint")
