@@ -600,81 +600,52 @@ void Sema::evalTrain(const TrainStmt &train, int output,
       }
       if (!value || clash)
         continue;
-      if (!dir->isPrune && value->text != "qat") {
-        // Post-training groups run along each row of a weight.
-        bool perGroup = false;
-        int64_t group = 128;
-        for (const Setting &a : value->args) {
-          if (a.key == "granularity")
-            perGroup = a.value.text == "per_group";
-          if (a.key == "group")
-            group = int64_t(a.value.number());
-        }
-        bool unfit = false;
-        for (const GraphArg &a : graph.args) {
-          if (a.role != ArgRole::Param ||
-              std::find(matched.begin(), matched.end(), a.name) ==
-                  matched.end())
-            continue;
-          const TensorType &type = typeOf(a.value);
-          int64_t row = 1;
-          for (size_t d = type.shape.size() >= 2 ? 1 : 0; d < type.shape.size();
-               ++d)
-            row *= type.shape[d];
-          std::string why =
-              type.dtype != ElementType::F32
-                  ? "quantization needs f32 parameters"
-              : perGroup && row % group != 0
-                  ? "groups of " + std::to_string(group) +
-                        " must divide each row, and these rows have " +
-                        std::to_string(row)
-                  : "";
-          if (!why.empty()) {
-            error(dir->patternRange.Start,
-                  "cannot quantize '" + a.name + "' (" + type.str() +
-                      "): " + why,
-                  {dir->patternRange});
-            unfit = true;
-          }
-        }
-        if (unfit)
+      // Each matched weight must suit the directive: f32; N:M groups or
+      // quantization groups dividing its rows; the dim it prunes along.
+      auto arg = [&](const std::string &name) -> const ConfigValue * {
+        for (const Setting &s : value->args)
+          if (s.key == name)
+            return &s.value;
+        return nullptr;
+      };
+      auto integer = [&](const char *name, int64_t fallback) {
+        const ConfigValue *v = arg(name);
+        return v ? int64_t(v->number()) : fallback;
+      };
+      auto problem = [&](const TensorType &type) -> std::string {
+        if (type.dtype != ElementType::F32)
+          return dir->isPrune ? "pruning needs f32 parameters"
+                              : "quantization needs f32 parameters";
+        if (dir->isPrune)
+          return shape::pruneProblem(value->text, type.shape, integer("dim", 0),
+                                     integer("n", 2), integer("m", 4));
+        const ConfigValue *granularity = arg("granularity");
+        int64_t group = integer("group", 128),
+                row = shape::rowLength(type.shape);
+        if (value->text == "qat" || !granularity ||
+            granularity->text != "per_group" || row % group == 0)
+          return "";
+        return "groups of " + std::to_string(group) +
+               " must divide each row, and these rows have " +
+               std::to_string(row);
+      };
+      bool unfit = false;
+      for (const GraphArg &a : graph.args) {
+        if (a.role != ArgRole::Param ||
+            std::find(matched.begin(), matched.end(), a.name) == matched.end())
           continue;
-      }
-      if (dir->isPrune) {
-        // Each matched weight must suit the method (N:M rows, a dim).
-        auto arg = [&](const std::string &name) -> const ConfigValue * {
-          for (const Setting &s : value->args)
-            if (s.key == name)
-              return &s.value;
-          return nullptr;
-        };
-        auto integer = [&](const char *name, int64_t fallback) {
-          const ConfigValue *v = arg(name);
-          return v ? int64_t(v->number()) : fallback;
-        };
-        bool unfit = false;
-        for (const GraphArg &a : graph.args) {
-          if (a.role != ArgRole::Param ||
-              std::find(matched.begin(), matched.end(), a.name) ==
-                  matched.end())
-            continue;
-          const TensorType &type = typeOf(a.value);
-          std::string why =
-              type.dtype != ElementType::F32
-                  ? "pruning needs f32 parameters"
-                  : shape::pruneProblem(value->text, type.shape,
-                                        integer("dim", 0), integer("n", 2),
-                                        integer("m", 4));
-          if (!why.empty()) {
-            error(dir->patternRange.Start,
-                  "cannot prune '" + a.name + "' (" + type.str() + "): " + why,
-                  {dir->patternRange});
-            unfit = true;
-          }
+        const TensorType &type = typeOf(a.value);
+        std::string why = problem(type);
+        if (!why.empty()) {
+          error(dir->patternRange.Start,
+                std::string("cannot ") + (dir->isPrune ? "prune" : "quantize") +
+                    " '" + a.name + "' (" + type.str() + "): " + why,
+                {dir->patternRange});
+          unfit = true;
         }
-        if (unfit)
-          continue;
       }
+      if (unfit)
+        continue;
       ConfigValue list;
       list.kind = ConfigValue::Kind::List;
       for (const std::string &p : matched)

@@ -333,6 +333,13 @@ ShapeResult lastDimNorm(const Shape &input, const Shape &scale) {
   return ShapeResult::success(input);
 }
 
+int64_t rowLength(const Shape &shape) {
+  int64_t row = 1;
+  for (size_t d = shape.size() >= 2 ? 1 : 0; d < shape.size(); ++d)
+    row *= shape[d];
+  return row;
+}
+
 std::string pruneProblem(const std::string &method, const Shape &shape,
                          int64_t dim, int64_t n, int64_t m) {
   if (method == "structured" && dim >= int64_t(shape.size()))
@@ -346,9 +353,7 @@ std::string pruneProblem(const std::string &method, const Shape &shape,
   if (n >= m)
     return "N:M pruning keeps n of every m, so n must be less than m (" +
            std::to_string(n) + ":" + std::to_string(m) + ")";
-  int64_t row = 1;
-  for (size_t d = shape.size() >= 2 ? 1 : 0; d < shape.size(); ++d)
-    row *= shape[d];
+  int64_t row = rowLength(shape);
   if (row % m != 0)
     return std::to_string(n) + ":" + std::to_string(m) +
            " pruning needs rows of a multiple of " + std::to_string(m) +

@@ -102,6 +102,10 @@ ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
 /// Normalization over the last dimension with a [D] scale (and bias).
 ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
 
+/// The elements of one row of a weight [out, ...]: those after dim 0 (all
+/// of a vector's).
+int64_t rowLength(const Shape &shape);
+
 /// Why a pruning method (magnitude, structured along `dim`, nm with `n`
 /// of every `m`) cannot prune a tensor of `shape`, or "" when it can. N:M
 /// groups run along each row (the elements after dim 0), as sparse tensor
