@@ -38,6 +38,13 @@ state_dict, which keeps weight_orig and an f32 weight_mask per pruned
 tensor). The dense PyTorch
 model is also converted by quantize_dynamic (int8 Linear layers) and
 evaluated: its accuracy and serialized bytes are the last columns.
+
+A second table runs each export through the model's inference program
+(mnemoc --mode=inference): its test accuracy, the plan's weight bytes and
+total bytes (weights, one batch, arena, workspace: no gradients or
+optimizer state) and its median milliseconds per test batch, next to
+PyTorch's forward of the dense model and of quantize_dynamic's, at the same
+batch size and threads.
 """
 import argparse
 import gzip
@@ -141,10 +148,22 @@ def run_mnemo(name, spec, method, work, threads):
         assert (weight.reshape(-1)[bits] == 0).all()
     exported, layouts = safetensors_numpy.load(export)
     export_bytes = sum(v.nbytes for v in exported.values())
+    # The inference program of the same model file, on the export.
+    inference = out + "-infer"
+    subprocess.run([mnemoc, model, "--mode=inference", "-o", inference], check=True,
+                   capture_output=True,
+                   env=dict(os.environ, MNEMO_STDLIB=os.path.join(ROOT, "lang", "std")))
+    subprocess.run([os.path.join(inference, "infer"), "--weights", export, "--data", DATA,
+                    "--device", "cpu", "--threads", str(threads), "--summary-json",
+                    out + "-infer.json"], check=True, capture_output=True)
+    infer = json.load(open(out + "-infer.json"))
     return {"accuracy": accuracy, "sparsity": pruned / total if total else 0.0,
             "model_bytes": int(model_bytes), "export_bytes": int(export_bytes),
             "export_accuracy": export_accuracy(name, spec, state, exported, layouts),
-            "seconds": seconds}
+            "inference_accuracy": infer["accuracy"],
+            "inference_weight_bytes": infer["memory"]["weight_bytes"],
+            "inference_plan_bytes": infer["memory"]["allocated_bytes"],
+            "inference_ms": infer["ms_per_batch"], "seconds": seconds}
 
 
 def export_accuracy(name, spec, state, exported, layouts):
@@ -254,7 +273,22 @@ def run_pytorch(name, spec, method, threads, train_set, test_set):
                                                          dtype=torch.qint8)
         result["dynamic_accuracy"] = accuracy(name, dynamic, test_set)
         result["dynamic_bytes"] = serialized_bytes(dynamic)
+        result["inference_ms"] = inference_ms(name, model, test_set, batch)
+        result["dynamic_inference_ms"] = inference_ms(name, dynamic, test_set, batch)
     return result
+
+
+def inference_ms(name, model, test_set, batch):
+    """Median milliseconds of a forward pass over one test batch of the
+    model's batch size (the inference program's unit), after a warm-up."""
+    images = test_set[0]
+    times = []
+    with torch.no_grad():
+        for i in range(0, images.shape[0] - batch + 1, batch):
+            started = time.perf_counter()
+            logits_of(name, model, images[i:i + batch])
+            times.append(1e3 * (time.perf_counter() - started))
+    return float(np.median(times))
 
 
 def accuracy(name, model, test_set):
@@ -345,6 +379,26 @@ def main():
                  f"{theirs['model_bytes'] / 1024:.0f} KiB" if theirs else "",
                  f"{ours['seconds']:.0f}" if ours else "",
                  f"{theirs['seconds']:.0f}" if theirs and theirs["seconds"] else ""]
+        print("| " + " | ".join(cells) + " |")
+    # Inference: Mnemo's forward-only plan on the export, next to PyTorch's
+    # dense model and its quantize_dynamic conversion.
+    print()
+    print("| model | method | Mnemo inference accuracy | Mnemo plan: weights | "
+          "Mnemo plan: total | Mnemo ms/batch | PyTorch ms/batch |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in sorted(rows, key=lambda r: r["model"]):
+        ours, theirs = r["mnemo"], r["pytorch"]
+        if ours is None:
+            torch_ms = theirs.get("inference_ms") if theirs else None
+            cells = [r["model"], r["method"], f"{theirs['accuracy']:.4f} (PyTorch)", "", "", "",
+                     f"{dense[r['model']]['pytorch']['dynamic_inference_ms']:.3f}"]
+        else:
+            torch_ms = theirs.get("inference_ms") if theirs else None
+            cells = [r["model"], r["method"], f"{ours['inference_accuracy']:.4f}",
+                     f"{ours['inference_weight_bytes'] / 1024:.0f} KiB",
+                     f"{ours['inference_plan_bytes'] / 1024:.0f} KiB",
+                     f"{ours['inference_ms']:.3f}",
+                     f"{torch_ms:.3f}" if torch_ms else ""]
         print("| " + " | ".join(cells) + " |")
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)

@@ -623,6 +623,49 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ");\n";
             return success();
           })
+          .Case([&](QuantizeRowsOp q) {
+            auto [rows, k] = rowsAndDepthOf(q.getInput());
+            out() << "  quantizeRows(" << rows << ", " << k << ", "
+                  << P(q.getInput()) << ", " << res(0) << ", " << res(1) << ", "
+                  << res(2) << ");\n";
+            return success();
+          })
+          .Case([&](MatmulInt8Op m) {
+            auto [rows, k] = rowsAndDepthOf(m.getLhs());
+            out() << "  matmulInt8(" << rows << ", " << shapeOf(m.getRhs())[0]
+                  << ", " << k << ", " << P(m.getLhs()) << ", "
+                  << P(m.getLhsScale()) << ", " << P(m.getLhsSum()) << ", "
+                  << P(m.getRhs()) << ", " << P(m.getRhsScale()) << ", "
+                  << P(m.getRhsZeroPoint()) << ", " << res() << ");\n";
+            return success();
+          })
+          .Case([&](DequantizeOp d) {
+            out() << "  dequantize(" << product(shapeOf(d.getResult())) << ", "
+                  << shapeOf(d.getScale())[0] << ", " << d.getBits() << ", "
+                  << P(d.getCodes()) << ", " << P(d.getScale()) << ", "
+                  << P(d.getZeroPoint()) << ", " << res() << ");\n";
+            return success();
+          })
+          .Case([&](MatmulSparse24Op m) {
+            auto [rows, k] = rowsAndDepthOf(m.getLhs());
+            out() << "  matmulSparse24(" << rows << ", "
+                  << shapeOf(m.getValues())[0] << ", " << k << ", "
+                  << P(m.getLhs()) << ", " << P(m.getValues()) << ", "
+                  << P(m.getIndices()) << ", f32(W), " << res() << ");\n";
+            return success();
+          })
+          .Case([&](MatmulCsrOp m) {
+            auto [rows, k] = rowsAndDepthOf(m.getLhs());
+            bool narrow = ctypeOf(m.getColumns().getType()).bytes == 2;
+            out() << "  matmulCsr(" << rows << ", "
+                  << shapeOf(m.getRowOffsets())[0] - 1 << ", " << k << ", "
+                  << shapeOf(m.getValues())[0] << ", " << P(m.getLhs()) << ", "
+                  << P(m.getValues()) << ", "
+                  << (narrow ? P(m.getColumns()) : "nullptr") << ", "
+                  << (narrow ? "nullptr" : P(m.getColumns())) << ", "
+                  << P(m.getRowOffsets()) << ", " << res() << ");\n";
+            return success();
+          })
           .Case([&](ApplyMaskOp a) {
             out() << "  applyMask(" << product(shapeOf(a.getInput())) << ", "
                   << ctypeOf(a.getInput().getType()).bytes << ", "
@@ -765,7 +808,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
                              llvm::raw_ostream &os) {
   SmallVector<func::FuncOp> steps = stepFunctions(module);
   func::FuncOp train = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!train)
+  // An inference plan (CompressWeights) has @eval_step alone.
+  if (!train && !module.lookupSymbol<func::FuncOp>("eval_step"))
     return module.emitError()
            << "the model has no train section, so there is no trainer to "
               "generate";
@@ -774,7 +818,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
       return failure();
   // Parameters and the batch live in regions that both steps share: their
   // offsets must agree.
-  if (func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step")) {
+  if (func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step");
+      eval && train) {
     llvm::StringMap<int64_t> trainOffsets;
     for (unsigned i = 0; i < train.getNumArguments(); ++i)
       if (auto name = train.getArgAttrOfType<StringAttr>(i, "mnemo.name"))
@@ -826,6 +871,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
         "}\n"
      << "inline int32_t *i32(uint8_t *p) { return reinterpret_cast<int32_t "
         "*>(p); }\n"
+     << "inline int16_t *i16(uint8_t *p) { return "
+        "reinterpret_cast<int16_t *>(p); }\n"
      << "inline int8_t *i8(uint8_t *p) { return reinterpret_cast<int8_t *>(p); "
         "}\n"
      << "inline uint8_t *u8(uint8_t *p) { return p; }\n"
@@ -835,7 +882,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
         "}\n\n"
      << constantStream.str() << "\n"
      << codeStream.str();
-  emitStepInfo(train, "train", opNames["train_step"], os);
+  if (train)
+    emitStepInfo(train, "train", opNames["train_step"], os);
   func::FuncOp eval = module.lookupSymbol<func::FuncOp>("eval_step");
   if (eval)
     emitStepInfo(eval, "eval", opNames["eval_step"], os);
@@ -845,7 +893,7 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
      << "    " << cString(jsonString(module->getAttr("mnemo.hyperparams")))
      << ",\n"
      << "    " << cString(jsonString(module->getAttr("mnemo.train"))) << ",\n"
-     << "    trainInfo,\n"
+     << "    " << (train ? "trainInfo" : "StepInfo{}") << ",\n"
      << "    " << (eval ? "evalInfo" : "StepInfo{}") << ",\n};\n\n"
      << "} // namespace\n\n"
      << "extern \"C\" const ModelInfo *mnemoModel() { return &model; }\n";

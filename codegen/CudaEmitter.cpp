@@ -109,6 +109,10 @@ public:
   std::vector<std::string> opNames;
   /// The most workspace any op uses for partial sums.
   int64_t scratchBytes = 0;
+  /// Why the step cannot run on the GPU (an op whose library this CUDA
+  /// toolkit lacks): the executor refuses to start with this message, and
+  /// the CPU backend still runs the program.
+  std::string unsupported;
 
 private:
   InFlightDiagnostic error(Operation *op, const Twine &message) {
@@ -1042,6 +1046,74 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                        gridFor(n), kThreads);
             return success();
           })
+          .Case([&](QuantizeRowsOp q) {
+            auto [rows, k] = rowsAndDepthOf(q.getInput());
+            kernelCall("quantizeRows(" + std::to_string(k) + ", " +
+                           P(q.getInput(), op) + ", " + res(op, 0) + ", " +
+                           res(op, 1) + ", " + res(op, 2) + ");",
+                       rows, kThreads);
+            return success();
+          })
+          .Case([&](MatmulInt8Op m) -> LogicalResult {
+            // cuBLASLt's int8 GEMM writes int32 products into the result's
+            // buffer (as wide as the f32 result), rescaled there in place.
+            auto [rows, k] = rowsAndDepthOf(m.getLhs());
+            int64_t n = shapeOf(m.getRhs())[0];
+            std::string A = hostPointer(m.getLhs(), op),
+                        B = hostPointer(m.getRhs(), op),
+                        C = hostPointer(m.getResult(), op);
+            if (failedOperand)
+              return failure();
+            body << "  {\n    static const GemmCall call = {" << gemmSites++
+                 << ", false, true, " << rows << ", " << n << ", " << k << ", "
+                 << k << ", " << k << ", " << n
+                 << ", 1, 0, 0, 0, DType::I8, Epilogue::None};\n"
+                 << "    L.gemm(call, " << A << ", " << B << ", " << C
+                 << ", nullptr);\n  }\n";
+            kernelCall(
+                "int8Rescale(" + std::to_string(rows) + ", " +
+                    std::to_string(n) + ", reinterpret_cast<const int32_t *>(" +
+                    res(op) + "), " + P(m.getLhsScale(), op) + ", " +
+                    P(m.getLhsSum(), op) + ", " + P(m.getRhsScale(), op) +
+                    ", " + P(m.getRhsZeroPoint(), op) + ", " + res(op) + ");",
+                gridFor(rows * n), kThreads);
+            return success();
+          })
+          .Case([&](DequantizeOp d) {
+            int64_t n = product(shapeOf(d.getResult()));
+            kernelCall("dequantize(" + std::to_string(n) + ", " +
+                           std::to_string(shapeOf(d.getScale())[0]) + ", " +
+                           std::to_string(d.getBits()) + ", " +
+                           P(d.getCodes(), op) + ", " + P(d.getScale(), op) +
+                           ", " + P(d.getZeroPoint(), op) + ", " + res(op) +
+                           ");",
+                       gridFor(n), kThreads);
+            return success();
+          })
+          .Case([&](MatmulCsrOp m) {
+            auto [rows, k] = rowsAndDepthOf(m.getLhs());
+            int64_t n = shapeOf(m.getRowOffsets())[0] - 1;
+            bool narrow = ctypeOf(m.getColumns().getType()).bytes == 2;
+            std::string columns = P(m.getColumns(), op);
+            kernelCall("matmulCsr(r, " + std::to_string(rows) + ", " +
+                           std::to_string(n) + ", " + std::to_string(k) + ", " +
+                           std::to_string(shapeOf(m.getValues())[0]) + ", " +
+                           P(m.getLhs(), op) + ", " + P(m.getValues(), op) +
+                           ", " + (narrow ? columns : "nullptr") + ", " +
+                           (narrow ? "nullptr" : columns) + ", " +
+                           P(m.getRowOffsets(), op) + ", " + res(op) + ");",
+                       n, kThreads);
+            return success();
+          })
+          .Case([&](MatmulSparse24Op) {
+            // cuSPARSELt is the library for 2:4 sparse tensor cores; the
+            // CUDA toolkit does not ship it.
+            unsupported =
+                "2:4-sparse weights on the GPU need cuSPARSELt, which this "
+                "CUDA toolkit does not include; run with --device cpu, or "
+                "prune with magnitude(...) for CSR weights";
+            return success();
+          })
           .Case([&](SgdUpdateOp s) {
             int64_t n = product(shapeOf(s.getParam()));
             kernelCall(
@@ -1155,7 +1227,9 @@ LogicalResult CudaStepEmitter::emit() {
 
 FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   SmallVector<func::FuncOp> steps = stepFunctions(module);
-  if (!module.lookupSymbol<func::FuncOp>("train_step"))
+  // An inference plan (CompressWeights) has @eval_step alone.
+  if (!module.lookupSymbol<func::FuncOp>("train_step") &&
+      !module.lookupSymbol<func::FuncOp>("eval_step"))
     return module.emitError()
            << "the model has no train section, so there is no trainer to "
               "generate";
@@ -1169,6 +1243,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   std::vector<std::string> kernelNames;
   std::map<std::string, std::vector<std::string>> opNames;
   int64_t scratch = 0, planWorkspace = 0;
+  std::string unsupported;
   auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
   kernels << "// Generated by mnemoc from " << sourceFile << " (model "
           << (modelName ? modelName.getValue() : "?")
@@ -1183,6 +1258,8 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
       return failure();
     opNames[f.getName().str()] = emitter.opNames;
     scratch = std::max(scratch, emitter.scratchBytes);
+    if (unsupported.empty())
+      unsupported = emitter.unsupported;
     if (auto w = f->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
       planWorkspace = std::max(planWorkspace, w.getInt());
   }
@@ -1244,7 +1321,9 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   std::string train = stepInfo("train_step"), eval = stepInfo("eval_step");
   os << "\nconst CudaModelInfo model = {kernelSource, " << kernelNames.size()
      << ", kernelNames, " << workspace << ",\n    " << train << ",\n    "
-     << eval << "};\n\n"
+     << eval << ",\n    "
+     << (unsupported.empty() ? std::string("nullptr") : cString(unsupported))
+     << "};\n\n"
      << "} // namespace\n\n"
      << "extern \"C\" const CudaModelInfo *mnemoCudaModel() { return &model; "
         "}\n";

@@ -61,6 +61,8 @@ CType codegen::ctypeOf(Type type) {
     return {"f16_t", "f16", 2, true, true};
   if (type.isInteger(32))
     return {"int32_t", "i32", 4, false, false};
+  if (type.isInteger(16))
+    return {"int16_t", "i16", 2, false, false};
   if (type.isInteger(8))
     return {"int8_t", "i8", 1, false, false};
   if (type.isInteger(1))
@@ -96,6 +98,12 @@ std::pair<int64_t, int64_t> codegen::channelsOf(Value tensor, uint64_t axis) {
   for (size_t d = size_t(a) + 1; d < shape.size(); ++d)
     inner *= shape[d];
   return {shape[a], inner};
+}
+
+std::pair<int64_t, int64_t> codegen::rowsAndDepthOf(Value tensor) {
+  auto type = llvm::cast<ShapedType>(tensor.getType());
+  int64_t k = type.getRank() ? type.getShape().back() : 1;
+  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
 }
 
 FakeQuantCall codegen::fakeQuantCall(Operation *op) {

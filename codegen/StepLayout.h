@@ -36,6 +36,9 @@ std::string doubleLiteral(double value);
 /// A tensor read per channel along `axis` (-1: one channel): the number
 /// of channels and of elements after the axis.
 std::pair<int64_t, int64_t> channelsOf(mlir::Value tensor, uint64_t axis);
+/// A `[..., K]` operand of a matrix product as rows (its leading
+/// dimensions) and K.
+std::pair<int64_t, int64_t> rowsAndDepthOf(mlir::Value tensor);
 
 /// What both backends' fake_quant and fake_quant_grad calls pass.
 struct FakeQuantCall {

@@ -27,21 +27,25 @@ struct TrainerBuildResult {
 bool runtimeHasCuda();
 
 /// Writes `source` to DIR/model.cpp (and `cudaSource`, when the runtime has
-/// the CUDA backend, to DIR/model_cuda.cpp) and builds DIR/train.
+/// the CUDA backend, to DIR/model_cuda.cpp) and builds DIR/train, or
+/// DIR/infer for an inference plan (runtime/Infer.cpp's main).
 TrainerBuildResult buildTrainer(llvm::StringRef directory,
                                 llvm::StringRef source,
-                                llvm::StringRef cudaSource);
+                                llvm::StringRef cudaSource,
+                                bool inference = false);
 
 /// `mnemoc MODEL.mn --emit=project -o DIR`: writes DIR/model.cpp,
 /// DIR/model_cuda.cpp, a copy of the runtime's sources (DIR/runtime/) and a
 /// DIR/CMakeLists.txt that builds DIR/build/train with CMake, a C++
 /// compiler, OpenBLAS, zlib and nlohmann-json alone, plus the CUDA toolkit
 /// and cuDNN for the GPU backend when they are there: no LLVM, no MLIR, no
-/// mnemoc. On success `message` is the directory.
+/// mnemoc. For an inference plan the program is DIR/build/infer. On success
+/// `message` is the directory.
 TrainerBuildResult writeProject(llvm::StringRef directory,
                                 llvm::StringRef source,
                                 llvm::StringRef cudaSource,
-                                llvm::StringRef modelName);
+                                llvm::StringRef modelName,
+                                bool inference = false);
 
 } // namespace mnemo
 

@@ -112,6 +112,8 @@ private:
       return builder.getBF16Type();
     case ElementType::I32:
       return builder.getI32Type();
+    case ElementType::I16:
+      return builder.getIntegerType(16);
     case ElementType::I8:
       return builder.getI8Type();
     case ElementType::I1:

@@ -14,6 +14,8 @@ const char *mnemo::spell(ElementType type) {
     return "bf16";
   case ElementType::I32:
     return "i32";
+  case ElementType::I16:
+    return "i16";
   case ElementType::I8:
     return "i8";
   case ElementType::I1:
@@ -37,6 +39,7 @@ int64_t mnemo::byteWidth(ElementType type) {
     return 4;
   case ElementType::F16:
   case ElementType::BF16:
+  case ElementType::I16:
     return 2;
   case ElementType::I8:
   case ElementType::I1:

@@ -328,7 +328,8 @@ LogicalResult PruneMasksOp::verify() {
     if (failed(verifyMask(*this, w, mask)))
       return failure();
     auto type = tensorType(w);
-    if (method == "structured" && (getDim() < 0 || getDim() >= type.getRank()))
+    if (method == "structured" &&
+        (int64_t(getDim()) < 0 || int64_t(getDim()) >= type.getRank()))
       return emitOpError() << "dim " << getDim() << " is out of range for "
                            << type;
     int64_t row = type.getRank() >= 2
@@ -573,3 +574,104 @@ LogicalResult LrScheduleOp::verify() {
 
 #define GET_OP_CLASSES
 #include "lang/MnemoOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Compressed weights for inference
+//===----------------------------------------------------------------------===//
+
+/// Rows of a `[..., K]` operand (its leading dimensions) and K.
+static std::pair<int64_t, int64_t> rowsAndDepth(Value v) {
+  auto type = tensorType(v);
+  int64_t k = type.getRank() ? type.getDimSize(type.getRank() - 1) : 1;
+  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
+}
+
+/// `result` is `lhs [..., K]` with its last dimension replaced by `n`.
+static LogicalResult verifyRowProduct(Operation *op, Value lhs, Value result,
+                                      int64_t n) {
+  auto in = tensorType(lhs), out = tensorType(result);
+  if (in.getRank() < 1 || out.getRank() != in.getRank() ||
+      in.getShape().drop_back() != out.getShape().drop_back() ||
+      out.getShape().back() != n)
+    return op->emitOpError()
+           << "the result must be " << in << " with its last dimension " << n
+           << ", not " << out;
+  return success();
+}
+
+LogicalResult QuantizeRowsOp::verify() {
+  auto [rows, k] = rowsAndDepth(getInput());
+  if (tensorType(getCodes()).getShape() != tensorType(getInput()).getShape())
+    return emitOpError("the codes must have the input's shape");
+  if (tensorType(getScale()).getDimSize(0) != rows ||
+      tensorType(getSum()).getDimSize(0) != rows)
+    return emitOpError() << "the scales and sums must have one element per "
+                            "row ("
+                         << rows << ")";
+  return success();
+}
+
+LogicalResult MatmulInt8Op::verify() {
+  auto [rows, k] = rowsAndDepth(getLhs());
+  auto weight = tensorType(getRhs());
+  int64_t n = weight.getDimSize(0);
+  if (weight.getDimSize(1) != k)
+    return emitOpError() << "the weight " << weight << " must have " << k
+                         << " columns, the activations' last dimension";
+  if (tensorType(getLhsScale()).getDimSize(0) != rows ||
+      tensorType(getLhsSum()).getDimSize(0) != rows)
+    return emitOpError() << "lhs_scale and lhs_sum must have one element per "
+                            "row ("
+                         << rows << ")";
+  if (tensorType(getRhsScale()).getDimSize(0) != n ||
+      tensorType(getRhsZeroPoint()).getDimSize(0) != n)
+    return emitOpError() << "rhs_scale and rhs_zero_point must have one "
+                            "element per output channel ("
+                         << n << ")";
+  return verifyRowProduct(*this, getLhs(), getResult(), n);
+}
+
+LogicalResult DequantizeOp::verify() {
+  int64_t bits = int64_t(getBits());
+  if (bits != 8 && bits != 4)
+    return emitOpError() << "bits must be 8 or 4, not " << bits;
+  int64_t n = tensorType(getResult()).getNumElements();
+  int64_t codes = tensorType(getCodes()).getNumElements();
+  if (codes != (bits == 8 ? n : (n + 1) / 2))
+    return emitOpError() << n << " elements at " << bits << " bits need "
+                         << (bits == 8 ? n : (n + 1) / 2) << " code bytes, not "
+                         << codes;
+  int64_t channels = tensorType(getScale()).getDimSize(0);
+  if (tensorType(getZeroPoint()).getDimSize(0) != channels || channels == 0 ||
+      n % channels)
+    return emitOpError() << "the " << channels
+                         << " scales and zero points must divide the " << n
+                         << " elements into equal channels";
+  return success();
+}
+
+LogicalResult MatmulSparse24Op::verify() {
+  auto [rows, k] = rowsAndDepth(getLhs());
+  auto values = tensorType(getValues()), indices = tensorType(getIndices());
+  int64_t n = values.getDimSize(0);
+  if (k % 8 || values.getDimSize(1) != k / 2 || indices.getDimSize(0) != n ||
+      indices.getDimSize(1) != k / 8)
+    return emitOpError() << "a 2:4 weight of depth " << k
+                         << " (a multiple of 8) packs into values [N, " << k / 2
+                         << "] and indices [N, " << k / 8 << "], not " << values
+                         << " and " << indices;
+  return verifyRowProduct(*this, getLhs(), getResult(), n);
+}
+
+LogicalResult MatmulCsrOp::verify() {
+  auto [rows, k] = rowsAndDepth(getLhs());
+  if (tensorType(getValues()).getDimSize(0) !=
+      tensorType(getColumns()).getDimSize(0))
+    return emitOpError("values and columns must have the same capacity");
+  if (tensorType(getColumns()).getElementType().isInteger(16) && k > 32767)
+    return emitOpError() << "i16 columns cannot index a depth of " << k;
+  int64_t n = tensorType(getRowOffsets()).getDimSize(0) - 1;
+  if (n < 1)
+    return emitOpError("row_offsets needs N + 1 >= 2 elements");
+  return verifyRowProduct(*this, getLhs(), getResult(), n);
+}

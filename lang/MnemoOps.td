@@ -1055,4 +1055,122 @@ def Mnemo_FakeQuantGradOp : Mnemo_Op<"fake_quant_grad", [Pure, Mnemo_NoGradient,
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+//===----------------------------------------------------------------------===//
+// Compressed weights for inference (mnemoc --mode=inference)
+//===----------------------------------------------------------------------===//
+
+def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Pure, Mnemo_NoGradient]> {
+  let summary = "dynamic symmetric int8 quantization of each row";
+  let description = [{
+    Each row of `input [..., K]` (leading dimensions are rows, as in
+    `matmul`) as int8 codes `round(x / scale)` (half to even) with the row's
+    own `scale = max|x| / 127` (1 for a row of zeros), and the sum of the
+    row's codes (what an affine weight's zero point needs). The activations
+    of an int8 GEMM, quantized per batch as PyTorch's `quantize_dynamic`
+    does per tensor.
+
+    ```mlir
+    %xq, %xs, %xsum = mnemo.quantize_rows %x
+        : (tensor<128x784xf32>) -> (tensor<128x784xi8>, tensor<128xf32>, tensor<128xi32>)
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$input);
+  let results = (outs StaticShapeTensorOf<[I8]>:$codes,
+                      1DTensorOf<[F32]>:$scale, 1DTensorOf<[I32]>:$sum);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Pure, Mnemo_NoGradient]> {
+  let summary = "int8 GEMM with int32 accumulation, rescaled to f32";
+  let description = [{
+    `x @ W^T` from int8 codes: `lhs [..., K]` with per-row scales and code
+    sums (`quantize_rows`), and a weight `rhs [N, K]` quantized per output
+    channel (`rhs_scale`, `rhs_zero_point`, `[N]`, as `train --export`
+    writes them). Accumulates `sum_k lhs[m,k] * rhs[n,k]` exactly in int32,
+    then `result[m,n] = lhs_scale[m] * rhs_scale[n] * (acc - rhs_zero_point[n]
+    * lhs_sum[m])`. Within int8 rounding of the activations, this is
+    `x @ fake_quant(W)^T`.
+
+    ```mlir
+    %y = mnemo.matmul_int8 %xq, %xs, %xsum, %w, %ws, %wz
+        : (tensor<128x784xi8>, tensor<128xf32>, tensor<128xi32>, tensor<512x784xi8>, tensor<512xf32>, tensor<512xi32>) -> tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I8]>:$lhs, 1DTensorOf<[F32]>:$lhs_scale,
+                       1DTensorOf<[I32]>:$lhs_sum, 2DTensorOf<[I8]>:$rhs,
+                       1DTensorOf<[F32]>:$rhs_scale,
+                       1DTensorOf<[I32]>:$rhs_zero_point);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_DequantizeOp : Mnemo_Op<"dequantize", [Pure, Mnemo_NoGradient]> {
+  let summary = "int8 or packed int4 codes back to f32";
+  let description = [{
+    `(code - zero_point[c]) * scale[c]`, where element `e` of the result
+    (row-major) belongs to channel `c = e / (numel / C)` of the `C` scales:
+    per output channel, per group of consecutive elements or per tensor.
+    With `bits = 8` the codes are the result's elements as int8; with
+    `bits = 4` two codes share a byte, element `e` in the low nibble of
+    byte `e / 2` when `e` is even (`train --export`'s packing), sign
+    extended.
+
+    ```mlir
+    %w = mnemo.dequantize %codes, %scale, %zero {bits = 4 : i64}
+        : (tensor<200704xi8>, tensor<25088xf32>, tensor<25088xi32>) -> tensor<512x784xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[I8]>:$codes, 1DTensorOf<[F32]>:$scale,
+                       1DTensorOf<[I32]>:$zero_point, I64Attr:$bits);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_MatmulSparse24Op : Mnemo_Op<"matmul_sparse24", [Pure, Mnemo_NoGradient]> {
+  let summary = "x @ W^T with a 2:4-sparse weight in packed form";
+  let description = [{
+    `rhs` is a weight `[N, K]` with two nonzeros in every group of four
+    consecutive elements of a row, stored as its kept values `[N, K/2]` and
+    their positions in the group, 2 bits each, four per byte (`[N, K/8]`,
+    the kept pair of group `g` in bits `4*(g%2)` to `4*(g%2)+3` of byte
+    `g/2`), as `train --export` writes them and as sparse tensor cores read
+    them.
+
+    ```mlir
+    %y = mnemo.matmul_sparse24 %x, %values, %indices
+        : (tensor<128x784xf32>, tensor<512x392xf32>, tensor<512x98xi8>) -> tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$lhs, 2DTensorOf<[F32]>:$values,
+                       2DTensorOf<[I8]>:$indices);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_MatmulCsrOp : Mnemo_Op<"matmul_csr", [Pure, Mnemo_NoGradient]> {
+  let summary = "x @ W^T with a weight in compressed sparse rows";
+  let description = [{
+    `W [N, K]` (N = `row_offsets`' size - 1, K = `lhs`' last dimension) as
+    CSR: row `n`'s nonzeros are `values[row_offsets[n] : row_offsets[n+1]]`
+    in columns `columns[...]` (i16 when K fits, else i32). The plan holds
+    `values` and `columns` at the capacity the prune directive guarantees;
+    entries past `row_offsets[N]` are not read.
+
+    ```mlir
+    %y = mnemo.matmul_csr %x, %values, %columns, %offsets
+        : (tensor<128x784xf32>, tensor<200704xf32>, tensor<200704xi16>, tensor<513xi32>) -> tensor<128x512xf32>
+    ```
+  }];
+  let arguments = (ins StaticShapeTensorOf<[F32]>:$lhs, 1DTensorOf<[F32]>:$values,
+                       1DTensorOf<[I16, I32]>:$columns,
+                       1DTensorOf<[I32]>:$row_offsets);
+  let results = (outs StaticShapeTensorOf<[F32]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // MNEMO_OPS_TD

@@ -26,9 +26,9 @@ const char *mnemo::spell(BufferKind kind) {
 
 static int64_t elementBytes(Type type) {
   Type element = llvm::cast<RankedTensorType>(type).getElementType();
-  return element.isF32() || element.isInteger(32) ? 4
-         : element.isF16() || element.isBF16()    ? 2
-                                                  : 1;
+  return element.isF32() || element.isInteger(32)                       ? 4
+         : element.isF16() || element.isBF16() || element.isInteger(16) ? 2
+                                                                        : 1;
 }
 
 int64_t mnemo::storageBytes(Type type) {

@@ -47,6 +47,8 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
       func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
   r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();
   r.planner = func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str();
+  if (auto dense = func->getAttrOfType<IntegerAttr>("mnemo.dense_weight_bytes"))
+    r.trainedParameterBytes = dense.getInt();
   r.steps = analysis->order.size();
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
@@ -155,6 +157,12 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   };
   os << "@" << r.function << "\n";
   line("parameters", r.parameterBytes);
+  if (r.trainedParameterBytes)
+    line("  as trained (f32)", r.trainedParameterBytes,
+         llvm::formatv("compressed {0:f2}x smaller",
+                       double(r.trainedParameterBytes) /
+                           double(std::max<int64_t>(r.parameterBytes, 1)))
+             .str());
   if (r.gradientRegionBytes)
     line("gradients", r.gradientRegionBytes);
   line("optimizer state", r.optimizerStateBytes);
@@ -239,6 +247,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"parameter_bytes", r.parameterBytes},
         {"optimizer_state_bytes", r.optimizerStateBytes},
         {"prune_mask_bytes", r.pruneMaskBytes},
+        {"trained_parameter_bytes", r.trainedParameterBytes},
         {"input_bytes", r.inputBytes},
         {"gradient_bytes", r.gradientRegionBytes + r.gradientBytes},
         {"gradients_persistent", r.gradientRegionBytes > 0},

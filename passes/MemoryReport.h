@@ -27,6 +27,9 @@ struct MemoryReport {
   /// Of the optimizer state: pruning masks (1 bit per element), and the
   /// elements of the weights they mask.
   int64_t pruneMaskBytes = 0, maskedElements = 0;
+  /// An inference plan's parameters as trained (f32, uncompressed); 0 for
+  /// a training plan (passes/CompressWeights.cpp).
+  int64_t trainedParameterBytes = 0;
   /// The persistent gradient region (0 when gradients are in the arena).
   int64_t gradientRegionBytes = 0;
   /// Arena bytes by kind, live at the peak step.

@@ -97,6 +97,35 @@ def Qat : Pass<"qat", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def CompressWeights : Pass<"compress-weights", "mlir::ModuleOp"> {
+  let summary = "Inference: @eval_step alone, reading compressed weights";
+  let description = [{
+    What `mnemoc --mode=inference` compiles: `@train_step` is dropped (no
+    gradients, no optimizer state) and `@eval_step` reads its weights in
+    the layouts `train --export` writes, under the same argument names:
+
+    - a weight a `quantize` directive names (qat, int8, int4): its codes
+      (`<w>`, i8; int4 packs two per byte), `<w>.scale` and
+      `<w>.zero_point` per output channel, group or tensor. An int8 weight
+      `[N, K]` per output channel whose every use is `x @ W^T` runs as
+      `quantize_rows` + `matmul_int8` (int8 GEMM, int32 accumulation); any
+      other is `dequantize`d where it is read.
+    - a 2:4 weight (`nm(n = 2, m = 4)`, K a multiple of 8) read only by
+      `x @ W^T`: `matmul_sparse24` on its kept values `<w>` `[N, K/2]` and
+      positions `<w>.indices` `[N, K/8]`.
+    - a weight pruned by per-layer magnitude, read only by `x @ W^T`, when
+      CSR at the directive's final sparsity is smaller than the dense
+      weight: `matmul_csr` on `<w>.values`, `<w>.columns` (i16 when K <=
+      32768) and `<w>.row_offsets`. The plan holds the nonzeros the final
+      sparsity keeps.
+
+    Other pruned weights (global magnitude, structured) stay dense with
+    their zeros. `@eval_step` gets `mnemo.dense_weight_bytes`, the bytes of
+    the parameters as trained, for the memory report.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Remat : Pass<"remat", "mlir::ModuleOp"> {
   let summary = "Recomputes activations in the backward to meet a memory budget";
   let description = [{

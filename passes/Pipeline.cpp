@@ -23,11 +23,15 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   pm.addPass(createAmp(ampOptions));
   pm.addPass(mlir::createCSEPass());
   // Quantization-aware training reads the quantized weights through
-  // fake-quant ops, in the master weights' f32.
-  pm.addPass(createQat());
+  // fake-quant ops, in the master weights' f32. Inference reads them
+  // quantized (CompressWeights).
+  if (!options.inference)
+    pm.addPass(createQat());
   // The training step, from the cleaned-up forward, cleaned up in turn
   // (gradient rules emit generic code: a broadcast of a scalar 1, ...).
   pm.addPass(createAutodiff());
+  if (options.inference)
+    pm.addPass(createCompressWeights());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   // Under a memory budget, recompute in the backward what the plan cannot

@@ -30,6 +30,8 @@ struct PipelineOptions {
   std::string remat = "auto";
   /// Seconds --remat=optimal's MILP solver may search.
   double rematTimeLimit = 60;
+  /// mnemoc --mode=inference: @eval_step alone, with compressed weights.
+  bool inference = false;
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

@@ -47,8 +47,8 @@ MNEMO_FQ_HD inline QParams qparams(float lo, float hi, int qmin, int qmax,
     q.scale = (maxPos - minNeg) / float(qmax - qmin);
     q.scale = q.scale > eps ? q.scale : eps;
     float zp = float(qmin) - MNEMO_FQ_RINT(minNeg / q.scale);
-    q.zeroPoint = zp < float(qmin) ? float(qmin)
-                                   : (zp > float(qmax) ? float(qmax) : zp);
+    q.zeroPoint =
+        zp < float(qmin) ? float(qmin) : (zp > float(qmax) ? float(qmax) : zp);
   }
   return q;
 }
@@ -66,8 +66,7 @@ MNEMO_FQ_HD inline float fakeQuant(float x, QParams q, int qmin, int qmax) {
 }
 
 /// Whether the straight-through gradient passes at `x`.
-MNEMO_FQ_HD inline bool passesGradient(float x, QParams q, int qmin,
-                                       int qmax) {
+MNEMO_FQ_HD inline bool passesGradient(float x, QParams q, int qmin, int qmax) {
   float v = quantized(x, q);
   return v >= float(qmin) && v <= float(qmax);
 }
@@ -82,6 +81,41 @@ MNEMO_FQ_HD inline float observe(float old, float seen, bool first,
   if (averaging == 0.0f)
     return lower ? (seen < old ? seen : old) : (seen > old ? seen : old);
   return old + averaging * (seen - old);
+}
+
+/// Inference's dynamic int8 activations (quantize_rows): a row's scale is
+/// max|x| / 127 (1 for a row of zeros), its codes round(x / scale) in
+/// [-127, 127], computed as x * (1 / scale) everywhere.
+MNEMO_FQ_HD inline float rowScale(float absMax) {
+  return absMax > 0.0f ? absMax / 127.0f : 1.0f;
+}
+MNEMO_FQ_HD inline int rowCode(float x, float inverseScale) {
+  float v = MNEMO_FQ_RINT(x * inverseScale);
+  return int(v < -127.0f ? -127.0f : (v > 127.0f ? 127.0f : v));
+}
+
+/// matmul_int8's epilogue: the exact int32 product of the codes, less the
+/// weight's zero point times the row's code sum, in f32 units.
+MNEMO_FQ_HD inline float int8Rescale(int acc, int zeroPoint, int rowSum,
+                                     float rowScale, float channelScale) {
+  return float(acc - zeroPoint * rowSum) * (rowScale * channelScale);
+}
+
+/// A stored code (int8, or a sign-extended nibble) back to f32.
+MNEMO_FQ_HD inline float dequantized(int code, int zeroPoint, float scale) {
+  return float(code - zeroPoint) * scale;
+}
+MNEMO_FQ_HD inline int int4Code(const signed char *packed, long long e) {
+  int nibble = (int((unsigned char)packed[e / 2]) >> (4 * int(e % 2))) & 0xf;
+  return nibble >= 8 ? nibble - 16 : nibble;
+}
+
+/// The position in its group of four of the `j`-th (0 or 1) kept value of
+/// 2:4 group `g`, from the packed indices of its row.
+MNEMO_FQ_HD inline int sparse24Position(const signed char *rowIndices,
+                                        long long g, int j) {
+  int byte = int((unsigned char)rowIndices[g / 2]) >> (4 * int(g % 2));
+  return (byte >> (2 * j)) & 3;
 }
 
 } // namespace fakequant

@@ -7,8 +7,10 @@
 #                                          ignored): a --emit=project tree per
 #                                          example (and gpt8: the GPT with
 #                                          adamw8bit; mlpprune and mlpqat:
-#                                          the MLP pruned and with QAT), and
-#                                          the data
+#                                          the MLP pruned and with QAT;
+#                                          mlpinfer and infer: a compressed
+#                                          MLP's trainer and its inference
+#                                          program), and the data
 #   scripts/gpu-check.sh [DIR]             on the GPU machine, from the
 #                                          repository root with DIR copied
 #                                          along (the device tool: carry
@@ -18,7 +20,9 @@
 # where it found CUDA and cuDNN); trains 50 steps on the CPU and 50 on the
 # GPU from the same seed (same weights, same batches) and checks that the
 # losses track (scripts/compare-losses.py); runs compute-sanitizer's
-# memcheck over 3 steps of each (gpt8 too); and prints a table next to
+# memcheck over 3 steps of each (gpt8 too); runs the inference program on
+# exported int8/int4/CSR weights on the CPU and the GPU (cuBLASLt's int8
+# GEMM) and checks they agree; and prints a table next to
 # PyTorch (mlp, cnn, gpt) on the
 # same GPU, eager and torch.compile, same model, batch and precision (f32):
 # median ms per step and peak device memory (ours: the one cudaMalloc, and
@@ -51,6 +55,11 @@ if [ "${1:-}" = "--prepare" ]; then
   for model in mlpprune mlpqat; do
     "$MNEMO_BUILD/bin/mnemoc" "$DIR/$model.mn" --emit=project -o "$DIR/$model" >/dev/null
   done
+  # mlpinfer: an int8 GEMM (cuBLASLt), int4 and CSR weights; its trainer
+  # (in MODELS) exports the weights the inference program reads.
+  cp "$ROOT/test/trainer/inference-gpu.mn" "$DIR/mlpinfer.mn"
+  "$MNEMO_BUILD/bin/mnemoc" "$DIR/mlpinfer.mn" --emit=project -o "$DIR/mlpinfer" >/dev/null
+  "$MNEMO_BUILD/bin/mnemoc" "$DIR/mlpinfer.mn" --mode=inference --emit=project -o "$DIR/infer" >/dev/null
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$DIR/data/fashion-mnist/"
   /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$DIR/data/tokens" >/dev/null
   git -C "$ROOT" rev-parse --short HEAD > "$DIR/COMMIT" 2>/dev/null || true
@@ -77,16 +86,18 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
 say "inputs from commit $(cat "$DIR/COMMIT" 2>/dev/null || echo '?')"
 
-MODELS="mlp cnn gpt gpt8 mlpprune mlpqat"
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer"
 
-# 1. Build every trainer with CMake alone, in parallel.
-for model in $MODELS; do
+# 1. Build every trainer (and the inference program) with CMake alone, in
+#    parallel.
+for model in $MODELS infer; do
   (cmake -S "$DIR/$model" -B "$OUT/build-$model" -G Ninja > "$OUT/configure-$model.log" 2>&1 &&
    cmake --build "$OUT/build-$model" > "$OUT/build-$model.log" 2>&1) &
 done
 wait
-for model in $MODELS; do
-  if [ ! -x "$OUT/build-$model/train" ]; then
+for model in $MODELS infer; do
+  program=train; [ "$model" = infer ] && program=infer
+  if [ ! -x "$OUT/build-$model/$program" ]; then
     fail "$model did not build"; tail -30 "$OUT/configure-$model.log" "$OUT/build-$model.log"
   fi
 done
@@ -133,6 +144,30 @@ for model in $MODELS; do
   fi
 done
 say "sanitized at $(( $(date +%s) - START )) s"
+
+# 3b. Inference on compressed weights: the CPU's and the GPU's (cuBLASLt's
+#     int8 GEMM, int4 dequantization, CSR) test loss and accuracy agree,
+#     and memcheck finds nothing.
+FM="$DIR/data/fashion-mnist"
+INFER="$OUT/build-infer/infer --weights $OUT/mlpinfer.safetensors --data $FM"
+if timeout 120 "$OUT/build-mlpinfer/train" --data "$FM" --steps 300 --device cpu --quiet \
+     --export "$OUT/mlpinfer.safetensors" > "$OUT/mlpinfer-export.log" 2>&1; then
+  timeout 60 $INFER --device cpu > "$OUT/infer-cpu.log" 2>&1 || fail "inference on the CPU: $(tail -2 "$OUT/infer-cpu.log")"
+  timeout 60 $INFER --device cuda > "$OUT/infer-cuda.log" 2>&1 || fail "inference on the GPU: $(tail -2 "$OUT/infer-cuda.log")"
+  grep -h "device:\|memory:\|test " "$OUT/infer-cpu.log" "$OUT/infer-cuda.log" | tee -a "$LOG"
+  python3 "$ROOT/test/reference/check_inference.py" "$OUT/infer-cpu.log" "$OUT/infer-cuda.log" \
+    --loss 1e-3 --accuracy 1e-3 | sed "s/^/inference: /" | tee -a "$LOG"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail "inference: the GPU's figures differ from the CPU's"
+  if timeout 120 "$SANITIZER" --tool memcheck --error-exitcode 9 $INFER --device cuda --batches 3 \
+      > "$OUT/infer-memcheck.log" 2>&1; then
+    say "infer: compute-sanitizer memcheck: $(grep -h 'ERROR SUMMARY' "$OUT/infer-memcheck.log")"
+  else
+    fail "infer: compute-sanitizer: $(grep -h 'ERROR SUMMARY\|Invalid' "$OUT/infer-memcheck.log" | head -3)"
+  fi
+else
+  fail "mlpinfer: training and export: $(tail -2 "$OUT/mlpinfer-export.log")"
+fi
+say "inference checked at $(( $(date +%s) - START )) s"
 
 # 4. The benchmark: ours, then PyTorch eager and torch.compile on our run's
 #    weights and batches.

@@ -8,6 +8,8 @@
 
 #include <cmath>
 
+#include <optional>
+
 using namespace mlir;
 using namespace mnemo;
 
@@ -40,10 +42,23 @@ int64_t integerRange(Value arg) {
       range = ce.getLogits().getType().getShape().back();
     else if (auto acc = llvm::dyn_cast<AccuracyOp>(user))
       range = acc.getLogits().getType().getShape().back();
+    else if (auto csr = llvm::dyn_cast<MatmulCsrOp>(user);
+             csr && csr.getColumns() == arg)
+      range = csr.getLhs().getType().getShape().back();
     if (range > 0)
       return range;
   }
   return 4;
+}
+
+/// A CSR weight's row offsets: rising from 0 to a random number of
+/// nonzeros within the capacity, as a valid weight file has them.
+std::optional<int64_t> csrCapacity(Value arg) {
+  for (Operation *user : arg.getUsers())
+    if (auto csr = llvm::dyn_cast<MatmulCsrOp>(user);
+        csr && csr.getRowOffsets() == arg)
+      return csr.getValues().getType().getDimSize(0);
+  return std::nullopt;
 }
 } // namespace
 
@@ -60,6 +75,14 @@ std::vector<Tensor> mnemo::randomArguments(func::FuncOp func, uint64_t seed) {
     bool isStep =
         role && (role.getValue() == "step" || role.getValue() == "total_steps");
     int64_t range = isFloat(t.type) ? 0 : integerRange(arg);
+    if (std::optional<int64_t> capacity = csrCapacity(arg)) {
+      int64_t rows = t.numElements() - 1;
+      int64_t used = int64_t((0.5 + 0.5 * uniform(state)) * double(*capacity));
+      for (int64_t j = 0; j <= rows; ++j)
+        t.data[j] = double(j * used / std::max<int64_t>(rows, 1));
+      args.push_back(std::move(t));
+      continue;
+    }
     for (double &x : t.data) {
       if (isStep)
         x = 1 + double(int64_t(uniform(state) * 10));

@@ -37,6 +37,8 @@ ElementType mnemo::elementTypeOf(Type type) {
     return ElementType::BF16;
   if (type.isInteger(32))
     return ElementType::I32;
+  if (type.isInteger(16))
+    return ElementType::I16;
   if (type.isInteger(8))
     return ElementType::I8;
   if (type.isInteger(1))
@@ -166,6 +168,11 @@ void encode(const Tensor &t, std::vector<uint8_t> &bytes, int64_t offset) {
       std::memcpy(p + 4 * i, &x, 4);
       break;
     }
+    case ElementType::I16: {
+      int16_t x = int16_t(v);
+      std::memcpy(p + 2 * i, &x, 2);
+      break;
+    }
     case ElementType::I8:
     case ElementType::I1:
       p[i] = uint8_t(int8_t(v));
@@ -202,6 +209,12 @@ void decode(Tensor &t, const std::vector<uint8_t> &bytes, int64_t offset) {
     case ElementType::I32: {
       int32_t x;
       std::memcpy(&x, p + 4 * i, 4);
+      t.data[i] = x;
+      break;
+    }
+    case ElementType::I16: {
+      int16_t x;
+      std::memcpy(&x, p + 2 * i, 2);
       t.data[i] = x;
       break;
     }
@@ -336,6 +349,11 @@ private:
   LogicalResult execPruneMasks(PruneMasksOp op);
   LogicalResult execApplyMask(ApplyMaskOp op);
   LogicalResult execObserve(ObserveMinMaxOp op);
+  LogicalResult execQuantizeRows(QuantizeRowsOp op);
+  LogicalResult execMatmulInt8(MatmulInt8Op op);
+  LogicalResult execDequantize(DequantizeOp op);
+  LogicalResult execMatmulSparse24(MatmulSparse24Op op);
+  LogicalResult execMatmulCsr(MatmulCsrOp op);
   LogicalResult execFakeQuant(Operation *op, Value grad, Value input, Value lo,
                               Value hi, int64_t axis, int64_t qmin,
                               int64_t qmax, bool symmetric);
@@ -699,6 +717,11 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](PruneMasksOp p) { return execPruneMasks(p); })
       .Case([&](ApplyMaskOp a) { return execApplyMask(a); })
       .Case([&](ObserveMinMaxOp o) { return execObserve(o); })
+      .Case([&](QuantizeRowsOp q) { return execQuantizeRows(q); })
+      .Case([&](MatmulInt8Op m) { return execMatmulInt8(m); })
+      .Case([&](DequantizeOp d) { return execDequantize(d); })
+      .Case([&](MatmulSparse24Op m) { return execMatmulSparse24(m); })
+      .Case([&](MatmulCsrOp m) { return execMatmulCsr(m); })
       .Case([&](FakeQuantOp f) {
         return execFakeQuant(f, {}, f.getInput(), f.getMin(), f.getMax(),
                              f.getAxis(), f.getQuantMin(), f.getQuantMax(),
@@ -1419,4 +1442,128 @@ Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args, std::string &error) {
   if (failed(evaluator.run(func, args, results)))
     return failure();
   return results;
+}
+
+//===----------------------------------------------------------------------===//
+// Compressed weights for inference: the arithmetic of FakeQuantRules.h, in
+// f32 like the kernels, with sums in double (the kernels' summation order
+// differs; int8 products are exact in both).
+//===----------------------------------------------------------------------===//
+
+/// Rows and depth of a `[..., K]` operand.
+static std::pair<int64_t, int64_t> rowsAndDepth(const Tensor &t) {
+  int64_t k = t.rank() ? t.shape.back() : 1;
+  return {t.numElements() / std::max<int64_t>(k, 1), k};
+}
+
+LogicalResult Evaluator::execQuantizeRows(QuantizeRowsOp op) {
+  const Tensor &x = get(op.getInput());
+  auto [rows, k] = rowsAndDepth(x);
+  Tensor codes = like(op.getCodes()), scale = like(op.getScale()),
+         sum = like(op.getSum());
+  for (int64_t m = 0; m < rows; ++m) {
+    float absMax = 0.0f;
+    for (int64_t c = 0; c < k; ++c)
+      absMax = std::max(absMax, std::fabs(float(x.data[m * k + c])));
+    float rowScale = fakequant::rowScale(absMax), inverse = 1.0f / rowScale;
+    int64_t total = 0;
+    for (int64_t c = 0; c < k; ++c) {
+      int code = fakequant::rowCode(float(x.data[m * k + c]), inverse);
+      codes.data[m * k + c] = code;
+      total += code;
+    }
+    scale.data[m] = rowScale;
+    sum.data[m] = double(total);
+  }
+  set(op.getCodes(), std::move(codes));
+  set(op.getScale(), std::move(scale));
+  set(op.getSum(), std::move(sum));
+  return success();
+}
+
+LogicalResult Evaluator::execMatmulInt8(MatmulInt8Op op) {
+  const Tensor &x = get(op.getLhs()), &w = get(op.getRhs());
+  const Tensor &xs = get(op.getLhsScale()), &xsum = get(op.getLhsSum());
+  const Tensor &ws = get(op.getRhsScale()), &wz = get(op.getRhsZeroPoint());
+  auto [rows, k] = rowsAndDepth(x);
+  int64_t n = w.shape[0];
+  Tensor out = like(op.getResult());
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (int64_t c = 0; c < k; ++c)
+        acc += int64_t(x.data[m * k + c]) * int64_t(w.data[j * k + c]);
+      out.data[m * n + j] =
+          fakequant::int8Rescale(int(acc), int(wz.data[j]), int(xsum.data[m]),
+                                 float(xs.data[m]), float(ws.data[j]));
+    }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execDequantize(DequantizeOp op) {
+  const Tensor &codes = get(op.getCodes());
+  const Tensor &scale = get(op.getScale()), &zero = get(op.getZeroPoint());
+  Tensor out = like(op.getResult());
+  int64_t n = out.numElements(), inner = n / scale.numElements();
+  std::vector<signed char> packed(codes.data.begin(), codes.data.end());
+  for (int64_t e = 0; e < n; ++e) {
+    int code = op.getBits() == 8 ? int(codes.data[e])
+                                 : fakequant::int4Code(packed.data(), e);
+    out.data[e] = fakequant::dequantized(code, int(zero.data[e / inner]),
+                                         float(scale.data[e / inner]));
+  }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execMatmulSparse24(MatmulSparse24Op op) {
+  const Tensor &x = get(op.getLhs()), &values = get(op.getValues());
+  const Tensor &indices = get(op.getIndices());
+  auto [rows, k] = rowsAndDepth(x);
+  int64_t n = values.shape[0];
+  std::vector<signed char> packed(indices.data.begin(), indices.data.end());
+  Tensor out = like(op.getResult());
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t g = 0; g < k / 4; ++g)
+        for (int kept = 0; kept < 2; ++kept) {
+          int position =
+              fakequant::sparse24Position(packed.data() + j * (k / 8), g, kept);
+          acc += x.data[m * k + 4 * g + position] *
+                 values.data[j * (k / 2) + 2 * g + kept];
+        }
+      out.data[m * n + j] = acc;
+    }
+  set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult Evaluator::execMatmulCsr(MatmulCsrOp op) {
+  const Tensor &x = get(op.getLhs()), &values = get(op.getValues());
+  const Tensor &columns = get(op.getColumns()),
+               &offsets = get(op.getRowOffsets());
+  auto [rows, k] = rowsAndDepth(x);
+  int64_t n = offsets.numElements() - 1, capacity = values.numElements();
+  for (int64_t j = 0; j <= n; ++j)
+    if (offsets.data[j] < (j ? offsets.data[j - 1] : 0) ||
+        offsets.data[j] > double(capacity))
+      return op.emitError() << "row_offsets must rise from 0 to at most the "
+                            << capacity << " stored nonzeros";
+  for (int64_t e = 0; e < int64_t(offsets.data[n]); ++e)
+    if (columns.data[e] < 0 || columns.data[e] >= double(k))
+      return op.emitError() << "column " << columns.data[e]
+                            << " is out of range for depth " << k;
+  Tensor out = like(op.getResult());
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t e = int64_t(offsets.data[j]);
+           e < int64_t(offsets.data[j + 1]); ++e)
+        acc += x.data[m * k + int64_t(columns.data[e])] * values.data[e];
+      out.data[m * n + j] = acc;
+    }
+  set(op.getResult(), std::move(out));
+  return success();
 }

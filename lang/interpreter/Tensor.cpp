@@ -51,6 +51,9 @@ double mnemo::roundTo(ElementType type, double value) {
   case ElementType::I32:
     return std::isfinite(value) ? double(int32_t(int64_t(std::trunc(value))))
                                 : 0;
+  case ElementType::I16:
+    return std::isfinite(value) ? double(int16_t(int64_t(std::trunc(value))))
+                                : 0;
   case ElementType::I8:
     return std::isfinite(value) ? double(int8_t(int64_t(std::trunc(value))))
                                 : 0;

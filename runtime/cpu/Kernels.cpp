@@ -1333,5 +1333,187 @@ MNEMO_INSTANTIATE_HALF(bf16_t)
 MNEMO_INSTANTIATE_HALF(f16_t)
 #undef MNEMO_INSTANTIATE_HALF
 
+//===----------------------------------------------------------------------===//
+// Compressed weights for inference
+//===----------------------------------------------------------------------===//
+
+void quantizeRows(int64_t rows, int64_t k, const float *x, int8_t *codes,
+                  float *scale, int32_t *sum) {
+  parallelFor(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
+              [&](int64_t first, int64_t last) {
+                for (int64_t m = first; m < last; ++m) {
+                  const float *row = x + m * k;
+                  float absMax = 0.0f;
+                  for (int64_t c = 0; c < k; ++c)
+                    absMax = std::max(absMax, std::fabs(row[c]));
+                  float rowScale = fakequant::rowScale(absMax);
+                  float inverse = 1.0f / rowScale;
+                  int32_t total = 0;
+                  for (int64_t c = 0; c < k; ++c) {
+                    int code = fakequant::rowCode(row[c], inverse);
+                    codes[m * k + c] = int8_t(code);
+                    total += code;
+                  }
+                  scale[m] = rowScale;
+                  sum[m] = total;
+                }
+              });
+}
+
+namespace {
+/// The int32 dot products of a tile of up to 4 activation rows by up to 4
+/// weight rows: each row is read once per tile, and the innermost loop
+/// (int8 widened to int32) vectorizes to the ISA's multiply-adds.
+void int8Tile(int64_t k, const int8_t *const *xRows, int mr,
+              const int8_t *const *wRows, int nr, int32_t acc[4][4]) {
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      acc[i][j] = 0;
+  if (mr == 4 && nr == 4) {
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const int8_t *a = xRows[i], *b = wRows[j];
+        int32_t total = 0;
+        for (int64_t c = 0; c < k; ++c)
+          total += int32_t(a[c]) * int32_t(b[c]);
+        acc[i][j] = total;
+      }
+    return;
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      const int8_t *a = xRows[i], *b = wRows[j];
+      int32_t total = 0;
+      for (int64_t c = 0; c < k; ++c)
+        total += int32_t(a[c]) * int32_t(b[c]);
+      acc[i][j] = total;
+    }
+}
+} // namespace
+
+void matmulInt8(int64_t rows, int64_t n, int64_t k, const int8_t *x,
+                const float *xScale, const int32_t *xSum, const int8_t *w,
+                const float *wScale, const int32_t *wZeroPoint, float *out) {
+  // Blocks of 4 output channels per task; a task sweeps every row, so the
+  // weight rows stay in L1 while the activations stream through L2.
+  int64_t channelBlocks = (n + 3) / 4;
+  parallelFor(channelBlocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t nb = first; nb < last; ++nb) {
+      int64_t j0 = 4 * nb;
+      int nr = int(std::min<int64_t>(4, n - j0));
+      const int8_t *wRows[4];
+      for (int j = 0; j < 4; ++j)
+        wRows[j] = w + std::min<int64_t>(j0 + j, n - 1) * k;
+      for (int64_t m0 = 0; m0 < rows; m0 += 4) {
+        int mr = int(std::min<int64_t>(4, rows - m0));
+        const int8_t *xRows[4];
+        for (int i = 0; i < 4; ++i)
+          xRows[i] = x + std::min<int64_t>(m0 + i, rows - 1) * k;
+        int32_t acc[4][4];
+        int8Tile(k, xRows, mr, wRows, nr, acc);
+        for (int i = 0; i < mr; ++i)
+          for (int j = 0; j < nr; ++j)
+            out[(m0 + i) * n + j0 + j] = fakequant::int8Rescale(
+                acc[i][j], wZeroPoint[j0 + j], xSum[m0 + i], xScale[m0 + i],
+                wScale[j0 + j]);
+      }
+    }
+  });
+}
+
+void dequantize(int64_t n, int64_t channels, int bits, const int8_t *codes,
+                const float *scale, const int32_t *zeroPoint, float *out) {
+  int64_t inner = n / channels;
+  const signed char *packed = reinterpret_cast<const signed char *>(codes);
+  parallelFor(n, 16384, [&](int64_t first, int64_t last) {
+    for (int64_t e = first; e < last; ++e) {
+      int code = bits == 8 ? int(codes[e]) : fakequant::int4Code(packed, e);
+      out[e] =
+          fakequant::dequantized(code, zeroPoint[e / inner], scale[e / inner]);
+    }
+  });
+}
+
+namespace {
+/// out[:, j] for one sparse weight row given as its nonzeros' columns and
+/// values: every activation row gathers the same few columns.
+template <typename Column>
+void sparseRow(int64_t rows, int64_t n, int64_t k, const float *x,
+               const Column *columns, const float *values, int64_t count,
+               int64_t j, float *out) {
+  for (int64_t m = 0; m < rows; ++m) {
+    const float *row = x + m * k;
+    float total = 0.0f;
+    for (int64_t e = 0; e < count; ++e)
+      total += row[columns[e]] * values[e];
+    out[m * n + j] = total;
+  }
+}
+} // namespace
+
+void matmulSparse24(int64_t rows, int64_t n, int64_t k, const float *x,
+                    const float *values, const int8_t *indices, float *scratch,
+                    float *out) {
+  // The CPU has no sparse tensor cores: a tile of output channels is
+  // decompressed into the workspace (kSparse24TileRows x k f32) and goes
+  // through sgemm, so the packed weight costs a dense product's time and
+  // half its bytes.
+  for (int64_t j0 = 0; j0 < n; j0 += kSparse24TileRows) {
+    int64_t tile = std::min<int64_t>(kSparse24TileRows, n - j0);
+    parallelFor(tile, 1, [&](int64_t first, int64_t last) {
+      for (int64_t t = first; t < last; ++t) {
+        int64_t j = j0 + t;
+        const signed char *rowIndices =
+            reinterpret_cast<const signed char *>(indices + j * (k / 8));
+        const float *rowValues = values + j * (k / 2);
+        float *dense = scratch + t * k;
+        for (int64_t g = 0; g < k / 4; ++g) {
+          dense[4 * g] = dense[4 * g + 1] = dense[4 * g + 2] =
+              dense[4 * g + 3] = 0.0f;
+          for (int kept = 0; kept < 2; ++kept)
+            dense[4 * g + fakequant::sparse24Position(rowIndices, g, kept)] +=
+                rowValues[2 * g + kept];
+        }
+      }
+    });
+    gemm(false, true, rows, tile, k, 1.0f, x, k, scratch, k, 0.0f, out + j0, n);
+  }
+}
+
+void matmulCsr(int64_t rows, int64_t n, int64_t k, int64_t capacity,
+               const float *x, const float *values, const int16_t *columns16,
+               const int32_t *columns32, const int32_t *rowOffsets,
+               float *out) {
+  // The offsets and columns come from a file: checked before use, so that
+  // a bad export is an error rather than a wild read.
+  for (int64_t j = 0; j < n; ++j)
+    if (rowOffsets[j] < 0 || rowOffsets[j] > rowOffsets[j + 1] ||
+        rowOffsets[j + 1] > capacity) {
+      reportError("a CSR weight's row offsets must rise from 0 to at most "
+                  "its " +
+                  std::to_string(capacity) + " stored nonzeros");
+      return;
+    }
+  for (int64_t e = 0; e < rowOffsets[n]; ++e) {
+    int64_t c = columns16 ? columns16[e] : columns32[e];
+    if (c < 0 || c >= k) {
+      reportError("a CSR weight's column " + std::to_string(c) +
+                  " is out of range for depth " + std::to_string(k));
+      return;
+    }
+  }
+  parallelFor(n, 1, [&](int64_t first, int64_t last) {
+    for (int64_t j = first; j < last; ++j) {
+      int64_t begin = rowOffsets[j], count = rowOffsets[j + 1] - begin;
+      if (columns16)
+        sparseRow(rows, n, k, x, columns16 + begin, values + begin, count, j,
+                  out);
+      else
+        sparseRow(rows, n, k, x, columns32 + begin, values + begin, count, j,
+                  out);
+    }
+  });
+}
+
 } // namespace cpu
 } // namespace mnemo

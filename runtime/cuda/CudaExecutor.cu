@@ -455,8 +455,11 @@ bool CudaExecutor::checkStep(std::string &error) {
     error = pinnedErrors[0] == 1
                 ? "a target (" + std::to_string(pinnedErrors[1]) +
                       ") is out of range for the model's classes"
-                : "an index (" + std::to_string(pinnedErrors[1]) +
-                      ") is out of range for its embedding table";
+            : pinnedErrors[0] == 2
+                ? "an index (" + std::to_string(pinnedErrors[1]) +
+                      ") is out of range for its embedding table"
+                : "row " + std::to_string(pinnedErrors[1]) +
+                      " of a CSR weight has offsets or columns out of range";
     return false;
   }
   return true;
@@ -579,12 +582,18 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
 bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
   // cuBLASLt's column-major form (CudaModel.h): B is its first operand.
   ColumnMajorGemm g = columnMajor(call);
-  cudaDataType_t type = cudaType(call.dtype);
+  // int8: int8 operands, exact int32 accumulation and result, int32 alpha
+  // and beta; cuBLASLt's IMMA kernels want this "TN" form (both operands
+  // K-contiguous), which x @ W^T is.
+  bool int8 = call.dtype == DType::I8;
+  cudaDataType_t type = int8 ? CUDA_R_8I : cudaType(call.dtype);
+  cudaDataType_t resultType = int8 ? CUDA_R_32I : type;
   cublasOperation_t opX = g.transX ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opY = g.transY ? CUBLAS_OP_T : CUBLAS_OP_N;
   bool ok =
-      cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) ==
-          CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulDescCreate(
+          &plan.desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
+          int8 ? CUDA_R_32I : CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                      &opX,
                                      sizeof(opX)) == CUBLAS_STATUS_SUCCESS &&
@@ -598,7 +607,7 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
        cublasLtMatrixLayoutCreate(&plan.b, type, uint64_t(g.yRows),
                                   uint64_t(g.yCols),
                                   g.ldy) == CUBLAS_STATUS_SUCCESS &&
-       cublasLtMatrixLayoutCreate(&plan.c, type, uint64_t(g.dRows),
+       cublasLtMatrixLayoutCreate(&plan.c, resultType, uint64_t(g.dRows),
                                   uint64_t(g.dCols),
                                   g.ldd) == CUBLAS_STATUS_SUCCESS;
   if (ok && g.batch > 1) {
@@ -666,8 +675,12 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
     return;
   }
   const float one = 1.0f, zeroValue = 0.0f;
+  const int32_t oneInt = 1, zeroInt = 0;
+  bool int8 = call.dtype == DType::I8;
   cublasStatus_t s = cublasLtMatmul(
-      lt, plan.desc, &one, b, plan.a, a, plan.b, &zeroValue, c, plan.c, c,
+      lt, plan.desc, int8 ? static_cast<const void *>(&oneInt) : &one, b,
+      plan.a, a, plan.b,
+      int8 ? static_cast<const void *>(&zeroInt) : &zeroValue, c, plan.c, c,
       plan.c, &plan.algo, regions.workspace, size_t(workspaceBytes), compute);
   if (s != CUBLAS_STATUS_SUCCESS)
     failure = "cuBLASLt matmul failed at GEMM site " +
@@ -818,8 +831,12 @@ bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
 std::unique_ptr<DeviceExecutor>
 mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
   const CudaModelInfo *cudaModel = mnemoCudaModel();
-  if (!cudaModel || !cudaModel->trainStep.run) {
-    error = "this trainer has no CUDA steps";
+  if (!cudaModel || (!cudaModel->trainStep.run && !cudaModel->evalStep.run)) {
+    error = "this program has no CUDA steps";
+    return nullptr;
+  }
+  if (cudaModel->unsupported) {
+    error = cudaModel->unsupported;
     return nullptr;
   }
   auto executor = std::make_unique<CudaExecutor>(model, *cudaModel);

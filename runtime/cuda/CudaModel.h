@@ -18,7 +18,9 @@
 namespace mnemo {
 namespace cuda {
 
-enum class DType : int { F32 = 0, BF16 = 1, F16 = 2 };
+/// I8: int8 operands and an int32 result, accumulated exactly
+/// (CUBLAS_COMPUTE_32I), for inference's matmul_int8.
+enum class DType : int { F32 = 0, BF16 = 1, F16 = 2, I8 = 3 };
 
 /// What cuBLASLt applies after the product (fused by the emitter when a
 /// GEMM's only consumer adds a bias row, with or without an activation).
@@ -122,6 +124,9 @@ struct CudaModelInfo {
   /// part of the one device allocation.
   int64_t workspaceBytes;
   CudaStepInfo trainStep, evalStep;
+  /// Why these steps cannot run on the GPU (an op whose library this CUDA
+  /// toolkit lacks), or null.
+  const char *unsupported;
 };
 
 } // namespace cuda

@@ -46,6 +46,8 @@
 #ifdef __CUDACC_RTC__
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
 typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long long int64_t;
@@ -78,7 +80,11 @@ struct Regions {
 
 /// Slots of the control block (int64 each).
 enum ControlSlot { kDropoutStep = 0, kErrorFlag = 1, kErrorValue = 2 };
-enum ErrorCode { kTargetOutOfRange = 1, kIndexOutOfRange = 2 };
+enum ErrorCode {
+  kTargetOutOfRange = 1,
+  kIndexOutOfRange = 2,
+  kSparseIndexOutOfRange = 3
+};
 
 __device__ __forceinline__ void raiseError(const Regions &r, int code,
                                            int64_t value) {
@@ -98,6 +104,9 @@ __device__ __forceinline__ __half *f16(uint8_t *p) {
 }
 __device__ __forceinline__ int32_t *i32(uint8_t *p) {
   return reinterpret_cast<int32_t *>(p);
+}
+__device__ __forceinline__ int16_t *i16(uint8_t *p) {
+  return reinterpret_cast<int16_t *>(p);
 }
 __device__ __forceinline__ int8_t *i8(uint8_t *p) {
   return reinterpret_cast<int8_t *>(p);
@@ -1292,6 +1301,95 @@ __device__ void fakeQuantize(int64_t n, int64_t channels, int64_t inner,
     out[e] =
         grad ? (fakequant::passesGradient(x[e], q, qmin, qmax) ? grad[e] : 0.0f)
              : fakequant::fakeQuant(x[e], q, qmin, qmax);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Compressed weights for inference (runtime/FakeQuantRules.h's arithmetic)
+//===----------------------------------------------------------------------===//
+
+/// `quantize_rows`: block m quantizes row m of x [rows, k].
+__device__ void quantizeRows(int64_t k, const float *x, int8_t *codes,
+                             float *scale, int32_t *sum) {
+  __shared__ int total;
+  int64_t m = blockIdx.x;
+  const float *row = x + m * k;
+  float absMax = 0.0f;
+  for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
+    absMax = fmaxf(absMax, fabsf(row[c]));
+  absMax = blockMax(absMax);
+  if (threadIdx.x == 0)
+    total = 0;
+  __syncthreads();
+  float rowScale = fakequant::rowScale(absMax), inverse = 1.0f / rowScale;
+  int partial = 0;
+  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) {
+    int code = fakequant::rowCode(row[c], inverse);
+    codes[m * k + c] = int8_t(code);
+    partial += code;
+  }
+  atomicAdd(&total, partial);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    scale[m] = rowScale;
+    sum[m] = total;
+  }
+}
+
+/// `matmul_int8`'s epilogue, in place: cuBLASLt's int32 products `acc`
+/// [rows, n] become f32 in the same buffer.
+__device__ void int8Rescale(int64_t rows, int64_t n, const int32_t *acc,
+                            const float *xScale, const int32_t *xSum,
+                            const float *wScale, const int32_t *wZeroPoint,
+                            float *out) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t m = e / n, j = e % n;
+    int value = acc[e];
+    out[e] = fakequant::int8Rescale(value, wZeroPoint[j], xSum[m], xScale[m],
+                                    wScale[j]);
+  }
+}
+
+/// `dequantize`: n elements in `channels` equal runs; bits 8 or 4.
+__device__ void dequantize(int64_t n, int64_t channels, int bits,
+                           const int8_t *codes, const float *scale,
+                           const int32_t *zeroPoint, float *out) {
+  int64_t inner = n / channels;
+  const signed char *packed = reinterpret_cast<const signed char *>(codes);
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int code = bits == 8 ? int(codes[e]) : fakequant::int4Code(packed, e);
+    out[e] =
+        fakequant::dequantized(code, zeroPoint[e / inner], scale[e / inner]);
+  }
+}
+
+/// `matmul_csr`: block j computes column j of out [rows, n] from row j of
+/// the CSR weight; offsets and columns out of range raise an error.
+__device__ void matmulCsr(const Regions &r, int64_t rows, int64_t n, int64_t k,
+                          int64_t capacity, const float *x, const float *values,
+                          const int16_t *columns16, const int32_t *columns32,
+                          const int32_t *rowOffsets, float *out) {
+  int64_t j = blockIdx.x;
+  int64_t begin = rowOffsets[j], end = rowOffsets[j + 1];
+  if (begin < 0 || begin > end || end > capacity) {
+    if (threadIdx.x == 0)
+      raiseError(r, kSparseIndexOutOfRange, j);
+    return;
+  }
+  for (int64_t m = threadIdx.x; m < rows; m += blockDim.x) {
+    const float *row = x + m * k;
+    float total = 0.0f;
+    for (int64_t e = begin; e < end; ++e) {
+      int64_t c = columns16 ? int64_t(columns16[e]) : int64_t(columns32[e]);
+      if (c < 0 || c >= k) {
+        raiseError(r, kSparseIndexOutOfRange, j);
+        return;
+      }
+      total += row[c] * values[e];
+    }
+    out[m * n + j] = total;
   }
 }
 

@@ -136,7 +136,27 @@ public:
       return gemmAs<cpu::bf16_t>(call, a, b, c, bias);
     case DType::F16:
       return gemmAs<cpu::f16_t>(call, a, b, c, bias);
+    case DType::I8:
+      return gemmInt8(call, a, b, c);
     }
+  }
+
+  /// int8 operands, exact int32 products (CUBLAS_COMPUTE_32I).
+  void gemmInt8(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+                uint8_t *c) {
+    ColumnMajorGemm g = columnMajor(call);
+    const int8_t *x = reinterpret_cast<const int8_t *>(b);
+    const int8_t *y = reinterpret_cast<const int8_t *>(a);
+    int32_t *d = reinterpret_cast<int32_t *>(c);
+    int64_t inner = g.transX ? g.xRows : g.xCols;
+    for (int64_t col = 0; col < g.dCols; ++col)
+      for (int64_t row = 0; row < g.dRows; ++row) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < inner; ++k)
+          sum += int32_t(g.transX ? x[k + row * g.ldx] : x[row + k * g.ldx]) *
+                 int32_t(g.transY ? y[col + k * g.ldy] : y[k + col * g.ldy]);
+        d[row + col * g.ldd] = sum;
+      }
   }
 
   /// D = op(X) op(Y), column-major, as cuBLASLt is asked to compute it:
@@ -238,6 +258,10 @@ bool mnemo::runtime::cudaDeviceAvailable(std::string &) { return true; }
 
 std::unique_ptr<DeviceExecutor>
 mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
+  if (const char *why = mnemoCudaModel()->unsupported) {
+    error = why;
+    return nullptr;
+  }
   auto executor = std::make_unique<EmulatedExecutor>(model, *mnemoCudaModel());
   if (!executor->start(error))
     return nullptr;

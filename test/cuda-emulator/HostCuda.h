@@ -53,6 +53,11 @@ inline float atomicAdd(float *address, float value) {
   *address = old + value;
   return old;
 }
+inline int atomicAdd(int *address, int value) {
+  int old = *address;
+  *address += value;
+  return old;
+}
 inline unsigned long long atomicAdd(unsigned long long *address,
                                     unsigned long long value) {
   unsigned long long old = *address;

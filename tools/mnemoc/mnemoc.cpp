@@ -23,11 +23,13 @@
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoDialect.h"
+#include "lang/ShapeRules.h"
 #include "passes/MemoryReport.h"
 #include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
 #include <optional>
+#include <set>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -118,6 +120,18 @@ cl::opt<Emit>
                                "a source tree, -o DIR, that builds the "
                                "trainer with CMake and a C++ compiler alone")),
          cl::cat(category));
+enum class Mode { Train, Inference };
+cl::opt<Mode> mode(
+    "mode", cl::desc("What the program does"), cl::init(Mode::Train),
+    cl::values(clEnumValN(Mode::Train, "train",
+                          "train the model (the default): forward, backward "
+                          "and optimizer"),
+               clEnumValN(Mode::Inference, "inference",
+                          "evaluate it, forward only, on weights that "
+                          "`train --export` wrote: int8/int4 with scales, "
+                          "2:4-packed or CSR as the file's quantize and prune "
+                          "directives (and --quantize, --prune) say")),
+    cl::cat(category));
 cl::opt<std::string> precisionOption(
     "precision",
     cl::desc("Mixed precision: bf16, fp16 or fp32 (default: the train "
@@ -189,8 +203,12 @@ cl::list<std::string> pruneDirectives(
 cl::list<std::string> quantizeDirectives(
     "quantize",
     cl::desc("Add a quantize directive to the train section, as in the file: "
-             "--quantize='fc*.weight = qat(bits = 8)'"),
-    cl::value_desc("pattern=scheme(...)"), cl::cat(category));
+             "--quantize='fc1.weight = qat(bits = 8)'; or int8 / int4 alone: "
+             "post-training quantization of every weight matrix and "
+             "convolution the file does not quantize (int8 per output "
+             "channel; int4 per group of 32, 16 or per channel, as the rows "
+             "allow)"),
+    cl::value_desc("pattern=scheme(...) | int8 | int4"), cl::cat(category));
 cl::list<std::string> importPaths("I", cl::Prefix,
                                   cl::desc("Search this folder for imports"),
                                   cl::value_desc("dir"), cl::cat(category));
@@ -258,12 +276,65 @@ static void printParams(const Graph &graph, llvm::raw_ostream &os) {
      << " MiB\n";
 }
 
+/// `--quantize=int8|int4`: one post-training directive for each f32
+/// parameter of rank >= 2 (weight matrices, convolution kernels) that no
+/// directive of the file quantizes. int4 takes groups of 32 (or 16) along
+/// the rows where they divide them, else one range per output channel.
+static bool addWholeModelQuantization(const Program &program,
+                                      ElaborateOptions &options,
+                                      const std::string &bits,
+                                      llvm::SourceMgr &sourceMgr,
+                                      Diagnostics &diags,
+                                      std::vector<StmtPtr> &directives) {
+  std::optional<Graph> graph = elaborate(program, options, diags);
+  if (!graph || diags.hadError())
+    return false;
+  std::set<std::string> quantized;
+  for (const Setting &s : graph->train)
+    if (s.key == "quantize")
+      if (const ConfigValue *params = s.value.arg("params"))
+        for (const ConfigValue &p : params->list)
+          quantized.insert(p.text);
+  size_t added = 0;
+  for (const GraphArg &arg : graph->args) {
+    const TensorType &type = graph->values[arg.value];
+    if (arg.role != ArgRole::Param || type.shape.size() < 2 ||
+        type.dtype != ElementType::F32 || quantized.count(arg.name))
+      continue;
+    std::string scheme = "int8(per_channel)";
+    if (bits == "int4") {
+      int64_t row = shape::rowLength(type.shape);
+      scheme = row % 32 == 0   ? "int4(per_group, group = 32)"
+               : row % 16 == 0 ? "int4(per_group, group = 16)"
+                               : "int4(per_channel)";
+    }
+    std::string text = "quantize " + arg.name + " = " + scheme + "\n";
+    unsigned buffer = sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBufferCopy(text, "<--quantize=" + bits + ">"),
+        llvm::SMLoc());
+    StmtPtr directive = Parser(buffer, diags).parseDirectiveOnly();
+    if (!directive)
+      return false;
+    options.directives.push_back(directive.get());
+    directives.push_back(std::move(directive));
+    ++added;
+  }
+  if (quantized.empty() && added == 0) {
+    diags.error("--quantize=" + bits +
+                ": the model has no weight matrix or "
+                "convolution to quantize");
+    return false;
+  }
+  return true;
+}
+
 /// Runs the default pipeline (or --pass-pipeline) with IR printing as asked.
 /// The default pipeline's options from the command line; nullopt after an
 /// error message.
 static std::optional<PipelineOptions> pipelineOptions() {
   PipelineOptions options;
   options.transientGradients = transientGradients;
+  options.inference = mode == Mode::Inference;
   options.precision = precisionOption;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;
@@ -367,8 +438,17 @@ int main(int argc, char **argv) {
       texts.push_back(text);
     return texts;
   };
+  // --quantize=int8|int4: the whole model, expanded below once the
+  // parameters are known.
+  std::string wholeModelBits;
   for (const char *kind : {"prune", "quantize"})
     for (const std::string &text : directiveTexts(kind)) {
+      llvm::StringRef trimmed = llvm::StringRef(text).trim();
+      if (std::string(kind) == "quantize" &&
+          (trimmed == "int8" || trimmed == "int4")) {
+        wholeModelBits = trimmed.str();
+        continue;
+      }
       unsigned buffer = sourceMgr.AddNewSourceBuffer(
           llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text +
                                                    "\n",
@@ -385,6 +465,10 @@ int main(int argc, char **argv) {
   std::unique_ptr<Program> program =
       loadProgramFile(inputFile, searchPaths(), diags);
   if (!program || diags.hadError())
+    return 1;
+  if (!wholeModelBits.empty() &&
+      !addWholeModelQuantization(*program, options, wholeModelBits, sourceMgr,
+                                 diags, commandLineDirectives))
     return 1;
 
   // `-o DIR` alone builds a trainer: DIR is a directory, or a new path
@@ -531,8 +615,9 @@ int main(int argc, char **argv) {
     TrainerBuildResult built =
         emit == Emit::Project
             ? writeProject(outputFile, sourceStream.str(), cudaSource,
-                           graph->modelName)
-            : buildTrainer(outputFile, sourceStream.str(), cudaSource);
+                           graph->modelName, mode == Mode::Inference)
+            : buildTrainer(outputFile, sourceStream.str(), cudaSource,
+                           mode == Mode::Inference);
     switch (built.status) {
     case TrainerBuildResult::Status::Built:
       if (emit == Emit::Project)

@@ -1,0 +1,45 @@
+//===- InferenceWeights.h - Loading an inference plan's weights -*- C++ -*-===//
+//
+// An inference plan (mnemoc --mode=inference) reads its weights in the
+// layouts `train --export` writes, under the same names: int8 or packed
+// int4 codes with scales and zero points, 2:4-packed values with their
+// positions, CSR. Loading is a checked byte copy into the parameters
+// region: each tensor must have the plan's type and size (a CSR weight at
+// most the plan's capacity, the rest left empty), so a wrong file is a
+// message naming the tensor, not a wrong answer.
+//
+// Part of the runtime: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_INFERENCEWEIGHTS_H
+#define MNEMO_RUNTIME_INFERENCEWEIGHTS_H
+
+#include "runtime/Model.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mnemo {
+namespace runtime {
+
+struct LoadedWeights {
+  /// The weights' bytes in the plan.
+  int64_t planBytes = 0;
+  /// One line per compressed weight, from the export's metadata:
+  /// "fc1.weight  int8 per channel (dim 0), symmetric, trained, ...".
+  std::vector<std::string> layouts;
+};
+
+/// Copies the parameters of `step` from the safetensors file at `path`
+/// into `parameters` (the plan's region). False with `error` when a tensor
+/// is missing or does not fit.
+bool loadInferenceWeights(const std::string &path, const StepInfo &step,
+                          uint8_t *parameters, LoadedWeights &loaded,
+                          std::string &error);
+
+} // namespace runtime
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_INFERENCEWEIGHTS_H
