@@ -27,3 +27,18 @@ PlanRegions mnemo::runtime::regionsOf(const ModelInfo &model) {
   }
   return r;
 }
+
+void mnemo::runtime::placeRegions(uint8_t *block, const PlanRegions &regions,
+                                  StepMemory &memory) {
+  uint8_t *at = block;
+  for (auto [field, size] :
+       {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
+        {&memory.gradients, regions.gradients},
+        {&memory.optimizerState, regions.optimizerState},
+        {&memory.inputs, regions.inputs},
+        {&memory.arena, regions.arena},
+        {&memory.workspace, regions.workspace}}) {
+    *field = at;
+    at += size;
+  }
+}

@@ -34,6 +34,10 @@ struct PlanRegions {
   }
 };
 PlanRegions regionsOf(const ModelInfo &model);
+/// Points `memory`'s regions into `block`, one after the other (the one
+/// allocation of regions.total() bytes); leaves opSeconds alone.
+void placeRegions(uint8_t *block, const PlanRegions &regions,
+                  StepMemory &memory);
 
 /// Fills `inputs` (the batch region, inputs bytes) with the batch of train
 /// step `step` and its step counters.

@@ -151,17 +151,7 @@ int main(int argc, char **argv) {
     fail("cannot allocate the plan's " + mib(allocated));
   std::memset(block, 0, allocated);
   StepMemory memory{};
-  uint8_t *at = block;
-  for (auto [field, size] :
-       {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
-        {&memory.gradients, regions.gradients},
-        {&memory.optimizerState, regions.optimizerState},
-        {&memory.inputs, regions.inputs},
-        {&memory.arena, regions.arena},
-        {&memory.workspace, regions.workspace}}) {
-    *field = at;
-    at += size;
-  }
+  placeRegions(block, regions, memory);
   // The device first: a plan it cannot run is reported before the weights
   // are read.
   std::unique_ptr<DeviceExecutor> executor;

@@ -447,17 +447,7 @@ int main(int argc, char **argv) {
   memory.opSeconds = nullptr;
   // Large enough for the CPU step or the device step, whichever runs.
   std::vector<double> opSeconds(std::max(1, 4 * train.numOps + 64), 0.0);
-  uint8_t *at = block;
-  for (auto [field, size] :
-       {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
-        {&memory.gradients, regions.gradients},
-        {&memory.optimizerState, regions.optimizerState},
-        {&memory.inputs, regions.inputs},
-        {&memory.arena, regions.arena},
-        {&memory.workspace, regions.workspace}}) {
-    *field = at;
-    at += size;
-  }
+  placeRegions(block, regions, memory);
 
   // Parameters: initialized from the seed, or loaded.
   if (!options.resume.empty()) {
