@@ -663,7 +663,7 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << P(m.getValues()) << ", "
                   << (narrow ? P(m.getColumns()) : "nullptr") << ", "
                   << (narrow ? "nullptr" : P(m.getColumns())) << ", "
-                  << P(m.getRowOffsets()) << ", " << res() << ");\n";
+                  << P(m.getRowOffsets()) << ", f32(W), " << res() << ");\n";
             return success();
           })
           .Case([&](ApplyMaskOp a) {

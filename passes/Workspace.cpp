@@ -77,11 +77,12 @@ int64_t mnemo::workspaceBytes(Operation *op) {
       m = elements(op->getResult(0)) / n;
     return alignUp(4 * (m * k + k * n + m * n));
   }
-  // The CPU's 2:4 product decompresses tiles of 64 output channels
-  // (runtime/cpu/Kernels.h kSparse24TileRows).
-  if (auto sparse = llvm::dyn_cast<MatmulSparse24Op>(op)) {
-    ArrayRef<int64_t> values = shapeOf(sparse.getValues());
-    return alignUp(4 * std::min<int64_t>(values[0], 64) * 2 * values[1]);
+  // The CPU's 2:4 and CSR products decompress tiles of 64 output channels
+  // (runtime/cpu/Kernels.h kSparseTileRows).
+  if (llvm::isa<MatmulSparse24Op, MatmulCsrOp>(op)) {
+    ArrayRef<int64_t> out = shapeOf(op->getResult(0)),
+                      lhs = shapeOf(op->getOperand(0));
+    return alignUp(4 * std::min<int64_t>(out.back(), 64) * lhs.back());
   }
   ConvGeometry g;
   if (!convGeometry(op, g))

@@ -27,10 +27,10 @@ struct Argument {
   }
 };
 
-std::string shapeText(const ArgumentInfo &a) {
+std::string shapeText(const std::vector<int64_t> &shape) {
   std::string s = "[";
-  for (int d = 0; d < a.rank; ++d)
-    s += (d ? "," : "") + std::to_string(a.shape[d]);
+  for (size_t d = 0; d < shape.size(); ++d)
+    s += (d ? "," : "") + std::to_string(shape[d]);
   return s + "]";
 }
 
@@ -66,6 +66,199 @@ int64_t integer(const nlohmann::json &d, const char *key, int64_t fallback) {
 
 } // namespace
 
+bool runtime::compressParameter(const nlohmann::json &train,
+                                const ParameterData &p, SafetensorsFile &file,
+                                std::string &line) {
+  const std::string &name = p.name, &dtype = p.dtype;
+  const std::vector<int64_t> &shape = p.shape;
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  int64_t denseBytes = n * (dtype == "f32" ? 4 : 2);
+  size_t before = file.tensors.size();
+  auto appended = [&]() {
+    int64_t bytes = 0;
+    for (size_t t = before; t < file.tensors.size(); ++t)
+      bytes += int64_t(file.tensors[t].bytes.size());
+    return bytes;
+  };
+  const float *w = reinterpret_cast<const float *>(p.data);
+  const nlohmann::json *quantize = directiveFor(train, "quantize", name);
+  std::string kind = quantize ? text(*quantize, "kind") : "";
+  bool trained = kind == "qat" && p.observedMin && p.observedMax;
+  if ((trained || kind == "int8" || kind == "int4") && dtype == "f32") {
+    int bits = kind == "qat"    ? int(integer(*quantize, "bits", 8))
+               : kind == "int8" ? 8
+                                : 4;
+    int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
+    // The ranges: observed in training (qat), or the weight's own per
+    // row or per group of a row (post-training, symmetric).
+    bool symmetric = !trained || text(*quantize, "scheme") == "symmetric";
+    bool perGroup = !trained && text(*quantize, "granularity") == "per_group";
+    int64_t channels =
+        trained    ? p.observedChannels
+        : perGroup ? n / std::max<int64_t>(1, integer(*quantize, "group", 128))
+        : shape.size() >= 2 ? shape[0]
+                            : 1;
+    int64_t inner = n / channels; // consecutive elements share a range
+    std::vector<float> lows(channels), highs(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      if (trained) {
+        std::memcpy(&lows[c], p.observedMin + 4 * c, 4);
+        std::memcpy(&highs[c], p.observedMax + 4 * c, 4);
+        continue;
+      }
+      lows[c] = highs[c] = w[c * inner];
+      for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+        lows[c] = std::min(lows[c], w[e]);
+        highs[c] = std::max(highs[c], w[e]);
+      }
+    }
+    std::vector<float> scales(channels);
+    std::vector<int32_t> zeros(channels);
+    std::vector<int8_t> q(n);
+    for (int64_t c = 0; c < channels; ++c) {
+      fakequant::QParams p =
+          fakequant::qparams(lows[c], highs[c], qmin, qmax, symmetric);
+      scales[c] = p.scale;
+      zeros[c] = int32_t(p.zeroPoint);
+      for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+        float v = fakequant::quantized(w[e], p);
+        q[e] = int8_t(v < qmin ? qmin : (v > qmax ? qmax : v));
+      }
+    }
+    if (bits == 8) {
+      file.tensors.push_back(raw(name, "I8", shape, q.data(), q.size()));
+    } else {
+      std::vector<uint8_t> packed((n + 1) / 2, 0);
+      for (int64_t e = 0; e < n; ++e)
+        packed[e / 2] |= uint8_t((uint8_t(q[e]) & 0xfu) << (4 * (e % 2)));
+      file.tensors.push_back(raw(name, "U8", {int64_t(packed.size())},
+                                 packed.data(), packed.size()));
+    }
+    file.tensors.push_back(
+        StoredTensor::f32(name + ".scale", {channels}, scales));
+    file.tensors.push_back(
+        StoredTensor::i32(name + ".zero_point", {channels}, zeros));
+    std::string layout = "int" + std::to_string(bits) +
+                         (perGroup ? " per group of " + std::to_string(inner)
+                          : channels > 1 ? std::string(" per channel (dim 0)")
+                                         : std::string(" per tensor")) +
+                         (symmetric ? ", symmetric" : ", affine") +
+                         (trained ? ", trained" : ", post-training") +
+                         ", shape " + shapeText(shape);
+    file.metadata[name] = layout;
+    line = (name + "  " + layout + ": " + std::to_string(denseBytes) + " -> " +
+            std::to_string(appended()) + " bytes");
+    return true;
+  }
+  const nlohmann::json *prune = directiveFor(train, "prune", name);
+  if (p.mask && dtype == "f32" && shape.size() >= 2) {
+    auto pruned = [&](int64_t e) {
+      uint32_t word;
+      std::memcpy(&word, p.mask + 4 * (e / 32), 4);
+      return (word >> (e % 32)) & 1u;
+    };
+    int64_t rows = shape[0], k = n / rows;
+    bool twoFour = prune && text(*prune, "kind") == "nm" &&
+                   integer(*prune, "n", 2) == 2 &&
+                   integer(*prune, "m", 4) == 4 && k % 8 == 0;
+    bool isTwoFour = twoFour;
+    for (int64_t g = 0; isTwoFour && g < n; g += 4)
+      isTwoFour =
+          pruned(g) + pruned(g + 1) + pruned(g + 2) + pruned(g + 3) == 2;
+    if (isTwoFour) {
+      std::vector<float> values;
+      std::vector<uint8_t> indices(n / 8, 0);
+      for (int64_t g = 0; g < n; g += 4) {
+        unsigned positions = 0, kept = 0;
+        for (int j = 0; j < 4; ++j)
+          if (!pruned(g + j)) {
+            values.push_back(w[g + j]);
+            positions |= unsigned(j) << (2 * kept++);
+          }
+        indices[g / 8] |= uint8_t(positions << (4 * ((g / 4) % 2)));
+      }
+      file.tensors.push_back(StoredTensor::f32(name, {rows, k / 2}, values));
+      file.tensors.push_back(raw(name + ".indices", "U8", {rows, k / 8},
+                                 indices.data(), indices.size()));
+      file.metadata[name] = "2:4 packed, shape " + shapeText(shape);
+      line = (name + "  2:4 packed: " + std::to_string(denseBytes) + " -> " +
+              std::to_string(appended()) + " bytes");
+      return true;
+    }
+    int64_t kept = 0;
+    for (int64_t e = 0; e < n; ++e)
+      kept += !pruned(e);
+    // Whole rows pruned (structured pruning along dim 0): the kept rows
+    // and their indices.
+    std::vector<int32_t> keptRows;
+    bool wholeRows = true;
+    for (int64_t r = 0; r < rows && wholeRows; ++r) {
+      int64_t prunedInRow = 0;
+      for (int64_t c = 0; c < k; ++c)
+        prunedInRow += pruned(r * k + c);
+      wholeRows = prunedInRow == 0 || prunedInRow == k;
+      if (prunedInRow == 0)
+        keptRows.push_back(int32_t(r));
+    }
+    int64_t rowBytes = int64_t(keptRows.size()) * (k * 4 + 4);
+    if (wholeRows && int64_t(keptRows.size()) < rows && rowBytes < denseBytes) {
+      std::vector<float> values;
+      for (int32_t r : keptRows)
+        values.insert(values.end(), w + r * k, w + (r + 1) * k);
+      std::vector<int64_t> keptShape = shape;
+      keptShape[0] = int64_t(keptRows.size());
+      file.tensors.push_back(StoredTensor::f32(name, keptShape, values));
+      file.tensors.push_back(StoredTensor::i32(
+          name + ".rows", {int64_t(keptRows.size())}, keptRows));
+      file.metadata[name] = "rows kept (dim 0), shape " + shapeText(shape);
+      line =
+          (name + "  rows kept: " + std::to_string(keptRows.size()) + " of " +
+           std::to_string(rows) + ": " + std::to_string(denseBytes) + " -> " +
+           std::to_string(appended()) + " bytes");
+      return true;
+    }
+    int indexBytes = k <= 32768 ? 2 : 4;
+    int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
+    if (csrBytes < denseBytes) {
+      std::vector<float> values;
+      std::vector<int32_t> offsets{0}, columns;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < k; ++c)
+          if (!pruned(r * k + c)) {
+            values.push_back(w[r * k + c]);
+            columns.push_back(int32_t(c));
+          }
+        offsets.push_back(int32_t(values.size()));
+      }
+      file.tensors.push_back(
+          StoredTensor::f32(name + ".values", {kept}, values));
+      if (indexBytes == 2) {
+        std::vector<int16_t> narrow(columns.begin(), columns.end());
+        file.tensors.push_back(raw(name + ".columns", "I16", {kept},
+                                   narrow.data(), narrow.size() * 2));
+      } else {
+        file.tensors.push_back(
+            StoredTensor::i32(name + ".columns", {kept}, columns));
+      }
+      file.tensors.push_back(
+          StoredTensor::i32(name + ".row_offsets", {rows + 1}, offsets));
+      file.metadata[name] = "CSR over dim 0, shape " + shapeText(shape);
+      line = (name + "  CSR (" +
+              std::to_string(100 * (n - kept) / std::max<int64_t>(n, 1)) +
+              "% pruned): " + std::to_string(denseBytes) + " -> " +
+              std::to_string(appended()) + " bytes");
+      return true;
+    }
+  }
+  std::string stored = dtype == "f32"    ? "F32"
+                       : dtype == "bf16" ? "BF16"
+                                         : "F16";
+  file.tensors.push_back(raw(name, stored, shape, p.data, size_t(denseBytes)));
+  return false;
+}
+
 bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
                             const StepMemory &memory, ExportSummary &summary,
                             std::string &error) {
@@ -88,204 +281,28 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
     const ArgumentInfo &a = step.arguments[i];
     if (std::string(a.role) != "param")
       continue;
-    std::string name = a.name, dtype = a.dtype;
-    Argument arg = byName[name];
-    int64_t n = arg.count();
-    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-    int64_t denseBytes = n * (dtype == "f32" ? 4 : 2);
-    summary.denseBytes += denseBytes;
+    ParameterData p;
+    p.name = a.name;
+    p.dtype = a.dtype;
+    p.shape.assign(a.shape, a.shape + a.rank);
+    p.data = byName[p.name].data;
+    auto mask = byName.find(p.name + ".mask");
+    auto lo = byName.find(p.name + ".observer.min"),
+         hi = byName.find(p.name + ".observer.max");
+    if (mask != byName.end())
+      p.mask = mask->second.data;
+    if (lo != byName.end() && hi != byName.end()) {
+      p.observedMin = lo->second.data;
+      p.observedMax = hi->second.data;
+      p.observedChannels = lo->second.count();
+    }
     size_t before = file.tensors.size();
-    auto exported = [&]() {
-      int64_t bytes = 0;
-      for (size_t t = before; t < file.tensors.size(); ++t)
-        bytes += int64_t(file.tensors[t].bytes.size());
-      summary.exportedBytes += bytes;
-      return bytes;
-    };
-    const float *w = reinterpret_cast<const float *>(arg.data);
-    const nlohmann::json *quantize = directiveFor(train, "quantize", name);
-    auto lo = byName.find(name + ".observer.min"),
-         hi = byName.find(name + ".observer.max");
-    std::string kind = quantize ? text(*quantize, "kind") : "";
-    bool trained = kind == "qat" && lo != byName.end() && hi != byName.end();
-    if ((trained || kind == "int8" || kind == "int4") && dtype == "f32") {
-      int bits = kind == "qat"    ? int(integer(*quantize, "bits", 8))
-                 : kind == "int8" ? 8
-                                  : 4;
-      int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
-      // The ranges: observed in training (qat), or the weight's own per
-      // row or per group of a row (post-training, symmetric).
-      bool symmetric = !trained || text(*quantize, "scheme") == "symmetric";
-      bool perGroup = !trained && text(*quantize, "granularity") == "per_group";
-      int64_t channels =
-          trained ? lo->second.count()
-          : perGroup
-              ? n / std::max<int64_t>(1, integer(*quantize, "group", 128))
-          : a.rank >= 2 ? a.shape[0]
-                        : 1;
-      int64_t inner = n / channels; // consecutive elements share a range
-      std::vector<float> lows(channels), highs(channels);
-      for (int64_t c = 0; c < channels; ++c) {
-        if (trained) {
-          std::memcpy(&lows[c], lo->second.data + 4 * c, 4);
-          std::memcpy(&highs[c], hi->second.data + 4 * c, 4);
-          continue;
-        }
-        lows[c] = highs[c] = w[c * inner];
-        for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
-          lows[c] = std::min(lows[c], w[e]);
-          highs[c] = std::max(highs[c], w[e]);
-        }
-      }
-      std::vector<float> scales(channels);
-      std::vector<int32_t> zeros(channels);
-      std::vector<int8_t> q(n);
-      for (int64_t c = 0; c < channels; ++c) {
-        fakequant::QParams p =
-            fakequant::qparams(lows[c], highs[c], qmin, qmax, symmetric);
-        scales[c] = p.scale;
-        zeros[c] = int32_t(p.zeroPoint);
-        for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
-          float v = fakequant::quantized(w[e], p);
-          q[e] = int8_t(v < qmin ? qmin : (v > qmax ? qmax : v));
-        }
-      }
-      if (bits == 8) {
-        file.tensors.push_back(raw(name, "I8", shape, q.data(), q.size()));
-      } else {
-        std::vector<uint8_t> packed((n + 1) / 2, 0);
-        for (int64_t e = 0; e < n; ++e)
-          packed[e / 2] |= uint8_t((uint8_t(q[e]) & 0xfu) << (4 * (e % 2)));
-        file.tensors.push_back(raw(name, "U8", {int64_t(packed.size())},
-                                   packed.data(), packed.size()));
-      }
-      file.tensors.push_back(
-          StoredTensor::f32(name + ".scale", {channels}, scales));
-      file.tensors.push_back(
-          StoredTensor::i32(name + ".zero_point", {channels}, zeros));
-      std::string layout = "int" + std::to_string(bits) +
-                           (perGroup ? " per group of " + std::to_string(inner)
-                            : channels > 1 ? std::string(" per channel (dim 0)")
-                                           : std::string(" per tensor")) +
-                           (symmetric ? ", symmetric" : ", affine") +
-                           (trained ? ", trained" : ", post-training") +
-                           ", shape " + shapeText(a);
-      file.metadata[name] = layout;
-      summary.lines.push_back(name + "  " + layout + ": " +
-                              std::to_string(denseBytes) + " -> " +
-                              std::to_string(exported()) + " bytes");
-      continue;
-    }
-    auto mask = byName.find(name + ".mask");
-    const nlohmann::json *prune = directiveFor(train, "prune", name);
-    if (mask != byName.end() && dtype == "f32" && a.rank >= 2) {
-      auto pruned = [&](int64_t e) {
-        uint32_t word;
-        std::memcpy(&word, mask->second.data + 4 * (e / 32), 4);
-        return (word >> (e % 32)) & 1u;
-      };
-      int64_t rows = a.shape[0], k = n / rows;
-      bool twoFour = prune && text(*prune, "kind") == "nm" &&
-                     integer(*prune, "n", 2) == 2 &&
-                     integer(*prune, "m", 4) == 4 && k % 8 == 0;
-      bool isTwoFour = twoFour;
-      for (int64_t g = 0; isTwoFour && g < n; g += 4)
-        isTwoFour =
-            pruned(g) + pruned(g + 1) + pruned(g + 2) + pruned(g + 3) == 2;
-      if (isTwoFour) {
-        std::vector<float> values;
-        std::vector<uint8_t> indices(n / 8, 0);
-        for (int64_t g = 0; g < n; g += 4) {
-          unsigned positions = 0, kept = 0;
-          for (int j = 0; j < 4; ++j)
-            if (!pruned(g + j)) {
-              values.push_back(w[g + j]);
-              positions |= unsigned(j) << (2 * kept++);
-            }
-          indices[g / 8] |= uint8_t(positions << (4 * ((g / 4) % 2)));
-        }
-        file.tensors.push_back(StoredTensor::f32(name, {rows, k / 2}, values));
-        file.tensors.push_back(raw(name + ".indices", "U8", {rows, k / 8},
-                                   indices.data(), indices.size()));
-        file.metadata[name] = "2:4 packed, shape " + shapeText(a);
-        summary.lines.push_back(name +
-                                "  2:4 packed: " + std::to_string(denseBytes) +
-                                " -> " + std::to_string(exported()) + " bytes");
-        continue;
-      }
-      int64_t kept = 0;
-      for (int64_t e = 0; e < n; ++e)
-        kept += !pruned(e);
-      // Whole rows pruned (structured pruning along dim 0): the kept rows
-      // and their indices.
-      std::vector<int32_t> keptRows;
-      bool wholeRows = true;
-      for (int64_t r = 0; r < rows && wholeRows; ++r) {
-        int64_t prunedInRow = 0;
-        for (int64_t c = 0; c < k; ++c)
-          prunedInRow += pruned(r * k + c);
-        wholeRows = prunedInRow == 0 || prunedInRow == k;
-        if (prunedInRow == 0)
-          keptRows.push_back(int32_t(r));
-      }
-      int64_t rowBytes = int64_t(keptRows.size()) * (k * 4 + 4);
-      if (wholeRows && int64_t(keptRows.size()) < rows &&
-          rowBytes < denseBytes) {
-        std::vector<float> values;
-        for (int32_t r : keptRows)
-          values.insert(values.end(), w + r * k, w + (r + 1) * k);
-        std::vector<int64_t> keptShape = shape;
-        keptShape[0] = int64_t(keptRows.size());
-        file.tensors.push_back(StoredTensor::f32(name, keptShape, values));
-        file.tensors.push_back(StoredTensor::i32(
-            name + ".rows", {int64_t(keptRows.size())}, keptRows));
-        file.metadata[name] = "rows kept (dim 0), shape " + shapeText(a);
-        summary.lines.push_back(
-            name + "  rows kept: " + std::to_string(keptRows.size()) + " of " +
-            std::to_string(rows) + ": " + std::to_string(denseBytes) + " -> " +
-            std::to_string(exported()) + " bytes");
-        continue;
-      }
-      int indexBytes = k <= 32768 ? 2 : 4;
-      int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
-      if (csrBytes < denseBytes) {
-        std::vector<float> values;
-        std::vector<int32_t> offsets{0}, columns;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t c = 0; c < k; ++c)
-            if (!pruned(r * k + c)) {
-              values.push_back(w[r * k + c]);
-              columns.push_back(int32_t(c));
-            }
-          offsets.push_back(int32_t(values.size()));
-        }
-        file.tensors.push_back(
-            StoredTensor::f32(name + ".values", {kept}, values));
-        if (indexBytes == 2) {
-          std::vector<int16_t> narrow(columns.begin(), columns.end());
-          file.tensors.push_back(raw(name + ".columns", "I16", {kept},
-                                     narrow.data(), narrow.size() * 2));
-        } else {
-          file.tensors.push_back(
-              StoredTensor::i32(name + ".columns", {kept}, columns));
-        }
-        file.tensors.push_back(
-            StoredTensor::i32(name + ".row_offsets", {rows + 1}, offsets));
-        file.metadata[name] = "CSR over dim 0, shape " + shapeText(a);
-        summary.lines.push_back(
-            name + "  CSR (" +
-            std::to_string(100 * (n - kept) / std::max<int64_t>(n, 1)) +
-            "% pruned): " + std::to_string(denseBytes) + " -> " +
-            std::to_string(exported()) + " bytes");
-        continue;
-      }
-    }
-    std::string stored = dtype == "f32"    ? "F32"
-                         : dtype == "bf16" ? "BF16"
-                                           : "F16";
-    file.tensors.push_back(
-        raw(name, stored, shape, arg.data, size_t(denseBytes)));
-    exported();
+    std::string line;
+    if (compressParameter(train, p, file, line))
+      summary.lines.push_back(line);
+    summary.denseBytes += byName[p.name].count() * (p.dtype == "f32" ? 4 : 2);
+    for (size_t t = before; t < file.tensors.size(); ++t)
+      summary.exportedBytes += int64_t(file.tensors[t].bytes.size());
   }
   return writeSafetensors(path, file, error);
 }

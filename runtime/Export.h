@@ -32,6 +32,9 @@
 #define MNEMO_RUNTIME_EXPORT_H
 
 #include "runtime/Model.h"
+#include "runtime/Safetensors.h"
+
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <string>
@@ -46,6 +49,25 @@ struct ExportSummary {
   /// One line per compressed parameter: "fc1.weight  int8 per channel ...".
   std::vector<std::string> lines;
 };
+
+/// One parameter's values and what training kept next to it.
+struct ParameterData {
+  std::string name, dtype; // "fc1.weight", "f32"
+  std::vector<int64_t> shape;
+  const uint8_t *data = nullptr;
+  /// The pruning mask (1 bit per element, set = pruned), or null.
+  const uint8_t *mask = nullptr;
+  /// The QAT observer's range (f32, observedChannels each), or null.
+  const uint8_t *observedMin = nullptr, *observedMax = nullptr;
+  int64_t observedChannels = 0;
+};
+
+/// Appends `p` to `file` in its exported form, as the train section's
+/// directives for it say (the list above), with its layout in the
+/// metadata. True with `line` ("fc1.weight  int8 per channel ...: 1605632
+/// -> 405504 bytes") when compressed; false when stored as it is.
+bool compressParameter(const nlohmann::json &train, const ParameterData &p,
+                       SafetensorsFile &file, std::string &line);
 
 /// Writes the export of the parameters in `memory` (host copies) to `path`
 /// atomically. `train` is the model's train section (JSON).

@@ -38,9 +38,10 @@ const char *const kUsage = R"(usage: infer --weights FILE --data PATH [options]
 
 Evaluates the model this program was compiled from (mnemoc --mode=inference
 MODEL.mn -o DIR) on the test split of PATH, forward only, with the weights
-`train --export FILE` wrote (int8/int4 with scales, 2:4-packed, CSR).
+`train --export FILE` wrote (int8/int4 with scales, 2:4-packed, CSR), or a
+checkpoint's dense weights, compressed on load by the same rules.
 
-  --weights FILE       the exported weights (safetensors)
+  --weights FILE       the weights: an export or a checkpoint (safetensors)
   --data PATH          a directory of IDX files (Fashion-MNIST: t10k-*) or a
                        token file (its held-out windows)
   --batches N          evaluate the first N test batches only
@@ -165,7 +166,7 @@ int main(int argc, char **argv) {
       fail("the CUDA backend: " + error);
   }
   LoadedWeights weights;
-  if (!loadInferenceWeights(options.weights, eval, memory.parameters, weights,
+  if (!loadInferenceWeights(options.weights, model, memory.parameters, weights,
                             error))
     fail(error);
   if (executor && !executor->upload(memory, error))
@@ -183,6 +184,8 @@ int main(int argc, char **argv) {
               mib(allocated).c_str(), mib(regions.parameters).c_str(),
               mib(regions.inputs).c_str(), mib(regions.arena).c_str(),
               mib(regions.workspace).c_str());
+  for (const std::string &line : weights.compressedOnLoad)
+    std::printf("on load: %s\n", line.c_str());
   for (const std::string &line : weights.layouts)
     std::printf("weight %s\n", line.c_str());
   std::fflush(stdout);

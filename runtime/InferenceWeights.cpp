@@ -2,11 +2,17 @@
 
 #include "runtime/InferenceWeights.h"
 
+#include "runtime/Export.h"
+#include "runtime/Prune.h"
 #include "runtime/Safetensors.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
+#include <map>
 #include <set>
 
+using namespace mnemo;
 using namespace mnemo::runtime;
 
 namespace {
@@ -126,16 +132,173 @@ bool decompress(const SafetensorsFile &file, const std::string &name,
   return false;
 }
 
+/// The directive of `kind` ("prune" or "quantize") that names `param`.
+const nlohmann::json *directiveOf(const nlohmann::json &train, const char *kind,
+                                  const std::string &param) {
+  if (!train.is_object() || !train.contains(kind))
+    return nullptr;
+  for (const nlohmann::json &d : train[kind])
+    if (d.contains("params"))
+      for (const nlohmann::json &p : d["params"])
+        if (p.is_string() && p.get<std::string>() == param)
+          return &d;
+  return nullptr;
+}
+
+/// The masks a prune directive gives the dense weights of `file` it names,
+/// at its final sparsity (runtime/Prune.h, as training's last update):
+/// weights already pruned by training keep exactly their zeros.
+bool directiveMasks(const nlohmann::json &d, const SafetensorsFile &file,
+                    std::map<std::string, std::vector<uint32_t>> &masks,
+                    std::string &error) {
+  auto number = [&](const char *key, double fallback) {
+    return d.contains(key) && d[key].is_number() ? d[key].get<double>()
+                                                 : fallback;
+  };
+  auto text = [&](const char *key, const char *fallback) {
+    return d.contains(key) && d[key].is_string() ? d[key].get<std::string>()
+                                                 : std::string(fallback);
+  };
+  std::vector<prune::Target> targets;
+  std::vector<std::string> names;
+  for (const nlohmann::json &p : d["params"]) {
+    std::string name = p.get<std::string>();
+    const StoredTensor *t = file.find(name);
+    if (!t || t->dtype != "F32")
+      return true; // not dense in the file: nothing to prune on load
+    std::vector<uint32_t> &mask = masks[name];
+    int64_t count = int64_t(t->bytes.size() / 4);
+    mask.assign(size_t(prune::maskWords(count)), 0u);
+    names.push_back(name);
+    targets.push_back({reinterpret_cast<const float *>(t->bytes.data()),
+                       mask.data(), t->shape.data(), int(t->shape.size())});
+  }
+  std::string kind = text("kind", "magnitude");
+  double sparsity = number("sparsity", 0);
+  if (kind == "magnitude" && text("scope", "layer") == "global") {
+    prune::magnitudeMasks(targets.data(), int(targets.size()), sparsity);
+    return true;
+  }
+  for (prune::Target &target : targets) {
+    if (kind == "magnitude")
+      prune::magnitudeMasks(&target, 1, sparsity);
+    else if (kind == "structured")
+      prune::structuredMasks(target, sparsity, int64_t(number("dim", 0)),
+                             text("norm", "l2") == "l1");
+    else if (kind == "nm")
+      prune::nmMasks(target, int(number("n", 2)), int(number("m", 4)));
+    else {
+      error = "unknown prune method '" + kind + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Post-training compression on load: each weight the plan reads compressed
+/// but `file` holds dense (a checkpoint, or an export made without the
+/// directive) is compressed here by `train --export`'s rules
+/// (runtime/Export.h), pruned to its directive's final sparsity first; a
+/// pruned weight the plan reads dense gets its directive's zeros.
+bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
+                    std::vector<std::string> &lines, std::string &error) {
+  nlohmann::json train = nlohmann::json::parse(model.train, nullptr, false);
+  const StepInfo &step = model.evalStep;
+  std::map<std::string, std::vector<uint32_t>> masks;
+  std::set<const nlohmann::json *> masked;
+  std::set<std::string> done;
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    if (std::string(a.role) != "param")
+      continue;
+    std::string name = a.name, owner = ownerOf(name);
+    const StoredTensor *t = file.find(name), *dense = file.find(owner);
+    const nlohmann::json *prune = directiveOf(train, "prune", owner);
+    const nlohmann::json *quantize = directiveOf(train, "quantize", owner);
+    if (!dense || dense->dtype != "F32" || (!prune && !quantize) ||
+        !done.insert(owner).second)
+      continue;
+    if (prune && masked.insert(prune).second &&
+        !directiveMasks(*prune, file, masks, error))
+      return false;
+    auto mask = masks.find(owner);
+    bool compressedInFile =
+        file.find(owner + ".scale") || file.find(owner + ".indices") ||
+        file.find(owner + ".values") || file.find(owner + ".rows");
+    if (compressedInFile)
+      continue;
+    // Read dense: the directive's zeros, nothing else.
+    int64_t count = 1;
+    for (int d = 0; d < a.rank; ++d)
+      count *= a.shape[d];
+    if (t && t->dtype == "F32" && std::string(a.dtype) == "f32" &&
+        owner == name && int64_t(t->bytes.size()) == 4 * count) {
+      if (mask == masks.end())
+        continue;
+      int64_t zeroed = 0;
+      for (StoredTensor &w : file.tensors)
+        if (w.name == owner) {
+          float *values = reinterpret_cast<float *>(w.bytes.data());
+          for (int64_t e = 0; e < count; ++e)
+            if (prune::bitOf(mask->second.data(), e)) {
+              zeroed += values[e] != 0.0f;
+              values[e] = 0.0f;
+            }
+        }
+      if (zeroed)
+        lines.push_back(owner + "  " + std::to_string(zeroed) + " of " +
+                        std::to_string(count) +
+                        " elements pruned (the plan reads it dense)");
+      continue;
+    }
+    ParameterData p;
+    p.name = owner;
+    p.dtype = "f32";
+    p.shape = dense->shape;
+    p.data = dense->bytes.data();
+    if (mask != masks.end())
+      p.mask = reinterpret_cast<const uint8_t *>(mask->second.data());
+    const StoredTensor *lo = file.find(owner + ".observer.min"),
+                       *hi = file.find(owner + ".observer.max");
+    if (lo && hi && lo->dtype == "F32" &&
+        hi->bytes.size() == lo->bytes.size()) {
+      p.observedMin = lo->bytes.data();
+      p.observedMax = hi->bytes.data();
+      p.observedChannels = int64_t(lo->bytes.size() / 4);
+    }
+    SafetensorsFile compressed;
+    std::string line;
+    if (!compressParameter(train, p, compressed, line))
+      continue; // stays dense; the checked copy below says what is missing
+    std::vector<StoredTensor> kept;
+    for (StoredTensor &old : file.tensors)
+      if (old.name != owner)
+        kept.push_back(std::move(old));
+    for (StoredTensor &fresh : compressed.tensors)
+      kept.push_back(std::move(fresh));
+    file.tensors = std::move(kept);
+    for (const auto &[key, value] : compressed.metadata)
+      file.metadata[key] = value + " (compressed on load)";
+    lines.push_back(line);
+  }
+  return true;
+}
+
 } // namespace
 
 bool mnemo::runtime::loadInferenceWeights(const std::string &path,
-                                          const StepInfo &step,
+                                          const ModelInfo &model,
                                           uint8_t *parameters,
                                           LoadedWeights &loaded,
                                           std::string &error) {
   SafetensorsFile file;
   if (!readSafetensors(path, file, error))
     return false;
+  if (!compressOnLoad(model, file, loaded.compressedOnLoad, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  const StepInfo &step = model.evalStep;
   std::set<std::string> owners;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];

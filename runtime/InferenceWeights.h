@@ -30,12 +30,19 @@ struct LoadedWeights {
   /// One line per compressed weight, from the export's metadata:
   /// "fc1.weight  int8 per channel (dim 0), symmetric, trained, ...".
   std::vector<std::string> layouts;
+  /// One line per weight the file held dense and loading compressed, as
+  /// `train --export` would have: "fc1.weight  int8 ...: 1605632 -> 405504
+  /// bytes".
+  std::vector<std::string> compressedOnLoad;
 };
 
-/// Copies the parameters of `step` from the safetensors file at `path`
-/// into `parameters` (the plan's region). False with `error` when a tensor
-/// is missing or does not fit.
-bool loadInferenceWeights(const std::string &path, const StepInfo &step,
+/// Copies the parameters of `model`'s eval step from the safetensors file
+/// at `path` into `parameters` (the plan's region). A weight the file holds
+/// dense (a checkpoint) where the plan reads it compressed is compressed
+/// first, by `train --export`'s rules and the model's directives:
+/// post-training quantization and pruning. False with `error` when a
+/// tensor is missing or does not fit.
+bool loadInferenceWeights(const std::string &path, const ModelInfo &model,
                           uint8_t *parameters, LoadedWeights &loaded,
                           std::string &error);
 

@@ -336,15 +336,16 @@ void dequantize(int64_t n, int64_t channels, int bits, const int8_t *codes,
 /// x [rows, k] @ W^T with W [n, k] 2:4-packed (values [n, k/2], indices
 /// [n, k/8]) or in CSR (columns i16 or i32); false, with reportError, on
 /// CSR offsets or columns out of range.
-/// The 2:4 product decompresses this many output channels at a time into
-/// its workspace (passes/Workspace.cpp sizes it).
-constexpr int64_t kSparse24TileRows = 64;
+/// The 2:4 and CSR products decompress this many output channels at a time
+/// into their workspace (passes/Workspace.cpp sizes it).
+constexpr int64_t kSparseTileRows = 64;
 void matmulSparse24(int64_t rows, int64_t n, int64_t k, const float *x,
                     const float *values, const int8_t *indices, float *scratch,
                     float *out);
 void matmulCsr(int64_t rows, int64_t n, int64_t k, int64_t capacity,
                const float *x, const float *values, const int16_t *columns16,
-               const int32_t *columns32, const int32_t *rowOffsets, float *out);
+               const int32_t *columns32, const int32_t *rowOffsets,
+               float *scratch, float *out);
 
 void lossScaleUpdate(float norm, float scale, float count, float *newScale,
                      float *newCount, float *skip, double growthFactor,

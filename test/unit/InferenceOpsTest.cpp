@@ -294,7 +294,7 @@ TEST(InferenceOps, Sparse24AndCsrEqualTheMaskedDenseProduct) {
     std::fill(y.begin(), y.end(), 0.0f);
     cpu::matmulCsr(kRows, kChannels, kDepth, 3000, xf.data(), cv.data(),
                    narrow ? c16.data() : nullptr, narrow ? nullptr : c32.data(),
-                   off.data(), y.data());
+                   off.data(), scratch.data(), y.data());
     EXPECT_EQ(cpu::takeError(), "");
     expectClose(std::vector<double>(y.begin(), y.end()), dense, "CPU CSR");
   }
@@ -302,7 +302,7 @@ TEST(InferenceOps, Sparse24AndCsrEqualTheMaskedDenseProduct) {
   // A bad file's offsets are an error, not a wild read.
   off[kChannels] = 3001;
   cpu::matmulCsr(kRows, kChannels, kDepth, 3000, xf.data(), cv.data(),
-                 c16.data(), nullptr, off.data(), y.data());
+                 c16.data(), nullptr, off.data(), scratch.data(), y.data());
   EXPECT_NE(cpu::takeError().find("row offsets"), std::string::npos);
   offsets.data[kChannels] = 3001;
   auto f = fixture.module->lookupSymbol<func::FuncOp>("csr");
