@@ -3,6 +3,9 @@
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 using namespace mnemo::runtime;
@@ -41,4 +44,21 @@ void mnemo::runtime::placeRegions(uint8_t *block, const PlanRegions &regions,
     *field = at;
     at += size;
   }
+}
+
+std::string mnemo::runtime::mib(int64_t bytes) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
+  return buffer;
+}
+
+float mnemo::runtime::resultOf(const StepInfo &step, const StepMemory &memory,
+                               const char *name) {
+  for (int i = 0; i < step.numResults; ++i)
+    if (std::strcmp(step.results[i].name, name) == 0) {
+      float v;
+      std::memcpy(&v, memory.arena + step.results[i].arenaOffset, 4);
+      return v;
+    }
+  return NAN;
 }

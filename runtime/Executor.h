@@ -34,6 +34,12 @@ struct PlanRegions {
   }
 };
 PlanRegions regionsOf(const ModelInfo &model);
+/// "12.34 MiB".
+std::string mib(int64_t bytes);
+/// The f32 scalar result `name` (loss, accuracy, ...) of `step`, read from
+/// the arena; NaN when the step has no such result.
+float resultOf(const StepInfo &step, const StepMemory &memory,
+               const char *name);
 /// Points `memory`'s regions into `block`, one after the other (the one
 /// allocation of regions.total() bytes); leaves opSeconds alone.
 void placeRegions(uint8_t *block, const PlanRegions &regions,

@@ -42,19 +42,6 @@ StoredTensor raw(std::string name, std::string dtype,
   return t;
 }
 
-/// The directive of `kind` ("prune" or "quantize") that names `param`.
-const nlohmann::json *directiveFor(const nlohmann::json &train,
-                                   const char *kind, const std::string &param) {
-  if (!train.is_object() || !train.contains(kind))
-    return nullptr;
-  for (const nlohmann::json &d : train[kind])
-    if (d.contains("params"))
-      for (const nlohmann::json &p : d["params"])
-        if (p.is_string() && p.get<std::string>() == param)
-          return &d;
-  return nullptr;
-}
-
 std::string text(const nlohmann::json &d, const char *key) {
   return d.contains(key) && d[key].is_string() ? d[key].get<std::string>() : "";
 }
@@ -65,6 +52,19 @@ int64_t integer(const nlohmann::json &d, const char *key, int64_t fallback) {
 }
 
 } // namespace
+
+const nlohmann::json *runtime::directiveFor(const nlohmann::json &train,
+                                            const char *kind,
+                                            const std::string &param) {
+  if (!train.is_object() || !train.contains(kind))
+    return nullptr;
+  for (const nlohmann::json &d : train[kind])
+    if (d.contains("params"))
+      for (const nlohmann::json &p : d["params"])
+        if (p.is_string() && p.get<std::string>() == param)
+          return &d;
+  return nullptr;
+}
 
 bool runtime::compressParameter(const nlohmann::json &train,
                                 const ParameterData &p, SafetensorsFile &file,

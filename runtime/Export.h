@@ -50,6 +50,11 @@ struct ExportSummary {
   std::vector<std::string> lines;
 };
 
+/// The directive of `kind` ("prune" or "quantize") in the train section
+/// (JSON) that names `param`, or null.
+const nlohmann::json *directiveFor(const nlohmann::json &train,
+                                   const char *kind, const std::string &param);
+
 /// One parameter's values and what training kept next to it.
 struct ParameterData {
   std::string name, dtype; // "fc1.weight", "f32"

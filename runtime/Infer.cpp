@@ -107,23 +107,6 @@ Options parseOptions(int argc, char **argv) {
   return o;
 }
 
-std::string mib(int64_t bytes) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
-  return buffer;
-}
-
-float resultOf(const StepInfo &step, const StepMemory &memory,
-               const char *name) {
-  for (int i = 0; i < step.numResults; ++i)
-    if (std::strcmp(step.results[i].name, name) == 0) {
-      float v;
-      std::memcpy(&v, memory.arena + step.results[i].arenaOffset, 4);
-      return v;
-    }
-  return NAN;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {

@@ -132,19 +132,6 @@ bool decompress(const SafetensorsFile &file, const std::string &name,
   return false;
 }
 
-/// The directive of `kind` ("prune" or "quantize") that names `param`.
-const nlohmann::json *directiveOf(const nlohmann::json &train, const char *kind,
-                                  const std::string &param) {
-  if (!train.is_object() || !train.contains(kind))
-    return nullptr;
-  for (const nlohmann::json &d : train[kind])
-    if (d.contains("params"))
-      for (const nlohmann::json &p : d["params"])
-        if (p.is_string() && p.get<std::string>() == param)
-          return &d;
-  return nullptr;
-}
-
 /// The masks a prune directive gives the dense weights of `file` it names,
 /// at its final sparsity (runtime/Prune.h, as training's last update):
 /// weights already pruned by training keep exactly their zeros.
@@ -213,8 +200,8 @@ bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
       continue;
     std::string name = a.name, owner = ownerOf(name);
     const StoredTensor *t = file.find(name), *dense = file.find(owner);
-    const nlohmann::json *prune = directiveOf(train, "prune", owner);
-    const nlohmann::json *quantize = directiveOf(train, "quantize", owner);
+    const nlohmann::json *prune = directiveFor(train, "prune", owner);
+    const nlohmann::json *quantize = directiveFor(train, "quantize", owner);
     if (!dense || dense->dtype != "F32" || (!prune && !quantize) ||
         !done.insert(owner).second)
       continue;

@@ -193,12 +193,6 @@ void resetPeakRss() {
   clear << "5";
 }
 
-std::string mib(int64_t bytes) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
-  return buffer;
-}
-
 //===----------------------------------------------------------------------===//
 // The loader thread
 //===----------------------------------------------------------------------===//
@@ -291,17 +285,6 @@ void onInterrupt(int) {
   interrupted = true;
   // A second Ctrl-C exits at once.
   std::signal(SIGINT, SIG_DFL);
-}
-
-float resultOf(const StepInfo &step, const StepMemory &memory,
-               const char *name) {
-  for (int i = 0; i < step.numResults; ++i)
-    if (std::strcmp(step.results[i].name, name) == 0) {
-      float v;
-      std::memcpy(&v, memory.arena + step.results[i].arenaOffset, 4);
-      return v;
-    }
-  return NAN;
 }
 
 const ArgumentInfo *argumentWithRole(const StepInfo &step, const char *role) {
