@@ -1055,10 +1055,24 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](MatmulInt8Op m) -> LogicalResult {
-            // cuBLASLt's int8 GEMM writes int32 products into the result's
-            // buffer (as wide as the f32 result), rescaled there in place.
             auto [rows, k] = rowsAndDepthOf(m.getLhs());
             int64_t n = shapeOf(m.getRhs())[0];
+            // cuBLASLt's int8 kernels take N and K in multiples of 8 and
+            // more than 16 rows (PyTorch's _int_mm asks the same); other
+            // shapes, a classifier's 10 outputs, take a kernel of ours.
+            if (n % 8 || k % 8 || rows <= 16) {
+              kernelCall("matmulInt8Small(" + std::to_string(rows) + ", " +
+                             std::to_string(n) + ", " + std::to_string(k) +
+                             ", " + P(m.getLhs(), op) + ", " +
+                             P(m.getLhsScale(), op) + ", " +
+                             P(m.getLhsSum(), op) + ", " + P(m.getRhs(), op) +
+                             ", " + P(m.getRhsScale(), op) + ", " +
+                             P(m.getRhsZeroPoint(), op) + ", " + res(op) + ");",
+                         gridFor(rows * n), kThreads);
+              return success();
+            }
+            // cuBLASLt's int8 GEMM writes int32 products into the result's
+            // buffer (as wide as the f32 result), rescaled there in place.
             std::string A = hostPointer(m.getLhs(), op),
                         B = hostPointer(m.getRhs(), op),
                         C = hostPointer(m.getResult(), op);

@@ -1336,6 +1336,34 @@ __device__ void quantizeRows(int64_t k, const float *x, int8_t *codes,
   }
 }
 
+/// `matmul_int8` where cuBLASLt's int8 kernels do not take the shape (N or
+/// K not a multiple of 8, few rows: a classifier's last layer): thread
+/// (m, n) sums the int8 products of its row and channel in int32, four at
+/// a time with __dp4a when K allows, and rescales them.
+__device__ void matmulInt8Small(int64_t rows, int64_t n, int64_t k,
+                                const int8_t *x, const float *xScale,
+                                const int32_t *xSum, const int8_t *w,
+                                const float *wScale, const int32_t *wZeroPoint,
+                                float *out) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t m = e / n, j = e % n;
+    const int8_t *a = x + m * k, *b = w + j * k;
+    int acc = 0;
+    if (k % 4 == 0) {
+      const int *a4 = reinterpret_cast<const int *>(a);
+      const int *b4 = reinterpret_cast<const int *>(b);
+      for (int64_t c = 0; c < k / 4; ++c)
+        acc = __dp4a(a4[c], b4[c], acc);
+    } else {
+      for (int64_t c = 0; c < k; ++c)
+        acc += int(a[c]) * int(b[c]);
+    }
+    out[e] = fakequant::int8Rescale(acc, wZeroPoint[j], xSum[m], xScale[m],
+                                    wScale[j]);
+  }
+}
+
 /// `matmul_int8`'s epilogue, in place: cuBLASLt's int32 products `acc`
 /// [rows, n] become f32 in the same buffer.
 __device__ void int8Rescale(int64_t rows, int64_t n, const int32_t *acc,

@@ -53,6 +53,13 @@ inline float atomicAdd(float *address, float value) {
   *address = old + value;
   return old;
 }
+/// Four int8 products of a and b's bytes, added to c.
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i)
+    c += int(int8_t(uint32_t(a) >> (8 * i))) *
+         int(int8_t(uint32_t(b) >> (8 * i)));
+  return c;
+}
 inline int atomicAdd(int *address, int value) {
   int old = *address;
   *address += value;
