@@ -504,6 +504,12 @@ int main(int argc, char **argv) {
   }
 
   // Studies that compile the model many times.
+  if ((!rematCurve.empty() || fitBatchOption) && mode == Mode::Inference) {
+    diags.error(std::string(fitBatchOption ? "--fit-batch" : "--remat-curve") +
+                " studies the training step; it does not apply with "
+                "--mode=inference");
+    return 1;
+  }
   if (!rematCurve.empty() || fitBatchOption) {
     std::optional<PipelineOptions> pipeline = pipelineOptions();
     if (!pipeline)
@@ -558,8 +564,29 @@ int main(int argc, char **argv) {
                    (*module)->hasAttr("mnemo.user_error")
                ? 1
                : 2;
+  // A forward-only plan recomputes nothing: a budget it exceeds is an
+  // error naming what it needs.
+  if (mode == Mode::Inference && !memoryBudget.empty()) {
+    auto eval = module->lookupSymbol<mlir::func::FuncOp>("eval_step");
+    std::optional<PipelineOptions> pipeline = pipelineOptions();
+    mlir::FailureOr<MemoryReport> report = mlir::failure();
+    if (eval)
+      report = buildMemoryReport(eval);
+    if (pipeline && succeeded(report) &&
+        report->peakBytes > pipeline->memoryBudget) {
+      diags.error(llvm::formatv("--memory-budget={0}: the inference plan needs "
+                                "{1} bytes (weights, one batch, the arena and "
+                                "the workspace), and a forward-only plan has "
+                                "nothing to recompute; {1} bytes is the "
+                                "smallest budget it fits",
+                                memoryBudget, report->peakBytes)
+                      .str());
+      return 1;
+    }
+  }
   if (!memoryTimeline.empty()) {
-    auto step = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+    auto step = module->lookupSymbol<mlir::func::FuncOp>(
+        mode == Mode::Inference ? "eval_step" : "train_step");
     if (!step) {
       diags.error("'" + inputFile +
                   "' has no train section, so there is no step to draw");
@@ -571,8 +598,8 @@ int main(int argc, char **argv) {
       diags.error("cannot write '" + memoryTimeline + "': " + error);
       return 1;
     }
-    std::string title =
-        "@train_step of " + graph->modelName + " (" + graph->fileName + ")";
+    std::string title = "@" + step.getName().str() + " of " + graph->modelName +
+                        " (" + graph->fileName + ")";
     if (mlir::failed(writeMemoryTimeline(step, title, svg->os())))
       return 2;
     svg->keep();
