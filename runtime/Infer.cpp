@@ -100,8 +100,8 @@ Options parseOptions(int argc, char **argv) {
     }
   }
   if (o.weights.empty())
-    fail("--weights is required: the file `train --export FILE` wrote (see "
-         "--help)");
+    fail("--weights is required: the file `train --export FILE` wrote, or "
+         "a checkpoint (see --help)");
   if (o.data.empty())
     fail("--data is required (see --help)");
   return o;

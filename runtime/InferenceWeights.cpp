@@ -68,12 +68,13 @@ bool decompress(const SafetensorsFile &file, const std::string &name,
     std::vector<int64_t> v;
     int64_t width = dtypeSize(t.dtype);
     for (size_t i = 0; i + width <= t.bytes.size(); i += width) {
-      int32_t x32;
-      int16_t x16;
+      int32_t x32 = 0;
+      int16_t x16 = 0;
       if (width == 4)
-        std::memcpy(&x32, &t.bytes[i], 4), v.push_back(x32);
+        std::memcpy(&x32, &t.bytes[i], 4);
       else
-        std::memcpy(&x16, &t.bytes[i], 2), v.push_back(x16);
+        std::memcpy(&x16, &t.bytes[i], 2);
+      v.push_back(width == 4 ? x32 : x16);
     }
     return v;
   };
@@ -300,7 +301,6 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
         : std::string(a.dtype) == "i8"                                 ? 1
                                                                        : 2;
     int64_t bytes = count * width;
-    loaded.planBytes += bytes;
     const StoredTensor *t = file.find(name);
     std::string owner = ownerOf(name);
     // Read dense, exported compressed: unpacked here.

@@ -25,8 +25,6 @@ namespace mnemo {
 namespace runtime {
 
 struct LoadedWeights {
-  /// The weights' bytes in the plan.
-  int64_t planBytes = 0;
   /// One line per compressed weight, from the export's metadata:
   /// "fc1.weight  int8 per channel (dim 0), symmetric, trained, ...".
   std::vector<std::string> layouts;
