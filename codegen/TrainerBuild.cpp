@@ -76,6 +76,9 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
                                    "-O3",
                                    "-march=native",
                                    "-fno-math-errno",
+                                   // As the runtime: one rounding per
+                                   // operation, whichever compiler.
+                                   "-ffp-contract=off",
                                    "-I" + include,
                                    modelFile.str().str()};
   if (cuda)
@@ -184,7 +187,7 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << " PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}\n"
      << "                           ${MNEMO_CBLAS_INCLUDE})\n"
      << "target_compile_options(" << program
-     << " PRIVATE -O3 -fno-math-errno)\n"
+     << " PRIVATE -O3 -fno-math-errno -ffp-contract=off)\n"
      << "if(MNEMO_NATIVE)\n"
      << "  target_compile_options(" << program << " PRIVATE -march=native)\n"
      << "endif()\n"

@@ -6,6 +6,7 @@
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -360,9 +361,23 @@ Token Lexer::lexNumber(const char *start) {
   Token tok = make(TokenKind::Float, start);
   std::string text = digits.str();
   if (isFloat) {
+    errno = 0;
     tok.floatValue = std::strtod(text.c_str(), nullptr);
     // Errors in numbers still yield a number, so the parser does not
     // report a second, confusing error for the same mistake.
+    if (errno == ERANGE && std::isinf(tok.floatValue)) {
+      diags.error(tok.loc(),
+                  "number literal is too large (a double holds at most "
+                  "1.8e308)",
+                  {llvm::SMRange(tok.loc(), llvm::SMLoc::getFromPointer(cur))});
+      tok.floatValue = 0;
+    } else if (errno == ERANGE && tok.floatValue == 0 &&
+               digits.find_first_of("123456789") < digits.find_first_of("eE")) {
+      diags.error(tok.loc(),
+                  "number literal is too small: a double holds no nonzero "
+                  "value below 4.9e-324, so it would be 0",
+                  {llvm::SMRange(tok.loc(), llvm::SMLoc::getFromPointer(cur))});
+    }
     if (!suffix.empty())
       diags.error(llvm::SMLoc::getFromPointer(suffixStart),
                   "a size must be a whole number of units, as in 512MiB");

@@ -47,6 +47,9 @@ public:
         fileLoc({graph.fileName, 1, 1}), "forward",
         builder.getFunctionType(argTypes, resultTypes));
     Block *entry = func.addEntryBlock();
+    // Set at once: each setArgAttrs(i, ...) would rebuild (and keep, as
+    // attributes are never freed) the whole list, quadratic in arguments.
+    SmallVector<DictionaryAttr> argAttrs;
     for (auto [i, arg] : llvm::enumerate(graph.args)) {
       values[arg.value] = entry->getArgument(i);
       entry->getArgument(i).setLoc(
@@ -57,11 +60,14 @@ public:
           builder.getNamedAttr("mnemo.name", builder.getStringAttr(arg.name))};
       if (arg.role == ArgRole::Param)
         attrs.push_back(builder.getNamedAttr("mnemo.init", config(arg.init)));
-      func.setArgAttrs(i, builder.getDictionaryAttr(attrs));
+      argAttrs.push_back(builder.getDictionaryAttr(attrs));
     }
-    for (size_t i = 0; i < graph.outputNames.size(); ++i)
-      func.setResultAttr(i, "mnemo.name",
-                         builder.getStringAttr(graph.outputNames[i]));
+    func.setAllArgAttrs(argAttrs);
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (const std::string &name : graph.outputNames)
+      resultAttrs.push_back(builder.getDictionaryAttr(
+          builder.getNamedAttr("mnemo.name", builder.getStringAttr(name))));
+    func.setAllResultAttrs(resultAttrs);
 
     builder.setInsertionPointToEnd(entry);
     for (const Node &node : graph.nodes)

@@ -5,6 +5,7 @@
 #include "frontend/Parser.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -97,6 +98,16 @@ private:
         continue;
       if (loaded.count(canonical(candidate)))
         return;
+      uint64_t size = 0;
+      if (!llvm::sys::fs::file_size(candidate, size) &&
+          size > kMaxModelFileBytes) {
+        diags.error(import.range.Start,
+                    "'" + candidate + "' is larger than " +
+                        std::to_string(kMaxModelFileBytes >> 20) +
+                        " MiB, the most a model file may hold",
+                    {import.range});
+        return;
+      }
       auto buffer = llvm::MemoryBuffer::getFile(candidate, /*IsText=*/true);
       if (!buffer) {
         diags.error(import.range.Start,
@@ -132,14 +143,66 @@ mnemo::loadProgram(std::unique_ptr<llvm::MemoryBuffer> buffer,
   return program;
 }
 
+/// The file at `path` ("-": stdin), read in chunks up to the cap, so that
+/// a device or a pipe that never ends is an error, not an endless read.
+static std::unique_ptr<llvm::MemoryBuffer> readModelFile(llvm::StringRef path,
+                                                         std::string &error) {
+  llvm::sys::fs::file_t file = llvm::sys::fs::getStdinHandle();
+  if (path != "-") {
+    if (llvm::sys::fs::is_directory(path)) {
+      error = "cannot read '" + path.str() + "': it is a directory";
+      return nullptr;
+    }
+    llvm::Expected<llvm::sys::fs::file_t> opened =
+        llvm::sys::fs::openNativeFileForRead(path);
+    if (!opened) {
+      error = "cannot read '" + path.str() +
+              "': " + llvm::toString(opened.takeError());
+      return nullptr;
+    }
+    file = *opened;
+  }
+  llvm::SmallString<0> text;
+  bool tooLarge = false;
+  for (;;) {
+    size_t used = text.size();
+    text.resize_for_overwrite(used + 65536);
+    llvm::Expected<size_t> n = llvm::sys::fs::readNativeFile(
+        file, llvm::MutableArrayRef<char>(text.data() + used, 65536));
+    if (!n) {
+      error =
+          "cannot read '" + path.str() + "': " + llvm::toString(n.takeError());
+      break;
+    }
+    text.truncate(used + *n);
+    if (*n == 0)
+      break;
+    if (text.size() > kMaxModelFileBytes) {
+      tooLarge = true;
+      break;
+    }
+  }
+  if (path != "-")
+    llvm::sys::fs::closeFile(file);
+  if (tooLarge)
+    error = "'" + path.str() + "' is larger than " +
+            std::to_string(kMaxModelFileBytes >> 20) +
+            " MiB, the most a model file may hold; is it a model file?";
+  if (!error.empty())
+    return nullptr;
+  return llvm::MemoryBuffer::getMemBufferCopy(text,
+                                              path == "-" ? "<stdin>" : path);
+}
+
 std::unique_ptr<Program>
 mnemo::loadProgramFile(llvm::StringRef path,
                        const std::vector<std::string> &searchPaths,
                        Diagnostics &diags) {
-  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = readModelFile(path, error);
   if (!buffer) {
-    diags.error("cannot read '" + path + "': " + buffer.getError().message());
+    diags.error(error);
     return nullptr;
   }
-  return loadProgram(std::move(*buffer), searchPaths, diags);
+  return loadProgram(std::move(buffer), searchPaths, diags);
 }

@@ -45,7 +45,12 @@ std::unique_ptr<Program>
 loadProgram(std::unique_ptr<llvm::MemoryBuffer> buffer,
             const std::vector<std::string> &searchPaths, Diagnostics &diags);
 
-/// Reads `path` ("-" for stdin) and calls the above.
+/// The largest model file (or import) read: a model is a few kilobytes of
+/// text, and a path such as /dev/zero must not be read without end.
+constexpr uint64_t kMaxModelFileBytes = uint64_t(16) << 20;
+
+/// Reads `path` ("-" for stdin), at most kMaxModelFileBytes, and calls the
+/// above.
 std::unique_ptr<Program>
 loadProgramFile(llvm::StringRef path,
                 const std::vector<std::string> &searchPaths,

@@ -1017,6 +1017,7 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
               "-D " + hp.name + "=" + text +
               ": the value must be an integer, a number, true/false or a type");
           ok = false;
+          overrides.erase(it); // reported: not also "has no hyper-parameter"
           continue;
         }
         instance.members.vars[hp.name] = v;

@@ -99,7 +99,13 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
     a.order.push_back(&op);
   }
   int64_t end = a.order.size(); // the return
+  // Memoized: the order is fixed here, and a value that thousands of ops
+  // read (a learning rate, a step) is asked about once per buffer it meets.
+  llvm::DenseMap<Value, int64_t> lastUses;
   auto lastUse = [&](Value v) {
+    auto known = lastUses.find(v);
+    if (known != lastUses.end())
+      return known->second;
     int64_t last = -1;
     SmallVector<Operation *> roots;
     for (Operation *user : v.getUsers()) {
@@ -113,6 +119,7 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       for (Operation *root : roots)
         last = std::max(last, index.lookup(root));
     }
+    lastUses[v] = last;
     return last;
   };
 

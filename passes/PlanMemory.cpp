@@ -120,6 +120,7 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     func->setAttr("mnemo.workspace_bytes", b.getI64IntegerAttr(workspace));
     // Arguments live in persistent regions by role, laid out in order.
     llvm::StringMap<int64_t> regionBytes;
+    SmallVector<DictionaryAttr> argAttrs;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
       StringRef region =
@@ -129,10 +130,14 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
           : role.getValue() == "opt_state" ? "optimizer_state"
                                            : "inputs";
       int64_t &end = regionBytes[region];
-      func.setArgAttr(i, "mnemo.region", b.getStringAttr(region));
-      func.setArgAttr(i, "mnemo.offset", b.getI64IntegerAttr(end));
+      NamedAttrList attrs(func.getArgAttrDict(i));
+      attrs.set("mnemo.region", b.getStringAttr(region));
+      attrs.set("mnemo.offset", b.getI64IntegerAttr(end));
+      argAttrs.push_back(attrs.getDictionary(b.getContext()));
       end += storageBytes(func.getArgumentTypes()[i]);
     }
+    // At once: setArgAttr per argument rebuilds the whole list each time.
+    func.setAllArgAttrs(argAttrs);
     func->setAttr("mnemo.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
     func->setAttr("mnemo.lower_bound_bytes",
                   b.getI64IntegerAttr(lowerBound(intervals)));

@@ -138,10 +138,11 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         if (failed(peak))
           return signalPassFailure();
         if (*peak > limit) {
-          module.emitError() << "the memory budget of " << mib(limit)
-                             << " cannot be met with --remat=" << strategy
-                             << ": its plan needs " << mib(*peak)
-                             << " (--remat=auto searches for a plan that fits)";
+          budgetError(module)
+              << "the memory budget of " << mib(limit)
+              << " cannot be met with --remat=" << strategy
+              << ": its plan needs " << mib(*peak)
+              << " (--remat=auto searches for a plan that fits)";
           markUserError(getOperation());
           return signalPassFailure();
         }
@@ -161,10 +162,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       return;
     }
     if (strategy == "none") {
-      module.emitError() << "the memory budget of " << mib(limit)
-                         << " cannot be met without recomputation (the plan "
-                            "needs "
-                         << mib(*none) << "; --remat=auto recomputes)";
+      budgetError(module) << "the memory budget of " << mib(limit)
+                          << " cannot be met without recomputation (the plan "
+                             "needs "
+                          << mib(*none) << "; --remat=auto recomputes)";
       markUserError(getOperation());
       return signalPassFailure();
     }
@@ -199,11 +200,11 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         chosen = modelChoice;
     }
     if (!chosen) {
-      module.emitError() << "the memory budget of " << mib(limit)
-                         << " cannot be met: the smallest planned peak found "
-                            "is "
-                         << mib(smallest) << " (without recomputation "
-                         << mib(*none) << ")";
+      budgetError(module) << "the memory budget of " << mib(limit)
+                          << " cannot be met: the smallest planned peak found "
+                             "is "
+                          << mib(smallest) << " (without recomputation "
+                          << mib(*none) << ")";
       markUserError(getOperation());
       return signalPassFailure();
     }
@@ -557,11 +558,24 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     return n;
   }
 
+  /// Exact bytes (a budget is given in bytes), with MiB to read them by:
+  /// "34603008 bytes (33.00 MiB)".
   static std::string mib(int64_t bytes) {
     std::string s;
     llvm::raw_string_ostream os(s);
-    os << llvm::format("%.2f MiB", double(bytes) / (1 << 20));
+    os << bytes << (bytes == 1 ? " byte" : " bytes");
+    if (bytes >= (1 << 20))
+      os << llvm::format(" (%.2f MiB)", double(bytes) / (1 << 20));
     return os.str();
+  }
+
+  /// Where a budget error points: --memory-budget when the option set it,
+  /// else the model file (its train section's memory_budget).
+  InFlightDiagnostic budgetError(ModuleOp module) {
+    if (budget > 0)
+      return emitError(NameLoc::get(
+          StringAttr::get(module.getContext(), "--memory-budget")));
+    return module.emitError();
   }
 
   static int64_t stepFlops(func::FuncOp f) {

@@ -7,6 +7,8 @@
 
 #include "lang/MnemoOps.h"
 
+#include <queue>
+
 namespace mnemo {
 #define GEN_PASS_DEF_SCHEDULE
 #include "passes/Passes.h.inc"
@@ -117,28 +119,52 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
       return bytes;
     };
 
-    std::vector<Operation *> ready;
+    // The ready op that frees the most net bytes, the earliest on ties,
+    // from a heap: a linear scan of the ready ops at every step is
+    // quadratic in a deep model's ops. An op's score only grows (its
+    // operands' remaining uses only fall), and it changes only when an
+    // operand's remaining uses fall to the op's own uses of it: then the op
+    // is pushed again with its new score, and the stale entry is skipped.
+    struct Entry {
+      int64_t score;
+      size_t position;
+      Operation *op;
+      uint32_t version;
+      bool operator<(const Entry &o) const {
+        return score != o.score ? score < o.score : position > o.position;
+      }
+    };
+    std::priority_queue<Entry> heap;
+    int64_t mostOperands = 0;
+    for (Operation *op : original)
+      mostOperands = std::max<int64_t>(mostOperands, op->getNumOperands());
+    llvm::DenseMap<Operation *, uint32_t> version; // of ready ops
+    auto push = [&](Operation *op) {
+      heap.push(
+          {freedBy(op) - allocatedBytes(op), position[op], op, ++version[op]});
+    };
     for (Operation *op : original)
       if (waiting[op] == 0)
-        ready.push_back(op);
+        push(op);
     SmallVector<Operation *> order;
-    while (!ready.empty()) {
-      // The ready op that frees the most net bytes; the earliest on ties.
-      auto best = ready.begin();
-      int64_t bestScore = INT64_MIN;
-      for (auto it = ready.begin(); it != ready.end(); ++it) {
-        int64_t score = freedBy(*it) - allocatedBytes(*it);
-        if (score > bestScore ||
-            (score == bestScore && position[*it] < position[*best])) {
-          bestScore = score;
-          best = it;
-        }
-      }
-      Operation *op = *best;
-      ready.erase(best);
+    while (!heap.empty()) {
+      Entry top = heap.top();
+      heap.pop();
+      auto current = version.find(top.op);
+      if (current == version.end() || current->second != top.version)
+        continue; // scheduled already, or pushed again since
+      Operation *op = top.op;
+      version.erase(current);
       order.push_back(op);
-      for (Value operand : op->getOperands())
-        --remainingUses[operand];
+      for (Value operand : op->getOperands()) {
+        int64_t left = --remainingUses[operand];
+        if (left > mostOperands)
+          continue; // no op's score depends on it yet (a value many read)
+        for (Operation *user : operand.getUsers())
+          if (user != op && version.count(user) &&
+              left <= int64_t(user->getNumOperands()))
+            push(user);
+      }
       llvm::SmallPtrSet<Operation *, 8> users;
       for (Value result : op->getResults())
         for (Operation *user : result.getUsers())
@@ -148,10 +174,10 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
       // reader, so an op can be both for the same update.
       for (Operation *user : users)
         if (--waiting[user] == 0)
-          ready.push_back(user);
+          push(user);
       for (Operation *update : unblocks.lookup(op))
         if (--waiting[update] == 0)
-          ready.push_back(update);
+          push(update);
     }
     if (order.size() != original.size())
       return func.emitError("internal error: the schedule lost ops");

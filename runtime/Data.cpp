@@ -6,10 +6,14 @@
 #include "runtime/Safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <numeric>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace mnemo {
 namespace runtime {
@@ -68,8 +72,12 @@ public:
           return dir + "/" + stem + suffix;
       return dir + "/" + stem + ".gz";
     };
-    if (!readIdx(find("train-images-idx3-ubyte"), trainImages, error) ||
-        !readIdx(find("train-labels-idx1-ubyte"), trainLabels, error))
+    for (const char *stem :
+         {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+      paths.push_back(find(stem));
+    if (!readIdx(paths[0], trainImages, error) ||
+        !readIdx(paths[1], trainLabels, error))
       return false;
     if (trainImages.shape.size() != 3 || trainLabels.shape.size() != 1 ||
         trainImages.shape[0] != trainLabels.shape[0]) {
@@ -77,8 +85,8 @@ public:
       return false;
     }
     std::string testError;
-    if (readIdx(find("t10k-images-idx3-ubyte"), testImages, testError) &&
-        readIdx(find("t10k-labels-idx1-ubyte"), testLabels, testError) &&
+    if (readIdx(paths[2], testImages, testError) &&
+        readIdx(paths[3], testLabels, testError) &&
         (testImages.shape.size() != 3 || testLabels.shape.size() != 1 ||
          testImages.shape[0] != testLabels.shape[0] ||
          testImages.shape[1] != trainImages.shape[1] ||
@@ -162,6 +170,8 @@ public:
                 : std::to_string(testLabels.shape[0]) + " for testing");
   }
 
+  std::vector<std::string> files() const override { return paths; }
+
 private:
   void fill(const BatchLayout &layout, const IdxArray &images,
             const IdxArray &labels, const int32_t *rows, uint8_t *inputs) {
@@ -180,6 +190,7 @@ private:
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
   IdxArray trainImages, trainLabels, testImages, testLabels;
+  std::vector<std::string> paths;
   int64_t pixels = 0;
   std::vector<int32_t> order;
   int64_t orderEpoch = -1;
@@ -190,40 +201,96 @@ private:
 // Token files
 //===----------------------------------------------------------------------===//
 
-bool readTokens(const std::string &path, std::vector<uint16_t> &tokens,
-                std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
-    return false;
+/// A token file, mapped read-only: uint16 tokens, raw (nanoGPT) or after
+/// llm.c's 1024-byte header. Mapping reads only the pages a batch touches,
+/// so a file far larger than memory trains, and nothing is copied.
+class TokenFile {
+public:
+  TokenFile() = default;
+  TokenFile(const TokenFile &) = delete;
+  TokenFile &operator=(const TokenFile &) = delete;
+  ~TokenFile() {
+    if (mapping)
+      ::munmap(mapping, mappedBytes);
   }
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
-  size_t start = 0;
-  // llm.c's token files start with 256 int32: magic 20240520, version,
-  // token count.
-  if (bytes.size() >= 1024) {
-    int32_t header[3];
-    std::memcpy(header, bytes.data(), sizeof(header));
-    if (header[0] == 20240520) {
-      if (int64_t(bytes.size() - 1024) != int64_t(header[2]) * 2) {
-        error = "'" + path + "' says it holds " + std::to_string(header[2]) +
-                " tokens but has room for " +
-                std::to_string((bytes.size() - 1024) / 2);
+
+  bool open(const std::string &file, std::string &error) {
+    path = file;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      error = "cannot open '" + path + "': " + std::strerror(errno);
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      error = "'" + path +
+              "' is not a regular file; a token file holds uint16 tokens "
+              "(raw, or after llm.c's 1024-byte header)";
+      return false;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      error = "cannot open '" + path + "': " + std::strerror(errno);
+      return false;
+    }
+    mappedBytes = size_t(st.st_size);
+    if (mappedBytes > 0) {
+      void *p = ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        error = "cannot map '" + path + "': " + std::strerror(errno);
+        ::close(fd);
         return false;
       }
-      start = 1024;
+      mapping = p;
     }
+    ::close(fd);
+    const uint8_t *bytes = static_cast<const uint8_t *>(mapping);
+    // llm.c's token files start with 256 int32: magic 20240520, version,
+    // token count.
+    if (mappedBytes >= 1024) {
+      int32_t header[3];
+      std::memcpy(header, bytes, sizeof(header));
+      if (header[0] == 20240520) {
+        if (int64_t(mappedBytes - 1024) != int64_t(header[2]) * 2) {
+          error = "'" + path + "' says it holds " + std::to_string(header[2]) +
+                  " tokens but has room for " +
+                  std::to_string((mappedBytes - 1024) / 2);
+          return false;
+        }
+        headerBytes = 1024;
+      }
+    }
+    if ((mappedBytes - headerBytes) % 2 != 0) {
+      error = "'" + path +
+              "' is not a token file (uint16 tokens: its size must be even)";
+      return false;
+    }
+    tokens = reinterpret_cast<const uint16_t *>(bytes + headerBytes);
+    count = int64_t((mappedBytes - headerBytes) / 2);
+    return true;
   }
-  if ((bytes.size() - start) % 2 != 0) {
-    error = "'" + path +
-            "' is not a token file (uint16 tokens: its size must be even)";
-    return false;
+
+  /// Where token `index` is in the file, for messages.
+  std::string position(int64_t index) const {
+    return "position " + std::to_string(index) + " (byte " +
+           std::to_string(int64_t(headerBytes) + 2 * index) + ") of '" + path +
+           "'";
   }
-  tokens.resize((bytes.size() - start) / 2);
-  std::memcpy(tokens.data(), bytes.data() + start, tokens.size() * 2);
-  return true;
-}
+
+  std::string path;
+  const uint16_t *tokens = nullptr;
+  int64_t count = 0;
+
+private:
+  void *mapping = nullptr;
+  size_t mappedBytes = 0, headerBytes = 0;
+};
+
+/// Tokens [begin, begin + count) of a mapped file: a split.
+struct TokenSpan {
+  const TokenFile *file = nullptr;
+  int64_t begin = 0, count = 0;
+  uint16_t operator[](int64_t i) const { return file->tokens[begin + i]; }
+};
 
 class TokenSource : public BatchSource {
 public:
@@ -245,38 +312,44 @@ public:
       }
     }
     context = trainLayout.tensors[0]->shape[1];
-    if (!readTokens(path, trainTokens, error))
+    if (!trainFile.open(path, error))
       return false;
     // The held-out split: a sibling val.bin next to train.bin, else the
     // last tenth of the file.
     std::string valPath;
     if (endsWith(path, "train.bin"))
       valPath = path.substr(0, path.size() - 9) + "val.bin";
+    trainTokens = {&trainFile, 0, trainFile.count};
     if (!valPath.empty() && exists(valPath)) {
-      if (!readTokens(valPath, valTokens, error))
+      if (!valFile.open(valPath, error))
         return false;
+      valTokens = {&valFile, 0, valFile.count};
       split = "validation from " + valPath;
     } else {
-      size_t keep = trainTokens.size() - trainTokens.size() / 10;
-      valTokens.assign(trainTokens.begin() + keep, trainTokens.end());
-      trainTokens.resize(keep);
+      int64_t keep = trainFile.count - trainFile.count / 10;
+      trainTokens.count = keep;
+      valTokens = {&trainFile, keep, trainFile.count - keep};
       split = "the last tenth held out for validation";
     }
     int64_t limit = std::max(trainLayout.tensors[0]->indexLimit,
                              trainLayout.tensors[1]->indexLimit);
-    for (const auto *tokens : {&trainTokens, &valTokens})
-      for (size_t i = 0; i < tokens->size(); ++i)
-        if (limit > 0 && (*tokens)[i] >= limit) {
-          error = "token " + std::to_string((*tokens)[i]) + " at position " +
-                  std::to_string(i) + " of '" + path +
-                  "' is out of range for the model's vocabulary of " +
+    for (const TokenFile *file : {&trainFile, &valFile})
+      for (int64_t i = 0; limit > 0 && i < file->count; ++i)
+        if (file->tokens[i] >= limit) {
+          error = "token " + std::to_string(file->tokens[i]) + " at " +
+                  file->position(i) +
+                  " is out of range for the model's vocabulary of " +
                   std::to_string(limit);
           return false;
         }
-    if (int64_t(trainTokens.size()) < context + 1) {
-      error = "'" + path + "' holds " + std::to_string(trainTokens.size()) +
-              " tokens, fewer than one context of " +
-              std::to_string(context + 1);
+    if (trainTokens.count < context + 1) {
+      error = "'" + path + "' holds " + std::to_string(trainFile.count) +
+              " tokens" +
+              (trainTokens.count != trainFile.count
+                   ? " (" + std::to_string(trainTokens.count) +
+                         " for training, the last tenth held out)"
+                   : std::string()) +
+              ", fewer than one context of " + std::to_string(context + 1);
       return false;
     }
     name = path;
@@ -284,13 +357,13 @@ public:
   }
 
   int64_t stepsPerEpoch() const override {
-    return std::max<int64_t>(1, int64_t(trainTokens.size()) /
+    return std::max<int64_t>(1, trainTokens.count /
                                     (trainLayout.batchSize * context));
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
     Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 1 | 1));
-    int64_t windows = int64_t(trainTokens.size()) - context;
+    int64_t windows = trainTokens.count - context;
     std::vector<int64_t> starts(trainLayout.batchSize);
     for (int64_t &s : starts)
       s = int64_t(rng.uniform() * double(windows));
@@ -302,7 +375,7 @@ public:
     if (evalLayout.tensors.empty())
       return 0;
     // Consecutive windows over the held-out tokens, at most 32 batches.
-    int64_t windows = (int64_t(valTokens.size()) - 1) / context;
+    int64_t windows = (valTokens.count - 1) / context;
     return std::min<int64_t>(32, windows / evalLayout.batchSize);
   }
 
@@ -315,13 +388,20 @@ public:
   }
 
   std::string describe() const override {
-    return "tokens from " + name + ": " + std::to_string(trainTokens.size()) +
-           " for training, " + std::to_string(valTokens.size()) + " (" + split +
+    return "tokens from " + name + ": " + std::to_string(trainTokens.count) +
+           " for training, " + std::to_string(valTokens.count) + " (" + split +
            ")";
   }
 
+  std::vector<std::string> files() const override {
+    std::vector<std::string> paths = {trainFile.path};
+    if (!valFile.path.empty())
+      paths.push_back(valFile.path);
+    return paths;
+  }
+
 private:
-  void fill(const BatchLayout &layout, const std::vector<uint16_t> &tokens,
+  void fill(const BatchLayout &layout, const TokenSpan &tokens,
             const std::vector<int64_t> &starts, uint8_t *inputs) {
     int32_t *x =
         reinterpret_cast<int32_t *>(inputs + layout.tensors[0]->offset);
@@ -337,7 +417,8 @@ private:
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
   int64_t context = 0;
-  std::vector<uint16_t> trainTokens, valTokens;
+  TokenFile trainFile, valFile;
+  TokenSpan trainTokens, valTokens;
   std::string name, split;
 };
 
@@ -407,6 +488,7 @@ public:
   std::string describe() const override {
     return std::to_string(steps) + " recorded batches from " + name;
   }
+  std::vector<std::string> files() const override { return {name}; }
 
 private:
   BatchLayout layout;

@@ -57,6 +57,8 @@ public:
                          std::string &error) = 0;
   /// What the data is, for the log: "Fashion-MNIST train 60000, test 10000".
   virtual std::string describe() const = 0;
+  /// The files it reads (no output may name one of them).
+  virtual std::vector<std::string> files() const = 0;
 };
 
 /// Opens `path` for a model whose batch is `layout`: a directory of IDX

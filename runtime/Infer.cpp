@@ -14,13 +14,16 @@
 #include "runtime/Executor.h"
 #include "runtime/InferenceWeights.h"
 #include "runtime/Model.h"
+#include "runtime/OutputFiles.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -70,27 +73,35 @@ Options parseOptions(int argc, char **argv) {
         fail(arg + " needs a value");
       return argv[++i];
     };
-    auto number = [&]() {
+    auto number = [&](long long max) {
       std::string text = value();
       char *end = nullptr;
+      errno = 0;
       long long v = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end || v < 1)
-        fail(arg + " needs a whole number of at least 1, not '" + text + "'");
+      if (text.empty() || *end || errno || v < 1 || v > max)
+        fail(arg + " needs a whole number from 1 to " + std::to_string(max) +
+             ", not '" + text + "'");
       return int64_t(v);
+    };
+    auto path = [&]() {
+      std::string text = value();
+      if (text.empty())
+        fail(arg + " needs a path, not ''");
+      return text;
     };
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else if (arg == "--weights") {
-      o.weights = value();
+      o.weights = path();
     } else if (arg == "--data") {
-      o.data = value();
+      o.data = path();
     } else if (arg == "--batches") {
-      o.batches = number();
+      o.batches = number(LLONG_MAX);
     } else if (arg == "--threads") {
-      o.threads = int(number());
+      o.threads = int(number(cpu::kMaxThreads));
     } else if (arg == "--summary-json") {
-      o.summaryJson = value();
+      o.summaryJson = path();
     } else if (arg == "--device") {
       o.device = value();
       if (o.device != "cuda" && o.device != "cpu")
@@ -115,9 +126,9 @@ int main(int argc, char **argv) {
   const StepInfo &eval = model.evalStep;
   if (!eval.run)
     fail("this program was compiled without an evaluation step");
-  cpu::setThreads(options.threads);
-
   std::string error;
+  if (!cpu::setThreads(options.threads, error))
+    fail(error);
   BatchLayout batch = batchLayoutOf(eval);
   std::unique_ptr<BatchSource> source =
       openBatchSource(options.data, batch, batch, 0, error);
@@ -125,6 +136,16 @@ int main(int argc, char **argv) {
     fail(error);
   if (source->evalBatches() == 0)
     fail(options.data + " has no test split to evaluate on");
+  if (!options.summaryJson.empty()) {
+    std::vector<NamedFile> inputs = {{"--weights", options.weights},
+                                     {"--data", options.data}};
+    for (const std::string &file : source->files())
+      inputs.push_back({"--data", file});
+    if (!checkOutputs({{"--summary-json", options.summaryJson}}, {}, inputs,
+                      error))
+      fail(error);
+    removeStaleTemporaries(options.summaryJson);
+  }
 
   // One allocation for the plan: weights, batch, arena.
   PlanRegions regions = regionsOf(model);
@@ -224,10 +245,10 @@ int main(int argc, char **argv) {
                                 {"batch_bytes", regions.inputs},
                                 {"arena_bytes", regions.arena},
                                 {"workspace_bytes", regions.workspace}}}};
-    std::ofstream out(options.summaryJson);
-    out << summary.dump(2) << "\n";
-    if (!out)
-      fail("cannot write '" + options.summaryJson + "'");
+    std::string text = summary.dump(2) + "\n";
+    if (!writeAtomically(options.summaryJson, {{text.data(), text.size()}},
+                         error))
+      fail(error);
   }
   std::free(block);
   return 0;

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/AdamRules.h"
 #include "runtime/Quantize8Codes.h"
 
 namespace mnemo {
@@ -171,11 +172,8 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
                           uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax,
                           float lr, int32_t step, double beta1, double beta2,
                           double eps, double weightDecay) {
-  float b1 = float(beta1), b2 = float(beta2);
-  float biasCorrection1 = float(1 - std::pow(beta1, step));
-  float biasCorrection2Sqrt = float(std::sqrt(1 - std::pow(beta2, step)));
-  float stepSize = lr / biasCorrection1;
-  float decay = float(1 - double(lr) * weightDecay);
+  adam::Scalars s =
+      adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
   const CodeTable &signedCodes = table(true), &unsignedCodes = table(false);
   std::vector<float> m(size_t(std::min(n, block))),
       v(size_t(std::min(n, block)));
@@ -186,10 +184,9 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
       float g = grad[i];
       float mi = signedCodes.byCode[expAvgCodes[i]] * mMax;
       float vi = unsignedCodes.byCode[expAvgSqCodes[i]] * vMax;
-      mi = mi + (g - mi) * (1 - b1);
-      vi = vi * b2 + (1 - b2) * g * g;
-      float denom = std::sqrt(vi) / biasCorrection2Sqrt + float(eps);
-      newParam[i] = param[i] * decay - stepSize * (mi / denom);
+      float p = param[i];
+      adam::update(s, /*decoupled=*/true, p, g, mi, vi);
+      newParam[i] = p;
       m[i - begin] = mi;
       v[i - begin] = vi;
     }

@@ -1,13 +1,17 @@
 //===- Safetensors.cpp - Reading and writing .safetensors files -----------===//
 
 #include "runtime/Safetensors.h"
+#include "runtime/OutputFiles.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mnemo::runtime;
@@ -68,20 +72,6 @@ const StoredTensor *SafetensorsFile::find(const std::string &name) const {
   return nullptr;
 }
 
-static bool writeAll(int fd, const void *data, size_t size) {
-  const char *p = static_cast<const char *>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
 bool mnemo::runtime::writeSafetensors(const std::string &path,
                                       const SafetensorsFile &file,
                                       std::string &error) {
@@ -112,30 +102,24 @@ bool mnemo::runtime::writeSafetensors(const std::string &path,
   for (int i = 0; i < 8; ++i)
     sizeBytes[i] = uint8_t(headerSize >> (8 * i));
 
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot create '" + tmp + "': " + std::strerror(errno);
-    return false;
-  }
-  bool ok =
-      writeAll(fd, sizeBytes, 8) && writeAll(fd, text.data(), text.size());
+  // Messages name the target, the file the user asked for, not the
+  // temporary the write goes through.
+  std::vector<Bytes> pieces = {{sizeBytes, 8}, {text.data(), text.size()}};
   for (const StoredTensor &t : file.tensors)
-    ok = ok && writeAll(fd, t.bytes.data(), t.bytes.size());
-  ok = ok && ::fsync(fd) == 0;
-  int saved = errno;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot write '" + path + "': " + std::strerror(ok ? errno : saved);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+    pieces.push_back({t.bytes.data(), t.bytes.size()});
+  return writeAtomically(path, pieces, error);
 }
 
 bool mnemo::runtime::readSafetensors(const std::string &path,
                                      SafetensorsFile &file,
                                      std::string &error) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = "'" + path + "' is " +
+            (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+            ", not a safetensors file";
+    return false;
+  }
   FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
     error = "cannot open '" + path + "': " + std::strerror(errno);
@@ -161,11 +145,38 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
   std::string text(headerSize, '\0');
   if (std::fread(text.data(), 1, headerSize, f) != headerSize)
     return fail("the header is truncated");
-  json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // JSON leaves a repeated key's meaning open (nlohmann keeps the last);
+  // safetensors' own reader refuses one, and so does this one, at any depth.
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  json::parser_callback_t noRepeats = [&](int, json::parse_event_t event,
+                                          json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             parsed.is_string() &&
+             !keys.back().insert(parsed.get<std::string>()).second &&
+             repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
+  json header = json::parse(text, noRepeats, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object())
     return fail("the header is not a JSON object");
+  if (!repeated.empty())
+    return fail("the header names '" + repeated + "' twice");
   uint64_t dataSize = uint64_t(fileSize) - 8 - headerSize;
   file = SafetensorsFile();
+  struct Extent {
+    uint64_t begin, end;
+    std::string name;
+    bool operator<(const Extent &o) const {
+      return begin != o.begin ? begin < o.begin : end < o.end;
+    }
+  };
+  std::vector<Extent> extents;
   for (auto &[name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object())
@@ -210,8 +221,34 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
     if (std::fseek(f, long(8 + headerSize + begin), SEEK_SET) != 0 ||
         std::fread(t.bytes.data(), 1, t.bytes.size(), f) != t.bytes.size())
       return fail("tensor '" + name + "' is truncated");
+    extents.push_back({begin, end, name});
     file.tensors.push_back(std::move(t));
   }
   std::fclose(f);
+  // The tensors tile the data exactly, as safetensors' reader requires: no
+  // two share bytes, and no byte belongs to none (a file whose offsets
+  // overlap or leave gaps was not written by a safetensors writer).
+  std::sort(extents.begin(), extents.end());
+  uint64_t covered = 0;
+  for (const Extent &e : extents) {
+    if (e.begin < covered) {
+      error = "'" + path + "' is not a valid safetensors file: tensor '" +
+              e.name + "' overlaps another's data (bytes " +
+              std::to_string(e.begin) + " to " + std::to_string(e.end) + ")";
+      return false;
+    }
+    if (e.begin > covered) {
+      error = "'" + path + "' is not a valid safetensors file: bytes " +
+              std::to_string(covered) + " to " + std::to_string(e.begin) +
+              " of its data belong to no tensor";
+      return false;
+    }
+    covered = e.end;
+  }
+  if (covered != dataSize) {
+    error = "'" + path + "' is not a valid safetensors file: its last " +
+            std::to_string(dataSize - covered) + " bytes belong to no tensor";
+    return false;
+  }
   return true;
 }

@@ -24,6 +24,7 @@
 #include "runtime/Export.h"
 #include "runtime/Init.h"
 #include "runtime/Model.h"
+#include "runtime/OutputFiles.h"
 #include "runtime/Progress.h"
 #include "runtime/Safetensors.h"
 #include "runtime/cpu/Kernels.h"
@@ -112,12 +113,22 @@ Options parseOptions(int argc, char **argv) {
         fail(arg + " needs a value");
       return argv[++i];
     };
-    auto number = [&](int64_t min) {
+    // A file or directory: an empty name is a mistake (--save "" would
+    // otherwise mean "no checkpoint").
+    auto path = [&]() {
+      std::string text = value();
+      if (text.empty())
+        fail(arg + " needs a path, not ''");
+      return text;
+    };
+    auto number = [&](int64_t min, int64_t max) {
       std::string text = value();
       int64_t v;
-      if (!parseInt(text, v) || v < min)
-        fail(arg + " needs a whole number" +
-             (min > 0 ? " of at least " + std::to_string(min) : "") +
+      if (!parseInt(text, v) || v < min || v > max)
+        fail(arg + " needs a whole number " +
+             (max < INT64_MAX
+                  ? "from " + std::to_string(min) + " to " + std::to_string(max)
+                  : "of at least " + std::to_string(min)) +
              ", not '" + text + "'");
       return v;
     };
@@ -125,32 +136,32 @@ Options parseOptions(int argc, char **argv) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     } else if (arg == "--data") {
-      o.data = value();
+      o.data = path();
     } else if (arg == "--epochs") {
-      o.epochs = number(1);
+      o.epochs = number(1, INT64_MAX);
     } else if (arg == "--steps") {
-      o.steps = number(1);
+      o.steps = number(1, INT64_MAX);
     } else if (arg == "--stop-after") {
-      o.stopAfter = number(1);
+      o.stopAfter = number(1, INT64_MAX);
     } else if (arg == "--eval") {
       o.eval = true;
     } else if (arg == "--save") {
-      o.save = value();
+      o.save = path();
     } else if (arg == "--resume") {
-      o.resume = value();
+      o.resume = path();
     } else if (arg == "--init") {
-      o.init = value();
+      o.init = path();
     } else if (arg == "--seed") {
-      o.seed = uint64_t(number(0));
+      o.seed = uint64_t(number(0, INT64_MAX));
       o.seedGiven = true;
     } else if (arg == "--threads") {
-      o.threads = int(number(1));
+      o.threads = int(number(1, cpu::kMaxThreads));
     } else if (arg == "--export") {
-      o.exportPath = value();
+      o.exportPath = path();
     } else if (arg == "--summary-json") {
-      o.summaryJson = value();
+      o.summaryJson = path();
     } else if (arg == "--dump") {
-      o.dump = value();
+      o.dump = path();
     } else if (arg == "--quiet") {
       o.quiet = true;
     } else if (arg == "--profile") {
@@ -267,7 +278,8 @@ private:
   std::thread worker;
 };
 
-std::atomic<bool> interrupted{false};
+/// The signal that asked the run to stop (SIGINT, SIGTERM, SIGHUP), or 0.
+std::atomic<int> interrupted{0};
 
 /// Heap allocations made while a step runs (by the step's threads): the
 /// plan promises there are none, and --summary-json reports the count.
@@ -281,10 +293,12 @@ void *allocate(std::size_t bytes) {
   throw std::bad_alloc();
 }
 
-void onInterrupt(int) {
-  interrupted = true;
-  // A second Ctrl-C exits at once.
-  std::signal(SIGINT, SIG_DFL);
+/// Ctrl-C, and the SIGTERM (or SIGHUP) a scheduler sends before it kills:
+/// the current step finishes and the run saves. A second one of the same
+/// signal exits at once.
+void onInterrupt(int signal) {
+  interrupted = signal;
+  std::signal(signal, SIG_DFL);
 }
 
 const ArgumentInfo *argumentWithRole(const StepInfo &step, const char *role) {
@@ -374,6 +388,58 @@ std::vector<MaskSparsity> maskSparsity(const ModelInfo &model,
   return result;
 }
 
+/// A checkpoint of the run in a new file, for when its outputs could not be
+/// written: in $TMPDIR (or /tmp), else the working directory. Returns its
+/// path, or "" with `error` when no place took it.
+std::string rescueCheckpoint(const ModelInfo &model, const StepMemory &memory,
+                             const RunPosition &position, std::string &error) {
+  const char *tmp = std::getenv("TMPDIR");
+  for (std::string dir :
+       {std::string(tmp && *tmp ? tmp : "/tmp"), std::string(".")}) {
+    std::string stem = dir + "/" + model.name + "-step" +
+                       std::to_string(position.step) + "-rescued";
+    std::string path = stem + ".safetensors";
+    for (int n = 1; fileExists(path); ++n)
+      path = stem + "-" + std::to_string(n) + ".safetensors";
+    if (saveCheckpoint(path, model, memory, position, error))
+      return path;
+  }
+  return "";
+}
+
+/// The files --dump writes into its directory.
+const char *const kDumpFiles[] = {"init.safetensors", "batches.safetensors",
+                                  "final.safetensors", "losses.safetensors",
+                                  "config.json"};
+
+/// Before step 1: every output can be written, none is another output or
+/// an input (runtime/OutputFiles.h); what a killed save left is removed.
+void checkOutputsOf(const Options &options, const BatchSource &source) {
+  std::vector<NamedFile> outputs, inputs;
+  for (auto [option, path] :
+       {std::pair<const char *, const std::string *>{"--save", &options.save},
+        {"--export", &options.exportPath},
+        {"--summary-json", &options.summaryJson}})
+    if (!path->empty())
+      outputs.push_back({option, *path});
+  std::vector<OutputDirectory> directories;
+  if (!options.dump.empty())
+    directories.push_back({{"--dump", options.dump},
+                           {std::begin(kDumpFiles), std::end(kDumpFiles)}});
+  inputs.push_back({"--data", options.data});
+  for (const std::string &file : source.files())
+    inputs.push_back({"--data", file});
+  inputs.push_back({"--resume", options.resume});
+  inputs.push_back({"--init", options.init});
+  std::string error;
+  if (!checkOutputs(outputs, directories, inputs, error))
+    fail(error);
+  for (const NamedFile &out : outputs)
+    for (const std::string &stale : removeStaleTemporaries(out.path))
+      std::printf("note: removed '%s', left by a write that was killed\n",
+                  stale.c_str());
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -381,13 +447,14 @@ int main(int argc, char **argv) {
   const ModelInfo &model = *mnemoModel();
   const StepInfo &train = model.trainStep;
   const StepInfo &eval = model.evalStep;
-  cpu::setThreads(options.threads);
+  std::string error;
+  if (!cpu::setThreads(options.threads, error))
+    fail(error);
   nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
 
   // The checkpoint and the data first: a bad file is reported before
   // anything else happens. A resumed run takes the checkpoint's seed, which
   // decides the data order.
-  std::string error;
   Checkpoint resume, init;
   RunPosition position;
   position.seed = options.seed;
@@ -414,6 +481,7 @@ int main(int argc, char **argv) {
       options.data, trainBatch, evalBatch, position.seed, error);
   if (!source)
     fail(error);
+  checkOutputsOf(options, *source);
 
   // One allocation for the whole plan, touched once so that its pages are
   // resident before the first step (the step loop then allocates nothing).
@@ -491,8 +559,10 @@ int main(int argc, char **argv) {
     fail("the checkpoint is at step " + std::to_string(position.step) +
          ", past this run's " + std::to_string(totalSteps) + " steps");
 
-  // From here on, Ctrl-C finishes the current step and saves.
-  std::signal(SIGINT, onInterrupt);
+  // From here on, Ctrl-C, SIGTERM and SIGHUP finish the current step and
+  // save.
+  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal, onInterrupt);
   std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
               source->describe().c_str());
   // Where the steps run: the GPU when there is one (or when asked), else
@@ -582,6 +652,10 @@ int main(int argc, char **argv) {
   double epochLoss = 0;
   int64_t epochSteps = 0, step = firstStep - 1;
   bool nanReported = false;
+  // f16 training scales its loss (its optimizer state has the scale).
+  bool lossScaling = false;
+  for (int i = 0; i < train.numArguments; ++i)
+    lossScaling |= std::strcmp(train.arguments[i].name, "loss_scale") == 0;
   int64_t skippedSteps = 0;
   FetchBatch fetch = [&](int64_t s, uint8_t *inputs, std::string &why) {
     if (!prefetcher.take(s, inputs, trainBatch, why))
@@ -636,9 +710,22 @@ int main(int argc, char **argv) {
     // nothing (and halved the scale).
     if (resultOf(train, memory, "skipped") > 0)
       ++skippedSteps;
-    if (!std::isfinite(loss) && !nanReported) {
-      progress.print("warning: the loss is " + std::to_string(loss) +
-                     " at step " + std::to_string(s));
+    if (!std::isfinite(loss)) {
+      // f16 with loss scaling skips a step whose gradients overflowed and
+      // carries on with a smaller scale; in f32 and bf16 a non-finite loss
+      // has already made this step's update non-finite, and every later
+      // step would train on it.
+      if (!lossScaling) {
+        progress.finish();
+        fail("the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") +
+             " at step " + std::to_string(s) +
+             ": training stopped, and nothing was saved (this step's update "
+             "is not finite either; a lower learning rate, a warm-up or "
+             "clip_grad_norm may help)");
+      }
+      if (!nanReported)
+        progress.print("warning: the loss is " + std::to_string(loss) +
+                       " at step " + std::to_string(s));
       nanReported = true;
     }
     losses.push_back(loss);
@@ -723,32 +810,45 @@ int main(int argc, char **argv) {
     std::printf("pruned: %-24s %6.2f%% (%lld of %lld)\n", m.weight.c_str(),
                 100.0 * double(m.pruned) / double(m.elements),
                 (long long)m.pruned, (long long)m.elements);
+  // The outputs were checked before step 1; a write can still fail (a full
+  // disk). Each failure is reported, the others are still written, and the
+  // trained state is never lost: without a checkpoint at --save, one goes
+  // to a new file elsewhere.
+  std::vector<std::string> writeErrors;
+  bool stateSaved = false;
   if (!savePath.empty()) {
-    if (!saveCheckpoint(savePath, model, memory, position, error))
-      fail(error);
-    std::printf("%s at step %lld: checkpoint written to %s\n",
-                stoppedEarly ? (interrupted ? "interrupted" : "stopped")
-                             : "finished",
-                (long long)step, savePath.c_str());
+    if (saveCheckpoint(savePath, model, memory, position, error)) {
+      stateSaved = true;
+      std::printf("%s at step %lld: checkpoint written to %s\n",
+                  stoppedEarly ? (interrupted ? "interrupted" : "stopped")
+                               : "finished",
+                  (long long)step, savePath.c_str());
+    } else {
+      writeErrors.push_back(error);
+    }
   }
 
   if (!options.exportPath.empty()) {
     ExportSummary exported;
     if (!exportWeights(options.exportPath, model, memory, exported, error))
-      fail(error);
-    for (const std::string &line : exported.lines)
-      std::printf("export: %s\n", line.c_str());
-    std::printf("export: parameters %lld bytes as trained, %lld exported "
-                "(%.2fx smaller), written to %s\n",
-                (long long)exported.denseBytes,
-                (long long)exported.exportedBytes,
-                double(exported.denseBytes) /
-                    double(std::max<int64_t>(exported.exportedBytes, 1)),
-                options.exportPath.c_str());
+      writeErrors.push_back(error);
+    else
+      for (const std::string &line : exported.lines)
+        std::printf("export: %s\n", line.c_str());
+    if (writeErrors.empty() || writeErrors.back() != error)
+      std::printf("export: parameters %lld bytes as trained, %lld exported "
+                  "(%.2fx smaller), written to %s\n",
+                  (long long)exported.denseBytes,
+                  (long long)exported.exportedBytes,
+                  double(exported.denseBytes) /
+                      double(std::max<int64_t>(exported.exportedBytes, 1)),
+                  options.exportPath.c_str());
   }
 
   if (!options.dump.empty()) {
-    mkdir(options.dump.c_str(), 0755);
+    if (::mkdir(options.dump.c_str(), 0755) != 0 && errno != EEXIST)
+      writeErrors.push_back("cannot create '" + options.dump +
+                            "': " + std::strerror(errno));
     SafetensorsFile finalFile = parameterFile(model, memory), lossFile;
     lossFile.tensors.push_back(
         StoredTensor::f32("loss", {int64_t(losses.size())},
@@ -760,7 +860,7 @@ int main(int argc, char **argv) {
           {"losses", &lossFile}})
       if (!writeSafetensors(options.dump + "/" + name + ".safetensors", *file,
                             error))
-        fail(error);
+        writeErrors.push_back(error);
     nlohmann::json config;
     config["model"] = model.name;
     config["steps"] = int64_t(losses.size());
@@ -778,7 +878,10 @@ int main(int argc, char **argv) {
       if (role == "input" || role == "target")
         config["batch"].push_back(train.arguments[i].name);
     }
-    std::ofstream(options.dump + "/config.json") << config.dump(2) << "\n";
+    std::string text = config.dump(2) + "\n";
+    if (!writeAtomically(options.dump + "/config.json",
+                         {{text.data(), text.size()}}, error))
+      writeErrors.push_back(error);
   }
 
   if (!options.summaryJson.empty()) {
@@ -820,14 +923,33 @@ int main(int argc, char **argv) {
       summary["memory"]["device_measured_bytes"] =
           executor->measuredDeviceBytes();
     }
-    std::ofstream out(options.summaryJson);
-    out << summary.dump(2) << "\n";
-    if (!out)
-      fail("cannot write '" + options.summaryJson + "'");
+    std::string text = summary.dump(2) + "\n";
+    if (!writeAtomically(options.summaryJson, {{text.data(), text.size()}},
+                         error))
+      writeErrors.push_back(error);
+  }
+  if (!writeErrors.empty()) {
+    for (const std::string &e : writeErrors)
+      std::fprintf(stderr, "train: error: %s\n", e.c_str());
+    if (!stateSaved) {
+      std::string rescued = rescueCheckpoint(model, memory, position, error);
+      if (rescued.empty())
+        std::fprintf(stderr,
+                     "train: error: the trained state could not be saved "
+                     "anywhere either: %s\n",
+                     error.c_str());
+      else
+        std::fprintf(stderr,
+                     "train: the trained state (step %lld) is saved in '%s'; "
+                     "train --resume it, or --init from it\n",
+                     (long long)step, rescued.c_str());
+    }
+    return 1;
   }
   executor.reset();
   std::free(block);
-  // 130, as for any program stopped by Ctrl-C, so that scripts can tell an
-  // interrupted run (its checkpoint saved) from a finished one.
-  return interrupted ? 130 : 0;
+  // 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), as for any program
+  // a signal stopped, so that scripts can tell an interrupted run (its
+  // checkpoint saved) from a finished one.
+  return interrupted ? 128 + interrupted : 0;
 }

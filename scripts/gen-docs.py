@@ -12,6 +12,15 @@ A Markdown file marks generated regions like this:
     PATH); keep these deterministic and quick...
     <!-- end -->
 
+    <!-- measured: build/docs/mlp/train --data ... --steps 2 -->
+    ...the same as run, for output whose digits depend on the machine: a
+    trainer's or PyTorch's losses go through the CPU's BLAS kernels, whose
+    f32 sums differ between CPUs, vector widths and thread counts. --check
+    compares such a region's text with every decimal number (one with a
+    point or an exponent) left out, so the words, the integers and the
+    number of figures must match, and the figures are measured output...
+    <!-- end -->
+
     <!-- generated: ops -->
     ...replaced by the op reference that add_mlir_doc generates from ODS...
     <!-- end -->
@@ -32,7 +41,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-REGION = re.compile(r"(<!-- (mnemoc|run|generated): (.*?) -->\n)(.*?)(<!-- end -->)", re.S)
+REGION = re.compile(r"(<!-- (mnemoc|run|measured|generated): (.*?) -->\n)(.*?)(<!-- end -->)",
+                    re.S)
+# A decimal number in measured output: 5.5733337, 0.00308, 1e-05, -0.5.
+MEASURED_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
 
 
 def mnemoc_output(build: pathlib.Path, args: str) -> str:
@@ -65,13 +77,23 @@ def generated(build: pathlib.Path, what: str) -> str:
     raise SystemExit(f"unknown generated region '{what}'")
 
 
-def regenerate(path: pathlib.Path, build: pathlib.Path) -> str:
+def without_measured_figures(text: str) -> str:
+    return MEASURED_NUMBER.sub("<measured>", text)
+
+
+def regenerate(path: pathlib.Path, build: pathlib.Path, check: bool) -> str:
+    """The file with every region's output made anew. When checking, a
+    measured region whose text, figures left out, is unchanged keeps its
+    figures, so that only a change of words or integers is stale."""
     def replace(match):
-        kind, arg = match.group(2), match.group(3)
+        kind, arg, old = match.group(2), match.group(3), match.group(4)
         if kind == "mnemoc":
             body = mnemoc_output(build, arg)
-        elif kind == "run":
+        elif kind in ("run", "measured"):
             body = command_output(build, arg)
+            if (kind == "measured" and check and
+                    without_measured_figures(body) == without_measured_figures(old)):
+                body = old
         else:
             body = generated(build, arg)
         return match.group(1) + body + match.group(5)
@@ -87,7 +109,7 @@ def main() -> int:
     check = "--check" in sys.argv[2:]
     stale = []
     for path in DOCS:
-        new = regenerate(path, build)
+        new = regenerate(path, build, check)
         if new != path.read_text():
             stale.append(path.relative_to(ROOT))
             if not check:

@@ -1,6 +1,7 @@
 //===- Kernels.cpp - The CPU backend's kernels ----------------------------===//
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/AdamRules.h"
 #include "runtime/FakeQuant.h"
 #include "runtime/Quantize8.h"
 
@@ -950,24 +951,14 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
         std::memcpy(to, from, sizeof(float) * n);
     return;
   }
-  // torch.optim.AdamW's single-tensor arithmetic, in f32.
-  double bias1 = 1.0 - std::pow(beta1, double(step));
-  double bias2 = 1.0 - std::pow(beta2, double(step));
-  float stepSize = float(double(lr) / bias1);
-  float bias2Sqrt = float(std::sqrt(bias2));
-  float b1 = float(beta1), b2 = float(beta2), e = float(eps);
-  float decay = float(1.0 - double(lr) * weightDecay), wd = float(weightDecay);
+  // torch.optim.AdamW's single-tensor arithmetic (runtime/AdamRules.h).
+  adam::Scalars s =
+      adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
   parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      float p = param[i], g = grad[i];
-      if (decoupled)
-        p *= decay;
-      else if (wd != 0.0f)
-        g += wd * p;
-      float m = expAvg[i] + (g - expAvg[i]) * (1.0f - b1);
-      float v = expAvgSq[i] * b2 + (1.0f - b2) * g * g;
-      float denom = std::sqrt(v) / bias2Sqrt + e;
-      newParam[i] = p - stepSize * (m / denom);
+      float p = param[i], m = expAvg[i], v = expAvgSq[i];
+      adam::update(s, decoupled, p, grad[i], m, v);
+      newParam[i] = p;
       newExpAvg[i] = m;
       newExpAvgSq[i] = v;
     }

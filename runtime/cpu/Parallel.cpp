@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -26,7 +29,9 @@ class Pool {
 public:
   ~Pool() { resize(1); }
 
-  void resize(int n) {
+  /// Runs `n` threads (this one included); false when the system refused
+  /// to start them, and then runs one.
+  bool resize(int n) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
@@ -42,8 +47,14 @@ public:
     // thread first runs: work published (or a stop) before then must not
     // be missed.
     uint64_t start = generation.load(std::memory_order_acquire);
-    for (int i = 1; i < count; ++i)
-      workers.emplace_back([this, i, start] { work(i, start); });
+    try {
+      for (int i = 1; i < count; ++i)
+        workers.emplace_back([this, i, start] { work(i, start); });
+    } catch (const std::system_error &) {
+      resize(1);
+      return false;
+    }
+    return true;
   }
 
   int size() const { return count; }
@@ -119,13 +130,36 @@ thread_local bool insideChunk = false;
 
 } // namespace
 
-void setThreads(int n) {
-  if (n <= 0)
-    n = int(std::max(1u, std::thread::hardware_concurrency()));
-  pool().resize(n);
+bool setThreads(int n, std::string &error) {
+  if (n <= 0) {
+    if (const char *env = std::getenv("OMP_NUM_THREADS")) {
+      char *end = nullptr;
+      errno = 0;
+      long v = std::strtol(env, &end, 10);
+      if (errno || end == env || *end || v < 1 || v > kMaxThreads) {
+        error = "OMP_NUM_THREADS must be a number of threads from 1 to " +
+                std::to_string(kMaxThreads) + ", not '" + env + "'";
+        return false;
+      }
+      n = int(v);
+    } else {
+      n = int(std::max(1u, std::thread::hardware_concurrency()));
+    }
+  }
+  if (n > kMaxThreads) {
+    error = "--threads is at most " + std::to_string(kMaxThreads) + ", not " +
+            std::to_string(n);
+    return false;
+  }
   // OpenBLAS runs single-threaded inside our chunks: two thread pools on
   // the same cores spin against each other (sched_yield) between kernels.
   openblas_set_num_threads(1);
+  if (!pool().resize(n)) {
+    error = "the system refused to start " + std::to_string(n) +
+            " threads (see ulimit -u); ask for fewer with --threads";
+    return false;
+  }
+  return true;
 }
 
 int threads() { return pool().size(); }

@@ -16,6 +16,7 @@
 #define MNEMO_RUNTIME_CPU_PARALLEL_H
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -49,10 +50,17 @@ private:
   intptr_t callable;
 };
 
+/// The most threads a run may ask for: past the cores, more threads only
+/// slow a step, and thousands exhaust the process's thread limit.
+constexpr int kMaxThreads = 1024;
+
 /// Sets the number of threads (the caller included) that parallelFor uses.
-/// 0 means one per core. OpenBLAS is kept single-threaded: GEMMs are split
-/// over these same threads (see gemm in Kernels.h).
-void setThreads(int threads);
+/// 0 means OMP_NUM_THREADS where it is set (PyTorch reads it too), else
+/// one per core. OpenBLAS is kept single-threaded: GEMMs are split over
+/// these same threads (see gemm in Kernels.h). Returns false with `error`
+/// for a count outside [1, kMaxThreads], an OMP_NUM_THREADS that is not
+/// one, or threads the system refuses to start.
+bool setThreads(int threads, std::string &error);
 int threads();
 
 /// Whether the calling thread runs step work: a pool worker, or a thread

@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "runtime/AdamRules.h"
 #include "runtime/FakeQuantRules.h"
 #include "runtime/PruneRules.h"
 #include "runtime/Quantize8Codes.h"
@@ -838,22 +839,16 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
                                 const int32_t *stepPtr, double beta1,
                                 double beta2, double eps, double weightDecay,
                                 bool decoupled, const float *skip) {
-  __shared__ float shared[4];
-  if (threadIdx.x == 0) {
-    double lr = double(*lrPtr), step = double(*stepPtr);
-    double bias1 = 1.0 - pow(beta1, step), bias2 = 1.0 - pow(beta2, step);
-    shared[0] = float(lr / bias1);
-    shared[1] = float(sqrt(bias2));
-    shared[2] = float(1.0 - lr * weightDecay);
-  }
+  __shared__ adam::Scalars shared;
+  if (threadIdx.x == 0)
+    shared = adam::scalars(double(*lrPtr), double(*stepPtr), beta1, beta2, eps,
+                           weightDecay);
   __syncthreads();
-  float stepSize = shared[0], bias2Sqrt = shared[1], decay = shared[2];
+  const adam::Scalars s = shared;
   // An overflowed f16 step (loss scaling) leaves everything as it is; the
   // updates are written in place, so there is nothing to copy.
   if (skip && *skip != 0.0f)
     return;
-  float b1 = float(beta1), b2 = float(beta2), e = float(eps),
-        wd = float(weightDecay);
   int t = 0;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -867,15 +862,9 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
       return reinterpret_cast<T *>(regionBase(r, ref.region) + ref.offset) + k;
     };
     float p = ld(*at(a.param)), g = ld(*at(a.grad));
-    float m0 = ld(*at(a.expAvg)), v0 = ld(*at(a.expAvgSq));
-    if (decoupled)
-      p *= decay;
-    else if (wd != 0.0f)
-      g += wd * p;
-    float m = m0 + (g - m0) * (1.0f - b1);
-    float v = v0 * b2 + (1.0f - b2) * g * g;
-    float denom = sqrtf(v) / bias2Sqrt + e;
-    *at(a.newParam) = st<T>(p - stepSize * (m / denom));
+    float m = ld(*at(a.expAvg)), v = ld(*at(a.expAvgSq));
+    adam::update(s, decoupled, p, g, m, v);
+    *at(a.newParam) = st<T>(p);
     *at(a.newExpAvg) = st<T>(m);
     *at(a.newExpAvgSq) = st<T>(v);
   }
@@ -960,19 +949,16 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
     }
   float lr = *lrPtr;
   int32_t step = *stepPtr;
-  float b1 = float(beta1), b2 = float(beta2);
-  float stepSize = float(double(lr) / (1.0 - pow(beta1, double(step))));
-  float bias2Sqrt = float(sqrt(1.0 - pow(beta2, double(step))));
-  float decay = float(1.0 - double(lr) * weightDecay);
+  const adam::Scalars s = adam::scalars(double(lr), double(step), beta1, beta2,
+                                        eps, weightDecay);
   float mLargest = 0.0f, vLargest = 0.0f;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     float g = grad[i];
     float m = value[0][mCodes[i]] * mMax[b];
     float v = value[1][vCodes[i]] * vMax[b];
-    m = m + (g - m) * (1.0f - b1);
-    v = v * b2 + (1.0f - b2) * g * g;
-    float denom = sqrtf(v) / bias2Sqrt + float(eps);
-    newParam[i] = param[i] * decay - stepSize * (m / denom);
+    float p = param[i];
+    adam::update(s, /*decoupled=*/true, p, g, m, v);
+    newParam[i] = p;
     moments[i - begin] = m;
     moments[kMaxQuantBlock + (i - begin)] = v;
     mLargest = fmaxf(mLargest, fabsf(m));

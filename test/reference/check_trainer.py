@@ -26,6 +26,10 @@ def main():
     parser.add_argument("reference")
     parser.add_argument("trainer")
     parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--flip-rtol", type=float, default=None,
+                        help="quantization-aware training: a loss may differ up to this much "
+                             "on at most --flip-steps steps (see rounding_flips below)")
+    parser.add_argument("--flip-steps", type=int, default=0)
     args = parser.parse_args()
     load = lambda d, name: safetensors_numpy.load(os.path.join(d, name + ".safetensors"))[0]
     ref, ours = load(args.reference, "losses")["loss"], load(args.trainer, "losses")["loss"]
@@ -34,13 +38,26 @@ def main():
         return 1
     failures = 0
     worst = 0.0
+    flipped = []
     for step, (a, b) in enumerate(zip(ref, ours), 1):
         rel = abs(float(a) - float(b)) / max(abs(float(a)), 1e-30)
         worst = max(worst, rel)
         ok = rel <= args.rtol
+        if not ok and args.flip_rtol is not None and rel <= args.flip_rtol:
+            flipped.append(step)
+            ok = len(flipped) <= args.flip_steps
         failures += not ok
         if not ok:
             print(f"  step {step}: interpreter {a:.7f}  trainer {b:.7f}  MISMATCH")
+    if flipped:
+        # rounding_flips: a fake-quantized weight on a rounding boundary
+        # takes the other code, one quantization step away, on a last-bit
+        # difference of the f32 sums before it (the BLAS kernel decides
+        # them); the loss moves by that step's effect, bounded by
+        # --flip-rtol, and such steps are bounded in number.
+        print(f"  steps {flipped}: losses differ beyond rtol {args.rtol:g}, within "
+              f"{args.flip_rtol:g}: a code flipped on a rounding boundary "
+              f"({len(flipped)} of at most {args.flip_steps} steps)")
     init, final_ref, final_ours = (load(args.reference, "init"), load(args.reference, "final"),
                                    load(args.trainer, "final"))
     if set(final_ref) != set(final_ours):

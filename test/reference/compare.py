@@ -16,6 +16,18 @@ with PyTorch in f32, with `--atol` as a fraction of one step of the learning
 rate: where a gradient is as small as Adam's eps (1e-8), the step taken
 depends on the last bits of the gradient, which f32 summation order alone
 changes (see docs/training.md).
+
+Quantization-aware training turns last-bit differences into whole
+quantization steps: a weight on a rounding boundary takes either code, and
+at a range's end keeps or loses its straight-through gradient. Such a
+weight may differ beyond the tolerance by no more than its Adam steps can
+move it, at most two per quantization range; with --flip-rtol, a bounded
+number of steps (--flip-steps) may have losses that differ by up to one
+flipped code's effect.
+
+--drift K also trains in float64 and requires Mnemo's mean parameter
+difference from PyTorch's f32 to be at most K times PyTorch's own f32
+difference from f64.
 """
 import argparse
 import json
@@ -113,26 +125,12 @@ def lr_schedule(train, total_steps):
     return lr_at
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("dump")
-    parser.add_argument("--rtol", type=float, default=1e-4)
-    parser.add_argument("--atol", type=float, default=None,
-                        help="default: 1e-12 for f64 runs, 1%% of the learning rate for f32")
-    args = parser.parse_args()
-
-    with open(os.path.join(args.dump, "config.json")) as f:
-        config = json.load(f)
-    init, _ = safetensors_numpy.load(os.path.join(args.dump, "init.safetensors"))
-    batches, _ = safetensors_numpy.load(os.path.join(args.dump, "batches.safetensors"))
-    final, _ = safetensors_numpy.load(os.path.join(args.dump, "final.safetensors"))
-    losses, _ = safetensors_numpy.load(os.path.join(args.dump, "losses.safetensors"))
-
+def replay(config, init, batches, wide):
+    """Trains the dump's model in PyTorch from its initial weights on its
+    batches, in float64 when `wide`: (the losses, the trained parameters by
+    Mnemo's names)."""
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    wide = config.get("precision") == "f64"
-    if args.atol is None:
-        args.atol = 1e-12 if wide else 1e-2 * config["train"]["optimizer"]["lr"]
     model = MODELS[config["model"]](config["hyperparams"])
     if wide:
         model = model.double()
@@ -147,10 +145,9 @@ def main():
     total = config["steps"]
     apply_qat(model, train)
     optimizer = make_optimizer(train["optimizer"], model.parameters())
+    lr_at = lr_schedule(train, config.get("total_steps", total))
 
-    lr_at = lr_schedule(train, total)
-
-    torch_losses = []
+    losses = []
     for step in range(1, total + 1):
         batch = {}
         for name in config["batch"]:
@@ -164,27 +161,130 @@ def main():
         if "clip_grad_norm" in train:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["clip_grad_norm"])
         optimizer.step()
-        torch_losses.append(loss.item())
+        losses.append(loss.item())
+    return losses, {name: p.detach().numpy() for name, p in trained_parameters(model).items()}
+
+
+def adam_bound(train, steps):
+    """How far one element's value can move in `steps` Adam(W) steps of the
+    train section's schedule, whatever its gradients: |m_hat / sqrt(v_hat)|
+    is at most (1 - b1) / (1 - b1^t) * sqrt((1 - b2^t) / (1 - b2)) *
+    sqrt(sum_k (b1^2 / b2)^k) by Cauchy-Schwarz over the gradients' history
+    (eps only shortens a step, AdamW's decay only shrinks differences).
+    None for optimizers without such a bound (SGD)."""
+    opt = train["optimizer"]
+    if opt["kind"] not in ("adam", "adamw"):
+        return None
+    b1, b2 = opt["betas"]
+    lr_at = lr_schedule(train, steps)
+    total, geometric = 0.0, 0.0
+    for t in range(1, steps + 1):
+        geometric += (b1 * b1 / b2) ** (t - 1)
+        ratio = (1 - b1) / (1 - b1 ** t) * math.sqrt((1 - b2 ** t) / (1 - b2)) * math.sqrt(geometric)
+        total += lr_at(t) * ratio
+    return total
+
+
+def quantization_ranges(train, name, shape):
+    """The number of ranges (scales) a qat directive gives parameter `name`
+    (its output channels, or one), or 0 when no qat directive names it."""
+    for directive in train.get("quantize", []):
+        if directive.get("kind") == "qat" and name in directive["params"]:
+            per_channel = directive["granularity"] == "per_channel" and len(shape) >= 2
+            return shape[0] if per_channel else 1
+    return 0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dump")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=None,
+                        help="default: 1e-12 for f64 runs, 1%% of the learning rate for f32")
+    parser.add_argument("--flip-rtol", type=float, default=None,
+                        help="quantization-aware training: a loss may differ up to this much "
+                             "on at most --flip-steps steps, after a code flipped on a rounding "
+                             "boundary")
+    parser.add_argument("--flip-steps", type=int, default=0)
+    parser.add_argument("--drift", type=float, default=None, metavar="K",
+                        help="also train in float64, and require the largest parameter "
+                             "difference from PyTorch's f32 to be at most K times PyTorch's "
+                             "own f32-vs-f64 difference")
+    args = parser.parse_args()
+
+    with open(os.path.join(args.dump, "config.json")) as f:
+        config = json.load(f)
+    init, _ = safetensors_numpy.load(os.path.join(args.dump, "init.safetensors"))
+    batches, _ = safetensors_numpy.load(os.path.join(args.dump, "batches.safetensors"))
+    final, _ = safetensors_numpy.load(os.path.join(args.dump, "final.safetensors"))
+    losses, _ = safetensors_numpy.load(os.path.join(args.dump, "losses.safetensors"))
+
+    wide = config.get("precision") == "f64"
+    if args.atol is None:
+        args.atol = 1e-12 if wide else 1e-2 * config["train"]["optimizer"]["lr"]
+    train = config["train"]
+    total = config["steps"]
+    torch_losses, torch_params = replay(config, init, batches, wide)
 
     failures = 0
     mnemo_losses = losses["loss"]
     print(f"{config['model']} in {'f64' if wide else 'f32'}: {total} steps of "
           f"{train['optimizer']['kind']}, rtol {args.rtol}, atol {args.atol:g}")
+    flipped = 0
     for step, (ours, theirs) in enumerate(zip(mnemo_losses, torch_losses), 1):
         ok = math.isclose(ours, theirs, rel_tol=args.rtol, abs_tol=args.atol)
+        verdict = "ok" if ok else "MISMATCH"
+        if (not ok and args.flip_rtol is not None and flipped < args.flip_steps and
+                math.isclose(ours, theirs, rel_tol=args.flip_rtol, abs_tol=args.atol)):
+            ok, verdict = True, f"ok within {args.flip_rtol:g} (a code flipped)"
+            flipped += 1
         failures += not ok
-        print(f"  step {step}: loss mnemo {ours:.7f}  pytorch {theirs:.7f}  {'ok' if ok else 'MISMATCH'}")
+        print(f"  step {step}: loss mnemo {ours:.7f}  pytorch {theirs:.7f}  {verdict}")
     worst = 0.0
-    for name, tensor in trained_parameters(model).items():
-        theirs = tensor.detach().numpy()
+    # A fake-quantized weight whose value lands on a rounding boundary (x /
+    # scale = 127.5 at a range's end) keeps or loses its straight-through
+    # gradient on a last-bit difference of the f32 sums before it, which
+    # the CPU's BLAS kernel decides. Such an element then takes other Adam
+    # steps than PyTorch's: it may differ beyond the tolerance, by no more
+    # than its steps can move it, at most at both ends of each range.
+    bound = None if wide else adam_bound(train, config.get("total_steps", total))
+    for name, theirs in torch_params.items():
         ours = final[name]
-        ok = np.allclose(ours, theirs, rtol=args.rtol, atol=args.atol)
+        close = np.isclose(ours, theirs, rtol=args.rtol, atol=args.atol)
         rel = np.max(np.abs(ours - theirs) / (np.abs(theirs) + args.atol))
+        far = int(np.count_nonzero(~close))
+        ranges = quantization_ranges(train, name, list(theirs.shape))
+        if far and ranges and bound is not None:
+            largest = float(np.max(np.abs(ours - theirs)[~close]))
+            if far <= 2 * ranges and largest <= 2 * bound + args.atol:
+                print(f"  {name}: {far} of {theirs.size} elements beyond the tolerance, by at "
+                      f"most {largest:.2g} (within their Adam steps' {2 * bound:.2g}): "
+                      f"straight-through flips at a rounding boundary")
+                rel = np.max((np.abs(ours - theirs) / (np.abs(theirs) + args.atol))[close],
+                             initial=0.0)
+                far = 0
         worst = max(worst, rel)
-        if not ok:
+        if far:
             failures += 1
-            print(f"  {name}: MISMATCH, max relative difference {rel:.3g}")
+            print(f"  {name}: MISMATCH, {far} of {theirs.size} elements, max relative "
+                  f"difference {rel:.3g}")
     print(f"  {len(final)} parameters, worst relative difference {worst:.3g}")
+    if args.drift is not None:
+        # The mean absolute difference over every parameter element: the
+        # largest is an element whose gradient is as small as eps, which
+        # Adam moves by about lr either way on noise alone.
+        _, wide_params = replay(config, init, batches, True)
+        def drift(a, b):
+            diffs = np.concatenate([np.abs(a[n].astype(np.float64) - b[n]).ravel() for n in b])
+            return float(diffs.mean()), float(diffs.max())
+        ours_mean, ours_max = drift(final, torch_params)
+        own_mean, own_max = drift(torch_params, wide_params)
+        ok = ours_mean <= args.drift * own_mean
+        failures += not ok
+        print(f"  drift (mean |difference| of {sum(p.size for p in torch_params.values())} "
+              f"elements): mnemo from pytorch f32 {ours_mean:.2g} (largest {ours_max:.2g}), "
+              f"pytorch f32 from f64 {own_mean:.2g} (largest {own_max:.2g}); at most "
+              f"{args.drift:g}x: {'ok' if ok else 'MISMATCH'}")
     print("PASS" if failures == 0 else f"FAIL: {failures} mismatches")
     return 1 if failures else 0
 

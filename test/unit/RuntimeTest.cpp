@@ -103,7 +103,11 @@ TEST(Safetensors, AFailedWriteLeavesTheOldFile) {
   EXPECT_FALSE(writeSafetensors(path, bad, error));
   EXPECT_EQ(readBytes(path), before);
   EXPECT_FALSE(writeSafetensors("/nonexistent-dir/x.safetensors", file, error));
-  EXPECT_NE(error.find("cannot create"), std::string::npos) << error;
+  // The message names the file asked for, not the temporary written first.
+  EXPECT_NE(error.find("cannot write '/nonexistent-dir/x.safetensors'"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find(".tmp."), std::string::npos) << error;
 }
 
 TEST(Idx, ReadsRawAndGzipped) {

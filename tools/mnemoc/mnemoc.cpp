@@ -357,7 +357,43 @@ static std::optional<PipelineOptions> pipelineOptions() {
   return options;
 }
 
-static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
+/// The passes a pass manager runs, nested ones included, by argument: read
+/// from its textual form, "builtin.module(amp{...},func.func(cse))", where a
+/// name before "(" anchors a nested pipeline and "{...}" holds options.
+static std::vector<std::string> passArguments(mlir::OpPassManager &pm) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pm.printAsTextualPipeline(os);
+  std::vector<std::string> names;
+  std::string name;
+  int braces = 0;
+  for (char c : os.str()) {
+    if (c == '{' || c == '}') {
+      braces += c == '{' ? 1 : -1;
+      continue;
+    }
+    if (braces > 0)
+      continue;
+    if (c == '(' || c == ')' || c == ',') {
+      if (c != '(' && !name.empty())
+        names.push_back(name);
+      name.clear();
+      continue;
+    }
+    if (!llvm::isSpace(c))
+      name += c;
+  }
+  if (!name.empty())
+    names.push_back(name);
+  return names;
+}
+
+/// Runs the default pipeline (built from `options`) or --pass-pipeline;
+/// an unknown pass name in --print-ir-after/--print-ir-before is an error
+/// that lists the pipeline's passes (`userError` set for it).
+static mlir::LogicalResult runPipeline(mlir::ModuleOp module,
+                                       const PipelineOptions &options,
+                                       bool &userError) {
   mlir::PassManager pm(module->getName());
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return mlir::failure();
@@ -377,11 +413,19 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
       return mlir::failure();
     }
   } else {
-    std::optional<PipelineOptions> options = pipelineOptions();
-    if (!options)
-      return mlir::failure();
-    buildDefaultPipeline(pm, *options);
+    buildDefaultPipeline(pm, options);
   }
+  std::vector<std::string> names = passArguments(pm);
+  for (bool after : {true, false})
+    for (const std::string &name : after ? printIRAfter : printIRBefore)
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        llvm::errs() << "mnemoc: error: --print-ir-"
+                     << (after ? "after" : "before") << "=" << name
+                     << ": the pipeline has no pass '" << name
+                     << "'; its passes: " << llvm::join(names, ", ") << "\n";
+        userError = true;
+        return mlir::failure();
+      }
   if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
     auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
       for (const std::string &name : names)
@@ -401,6 +445,36 @@ static mlir::LogicalResult runPipeline(mlir::ModuleOp module) {
         /*printAfterOnlyOnFailure=*/false, llvm::errs());
   }
   return pm.run(module);
+}
+
+/// -o and --memory-timeline write into an existing directory, as
+/// compilers do (a typo in a path must not create a tree), and never over
+/// the model file.
+static mlir::LogicalResult checkOutputPaths(Diagnostics &diags) {
+  auto check = [&](const std::string &option,
+                   const std::string &path) -> mlir::LogicalResult {
+    if (path.empty() || path == "-")
+      return mlir::success();
+    llvm::SmallString<256> absolute(path);
+    llvm::sys::fs::make_absolute(absolute);
+    llvm::StringRef parent = llvm::sys::path::parent_path(absolute);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent)) {
+      diags.error(option + " " + path + ": the directory '" +
+                  llvm::sys::path::parent_path(path).str() +
+                  "' does not exist");
+      return mlir::failure();
+    }
+    if (inputFile != "-" && llvm::sys::fs::exists(path) &&
+        llvm::sys::fs::equivalent(path, inputFile)) {
+      diags.error(option + " " + path +
+                  " is the model file; writing it would destroy it");
+      return mlir::failure();
+    }
+    return mlir::success();
+  };
+  if (outputFile.getNumOccurrences() && failed(check("-o", outputFile)))
+    return mlir::failure();
+  return check("--memory-timeline", memoryTimeline);
 }
 
 int main(int argc, char **argv) {
@@ -462,6 +536,13 @@ int main(int argc, char **argv) {
   if (diags.hadError())
     return 1;
 
+  // Option errors first, with exit status 1 like any mistake of the user's.
+  std::optional<PipelineOptions> pipeline = pipelineOptions();
+  if (!pipeline)
+    return 1;
+  if (failed(checkOutputPaths(diags)))
+    return 1;
+
   std::unique_ptr<Program> program =
       loadProgramFile(inputFile, searchPaths(), diags);
   if (!program || diags.hadError())
@@ -511,9 +592,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!rematCurve.empty() || fitBatchOption) {
-    std::optional<PipelineOptions> pipeline = pipelineOptions();
-    if (!pipeline)
-      return 1;
     std::string error;
     if (!rematCurve.empty()) {
       if (!writeRematCurve(*program, options, *pipeline, rematCurve, error)) {
@@ -553,14 +631,28 @@ int main(int argc, char **argv) {
   // MLIR diagnostics (verifier, passes) print like ours: file:line:col, the
   // source line and a caret.
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  // A pass that blames an option (its location a NameLoc "--option")
+  // prints like mnemoc's own option errors: the option as given, then why.
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
+    auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation());
+    if (!name || !name.getName().getValue().starts_with("--"))
+      return mlir::failure();
+    llvm::StringRef option = name.getName().getValue();
+    std::string given = option.str();
+    if (option == "--memory-budget")
+      given += "=" + memoryBudget;
+    llvm::errs() << "mnemoc: error: " << given << ": " << diag.str() << "\n";
+    return mlir::success();
+  });
   mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *graph);
   if (!module) {
     llvm::errs() << "mnemoc: internal error: the generated IR does not verify; "
                     "please report this with the model file\n";
     return 2;
   }
-  if (failed(runPipeline(*module)))
-    return passPipeline.getNumOccurrences() ||
+  bool userError = false;
+  if (failed(runPipeline(*module, *pipeline, userError)))
+    return userError || passPipeline.getNumOccurrences() ||
                    (*module)->hasAttr("mnemo.user_error")
                ? 1
                : 2;
@@ -568,12 +660,10 @@ int main(int argc, char **argv) {
   // error naming what it needs.
   if (mode == Mode::Inference && !memoryBudget.empty()) {
     auto eval = module->lookupSymbol<mlir::func::FuncOp>("eval_step");
-    std::optional<PipelineOptions> pipeline = pipelineOptions();
     mlir::FailureOr<MemoryReport> report = mlir::failure();
     if (eval)
       report = buildMemoryReport(eval);
-    if (pipeline && succeeded(report) &&
-        report->peakBytes > pipeline->memoryBudget) {
+    if (succeeded(report) && report->peakBytes > pipeline->memoryBudget) {
       diags.error(llvm::formatv("--memory-budget={0}: the inference plan needs "
                                 "{1} bytes (weights, one batch, the arena and "
                                 "the workspace), and a forward-only plan has "
