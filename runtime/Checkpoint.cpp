@@ -2,8 +2,10 @@
 
 #include "runtime/Checkpoint.h"
 #include "runtime/Safetensors.h"
+#include "runtime/cpu/Half.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -57,6 +59,47 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+bool checkValues(const StoredTensor &t, std::string &error) {
+  // A second moment is a running mean of squares; adamw8bit's block
+  // maxima and the loss scale are magnitudes.
+  auto endsWith = [&](const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return t.name.size() >= n &&
+           t.name.compare(t.name.size() - n, n, suffix) == 0;
+  };
+  bool nonNegative = endsWith(".exp_avg_sq") || endsWith(".absmax") ||
+                     endsWith(".scale") || t.name == "loss_scale";
+  int64_t width = dtypeSize(t.dtype);
+  if (t.dtype != "F32" && t.dtype != "F16" && t.dtype != "BF16")
+    return true;
+  int64_t n = int64_t(t.bytes.size()) / width;
+  for (int64_t i = 0; i < n; ++i) {
+    float v;
+    if (t.dtype == "F32") {
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      cpu::bf16_t b;
+      cpu::f16_t f;
+      b.bits = f.bits = h;
+      v = t.dtype == "BF16" ? float(b) : float(f);
+    }
+    if (!std::isfinite(v)) {
+      error = "'" + t.name + "' holds " + (std::isnan(v) ? "nan" : "inf") +
+              " at element " + std::to_string(i) +
+              "; training from it would only spread it";
+      return false;
+    }
+    if (nonNegative && v < 0) {
+      error = "'" + t.name + "' holds " + std::to_string(v) + " at element " +
+              std::to_string(i) + ", and it cannot be negative";
+      return false;
+    }
+  }
+  return true;
+}
+
 bool saveCheckpoint(const std::string &path, const ModelInfo &model,
                     const StepMemory &memory, const RunPosition &position,
                     std::string &error) {
@@ -91,6 +134,16 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   if (!readSafetensors(path, file, error))
     return false;
   checkpoint.withState = withState;
+  // Resuming needs the run's position and optimizer state: a file of
+  // weights alone (another program's, or --export's) is said to be one.
+  auto format = file.metadata.find("format");
+  if (withState && (format == file.metadata.end() ||
+                    format->second != "mnemo-checkpoint-1")) {
+    error = "'" + path +
+            "' is not a Mnemo checkpoint (no run position or optimizer state "
+            "in it); use --init to start from its weights";
+    return false;
+  }
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
@@ -111,16 +164,13 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
               safetensorsDtype(a.dtype) + shapeText(shape);
       return false;
     }
+    if (!checkValues(*t, error)) {
+      error = "'" + path + "': " + error;
+      return false;
+    }
   }
   if (!withState)
     return true;
-  auto it = file.metadata.find("format");
-  if (it == file.metadata.end() || it->second != "mnemo-checkpoint-1") {
-    error = "'" + path +
-            "' is not a Mnemo checkpoint (no run position in its metadata); "
-            "use --init to start from its weights";
-    return false;
-  }
   auto number = [&](const char *key, int64_t &value) {
     auto entry = file.metadata.find(key);
     if (entry == file.metadata.end())

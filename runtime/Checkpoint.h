@@ -49,6 +49,11 @@ struct Checkpoint {
 bool readCheckpoint(const std::string &path, const ModelInfo &model,
                     bool withState, Checkpoint &checkpoint, std::string &error);
 
+/// Refuses a float tensor holding NaN or infinity, or a negative value
+/// where none can be (a second moment, a block maximum, the loss scale):
+/// `error` names the tensor and the element.
+bool checkValues(const StoredTensor &tensor, std::string &error);
+
 /// Copies a checked checkpoint into the regions.
 void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
                      const StepMemory &memory);

@@ -76,22 +76,36 @@ public:
          {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
           "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
       paths.push_back(find(stem));
-    if (!readIdx(paths[0], trainImages, error) ||
-        !readIdx(paths[1], trainLabels, error))
+    if (!readIdx(paths[0], trainImages, error, 0, 3) ||
+        !readIdx(paths[1], trainLabels, error, 0, 1))
       return false;
-    if (trainImages.shape.size() != 3 || trainLabels.shape.size() != 1 ||
-        trainImages.shape[0] != trainLabels.shape[0]) {
-      error = "the training images and labels in '" + dir + "' do not match";
+    if (trainImages.shape[0] != trainLabels.shape[0]) {
+      error = "'" + paths[0] + "' holds " +
+              std::to_string(trainImages.shape[0]) + " images and '" +
+              paths[1] + "' " + std::to_string(trainLabels.shape[0]) +
+              " labels; they must be as many";
       return false;
     }
-    std::string testError;
-    if (readIdx(paths[2], testImages, testError) &&
-        readIdx(paths[3], testLabels, testError) &&
-        (testImages.shape.size() != 3 || testLabels.shape.size() != 1 ||
-         testImages.shape[0] != testLabels.shape[0] ||
-         testImages.shape[1] != trainImages.shape[1] ||
-         testImages.shape[2] != trainImages.shape[2])) {
-      error = "the test images and labels in '" + dir + "' do not match";
+    // The test split is optional: missing, it is no error; present, it
+    // must be sound.
+    bool haveTest = exists(paths[2]) || exists(paths[3]);
+    if (haveTest && (!readIdx(paths[2], testImages, error, 0, 3) ||
+                     !readIdx(paths[3], testLabels, error, 0, 1)))
+      return false;
+    if (haveTest && testImages.shape[0] != testLabels.shape[0]) {
+      error = "'" + paths[2] + "' holds " +
+              std::to_string(testImages.shape[0]) + " images and '" + paths[3] +
+              "' " + std::to_string(testLabels.shape[0]) +
+              " labels; they must be as many";
+      return false;
+    }
+    if (haveTest && (testImages.shape[1] != trainImages.shape[1] ||
+                     testImages.shape[2] != trainImages.shape[2])) {
+      error = "'" + paths[2] + "' holds " +
+              std::to_string(testImages.shape[1]) + "x" +
+              std::to_string(testImages.shape[2]) + " images, '" + paths[0] +
+              "' " + std::to_string(trainImages.shape[1]) + "x" +
+              std::to_string(trainImages.shape[2]);
       return false;
     }
     pixels = trainImages.shape[1] * trainImages.shape[2];
@@ -115,11 +129,14 @@ public:
       }
     }
     int64_t classes = trainLayout.tensors[1]->indexLimit;
-    for (const IdxArray *labels : {&trainLabels, &testLabels})
-      for (uint8_t label : labels->data)
-        if (classes > 0 && label >= classes) {
-          error = "label " + std::to_string(label) + " in '" + dir +
-                  "' is out of range for the model's " +
+    for (auto [labels, file] :
+         {std::pair<const IdxArray *, std::string>{&trainLabels, paths[1]},
+          {&testLabels, paths[3]}})
+      for (size_t i = 0; i < labels->data.size(); ++i)
+        if (classes > 0 && labels->data[i] >= classes) {
+          error = "label " + std::to_string(labels->data[i]) + " (item " +
+                  std::to_string(i) + " of '" + file +
+                  "') is out of range for the model's " +
                   std::to_string(classes) + " classes";
           return false;
         }

@@ -7,11 +7,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sys/stat.h>
 
 using namespace mnemo::runtime;
 
 bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
-                             std::string &error, int64_t maxItems) {
+                             std::string &error, int64_t maxItems,
+                             int expectedRank) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    error = "'" + path + "' is " +
+            (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+            ", not an IDX file";
+    return false;
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) {
     error =
@@ -23,8 +32,20 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
     gzclose(f);
     return false;
   };
+  // zlib reads a file that is not gzip as it is; a gzip stream that is
+  // damaged is an error of its own, not a short file.
+  auto damaged = [&]() {
+    int code = 0;
+    const char *why = gzerror(f, &code);
+    return code != Z_OK && code != Z_STREAM_END
+               ? fail(std::string("its gzip data is damaged (") + why + ")")
+               : false;
+  };
   uint8_t magic[4];
-  if (gzread(f, magic, 4) != 4)
+  int got = gzread(f, magic, 4);
+  if (got < 0)
+    return damaged();
+  if (got != 4)
     return fail("it is shorter than its 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0)
     return fail("the magic number does not start with two zero bytes");
@@ -33,19 +54,32 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
   int rank = magic[3];
   if (rank < 1 || rank > 4)
     return fail("the rank " + std::to_string(rank) + " is not between 1 and 4");
+  if (expectedRank > 0 && rank != expectedRank)
+    return fail("its magic number says rank " + std::to_string(rank) + " (" +
+                (rank == 3   ? "images"
+                 : rank == 1 ? "labels"
+                             : "other data") +
+                "), where " + (expectedRank == 3 ? "images" : "labels") +
+                " of rank " + std::to_string(expectedRank) + " were expected");
   array.shape.clear();
   int64_t count = 1;
+  bool truncated = false;
   for (int i = 0; i < rank; ++i) {
     uint8_t b[4];
-    if (gzread(f, b, 4) != 4)
+    int n = gzread(f, b, 4);
+    if (n < 0)
+      return damaged();
+    if (n != 4)
       return fail("the dimensions are truncated");
     int64_t d = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) |
                 (int64_t(b[2]) << 8) | b[3];
     if (d <= 0 || d > (int64_t(1) << 30))
       return fail("dimension " + std::to_string(i) + " is " +
                   std::to_string(d));
-    if (i == 0 && maxItems > 0 && d > maxItems)
+    if (i == 0 && maxItems > 0 && d > maxItems) {
       d = maxItems;
+      truncated = true;
+    }
     array.shape.push_back(d);
     count *= d;
     if (count > (int64_t(1) << 34))
@@ -60,12 +94,27 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
     int64_t chunk = std::min<int64_t>(count - done, int64_t(1) << 24);
     array.data.resize(done + chunk);
     int n = gzread(f, array.data.data() + done, unsigned(chunk));
-    if (n <= 0)
+    if (n < 0)
+      return damaged();
+    if (n == 0)
       return fail("the data is truncated (" + std::to_string(done) + " of " +
                   std::to_string(count) + " bytes)");
     done += n;
   }
   array.data.resize(done);
+  // The header says how much data there is: more is another file's data
+  // appended, or a header that undercounts.
+  if (!truncated) {
+    uint8_t extra[4096];
+    int64_t more = 0;
+    for (int n; (n = gzread(f, extra, sizeof(extra))) > 0;)
+      more += n;
+    if (more > 0)
+      return fail(std::to_string(more) + " bytes follow the " +
+                  std::to_string(count) + " its header describes");
+    if (gzread(f, extra, 1) < 0)
+      return damaged();
+  }
   gzclose(f);
   return true;
 }

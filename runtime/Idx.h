@@ -24,10 +24,12 @@ struct IdxArray {
 };
 
 /// Reads `path` (.gz or raw). Returns false with `error` set on a missing,
-/// truncated or malformed file. `maxItems` (if > 0) stops after that many
-/// entries of the first dimension.
+/// truncated, damaged or malformed file, one with bytes after the data its
+/// header describes, or one of another rank than `rank` (if > 0: 3 for
+/// images, 1 for labels). `maxItems` (if > 0) stops after that many entries
+/// of the first dimension.
 bool readIdx(const std::string &path, IdxArray &array, std::string &error,
-             int64_t maxItems = 0);
+             int64_t maxItems = 0, int rank = 0);
 
 } // namespace runtime
 } // namespace mnemo

@@ -2,6 +2,7 @@
 
 #include "runtime/InferenceWeights.h"
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Export.h"
 #include "runtime/Prune.h"
 #include "runtime/Safetensors.h"
@@ -346,6 +347,21 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     // CSR values and columns: at most the capacity the prune directive's
     // final sparsity leaves; the rest of the plan's buffer stays zero.
     bool csr = endsWith(name, ".values") || endsWith(name, ".columns");
+    // Every other tensor has the plan's shape: the same number of
+    // elements in another shape (a transposed weight) is another weight.
+    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+    if (!csr && t->shape != shape) {
+      std::string stored = "[";
+      for (size_t d = 0; d < t->shape.size(); ++d)
+        stored += (d ? "," : "") + std::to_string(t->shape[d]);
+      error = path + ": '" + name + "' is " + t->dtype + stored +
+              "], and the plan reads " + shapeText(a);
+      return false;
+    }
+    if (!checkValues(*t, error)) {
+      error = path + ": " + error;
+      return false;
+    }
     int64_t stored = int64_t(t->bytes.size());
     if (stored != bytes && !(csr && stored < bytes && stored % width == 0)) {
       error = path + ": '" + name + "' holds " +

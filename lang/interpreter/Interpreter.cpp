@@ -497,7 +497,8 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       .Case([&](SigmoidOp) { return unary(op, sigmoid); })
       .Case([&](ReluOp) {
-        return unary(op, [](double x) { return x > 0 ? x : 0.0; });
+        // PyTorch's: a NaN passes through (relu, max and max_pool).
+        return unary(op, [](double x) { return x > 0 || x != x ? x : 0.0; });
       })
       .Case([&](SiluOp) {
         return unary(op, [](double x) { return x * sigmoid(x); });
@@ -629,7 +630,7 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       // Activation gradients.
       .Case([&](ReluGradOp) {
-        return binary(op, [](double g, double x) { return x > 0 ? g : 0.0; });
+        return binary(op, [](double g, double x) { return x <= 0 ? 0.0 : g; });
       })
       .Case([&](SiluGradOp) {
         return binary(op, [](double g, double x) {
@@ -789,10 +790,13 @@ LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes,
     for (int64_t i = 0; i < x.rank(); ++i)
       if (!reduced[i])
         o += it.index[i] * keptStrides[i];
-    if (kind == 2)
-      out.data[o] = std::max(out.data[o], x.data[flat]);
-    else
+    if (kind == 2) {
+      // PyTorch's max: a NaN, once met, is the result.
+      double a = out.data[o], v = x.data[flat];
+      out.data[o] = a != a ? a : (v > a || v != v ? v : a);
+    } else {
       out.data[o] += x.data[flat];
+    }
   }
   if (kind == 1) {
     double count = double(x.numElements()) /
@@ -1001,7 +1005,9 @@ LogicalResult Evaluator::execPool(Operation *op, ArrayRef<int64_t> kernel,
               continue;
             int64_t xi = (nc * H + ih) * W + iw;
             if (isMax) {
-              if (x->data[xi] > best || bestAt < 0) {
+              // PyTorch's choice: the first maximum, or the last NaN.
+              if (x->data[xi] > best || bestAt < 0 ||
+                  x->data[xi] != x->data[xi]) {
                 best = x->data[xi];
                 bestAt = xi;
               }

@@ -276,8 +276,8 @@ void maxPool2d(const PoolShape &s, const float *x, float *y) {
             const float *top = x + r * 2 * s.w, *bottom = top + s.w;
             float *out = y + r * s.wo;
             for (int64_t ow = 0; ow < s.wo; ++ow)
-              out[ow] = std::max(std::max(top[2 * ow], top[2 * ow + 1]),
-                                 std::max(bottom[2 * ow], bottom[2 * ow + 1]));
+              out[ow] = nanMax(nanMax(top[2 * ow], top[2 * ow + 1]),
+                               nanMax(bottom[2 * ow], bottom[2 * ow + 1]));
           }
         });
     return;
@@ -295,7 +295,7 @@ void maxPool2d(const PoolShape &s, const float *x, float *y) {
           float best = -std::numeric_limits<float>::infinity();
           for (int64_t ih = h0; ih < h1; ++ih)
             for (int64_t iw = w0; iw < w1; ++iw)
-              best = std::max(best, plane[ih * s.w + iw]);
+              best = nanMax(best, plane[ih * s.w + iw]);
           out[oh * s.wo + ow] = best;
         }
       }
@@ -520,8 +520,7 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
                       const float *p = x + base + groups.runOffset(q);
                       if (kind == ReduceKind::Max) {
                         for (int64_t t = 0; t < groups.run(); ++t)
-                          acc =
-                              std::max(acc, double(p[t * groups.runStride()]));
+                          acc = nanMax(acc, double(p[t * groups.runStride()]));
                       } else {
                         float partial = 0; // a run in f32, the runs in double
                         for (int64_t t = 0; t < groups.run(); ++t)
@@ -545,7 +544,7 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
         if (kind == ReduceKind::Max) {
           float m = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j < r; ++j)
-            m = std::max(m, row[j]);
+            m = nanMax(m, row[j]);
           out[o] = m;
         } else {
           double s = 0;
@@ -575,7 +574,7 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
             const float *row = x + (o * r + k) * inner;
             if (kind == ReduceKind::Max)
               for (int64_t j = j0; j < j1; ++j)
-                acc[j - j0] = std::max(acc[j - j0], double(row[j]));
+                acc[j - j0] = nanMax(acc[j - j0], double(row[j]));
             else
               for (int64_t j = j0; j < j1; ++j)
                 acc[j - j0] += row[j];
@@ -1201,7 +1200,7 @@ void pool2dHalf(const PoolShape &s, const T *x, T *y, float start, Fold fold,
 template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y) {
   pool2dHalf(
       s, x, y, -std::numeric_limits<float>::infinity(),
-      [](float acc, float v) { return std::max(acc, v); },
+      [](float acc, float v) { return nanMax(acc, v); },
       [](float acc) { return acc; });
 }
 

@@ -57,8 +57,13 @@ private:
 /// e^x in f32 to about 1 ulp, written without calls or branches so that
 /// loops over it vectorize (the C library's expf does not, short of
 /// -ffast-math): x = n ln2 + r with |r| <= ln2/2, e^r by Cephes' minimax
-/// polynomial, 2^n by building the exponent bits.
+/// polynomial, 2^n by building the exponent bits. Below -87.3 (where e^x
+/// leaves f32's normal range) the result is 0, exactly: e^-inf of a masked
+/// attention score must be 0, not a subnormal 1e-38 that every later
+/// multiply then runs through slowly. Above ln(FLT_MAX) it is infinity,
+/// and a NaN stays NaN.
 inline float fastExp(float x) {
+  float in = x;
   x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
   // n = round(x / ln2), by the 1.5 * 2^23 trick (exact for |n| < 2^22).
   float t = x * 1.44269504088896341f + 12582912.0f;
@@ -74,7 +79,10 @@ inline float fastExp(float x) {
   int32_t bits = (int32_t(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);
-  return p * scale;
+  float y = p * scale;
+  y = in < -87.3f ? 0.0f : y;
+  y = in > 88.7228394f ? __builtin_inff() : y;
+  return in != in ? in : y; // the clamps above may have replaced a NaN
 }
 /// tanh from fastExp: 1 - 2 / (e^2x + 1), exact in the limits (+-1) and
 /// within a few 1e-8 of the true value near 0.
@@ -83,7 +91,13 @@ inline float fastTanh(float x) {
 }
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
-inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+/// PyTorch's NaN semantics: relu, max, max_pool propagate a NaN (NaN
+/// compares false, so `x > 0 ? x : 0` would turn it into 0, and std::max
+/// would drop it); relu's gradient is threshold_backward's `x <= 0 ? 0 : g`.
+inline float relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+template <typename T> inline T nanMax(T a, T b) {
+  return a > b || a != a ? a : b;
+}
 inline float silu(float x) { return x * sigmoid(x); }
 inline float geluExact(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
@@ -92,7 +106,7 @@ inline float geluTanh(float x) {
   const float k = 0.79788456080286536f; // sqrt(2/pi)
   return 0.5f * x * (1.0f + fastTanh(k * (x + 0.044715f * x * x * x)));
 }
-inline float reluGrad(float g, float x) { return x > 0.0f ? g : 0.0f; }
+inline float reluGrad(float g, float x) { return x <= 0.0f ? 0.0f : g; }
 inline float siluGrad(float g, float x) {
   float s = sigmoid(x);
   return g * s * (1.0f + x * (1.0f - s));

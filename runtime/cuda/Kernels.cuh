@@ -134,6 +134,8 @@ template <> __device__ __forceinline__ __half st<__half>(float x) {
 //===----------------------------------------------------------------------===//
 
 __device__ __forceinline__ float fastExp(float x) {
+  // 0 below f32's normal range (e^-inf of a mask), infinity past its top.
+  float in = x;
   x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
   float t = x * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
@@ -145,7 +147,10 @@ __device__ __forceinline__ float fastExp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * __int_as_float((int32_t(n) + 127) << 23);
+  float y = p * __int_as_float((int32_t(n) + 127) << 23);
+  y = in < -87.3f ? 0.0f : y;
+  y = in > 88.7228394f ? INFINITY : y;
+  return isnan(in) ? in : y;
 }
 __device__ __forceinline__ float fastTanh(float x) {
   return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
@@ -153,7 +158,14 @@ __device__ __forceinline__ float fastTanh(float x) {
 __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + fastExp(-x));
 }
-__device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : 0.0f; }
+/// PyTorch's NaN semantics, as the CPU kernels (runtime/cpu/Kernels.h):
+/// relu and every max propagate a NaN (fmaxf drops one).
+__device__ __forceinline__ float relu(float x) {
+  return x > 0.0f || isnan(x) ? x : 0.0f;
+}
+__device__ __forceinline__ float nanMax(float a, float b) {
+  return a > b || isnan(a) ? a : b;
+}
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 __device__ __forceinline__ float geluExact(float x) {
   return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
@@ -163,7 +175,7 @@ __device__ __forceinline__ float geluTanh(float x) {
   return 0.5f * x * (1.0f + fastTanh(k * (x + 0.044715f * x * x * x)));
 }
 __device__ __forceinline__ float reluGrad(float g, float x) {
-  return x > 0.0f ? g : 0.0f;
+  return x <= 0.0f ? 0.0f : g;
 }
 __device__ __forceinline__ float siluGrad(float g, float x) {
   float s = sigmoid(x);
@@ -204,7 +216,7 @@ __device__ __forceinline__ float warpSum(float v) {
 }
 __device__ __forceinline__ float warpMax(float v) {
   for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = nanMax(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
@@ -273,7 +285,7 @@ __device__ void reduceBlockPerOutput(const ReduceShape &s, const T *x, T *y) {
     float acc = Kind == kMax ? -INFINITY : 0.0f;
     for (int64_t q = threadIdx.x; q < s.perOutput; q += blockDim.x) {
       float v = ld(base[reducedOffset(s, q)]);
-      acc = Kind == kMax ? fmaxf(acc, v) : acc + v;
+      acc = Kind == kMax ? nanMax(acc, v) : acc + v;
     }
     acc = Kind == kMax ? blockMax(acc) : blockSum(acc);
     if (threadIdx.x == 0)
@@ -292,7 +304,7 @@ __device__ void reduceThreadPerOutput(const ReduceShape &s, const T *x, T *y) {
   float acc = Kind == kMax ? -INFINITY : 0.0f;
   for (int64_t q = 0; q < s.perOutput; ++q) {
     float v = ld(base[reducedOffset(s, q)]);
-    acc = Kind == kMax ? fmaxf(acc, v) : acc + v;
+    acc = Kind == kMax ? nanMax(acc, v) : acc + v;
   }
   y[o] = st<T>(Kind == kMean ? acc / float(s.perOutput) : acc);
 }
@@ -722,7 +734,7 @@ __device__ void pool2d(const PoolShape &s, const T *x, T *y) {
       if (iw < 0 || iw >= s.w)
         continue;
       float v = ld(plane[ih * s.w + iw]);
-      acc = IsMax ? fmaxf(acc, v) : acc + v;
+      acc = IsMax ? nanMax(acc, v) : acc + v;
     }
   }
   y[e] = st<T>(IsMax ? acc : acc / float(s.kh * s.kw));
@@ -738,7 +750,8 @@ __device__ int64_t windowArgmax(const PoolShape &s, const T *plane, int64_t oh,
        ih < min(s.h, oh * s.strideH - s.padH + s.kh); ++ih)
     for (int64_t iw = max(int64_t(0), ow * s.strideW - s.padW);
          iw < min(s.w, ow * s.strideW - s.padW + s.kw); ++iw)
-      if (at < 0 || ld(plane[ih * s.w + iw]) > best) {
+      if (at < 0 || ld(plane[ih * s.w + iw]) > best ||
+          isnan(ld(plane[ih * s.w + iw]))) {
         best = ld(plane[ih * s.w + iw]);
         at = ih * s.w + iw;
       }
@@ -949,8 +962,8 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
     }
   float lr = *lrPtr;
   int32_t step = *stepPtr;
-  const adam::Scalars s = adam::scalars(double(lr), double(step), beta1, beta2,
-                                        eps, weightDecay);
+  const adam::Scalars s =
+      adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
   float mLargest = 0.0f, vLargest = 0.0f;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     float g = grad[i];

@@ -197,11 +197,13 @@ bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
     }
     return dataDir + "/" + prefix + "-" + stem + ".gz";
   };
-  if (!runtime::readIdx(find("images-idx3-ubyte"), d.images, error, limit) ||
-      !runtime::readIdx(find("labels-idx1-ubyte"), d.labels, error, limit))
+  if (!runtime::readIdx(find("images-idx3-ubyte"), d.images, error, limit, 3) ||
+      !runtime::readIdx(find("labels-idx1-ubyte"), d.labels, error, limit, 1))
     return false;
   if (d.images.shape.size() != 3 || d.images.shape[0] != d.labels.shape[0]) {
-    error = "the images and labels in '" + dataDir + "' do not match";
+    error = "the images and labels in '" + dataDir + "' do not match (" +
+            std::to_string(d.images.shape[0]) + " images, " +
+            std::to_string(d.labels.shape[0]) + " labels)";
     return false;
   }
   return true;
