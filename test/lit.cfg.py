@@ -2,6 +2,7 @@
 # lit configuration for Mnemo: .mn model files and .mlir dialect tests.
 
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -20,6 +21,10 @@ config.substitutions.append(("%stdlib", os.path.join(config.mnemo_src_root, "lan
 config.substitutions.append(("%reference", os.path.join(config.mnemo_src_root, "test", "reference")))
 # Debian's Python, which has python3-torch and python3-numpy.
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# One bad-input case: exit status, message, and the files it must not touch
+# (test/robustness/expect.py).
+config.substitutions.append(("%expect", "/usr/bin/python3 " + os.path.join(
+    config.mnemo_src_root, "test", "robustness", "expect.py")))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -41,3 +46,16 @@ if config.mnemo_cuda in ("ON", "1", "TRUE"):
         pass
 if "cuda-device" not in config.available_features:
     lit_config.note("no CUDA device: tests that need a GPU are reported as UNSUPPORTED")
+
+# Full disks and read-only directories, for the robustness tests: a small
+# tmpfs mounted in a private mount namespace (unshare -m), which vanishes
+# with the command. Needs root (CI and the development machines run as
+# root); elsewhere those tests are UNSUPPORTED.
+try:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c",
+                            "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d && umount $d; rc=$?; rmdir $d; exit $rc"],
+                           capture_output=True, timeout=20)
+    if probe.returncode == 0:
+        config.available_features.add("tmpfs-mount")
+except (OSError, subprocess.SubprocessError):
+    pass

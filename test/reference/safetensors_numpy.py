@@ -22,3 +22,22 @@ def load(path):
         array = np.frombuffer(body[begin:end], dtype=_DTYPES[entry["dtype"]])
         tensors[name] = array.reshape(entry["shape"]).copy()
     return tensors, metadata
+
+
+def save(path, tensors, metadata=None):
+    """Writes {name: ndarray} (and string metadata) in the layout Mnemo and
+    the safetensors library write: data in order, header padded to 8."""
+    names = {np.dtype(v): k for k, v in _DTYPES.items()}
+    header, offset, chunks = {}, 0, []
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    for name, array in tensors.items():
+        raw = np.ascontiguousarray(array).tobytes()
+        header[name] = {"dtype": names[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        chunks.append(raw)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
