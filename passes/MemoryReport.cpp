@@ -3,6 +3,7 @@
 #include "passes/MemoryReport.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/SourcePlace.h"
+#include "lang/MnemoOps.h"
 #include "runtime/Overhead.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -76,7 +77,17 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     r.gradientRegionBytes = region.getInt();
   r.peakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
                 r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
-  r.trainerOverheadBytes = runtime::cpuTrainerOverheadBytes(r.inputBytes);
+  // The largest operand a GEMM packs (OpenBLAS's buffer, runtime/Overhead.h).
+  int64_t largestGemmOperand = 0;
+  func.walk([&](Operation *op) {
+    if (!llvm::isa<MatmulOp, BatchMatmulOp>(op))
+      return;
+    for (Value operand : op->getOperands())
+      largestGemmOperand =
+          std::max(largestGemmOperand, storageBytes(operand.getType()));
+  });
+  r.trainerOverheadBytes =
+      runtime::cpuTrainerOverheadBytes(r.inputBytes, largestGemmOperand);
   auto number = [&](StringRef name) {
     auto a = func->getAttrOfType<IntegerAttr>(name);
     return a ? a.getInt() : int64_t(0);
@@ -211,7 +222,7 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   if (!r.rematSolver.empty())
     os << "  chosen by " << r.rematSolver << "\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
-       "threads, OpenBLAS, 2 staging batches");
+       "threads, OpenBLAS's packing, 2 staging batches");
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
      << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;

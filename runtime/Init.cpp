@@ -50,11 +50,28 @@ static double gain(const std::string &nonlinearity, double a) {
 
 bool mnemo::runtime::initialize(const InitSpec &spec,
                                 const std::vector<int64_t> &shape, Rng &rng,
-                                std::vector<float> &out, std::string &error) {
+                                std::vector<float> &values,
+                                std::string &error) {
   int64_t count = 1;
   for (int64_t d : shape)
     count *= d;
-  out.assign(count, 0.0f);
+  values.assign(count, 0.0f);
+  return initialize(spec, shape, rng, values.data(), error);
+}
+
+bool mnemo::runtime::initialize(const InitSpec &spec,
+                                const std::vector<int64_t> &shape, Rng &rng,
+                                float *data, std::string &error) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  struct Span {
+    float *first, *last;
+    float *begin() const { return first; }
+    float *end() const { return last; }
+  } out{data, data + count};
+  for (float &x : out)
+    x = 0.0f;
   auto num = [&](const char *key, double fallback) {
     auto it = spec.numbers.find(key);
     return it == spec.numbers.end() ? fallback : it->second;

@@ -47,6 +47,12 @@ struct InitSpec {
 /// `error` for an unknown kind or a shape it does not apply to.
 bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape,
                 Rng &rng, std::vector<float> &out, std::string &error);
+/// The same, into `data` (the shape's element count) in place: the trainer
+/// initializes in the plan's memory, so that its largest parameter (a
+/// GPT-2 embedding, 147 MiB) is not first built in a temporary the size of
+/// it.
+bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape,
+                Rng &rng, float *data, std::string &error);
 
 /// A generator for one named tensor: the run's seed mixed with the name,
 /// so adding a parameter does not change the others' initial values.

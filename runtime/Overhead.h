@@ -6,9 +6,9 @@
 //
 // - two staging buffers of one batch each, which the loader thread fills
 //   while the step runs;
+// - OpenBLAS's packing buffer, as far as the model's GEMMs touch it;
 // - a fixed allowance for everything else: the worker threads' stacks,
-//   OpenBLAS's per-thread packing buffers (bounded by its blocking sizes,
-//   not by the model), the C++ and C libraries' allocations.
+//   the C++ and C libraries' allocations.
 //
 // Part of the runtime: plain C++17, no LLVM.
 //
@@ -29,10 +29,23 @@ namespace runtime {
 /// leaves room for a few dozen.
 constexpr int64_t kCpuTrainerFixedOverheadBytes = int64_t(16) << 20;
 
+/// OpenBLAS packs GEMM operands into a buffer of its own, allocated once
+/// (128 MiB in Debian's build) and touched as far as a GEMM's blocks reach:
+/// about the packed operand for small ones, more for large ones (GPT-2
+/// small's 50,257 x 768 logits GEMM touched 47 to 73 MiB, by kernel; a
+/// 784 x 512 layer a few hundred KiB, within the fixed allowance). The
+/// bound: the largest GEMM operand, at most the whole buffer.
+constexpr int64_t kOpenBlasBufferBytes = int64_t(128) << 20;
+
 /// The most the CPU trainer's resident memory grows during training beyond
-/// the plan's regions, for a step whose batch takes `inputBytes`.
-constexpr int64_t cpuTrainerOverheadBytes(int64_t inputBytes) {
-  return kCpuTrainerFixedOverheadBytes + 2 * inputBytes;
+/// the plan's regions, for a step whose batch takes `inputBytes` and whose
+/// largest GEMM operand takes `largestGemmOperandBytes`.
+constexpr int64_t cpuTrainerOverheadBytes(int64_t inputBytes,
+                                          int64_t largestGemmOperandBytes) {
+  return kCpuTrainerFixedOverheadBytes + 2 * inputBytes +
+         (largestGemmOperandBytes < kOpenBlasBufferBytes
+              ? largestGemmOperandBytes
+              : kOpenBlasBufferBytes);
 }
 
 } // namespace runtime

@@ -521,14 +521,20 @@ int main(int argc, char **argv) {
           else if (value.is_number())
             spec.numbers[key] = value.get<double>();
         }
+      // The plan's memory starts zeroed: zeros need no writing, and a
+      // tensor that is not f32 (adamw8bit's codes) can only be zeros.
+      if (spec.kind == "zeros")
+        continue;
+      if (std::string(a.dtype) != "f32")
+        fail(std::string(a.name) + ": a " + a.dtype +
+             " tensor cannot be initialized by " + spec.kind);
       std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-      std::vector<float> values;
       Rng rng = rngFor(position.seed, a.name);
-      if (!initialize(spec, shape, rng, values, error))
-        fail(std::string(a.name) + ": " + error);
       uint8_t *base =
           role == "opt_state" ? memory.optimizerState : memory.parameters;
-      std::memcpy(base + a.offset, values.data(), values.size() * 4);
+      if (!initialize(spec, shape, rng,
+                      reinterpret_cast<float *>(base + a.offset), error))
+        fail(std::string(a.name) + ": " + error);
     }
     if (!options.init.empty())
       applyCheckpoint(init, model, memory);
@@ -551,6 +557,13 @@ int main(int argc, char **argv) {
   if (!options.resume.empty() && !options.steps && !options.epochs &&
       position.totalSteps > 0)
     totalSteps = position.totalSteps; // the interrupted run's length
+  // The compiled step takes the step and the run's length as i32 (the
+  // schedule, Adam's bias correction, pruning's schedule read them): a
+  // longer run would wrap them, so it is refused rather than trained with a
+  // wrong schedule.
+  if (totalSteps > INT32_MAX)
+    fail("this run has " + std::to_string(totalSteps) +
+         " steps, more than the 2147483647 the compiled step counter holds");
   int64_t firstStep = position.step + 1;
   int64_t lastStep = totalSteps;
   if (options.stopAfter)
