@@ -1,9 +1,9 @@
 //===- MemoryReport.cpp - Where every byte of a step goes -----------------===//
 
 #include "passes/MemoryReport.h"
+#include "lang/MnemoOps.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/SourcePlace.h"
-#include "lang/MnemoOps.h"
 #include "runtime/Overhead.h"
 
 #include "mlir/IR/BuiltinTypes.h"
