@@ -4,9 +4,9 @@
 // is nan), gives relu's gradient by threshold_backward (x <= 0 ? 0 : g),
 // and exp(-inf) is exactly 0. A kernel that compares with `>` silently
 // turns a NaN into 0 and hides a diverged run, so each op is checked here
-// in the reference interpreter and in the CPU kernels; the CUDA kernels
-// (runtime/cuda/Kernels.cuh) spell the same rules, and the CUDA emulator
-// runs them against the CPU in test/trainer/cuda-emulated.test.
+// in the reference interpreter and in the CPU kernels. The CUDA kernels
+// (runtime/cuda/Kernels.cuh) spell the same rules (relu, nanMax in every
+// max reduction and pooling window, fastExp); no GPU has run them yet.
 //
 //===----------------------------------------------------------------------===//
 
