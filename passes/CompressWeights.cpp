@@ -27,6 +27,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mnemo {
@@ -62,6 +64,7 @@ struct CompressWeightsPass
     OpBuilder b(&getContext());
     eval->setAttr("mnemo.dense_weight_bytes",
                   b.getI64IntegerAttr(parameterBytes()));
+    collectParams();
     auto train = module->getAttrOfType<DictionaryAttr>("mnemo.train");
     llvm::StringSet<> quantized;
     if (auto list = train ? train.getAs<ArrayAttr>("quantize") : ArrayAttr())
@@ -84,21 +87,49 @@ struct CompressWeightsPass
             return signalPassFailure();
         }
       }
+    applyArgumentChanges();
   }
 
 private:
   func::FuncOp eval;
 
-  BlockArgument param(StringRef name) {
+  /// The original parameters by name; the arguments added and erased,
+  /// applied to the function once at the end (one insertArgument or
+  /// eraseArgument per weight rebuilds every argument's attributes, which is
+  /// quadratic in a deep model's weights).
+  llvm::StringMap<BlockArgument> params;
+  unsigned originalArguments = 0;
+  SmallVector<DictionaryAttr> addedAttrs;
+  llvm::BitVector erased;
+
+  void collectParams() {
+    originalArguments = eval.getNumArguments();
+    erased.resize(originalArguments);
     for (BlockArgument arg : eval.getArguments()) {
       auto n =
           eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.name");
       auto role =
           eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
-      if (n && n.getValue() == name && role && role.getValue() == "param")
-        return arg;
+      if (n && role && role.getValue() == "param")
+        params[n.getValue()] = arg;
     }
-    return {};
+  }
+
+  BlockArgument param(StringRef name) { return params.lookup(name); }
+
+  /// The function's type and argument attributes for its block's arguments,
+  /// then the erased ones removed.
+  void applyArgumentChanges() {
+    SmallVector<DictionaryAttr> attrs;
+    for (unsigned i = 0; i < originalArguments; ++i)
+      attrs.push_back(eval.getArgAttrDict(i));
+    attrs.append(addedAttrs.begin(), addedAttrs.end());
+    Block &body = eval.getBody().front();
+    eval.setFunctionType(FunctionType::get(
+        &getContext(), body.getArgumentTypes(), eval.getResultTypes()));
+    eval.setAllArgAttrs(attrs);
+    erased.resize(body.getNumArguments());
+    eval.eraseArguments(erased);
   }
 
   /// The bytes of the parameters as trained (before any is compressed):
@@ -141,20 +172,19 @@ private:
     OpBuilder b(&getContext());
     SmallVector<Value> values;
     for (const NewArg &a : args) {
-      unsigned index = eval.getNumArguments();
       SmallVector<NamedAttribute> attrs = {
           b.getNamedAttr("mnemo.role", b.getStringAttr("param")),
           b.getNamedAttr("mnemo.name", b.getStringAttr(a.name))};
-      (void)eval.insertArgument(index, a.type, b.getDictionaryAttr(attrs),
-                                old.getLoc());
-      values.push_back(eval.getArgument(index));
+      addedAttrs.push_back(b.getDictionaryAttr(attrs));
+      values.push_back(
+          eval.getBody().front().addArgument(a.type, old.getLoc()));
     }
     return values;
   }
 
   void eraseParam(BlockArgument old) {
-    assert(old.use_empty());
-    (void)eval.eraseArgument(old.getArgNumber());
+    assert(old.use_empty() && old.getArgNumber() < originalArguments);
+    erased.set(old.getArgNumber());
   }
 
   LogicalResult quantize(DictionaryAttr settings, StringRef name) {

@@ -39,6 +39,16 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
     Block &body = forward.getBody().front();
     OpBuilder b(&getContext());
     b.setInsertionPointToStart(&body);
+    llvm::StringMap<BlockArgument> byName;
+    for (BlockArgument arg : body.getArguments())
+      if (auto n = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        "mnemo.name"))
+        byName[n.getValue()] = arg;
+    // First every fake-quantized parameter and its two observed ranges,
+    // then the ranges' arguments in one insertion (one insertArgument per
+    // range would rebuild the argument attributes each time: quadratic in
+    // a deep model's parameters), then the ops.
+    SmallVector<Request> requests;
     for (Attribute entry : list) {
       auto settings = llvm::cast<DictionaryAttr>(entry);
       StringRef kind = settingText(settings, "kind", "");
@@ -47,72 +57,84 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
       if (kind != "qat")
         continue;
       int64_t bits = settingInt(settings, "bits", 8);
-      int64_t qmin = -(int64_t(1) << (bits - 1)), qmax = -qmin - 1;
-      bool perChannel =
-          settingText(settings, "granularity", "") == "per_channel";
-      bool symmetric = settingText(settings, "scheme", "") == "symmetric";
-      double averaging =
-          settingText(settings, "observer", "") == "moving_average"
-              ? kAveragingConstant
-              : 0.0;
-      for (Attribute p : settings.getAs<ArrayAttr>("params"))
-        if (failed(quantize(forward, llvm::cast<StringAttr>(p).getValue(),
-                            perChannel, symmetric, averaging, qmin, qmax, b)))
+      Request r;
+      r.qmin = -(int64_t(1) << (bits - 1));
+      r.qmax = -r.qmin - 1;
+      r.perChannel = settingText(settings, "granularity", "") == "per_channel";
+      r.symmetric = settingText(settings, "scheme", "") == "symmetric";
+      r.averaging = settingText(settings, "observer", "") == "moving_average"
+                        ? kAveragingConstant
+                        : 0.0;
+      for (Attribute p : settings.getAs<ArrayAttr>("params")) {
+        r.name = llvm::cast<StringAttr>(p).getValue();
+        r.param = byName.lookup(r.name);
+        if (!r.param) {
+          forward.emitError() << "no parameter '" << r.name << "'";
           return signalPassFailure();
+        }
+        auto type = llvm::cast<RankedTensorType>(r.param.getType());
+        if (!type.getElementType().isF32()) {
+          emitError(r.param.getLoc())
+              << "quantization-aware training needs an f32 parameter, not '"
+              << r.name << "' " << type;
+          return signalPassFailure();
+        }
+        requests.push_back(r);
+      }
+    }
+    if (requests.empty())
+      return;
+    auto zeros =
+        b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
+    SmallVector<unsigned> indices;
+    SmallVector<Type> types;
+    SmallVector<DictionaryAttr> attrs;
+    SmallVector<Location> locs;
+    unsigned first = forward.getNumArguments();
+    for (const Request &r : requests) {
+      auto type = llvm::cast<RankedTensorType>(r.param.getType());
+      // Per output channel: dim 0 of a weight [out, in...]; a scalar or a
+      // vector gets one range.
+      int64_t axis = r.perChannel && type.getRank() >= 2 ? 0 : -1;
+      auto rangeType = RankedTensorType::get(
+          {axis < 0 ? 1 : type.getDimSize(0)}, b.getF32Type());
+      for (StringRef bound : {"min", "max"}) {
+        indices.push_back(first);
+        types.push_back(rangeType);
+        attrs.push_back(b.getDictionaryAttr(
+            {b.getNamedAttr("mnemo.role", b.getStringAttr("buffer")),
+             b.getNamedAttr("mnemo.name",
+                            b.getStringAttr(r.name + ".observer." + bound)),
+             b.getNamedAttr("mnemo.init", zeros)}));
+        locs.push_back(r.param.getLoc());
+      }
+    }
+    forward.insertArguments(indices, types, attrs, locs);
+    for (auto [k, r] : llvm::enumerate(requests)) {
+      auto type = llvm::cast<RankedTensorType>(r.param.getType());
+      int64_t axis = r.perChannel && type.getRank() >= 2 ? 0 : -1;
+      Value lo = body.getArgument(first + 2 * k),
+            hi = body.getArgument(first + 2 * k + 1);
+      auto fake = b.create<FakeQuantOp>(
+          r.param.getLoc(), type, r.param, lo, hi, b.getI64IntegerAttr(axis),
+          b.getI64IntegerAttr(r.qmin), b.getI64IntegerAttr(r.qmax),
+          b.getBoolAttr(r.symmetric));
+      // What training observes: Autodiff puts the observer before the op.
+      fake->setAttr("mnemo.observer", b.getDictionaryAttr({b.getNamedAttr(
+                                          "averaging_constant",
+                                          b.getF64FloatAttr(r.averaging))}));
+      r.param.replaceAllUsesExcept(fake.getResult(), fake);
     }
   }
 
-  LogicalResult quantize(func::FuncOp forward, StringRef name, bool perChannel,
-                         bool symmetric, double averaging, int64_t qmin,
-                         int64_t qmax, OpBuilder &b) {
-    Block &body = forward.getBody().front();
+  /// One parameter to fake-quantize, as its directive says.
+  struct Request {
     BlockArgument param;
-    for (BlockArgument arg : body.getArguments()) {
-      auto n = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    "mnemo.name");
-      if (n && n.getValue() == name)
-        param = arg;
-    }
-    if (!param)
-      return forward.emitError() << "no parameter '" << name << "'";
-    auto type = llvm::cast<RankedTensorType>(param.getType());
-    if (!type.getElementType().isF32())
-      return emitError(param.getLoc())
-             << "quantization-aware training needs an f32 parameter, not '"
-             << name << "' " << type;
-    // Per output channel: dim 0 of a weight [out, in...]; a scalar or a
-    // vector gets one range.
-    int64_t axis = perChannel && type.getRank() >= 2 ? 0 : -1;
-    auto rangeType = RankedTensorType::get({axis < 0 ? 1 : type.getDimSize(0)},
-                                           b.getF32Type());
-    auto zeros =
-        b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr("zeros"))});
-    Value range[2];
-    const char *const bounds[] = {"min", "max"};
-    for (auto [i, bound] : llvm::enumerate(bounds)) {
-      unsigned index = forward.getNumArguments();
-      forward.insertArgument(
-          index, rangeType,
-          b.getDictionaryAttr(
-              {b.getNamedAttr("mnemo.role", b.getStringAttr("buffer")),
-               b.getNamedAttr(
-                   "mnemo.name",
-                   b.getStringAttr(name + ".observer." + StringRef(bound))),
-               b.getNamedAttr("mnemo.init", zeros)}),
-          param.getLoc());
-      range[i] = body.getArgument(index);
-    }
-    auto fake = b.create<FakeQuantOp>(
-        param.getLoc(), type, param, range[0], range[1],
-        b.getI64IntegerAttr(axis), b.getI64IntegerAttr(qmin),
-        b.getI64IntegerAttr(qmax), b.getBoolAttr(symmetric));
-    // What training observes: Autodiff puts the observer before the op.
-    fake->setAttr("mnemo.observer",
-                  b.getDictionaryAttr({b.getNamedAttr(
-                      "averaging_constant", b.getF64FloatAttr(averaging))}));
-    param.replaceAllUsesExcept(fake.getResult(), fake);
-    return success();
-  }
+    std::string name;
+    bool perChannel = false, symmetric = false;
+    double averaging = 0;
+    int64_t qmin = 0, qmax = 0;
+  };
 };
 
 } // namespace
