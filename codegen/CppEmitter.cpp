@@ -869,6 +869,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
      << "namespace {\n\n"
      << "inline float *f32(uint8_t *p) { return reinterpret_cast<float *>(p); "
         "}\n"
+     << "inline int64_t *i64(uint8_t *p) { return reinterpret_cast<int64_t "
+        "*>(p); }\n"
      << "inline int32_t *i32(uint8_t *p) { return reinterpret_cast<int32_t "
         "*>(p); }\n"
      << "inline int16_t *i16(uint8_t *p) { return "

@@ -59,6 +59,8 @@ CType codegen::ctypeOf(Type type) {
     return {"bf16_t", "bf16", 2, true, true};
   if (type.isF16())
     return {"f16_t", "f16", 2, true, true};
+  if (type.isInteger(64))
+    return {"int64_t", "i64", 8, false, false};
   if (type.isInteger(32))
     return {"int32_t", "i32", 4, false, false};
   if (type.isInteger(16))

@@ -12,6 +12,8 @@ const char *mnemo::spell(ElementType type) {
     return "f16";
   case ElementType::BF16:
     return "bf16";
+  case ElementType::I64:
+    return "i64";
   case ElementType::I32:
     return "i32";
   case ElementType::I16:
@@ -34,6 +36,8 @@ std::optional<ElementType> mnemo::parseElementType(const std::string &name) {
 
 int64_t mnemo::byteWidth(ElementType type) {
   switch (type) {
+  case ElementType::I64:
+    return 8;
   case ElementType::F32:
   case ElementType::I32:
     return 4;

@@ -17,7 +17,7 @@ namespace mnemo {
 
 /// I1 holds masks and I16 the column indices of compressed sparse weights
 /// (mnemoc --mode=inference); the others can be written in a model file.
-enum class ElementType { F32, F16, BF16, I32, I16, I8, I1 };
+enum class ElementType { F32, F16, BF16, I64, I32, I16, I8, I1 };
 
 /// "f32", "bf16", ..., "i1".
 const char *spell(ElementType type);

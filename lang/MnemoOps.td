@@ -739,7 +739,7 @@ def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Pure, Mnemo_NoGradient]> {
         : (tensor<i32>, tensor<i32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins 0DTensorOf<[I32]>:$step, 0DTensorOf<[I32]>:$total_steps,
+  let arguments = (ins 0DTensorOf<[I64]>:$step, 0DTensorOf<[I64]>:$total_steps,
                        StrAttr:$kind, F64Attr:$base_lr, I64Attr:$warmup,
                        I64Attr:$steps, F64Attr:$min_lr);
   let results = (outs 0DTensorOf<[F32]>:$result);
@@ -819,7 +819,7 @@ def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Pure, Mnemo_NoGradient,
   }];
   let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
                        Mnemo_FloatTensor:$momentum_buffer,
-                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I64]>:$step,
                        Optional<0DTensorOf<[F32]>>:$skip,
                        F64Attr:$momentum, F64Attr:$dampening,
                        F64Attr:$weight_decay, BoolAttr:$nesterov);
@@ -850,7 +850,7 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Pure, Mnemo_NoGradient,
   }];
   let arguments = (ins Mnemo_FloatTensor:$param, Mnemo_FloatTensor:$grad,
                        Mnemo_FloatTensor:$exp_avg, Mnemo_FloatTensor:$exp_avg_sq,
-                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I64]>:$step,
                        Optional<0DTensorOf<[F32]>>:$skip,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, BoolAttr:$decoupled);
@@ -890,7 +890,7 @@ def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Pure,
                        StaticShapeTensorOf<[F32]>:$exp_avg_absmax,
                        StaticShapeTensorOf<[I8]>:$exp_avg_sq_codes,
                        StaticShapeTensorOf<[F32]>:$exp_avg_sq_absmax,
-                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I32]>:$step,
+                       0DTensorOf<[F32]>:$lr, 0DTensorOf<[I64]>:$step,
                        Optional<0DTensorOf<[F32]>>:$skip,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay, I64Attr:$block_size);
@@ -932,12 +932,12 @@ def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Pure, Mnemo_NoGradient,
     this step recomputed the masks, else 0.
 
     ```mlir
-    %m2 = mnemo.prune_masks %step : tensor<i32> weights(%w : tensor<512x784xf32>) masks(%m : tensor<12544xi32>)
+    %m2 = mnemo.prune_masks %step : tensor<i64> weights(%w : tensor<512x784xf32>) masks(%m : tensor<12544xi32>)
         {dim = 0 : i64, end = 2000 : i64, every = 100 : i64, m = 4 : i64, method = "magnitude",
          n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 200 : i64} -> (tensor<12544xi32>), tensor<i32>
     ```
   }];
-  let arguments = (ins 0DTensorOf<[I32]>:$step,
+  let arguments = (ins 0DTensorOf<[I64]>:$step,
                        Variadic<StaticShapeTensorOf<[F32]>>:$weights,
                        Variadic<1DTensorOf<[I32]>>:$masks,
                        StrAttr:$method, F64Attr:$sparsity, I64Attr:$start,
@@ -999,7 +999,7 @@ def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Pure, Mnemo_NoGradient,
   }];
   let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
                        1DTensorOf<[F32]>:$min, 1DTensorOf<[F32]>:$max,
-                       0DTensorOf<[I32]>:$step, I64Attr:$axis,
+                       0DTensorOf<[I64]>:$step, I64Attr:$axis,
                        F64Attr:$averaging_constant);
   let results = (outs 1DTensorOf<[F32]>:$new_min, 1DTensorOf<[F32]>:$new_max);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

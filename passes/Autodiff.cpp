@@ -163,7 +163,9 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
                                const Pruning &pruning) {
     MLIRContext *ctx = module.getContext();
     OpBuilder b(ctx);
-    auto i32 = RankedTensorType::get({}, b.getI32Type());
+    // The step and the run's length: 64-bit, as a run may be longer than
+    // 2^31 steps.
+    auto i64 = RankedTensorType::get({}, b.getI64Type());
 
     // The signature: params, then each state of each param, then the batch,
     // then step and total_steps.
@@ -240,9 +242,9 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         argTypes.push_back(forward.getArgumentTypes()[i]);
         argAttrs.push_back(forward.getArgAttrDict(i));
       }
-    argTypes.push_back(i32);
+    argTypes.push_back(i64);
     argAttrs.push_back(attrs("step", "step", {}));
-    argTypes.push_back(i32);
+    argTypes.push_back(i64);
     argAttrs.push_back(attrs("total_steps", "total_steps", {}));
 
     b.setInsertionPointToEnd(module.getBody());

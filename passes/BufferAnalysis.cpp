@@ -26,7 +26,8 @@ const char *mnemo::spell(BufferKind kind) {
 
 static int64_t elementBytes(Type type) {
   Type element = llvm::cast<RankedTensorType>(type).getElementType();
-  return element.isF32() || element.isInteger(32)                       ? 4
+  return element.isInteger(64)                                          ? 8
+         : element.isF32() || element.isInteger(32)                     ? 4
          : element.isF16() || element.isBF16() || element.isInteger(16) ? 2
                                                                         : 1;
 }

@@ -23,7 +23,7 @@ namespace fakequant {
 /// observed range. `newLo`/`newHi` may be `lo`/`hi`.
 inline void observeMinMax(const float *x, int64_t n, int64_t channels,
                           int64_t inner, const float *lo, const float *hi,
-                          float *newLo, float *newHi, int32_t step,
+                          float *newLo, float *newHi, int64_t step,
                           float averaging) {
   std::vector<float> seenLo(channels, std::numeric_limits<float>::infinity()),
       seenHi(channels, -std::numeric_limits<float>::infinity());

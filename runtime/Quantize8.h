@@ -170,7 +170,7 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
                           const float *expAvgSqMax, float *newParam,
                           uint8_t *newExpAvgCodes, float *newExpAvgMax,
                           uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax,
-                          float lr, int32_t step, double beta1, double beta2,
+                          float lr, int64_t step, double beta1, double beta2,
                           double eps, double weightDecay) {
   adam::Scalars s =
       adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);

@@ -557,13 +557,6 @@ int main(int argc, char **argv) {
   if (!options.resume.empty() && !options.steps && !options.epochs &&
       position.totalSteps > 0)
     totalSteps = position.totalSteps; // the interrupted run's length
-  // The compiled step takes the step and the run's length as i32 (the
-  // schedule, Adam's bias correction, pruning's schedule read them): a
-  // longer run would wrap them, so it is refused rather than trained with a
-  // wrong schedule.
-  if (totalSteps > INT32_MAX)
-    fail("this run has " + std::to_string(totalSteps) +
-         " steps, more than the 2147483647 the compiled step counter holds");
   int64_t firstStep = position.step + 1;
   int64_t lastStep = totalSteps;
   if (options.stopAfter)
@@ -673,9 +666,10 @@ int main(int argc, char **argv) {
   FetchBatch fetch = [&](int64_t s, uint8_t *inputs, std::string &why) {
     if (!prefetcher.take(s, inputs, trainBatch, why))
       return false;
-    int32_t stepValue = int32_t(s), totalValue = int32_t(totalSteps);
-    std::memcpy(inputs + stepArg->offset, &stepValue, 4);
-    std::memcpy(inputs + totalArg->offset, &totalValue, 4);
+    // 64-bit: a run may be longer than 2^31 steps.
+    int64_t stepValue = s, totalValue = totalSteps;
+    std::memcpy(inputs + stepArg->offset, &stepValue, 8);
+    std::memcpy(inputs + totalArg->offset, &totalValue, 8);
     return true;
   };
   for (int64_t s = firstStep; s <= lastStep; ++s) {

@@ -35,6 +35,8 @@ ElementType mnemo::elementTypeOf(Type type) {
     return ElementType::F16;
   if (type.isBF16())
     return ElementType::BF16;
+  if (type.isInteger(64))
+    return ElementType::I64;
   if (type.isInteger(32))
     return ElementType::I32;
   if (type.isInteger(16))
@@ -163,6 +165,11 @@ void encode(const Tensor &t, std::vector<uint8_t> &bytes, int64_t offset) {
       std::memcpy(p + 2 * i, &h, 2);
       break;
     }
+    case ElementType::I64: {
+      int64_t x = int64_t(v);
+      std::memcpy(p + 8 * i, &x, 8);
+      break;
+    }
     case ElementType::I32: {
       int32_t x = int32_t(v);
       std::memcpy(p + 4 * i, &x, 4);
@@ -204,6 +211,12 @@ void decode(Tensor &t, const std::vector<uint8_t> &bytes, int64_t offset) {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
       t.data[i] = decodeF16(h);
+      break;
+    }
+    case ElementType::I64: {
+      int64_t x;
+      std::memcpy(&x, p + 8 * i, 8);
+      t.data[i] = double(x);
       break;
     }
     case ElementType::I32: {

@@ -48,6 +48,8 @@ double mnemo::roundTo(ElementType type, double value) {
     return roundToBF16(float(value));
   case ElementType::F16:
     return roundToF16(float(value));
+  case ElementType::I64: // a step: exact in a double up to 2^53
+    return std::isfinite(value) ? std::trunc(value) : 0;
   case ElementType::I32:
     return std::isfinite(value) ? double(int32_t(int64_t(std::trunc(value))))
                                 : 0;

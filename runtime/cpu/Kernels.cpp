@@ -876,7 +876,7 @@ void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
 // The optimizer
 //===----------------------------------------------------------------------===//
 
-float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
+float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
                  int64_t warmup, int64_t steps, double minLr) {
   double total = steps > 0 ? double(steps) : double(totalSteps);
   double lr = baseLr;
@@ -938,7 +938,7 @@ float clipCoefficient(float norm, double maxNorm) {
 
 void adamUpdate(int64_t n, const float *param, const float *grad,
                 const float *expAvg, const float *expAvgSq, float *newParam,
-                float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
+                float *newExpAvg, float *newExpAvgSq, float lr, int64_t step,
                 double beta1, double beta2, double eps, double weightDecay,
                 bool decoupled, const float *skip) {
   if (skip && *skip != 0.0f) {
@@ -964,7 +964,7 @@ void adamUpdate(int64_t n, const float *param, const float *grad,
   });
 }
 
-int32_t pruneMasks(const prune::Spec &spec, int32_t step, int count,
+int32_t pruneMasks(const prune::Spec &spec, int64_t step, int count,
                    prune::Target *targets, const uint32_t *const *masks) {
   for (int t = 0; t < count; ++t)
     if (masks[t] != targets[t].mask)
@@ -992,7 +992,7 @@ void applyMask(int64_t n, int elementBytes, const void *in,
 
 void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
                    const float *lo, const float *hi, float *newLo, float *newHi,
-                   int32_t step, float averaging) {
+                   int64_t step, float averaging) {
   // One channel per task: its rows of `inner` elements, [outer, C, inner].
   int64_t outer = n / (channels * inner);
   parallelFor(channels,
@@ -1050,7 +1050,7 @@ void adam8bitUpdate(int64_t n, int64_t block, const float *param,
                     const float *expAvgSqMax, float *newParam,
                     uint8_t *newExpAvgCodes, float *newExpAvgMax,
                     uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
-                    int32_t step, double beta1, double beta2, double eps,
+                    int64_t step, double beta1, double beta2, double eps,
                     double weightDecay, const float *skip) {
   int64_t blocks = quant8::blockCount(n, block);
   if (skip && *skip != 0.0f) {
@@ -1079,7 +1079,7 @@ void adam8bitUpdate(int64_t n, int64_t block, const float *param,
 
 void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
-               int32_t step, double momentum, double dampening,
+               int64_t step, double momentum, double dampening,
                double weightDecay, bool nesterov, const float *skip) {
   if (skip && *skip != 0.0f) {
     if (param != newParam)

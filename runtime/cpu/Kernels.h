@@ -289,14 +289,14 @@ void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
 // The optimizer
 //===----------------------------------------------------------------------===//
 
-float lrSchedule(bool cosine, int32_t step, int32_t totalSteps, double baseLr,
+float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
                  int64_t warmup, int64_t steps, double minLr);
 /// sqrt(sum of squares) over several tensors, accumulated in double.
 float globalNorm(const float *const *tensors, const int64_t *sizes, int count);
 float clipCoefficient(float norm, double maxNorm);
 void adamUpdate(int64_t n, const float *param, const float *grad,
                 const float *expAvg, const float *expAvgSq, float *newParam,
-                float *newExpAvg, float *newExpAvgSq, float lr, int32_t step,
+                float *newExpAvg, float *newExpAvgSq, float lr, int64_t step,
                 double beta1, double beta2, double eps, double weightDecay,
                 bool decoupled, const float *skip = nullptr);
 /// adamw8bit (runtime/Quantize8.h): the moments as codes and block maxima,
@@ -307,18 +307,18 @@ void adam8bitUpdate(int64_t n, int64_t block, const float *param,
                     const float *expAvgSqMax, float *newParam,
                     uint8_t *newExpAvgCodes, float *newExpAvgMax,
                     uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
-                    int32_t step, double beta1, double beta2, double eps,
+                    int64_t step, double beta1, double beta2, double eps,
                     double weightDecay, const float *skip = nullptr);
 void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
-               int32_t step, double momentum, double dampening,
+               int64_t step, double momentum, double dampening,
                double weightDecay, bool nesterov, const float *skip = nullptr);
 /// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
 /// of consecutive finite steps is held in a float).
 /// `prune_masks` (runtime/Prune.h): each target's new mask (`mask`) starts
 /// as its old one (`masks[t]`) and is recomputed at the steps the schedule
 /// names; returns 1 at those steps, else 0.
-int32_t pruneMasks(const prune::Spec &spec, int32_t step, int count,
+int32_t pruneMasks(const prune::Spec &spec, int64_t step, int count,
                    prune::Target *targets, const uint32_t *const *masks);
 /// `apply_mask`: zeroes the elements whose mask bit is set (in place when
 /// `in == out`); with `when` pointing at 0, copies `in` (nothing in place).
@@ -329,7 +329,7 @@ void applyMask(int64_t n, int elementBytes, const void *in,
 /// over [outer, channels, inner] (runtime/FakeQuant.h).
 void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
                    const float *lo, const float *hi, float *newLo, float *newHi,
-                   int32_t step, float averaging);
+                   int64_t step, float averaging);
 void fakeQuantize(int64_t n, int64_t channels, int64_t inner, const float *x,
                   const float *grad, const float *lo, const float *hi, int qmin,
                   int qmax, bool symmetric, float *out);

@@ -103,6 +103,9 @@ __device__ __forceinline__ __nv_bfloat16 *bf16(uint8_t *p) {
 __device__ __forceinline__ __half *f16(uint8_t *p) {
   return reinterpret_cast<__half *>(p);
 }
+__device__ __forceinline__ int64_t *i64(uint8_t *p) {
+  return reinterpret_cast<int64_t *>(p);
+}
 __device__ __forceinline__ int32_t *i32(uint8_t *p) {
   return reinterpret_cast<int32_t *>(p);
 }
@@ -790,8 +793,8 @@ __device__ void pool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
 //===----------------------------------------------------------------------===//
 
 /// The learning rate of this step, on the device (one thread).
-__device__ void lrSchedule(bool cosine, const int32_t *step,
-                           const int32_t *totalSteps, double baseLr,
+__device__ void lrSchedule(bool cosine, const int64_t *step,
+                           const int64_t *totalSteps, double baseLr,
                            int64_t warmup, int64_t steps, double minLr,
                            float *out) {
   if (threadIdx.x != 0 || blockIdx.x != 0) // one thread: it may read what
@@ -849,7 +852,7 @@ struct AdamTensor {
 template <typename T>
 __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
                                 int count, int64_t total, const float *lrPtr,
-                                const int32_t *stepPtr, double beta1,
+                                const int64_t *stepPtr, double beta1,
                                 double beta2, double eps, double weightDecay,
                                 bool decoupled, const float *skip) {
   __shared__ adam::Scalars shared;
@@ -886,14 +889,14 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
 template <typename T>
 __device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
                           const T *buffer, T *newParam, T *newBuffer,
-                          const float *lrPtr, const int32_t *stepPtr,
+                          const float *lrPtr, const int64_t *stepPtr,
                           double momentum, double dampening, double weightDecay,
                           bool nesterov) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
   float lr = *lrPtr;
-  int32_t step = *stepPtr;
+  int64_t step = *stepPtr;
   float mu = float(momentum), damp = float(1.0 - dampening),
         wd = float(weightDecay);
   float p = ld(param[i]), g = ld(grad[i]);
@@ -920,7 +923,7 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
                                const float *vMax, float *newParam,
                                uint8_t *newMCodes, float *newMMax,
                                uint8_t *newVCodes, float *newVMax,
-                               const float *lrPtr, const int32_t *stepPtr,
+                               const float *lrPtr, const int64_t *stepPtr,
                                double beta1, double beta2, double eps,
                                double weightDecay, const float *skip) {
   __shared__ float moments[2 * kMaxQuantBlock];
@@ -961,7 +964,7 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
       sortedCode[map][rank] = uint8_t(c);
     }
   float lr = *lrPtr;
-  int32_t step = *stepPtr;
+  int64_t step = *stepPtr;
   const adam::Scalars s =
       adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
   float mLargest = 0.0f, vLargest = 0.0f;
@@ -1081,7 +1084,7 @@ __device__ unsigned long long blockExclusiveScan(unsigned long long value,
 /// the radix selection. Other steps copy the masks, when not in place.
 /// method: 0 magnitude (the targets as one pool), 1 structured, 2 N:M.
 __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
-                           const int32_t *step, int method, double sparsity,
+                           const int64_t *step, int method, double sparsity,
                            long long start, long long end, long long every,
                            bool l1, int n, int m, int32_t *updated) {
   auto weightOf = [&](const PruneRef &t) {
@@ -1269,7 +1272,7 @@ __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
 /// (o * channels + c) * inner + i) into the observed range.
 __device__ void observeMinMax(int64_t n, int64_t channels, int64_t inner,
                               const float *x, const float *lo, const float *hi,
-                              float *newLo, float *newHi, const int32_t *step,
+                              float *newLo, float *newHi, const int64_t *step,
                               float averaging) {
   int64_t c = blockIdx.x, outer = n / (channels * inner);
   float smallest = INFINITY, largest = -INFINITY;

@@ -226,17 +226,17 @@ func.func @constant_type() {
 
 // -----
 
-func.func @prune_mask_words(%step: tensor<i32>, %w: tensor<64x64xf32>, %m: tensor<64xi32>) {
+func.func @prune_mask_words(%step: tensor<i64>, %w: tensor<64x64xf32>, %m: tensor<64xi32>) {
   // expected-error @+1 {{'mnemo.prune_masks' op a mask of 4096 elements must have 128 i32 words, not 64}}
-  %0:2 = mnemo.prune_masks %step : tensor<i32> weights(%w : tensor<64x64xf32>) masks(%m : tensor<64xi32>) {dim = 0 : i64, end = 0 : i64, every = 100 : i64, m = 4 : i64, method = "magnitude", n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 0 : i64} -> (tensor<64xi32>), tensor<i32>
+  %0:2 = mnemo.prune_masks %step : tensor<i64> weights(%w : tensor<64x64xf32>) masks(%m : tensor<64xi32>) {dim = 0 : i64, end = 0 : i64, every = 100 : i64, m = 4 : i64, method = "magnitude", n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 0 : i64} -> (tensor<64xi32>), tensor<i32>
   return
 }
 
 // -----
 
-func.func @prune_nm_rows(%step: tensor<i32>, %w: tensor<4x6xf32>, %m: tensor<1xi32>) {
+func.func @prune_nm_rows(%step: tensor<i64>, %w: tensor<4x6xf32>, %m: tensor<1xi32>) {
   // expected-error @+1 {{'mnemo.prune_masks' op N:M groups of 4 must divide each row of 'tensor<4x6xf32>'}}
-  %0:2 = mnemo.prune_masks %step : tensor<i32> weights(%w : tensor<4x6xf32>) masks(%m : tensor<1xi32>) {dim = 0 : i64, end = 0 : i64, every = 100 : i64, m = 4 : i64, method = "nm", n = 2 : i64, norm = "l2", sparsity = 0.0 : f64, start = 0 : i64} -> (tensor<1xi32>), tensor<i32>
+  %0:2 = mnemo.prune_masks %step : tensor<i64> weights(%w : tensor<4x6xf32>) masks(%m : tensor<1xi32>) {dim = 0 : i64, end = 0 : i64, every = 100 : i64, m = 4 : i64, method = "nm", n = 2 : i64, norm = "l2", sparsity = 0.0 : f64, start = 0 : i64} -> (tensor<1xi32>), tensor<i32>
   return
 }
 

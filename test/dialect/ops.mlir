@@ -114,10 +114,10 @@ func.func @losses_and_data(%logits: tensor<2x3x10xf32>, %t: tensor<2x3xi32>, %ta
 }
 
 // CHECK-LABEL: func.func @pruning
-// CHECK: mnemo.prune_masks %{{.*}} : tensor<i32> weights(%{{.*}}, %{{.*}} : tensor<8x32xf32>, tensor<8xf32>) masks(%{{.*}}, %{{.*}} : tensor<8xi32>, tensor<1xi32>)
+// CHECK: mnemo.prune_masks %{{.*}} : tensor<i64> weights(%{{.*}}, %{{.*}} : tensor<8x32xf32>, tensor<8xf32>) masks(%{{.*}}, %{{.*}} : tensor<8xi32>, tensor<1xi32>)
 // CHECK: mnemo.apply_mask %{{.*}}, %{{.*}} when %{{.*}} : tensor<i32> : tensor<8x32xi8>, tensor<8xi32>
-func.func @pruning(%step: tensor<i32>, %w: tensor<8x32xf32>, %b: tensor<8xf32>, %mw: tensor<8xi32>, %mb: tensor<1xi32>, %codes: tensor<8x32xi8>) -> (tensor<8xi32>, tensor<1xi32>, tensor<8x32xi8>) {
-  %m:3 = mnemo.prune_masks %step : tensor<i32> weights(%w, %b : tensor<8x32xf32>, tensor<8xf32>) masks(%mw, %mb : tensor<8xi32>, tensor<1xi32>) {dim = 0 : i64, end = 100 : i64, every = 10 : i64, m = 4 : i64, method = "magnitude", n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 10 : i64} -> (tensor<8xi32>, tensor<1xi32>), tensor<i32>
+func.func @pruning(%step: tensor<i64>, %w: tensor<8x32xf32>, %b: tensor<8xf32>, %mw: tensor<8xi32>, %mb: tensor<1xi32>, %codes: tensor<8x32xi8>) -> (tensor<8xi32>, tensor<1xi32>, tensor<8x32xi8>) {
+  %m:3 = mnemo.prune_masks %step : tensor<i64> weights(%w, %b : tensor<8x32xf32>, tensor<8xf32>) masks(%mw, %mb : tensor<8xi32>, tensor<1xi32>) {dim = 0 : i64, end = 100 : i64, every = 10 : i64, m = 4 : i64, method = "magnitude", n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 10 : i64} -> (tensor<8xi32>, tensor<1xi32>), tensor<i32>
   %c = mnemo.apply_mask %codes, %m#0 when %m#2 : tensor<i32> : tensor<8x32xi8>, tensor<8xi32>
   return %m#0, %m#1, %c : tensor<8xi32>, tensor<1xi32>, tensor<8x32xi8>
 }

@@ -29,7 +29,7 @@ module attributes {mnemo.train = {optimizer = {kind = "sgd", lr = 1.0e-01 : f64,
 // CHECK-SAME: %[[W:[^:]*]]: tensor<3x3xf32> {{{.*}}mnemo.name = "w", mnemo.role = "param"}
 // CHECK-SAME: %[[X:[^:]*]]: tensor<4x3xf32> {{{.*}}mnemo.role = "input"}
 // CHECK-SAME: %[[Y:[^:]*]]: tensor<4xi32> {{{.*}}mnemo.role = "target"}
-// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i32> {{{.*}}mnemo.role = "step"}
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i64> {{{.*}}mnemo.role = "step"}
 // CHECK-SAME: {mnemo.name = "w", mnemo.reuses_arg = 0 : i64}
 // The forward, cloned.
 // CHECK: %[[H:.*]] = mnemo.matmul %[[X]], %[[W]]

@@ -165,9 +165,9 @@ def replay(config, init, batches, wide):
     return losses, {name: p.detach().numpy() for name, p in trained_parameters(model).items()}
 
 
-def adam_bound(train, steps):
+def adam_bound(train, steps, total_steps):
     """How far one element's value can move in `steps` Adam(W) steps of the
-    train section's schedule, whatever its gradients: |m_hat / sqrt(v_hat)|
+    train section's schedule over `total_steps`, whatever its gradients: |m_hat / sqrt(v_hat)|
     is at most (1 - b1) / (1 - b1^t) * sqrt((1 - b2^t) / (1 - b2)) *
     sqrt(sum_k (b1^2 / b2)^k) by Cauchy-Schwarz over the gradients' history
     (eps only shortens a step, AdamW's decay only shrinks differences).
@@ -176,7 +176,7 @@ def adam_bound(train, steps):
     if opt["kind"] not in ("adam", "adamw"):
         return None
     b1, b2 = opt["betas"]
-    lr_at = lr_schedule(train, steps)
+    lr_at = lr_schedule(train, total_steps)
     total, geometric = 0.0, 0.0
     for t in range(1, steps + 1):
         geometric += (b1 * b1 / b2) ** (t - 1)
@@ -247,7 +247,7 @@ def main():
     # the CPU's BLAS kernel decides. Such an element then takes other Adam
     # steps than PyTorch's: it may differ beyond the tolerance, by no more
     # than its steps can move it, at most at both ends of each range.
-    bound = None if wide else adam_bound(train, config.get("total_steps", total))
+    bound = None if wide else adam_bound(train, total, config.get("total_steps", total))
     for name, theirs in torch_params.items():
         ours = final[name]
         close = np.isclose(ours, theirs, rtol=args.rtol, atol=args.atol)

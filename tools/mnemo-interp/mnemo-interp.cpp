@@ -385,8 +385,8 @@ int main(int argc, char **argv) {
         batchesFile.tensors.push_back(store(
             args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
     }
-    values[args.size() - 2] = Tensor(ElementType::I32, {}, double(step));
-    values[args.size() - 1] = Tensor(ElementType::I32, {}, double(totalSteps));
+    values[args.size() - 2] = Tensor(ElementType::I64, {}, double(step));
+    values[args.size() - 1] = Tensor(ElementType::I64, {}, double(totalSteps));
 
     interpreter.options.dropoutStep = step;
     std::string error;
