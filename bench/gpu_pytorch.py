@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """The PyTorch side of scripts/gpu-check.sh: the same model, initial
-weights, batches, optimizer and precision (f32) on the same GPU, in eager
-mode or under torch.compile.
+weights, batches, optimizer and precision on the same GPU, in eager mode or
+under torch.compile.
 
 Usage: gpu_pytorch.py DUMP_DIR --mode eager|compile --out FILE.json
+           [--precision f32|tf32|bf16] [--attention math|sdpa]
+
+--precision: f32 (no TF32 anywhere), tf32 (torch.backends.*.allow_tf32, the
+Mnemo trainer's default --matmul-precision high) or bf16 (autocast to
+bfloat16 over TF32, as a model compiled with --precision=bf16 computes).
+--attention sdpa runs the GPT's attention through
+F.scaled_dot_product_attention (FlashAttention / cuDNN), as PyTorch users do.
 
 DUMP_DIR is what the Mnemo trainer's `train --dump` wrote. Reports the
 median milliseconds per step (forward, backward, clipping, optimizer step,
@@ -25,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "reference"))
 import safetensors_numpy  # noqa: E402
 from compare import lr_schedule, make_optimizer  # noqa: E402
+import models  # noqa: E402
 from models import MODELS  # noqa: E402
 
 WARMUP = 5
@@ -35,11 +43,16 @@ def main():
     parser.add_argument("dump")
     parser.add_argument("--mode", choices=["eager", "compile"], required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--precision", choices=["f32", "tf32", "bf16"], default="f32")
+    parser.add_argument("--attention", choices=["math", "sdpa"], default="math")
     args = parser.parse_args()
-    # f32 everywhere, as the Mnemo trainer computes (no TF32).
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    tf32 = args.precision != "f32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    models.Attention.kind = args.attention
     device = torch.device("cuda")
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16,
+                              enabled=args.precision == "bf16")
 
     with open(os.path.join(args.dump, "config.json")) as f:
         config = json.load(f)
@@ -67,7 +80,8 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
         optimizer.zero_grad(set_to_none=True)
-        loss = forward(batch)
+        with autocast:
+            loss = forward(batch)
         loss.backward()
         if "clip_grad_norm" in train:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["clip_grad_norm"])
@@ -78,7 +92,9 @@ def main():
     peak = torch.cuda.max_memory_allocated() - baseline
     times.sort()
     with open(args.out, "w") as f:
-        json.dump({"mode": args.mode, "step_ms_median": times[len(times) // 2],
+        json.dump({"mode": args.mode, "precision": args.precision,
+                   "attention": args.attention,
+                   "step_ms_median": times[len(times) // 2],
                    "peak_bytes": peak, "losses": losses,
                    "torch": torch.__version__,
                    "gpu": torch.cuda.get_device_name()}, f, indent=2)

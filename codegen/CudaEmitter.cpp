@@ -43,10 +43,6 @@ using namespace mnemo::codegen;
 
 namespace {
 
-/// cuBLASLt's workspace: what NVIDIA recommends for Hopper's kernels is
-/// 32 MiB, but 4 MiB serves every heuristic's first choice at these sizes
-/// (the plan pays for the workspace, so it stays small).
-constexpr int64_t kGemmWorkspaceBytes = 4 << 20;
 constexpr int kThreads = 256;
 
 /// A pointer into a region as a kernel reads it: f32(r.A + 4096).
@@ -517,7 +513,22 @@ LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
     launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
     return success();
   }
-  if (innerKept || perOutput < 64) {
+  int64_t chunks = innerKept ? columnReductionChunks(outputs, perOutput) : 0;
+  if (chunks > 0) {
+    // Columns summed in parallel chunks of rows, then the chunks in order.
+    int64_t tiles = ceilDiv(outputs, 32);
+    needScratch(chunks * outputs * 4);
+    int k = beginKernel(kThreads);
+    kernels << "  const ReduceShape shape = " << shape << ";\n"
+            << "  reduceColumnsPartial<" << kind << ", " << type << ">(shape, "
+            << x << ", f32(r.W), " << chunks << ");\n}\n\n";
+    launch(k, tiles, chunks, kThreads);
+    k = beginKernel(kThreads);
+    kernels << "  const ReduceShape shape = " << shape << ";\n"
+            << "  reduceColumnsFinish<" << kind << ", " << type
+            << ">(shape, f32(r.W), " << chunks << ", " << y << ");\n}\n\n";
+    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
+  } else if (innerKept || perOutput < 64) {
     int k = beginKernel(kThreads);
     kernels << "  const ReduceShape shape = " << shape << ";\n"
             << "  reduceThreadPerOutput<" << kind << ", " << type << ">(shape, "
@@ -644,8 +655,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             Shape in = shapeOf(l.getInput());
             bool rms = llvm::isa<RmsNormGradOp>(op);
             int64_t n = rows(in), d = in.back();
-            int64_t chunks =
-                std::max<int64_t>(1, std::min<int64_t>(128, n / 32));
+            int64_t chunks = layerNormGradChunks(n);
             int64_t statsBytes = (n * 8 + 255) / 256 * 256;
             needScratch(statsBytes + chunks * 2 * d * 4);
             std::string type = T(l.getInput());
@@ -700,19 +710,28 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](AccuracyOp a) {
+            // A block per row (a power of two of threads, for the tree),
+            // then the mean of the hits.
             Shape logits = shapeOf(a.getLogits());
-            kernelCall("accuracy<" + T(a.getLogits()) + ">(" +
+            int64_t n = rows(logits);
+            int threads = 32;
+            while (threads < 1024 && threads < logits.back())
+              threads *= 2;
+            needScratch(n * 4);
+            kernelCall("accuracyRows<" + T(a.getLogits()) + ">(" +
                            P(a.getLogits(), op) + ", " + P(a.getTargets(), op) +
-                           ", " + std::to_string(rows(logits)) + ", " +
-                           std::to_string(logits.back()) + ", " + res(op) +
-                           ");",
+                           ", " + std::to_string(n) + ", " +
+                           std::to_string(logits.back()) + ", f32(r.W));",
+                       gridFor(n, 1), threads);
+            kernelCall("meanOf(f32(r.W), " + std::to_string(n) + ", " +
+                           res(op) + ");",
                        1, 1024);
             return success();
           })
           .Case([&](MseOp m) {
             int64_t n = product(shapeOf(m.getLhs()));
             int64_t diffBytes = (n * 4 + 255) / 256 * 256;
-            int64_t blocks = std::min<int64_t>(1024, gridFor(n));
+            int64_t blocks = sumOfSquaresBlocks(n);
             needScratch(diffBytes + blocks * 4);
             kernelCall("difference<" + T(m.getLhs()) + ">(" +
                            P(m.getLhs(), op) + ", " + P(m.getRhs(), op) + ", " +
@@ -889,7 +908,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
               total += product(l.shape);
             }
             kernels << "};\n";
-            int64_t blocks = std::min<int64_t>(1024, gridFor(total));
+            int64_t blocks = sumOfSquaresBlocks(total);
             needScratch(blocks * 4);
             kernelCall("sumOfSquaresPartial<" + T(n.getInputs().front()) +
                            ">(r, " + table + ", " +
@@ -1274,12 +1293,20 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
     scratch = std::max(scratch, emitter.scratchBytes);
     if (unsupported.empty())
       unsupported = emitter.unsupported;
-    if (auto w = f->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
+    if (auto w = f->getAttrOfType<IntegerAttr>("mnemo.cuda_workspace_bytes"))
       planWorkspace = std::max(planWorkspace, w.getInt());
   }
   // One workspace for cuBLASLt, cuDNN (limited to what the CPU's im2col
-  // needed) and the kernels' partial sums; they never overlap in time.
-  int64_t workspace = std::max({kGemmWorkspaceBytes, scratch, planWorkspace});
+  // needed) and the kernels' partial sums; they never overlap in time. The
+  // plan sized it (PlanMemory, passes/Workspace.h), so that the memory
+  // report and --memory-budget count it: the kernels must fit.
+  if (scratch > planWorkspace)
+    return module.emitError()
+           << "internal error: the CUDA kernels need " << scratch
+           << " bytes of workspace and the plan has "
+           << planWorkspace << " (passes/Workspace.cpp disagrees with "
+           << "codegen/CudaEmitter.cpp)";
+  int64_t workspace = planWorkspace;
 
   CudaCode code;
   code.kernels = kernels.str();

@@ -5,6 +5,7 @@
 #include "passes/BufferAnalysis.h"
 #include "passes/SourcePlace.h"
 #include "runtime/Overhead.h"
+#include "runtime/cuda/DeviceLayout.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Location.h"
@@ -75,8 +76,17 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   }
   if (auto region = func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
     r.gradientRegionBytes = region.getInt();
-  r.peakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
-                r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
+  r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
+                   r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
+  if (auto cudaWorkspace =
+          func->getAttrOfType<IntegerAttr>("mnemo.cuda_workspace_bytes"))
+    r.cudaWorkspaceBytes = cudaWorkspace.getInt();
+  r.cudaPeakBytes = cuda::deviceAllocationBytes(
+      r.parameterBytes, r.gradientRegionBytes, r.optimizerStateBytes,
+      r.inputBytes, r.arenaBytes, r.cudaWorkspaceBytes);
+  if (auto device = func->getAttrOfType<StringAttr>("mnemo.budget_device"))
+    r.budgetDevice = device.str();
+  r.peakBytes = r.budgetDevice == "cuda" ? r.cudaPeakBytes : r.cpuPeakBytes;
   // The largest operand a GEMM packs (OpenBLAS's buffer, runtime/Overhead.h).
   int64_t largestGemmOperand = 0;
   func.walk([&](Operation *op) {
@@ -199,7 +209,16 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     line("  gradients at the peak", r.gradientBytes);
   line("  temporaries at the peak", r.temporaryBytes);
   line("workspace", r.workspaceBytes);
-  line("peak (one step needs)", r.peakBytes);
+  line("peak (one step needs)", r.cpuPeakBytes,
+       r.budgetDevice == "cpu" ? "" : "on the CPU (not budgeted)");
+  line("peak on a GPU", r.cudaPeakBytes,
+       llvm::formatv("one cudaMalloc: CUDA workspace {0} (for the CPU's "
+                     "{1}), second batch, control{2}",
+                     formatBytes(r.cudaWorkspaceBytes),
+                     formatBytes(r.workspaceBytes),
+                     r.budgetDevice == "cuda" ? "; budgeted (--device=cuda)"
+                                              : "")
+           .str());
   if (r.budgetBytes) {
     line("  memory budget", r.budgetBytes,
          r.recomputedOps == 0
@@ -269,6 +288,10 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"lower_bound_bytes", r.lowerBoundBytes},
         {"naive_bytes", r.naiveBytes},
         {"peak_bytes", r.peakBytes},
+        {"cpu_peak_bytes", r.cpuPeakBytes},
+        {"cuda_peak_bytes", r.cudaPeakBytes},
+        {"cuda_workspace_bytes", r.cudaWorkspaceBytes},
+        {"budget_device", r.budgetDevice},
         {"memory_budget_bytes", r.budgetBytes},
         {"recomputed_ops", r.recomputedOps},
         {"recomputed_flops", r.recomputedFlops},

@@ -36,7 +36,15 @@ struct MemoryReport {
   int64_t gradientBytes = 0, activationBytes = 0, temporaryBytes = 0;
   int64_t workspaceBytes = 0;
   int64_t arenaBytes = 0, lowerBoundBytes = 0, naiveBytes = 0;
-  /// Everything one step needs: persistent regions, arena and workspace.
+  /// The CUDA backend's workspace (cuBLASLt, cuDNN, partial sums).
+  int64_t cudaWorkspaceBytes = 0;
+  /// Everything one step needs on the CPU (persistent regions, arena and
+  /// workspace) and on a GPU (the same with the CUDA workspace, a second
+  /// batch buffer and the control block: the executor's one cudaMalloc).
+  int64_t cpuPeakBytes = 0, cudaPeakBytes = 0;
+  /// "cpu" or "cuda": the device the budget is for (mnemoc --device).
+  std::string budgetDevice = "cpu";
+  /// The budget device's peak: what --memory-budget and --fit-batch bound.
   int64_t peakBytes = 0;
   /// What the CPU trainer needs on top (runtime/Overhead.h).
   int64_t trainerOverheadBytes = 0;

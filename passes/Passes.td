@@ -158,6 +158,8 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
            "none, all, sqrt, auto or optimal">,
     Option<"timeLimit", "time-limit", "double", "60",
            "Seconds the MILP solver of strategy optimal may search">,
+    Option<"budgetDevice", "budget-device", "std::string", "\"cpu\"",
+           "The device the budget is for: cpu or cuda">,
   ];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
@@ -237,6 +239,8 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
            "Time the exact search may take per function">,
     Option<"exactMaxBuffers", "exact-max-buffers", "int64_t", "64",
            "Run the exact search only below this many buffers">,
+    Option<"budgetDevice", "budget-device", "std::string", "\"cpu\"",
+           "The device whose memory the report's peak counts: cpu, or cuda (the plan, the CUDA workspace, a second batch buffer and the control block, as the one cudaMalloc)">,
     Option<"transientGradients", "transient-gradients", "bool", "false",
            "Plan parameter gradients in the arena instead of a persistent region">,
   ];

@@ -40,6 +40,7 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   rematOptions.budget = options.memoryBudget;
   rematOptions.strategy = options.remat;
   rematOptions.timeLimit = options.rematTimeLimit;
+  rematOptions.budgetDevice = options.budgetDevice;
   pm.addPass(createRemat(rematOptions));
   // Last: a memory-aware order, elementwise chains fused into single loops
   // (their intermediates need no memory), then every buffer of the step
@@ -48,6 +49,7 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;
   planOptions.transientGradients = options.transientGradients;
+  planOptions.budgetDevice = options.budgetDevice;
   pm.addPass(createPlanMemory(planOptions));
 }
 

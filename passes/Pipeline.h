@@ -26,6 +26,9 @@ struct PipelineOptions {
   std::string ampPolicy;
   /// Bytes the planned peak may use; 0: the train section's memory_budget.
   int64_t memoryBudget = 0;
+  /// The device whose memory the budget and the report's peak count: "cpu"
+  /// or "cuda" (with the CUDA workspace and the executor's buffers).
+  std::string budgetDevice = "cpu";
   /// Rematerialization strategy (none, all, sqrt, auto, optimal).
   std::string remat = "auto";
   /// Seconds --remat=optimal's MILP solver may search.

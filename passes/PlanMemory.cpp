@@ -118,6 +118,17 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     for (Operation *op : analysis->order)
       workspace = std::max(workspace, workspaceBytes(op));
     func->setAttr("mnemo.workspace_bytes", b.getI64IntegerAttr(workspace));
+    // The CUDA backend's: cuBLASLt's and cuDNN's, and the partial sums.
+    int64_t cudaWorkspace = workspace;
+    for (Operation *op : analysis->order) {
+      cudaWorkspace = std::max(cudaWorkspace, cudaScratchBytes(op));
+      if (llvm::isa<MatmulOp, BatchMatmulOp, MatmulInt8Op, Conv2DOp,
+                    Conv2DInputGradOp, Conv2DWeightGradOp>(op))
+        cudaWorkspace = std::max(cudaWorkspace, kCublasLtWorkspaceBytes);
+    }
+    func->setAttr("mnemo.cuda_workspace_bytes",
+                  b.getI64IntegerAttr(cudaWorkspace));
+    func->setAttr("mnemo.budget_device", b.getStringAttr(budgetDevice));
     // Arguments live in persistent regions by role, laid out in order.
     llvm::StringMap<int64_t> regionBytes;
     SmallVector<DictionaryAttr> argAttrs;

@@ -790,6 +790,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     PlanMemoryOptions quick;
     quick.localSearchMs = 0;
     quick.exactMaxBuffers = 0;
+    quick.budgetDevice = budgetDevice;
     pm.addPass(createPlanMemory(quick));
     if (failed(pm.run(*copy)))
       return failure();

@@ -87,9 +87,27 @@ public:
 bool cudaBuiltIn();
 /// Whether a usable CUDA device is present; `why` says why not.
 bool cudaDeviceAvailable(std::string &why);
+/// How the CUDA executor computes what has a choice.
+struct CudaSettings {
+  /// f32 matrix products and convolutions on the tensor cores in TF32 (10
+  /// mantissa bits in, f32 accumulation), as PyTorch's default for
+  /// convolutions and its torch.set_float32_matmul_precision("high");
+  /// false: full f32 ("highest"). --matmul-precision sets it.
+  bool tf32 = true;
+};
+/// The "--matmul-precision" option's value as settings: "high" (TF32) or
+/// "highest" (f32); false for anything else.
+inline bool parseMatmulPrecision(const std::string &value,
+                                 CudaSettings &settings) {
+  if (value != "high" && value != "highest")
+    return false;
+  settings.tf32 = value == "high";
+  return true;
+}
 /// The CUDA executor for the model: compiles its kernels, allocates the
 /// plan. Null with `error` when something fails.
 std::unique_ptr<DeviceExecutor> makeCudaExecutor(const ModelInfo &model,
+                                                 const CudaSettings &settings,
                                                  std::string &error);
 
 } // namespace runtime

@@ -2,12 +2,38 @@
 
 #include "runtime/Idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
+
+// MNEMO_HAVE_ZLIB is 0 in a trainer built where zlib's headers are not (a
+// GPU machine with the CUDA toolkit alone): IDX files are read as they
+// are, and a gzip-compressed one is refused by name.
+#ifndef MNEMO_HAVE_ZLIB
+#define MNEMO_HAVE_ZLIB 1
+#endif
+#if MNEMO_HAVE_ZLIB
+#include <zlib.h>
+#else
+namespace {
+using gzFile = std::FILE *;
+constexpr int Z_OK = 0, Z_STREAM_END = 1;
+gzFile gzopen(const char *path, const char *mode) {
+  return std::fopen(path, mode);
+}
+int gzread(gzFile f, void *buffer, unsigned bytes) {
+  size_t got = std::fread(buffer, 1, bytes, f);
+  return std::ferror(f) ? -1 : int(got);
+}
+const char *gzerror(gzFile f, int *code) {
+  *code = std::ferror(f) ? -1 : Z_OK;
+  return std::strerror(errno ? errno : EIO);
+}
+int gzclose(gzFile f) { return std::fclose(f); }
+} // namespace
+#endif
 
 using namespace mnemo::runtime;
 
@@ -47,6 +73,13 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
     return damaged();
   if (got != 4)
     return fail("it is shorter than its 4-byte magic number");
+  if (!MNEMO_HAVE_ZLIB && magic[0] == 0x1f && magic[1] == 0x8b) {
+    error = "'" + path +
+            "' is gzip-compressed, and this trainer was built without zlib "
+            "(zlib1g-dev was not found when it was built): gunzip it first";
+    gzclose(f);
+    return false;
+  }
   if (magic[0] != 0 || magic[1] != 0)
     return fail("the magic number does not start with two zero bytes");
   if (magic[2] != 0x08)

@@ -50,10 +50,15 @@ checkpoint's dense weights, compressed on load by the same rules.
   --batches N          evaluate the first N test batches only
   --threads T          worker threads and OpenBLAS threads (default: all cores)
   --device cuda|cpu    where the steps run (default: the GPU when there is one)
+  --matmul-precision high|highest
+                       f32 GEMMs and convolutions on the GPU: high (default,
+                       TF32 tensor cores, as PyTorch's "high") or highest
+                       (full f32)
   --summary-json FILE  write the figures (loss, accuracy, speed, memory) as JSON
 )";
 
 struct Options {
+  CudaSettings cuda;
   std::string weights, data, device, summaryJson;
   int64_t batches = 0;
   int threads = 0;
@@ -102,6 +107,10 @@ Options parseOptions(int argc, char **argv) {
       o.threads = int(number(cpu::kMaxThreads));
     } else if (arg == "--summary-json") {
       o.summaryJson = path();
+    } else if (arg == "--matmul-precision") {
+      std::string precision = value();
+      if (!parseMatmulPrecision(precision, o.cuda))
+        fail("--matmul-precision is high or highest, not '" + precision + "'");
     } else if (arg == "--device") {
       o.device = value();
       if (o.device != "cuda" && o.device != "cpu")
@@ -164,8 +173,13 @@ int main(int argc, char **argv) {
   bool gpu = cudaDeviceAvailable(noGpu);
   if (options.device == "cuda" && !gpu)
     fail("--device cuda: " + noGpu);
+  std::string noCpu;
+  if ((options.device == "cpu" || !gpu) && !cpu::backendAvailable(noCpu))
+    fail(options.device == "cpu" ? "--device cpu: " + noCpu
+                                 : "no device to run on: " + noGpu + "; and " +
+                                       noCpu);
   if (gpu && options.device != "cpu") {
-    executor = makeCudaExecutor(model, error);
+    executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)
       fail("the CUDA backend: " + error);
   }

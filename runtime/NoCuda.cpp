@@ -17,7 +17,8 @@ bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
 }
 
 std::unique_ptr<mnemo::runtime::DeviceExecutor>
-mnemo::runtime::makeCudaExecutor(const ModelInfo &, std::string &error) {
+mnemo::runtime::makeCudaExecutor(const ModelInfo &, const CudaSettings &,
+                                 std::string &error) {
   cudaDeviceAvailable(error);
   return nullptr;
 }

@@ -78,10 +78,15 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
   --stop-after N       stop after N steps as if interrupted (tests resume)
   --profile            time every op of the step and print where the time goes
   --device cuda|cpu    where the steps run (default: the GPU when there is one)
+  --matmul-precision high|highest
+                       f32 GEMMs and convolutions on the GPU: high (default,
+                       TF32 tensor cores, as PyTorch's "high") or highest
+                       (full f32)
   --quiet              no progress display
 )";
 
 struct Options {
+  CudaSettings cuda;
   std::string data, save, resume, init, summaryJson, dump, device, exportPath;
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
@@ -166,6 +171,10 @@ Options parseOptions(int argc, char **argv) {
       o.quiet = true;
     } else if (arg == "--profile") {
       o.profile = true;
+    } else if (arg == "--matmul-precision") {
+      std::string precision = value();
+      if (!parseMatmulPrecision(precision, o.cuda))
+        fail("--matmul-precision is high or highest, not '" + precision + "'");
     } else if (arg == "--device") {
       o.device = value();
       if (o.device != "cuda" && o.device != "cpu")
@@ -578,8 +587,13 @@ int main(int argc, char **argv) {
   bool gpu = cudaDeviceAvailable(noGpu);
   if (options.device == "cuda" && !gpu)
     fail("--device cuda: " + noGpu);
+  std::string noCpu;
+  if ((options.device == "cpu" || !gpu) && !cpu::backendAvailable(noCpu))
+    fail(options.device == "cpu" ? "--device cpu: " + noCpu
+                                 : "no device to run on: " + noGpu + "; and " +
+                                       noCpu);
   if (gpu && options.device != "cpu") {
-    executor = makeCudaExecutor(model, error);
+    executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)
       fail("the CUDA backend: " + error);
     if (!executor->upload(memory, error))

@@ -1,50 +1,116 @@
 #!/bin/bash
-# Everything GPU-side, in one script of under five minutes, for the GPU
-# machine (CUDA toolkit, CMake, Ninja, PyTorch; no LLVM, no network).
+# The GPU machine's checks, in three commands that each fit the device
+# tool's lease (15 minutes in all, start-up included; under 4 minutes each
+# on an H200), prepared here and checked here by a dry run.
 #
-#   scripts/gpu-check.sh --prepare [DIR]   on a machine with mnemoc: writes
-#                                          DIR (default gpu-inputs/, git-
-#                                          ignored): a --emit=project tree per
-#                                          example (and gpt8: the GPT with
-#                                          adamw8bit; mlpprune and mlpqat:
-#                                          the MLP pruned and with QAT;
-#                                          mlpinfer and infer: a compressed
-#                                          MLP's trainer and its inference
-#                                          program), and the data
-#   scripts/gpu-check.sh [DIR]             on the GPU machine, from the
-#                                          repository root with DIR copied
-#                                          along (the device tool: carry
-#                                          ["gpu-inputs"])
+#   scripts/gpu-check.sh --prepare [DIR]   here (needs mnemoc): writes DIR
+#       (default gpu-inputs/, git-ignored): a --emit=project tree per model,
+#       the Debian packages a CUDA-only machine lacks (nlohmann-json,
+#       OpenBLAS, zlib, as .deb files repacked from this machine's installed
+#       ones), and the data. Say what travels with the device tool's
+#       carry: ["gpu-inputs"] (scripts/gpu-check.sh --dry-run checks its size).
+#   scripts/gpu-check.sh --dry-run [DIR]   here, and in the test suite: every
+#       step of the three commands up to the first CUDA call (unpacking the
+#       packages, configuring and building the trainers for sm_90 with CMake
+#       as the GPU machine will, the paths, the size of what travels, and
+#       the $OUT layout), so that the first command on a GPU works.
+#   scripts/gpu-check.sh build [DIR]       on the GPU: builds every trainer
+#       (in $MNEMO_GPU_WORK, default /tmp/mnemo-gpu-check), then trains each
+#       50 steps on the CPU and 50 on the GPU from the same seed (same
+#       weights, same batches, --matmul-precision highest) and checks that
+#       the losses track; runs the inference program on int8/int4/CSR
+#       weights on both and checks that they agree.
+#   scripts/gpu-check.sh sanitize [DIR]    on the GPU: compute-sanitizer's
+#       memcheck over a few steps of every small model (and inference),
+#       racecheck and synccheck over the MLP, the CNN and the GPT.
+#   scripts/gpu-check.sh bench [DIR]       on the GPU: the table of
+#       docs/performance.md: per example and for a GPT-2-small-sized GPT
+#       (f32 with TF32, and bf16), ms/step, tokens or images/s and peak
+#       memory of the Mnemo trainer next to PyTorch eager (with
+#       scaled_dot_product_attention) and torch.compile on the same weights
+#       and batches.
 #
-# On the GPU it: builds each example's trainer with CMake alone (printing
-# where it found CUDA and cuDNN); trains 50 steps on the CPU and 50 on the
-# GPU from the same seed (same weights, same batches) and checks that the
-# losses track (scripts/compare-losses.py); runs compute-sanitizer's
-# memcheck over 3 steps of each (gpt8 too); runs the inference program on
-# exported int8/int4/CSR weights on the CPU and the GPU (cuBLASLt's int8
-# GEMM) and checks they agree; and prints a table next to
-# PyTorch (mlp, cnn, gpt) on the
-# same GPU, eager and torch.compile, same model, batch and precision (f32):
-# median ms per step and peak device memory (ours: the one cudaMalloc, and
-# what cudaMemGetInfo says the process holds beyond its context; PyTorch's:
-# torch.cuda.max_memory_allocated). With $OUT set, the table and logs go
-# there too. Exit status 1 when a check fails.
+# Each GPU command builds what it needs if an earlier one has not (the
+# machine keeps /tmp while it stays warm), and writes only small files to
+# $OUT: STAGE.log (the summary) and STAGE-logs.tar.gz (the full logs), and
+# for bench gpu-check.md (the table). Exit status 1 when a check fails, 2
+# when the inputs or the machine are wrong.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STAGE=${1:-}
+case "$STAGE" in
+  --prepare | --dry-run | build | sanitize | bench) ;;
+  *)
+    sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac
+DIR=$(realpath -m "${2:-$ROOT/gpu-inputs}")
 
-if [ "${1:-}" = "--prepare" ]; then
+# What the commands run on: the models (tracked and sanitized), the
+# inference program, and the benchmark's GPT-2-small-sized GPT.
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer"
+BENCH_MODELS="gpt2 gpt2bf16"
+PROJECTS="$MODELS infer $BENCH_MODELS"
+DEBS="nlohmann-json3-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 zlib1g zlib1g-dev"
+# GPT-2 small's sizes: 12 layers, dim 768, 12 heads, context 1024, batch 8,
+# GPT-2's vocabulary (the byte-level token file uses ids < 256 of it).
+GPT2_SIZES="-D batch=8 -D context=1024 -D vocab=50257 -D dim=768 -D heads=12 -D layers=12"
+# The device tool's limits on what travels and what comes back.
+TRAVEL_LIMIT=$((64 << 20))
+OUT_FILES_LIMIT=8
+
+#===------------------------------------------------------------------===#
+# --prepare: on a machine with mnemoc
+#===------------------------------------------------------------------===#
+
+# A Debian package as a .deb, repacked from this machine's installed files
+# (the version the project was built and tested with; no network needed).
+repack_deb() {
+  local pkg=$1 into=$2 stage
+  stage=$(mktemp -d)
+  mkdir -p "$stage/DEBIAN"
+  dpkg-query -W -f='Package: ${Package}\nVersion: ${Version}\nArchitecture: ${Architecture}\nMaintainer: ${Maintainer}\nDescription: ${binary:Summary}\n' "$pkg" > "$stage/DEBIAN/control" || return 1
+  dpkg -L "$pkg" | while read -r path; do
+    if [ -f "$path" ] || [ -L "$path" ]; then
+      mkdir -p "$stage$(dirname "$path")"
+      cp -P "$path" "$stage$path"
+    fi
+  done
+  dpkg-deb --root-owner-group -Zxz --build "$stage" "$into/$pkg.deb" > /dev/null || return 1
+  rm -rf "$stage"
+}
+
+# The first `count` images (or labels) of an IDX file, gzip-compressed.
+idx_subset() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import gzip, struct, sys
+src, dst, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = gzip.open(src).read()
+rank = data[3]
+dims = list(struct.unpack(">%dI" % rank, data[4:4 + 4 * rank]))
+item = 1
+for d in dims[1:]:
+    item *= d
+dims[0] = min(dims[0], count)
+body = data[4 + 4 * rank:4 + 4 * rank + dims[0] * item]
+with gzip.open(dst, "wb", compresslevel=9) as f:
+    f.write(data[:4] + struct.pack(">%dI" % rank, *dims) + body)
+PY
+}
+
+if [ "$STAGE" = --prepare ]; then
   set -e
-  DIR=$(realpath -m "${2:-$ROOT/gpu-inputs}")
   source "$ROOT/scripts/setup.sh"
   mnemo_install_packages
-  mnemo_build >/dev/null
-  rm -rf "$DIR" && mkdir -p "$DIR/data/fashion-mnist"
+  mnemo_build > /dev/null
+  MNEMOC="$MNEMO_BUILD/bin/mnemoc"
+  rm -rf "$DIR" && mkdir -p "$DIR/data/fashion-mnist" "$DIR/deps"
   for model in mlp cnn gpt; do
-    "$MNEMO_BUILD/bin/mnemoc" "$ROOT/examples/$model.mn" --emit=project -o "$DIR/$model" >/dev/null
+    "$MNEMOC" "$ROOT/examples/$model.mn" --emit=project -o "$DIR/$model" > /dev/null
   done
   # gpt8: the GPT with adamw8bit, for the 8-bit optimizer's CUDA kernel.
   sed 's/optimizer = adamw(/optimizer = adamw8bit(/' "$ROOT/examples/gpt.mn" > "$DIR/gpt8.mn"
-  "$MNEMO_BUILD/bin/mnemoc" "$DIR/gpt8.mn" --emit=project -o "$DIR/gpt8" >/dev/null
   # mlpprune: gradual magnitude pruning (an update every step from step 2)
   # and one-shot 2:4, for the one-block mask kernel; mlpqat: int8
   # quantization-aware training, for the observer and fake-quant kernels.
@@ -52,166 +118,316 @@ if [ "${1:-}" = "--prepare" ]; then
     "$ROOT/examples/mlp.mn" > "$DIR/mlpprune.mn"
   sed 's/^  train {$/  train {\n    quantize fc1.weight = qat(bits = 8, observer = moving_average)\n    quantize fc2.weight = qat(bits = 4, per_tensor, affine)/' \
     "$ROOT/examples/mlp.mn" > "$DIR/mlpqat.mn"
-  for model in mlpprune mlpqat; do
-    "$MNEMO_BUILD/bin/mnemoc" "$DIR/$model.mn" --emit=project -o "$DIR/$model" >/dev/null
-  done
   # mlpinfer: an int8 GEMM (cuBLASLt), int4 and CSR weights; its trainer
-  # (in MODELS) exports the weights the inference program reads.
+  # exports the weights the inference program reads.
   cp "$ROOT/test/trainer/inference-gpu.mn" "$DIR/mlpinfer.mn"
-  "$MNEMO_BUILD/bin/mnemoc" "$DIR/mlpinfer.mn" --emit=project -o "$DIR/mlpinfer" >/dev/null
-  "$MNEMO_BUILD/bin/mnemoc" "$DIR/mlpinfer.mn" --mode=inference --emit=project -o "$DIR/infer" >/dev/null
-  cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$DIR/data/fashion-mnist/"
-  /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$DIR/data/tokens" >/dev/null
-  git -C "$ROOT" rev-parse --short HEAD > "$DIR/COMMIT" 2>/dev/null || true
-  echo "gpu-check: inputs in $DIR ($(du -sh "$DIR" | cut -f1)); on the GPU machine run scripts/gpu-check.sh $(realpath --relative-to="$ROOT" "$DIR")"
+  for model in gpt8 mlpprune mlpqat mlpinfer; do
+    "$MNEMOC" "$DIR/$model.mn" --emit=project -o "$DIR/$model" > /dev/null
+  done
+  "$MNEMOC" "$DIR/mlpinfer.mn" --mode=inference --emit=project -o "$DIR/infer" > /dev/null
+  # The benchmark's GPT-2-small-sized GPT, f32 and bf16; their plans on a
+  # GPU, as mnemoc reports them (--device=cuda counts the CUDA workspace).
+  "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --emit=project -o "$DIR/gpt2" \
+    --device=cuda --memory-report="$DIR/gpt2.memory.json" > /dev/null
+  "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --precision=bf16 --emit=project -o "$DIR/gpt2bf16" \
+    --device=cuda --memory-report="$DIR/gpt2bf16.memory.json" > /dev/null
+  # Data: 20,000 training images (the longest run, 300 steps of 128, wraps
+  # around) and the test set; the token file.
+  FM=/usr/share/datasets/fashion-mnist
+  idx_subset "$FM/train-images-idx3-ubyte.gz" "$DIR/data/fashion-mnist/train-images-idx3-ubyte.gz" 20000
+  idx_subset "$FM/train-labels-idx1-ubyte.gz" "$DIR/data/fashion-mnist/train-labels-idx1-ubyte.gz" 20000
+  cp "$FM"/t10k-*-ubyte.gz "$DIR/data/fashion-mnist/"
+  /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$DIR/data/tokens" > /dev/null
+  for pkg in $DEBS; do
+    repack_deb "$pkg" "$DIR/deps"
+  done
+  git -C "$ROOT" rev-parse --short HEAD > "$DIR/COMMIT" 2> /dev/null || true
+  echo "gpu-check: inputs in $DIR ($(du -sh "$DIR" | cut -f1)); on the GPU machine run scripts/gpu-check.sh build|sanitize|bench $(realpath --relative-to="$ROOT" "$DIR")"
   exit 0
 fi
 
-DIR=$(realpath -m "${1:-$ROOT/gpu-inputs}")
-OUT=${OUT:-$(mktemp -d)}
-mkdir -p "$OUT"
-LOG="$OUT/gpu-check.log"
+#===------------------------------------------------------------------===#
+# The GPU commands (and their dry run)
+#===------------------------------------------------------------------===#
+
+DRY=0
+[ "$STAGE" = --dry-run ] && DRY=1
+WORK=${MNEMO_GPU_WORK:-/tmp/mnemo-gpu-check}
+OUT=${OUT:-$WORK/out}
+mkdir -p "$WORK/logs" "$OUT"
+export MNEMO_CACHE_DIR="$WORK/nvrtc-cache"
+NAME=${STAGE#--}
+LOG="$OUT/$NAME.log"
+: > "$LOG"
 FAILED=0
-say() { echo "gpu-check: $*" | tee -a "$LOG"; }
-fail() { say "FAIL: $*"; FAILED=1; }
 START=$(date +%s)
-if [ ! -d "$DIR/mlp" ]; then
+say() { echo "gpu-check: $*" | tee -a "$LOG"; }
+fail() {
+  say "FAIL: $*"
+  FAILED=1
+}
+elapsed() { echo "$(($(date +%s) - START)) s"; }
+# The PyTorch machine's python3 (with torch) runs the comparisons; they
+# need nothing but the standard library (and torch for the benchmark).
+PYTHON=$(command -v python3 || echo /usr/bin/python3)
+# Logs travel back as one small archive.
+finish() {
+  tar -czf "$OUT/$NAME-logs.tar.gz" -C "$WORK" logs 2> /dev/null || true
+  say "$NAME done in $(elapsed); $([ $FAILED = 0 ] && echo 'all checks passed' || echo 'some checks FAILED')"
+  exit $FAILED
+}
+
+if [ ! -d "$DIR/mlp" ] || [ ! -d "$DIR/deps" ]; then
   echo "gpu-check: no inputs in $DIR: run scripts/gpu-check.sh --prepare on a machine with mnemoc first" >&2
   exit 2
 fi
-if ! nvidia-smi -L > /dev/null 2>&1; then
-  echo "gpu-check: no GPU here (nvidia-smi finds none); this script is for the GPU machine" >&2
-  exit 2
-fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
-say "inputs from commit $(cat "$DIR/COMMIT" 2>/dev/null || echo '?')"
-
-MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer"
-
-# 1. Build every trainer (and the inference program) with CMake alone, in
-#    parallel.
-for model in $MODELS infer; do
-  (cmake -S "$DIR/$model" -B "$OUT/build-$model" -G Ninja > "$OUT/configure-$model.log" 2>&1 &&
-   cmake --build "$OUT/build-$model" > "$OUT/build-$model.log" 2>&1) &
-done
-wait
-for model in $MODELS infer; do
-  program=train; [ "$model" = infer ] && program=infer
-  if [ ! -x "$OUT/build-$model/$program" ]; then
-    fail "$model did not build"; tail -30 "$OUT/configure-$model.log" "$OUT/build-$model.log"
+for project in $PROJECTS; do
+  if [ ! -f "$DIR/$project/CMakeLists.txt" ]; then
+    echo "gpu-check: $DIR/$project is missing: run scripts/gpu-check.sh --prepare again" >&2
+    exit 2
   fi
 done
-grep -h "Mnemo:" "$OUT/configure-mlp.log" | tee -a "$LOG"
-[ "$FAILED" = 0 ] || exit 1
-say "built in $(( $(date +%s) - START )) s"
+say "inputs from commit $(cat "$DIR/COMMIT" 2> /dev/null || echo '?'), $(du -sh "$DIR" | cut -f1)"
+
+# The Debian packages, unpacked (dpkg-deb where there is one; else the .deb
+# read as the ar archive it is, by Python).
+unpack_deps() {
+  local deps="$WORK/deps" deb
+  [ -f "$deps/.unpacked" ] && return 0
+  rm -rf "$deps" && mkdir -p "$deps"
+  for deb in "$DIR"/deps/*.deb; do
+    if command -v dpkg-deb > /dev/null; then
+      dpkg-deb -x "$deb" "$deps" || return 1
+    else
+      "$PYTHON" - "$deb" "$deps" <<'PY' || return 1
+import io, sys, tarfile
+deb, into = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+assert data[:8] == b"!<arch>\n", deb + " is not a .deb"
+at = 8
+while at < len(data):
+    name = data[at:at + 16].decode().strip().rstrip("/")
+    size = int(data[at + 48:at + 58].decode().strip())
+    body = data[at + 60:at + 60 + size]
+    if name.startswith("data.tar"):
+        tarfile.open(fileobj=io.BytesIO(body)).extractall(into)
+    at += 60 + size + (size & 1)
+PY
+    fi
+  done
+  touch "$deps/.unpacked"
+}
+
+# Configures and builds one project in $WORK/build-NAME, as a machine with
+# only the CUDA toolkit, CMake, Ninja and a C++ compiler would.
+build_project() {
+  local project=$1 jobs=$2 build="$WORK/build-$1"
+  if [ -x "$build/train" ] || [ -x "$build/infer" ]; then
+    cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
+    return
+  fi
+  cmake -S "$DIR/$project" -B "$build" -G Ninja -DMNEMO_DEPS_DIR="$WORK/deps" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$WORK/logs/configure-$project.log" 2>&1 &&
+    cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
+}
+
+# Builds the projects given, in parallel; fails for each that did not.
+build_all() {
+  local projects="$*" project jobs
+  unpack_deps || {
+    fail "unpacking the Debian packages in $DIR/deps"
+    return
+  }
+  jobs=$(($(nproc) / 2 + 1))
+  for project in $projects; do
+    build_project "$project" "$jobs" &
+  done
+  wait
+  for project in $projects; do
+    local program=train
+    [ "$project" = infer ] && program=infer
+    if [ ! -x "$WORK/build-$project/$program" ]; then
+      fail "$project did not build"
+      tail -20 "$WORK/logs/configure-$project.log" "$WORK/logs/build-$project.log" 2> /dev/null | tee -a "$LOG"
+    fi
+  done
+  grep -h "Mnemo:" "$WORK/logs/configure-mlp.log" 2> /dev/null | sed 's/^-- //' | tee -a "$LOG"
+  say "built $projects in $(elapsed)"
+}
 
 data_of() {
   case "$1" in
-    gpt | gpt8) echo "$DIR/data/tokens/train.bin" ;;
+    gpt | gpt8 | gpt2 | gpt2bf16) echo "$DIR/data/tokens/train.bin" ;;
     *) echo "$DIR/data/fashion-mnist" ;;
   esac
 }
 
-# 2. CPU and GPU from the same seed: same weights, same batches.
-for model in $MODELS; do
-  train="$OUT/build-$model/train --data $(data_of $model) --steps 50 --quiet"
-  timeout 120 $train --device cpu --summary-json "$OUT/$model-cpu.json" > "$OUT/$model-cpu.log" 2>&1 || fail "$model on the CPU"
-  timeout 120 $train --device cuda --summary-json "$OUT/$model-cuda.json" > "$OUT/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$OUT/$model-cuda.log")"
-  grep -h "device:\|memory:" "$OUT/$model-cuda.log" | tee -a "$LOG"
-  # Pruning reaches the same sparsity on both (the counts follow the
-  # schedule; which elements go may differ with the GEMMs' rounding).
-  if [ "$(grep -h '^pruned:' "$OUT/$model-cpu.log" | awk '{print $2, $3}')" != \
-       "$(grep -h '^pruned:' "$OUT/$model-cuda.log" | awk '{print $2, $3}')" ]; then
-    fail "$model: the GPU's sparsity differs from the CPU's"
+# The end of the dry run, and where the GPU commands start using the GPU.
+first_cuda_call() {
+  if [ $DRY = 1 ]; then
+    return 0
   fi
-  grep -h "^pruned:" "$OUT/$model-cuda.log" | sed "s/^/$model (GPU) /" | tee -a "$LOG"
-  [ -f "$OUT/$model-cuda.json" ] || continue
-  python3 "$ROOT/scripts/compare-losses.py" "$OUT/$model-cpu.json" "$OUT/$model-cuda.json" --rtol 2e-3 \
-    | sed "s/^/$model: /" | tee -a "$LOG"
-  [ "${PIPESTATUS[0]}" = 0 ] || fail "$model: the GPU's losses do not track the CPU's"
-done
-say "tracking checked at $(( $(date +%s) - START )) s"
-
-# 3. compute-sanitizer's memcheck over a few steps (eager and graph).
-SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for model in $MODELS; do
-  if timeout 150 "$SANITIZER" --tool memcheck --error-exitcode 9 \
-      "$OUT/build-$model/train" --data "$(data_of $model)" --steps 3 --device cuda --quiet \
-      > "$OUT/$model-memcheck.log" 2>&1; then
-    say "$model: compute-sanitizer memcheck: $(grep -h 'ERROR SUMMARY' "$OUT/$model-memcheck.log")"
-  else
-    fail "$model: compute-sanitizer: $(grep -h 'ERROR SUMMARY\|Invalid' "$OUT/$model-memcheck.log" | head -3)"
+  if ! nvidia-smi -L > /dev/null 2>&1; then
+    echo "gpu-check: no GPU here (nvidia-smi finds none): $STAGE is for the GPU machine; --dry-run checks it here" >&2
+    exit 2
   fi
-done
-say "sanitized at $(( $(date +%s) - START )) s"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
+}
 
-# 3b. Inference on compressed weights: the CPU's and the GPU's (cuBLASLt's
-#     int8 GEMM, int4 dequantization, CSR) test loss and accuracy agree,
-#     and memcheck finds nothing.
-FM="$DIR/data/fashion-mnist"
-INFER="$OUT/build-infer/infer --weights $OUT/mlpinfer.safetensors --data $FM"
-if timeout 120 "$OUT/build-mlpinfer/train" --data "$FM" --steps 300 --device cpu --quiet \
-     --export "$OUT/mlpinfer.safetensors" > "$OUT/mlpinfer-export.log" 2>&1; then
-  timeout 60 $INFER --device cpu > "$OUT/infer-cpu.log" 2>&1 || fail "inference on the CPU: $(tail -2 "$OUT/infer-cpu.log")"
-  timeout 60 $INFER --device cuda > "$OUT/infer-cuda.log" 2>&1 || fail "inference on the GPU: $(tail -2 "$OUT/infer-cuda.log")"
-  grep -h "device:\|memory:\|test " "$OUT/infer-cpu.log" "$OUT/infer-cuda.log" | tee -a "$LOG"
-  python3 "$ROOT/test/reference/check_inference.py" "$OUT/infer-cpu.log" "$OUT/infer-cuda.log" \
-    --loss 1e-3 --accuracy 1e-3 | sed "s/^/inference: /" | tee -a "$LOG"
-  [ "${PIPESTATUS[0]}" = 0 ] || fail "inference: the GPU's figures differ from the CPU's"
-  if timeout 120 "$SANITIZER" --tool memcheck --error-exitcode 9 $INFER --device cuda --batches 3 \
-      > "$OUT/infer-memcheck.log" 2>&1; then
-    say "infer: compute-sanitizer memcheck: $(grep -h 'ERROR SUMMARY' "$OUT/infer-memcheck.log")"
-  else
-    fail "infer: compute-sanitizer: $(grep -h 'ERROR SUMMARY\|Invalid' "$OUT/infer-memcheck.log" | head -3)"
-  fi
-else
-  fail "mlpinfer: training and export: $(tail -2 "$OUT/mlpinfer-export.log")"
-fi
-say "inference checked at $(( $(date +%s) - START )) s"
-
-# 4. The benchmark: ours, then PyTorch eager and torch.compile on our run's
-#    weights and batches.
-ROWS=()
-for case in "mlp 300" "cnn 100" "gpt 100"; do
-  read -r model steps <<<"$case"
-  timeout 120 "$OUT/build-$model/train" --data "$(data_of $model)" --steps "$steps" --device cuda --quiet \
-    --dump "$OUT/$model-dump" --summary-json "$OUT/$model-bench.json" > "$OUT/$model-bench.log" 2>&1 \
-    || { fail "$model benchmark run"; continue; }
-  for mode in eager compile; do
-    timeout 240 python3 "$ROOT/bench/gpu_pytorch.py" "$OUT/$model-dump" --mode $mode \
-      --out "$OUT/$model-torch-$mode.json" > "$OUT/$model-torch-$mode.log" 2>&1 \
-      || fail "$model: PyTorch $mode: $(tail -2 "$OUT/$model-torch-$mode.log")"
+stage_build() {
+  build_all $MODELS infer
+  [ "$FAILED" = 0 ] || return
+  first_cuda_call
+  [ $DRY = 1 ] && return
+  # CPU and GPU from the same seed: same weights, same batches; f32 GEMMs
+  # on the GPU (--matmul-precision highest), as the CPU computes.
+  for model in $MODELS; do
+    local train="$WORK/build-$model/train --data $(data_of $model) --steps 50 --quiet"
+    timeout 120 $train --device cpu --summary-json "$WORK/$model-cpu.json" > "$WORK/logs/$model-cpu.log" 2>&1 || fail "$model on the CPU: $(tail -2 "$WORK/logs/$model-cpu.log")"
+    timeout 120 $train --device cuda --matmul-precision highest --summary-json "$WORK/$model-cuda.json" > "$WORK/logs/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$WORK/logs/$model-cuda.log")"
+    grep -h "device:\|memory:\|^gpu:" "$WORK/logs/$model-cuda.log" | sed "s/^/$model: /" | tee -a "$LOG"
+    # Pruning reaches the same sparsity on both (the counts follow the
+    # schedule; which elements go may differ with the GEMMs' rounding).
+    if [ "$(grep -h '^pruned:' "$WORK/logs/$model-cpu.log" | awk '{print $2, $3}')" != \
+      "$(grep -h '^pruned:' "$WORK/logs/$model-cuda.log" | awk '{print $2, $3}')" ]; then
+      fail "$model: the GPU's sparsity differs from the CPU's"
+    fi
+    [ -f "$WORK/$model-cuda.json" ] && [ -f "$WORK/$model-cpu.json" ] || continue
+    "$PYTHON" "$ROOT/scripts/compare-losses.py" "$WORK/$model-cpu.json" "$WORK/$model-cuda.json" --rtol 2e-3 |
+      sed "s/^/$model: /" | tee -a "$LOG"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "$model: the GPU's losses do not track the CPU's"
   done
-  ROWS+=("$(python3 - "$OUT" "$model" <<'PY'
-import json, os, sys
-out, model = sys.argv[1], sys.argv[2]
-def load(name):
-    path = os.path.join(out, name)
-    return json.load(open(path)) if os.path.exists(path) else None
-ours = load(model + "-bench.json")
-eager = load(model + "-torch-eager.json")
-compiled = load(model + "-torch-compile.json")
-mib = lambda b: "%.1f" % (b / 2**20)
-ms = lambda r: "%.3f" % r["step_ms_median"] if r else "n/a"
-mem = ours["memory"]
-ratio_t = ("%.2fx" % (ours["step_ms_median"] / compiled["step_ms_median"])) if compiled else "n/a"
-ratio_m = ("%.2fx" % (mem["device_measured_bytes"] / eager["peak_bytes"])) if eager else "n/a"
-print("| %s | %s | %s | %s | %s | %s / %s | %s | %s | %s |" % (
-    model, ms(ours), ms(eager), ms(compiled), ratio_t,
-    mib(mem["device_allocated_bytes"]), mib(mem["device_measured_bytes"]),
-    mib(eager["peak_bytes"]) if eager else "n/a",
-    mib(compiled["peak_bytes"]) if compiled else "n/a", ratio_m))
-PY
-)")
-done
-{
-  echo
-  echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); f32 (no TF32) on both sides"
-  echo
-  echo "| model | Mnemo ms/step | eager ms/step | compile ms/step | time vs compile | Mnemo MiB (cudaMalloc / measured) | eager peak MiB | compile peak MiB | memory vs eager |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  for row in "${ROWS[@]}"; do echo "$row"; done
-} | tee -a "$LOG" > "$OUT/gpu-check.md"
-cat "$OUT/gpu-check.md"
-say "done in $(( $(date +%s) - START )) s; $( [ $FAILED = 0 ] && echo 'all checks passed' || echo 'some checks FAILED')"
-exit $FAILED
+  say "tracking checked at $(elapsed)"
+  # Inference on compressed weights: the CPU's and the GPU's (cuBLASLt's
+  # int8 GEMM, int4 dequantization, CSR) test loss and accuracy agree.
+  local fm="$DIR/data/fashion-mnist" weights="$WORK/mlpinfer.safetensors"
+  if timeout 120 "$WORK/build-mlpinfer/train" --data "$fm" --steps 300 --device cpu --quiet \
+    --export "$weights" > "$WORK/logs/mlpinfer-export.log" 2>&1; then
+    local infer="$WORK/build-infer/infer --weights $weights --data $fm"
+    timeout 60 $infer --device cpu > "$WORK/logs/infer-cpu.log" 2>&1 || fail "inference on the CPU: $(tail -2 "$WORK/logs/infer-cpu.log")"
+    timeout 60 $infer --device cuda > "$WORK/logs/infer-cuda.log" 2>&1 || fail "inference on the GPU: $(tail -2 "$WORK/logs/infer-cuda.log")"
+    grep -h "device:\|test " "$WORK/logs/infer-cpu.log" "$WORK/logs/infer-cuda.log" | tee -a "$LOG"
+    "$PYTHON" "$ROOT/test/reference/check_inference.py" "$WORK/logs/infer-cpu.log" "$WORK/logs/infer-cuda.log" \
+      --loss 1e-3 --accuracy 1e-3 | sed "s/^/inference: /" | tee -a "$LOG"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail "inference: the GPU's figures differ from the CPU's"
+  else
+    fail "mlpinfer: training and export: $(tail -2 "$WORK/logs/mlpinfer-export.log")"
+  fi
+}
+
+stage_sanitize() {
+  build_all $MODELS infer
+  [ "$FAILED" = 0 ] || return
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$sanitizer" ] || [ $DRY = 1 ] || {
+    fail "no compute-sanitizer"
+    return
+  }
+  first_cuda_call
+  [ $DRY = 1 ] && return
+  # Step 1 runs eagerly, steps 2-3 replay the captured graph.
+  run_tool() {
+    local tool=$1 what=$2
+    shift 2
+    if timeout 90 "$sanitizer" --tool "$tool" --error-exitcode 9 "$@" \
+      > "$WORK/logs/$what-$tool.log" 2>&1; then
+      say "$what: $tool: $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$WORK/logs/$what-$tool.log" | head -1)"
+    else
+      fail "$what: $tool: $(grep -h 'ERROR SUMMARY\|Invalid\|hazard\|Barrier' "$WORK/logs/$what-$tool.log" | head -3)"
+    fi
+  }
+  for model in $MODELS; do
+    run_tool memcheck "$model" "$WORK/build-$model/train" --data "$(data_of $model)" --steps 3 --device cuda --quiet
+  done
+  for model in mlp cnn gpt; do
+    for tool in racecheck synccheck; do
+      run_tool "$tool" "$model" "$WORK/build-$model/train" --data "$(data_of $model)" --steps 2 --device cuda --quiet
+    done
+  done
+  if timeout 120 "$WORK/build-mlpinfer/train" --data "$DIR/data/fashion-mnist" --steps 20 --device cpu --quiet \
+    --export "$WORK/mlpinfer-small.safetensors" > "$WORK/logs/mlpinfer-small.log" 2>&1; then
+    run_tool memcheck infer "$WORK/build-infer/infer" --weights "$WORK/mlpinfer-small.safetensors" \
+      --data "$DIR/data/fashion-mnist" --device cuda --batches 3
+  else
+    fail "mlpinfer: export for the sanitizer"
+  fi
+}
+
+stage_bench() {
+  build_all mlp cnn gpt $BENCH_MODELS
+  [ "$FAILED" = 0 ] || return
+  first_cuda_call
+  [ $DRY = 1 ] && return
+  # Rows: model, steps, what a step processes, PyTorch's precision.
+  local rows=("mlp 300 128 tf32" "cnn 100 128 tf32" "gpt 100 1024 tf32" "gpt2 30 8192 tf32" "gpt2bf16 30 8192 bf16")
+  local row model steps items precision mode
+  # Ours first, then PyTorch eager (SDPA attention), then torch.compile,
+  # GPT-2 first: cold compilations are the slow part; past 200 s the rest
+  # are skipped and the table says so.
+  for row in "${rows[@]}"; do
+    read -r model steps items precision <<< "$row"
+    timeout 150 "$WORK/build-$model/train" --data "$(data_of $model)" --steps "$steps" --device cuda --quiet \
+      --dump "$WORK/$model-dump" --summary-json "$WORK/$model-bench.json" > "$WORK/logs/$model-bench.log" 2>&1 ||
+      fail "$model benchmark run: $(tail -2 "$WORK/logs/$model-bench.log")"
+  done
+  for mode in eager compile; do
+    for model in gpt2 gpt2bf16 gpt cnn mlp; do
+      for row in "${rows[@]}"; do
+        read -r m steps items precision <<< "$row"
+        [ "$m" = "$model" ] || continue
+        [ -d "$WORK/$model-dump" ] || continue
+        if [ "$mode" = compile ] && [ $(($(date +%s) - START)) -gt 200 ]; then
+          say "$model: torch.compile skipped (past 200 s of this command)"
+          continue
+        fi
+        timeout 150 "$PYTHON" "$ROOT/bench/gpu_pytorch.py" "$WORK/$model-dump" --mode $mode \
+          --precision "$precision" --attention sdpa --out "$WORK/$model-torch-$mode.json" \
+          > "$WORK/logs/$model-torch-$mode.log" 2>&1 ||
+          fail "$model: PyTorch $mode: $(tail -2 "$WORK/logs/$model-torch-$mode.log")"
+      done
+    done
+  done
+  "$PYTHON" "$ROOT/bench/gpu_table.py" "$WORK" "${rows[@]}" > "$OUT/gpu-check.md" ||
+    fail "making the table"
+  cat "$OUT/gpu-check.md" | tee -a "$LOG"
+}
+
+# The dry run: what travels and what comes back, then each command up to
+# its first CUDA call, with $OUT as it will be.
+if [ $DRY = 1 ]; then
+  size=$(cd "$ROOT" && git ls-files -z -co --exclude-standard 2> /dev/null |
+    xargs -0 -r du -cb 2> /dev/null | tail -1 | cut -f1)
+  size=$((${size:-0} + $(du -sb "$DIR" | cut -f1)))
+  if [ "$size" -gt $TRAVEL_LIMIT ]; then
+    fail "what travels (the working tree and $DIR) is $((size >> 20)) MiB, over the device tool's 64 MiB"
+  else
+    say "travels: $((size >> 20)) MiB of 64 (the working tree and $(realpath --relative-to="$ROOT" "$DIR" 2> /dev/null || echo "$DIR"))"
+  fi
+  for stage in build sanitize bench; do
+    # shellcheck disable=SC2030
+    (
+      NAME=$stage
+      LOG="$OUT/$NAME.log"
+      : > "$LOG"
+      "stage_$stage"
+      [ "$FAILED" = 0 ] && say "$stage: ready for the GPU (stopped before the first CUDA call) at $(elapsed)"
+      tar -czf "$OUT/$NAME-logs.tar.gz" -C "$WORK" logs 2> /dev/null
+      exit $FAILED
+    ) || FAILED=1
+  done
+  # What each command leaves in $OUT must come back: at most 8 plain
+  # files, named in letters, digits, '.', '_' and '-', under 16 MiB.
+  count=$(find "$OUT" -type f | wc -l)
+  bad=$(find "$OUT" -mindepth 1 \( -type d -o -size +16M -o -regex '.*/[^/]*[^A-Za-z0-9._/-][^/]*' \) | head -3)
+  per_command=$((count / 3 + 1))
+  if [ "$per_command" -gt $OUT_FILES_LIMIT ] || [ -n "$bad" ]; then
+    fail "\$OUT would not come back: $count files for 3 commands ${bad:+($bad)}"
+  else
+    say "\$OUT: $(find "$OUT" -type f -printf '%f ' | sort) ($count files for 3 commands, at most $OUT_FILES_LIMIT each)"
+  fi
+  finish
+fi
+
+"stage_$STAGE"
+finish

@@ -5,7 +5,15 @@
 #include "runtime/FakeQuant.h"
 #include "runtime/Quantize8.h"
 
+// MNEMO_HAVE_BLAS is 0 in a trainer built where OpenBLAS is not (a GPU
+// machine with the CUDA toolkit alone): it runs its steps on the GPU, and
+// the trainer refuses --device cpu before any step (cpu::backendAvailable).
+#ifndef MNEMO_HAVE_BLAS
+#define MNEMO_HAVE_BLAS 1
+#endif
+#if MNEMO_HAVE_BLAS
 #include <cblas.h>
+#endif
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -31,6 +39,16 @@ int64_t rowGrain(int64_t rowElements) {
   return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, rowElements));
 }
 } // namespace
+
+bool backendAvailable(std::string &why) {
+  if (MNEMO_HAVE_BLAS)
+    return true;
+  why = "this trainer was built without OpenBLAS (none was found when it "
+        "was built: install libopenblas-dev, or give CMake "
+        "-DMNEMO_DEPS_DIR with its Debian packages unpacked), so it has no "
+        "CPU backend";
+  return false;
+}
 
 void reportError(const std::string &message) {
   std::lock_guard<std::mutex> lock(errorMutex);
@@ -62,9 +80,15 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
   auto call = [&](int64_t rows, int64_t cols, const float *a, const float *b,
                   float *c) {
+#if MNEMO_HAVE_BLAS
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
                 transB ? CblasTrans : CblasNoTrans, int(rows), int(cols),
                 int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+#else
+    (void)rows, (void)cols, (void)a, (void)b, (void)c;
+    reportError("internal error: a CPU GEMM in a trainer built without "
+                "OpenBLAS");
+#endif
   };
   // Split C into blocks of rows or of columns over the threads; each block
   // is one single-threaded OpenBLAS call. Every block packs the whole of the

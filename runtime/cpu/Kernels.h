@@ -365,6 +365,10 @@ void lossScaleUpdate(float norm, float scale, float count, float *newScale,
                      float *newCount, float *skip, double growthFactor,
                      double backoffFactor, int64_t growthInterval);
 
+/// False (with the reason) in a trainer built without OpenBLAS: it has no
+/// CPU backend and runs its steps on the GPU only.
+bool backendAvailable(std::string &why);
+
 /// A kernel's failure (an index out of range): recorded, and reported by
 /// the trainer after the step.
 void reportError(const std::string &message);

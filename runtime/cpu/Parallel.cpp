@@ -15,7 +15,12 @@
 #include <xmmintrin.h>
 #endif
 
+#ifndef MNEMO_HAVE_BLAS
+#define MNEMO_HAVE_BLAS 1
+#endif
+#if MNEMO_HAVE_BLAS
 extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace mnemo {
 namespace cpu {
@@ -171,7 +176,9 @@ bool setThreads(int n, std::string &error) {
   flushDenormals(); // the calling thread runs chunks too
   // OpenBLAS runs single-threaded inside our chunks: two thread pools on
   // the same cores spin against each other (sched_yield) between kernels.
+#if MNEMO_HAVE_BLAS
   openblas_set_num_threads(1);
+#endif
   if (!pool().resize(n)) {
     error = "the system refused to start " + std::to_string(n) +
             " threads (see ulimit -u); ask for fewer with --threads";

@@ -33,6 +33,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <cstring>
 #include <vector>
 
@@ -114,13 +115,42 @@ cudnnDataType_t cudnnType(DType t) {
   }
 }
 
-/// A GEMM site's cuBLASLt plan, made on its first call.
+/// A GEMM site's cuBLASLt plan, made on its first call (and again for a
+/// call whose pointers are less aligned than the plan assumed).
 struct GemmPlan {
   bool ready = false;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
+  /// The alignment (bytes, a power of two up to 256) the algorithm was
+  /// chosen for: the least of every operand's address and batch stride.
+  uint32_t alignment = 256;
+  /// No algorithm took the fused epilogue: a plain GEMM, then
+  /// mnemoBiasEpilogue.
+  bool separateEpilogue = false;
+  /// No algorithm took the int8 shape: mnemoGemmInt8.
+  bool int8Kernel = false;
 };
+
+/// The largest power of two up to 256 that divides every value.
+uint32_t alignmentOf(std::initializer_list<uint64_t> values) {
+  uint64_t bits = 256;
+  for (uint64_t v : values)
+    bits |= v;
+  return uint32_t(bits & (~bits + 1));
+}
+
+void destroyGemmPlan(GemmPlan &plan) {
+  if (plan.a)
+    cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.b)
+    cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.c)
+    cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.desc)
+    cublasLtMatmulDescDestroy(plan.desc);
+  plan = GemmPlan();
+}
 
 /// A convolution site's cuDNN descriptors and algorithm.
 struct ConvPlan {
@@ -133,8 +163,9 @@ struct ConvPlan {
 
 class CudaExecutor final : public DeviceExecutor, public StepLauncher {
 public:
-  CudaExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel)
-      : model(model), cudaModel(cudaModel) {}
+  CudaExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel,
+               const CudaSettings &settings)
+      : model(model), cudaModel(cudaModel), settings(settings) {}
   ~CudaExecutor() override;
 
   bool start(std::string &error);
@@ -171,16 +202,24 @@ private:
   bool readResults(const StepInfo &step, StepMemory &host, std::string &error);
   bool stage(int64_t step, const FetchBatch &fetch, std::string &error);
   void useSlot(int slot);
-  bool planGemm(const GemmCall &call, GemmPlan &plan);
+  void captureStep(int slot);
+  bool planGemm(const GemmCall &call, GemmPlan &plan, uint32_t alignment,
+                bool epilogue);
+  /// One of Kernels.cuh's own kernels (the fallbacks), with arguments.
+  void launchLibraryKernel(CUfunction function, uint32_t blocks,
+                           uint32_t threads, void **args, const char *name);
   bool planConv(const ConvCall &call, ConvPlan &plan);
 
   const ModelInfo &model;
   const CudaModelInfo &cudaModel;
+  const CudaSettings settings;
   PlanRegions sizes;
   std::string description;
   Driver driver;
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;
+  /// Kernels.cuh's fallbacks, in every module.
+  CUfunction biasEpilogueKernel = nullptr, gemmInt8Kernel = nullptr;
   cudaStream_t compute = nullptr, copy = nullptr;
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
@@ -201,6 +240,8 @@ private:
   /// the other may hold the next step's staged batch).
   int lastSlot = 0;
   cudaGraphExec_t graphs[2] = {nullptr, nullptr};
+  /// Set when capture failed: every step runs eagerly.
+  bool noGraphs = false;
   int64_t eagerSteps = 0;
 
   // Profiling: an event pair per op.
@@ -224,12 +265,7 @@ CudaExecutor::~CudaExecutor() {
     if (g)
       cudaGraphExecDestroy(g);
   for (GemmPlan &p : gemms)
-    if (p.ready) {
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.c);
-      cublasLtMatmulDescDestroy(p.desc);
-    }
+    destroyGemmPlan(p);
   for (ConvPlan &p : convs)
     if (p.ready) {
       cudnnDestroyTensorDescriptor(p.x);
@@ -298,9 +334,24 @@ bool CudaExecutor::start(std::string &error) {
       return false;
     }
   }
+  for (auto [name, function] :
+       {std::make_pair("mnemoBiasEpilogue", &biasEpilogueKernel),
+        std::make_pair("mnemoGemmInt8", &gemmInt8Kernel)}) {
+    CUresult found = driver.moduleGetFunction(function, module, name);
+    if (found != CUDA_SUCCESS) {
+      error = std::string("kernel ") + name +
+              " is missing from the module: " + driver.message(found);
+      return false;
+    }
+  }
   description += compiled.fromCache
                      ? ", kernels from the cache"
                      : ", kernels compiled by NVRTC " + nvrtcVersion();
+  if (compiled.cacheWasDamaged)
+    std::fprintf(stderr,
+                 "gpu: the cached kernels in %s were damaged (checksum); "
+                 "compiled them again\n",
+                 compiled.cachePath.c_str());
 
   if (!check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
              "cudaStreamCreate") ||
@@ -317,11 +368,8 @@ bool CudaExecutor::start(std::string &error) {
     error = "cannot create a cuBLASLt handle";
     return false;
   }
-  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS ||
-      cudnnSetStream(dnn, compute) != CUDNN_STATUS_SUCCESS) {
-    error = "cannot create a cuDNN handle";
-    return false;
-  }
+  // cuDNN's handle is made at the first convolution (planConv): a model
+  // without one runs even where cuDNN is broken.
 
   // The one allocation.
   size_t freeBytes = 0, totalBytes = 0;
@@ -338,7 +386,11 @@ bool CudaExecutor::start(std::string &error) {
     return false;
   }
   layout.place(block, regions, inputSlots);
-  if (!check(cudaMemset(block, 0, size_t(allocation)), "cudaMemset") ||
+  // Zeroed on the step's stream, and done before the copy stream stages a
+  // batch into it.
+  if (!check(cudaMemsetAsync(block, 0, size_t(allocation), compute),
+             "cudaMemset") ||
+      !check(cudaStreamSynchronize(compute), "cudaMemset") ||
       !check(cudaMallocHost(&pinnedInputs[0], size_t(inputs)),
              "cudaMallocHost") ||
       !check(cudaMallocHost(&pinnedInputs[1], size_t(inputs)),
@@ -381,13 +433,20 @@ int64_t CudaExecutor::measuredDeviceBytes() {
 
 void CudaExecutor::useSlot(int slot) { regions.inputs = inputSlots[slot]; }
 
+// Parameters and optimizer state go through the step's stream, which is
+// non-blocking (not ordered with the legacy stream's cudaMemcpy): the
+// first step sees them uploaded, and a download sees the last step done.
 bool CudaExecutor::upload(const StepMemory &host, std::string &error) {
-  if (!check(cudaMemcpy(regions.parameters, host.parameters,
-                        size_t(sizes.parameters), cudaMemcpyHostToDevice),
+  if (!check(cudaMemcpyAsync(regions.parameters, host.parameters,
+                             size_t(sizes.parameters), cudaMemcpyHostToDevice,
+                             compute),
              "uploading the parameters") ||
-      !check(cudaMemcpy(regions.optimizerState, host.optimizerState,
-                        size_t(sizes.optimizerState), cudaMemcpyHostToDevice),
-             "uploading the optimizer state")) {
+      !check(cudaMemcpyAsync(regions.optimizerState, host.optimizerState,
+                             size_t(sizes.optimizerState),
+                             cudaMemcpyHostToDevice, compute),
+             "uploading the optimizer state") ||
+      // The host buffers are pageable and may change once this returns.
+      !check(cudaStreamSynchronize(compute), "uploading the parameters")) {
     error = failure;
     return false;
   }
@@ -395,13 +454,15 @@ bool CudaExecutor::upload(const StepMemory &host, std::string &error) {
 }
 
 bool CudaExecutor::download(StepMemory &host, std::string &error) {
-  if (!check(cudaStreamSynchronize(compute), "the last step") ||
-      !check(cudaMemcpy(host.parameters, regions.parameters,
-                        size_t(sizes.parameters), cudaMemcpyDeviceToHost),
+  if (!check(cudaMemcpyAsync(host.parameters, regions.parameters,
+                             size_t(sizes.parameters), cudaMemcpyDeviceToHost,
+                             compute),
              "downloading the parameters") ||
-      !check(cudaMemcpy(host.optimizerState, regions.optimizerState,
-                        size_t(sizes.optimizerState), cudaMemcpyDeviceToHost),
-             "downloading the optimizer state")) {
+      !check(cudaMemcpyAsync(host.optimizerState, regions.optimizerState,
+                             size_t(sizes.optimizerState),
+                             cudaMemcpyDeviceToHost, compute),
+             "downloading the optimizer state") ||
+      !check(cudaStreamSynchronize(compute), "the last step")) {
     error = failure;
     return false;
   }
@@ -485,26 +546,15 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
     return false;
   }
   profiling = opSeconds != nullptr;
-  if (profiling || eagerSteps == 0) {
+  if (!graphs[slot] && !profiling && eagerSteps > 0 && !noGraphs)
+    captureStep(slot);
+  if (graphs[slot] && !profiling) {
+    check(cudaGraphLaunch(graphs[slot], compute), "cudaGraphLaunch");
+  } else {
     // The first step picks algorithms (and allocates nothing later);
-    // profiled steps time each op.
+    // profiled steps time each op; without a graph every step is eager.
     cudaModel.trainStep.run(*this);
     ++eagerSteps;
-  } else {
-    if (!graphs[slot]) {
-      cudaGraph_t graph;
-      if (!check(
-              cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
-              "cudaStreamBeginCapture"))
-        return checkStep(error);
-      cudaModel.trainStep.run(*this);
-      if (!check(cudaStreamEndCapture(compute, &graph), "capturing the step") ||
-          !check(cudaGraphInstantiate(&graphs[slot], graph, 0),
-                 "instantiating the step's graph"))
-        return checkStep(error);
-      cudaGraphDestroy(graph);
-    }
-    check(cudaGraphLaunch(graphs[slot], compute), "cudaGraphLaunch");
   }
   if (!readResults(model.trainStep, host, error))
     return false;
@@ -562,6 +612,43 @@ bool CudaExecutor::eval(StepMemory &host, std::string &error) {
   return true;
 }
 
+/// Captures the train step into slot's graph. When capture or
+/// instantiation fails (a library call that cannot be captured, such as a
+/// cuDNN algorithm that synchronizes), the steps run eagerly from then on,
+/// and the trainer says so once on stderr.
+void CudaExecutor::captureStep(int slot) {
+  cudaGraph_t graph = nullptr;
+  std::string why;
+  cudaError_t status =
+      cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal);
+  if (status == cudaSuccess) {
+    cudaModel.trainStep.run(*this);
+    cudaError_t ended = cudaStreamEndCapture(compute, &graph);
+    if (!failure.empty())
+      why = failure;
+    else if (ended != cudaSuccess)
+      why = cudaGetErrorString(ended);
+    else if ((status = cudaGraphInstantiate(&graphs[slot], graph, 0)) !=
+             cudaSuccess)
+      why = std::string("instantiating: ") + cudaGetErrorString(status);
+  } else {
+    why = cudaGetErrorString(status);
+  }
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (why.empty())
+    return;
+  // What the capture recorded never ran: the step runs again, eagerly.
+  graphs[slot] = nullptr;
+  failure.clear();
+  cudaGetLastError(); // capture errors are not sticky; clear the last one
+  noGraphs = true;
+  std::fprintf(stderr,
+               "gpu: capturing the step as a CUDA graph failed (%s); the "
+               "steps run without a graph\n",
+               why.c_str());
+}
+
 void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
                           uint32_t blockSize) {
   if (!failure.empty())
@@ -579,21 +666,30 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
               driver.message(r);
 }
 
-bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
+/// cuBLASLt's plan for one GEMM (`epilogue`: with the fused epilogue, or
+/// without), or false when its heuristic offers no algorithm.
+bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
+                            uint32_t alignment, bool epilogue) {
   // cuBLASLt's column-major form (CudaModel.h): B is its first operand.
   ColumnMajorGemm g = columnMajor(call);
   // int8: int8 operands, exact int32 accumulation and result, int32 alpha
   // and beta; cuBLASLt's IMMA kernels want this "TN" form (both operands
-  // K-contiguous), which x @ W^T is.
+  // K-contiguous), which x @ W^T is. f32: TF32 tensor cores unless
+  // --matmul-precision highest; bf16 and f16 run on the tensor cores with
+  // f32 accumulation.
   bool int8 = call.dtype == DType::I8;
   cudaDataType_t type = int8 ? CUDA_R_8I : cudaType(call.dtype);
   cudaDataType_t resultType = int8 ? CUDA_R_32I : type;
+  cublasComputeType_t compute =
+      int8 ? CUBLAS_COMPUTE_32I
+      : call.dtype == DType::F32 && settings.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                  : CUBLAS_COMPUTE_32F;
   cublasOperation_t opX = g.transX ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opY = g.transY ? CUBLAS_OP_T : CUBLAS_OP_N;
   bool ok =
-      cublasLtMatmulDescCreate(
-          &plan.desc, int8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F,
-          int8 ? CUDA_R_32I : CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      cublasLtMatmulDescCreate(&plan.desc, compute,
+                               int8 ? CUDA_R_32I : CUDA_R_32F) ==
+          CUBLAS_STATUS_SUCCESS &&
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                      &opX,
                                      sizeof(opX)) == CUBLAS_STATUS_SUCCESS &&
@@ -622,15 +718,17 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
                layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                &strides[i], sizeof(strides[i])) == CUBLAS_STATUS_SUCCESS;
   }
-  if (ok && call.epilogue != Epilogue::None) {
-    cublasLtEpilogue_t epilogue =
+  if (ok && epilogue && call.epilogue != Epilogue::None) {
+    cublasLtEpilogue_t e =
         call.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
         : call.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                               : CUBLASLT_EPILOGUE_GELU_BIAS;
-    ok = cublasLtMatmulDescSetAttribute(
-             plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-             sizeof(epilogue)) == CUBLAS_STATUS_SUCCESS;
+    ok = cublasLtMatmulDescSetAttribute(plan.desc,
+                                        CUBLASLT_MATMUL_DESC_EPILOGUE, &e,
+                                        sizeof(e)) == CUBLAS_STATUS_SUCCESS;
   }
+  // The heuristic may only pick kernels whose vector loads the operands'
+  // real addresses allow (strided views start at any element).
   cublasLtMatmulPreference_t preference = nullptr;
   size_t limit = size_t(workspaceBytes);
   cublasLtMatmulHeuristicResult_t heuristic;
@@ -639,7 +737,16 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
        cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS &&
        cublasLtMatmulPreferenceSetAttribute(
            preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
-           sizeof(limit)) == CUBLAS_STATUS_SUCCESS &&
+           sizeof(limit)) == CUBLAS_STATUS_SUCCESS;
+  for (cublasLtMatmulPreferenceAttributes_t which :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(
+                   preference, which, &alignment, sizeof(alignment)) ==
+                   CUBLAS_STATUS_SUCCESS;
+  ok = ok &&
        cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.a, plan.b, plan.c,
                                       plan.c, preference, 1, &heuristic,
                                       &found) == CUBLAS_STATUS_SUCCESS &&
@@ -647,14 +754,11 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan) {
   if (preference)
     cublasLtMatmulPreferenceDestroy(preference);
   if (!ok) {
-    if (failure.empty())
-      failure = "cuBLASLt has no algorithm for GEMM site " +
-                std::to_string(call.site) + " (" + std::to_string(call.m) +
-                "x" + std::to_string(call.n) + "x" + std::to_string(call.k) +
-                ")";
+    destroyGemmPlan(plan);
     return false;
   }
   plan.algo = heuristic.algo;
+  plan.alignment = alignment;
   plan.ready = true;
   return true;
 }
@@ -666,11 +770,60 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
   if (call.site >= int(gemms.size()))
     gemms.resize(call.site + 1);
   GemmPlan &plan = gemms[call.site];
-  if (!plan.ready && !planGemm(call, plan))
+  int64_t es = call.dtype == DType::F32 ? 4 : call.dtype == DType::I8 ? 1 : 2;
+  int64_t ces = call.dtype == DType::I8 ? 4 : es;
+  uint32_t alignment = alignmentOf(
+      {uint64_t(a), uint64_t(b), uint64_t(c), uint64_t(bias),
+       uint64_t(call.batch > 1 ? call.strideA * es : 0),
+       uint64_t(call.batch > 1 ? call.strideB * es : 0),
+       uint64_t(call.batch > 1 ? call.strideC * ces : 0)});
+  if (plan.ready && alignment < plan.alignment)
+    destroyGemmPlan(plan);
+  if (!plan.ready && !plan.int8Kernel) {
+    if (!planGemm(call, plan, alignment, true)) {
+      // No algorithm for this shape with the fused epilogue (an odd N, say)
+      // or for int8: the plain GEMM and a kernel of ours after it, rather
+      // than a failed run.
+      if (call.epilogue != Epilogue::None &&
+          planGemm(call, plan, alignment, false)) {
+        plan.separateEpilogue = true;
+      } else if (call.dtype == DType::I8) {
+        plan.int8Kernel = true;
+      } else {
+        if (failure.empty())
+          failure = "cuBLASLt has no algorithm for GEMM site " +
+                    std::to_string(call.site) + " (" + std::to_string(call.m) +
+                    "x" + std::to_string(call.n) + "x" +
+                    std::to_string(call.k) + ")";
+        return;
+      }
+      std::fprintf(stderr,
+                   "gpu: cuBLASLt has no algorithm for GEMM site %d (%lldx%lld"
+                   "x%lld%s); %s\n",
+                   call.site, (long long)call.m, (long long)call.n,
+                   (long long)call.k,
+                   call.dtype == DType::I8 ? ", int8" : ", with its epilogue",
+                   plan.int8Kernel ? "an int8 kernel of Mnemo's computes it"
+                                   : "a separate epilogue kernel follows it");
+    }
+  }
+  if (plan.int8Kernel) {
+    // The emitter's int8 products are x @ W^T (row-major, W stored n x k).
+    int64_t m = call.m, n = call.n, k = call.k, lda = call.lda,
+            ldb = call.ldb, ldc = call.ldc;
+    if (call.transA || !call.transB || call.batch > 1) {
+      failure = "internal error: an int8 GEMM that is not x @ W^T";
+      return;
+    }
+    void *args[] = {&m, &n, &k, &a, &lda, &b, &ldb, &c, &ldc};
+    uint32_t blocks = uint32_t(std::min<int64_t>((m * n + 255) / 256, 1 << 20));
+    launchLibraryKernel(gemmInt8Kernel, blocks, 256, args, "mnemoGemmInt8");
     return;
-  if (bias && cublasLtMatmulDescSetAttribute(
-                  plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                  sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
+  }
+  bool fused = bias && !plan.separateEpilogue;
+  if (fused && cublasLtMatmulDescSetAttribute(
+                   plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                   sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
     failure = "cuBLASLt: cannot set the bias";
     return;
   }
@@ -682,13 +835,48 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
       plan.a, a, plan.b,
       int8 ? static_cast<const void *>(&zeroInt) : &zeroValue, c, plan.c, c,
       plan.c, &plan.algo, regions.workspace, size_t(workspaceBytes), compute);
-  if (s != CUBLAS_STATUS_SUCCESS)
+  if (s != CUBLAS_STATUS_SUCCESS) {
     failure = "cuBLASLt matmul failed at GEMM site " +
               std::to_string(call.site) + " (status " + std::to_string(int(s)) +
               ")";
+    return;
+  }
+  if (plan.separateEpilogue) {
+    // The epilogues are f32 (CudaEmitter's epilogueRoot): c[m, n] += bias,
+    // then the activation.
+    int64_t rows = call.m, cols = call.n, ld = call.ldc;
+    int kind = int(call.epilogue);
+    void *args[] = {&c, &bias, &rows, &cols, &ld, &kind};
+    uint32_t blocks =
+        uint32_t(std::min<int64_t>((rows * cols + 255) / 256, 1 << 20));
+    launchLibraryKernel(biasEpilogueKernel, blocks, 256, args,
+                        "mnemoBiasEpilogue");
+  }
+}
+
+void CudaExecutor::launchLibraryKernel(CUfunction function, uint32_t blocks,
+                                       uint32_t threads, void **args,
+                                       const char *name) {
+  CUresult r = driver.launchKernel(function, blocks, 1, 1, threads, 1, 1, 0,
+                                   compute, args, nullptr);
+  if (r != CUDA_SUCCESS && failure.empty())
+    failure = std::string("launching ") + name + ": " + driver.message(r);
 }
 
 bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
+  if (!dnn) {
+    cudnnStatus_t made = cudnnCreate(&dnn);
+    if (made != CUDNN_STATUS_SUCCESS ||
+        cudnnSetStream(dnn, compute) != CUDNN_STATUS_SUCCESS) {
+      if (failure.empty())
+        failure = std::string("cannot create a cuDNN handle for the first "
+                              "convolution (") +
+                  cudnnGetErrorString(made) + ", cuDNN " +
+                  std::to_string(cudnnGetVersion()) + ")";
+      dnn = nullptr;
+      return false;
+    }
+  }
   cudnnDataType_t type = cudnnType(call.dtype);
   bool ok =
       cudnnCreateTensorDescriptor(&plan.x) == CUDNN_STATUS_SUCCESS &&
@@ -708,11 +896,13 @@ bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
           plan.conv, int(call.padH), int(call.padW), int(call.strideH),
           int(call.strideW), 1, 1, CUDNN_CROSS_CORRELATION,
           CUDNN_DATA_FLOAT) == CUDNN_STATUS_SUCCESS &&
-      // f32 convolutions in f32 (no TF32), as the CPU backend computes;
-      // half precision uses tensor cores.
-      cudnnSetConvolutionMathType(plan.conv, call.dtype == DType::F32
-                                                 ? CUDNN_FMA_MATH
-                                                 : CUDNN_TENSOR_OP_MATH) ==
+      // f32 convolutions in TF32 on the tensor cores by default (PyTorch's
+      // torch.backends.cudnn.allow_tf32), in f32 with --matmul-precision
+      // highest; half precision uses the tensor cores.
+      cudnnSetConvolutionMathType(plan.conv,
+                                  call.dtype != DType::F32 ? CUDNN_TENSOR_OP_MATH
+                                  : settings.tf32          ? CUDNN_DEFAULT_MATH
+                                                           : CUDNN_FMA_MATH) ==
           CUDNN_STATUS_SUCCESS;
   // The best algorithm whose workspace fits the planned one.
   constexpr int kCandidates = 8;
@@ -829,7 +1019,9 @@ bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
 }
 
 std::unique_ptr<DeviceExecutor>
-mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
+mnemo::runtime::makeCudaExecutor(const ModelInfo &model,
+                                 const CudaSettings &settings,
+                                 std::string &error) {
   const CudaModelInfo *cudaModel = mnemoCudaModel();
   if (!cudaModel || (!cudaModel->trainStep.run && !cudaModel->evalStep.run)) {
     error = "this program has no CUDA steps";
@@ -839,7 +1031,7 @@ mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
     error = cudaModel->unsupported;
     return nullptr;
   }
-  auto executor = std::make_unique<CudaExecutor>(model, *cudaModel);
+  auto executor = std::make_unique<CudaExecutor>(model, *cudaModel, settings);
   if (!executor->start(error))
     return nullptr;
   return executor;

@@ -31,6 +31,20 @@ inline int64_t deviceAligned(int64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
+/// The one device allocation for regions of these sizes (each aligned;
+/// two batch buffers; the control block): what the memory report counts
+/// as a step's peak on a GPU (mnemoc --device=cuda).
+inline int64_t deviceAllocationBytes(int64_t parameters, int64_t gradients,
+                                     int64_t optimizerState, int64_t inputs,
+                                     int64_t arena, int64_t workspace) {
+  return deviceAligned(parameters) + deviceAligned(gradients) +
+         deviceAligned(optimizerState) +
+         2 * deviceAligned(std::max<int64_t>(inputs, 1)) +
+         deviceAligned(arena) +
+         deviceAligned(std::max<int64_t>(workspace, 1)) +
+         deviceAligned(kControlSlots * 8);
+}
+
 struct DeviceLayout {
   /// The parts' sizes, in allocation order.
   int64_t parameters, gradients, optimizerState, inputs, arena, workspace,

@@ -312,6 +312,52 @@ __device__ void reduceThreadPerOutput(const ReduceShape &s, const T *x, T *y) {
   y[o] = st<T>(Kind == kMean ? acc / float(s.perOutput) : acc);
 }
 
+/// Many outputs contiguous in the input with many elements each (a bias
+/// gradient: the sum of 8,192 rows for each of 768 columns): a grid of
+/// (column tiles of 32, chunks of rows). Block (tile, c) sums chunk c's rows
+/// for its 32 columns, 8 rows at a time, coalesced along the columns, into
+/// partial[c][output]; reduceColumnsFinish adds the chunks in order. The
+/// emitter picks the chunks so that the grid fills the SMs. Deterministic.
+constexpr int kColumnTile = 32, kColumnLanes = 8;
+template <int Kind, typename T>
+__device__ void reduceColumnsPartial(const ReduceShape &s, const T *x,
+                                     float *partial, int64_t chunks) {
+  __shared__ float sums[kColumnLanes][kColumnTile + 1];
+  int column = threadIdx.x % kColumnTile, lane = threadIdx.x / kColumnTile;
+  int64_t o = int64_t(blockIdx.x) * kColumnTile + column;
+  int64_t per = (s.perOutput + chunks - 1) / chunks;
+  int64_t begin = int64_t(blockIdx.y) * per;
+  int64_t end = begin + per < s.perOutput ? begin + per : s.perOutput;
+  float acc = Kind == kMax ? -INFINITY : 0.0f;
+  if (o < s.outputs) {
+    const T *base = x + keptOffset(s, o);
+    for (int64_t q = begin + lane; q < end; q += kColumnLanes) {
+      float v = ld(base[reducedOffset(s, q)]);
+      acc = Kind == kMax ? nanMax(acc, v) : acc + v;
+    }
+  }
+  sums[lane][column] = acc;
+  __syncthreads();
+  if (lane == 0 && o < s.outputs) {
+    for (int l = 1; l < kColumnLanes; ++l)
+      acc = Kind == kMax ? nanMax(acc, sums[l][column]) : acc + sums[l][column];
+    partial[blockIdx.y * s.outputs + o] = acc;
+  }
+}
+template <int Kind, typename T>
+__device__ void reduceColumnsFinish(const ReduceShape &s, const float *partial,
+                                    int64_t chunks, T *y) {
+  int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= s.outputs)
+    return;
+  float acc = Kind == kMax ? -INFINITY : 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    float v = partial[c * s.outputs + o];
+    acc = Kind == kMax ? nanMax(acc, v) : acc + v;
+  }
+  y[o] = st<T>(Kind == kMean ? acc / float(s.perOutput) : acc);
+}
+
 /// The gradient of a max reduction: shared equally among the elements
 /// equal to the maximum. One thread per output.
 template <typename T>
@@ -555,25 +601,49 @@ __device__ void crossEntropyGrad(const Regions &r, const float *grad,
   }
 }
 
-/// Accuracy: one block; each thread takes rows, the first maximum wins.
+/// Accuracy, first pass: one block per row writes 1 where the row's first
+/// maximum is its target (into `hits`; meanOf averages them). As the CPU's
+/// serial scan: NaNs never win, and a NaN in column 0 makes column 0 the
+/// answer. Each thread finds the first maximum of its columns, and the
+/// block combines them (larger value, then smaller column).
 template <typename T>
-__device__ void accuracy(const T *logits, const int32_t *targets, int64_t rows,
-                         int64_t classes, float *out) {
-  float correct = 0;
-  for (int64_t row = threadIdx.x; row < rows; row += blockDim.x) {
+__device__ void accuracyRows(const T *logits, const int32_t *targets,
+                             int64_t rows, int64_t classes, float *hits) {
+  __shared__ float values[1024];
+  __shared__ int64_t columns[1024];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *xs = logits + row * classes;
-    int64_t best = 0;
-    float bestValue = ld(xs[0]);
-    for (int64_t c = 1; c < classes; ++c)
-      if (ld(xs[c]) > bestValue) {
-        bestValue = ld(xs[c]);
-        best = c;
+    float best = -INFINITY;
+    int64_t at = -1;
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      float v = ld(xs[c]);
+      if (v == v && (at < 0 || v > best)) {
+        best = v;
+        at = c;
       }
-    correct += best == targets[row] ? 1.0f : 0.0f;
+    }
+    __syncthreads(); // the previous row's values may still be read
+    values[threadIdx.x] = best;
+    columns[threadIdx.x] = at;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (int(threadIdx.x) < half) {
+        float v = values[threadIdx.x + half];
+        int64_t c = columns[threadIdx.x + half];
+        if (c >= 0 && (columns[threadIdx.x] < 0 || v > values[threadIdx.x] ||
+                       (v == values[threadIdx.x] && c < columns[threadIdx.x]))) {
+          values[threadIdx.x] = v;
+          columns[threadIdx.x] = c;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      float first = ld(xs[0]);
+      int64_t answer = first != first || columns[0] < 0 ? 0 : columns[0];
+      hits[row] = answer == targets[row] ? 1.0f : 0.0f;
+    }
   }
-  correct = blockSum(correct);
-  if (threadIdx.x == 0)
-    *out = correct / float(rows);
 }
 
 /// Sums of squares in fixed chunks, first pass: block b of the grid sums
@@ -1425,5 +1495,43 @@ __device__ void matmulCsr(const Regions &r, int64_t rows, int64_t n, int64_t k,
 
 } // namespace cuda
 } // namespace mnemo
+
+//===----------------------------------------------------------------------===//
+// The executor's fallbacks (runtime/cuda/CudaExecutor.cu), in every module
+//===----------------------------------------------------------------------===//
+
+/// A GEMM's bias epilogue when cuBLASLt has no algorithm with it fused:
+/// c[i, j] = act(c[i, j] + bias[j]) on the f32 result (kind 1: none, 2:
+/// ReLU, 3: GELU's tanh form, as CUBLASLT_EPILOGUE_GELU_BIAS).
+extern "C" __global__ void __launch_bounds__(256)
+    mnemoBiasEpilogue(float *c, const float *bias, int64_t rows, int64_t cols,
+                      int64_t ldc, int kind) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < rows * cols; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row = i / cols, col = i % cols;
+    float v = c[row * ldc + col] + bias[col];
+    if (kind == 2)
+      v = mnemo::cuda::relu(v);
+    else if (kind == 3)
+      v = mnemo::cuda::geluTanh(v);
+    c[row * ldc + col] = v;
+  }
+}
+
+/// An int8 GEMM, c = a @ b^T with exact int32 sums (as CUBLAS_COMPUTE_32I),
+/// when cuBLASLt has no int8 algorithm for the shape.
+extern "C" __global__ void __launch_bounds__(256)
+    mnemoGemmInt8(int64_t m, int64_t n, int64_t k, const int8_t *a,
+                  int64_t lda, const int8_t *b, int64_t ldb, int32_t *c,
+                  int64_t ldc) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m * n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row = i / n, col = i % n;
+    int32_t sum = 0;
+    for (int64_t e = 0; e < k; ++e)
+      sum += int32_t(a[row * lda + e]) * int32_t(b[col * ldb + e]);
+    c[row * ldc + col] = sum;
+  }
+}
 
 #endif // MNEMO_RUNTIME_CUDA_KERNELS_CUH

@@ -22,23 +22,64 @@ endmacro()
 
 # The parts beyond the toolkit (a macro, so that what it finds is visible to
 # the caller; "return" would leave the caller's scope, hence the flag).
+#
+# cuDNN is looked for, in this order, and the configure log says where it
+# was found: CUDNN_ROOT (a CMake or environment variable), the toolkit's
+# folders, the pip package nvidia-cudnn in PyTorch's virtual environment
+# (/opt/torch/.venv, or VIRTUAL_ENV), then in the site-packages of every
+# python3 on the PATH and of the Python CMake finds. A GPU machine whose
+# python3 is not the one with PyTorch still finds the venv's cuDNN.
 macro(mnemo_find_cuda_parts)
-  # cuDNN: the toolkit's folders, then Python's nvidia-cudnn package.
-  set(hints ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  set(cudnn_roots "")
+  foreach(root "${CUDNN_ROOT}" "$ENV{CUDNN_ROOT}")
+    if(root)
+      list(APPEND cudnn_roots ${root})
+    endif()
+  endforeach()
+  list(APPEND cudnn_roots ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+  set(sites "")
+  foreach(venv "$ENV{VIRTUAL_ENV}" /opt/torch/.venv)
+    if(venv)
+      file(GLOB venv_sites ${venv}/lib/python3*/site-packages)
+      list(APPEND sites ${venv_sites})
+    endif()
+  endforeach()
+  find_program(MNEMO_PATH_PYTHON3 python3)
   find_package(Python3 QUIET COMPONENTS Interpreter)
-  if(Python3_FOUND)
+  foreach(python ${MNEMO_PATH_PYTHON3} ${Python3_EXECUTABLE})
     execute_process(
-      COMMAND ${Python3_EXECUTABLE} -c
+      COMMAND ${python} -c
         "import sysconfig; print(sysconfig.get_paths()['purelib'])"
       OUTPUT_VARIABLE site OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
     if(site)
-      list(APPEND hints ${site}/nvidia/cudnn/lib ${site}/nvidia/cublas/lib)
-      set(include_hints ${site}/nvidia/cudnn/include)
+      list(APPEND sites ${site})
     endif()
+  endforeach()
+  foreach(site ${sites})
+    list(APPEND cudnn_roots ${site}/nvidia/cudnn ${site}/nvidia/cu13)
+  endforeach()
+  list(REMOVE_DUPLICATES cudnn_roots)
+  if(NOT MNEMO_CUDNN_LIBRARY OR NOT MNEMO_CUDNN_INCLUDE)
+    unset(MNEMO_CUDNN_LIBRARY CACHE)
+    unset(MNEMO_CUDNN_INCLUDE CACHE)
+    # The first root that has both the library and its header.
+    foreach(root ${cudnn_roots})
+      find_library(MNEMO_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+        PATHS ${root} PATH_SUFFIXES lib64 lib lib/x64 NO_DEFAULT_PATH)
+      find_path(MNEMO_CUDNN_INCLUDE cudnn.h PATHS ${root}
+        PATH_SUFFIXES include NO_DEFAULT_PATH)
+      if(MNEMO_CUDNN_LIBRARY AND MNEMO_CUDNN_INCLUDE)
+        break()
+      endif()
+      unset(MNEMO_CUDNN_LIBRARY CACHE)
+      unset(MNEMO_CUDNN_INCLUDE CACHE)
+    endforeach()
   endif()
-  find_library(MNEMO_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${hints})
-  find_path(MNEMO_CUDNN_INCLUDE cudnn.h
-    HINTS ${CUDAToolkit_INCLUDE_DIRS} ${include_hints})
+  if(NOT MNEMO_CUDNN_LIBRARY)
+    string(REPLACE ";" ", " searched "${cudnn_roots}")
+    message(STATUS "Mnemo: cuDNN not found (searched ${searched}; set "
+      "CUDNN_ROOT)")
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(NOT MNEMO_CUDNN_LIBRARY OR NOT MNEMO_CUDNN_INCLUDE OR NOT TARGET CUDA::cublasLt

@@ -67,6 +67,40 @@ void writeCache(const std::string &path, const std::string &cubin) {
 
 } // namespace
 
+namespace {
+constexpr char kCacheMagic[8] = {'M', 'N', 'C', 'U', 'B', 'I', 'N', '1'};
+void putWord(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char((v >> (8 * i)) & 0xff));
+}
+uint64_t getWord(const std::string &in, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= uint64_t(uint8_t(in[at + i])) << (8 * i);
+  return v;
+}
+} // namespace
+
+// Magic, cubin length, FNV-1a of the cubin, the cubin.
+std::string mnemo::cuda::cacheFileOf(const std::string &cubin) {
+  std::string file(kCacheMagic, sizeof(kCacheMagic));
+  putWord(file, cubin.size());
+  putWord(file, fnv1a(1469598103934665603ull, cubin));
+  return file + cubin;
+}
+
+bool mnemo::cuda::cubinOfCacheFile(const std::string &file,
+                                   std::string &cubin) {
+  constexpr size_t header = sizeof(kCacheMagic) + 16;
+  if (file.size() < header ||
+      file.compare(0, sizeof(kCacheMagic), kCacheMagic, sizeof(kCacheMagic)) !=
+          0 ||
+      getWord(file, 8) != file.size() - header || file.size() == header)
+    return false;
+  cubin = file.substr(header);
+  return getWord(file, 16) == fnv1a(1469598103934665603ull, cubin);
+}
+
 std::string mnemo::cuda::nvrtcVersion() {
   int major = 0, minor = 0;
   ::nvrtcVersion(&major, &minor);
@@ -76,9 +110,11 @@ std::string mnemo::cuda::nvrtcVersion() {
 bool mnemo::cuda::compileKernels(const std::string &source,
                                  const std::string &arch, bool useCache,
                                  CompiledKernels &out, std::string &error) {
-  std::vector<std::string> options = {"--gpu-architecture=" + arch,
-                                      "--std=c++17",
-                                      "--device-as-default-execution-space"};
+  // Line information for compute-sanitizer's and the profilers' reports
+  // (it does not change the code).
+  std::vector<std::string> options = {
+      "--gpu-architecture=" + arch, "--std=c++17",
+      "--device-as-default-execution-space", "--generate-line-info"};
 #ifdef MNEMO_CUDA_INCLUDE
   options.push_back("--include-path=" MNEMO_CUDA_INCLUDE);
 #endif
@@ -96,9 +132,14 @@ bool mnemo::cuda::compileKernels(const std::string &source,
   std::string directory = useCache ? cacheDirectory() : "";
   if (!directory.empty()) {
     out.cachePath = directory + "/" + name;
-    if (readFile(out.cachePath, out.cubin) && !out.cubin.empty()) {
-      out.fromCache = true;
-      return true;
+    std::string file;
+    if (readFile(out.cachePath, file)) {
+      if (cubinOfCacheFile(file, out.cubin)) {
+        out.fromCache = true;
+        return true;
+      }
+      out.cubin.clear();
+      out.cacheWasDamaged = true;
     }
   }
 
@@ -135,7 +176,7 @@ bool mnemo::cuda::compileKernels(const std::string &source,
   nvrtcDestroyProgram(&program);
   if (!directory.empty()) {
     makeDirectories(directory);
-    writeCache(out.cachePath, out.cubin);
+    writeCache(out.cachePath, cacheFileOf(out.cubin));
   }
   return true;
 }

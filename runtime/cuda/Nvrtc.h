@@ -4,7 +4,9 @@
 // runs on, and cached as cubins keyed by a hash of the source, the kernel
 // library, the architecture and the NVRTC version. No GPU or driver is
 // needed to compile, so the test suite compiles every generated kernel file
-// for sm_80 and sm_90 on machines without one.
+// for sm_80 and sm_90 on machines without one. A cached file carries its
+// length and a checksum of the cubin: a damaged or truncated one is
+// compiled again (and rewritten), never loaded.
 //
 // Part of the runtime: no LLVM.
 //
@@ -28,7 +30,14 @@ struct CompiledKernels {
   std::string log; // NVRTC's warnings, or its errors on failure
   bool fromCache = false;
   std::string cachePath; // where the cubin is (or would be) cached
+  /// Set when the cached file was damaged and was compiled again.
+  bool cacheWasDamaged = false;
 };
+
+/// A cubin as the cache stores it, and back: false when `file` is not one
+/// whole such file (its magic, length or checksum do not match).
+std::string cacheFileOf(const std::string &cubin);
+bool cubinOfCacheFile(const std::string &file, std::string &cubin);
 
 /// "12.9" or similar.
 std::string nvrtcVersion();

@@ -257,7 +257,10 @@ bool mnemo::runtime::cudaBuiltIn() { return true; }
 bool mnemo::runtime::cudaDeviceAvailable(std::string &) { return true; }
 
 std::unique_ptr<DeviceExecutor>
-mnemo::runtime::makeCudaExecutor(const ModelInfo &model, std::string &error) {
+mnemo::runtime::makeCudaExecutor(const ModelInfo &model,
+                                 const CudaSettings &, std::string &error) {
+  // The emulator's GEMMs and convolutions are f32 whatever the precision
+  // setting: it checks indexing and arithmetic, not TF32's rounding.
   if (const char *why = mnemoCudaModel()->unsupported) {
     error = why;
     return nullptr;

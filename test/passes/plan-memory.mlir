@@ -19,14 +19,14 @@ module attributes {mnemo.train = {optimizer = {kind = "adamw", lr = 1.0e-03 : f6
 }
 
 // CHECK-LABEL: func.func @eval_step
-// CHECK-SAME: attributes {mnemo.arena_bytes = {{[0-9]+}} : i64, mnemo.gradient_bytes = 0 : i64, mnemo.lower_bound_bytes = {{[0-9]+}} : i64, mnemo.naive_bytes = {{[0-9]+}} : i64, mnemo.planner = "{{.*}}", mnemo.workspace_bytes = 0 : i64}
+// CHECK-SAME: attributes {mnemo.arena_bytes = {{[0-9]+}} : i64, mnemo.budget_device = "cpu", mnemo.cuda_workspace_bytes = {{[0-9]+}} : i64, mnemo.gradient_bytes = 0 : i64, mnemo.lower_bound_bytes = {{[0-9]+}} : i64, mnemo.naive_bytes = {{[0-9]+}} : i64, mnemo.planner = "{{.*}}", mnemo.workspace_bytes = 0 : i64}
 // CHECK: %[[H:.*]] = mnemo.matmul {{.*}}mnemo.offset = array<i64: [[OFF:[0-9]+]]>, mnemo.size = array<i64: 8192>
 // exp writes into the matmul's buffer, which dies there: the same offset.
 // CHECK: mnemo.exp %[[H]] {mnemo.offset = array<i64: [[OFF]]>, mnemo.size = array<i64: 8192>}
 
 // CHECK-LABEL: func.func @train_step
 // The arena meets the lower bound on this small step.
-// CHECK-SAME: attributes {mnemo.arena_bytes = [[ARENA:[0-9]+]] : i64, mnemo.gradient_bytes = {{[1-9][0-9]*}} : i64, mnemo.lower_bound_bytes = [[ARENA]] : i64
+// CHECK-SAME: attributes {mnemo.arena_bytes = [[ARENA:[0-9]+]] : i64, mnemo.budget_device = "cpu", mnemo.cuda_workspace_bytes = {{[0-9]+}} : i64, mnemo.gradient_bytes = {{[1-9][0-9]*}} : i64, mnemo.lower_bound_bytes = [[ARENA]] : i64
 // The forward's exp is kept for the backward (tanh' uses tanh's result, exp'
 // uses exp's): no in-place reuse across a value the backward still needs.
 // CHECK: %[[E:.*]] = mnemo.exp {{.*}}mnemo.offset = array<i64: [[EOFF:[0-9]+]]>

@@ -93,6 +93,12 @@ class CNN(nn.Module):
 
 
 class Attention(nn.Module):
+    # "math" (the reference: softmax of the masked scores, as Mnemo's
+    # attention is written) or "sdpa" (F.scaled_dot_product_attention, which
+    # runs FlashAttention or cuDNN's fused kernel on a GPU: the benchmark's
+    # PyTorch side, bench/gpu_pytorch.py --attention sdpa).
+    kind = "math"
+
     def __init__(self, dim, heads):
         super().__init__()
         self.heads = heads
@@ -106,10 +112,14 @@ class Attention(nn.Module):
         D = C // self.heads
         split = lambda t: t.view(B, T, self.heads, D).transpose(1, 2)
         q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D)
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        scores = scores.masked_fill(~mask, float("-inf"))
-        y = F.softmax(scores, dim=-1) @ v
+        if Attention.kind == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+            # On the scores' device: the model runs on a GPU too.
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
+            scores = scores.masked_fill(~mask, float("-inf"))
+            y = F.softmax(scores, dim=-1) @ v
         return self.wo(y.transpose(1, 2).reshape(B, T, C))
 
 

@@ -149,6 +149,13 @@ cl::opt<std::string> memoryBudget(
              "such as 512MiB or 2GB (default: the train section's "
              "memory_budget); activations are recomputed to meet it"),
     cl::value_desc("size"), cl::cat(category));
+cl::opt<std::string> budgetDevice(
+    "device",
+    cl::desc("The device whose memory --memory-budget, --fit-batch and the "
+             "report's peak count: cpu (default) or cuda (the plan with the "
+             "CUDA workspace and the GPU executor's buffers, its one "
+             "cudaMalloc); the trainer runs on either"),
+    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
 cl::opt<std::string>
     rematStrategy("remat",
                   cl::desc("What to recompute under a memory budget: none, "
@@ -338,6 +345,12 @@ static std::optional<PipelineOptions> pipelineOptions() {
   options.precision = precisionOption;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;
+  if (budgetDevice != "cpu" && budgetDevice != "cuda") {
+    llvm::errs() << "mnemoc: error: --device is cpu or cuda, not '"
+                 << budgetDevice << "'\n";
+    return std::nullopt;
+  }
+  options.budgetDevice = budgetDevice;
   if (!(rematTimeLimit > 0)) {
     llvm::errs() << "mnemoc: error: --remat-time-limit must be a positive "
                     "number of seconds\n";
