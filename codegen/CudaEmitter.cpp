@@ -116,6 +116,14 @@ private:
   }
   LogicalResult emitOp(Operation *op);
   LogicalResult emitAdamGroup(ArrayRef<AdamUpdateOp> group);
+  LogicalResult emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group);
+  /// clip_grad_norm's multiply of a gradient (in place) whose only reader
+  /// is an AdamW update: the multi-tensor launch scales the gradient as it
+  /// reads it, and the multiply is not emitted. Null if `op` is not one.
+  Value clipFoldedInto(Operation *op);
+  /// The folded multiplies, by their result: the raw gradient and the
+  /// coefficient.
+  llvm::DenseMap<Value, Value> clipOfGradient, clipCoefficient;
   LogicalResult emitLoop(Operation *root);
   LogicalResult emitMatmul(Operation *op, bool ta, bool tb, bool batched);
   /// The elementwise root right after a matrix product that cuBLASLt's
@@ -374,7 +382,6 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
     return error(op, "internal error: an epilogue on a batched product");
   if (failedOperand)
     return failure();
-  int64_t es = c.type.bytes;
   body << "  {\n    static const GemmCall call = {" << site << ", "
        << (ga->transpose ? "true" : "false") << ", "
        << (gb->transpose ? "true" : "false") << ", " << m << ", " << n << ", "
@@ -382,16 +389,15 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
        << ", " << (dims.empty() ? 0 : strides[0].back()) << ", "
        << (dims.empty() ? 0 : strides[1].back()) << ", "
        << (dims.empty() ? 0 : strides[2].back()) << ", " << dtypeOf(c.type)
-       << ", Epilogue::" << (absorbed ? absorbedEpilogue : "None") << "};\n";
-  if (outer == 1) {
-    body << "    L.gemm(call, " << A << ", " << B << ", " << C << ", " << bias
-         << ");\n  }\n";
-    return success();
-  }
-  body << "    for (int64_t o = 0; o < " << outer << "; ++o)\n"
-       << "      L.gemm(call, " << A << " + o * " << strides[0][0] * es << ", "
-       << B << " + o * " << strides[1][0] * es << ", " << C << " + o * "
-       << strides[2][0] * es << ", nullptr);\n  }\n";
+       << ", Epilogue::" << (absorbed ? absorbedEpilogue : "None") << ", ";
+  // Two batch dimensions: one call over both (pointer arrays).
+  if (outer == 1)
+    body << "0, 0, 0, 0";
+  else
+    body << outer << ", " << strides[0][0] << ", " << strides[1][0] << ", "
+         << strides[2][0];
+  body << "};\n    L.gemm(call, " << A << ", " << B << ", " << C << ", "
+       << bias << ");\n  }\n";
   return success();
 }
 
@@ -564,7 +570,10 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
       if (l.isSplat() || l.base == 0)
         return error(u, "internal error: an optimizer operand is a constant");
     }
-    kernels << "    {" << ref(u.getParam()) << ", " << ref(u.getGrad()) << ", "
+    Value grad = u.getGrad();
+    if (Value raw = clipOfGradient.lookup(grad))
+      grad = raw;
+    kernels << "    {" << ref(u.getParam()) << ", " << ref(grad) << ", "
             << ref(u.getExpAvg()) << ", " << ref(u.getExpAvgSq()) << ", "
             << ref(u->getResult(0)) << ", " << ref(u->getResult(1)) << ", "
             << ref(u->getResult(2)) << ", " << first << "},\n";
@@ -582,8 +591,94 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
           << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
           << (a.getDecoupled() ? "true" : "false") << ", "
           << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
+          << ", "
+          << (clipOfGradient.count(a.getGrad())
+                  ? P(clipCoefficient.lookup(a.getGrad()), op)
+                  : "(const float *)nullptr")
           << ");\n}\n\n";
   launch(k, gridFor(first), 1, kThreads);
+  return success();
+}
+
+Value CudaStepEmitter::clipFoldedInto(Operation *op) {
+  auto mul = llvm::dyn_cast<MulOp>(op);
+  if (!mul || isFused(mul) || !mul.getResult().hasOneUse())
+    return Value();
+  auto adam = llvm::dyn_cast<AdamUpdateOp>(*mul.getResult().getUsers().begin());
+  if (!adam || adam.getGrad() != mul.getResult())
+    return Value();
+  for (auto [grad, other] : {std::pair(mul.getLhs(), mul.getRhs()),
+                             std::pair(mul.getRhs(), mul.getLhs())}) {
+    auto broadcast = other.getDefiningOp<BroadcastOp>();
+    if (!broadcast || !isFused(broadcast) ||
+        !broadcast.getInput().getDefiningOp<ClipCoefficientOp>())
+      continue;
+    Operation *producer = grad.getDefiningOp();
+    if (producer && isFused(producer))
+      continue;
+    // In place, so the raw gradient stays where the product would have
+    // been, untouched until the update reads it.
+    Layout in = layouts.lookup(grad), out = layouts.lookup(mul.getResult());
+    if (in.isSplat() || in.base == 0 || in.base != out.base ||
+        in.offset != out.offset || !in.isContiguous() || !out.isContiguous() ||
+        shapeOf(grad) != shapeOf(mul.getResult()))
+      continue;
+    clipOfGradient[mul.getResult()] = grad;
+    clipCoefficient[mul.getResult()] = broadcast.getInput();
+    return grad;
+  }
+  return Value();
+}
+
+LogicalResult
+CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
+  Adam8bitUpdateOp a = group.front();
+  Operation *op = a;
+  std::string table = "adam8_" + std::to_string(kernelNames.size());
+  kernels << "__device__ const Adam8bitTensor " << table << "[] = {\n";
+  int64_t firstBlock = 0;
+  for (Adam8bitUpdateOp u : group) {
+    if (!llvm::cast<ShapedType>(u.getParam().getType())
+             .getElementType()
+             .isF32())
+      return error(u, "adamw8bit needs f32 parameters");
+    auto ref = [&](Value v) -> std::string {
+      Layout l = layouts.lookup(v);
+      if (l.isSplat() || l.base == 0) {
+        failedOperand = true;
+        error(u, "internal error: an optimizer operand is a constant");
+      }
+      return "{" + std::to_string(regionIndex(l.base)) + ", " +
+             std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
+             "}";
+    };
+    int64_t n = product(shapeOf(u.getParam()));
+    kernels << "    {" << ref(u.getParam()) << ", " << ref(u.getGrad()) << ", "
+            << ref(u.getExpAvgCodes()) << ", " << ref(u.getExpAvgAbsmax())
+            << ", " << ref(u.getExpAvgSqCodes()) << ", "
+            << ref(u.getExpAvgSqAbsmax()) << ", " << ref(u->getResult(0))
+            << ", " << ref(u->getResult(1)) << ", " << ref(u->getResult(2))
+            << ", " << ref(u->getResult(3)) << ", " << ref(u->getResult(4))
+            << ", " << n << ", " << firstBlock << "},\n";
+    firstBlock += ceilDiv(n, a.getBlockSize());
+  }
+  kernels << "};\n";
+  if (failedOperand)
+    return failure();
+  if (a.getBlockSize() > 4096)
+    return error(op, "adamw8bit's block may be at most 4096 elements on the "
+                     "GPU");
+  int k = beginKernel(kThreads);
+  kernels << "  adam8bitMultiTensor(r, " << table << ", " << group.size()
+          << ", " << firstBlock << ", " << a.getBlockSize() << ", "
+          << P(a.getLr(), op) << ", " << P(a.getStep(), op) << ", "
+          << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
+          << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
+          << doubleLiteral(a.getEps().convertToDouble()) << ", "
+          << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
+          << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
+          << ");\n}\n\n";
+  launch(k, std::min<int64_t>(firstBlock, 1 << 20), 1, kThreads);
   return success();
 }
 
@@ -940,37 +1035,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                        1, 1);
             return success();
           })
-          .Case([&](Adam8bitUpdateOp a) -> LogicalResult {
-            if (!llvm::cast<ShapedType>(a.getParam().getType())
-                     .getElementType()
-                     .isF32())
-              return error(op, "adamw8bit needs f32 parameters");
-            if (a.getBlockSize() > 4096)
-              return error(op, "adamw8bit's block may be at most 4096 "
-                               "elements on the GPU");
-            int64_t n = product(shapeOf(a.getParam()));
-            auto bytes = [](const std::string &pointer) {
-              return "reinterpret_cast<uint8_t *>(" + pointer + ")";
-            };
-            kernelCall(
-                "adam8bitUpdate(" + std::to_string(n) + ", " +
-                    std::to_string(a.getBlockSize()) + ", " +
-                    P(a.getParam(), op) + ", " + P(a.getGrad(), op) + ", " +
-                    bytes(P(a.getExpAvgCodes(), op)) + ", " +
-                    P(a.getExpAvgAbsmax(), op) + ", " +
-                    bytes(P(a.getExpAvgSqCodes(), op)) + ", " +
-                    P(a.getExpAvgSqAbsmax(), op) + ", " + res(op, 0) + ", " +
-                    bytes(res(op, 1)) + ", " + res(op, 2) + ", " +
-                    bytes(res(op, 3)) + ", " + res(op, 4) + ", " +
-                    P(a.getLr(), op) + ", " + P(a.getStep(), op) + ", " +
-                    doubleLiteral(a.getBeta1().convertToDouble()) + ", " +
-                    doubleLiteral(a.getBeta2().convertToDouble()) + ", " +
-                    doubleLiteral(a.getEps().convertToDouble()) + ", " +
-                    doubleLiteral(a.getWeightDecay().convertToDouble()) + ", " +
-                    (a.getSkip() ? P(a.getSkip(), op) : "nullptr") + ");",
-                ceilDiv(n, a.getBlockSize()), kThreads);
-            return success();
-          })
           .Case([&](PruneMasksOp p) -> LogicalResult {
             std::string table = "prune" + std::to_string(kernelNames.size());
             kernels << "__device__ const PruneRef " << table << "[] = {";
@@ -1100,7 +1164,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             body << "  {\n    static const GemmCall call = {" << gemmSites++
                  << ", false, true, " << rows << ", " << n << ", " << k << ", "
                  << k << ", " << k << ", " << n
-                 << ", 1, 0, 0, 0, DType::I8, Epilogue::None};\n"
+                 << ", 1, 0, 0, 0, DType::I8, Epilogue::None, 0, 0, 0, 0};\n"
                  << "    L.gemm(call, " << A << ", " << B << ", " << C
                  << ", nullptr);\n  }\n";
             kernelCall(
@@ -1170,6 +1234,14 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
   return success();
 }
 
+/// adamw8bit updates that one multi-tensor launch can do together.
+bool sameAdam8bitSettings(Adam8bitUpdateOp a, Adam8bitUpdateOp b) {
+  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getBlockSize() == b.getBlockSize() && a.getSkip() == b.getSkip();
+}
+
 /// Adam updates that one multi-tensor launch can do together.
 bool sameAdamSettings(AdamUpdateOp a, AdamUpdateOp b) {
   return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
@@ -1208,9 +1280,13 @@ LogicalResult CudaStepEmitter::emit() {
     if (auto adam = llvm::dyn_cast<AdamUpdateOp>(op)) {
       // The run of updates with the same settings, in one launch.
       SmallVector<AdamUpdateOp> group{adam};
+      auto clipOf = [&](AdamUpdateOp u) {
+        return clipCoefficient.lookup(u.getGrad());
+      };
       while (i + 1 < ops.size()) {
         auto next = llvm::dyn_cast<AdamUpdateOp>(ops[i + 1]);
-        if (!next || !sameAdamSettings(adam, next))
+        if (!next || !sameAdamSettings(adam, next) ||
+            clipOf(next) != clipOf(adam))
           break;
         if (failed(layouts.assign(next)))
           return failure();
@@ -1221,6 +1297,25 @@ LogicalResult CudaStepEmitter::emit() {
         name = describeLocation(op->getLoc()) + ": mnemo.adam_update x" +
                std::to_string(group.size()) + " (multi-tensor)";
       emitted = emitAdamGroup(group);
+    } else if (auto adam8 = llvm::dyn_cast<Adam8bitUpdateOp>(op)) {
+      SmallVector<Adam8bitUpdateOp> group{adam8};
+      while (i + 1 < ops.size()) {
+        auto next = llvm::dyn_cast<Adam8bitUpdateOp>(ops[i + 1]);
+        if (!next || !sameAdam8bitSettings(adam8, next))
+          break;
+        if (failed(layouts.assign(next)))
+          return failure();
+        group.push_back(next);
+        ++i;
+      }
+      if (group.size() > 1)
+        name = describeLocation(op->getLoc()) + ": " +
+               op->getName().getStringRef().str() + " x" +
+               std::to_string(group.size()) + " (multi-tensor)";
+      emitted = emitAdam8bitGroup(group);
+    } else if (clipFoldedInto(op)) {
+      // Scaled by the AdamW launch that reads the gradient.
+      continue;
     } else if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
       // The next op that writes: a bias add (and ReLU) that cuBLASLt's
       // epilogue computes while the product is in registers. Only the

@@ -124,7 +124,8 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
       cudaWorkspace = std::max(cudaWorkspace, cudaScratchBytes(op));
       if (llvm::isa<MatmulOp, BatchMatmulOp, MatmulInt8Op, Conv2DOp,
                     Conv2DInputGradOp, Conv2DWeightGradOp>(op))
-        cudaWorkspace = std::max(cudaWorkspace, kCublasLtWorkspaceBytes);
+        cudaWorkspace = std::max(cudaWorkspace, kCublasLtWorkspaceBytes +
+                                                    gemmPointerTableBytes(op));
     }
     func->setAttr("mnemo.cuda_workspace_bytes",
                   b.getI64IntegerAttr(cudaWorkspace));

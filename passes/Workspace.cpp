@@ -175,3 +175,13 @@ int64_t mnemo::cudaScratchBytes(Operation *op) {
   }
   return 0;
 }
+
+int64_t mnemo::gemmPointerTableBytes(Operation *op) {
+  if (!llvm::isa<MatmulOp, BatchMatmulOp>(op))
+    return 0;
+  ArrayRef<int64_t> c = shapeOf(op->getResult(0));
+  int64_t products = 1;
+  for (size_t d = 0; d + 2 < c.size(); ++d)
+    products *= c[d];
+  return products > 1 ? align256(3 * 8 * products) : 0;
+}

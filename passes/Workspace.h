@@ -43,6 +43,10 @@ int64_t workspaceBytes(mlir::Operation *op);
 /// the helpers below and checks that it stays within the plan's figure.
 constexpr int64_t kCublasLtWorkspaceBytes = 32 << 20;
 int64_t cudaScratchBytes(mlir::Operation *op);
+/// A matrix product's pointer tables when its batch dimensions do not
+/// flatten (runtime/cuda/CudaModel.h's GemmCall::outer), at the top of the
+/// workspace: counted for every batched product, 24 bytes a product.
+int64_t gemmPointerTableBytes(mlir::Operation *op);
 /// Row chunks of layer_norm_grad's column sums (scale and bias gradients).
 int64_t layerNormGradChunks(int64_t rows);
 /// Row chunks of a column reduction (outputs contiguous in the input, each

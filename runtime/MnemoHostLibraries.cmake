@@ -82,7 +82,9 @@ macro(mnemo_find_host_libraries)
     list(APPEND MNEMO_HOST_LIBRARIES ZLIB::ZLIB)
   elseif(deps_lib)
     find_path(MNEMO_ZLIB_INCLUDE zlib.h PATHS ${deps_include} NO_DEFAULT_PATH)
-    find_library(MNEMO_ZLIB_LIBRARY NAMES z libz.so.1 PATHS ${deps_lib}
+    # libz.so.1 first: the -dev package's libz.so is an absolute link into
+    # the system's /lib, which need not hold the same file elsewhere.
+    find_library(MNEMO_ZLIB_LIBRARY NAMES libz.so.1 z PATHS ${deps_lib}
       NO_DEFAULT_PATH)
     if(MNEMO_ZLIB_INCLUDE AND MNEMO_ZLIB_LIBRARY)
       mnemo_library_runs(zlib_runs ${MNEMO_ZLIB_LIBRARY} zlibVersion)

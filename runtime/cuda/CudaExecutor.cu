@@ -130,7 +130,13 @@ struct GemmPlan {
   bool separateEpilogue = false;
   /// No algorithm took the int8 shape: mnemoGemmInt8.
   bool int8Kernel = false;
+  /// An outer batch: one call over pointer arrays, or (when no algorithm
+  /// takes them) a strided-batched call per outer index.
+  bool pointerArrays = false;
 };
+
+/// What a cuBLASLt call is left at least, next to pointer tables.
+constexpr int64_t kMinGemmWorkspace = 1 << 20;
 
 /// The largest power of two up to 256 that divides every value.
 uint32_t alignmentOf(std::initializer_list<uint64_t> values) {
@@ -204,7 +210,14 @@ private:
   void useSlot(int slot);
   void captureStep(int slot);
   bool planGemm(const GemmCall &call, GemmPlan &plan, uint32_t alignment,
-                bool epilogue);
+                bool epilogue, bool pointerArrays);
+  /// The cuBLASLt workspace of a call: the CUDA workspace less the pointer
+  /// tables an outer batch keeps at its top.
+  int64_t gemmWorkspace(const GemmCall &call) const;
+  /// One cublasLtMatmul of a planned GEMM (a, b, c: matrices, or pointer
+  /// tables in pointer-array mode).
+  bool matmul(const GemmCall &call, GemmPlan &plan, const uint8_t *bias,
+              const void *a, const void *b, void *c);
   /// One of Kernels.cuh's own kernels (the fallbacks), with arguments.
   void launchLibraryKernel(CUfunction function, uint32_t blocks,
                            uint32_t threads, void **args, const char *name);
@@ -219,7 +232,8 @@ private:
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;
   /// Kernels.cuh's fallbacks, in every module.
-  CUfunction biasEpilogueKernel = nullptr, gemmInt8Kernel = nullptr;
+  CUfunction biasEpilogueKernel = nullptr, gemmInt8Kernel = nullptr,
+             gemmPointersKernel = nullptr;
   cudaStream_t compute = nullptr, copy = nullptr;
   cublasLtHandle_t lt = nullptr;
   cudnnHandle_t dnn = nullptr;
@@ -336,7 +350,8 @@ bool CudaExecutor::start(std::string &error) {
   }
   for (auto [name, function] :
        {std::make_pair("mnemoBiasEpilogue", &biasEpilogueKernel),
-        std::make_pair("mnemoGemmInt8", &gemmInt8Kernel)}) {
+        std::make_pair("mnemoGemmInt8", &gemmInt8Kernel),
+        std::make_pair("mnemoGemmPointers", &gemmPointersKernel)}) {
     CUresult found = driver.moduleGetFunction(function, module, name);
     if (found != CUDA_SUCCESS) {
       error = std::string("kernel ") + name +
@@ -669,7 +684,8 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
 /// cuBLASLt's plan for one GEMM (`epilogue`: with the fused epilogue, or
 /// without), or false when its heuristic offers no algorithm.
 bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
-                            uint32_t alignment, bool epilogue) {
+                            uint32_t alignment, bool epilogue,
+                            bool pointerArrays) {
   // cuBLASLt's column-major form (CudaModel.h): B is its first operand.
   ColumnMajorGemm g = columnMajor(call);
   // int8: int8 operands, exact int32 accumulation and result, int32 alpha
@@ -706,7 +722,20 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
        cublasLtMatrixLayoutCreate(&plan.c, resultType, uint64_t(g.dRows),
                                   uint64_t(g.dCols),
                                   g.ldd) == CUBLAS_STATUS_SUCCESS;
-  if (ok && g.batch > 1) {
+  if (ok && pointerArrays) {
+    // Every product's matrices from device arrays of pointers
+    // (mnemoGemmPointers writes them before the call).
+    int32_t count = int32_t(std::max<int64_t>(1, g.batch) * call.outer);
+    uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    for (cublasLtMatrixLayout_t layout : {plan.a, plan.b, plan.c})
+      ok = ok &&
+           cublasLtMatrixLayoutSetAttribute(
+               layout, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+               sizeof(mode)) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatrixLayoutSetAttribute(
+               layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+               sizeof(count)) == CUBLAS_STATUS_SUCCESS;
+  } else if (ok && g.batch > 1) {
     int32_t count = int32_t(g.batch);
     int64_t strides[3] = {g.strideX, g.strideY, g.strideD};
     cublasLtMatrixLayout_t layouts[3] = {plan.a, plan.b, plan.c};
@@ -730,7 +759,7 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
   // The heuristic may only pick kernels whose vector loads the operands'
   // real addresses allow (strided views start at any element).
   cublasLtMatmulPreference_t preference = nullptr;
-  size_t limit = size_t(workspaceBytes);
+  size_t limit = size_t(pointerArrays ? gemmWorkspace(call) : workspaceBytes);
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
   ok = ok &&
@@ -763,6 +792,13 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
   return true;
 }
 
+int64_t CudaExecutor::gemmWorkspace(const GemmCall &call) const {
+  if (call.outer <= 1)
+    return workspaceBytes;
+  return workspaceBytes -
+         gemmPointerTableBytes(std::max<int64_t>(1, call.batch) * call.outer);
+}
+
 void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
                         const uint8_t *b, uint8_t *c, const uint8_t *bias) {
   if (!failure.empty())
@@ -772,20 +808,69 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
   GemmPlan &plan = gemms[call.site];
   int64_t es = call.dtype == DType::F32 ? 4 : call.dtype == DType::I8 ? 1 : 2;
   int64_t ces = call.dtype == DType::I8 ? 4 : es;
+  bool outer = call.outer > 1;
   uint32_t alignment = alignmentOf(
       {uint64_t(a), uint64_t(b), uint64_t(c), uint64_t(bias),
        uint64_t(call.batch > 1 ? call.strideA * es : 0),
        uint64_t(call.batch > 1 ? call.strideB * es : 0),
-       uint64_t(call.batch > 1 ? call.strideC * ces : 0)});
+       uint64_t(call.batch > 1 ? call.strideC * ces : 0),
+       uint64_t(outer ? call.outerStrideA * es : 0),
+       uint64_t(outer ? call.outerStrideB * es : 0),
+       uint64_t(outer ? call.outerStrideC * ces : 0)});
   if (plan.ready && alignment < plan.alignment)
     destroyGemmPlan(plan);
+  if (outer) {
+    if (!plan.ready) {
+      if (gemmWorkspace(call) < kMinGemmWorkspace) {
+        failure = "internal error: the CUDA workspace has no room for GEMM "
+                  "site " + std::to_string(call.site) + "'s pointer tables";
+        return;
+      }
+      plan.pointerArrays = planGemm(call, plan, alignment, false, true);
+      if (!plan.pointerArrays) {
+        std::fprintf(stderr,
+                     "gpu: cuBLASLt has no pointer-array algorithm for GEMM "
+                     "site %d; one strided-batched call per outer index\n",
+                     call.site);
+        if (!planGemm(call, plan, alignment, false, false)) {
+          failure = "cuBLASLt has no algorithm for GEMM site " +
+                    std::to_string(call.site);
+          return;
+        }
+      }
+    }
+    if (plan.pointerArrays) {
+      // The tables at the top of the workspace, written on the stream
+      // (so a captured graph rewrites them on replay), then one call.
+      int64_t inner = std::max<int64_t>(1, call.batch), count = inner * call.outer;
+      uint8_t *table = regions.workspace + gemmWorkspace(call);
+      int64_t strides[6] = {call.outerStrideA * es, call.strideA * es,
+                            call.outerStrideB * es, call.strideB * es,
+                            call.outerStrideC * ces, call.strideC * ces};
+      int64_t outerCount = call.outer;
+      void *args[] = {&a,          &b,          &c,          &outerCount,
+                      &inner,      &strides[0], &strides[1], &strides[2],
+                      &strides[3], &strides[4], &strides[5], &table};
+      launchLibraryKernel(gemmPointersKernel,
+                          uint32_t(std::min<int64_t>((count + 255) / 256, 1 << 20)),
+                          256, args, "mnemoGemmPointers");
+      matmul(call, plan, nullptr, table, table + 8 * count, table + 16 * count);
+      return;
+    }
+    GemmCall one = call;
+    one.outer = 0;
+    for (int64_t o = 0; o < call.outer && failure.empty(); ++o)
+      matmul(one, plan, nullptr, a + o * call.outerStrideA * es,
+             b + o * call.outerStrideB * es, c + o * call.outerStrideC * ces);
+    return;
+  }
   if (!plan.ready && !plan.int8Kernel) {
-    if (!planGemm(call, plan, alignment, true)) {
+    if (!planGemm(call, plan, alignment, true, false)) {
       // No algorithm for this shape with the fused epilogue (an odd N, say)
       // or for int8: the plain GEMM and a kernel of ours after it, rather
       // than a failed run.
       if (call.epilogue != Epilogue::None &&
-          planGemm(call, plan, alignment, false)) {
+          planGemm(call, plan, alignment, false, false)) {
         plan.separateEpilogue = true;
       } else if (call.dtype == DType::I8) {
         plan.int8Kernel = true;
@@ -821,26 +906,8 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
     return;
   }
   bool fused = bias && !plan.separateEpilogue;
-  if (fused && cublasLtMatmulDescSetAttribute(
-                   plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                   sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
-    failure = "cuBLASLt: cannot set the bias";
+  if (!matmul(call, plan, fused ? bias : nullptr, a, b, c))
     return;
-  }
-  const float one = 1.0f, zeroValue = 0.0f;
-  const int32_t oneInt = 1, zeroInt = 0;
-  bool int8 = call.dtype == DType::I8;
-  cublasStatus_t s = cublasLtMatmul(
-      lt, plan.desc, int8 ? static_cast<const void *>(&oneInt) : &one, b,
-      plan.a, a, plan.b,
-      int8 ? static_cast<const void *>(&zeroInt) : &zeroValue, c, plan.c, c,
-      plan.c, &plan.algo, regions.workspace, size_t(workspaceBytes), compute);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    failure = "cuBLASLt matmul failed at GEMM site " +
-              std::to_string(call.site) + " (status " + std::to_string(int(s)) +
-              ")";
-    return;
-  }
   if (plan.separateEpilogue) {
     // The epilogues are f32 (CudaEmitter's epilogueRoot): c[m, n] += bias,
     // then the activation.
@@ -852,6 +919,35 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
     launchLibraryKernel(biasEpilogueKernel, blocks, 256, args,
                         "mnemoBiasEpilogue");
   }
+}
+
+bool CudaExecutor::matmul(const GemmCall &call, GemmPlan &plan,
+                          const uint8_t *bias, const void *a, const void *b,
+                          void *c) {
+  if (bias && cublasLtMatmulDescSetAttribute(
+                  plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                  sizeof(bias)) != CUBLAS_STATUS_SUCCESS) {
+    failure = "cuBLASLt: cannot set the bias";
+    return false;
+  }
+  const float one = 1.0f, zeroValue = 0.0f;
+  const int32_t oneInt = 1, zeroInt = 0;
+  bool int8 = call.dtype == DType::I8;
+  // cuBLASLt's column-major form: B is its first operand.
+  cublasStatus_t s = cublasLtMatmul(
+      lt, plan.desc, int8 ? static_cast<const void *>(&oneInt) : &one, b,
+      plan.a, a, plan.b,
+      int8 ? static_cast<const void *>(&zeroInt) : &zeroValue, c, plan.c, c,
+      plan.c, &plan.algo, regions.workspace,
+      size_t(plan.pointerArrays ? gemmWorkspace(call) : workspaceBytes),
+      compute);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    failure = "cuBLASLt matmul failed at GEMM site " +
+              std::to_string(call.site) + " (status " + std::to_string(int(s)) +
+              ")";
+    return false;
+  }
+  return true;
 }
 
 void CudaExecutor::launchLibraryKernel(CUfunction function, uint32_t blocks,

@@ -26,8 +26,12 @@ enum class DType : int { F32 = 0, BF16 = 1, F16 = 2, I8 = 3 };
 /// GEMM's only consumer adds a bias row, with or without an activation).
 enum class Epilogue : int { None = 0, Bias = 1, ReluBias = 2, GeluBias = 3 };
 
-/// A row-major GEMM, C = op(A) op(B), repeated over a strided batch. The
-/// launcher turns it into cuBLASLt's column-major form (C^T = B^T A^T).
+/// A row-major GEMM, C = op(A) op(B), repeated over a strided batch, and
+/// that batch repeated `outer` times at the outer strides (two batch
+/// dimensions that do not flatten into one, such as attention's [batch,
+/// heads] over a [batch, tokens, heads, head_dim] tensor): one cuBLASLt call
+/// in pointer-array mode. The launcher turns it into cuBLASLt's
+/// column-major form (C^T = B^T A^T).
 struct GemmCall {
   int site; // which GEMM of the model: its cuBLASLt plan is cached by site
   bool transA, transB;
@@ -35,7 +39,14 @@ struct GemmCall {
   int64_t batch, strideA, strideB, strideC; // in elements; batch 1: unused
   DType dtype;
   Epilogue epilogue;
+  int64_t outer, outerStrideA, outerStrideB, outerStrideC; // outer <= 1: none
 };
+
+/// The pointer tables a GEMM with an outer batch needs (A, B and C for each
+/// of its outer x batch products), at the top of the CUDA workspace.
+inline int64_t gemmPointerTableBytes(int64_t products) {
+  return (3 * 8 * products + 255) / 256 * 256;
+}
 
 /// A GemmCall as cuBLASLt (column-major) computes it: D = op(X) op(Y)
 /// with X = B and Y = A, since row-major C = op(A) op(B) is column-major

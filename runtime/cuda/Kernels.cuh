@@ -918,13 +918,16 @@ struct AdamTensor {
 };
 
 /// Every parameter of the group in one launch (a grid-stride loop over the
-/// concatenated elements), torch.optim.AdamW's arithmetic in f32.
+/// concatenated elements), torch.optim.AdamW's arithmetic in f32. `clip`
+/// (or null): clip_grad_norm's coefficient, which scales each gradient as
+/// it is read (CudaEmitter folds the multiplies into this launch).
 template <typename T>
 __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
                                 int count, int64_t total, const float *lrPtr,
                                 const int64_t *stepPtr, double beta1,
                                 double beta2, double eps, double weightDecay,
-                                bool decoupled, const float *skip) {
+                                bool decoupled, const float *skip,
+                                const float *clip) {
   __shared__ adam::Scalars shared;
   if (threadIdx.x == 0)
     shared = adam::scalars(double(*lrPtr), double(*stepPtr), beta1, beta2, eps,
@@ -948,6 +951,10 @@ __device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
       return reinterpret_cast<T *>(regionBase(r, ref.region) + ref.offset) + k;
     };
     float p = ld(*at(a.param)), g = ld(*at(a.grad));
+    // Gradient clipping folded in: the scaled gradient as the separate
+    // multiply would have stored it.
+    if (clip)
+      g = ld(st<T>(g * *clip));
     float m = ld(*at(a.expAvg)), v = ld(*at(a.expAvgSq));
     adam::update(s, decoupled, p, g, m, v);
     *at(a.newParam) = st<T>(p);
@@ -987,19 +994,22 @@ __device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
 /// (a binary search over the codes sorted by value, built in shared memory
 /// as the CPU builds its table).
 constexpr int kMaxQuantBlock = 4096;
-__device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
-                               const float *grad, const uint8_t *mCodes,
-                               const float *mMax, const uint8_t *vCodes,
-                               const float *vMax, float *newParam,
-                               uint8_t *newMCodes, float *newMMax,
-                               uint8_t *newVCodes, float *newVMax,
-                               const float *lrPtr, const int64_t *stepPtr,
-                               double beta1, double beta2, double eps,
-                               double weightDecay, const float *skip) {
+/// Quantization block b of one tensor (the thread block's share).
+__device__ void adam8bitBlock(int64_t b, int64_t n, int64_t blockSize,
+                              const float *param, const float *grad,
+                              const uint8_t *mCodes, const float *mMax,
+                              const uint8_t *vCodes, const float *vMax,
+                              float *newParam, uint8_t *newMCodes,
+                              float *newMMax, uint8_t *newVCodes,
+                              float *newVMax, const float *lrPtr,
+                              const int64_t *stepPtr, double beta1,
+                              double beta2, double eps, double weightDecay,
+                              const float *skip) {
   __shared__ float moments[2 * kMaxQuantBlock];
   __shared__ float value[2][256], sorted[2][256];
   __shared__ uint8_t sortedCode[2][256];
-  int64_t b = blockIdx.x, begin = b * blockSize;
+  __syncthreads(); // the previous block's tables may still be read
+  int64_t begin = b * blockSize;
   int64_t end = begin + blockSize < n ? begin + blockSize : n;
   if (skip && *skip != 0.0f) {
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
@@ -1079,6 +1089,47 @@ __device__ void adam8bitUpdate(int64_t n, int64_t blockSize, const float *param,
   if (threadIdx.x == 0) {
     newMMax[b] = mLargest;
     newVMax[b] = vLargest;
+  }
+}
+
+/// One tensor of an adamw8bit group: its operands and results in the
+/// regions, its elements and the first of its quantization blocks in the
+/// group's.
+struct Adam8bitTensor {
+  TensorRef param, grad, mCodes, mMax, vCodes, vMax, newParam, newMCodes,
+      newMMax, newVCodes, newVMax;
+  int64_t elements, firstBlock;
+};
+
+/// Every tensor of the group in one launch: thread block g of the grid
+/// takes the group's quantization blocks g, g + gridDim.x, ...
+__device__ void adam8bitMultiTensor(const Regions &r,
+                                    const Adam8bitTensor *tensors, int count,
+                                    int64_t totalBlocks, int64_t blockSize,
+                                    const float *lrPtr, const int64_t *stepPtr,
+                                    double beta1, double beta2, double eps,
+                                    double weightDecay, const float *skip) {
+  for (int64_t g = blockIdx.x; g < totalBlocks; g += gridDim.x) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (tensors[mid].firstBlock <= g)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const Adam8bitTensor &t = tensors[lo];
+    auto f = [&](const TensorRef &ref) {
+      return reinterpret_cast<float *>(regionBase(r, ref.region) + ref.offset);
+    };
+    auto u8 = [&](const TensorRef &ref) {
+      return regionBase(r, ref.region) + ref.offset;
+    };
+    adam8bitBlock(g - t.firstBlock, t.elements, blockSize, f(t.param),
+                  f(t.grad), u8(t.mCodes), f(t.mMax), u8(t.vCodes), f(t.vMax),
+                  f(t.newParam), u8(t.newMCodes), f(t.newMMax), u8(t.newVCodes),
+                  f(t.newVMax), lrPtr, stepPtr, beta1, beta2, eps, weightDecay,
+                  skip);
   }
 }
 
@@ -1531,6 +1582,25 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int64_t e = 0; e < k; ++e)
       sum += int32_t(a[row * lda + e]) * int32_t(b[col * ldb + e]);
     c[row * ldc + col] = sum;
+  }
+}
+
+/// The pointer tables of a GEMM over two batch dimensions (GemmCall's
+/// outer batch): product i = o * inner + j reads a + o * aOuter + j * aInner
+/// (strides in bytes), and likewise b and c; A's pointers, then B's, then
+/// C's.
+extern "C" __global__ void __launch_bounds__(256)
+    mnemoGemmPointers(const uint8_t *a, const uint8_t *b, uint8_t *c,
+                      int64_t outer, int64_t inner, int64_t aOuter,
+                      int64_t aInner, int64_t bOuter, int64_t bInner,
+                      int64_t cOuter, int64_t cInner, uint8_t **table) {
+  int64_t count = outer * inner;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = i / inner, j = i % inner;
+    table[i] = const_cast<uint8_t *>(a) + o * aOuter + j * aInner;
+    table[count + i] = const_cast<uint8_t *>(b) + o * bOuter + j * bInner;
+    table[2 * count + i] = c + o * cOuter + j * cInner;
   }
 }
 

@@ -49,6 +49,24 @@ void trampoline(const void *argument) {
   l->kernel(l->regions);
 }
 
+/// Kernels.cuh's mnemoGemmPointers, compiled into the model's kernels.
+using PointersKernel = void (*)(const uint8_t *, const uint8_t *, uint8_t *,
+                                int64_t, int64_t, int64_t, int64_t, int64_t,
+                                int64_t, int64_t, int64_t, uint8_t **);
+PointersKernel pointersKernel = nullptr;
+struct PointerTables {
+  const uint8_t *a, *b;
+  uint8_t *c;
+  int64_t outer, inner, strides[6];
+  uint8_t **table;
+};
+void pointerTrampoline(const void *argument) {
+  const PointerTables *t = static_cast<const PointerTables *>(argument);
+  pointersKernel(t->a, t->b, t->c, t->outer, t->inner, t->strides[0],
+                 t->strides[1], t->strides[2], t->strides[3], t->strides[4],
+                 t->strides[5], t->table);
+}
+
 class EmulatedExecutor final : public DeviceExecutor, public StepLauncher {
 public:
   EmulatedExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel)
@@ -65,6 +83,12 @@ public:
         return false;
       }
       kernels.push_back(reinterpret_cast<Kernel>(symbol));
+    }
+    pointersKernel =
+        reinterpret_cast<PointersKernel>(dlsym(RTLD_DEFAULT, "mnemoGemmPointers"));
+    if (!pointersKernel) {
+      error = "kernel mnemoGemmPointers is not in the program";
+      return false;
     }
     DeviceLayout layout(sizes, cudaModel.workspaceBytes);
     allocation = layout.total();
@@ -129,6 +153,37 @@ public:
 
   void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
             uint8_t *c, const uint8_t *bias) override {
+    if (call.outer > 1) {
+      // The outer batch, as the GPU runs it: mnemoGemmPointers (the kernel
+      // library's, emulated) writes the pointer tables at the top of the
+      // workspace, and each product reads its matrices from them, as
+      // cuBLASLt's pointer-array mode does.
+      int64_t es = call.dtype == DType::F32 ? 4 : 2;
+      int64_t inner = std::max<int64_t>(1, call.batch);
+      int64_t count = inner * call.outer;
+      uint8_t *table = regions.workspace + cudaModel.workspaceBytes -
+                       gemmPointerTableBytes(count);
+      PointerTables t{a,
+                      b,
+                      c,
+                      call.outer,
+                      inner,
+                      {call.outerStrideA * es, call.strideA * es,
+                       call.outerStrideB * es, call.strideB * es,
+                       call.outerStrideC * es, call.strideC * es},
+                      reinterpret_cast<uint8_t **>(table)};
+      emulator::launch(pointerTrampoline, &t,
+                       unsigned(std::min<int64_t>((count + 255) / 256, 1 << 20)),
+                       1, 256);
+      GemmCall one = call;
+      one.outer = 0;
+      one.batch = 1;
+      uint8_t **pointers = t.table;
+      for (int64_t i = 0; i < count; ++i)
+        gemm(one, pointers[i], pointers[count + i], pointers[2 * count + i],
+             bias);
+      return;
+    }
     switch (call.dtype) {
     case DType::F32:
       return gemmAs<float>(call, a, b, c, bias);
