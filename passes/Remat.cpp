@@ -139,7 +139,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           return signalPassFailure();
         if (*peak > limit) {
           budgetError(module)
-              << "the memory budget of " << mib(limit)
+              << "the memory budget of " << mib(limit) << onDevice()
               << " cannot be met with --remat=" << strategy
               << ": its plan needs " << mib(*peak)
               << " (--remat=auto searches for a plan that fits)";
@@ -162,7 +162,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       return;
     }
     if (strategy == "none") {
-      budgetError(module) << "the memory budget of " << mib(limit)
+      budgetError(module) << "the memory budget of " << mib(limit) << onDevice()
                           << " cannot be met without recomputation (the plan "
                              "needs "
                           << mib(*none) << "; --remat=auto recomputes)";
@@ -200,7 +200,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         chosen = modelChoice;
     }
     if (!chosen) {
-      budgetError(module) << "the memory budget of " << mib(limit)
+      budgetError(module) << "the memory budget of " << mib(limit) << onDevice()
                           << " cannot be met: the smallest planned peak found "
                              "is "
                           << mib(smallest) << " (without recomputation "
@@ -569,6 +569,13 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     return os.str();
   }
 
+  /// How a budget error names the device it is for.
+  std::string onDevice() const {
+    return budgetDevice == "cuda" ? " on a GPU (--device=cuda: the plan, the "
+                                    "CUDA workspace and the executor's "
+                                    "buffers)"
+                                  : "";
+  }
   /// Where a budget error points: --memory-budget when the option set it,
   /// else the model file (its train section's memory_budget).
   InFlightDiagnostic budgetError(ModuleOp module) {
