@@ -118,8 +118,9 @@ private:
   LogicalResult emitAdamGroup(ArrayRef<AdamUpdateOp> group);
   LogicalResult emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group);
   /// clip_grad_norm's multiply of a gradient (in place) whose only reader
-  /// is an AdamW update: the multi-tensor launch scales the gradient as it
-  /// reads it, and the multiply is not emitted. Null if `op` is not one.
+  /// is an AdamW (or adamw8bit) update: the multi-tensor launch scales the
+  /// gradient as it reads it, and the multiply is not emitted. Null if `op`
+  /// is not one.
   Value clipFoldedInto(Operation *op);
   /// The folded multiplies, by their result: the raw gradient and the
   /// coefficient.
@@ -396,8 +397,8 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   else
     body << outer << ", " << strides[0][0] << ", " << strides[1][0] << ", "
          << strides[2][0];
-  body << "};\n    L.gemm(call, " << A << ", " << B << ", " << C << ", "
-       << bias << ");\n  }\n";
+  body << "};\n    L.gemm(call, " << A << ", " << B << ", " << C << ", " << bias
+       << ");\n  }\n";
   return success();
 }
 
@@ -604,8 +605,11 @@ Value CudaStepEmitter::clipFoldedInto(Operation *op) {
   auto mul = llvm::dyn_cast<MulOp>(op);
   if (!mul || isFused(mul) || !mul.getResult().hasOneUse())
     return Value();
-  auto adam = llvm::dyn_cast<AdamUpdateOp>(*mul.getResult().getUsers().begin());
-  if (!adam || adam.getGrad() != mul.getResult())
+  Operation *user = *mul.getResult().getUsers().begin();
+  auto adam = llvm::dyn_cast<AdamUpdateOp>(user);
+  auto adam8 = llvm::dyn_cast<Adam8bitUpdateOp>(user);
+  if (!(adam && adam.getGrad() == mul.getResult()) &&
+      !(adam8 && adam8.getGrad() == mul.getResult()))
     return Value();
   for (auto [grad, other] : {std::pair(mul.getLhs(), mul.getRhs()),
                              std::pair(mul.getRhs(), mul.getLhs())}) {
@@ -649,11 +653,14 @@ CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
         error(u, "internal error: an optimizer operand is a constant");
       }
       return "{" + std::to_string(regionIndex(l.base)) + ", " +
-             std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
-             "}";
+             std::to_string(l.offset) + ", " +
+             std::to_string(product(l.shape)) + "}";
     };
     int64_t n = product(shapeOf(u.getParam()));
-    kernels << "    {" << ref(u.getParam()) << ", " << ref(u.getGrad()) << ", "
+    Value grad = u.getGrad();
+    if (Value raw = clipOfGradient.lookup(grad))
+      grad = raw;
+    kernels << "    {" << ref(u.getParam()) << ", " << ref(grad) << ", "
             << ref(u.getExpAvgCodes()) << ", " << ref(u.getExpAvgAbsmax())
             << ", " << ref(u.getExpAvgSqCodes()) << ", "
             << ref(u.getExpAvgSqAbsmax()) << ", " << ref(u->getResult(0))
@@ -677,6 +684,10 @@ CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
           << doubleLiteral(a.getEps().convertToDouble()) << ", "
           << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
           << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
+          << ", "
+          << (clipOfGradient.count(a.getGrad())
+                  ? P(clipCoefficient.lookup(a.getGrad()), op)
+                  : "(const float *)nullptr")
           << ");\n}\n\n";
   launch(k, std::min<int64_t>(firstBlock, 1 << 20), 1, kThreads);
   return success();
@@ -1277,42 +1288,62 @@ LogicalResult CudaStepEmitter::emit() {
                        op->getName().getStringRef().str();
     bodyText.clear();
     LogicalResult emitted = success();
-    if (auto adam = llvm::dyn_cast<AdamUpdateOp>(op)) {
-      // The run of updates with the same settings, in one launch.
-      SmallVector<AdamUpdateOp> group{adam};
-      auto clipOf = [&](AdamUpdateOp u) {
-        return clipCoefficient.lookup(u.getGrad());
-      };
-      while (i + 1 < ops.size()) {
-        auto next = llvm::dyn_cast<AdamUpdateOp>(ops[i + 1]);
-        if (!next || !sameAdamSettings(adam, next) ||
-            clipOf(next) != clipOf(adam))
-          break;
-        if (failed(layouts.assign(next)))
+    auto record = [&](const std::string &what) {
+      host << "  // " << what << "\n  L.beginOp(" << opNames.size() << ");\n"
+           << body.str() << "  L.endOp(" << opNames.size() << ");\n";
+      opNames.push_back(what);
+    };
+    if (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp>(op)) {
+      // The optimizer's run: updates (with the clipping multiplies folded
+      // into them, and views between them). The updates are independent
+      // (each writes its own parameter and state, which nothing in the run
+      // reads), so they are grouped by kind and settings, one multi-tensor
+      // launch a group, whatever order the schedule gave them.
+      std::vector<Operation *> run;
+      size_t j = i;
+      for (; j < ops.size(); ++j) {
+        Operation *o = ops[j];
+        if (j > i && failed(layouts.assign(o)))
           return failure();
-        group.push_back(next);
-        ++i;
-      }
-      if (group.size() > 1)
-        name = describeLocation(op->getLoc()) + ": mnemo.adam_update x" +
-               std::to_string(group.size()) + " (multi-tensor)";
-      emitted = emitAdamGroup(group);
-    } else if (auto adam8 = llvm::dyn_cast<Adam8bitUpdateOp>(op)) {
-      SmallVector<Adam8bitUpdateOp> group{adam8};
-      while (i + 1 < ops.size()) {
-        auto next = llvm::dyn_cast<Adam8bitUpdateOp>(ops[i + 1]);
-        if (!next || !sameAdam8bitSettings(adam8, next))
+        if (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp>(o))
+          run.push_back(o);
+        else if (!layouts.isView(o) && !clipFoldedInto(o))
           break;
-        if (failed(layouts.assign(next)))
-          return failure();
-        group.push_back(next);
-        ++i;
       }
-      if (group.size() > 1)
-        name = describeLocation(op->getLoc()) + ": " +
-               op->getName().getStringRef().str() + " x" +
-               std::to_string(group.size()) + " (multi-tensor)";
-      emitted = emitAdam8bitGroup(group);
+      i = j - 1;
+      std::vector<bool> taken(run.size(), false);
+      for (size_t first = 0; first < run.size(); ++first) {
+        if (taken[first])
+          continue;
+        bodyText.clear();
+        std::string what = describeLocation(run[first]->getLoc()) + ": " +
+                           run[first]->getName().getStringRef().str();
+        // The run's updates of run[first]'s kind and settings.
+        auto collect = [&](auto head, auto sameSettings) {
+          SmallVector<decltype(head)> group;
+          for (size_t k = first; k < run.size(); ++k) {
+            auto u = llvm::dyn_cast<decltype(head)>(run[k]);
+            if (!taken[k] && u && sameSettings(head, u) &&
+                clipCoefficient.lookup(u.getGrad()) ==
+                    clipCoefficient.lookup(head.getGrad())) {
+              group.push_back(u);
+              taken[k] = true;
+            }
+          }
+          if (group.size() > 1)
+            what += " x" + std::to_string(group.size()) + " (multi-tensor)";
+          return group;
+        };
+        if (auto adam = llvm::dyn_cast<AdamUpdateOp>(run[first]))
+          emitted = emitAdamGroup(collect(adam, sameAdamSettings));
+        else
+          emitted = emitAdam8bitGroup(collect(
+              llvm::cast<Adam8bitUpdateOp>(run[first]), sameAdam8bitSettings));
+        if (failed(emitted) || failedOperand)
+          return failure();
+        record(what);
+      }
+      continue;
     } else if (clipFoldedInto(op)) {
       // Scaled by the AdamW launch that reads the gradient.
       continue;
@@ -1343,9 +1374,7 @@ LogicalResult CudaStepEmitter::emit() {
     }
     if (failed(emitted))
       return failure();
-    host << "  // " << name << "\n  L.beginOp(" << opNames.size() << ");\n"
-         << body.str() << "  L.endOp(" << opNames.size() << ");\n";
-    opNames.push_back(name);
+    record(name);
   }
   host << "}\n\n";
   return success();
@@ -1398,8 +1427,8 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   if (scratch > planWorkspace)
     return module.emitError()
            << "internal error: the CUDA kernels need " << scratch
-           << " bytes of workspace and the plan has "
-           << planWorkspace << " (passes/Workspace.cpp disagrees with "
+           << " bytes of workspace and the plan has " << planWorkspace
+           << " (passes/Workspace.cpp disagrees with "
            << "codegen/CudaEmitter.cpp)";
   int64_t workspace = planWorkspace;
 

@@ -71,16 +71,11 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
     return {Status::UserError, "cannot find the C++ compiler '" + compiler +
                                    "' (set CXX, or install g++)"};
   std::string include = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
-  std::vector<std::string> args = {*program,
-                                   "-std=c++17",
-                                   "-O3",
-                                   "-march=native",
-                                   "-fno-math-errno",
-                                   // As the runtime: one rounding per
-                                   // operation, whichever compiler.
-                                   "-ffp-contract=off",
-                                   "-I" + include,
-                                   modelFile.str().str()};
+  std::vector<std::string> args = {
+      *program, "-std=c++17", "-O3", "-march=native", "-fno-math-errno",
+      // As the runtime: one rounding per
+      // operation, whichever compiler.
+      "-ffp-contract=off", "-I" + include, modelFile.str().str()};
   if (cuda)
     args.push_back(cudaFile.str().str());
   args.push_back("-o");
@@ -134,7 +129,8 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "# Builds the trainer with CMake and a C++17 compiler, with\n"
      << "# nlohmann-json, OpenBLAS and zlib from the system or from Debian\n"
      << "# packages unpacked in -DMNEMO_DEPS_DIR=DIR (see\n"
-     << "# runtime/MnemoHostLibraries.cmake; without OpenBLAS the trainer runs\n"
+     << "# runtime/MnemoHostLibraries.cmake; without OpenBLAS the trainer "
+        "runs\n"
      << "# on the GPU only):\n"
      << "#   cmake -S . -B build && cmake --build build   ->  build/" << program
      << "\n"
@@ -152,7 +148,8 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "# Kernels for the CPU that builds: turn off to build for any x86-64.\n"
      << "option(MNEMO_NATIVE \"Build with -march=native\" ON)\n\n"
      << "find_package(Threads REQUIRED)\n"
-     << "include(${CMAKE_CURRENT_SOURCE_DIR}/runtime/MnemoHostLibraries.cmake)\n"
+     << "include(${CMAKE_CURRENT_SOURCE_DIR}/runtime/"
+        "MnemoHostLibraries.cmake)\n"
      << "mnemo_find_host_libraries()\n\n"
      << "file(GLOB MNEMO_RUNTIME_SOURCES CONFIGURE_DEPENDS\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/*.cpp\n"
@@ -188,8 +185,7 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "target_include_directories(" << program
      << " PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}\n"
      << "                           ${MNEMO_CBLAS_INCLUDE})\n"
-     << "target_compile_definitions(" << program
-     << " PRIVATE\n"
+     << "target_compile_definitions(" << program << " PRIVATE\n"
      << "  MNEMO_HAVE_BLAS=$<BOOL:${MNEMO_HAVE_BLAS}>\n"
      << "  MNEMO_HAVE_ZLIB=$<BOOL:${MNEMO_HAVE_ZLIB}>)\n"
      << "target_compile_options(" << program

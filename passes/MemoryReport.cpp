@@ -212,12 +212,11 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   line("peak (one step needs)", r.cpuPeakBytes,
        r.budgetDevice == "cpu" ? "" : "on the CPU (not budgeted)");
   line("peak on a GPU", r.cudaPeakBytes,
-       llvm::formatv("one cudaMalloc: CUDA workspace {0} (for the CPU's "
-                     "{1}), second batch, control{2}",
-                     formatBytes(r.cudaWorkspaceBytes),
-                     formatBytes(r.workspaceBytes),
-                     r.budgetDevice == "cuda" ? "; budgeted (--device=cuda)"
-                                              : "")
+       llvm::formatv(
+           "one cudaMalloc: CUDA workspace {0} (for the CPU's "
+           "{1}), second batch, control{2}",
+           formatBytes(r.cudaWorkspaceBytes), formatBytes(r.workspaceBytes),
+           r.budgetDevice == "cuda" ? "; budgeted (--device=cuda)" : "")
            .str());
   if (r.budgetBytes) {
     line("  memory budget", r.budgetBytes,

@@ -175,9 +175,9 @@ int main(int argc, char **argv) {
     fail("--device cuda: " + noGpu);
   std::string noCpu;
   if ((options.device == "cpu" || !gpu) && !cpu::backendAvailable(noCpu))
-    fail(options.device == "cpu" ? "--device cpu: " + noCpu
-                                 : "no device to run on: " + noGpu + "; and " +
-                                       noCpu);
+    fail(options.device == "cpu"
+             ? "--device cpu: " + noCpu
+             : "no device to run on: " + noGpu + "; and " + noCpu);
   if (gpu && options.device != "cpu") {
     executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)

@@ -115,9 +115,17 @@ if [ "$STAGE" = --prepare ]; then
     mnemo_build > /dev/null
     MNEMOC="$MNEMO_BUILD/bin/mnemoc"
   fi
-  rm -rf "$DIR" && mkdir -p "$DIR/data/fashion-mnist" "$DIR/deps"
+  rm -rf "$DIR" && mkdir -p "$DIR/data/fashion-mnist" "$DIR/deps" "$DIR/kernels"
+  # A project, and its kernels alone (the dry run compiles them with NVRTC
+  # for sm_90, as the trainer will at start-up).
+  emit() {
+    local name=$1 model=$2
+    shift 2
+    "$MNEMOC" "$model" "$@" --emit=project -o "$DIR/$name" > /dev/null
+    "$MNEMOC" "$model" "$@" --emit=cuda-kernels -o "$DIR/kernels/$name.cu" > /dev/null
+  }
   for model in mlp cnn gpt; do
-    "$MNEMOC" "$ROOT/examples/$model.mn" --emit=project -o "$DIR/$model" > /dev/null
+    emit "$model" "$ROOT/examples/$model.mn"
   done
   # gpt8: the GPT with adamw8bit, for the 8-bit optimizer's CUDA kernel.
   sed 's/optimizer = adamw(/optimizer = adamw8bit(/' "$ROOT/examples/gpt.mn" > "$DIR/gpt8.mn"
@@ -132,13 +140,13 @@ if [ "$STAGE" = --prepare ]; then
   # exports the weights the inference program reads.
   cp "$ROOT/test/trainer/inference-gpu.mn" "$DIR/mlpinfer.mn"
   for model in gpt8 mlpprune mlpqat mlpinfer; do
-    "$MNEMOC" "$DIR/$model.mn" --emit=project -o "$DIR/$model" > /dev/null
+    emit "$model" "$DIR/$model.mn"
   done
-  "$MNEMOC" "$DIR/mlpinfer.mn" --mode=inference --emit=project -o "$DIR/infer" > /dev/null
+  emit infer "$DIR/mlpinfer.mn" --mode=inference
   # The benchmark's GPT-2-small-sized GPT, f32 and bf16; their plans on a
   # GPU, as mnemoc reports them (--device=cuda counts the CUDA workspace).
-  "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --emit=project -o "$DIR/gpt2" > /dev/null
-  "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --precision=bf16 --emit=project -o "$DIR/gpt2bf16" > /dev/null
+  emit gpt2 "$ROOT/examples/gpt.mn" $GPT2_SIZES
+  emit gpt2bf16 "$ROOT/examples/gpt.mn" $GPT2_SIZES --precision=bf16
   "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --memory-report > "$DIR/gpt2.memory.txt"
   "$MNEMOC" "$ROOT/examples/gpt.mn" $GPT2_SIZES --precision=bf16 --memory-report > "$DIR/gpt2bf16.memory.txt"
   # Data: 20,000 training images (the longest run, 300 steps of 128, wraps
@@ -418,6 +426,14 @@ if [ $DRY = 1 ]; then
   else
     say "travels: $((size >> 20)) MiB of 64 (the working tree and $(realpath --relative-to="$ROOT" "$DIR" 2> /dev/null || echo "$DIR"))"
   fi
+  # Every project's kernels compile for sm_90 with its own NVRTC build (the
+  # trainer compiles them at start-up on the GPU): registers, shared memory
+  # and spills as ptxas reports them.
+  compile_kernels() {
+    local project=$1
+    "$WORK/build-$project/mnemo-nvrtc" --arch sm_90 --resources "$DIR/kernels/$project.cu" \
+      > "$WORK/logs/nvrtc-$project.log" 2>&1
+  }
   for stage in build sanitize bench; do
     # shellcheck disable=SC2030
     (
@@ -429,6 +445,17 @@ if [ $DRY = 1 ]; then
       tar -czf "$OUT/$NAME-logs.tar.gz" -C "$WORK" logs 2> /dev/null
       exit $FAILED
     ) || FAILED=1
+  done
+  for project in $PROJECTS; do
+    compile_kernels "$project" &
+  done
+  wait
+  for project in $PROJECTS; do
+    if grep -q "sm_90: [0-9]* kernels" "$WORK/logs/nvrtc-$project.log"; then
+      sed "s|^$DIR/kernels/||" "$WORK/logs/nvrtc-$project.log" | sed 's/; stack frames:.*//' | tee -a "$LOG"
+    else
+      fail "$project's kernels do not compile for sm_90: $(tail -5 "$WORK/logs/nvrtc-$project.log")"
+    fi
   done
   # What each command leaves in $OUT must come back: at most 8 plain
   # files, named in letters, digits, '.', '_' and '-', under 16 MiB.

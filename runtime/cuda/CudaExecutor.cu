@@ -33,8 +33,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <initializer_list>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 using namespace mnemo;
@@ -696,10 +696,10 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
   bool int8 = call.dtype == DType::I8;
   cudaDataType_t type = int8 ? CUDA_R_8I : cudaType(call.dtype);
   cudaDataType_t resultType = int8 ? CUDA_R_32I : type;
-  cublasComputeType_t compute =
-      int8 ? CUBLAS_COMPUTE_32I
-      : call.dtype == DType::F32 && settings.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                  : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = int8 ? CUBLAS_COMPUTE_32I
+                                : call.dtype == DType::F32 && settings.tf32
+                                    ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                    : CUBLAS_COMPUTE_32F;
   cublasOperation_t opX = g.transX ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opY = g.transY ? CUBLAS_OP_T : CUBLAS_OP_N;
   bool ok =
@@ -752,9 +752,9 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
         call.epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
         : call.epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                               : CUBLASLT_EPILOGUE_GELU_BIAS;
-    ok = cublasLtMatmulDescSetAttribute(plan.desc,
-                                        CUBLASLT_MATMUL_DESC_EPILOGUE, &e,
-                                        sizeof(e)) == CUBLAS_STATUS_SUCCESS;
+    ok =
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                       &e, sizeof(e)) == CUBLAS_STATUS_SUCCESS;
   }
   // The heuristic may only pick kernels whose vector loads the operands'
   // real addresses allow (strided views start at any element).
@@ -809,21 +809,22 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
   int64_t es = call.dtype == DType::F32 ? 4 : call.dtype == DType::I8 ? 1 : 2;
   int64_t ces = call.dtype == DType::I8 ? 4 : es;
   bool outer = call.outer > 1;
-  uint32_t alignment = alignmentOf(
-      {uint64_t(a), uint64_t(b), uint64_t(c), uint64_t(bias),
-       uint64_t(call.batch > 1 ? call.strideA * es : 0),
-       uint64_t(call.batch > 1 ? call.strideB * es : 0),
-       uint64_t(call.batch > 1 ? call.strideC * ces : 0),
-       uint64_t(outer ? call.outerStrideA * es : 0),
-       uint64_t(outer ? call.outerStrideB * es : 0),
-       uint64_t(outer ? call.outerStrideC * ces : 0)});
+  uint32_t alignment =
+      alignmentOf({uint64_t(a), uint64_t(b), uint64_t(c), uint64_t(bias),
+                   uint64_t(call.batch > 1 ? call.strideA * es : 0),
+                   uint64_t(call.batch > 1 ? call.strideB * es : 0),
+                   uint64_t(call.batch > 1 ? call.strideC * ces : 0),
+                   uint64_t(outer ? call.outerStrideA * es : 0),
+                   uint64_t(outer ? call.outerStrideB * es : 0),
+                   uint64_t(outer ? call.outerStrideC * ces : 0)});
   if (plan.ready && alignment < plan.alignment)
     destroyGemmPlan(plan);
   if (outer) {
     if (!plan.ready) {
       if (gemmWorkspace(call) < kMinGemmWorkspace) {
         failure = "internal error: the CUDA workspace has no room for GEMM "
-                  "site " + std::to_string(call.site) + "'s pointer tables";
+                  "site " +
+                  std::to_string(call.site) + "'s pointer tables";
         return;
       }
       plan.pointerArrays = planGemm(call, plan, alignment, false, true);
@@ -842,18 +843,20 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
     if (plan.pointerArrays) {
       // The tables at the top of the workspace, written on the stream
       // (so a captured graph rewrites them on replay), then one call.
-      int64_t inner = std::max<int64_t>(1, call.batch), count = inner * call.outer;
+      int64_t inner = std::max<int64_t>(1, call.batch),
+              count = inner * call.outer;
       uint8_t *table = regions.workspace + gemmWorkspace(call);
-      int64_t strides[6] = {call.outerStrideA * es, call.strideA * es,
-                            call.outerStrideB * es, call.strideB * es,
+      int64_t strides[6] = {call.outerStrideA * es,  call.strideA * es,
+                            call.outerStrideB * es,  call.strideB * es,
                             call.outerStrideC * ces, call.strideC * ces};
       int64_t outerCount = call.outer;
       void *args[] = {&a,          &b,          &c,          &outerCount,
                       &inner,      &strides[0], &strides[1], &strides[2],
                       &strides[3], &strides[4], &strides[5], &table};
-      launchLibraryKernel(gemmPointersKernel,
-                          uint32_t(std::min<int64_t>((count + 255) / 256, 1 << 20)),
-                          256, args, "mnemoGemmPointers");
+      launchLibraryKernel(
+          gemmPointersKernel,
+          uint32_t(std::min<int64_t>((count + 255) / 256, 1 << 20)), 256, args,
+          "mnemoGemmPointers");
       matmul(call, plan, nullptr, table, table + 8 * count, table + 16 * count);
       return;
     }
@@ -894,8 +897,8 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
   }
   if (plan.int8Kernel) {
     // The emitter's int8 products are x @ W^T (row-major, W stored n x k).
-    int64_t m = call.m, n = call.n, k = call.k, lda = call.lda,
-            ldb = call.ldb, ldc = call.ldc;
+    int64_t m = call.m, n = call.n, k = call.k, lda = call.lda, ldb = call.ldb,
+            ldc = call.ldc;
     if (call.transA || !call.transB || call.batch > 1) {
       failure = "internal error: an int8 GEMM that is not x @ W^T";
       return;
@@ -995,11 +998,10 @@ bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
       // f32 convolutions in TF32 on the tensor cores by default (PyTorch's
       // torch.backends.cudnn.allow_tf32), in f32 with --matmul-precision
       // highest; half precision uses the tensor cores.
-      cudnnSetConvolutionMathType(plan.conv,
-                                  call.dtype != DType::F32 ? CUDNN_TENSOR_OP_MATH
-                                  : settings.tf32          ? CUDNN_DEFAULT_MATH
-                                                           : CUDNN_FMA_MATH) ==
-          CUDNN_STATUS_SUCCESS;
+      cudnnSetConvolutionMathType(
+          plan.conv, call.dtype != DType::F32 ? CUDNN_TENSOR_OP_MATH
+                     : settings.tf32          ? CUDNN_DEFAULT_MATH
+                                     : CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS;
   // The best algorithm whose workspace fits the planned one.
   constexpr int kCandidates = 8;
   int returned = 0;
@@ -1114,10 +1116,8 @@ bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
   return true;
 }
 
-std::unique_ptr<DeviceExecutor>
-mnemo::runtime::makeCudaExecutor(const ModelInfo &model,
-                                 const CudaSettings &settings,
-                                 std::string &error) {
+std::unique_ptr<DeviceExecutor> mnemo::runtime::makeCudaExecutor(
+    const ModelInfo &model, const CudaSettings &settings, std::string &error) {
   const CudaModelInfo *cudaModel = mnemoCudaModel();
   if (!cudaModel || (!cudaModel->trainStep.run && !cudaModel->evalStep.run)) {
     error = "this program has no CUDA steps";

@@ -40,8 +40,7 @@ inline int64_t deviceAllocationBytes(int64_t parameters, int64_t gradients,
   return deviceAligned(parameters) + deviceAligned(gradients) +
          deviceAligned(optimizerState) +
          2 * deviceAligned(std::max<int64_t>(inputs, 1)) +
-         deviceAligned(arena) +
-         deviceAligned(std::max<int64_t>(workspace, 1)) +
+         deviceAligned(arena) + deviceAligned(std::max<int64_t>(workspace, 1)) +
          deviceAligned(kControlSlots * 8);
 }
 

@@ -329,7 +329,15 @@ __device__ void reduceColumnsPartial(const ReduceShape &s, const T *x,
   int64_t begin = int64_t(blockIdx.y) * per;
   int64_t end = begin + per < s.perOutput ? begin + per : s.perOutput;
   float acc = Kind == kMax ? -INFINITY : 0.0f;
-  if (o < s.outputs) {
+  if (o < s.outputs && s.keptRank == 1 && s.reducedRank == 1) {
+    // The usual case (rows x columns): plain strides, no index arithmetic.
+    const T *base = x + o * s.keptStrides[0];
+    const int64_t stride = s.reducedStrides[0];
+    for (int64_t q = begin + lane; q < end; q += kColumnLanes) {
+      float v = ld(base[q * stride]);
+      acc = Kind == kMax ? nanMax(acc, v) : acc + v;
+    }
+  } else if (o < s.outputs) {
     const T *base = x + keptOffset(s, o);
     for (int64_t q = begin + lane; q < end; q += kColumnLanes) {
       float v = ld(base[reducedOffset(s, q)]);
@@ -630,8 +638,9 @@ __device__ void accuracyRows(const T *logits, const int32_t *targets,
       if (int(threadIdx.x) < half) {
         float v = values[threadIdx.x + half];
         int64_t c = columns[threadIdx.x + half];
-        if (c >= 0 && (columns[threadIdx.x] < 0 || v > values[threadIdx.x] ||
-                       (v == values[threadIdx.x] && c < columns[threadIdx.x]))) {
+        if (c >= 0 &&
+            (columns[threadIdx.x] < 0 || v > values[threadIdx.x] ||
+             (v == values[threadIdx.x] && c < columns[threadIdx.x]))) {
           values[threadIdx.x] = v;
           columns[threadIdx.x] = c;
         }
@@ -922,12 +931,11 @@ struct AdamTensor {
 /// (or null): clip_grad_norm's coefficient, which scales each gradient as
 /// it is read (CudaEmitter folds the multiplies into this launch).
 template <typename T>
-__device__ void adamMultiTensor(const Regions &r, const AdamTensor *tensors,
-                                int count, int64_t total, const float *lrPtr,
-                                const int64_t *stepPtr, double beta1,
-                                double beta2, double eps, double weightDecay,
-                                bool decoupled, const float *skip,
-                                const float *clip) {
+__device__ void
+adamMultiTensor(const Regions &r, const AdamTensor *tensors, int count,
+                int64_t total, const float *lrPtr, const int64_t *stepPtr,
+                double beta1, double beta2, double eps, double weightDecay,
+                bool decoupled, const float *skip, const float *clip) {
   __shared__ adam::Scalars shared;
   if (threadIdx.x == 0)
     shared = adam::scalars(double(*lrPtr), double(*stepPtr), beta1, beta2, eps,
@@ -995,16 +1003,14 @@ __device__ void sgdUpdate(int64_t n, const T *param, const T *grad,
 /// as the CPU builds its table).
 constexpr int kMaxQuantBlock = 4096;
 /// Quantization block b of one tensor (the thread block's share).
-__device__ void adam8bitBlock(int64_t b, int64_t n, int64_t blockSize,
-                              const float *param, const float *grad,
-                              const uint8_t *mCodes, const float *mMax,
-                              const uint8_t *vCodes, const float *vMax,
-                              float *newParam, uint8_t *newMCodes,
-                              float *newMMax, uint8_t *newVCodes,
-                              float *newVMax, const float *lrPtr,
-                              const int64_t *stepPtr, double beta1,
-                              double beta2, double eps, double weightDecay,
-                              const float *skip) {
+__device__ void
+adam8bitBlock(int64_t b, int64_t n, int64_t blockSize, const float *param,
+              const float *grad, const uint8_t *mCodes, const float *mMax,
+              const uint8_t *vCodes, const float *vMax, float *newParam,
+              uint8_t *newMCodes, float *newMMax, uint8_t *newVCodes,
+              float *newVMax, const float *lrPtr, const int64_t *stepPtr,
+              double beta1, double beta2, double eps, double weightDecay,
+              const float *skip, const float *clip) {
   __shared__ float moments[2 * kMaxQuantBlock];
   __shared__ float value[2][256], sorted[2][256];
   __shared__ uint8_t sortedCode[2][256];
@@ -1049,7 +1055,7 @@ __device__ void adam8bitBlock(int64_t b, int64_t n, int64_t blockSize,
       adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
   float mLargest = 0.0f, vLargest = 0.0f;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float g = grad[i];
+    float g = clip ? grad[i] * *clip : grad[i];
     float m = value[0][mCodes[i]] * mMax[b];
     float v = value[1][vCodes[i]] * vMax[b];
     float p = param[i];
@@ -1102,13 +1108,15 @@ struct Adam8bitTensor {
 };
 
 /// Every tensor of the group in one launch: thread block g of the grid
-/// takes the group's quantization blocks g, g + gridDim.x, ...
+/// takes the group's quantization blocks g, g + gridDim.x, ... `clip` (or
+/// null) scales each gradient as it is read, as in adamMultiTensor.
 __device__ void adam8bitMultiTensor(const Regions &r,
                                     const Adam8bitTensor *tensors, int count,
                                     int64_t totalBlocks, int64_t blockSize,
                                     const float *lrPtr, const int64_t *stepPtr,
                                     double beta1, double beta2, double eps,
-                                    double weightDecay, const float *skip) {
+                                    double weightDecay, const float *skip,
+                                    const float *clip) {
   for (int64_t g = blockIdx.x; g < totalBlocks; g += gridDim.x) {
     int lo = 0, hi = count - 1;
     while (lo < hi) {
@@ -1129,7 +1137,7 @@ __device__ void adam8bitMultiTensor(const Regions &r,
                   f(t.grad), u8(t.mCodes), f(t.mMax), u8(t.vCodes), f(t.vMax),
                   f(t.newParam), u8(t.newMCodes), f(t.newMMax), u8(t.newVCodes),
                   f(t.newVMax), lrPtr, stepPtr, beta1, beta2, eps, weightDecay,
-                  skip);
+                  skip, clip);
   }
 }
 
@@ -1572,9 +1580,8 @@ extern "C" __global__ void __launch_bounds__(256)
 /// An int8 GEMM, c = a @ b^T with exact int32 sums (as CUBLAS_COMPUTE_32I),
 /// when cuBLASLt has no int8 algorithm for the shape.
 extern "C" __global__ void __launch_bounds__(256)
-    mnemoGemmInt8(int64_t m, int64_t n, int64_t k, const int8_t *a,
-                  int64_t lda, const int8_t *b, int64_t ldb, int32_t *c,
-                  int64_t ldc) {
+    mnemoGemmInt8(int64_t m, int64_t n, int64_t k, const int8_t *a, int64_t lda,
+                  const int8_t *b, int64_t ldb, int32_t *c, int64_t ldc) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m * n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t row = i / n, col = i % n;

@@ -109,7 +109,8 @@ std::string mnemo::cuda::nvrtcVersion() {
 
 bool mnemo::cuda::compileKernels(const std::string &source,
                                  const std::string &arch, bool useCache,
-                                 CompiledKernels &out, std::string &error) {
+                                 CompiledKernels &out, std::string &error,
+                                 bool resourceUsage) {
   // Line information for compute-sanitizer's and the profilers' reports
   // (it does not change the code).
   std::vector<std::string> options = {
@@ -120,6 +121,10 @@ bool mnemo::cuda::compileKernels(const std::string &source,
 #endif
   if (const char *include = std::getenv("MNEMO_CUDA_INCLUDE"))
     options.push_back(std::string("--include-path=") + include);
+  if (resourceUsage) {
+    options.push_back("--ptxas-options=-v");
+    useCache = false;
+  }
 
   std::string key =
       source + '\0' + kKernelLibrary + '\0' + arch + '\0' + nvrtcVersion();

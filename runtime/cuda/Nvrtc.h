@@ -45,8 +45,11 @@ std::string nvrtcVersion();
 /// Compiles `source` (which includes "mnemo/Kernels.cuh") for `arch`
 /// ("sm_90") to a cubin. With `useCache`, looks in and fills the cache
 /// ($MNEMO_CACHE_DIR, else $XDG_CACHE_HOME/mnemo, else ~/.cache/mnemo).
+/// `resourceUsage` asks ptxas for each kernel's registers, spills and
+/// shared memory (in `out.log`; never cached).
 bool compileKernels(const std::string &source, const std::string &arch,
-                    bool useCache, CompiledKernels &out, std::string &error);
+                    bool useCache, CompiledKernels &out, std::string &error,
+                    bool resourceUsage = false);
 
 } // namespace cuda
 } // namespace mnemo

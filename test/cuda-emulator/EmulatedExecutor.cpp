@@ -84,8 +84,8 @@ public:
       }
       kernels.push_back(reinterpret_cast<Kernel>(symbol));
     }
-    pointersKernel =
-        reinterpret_cast<PointersKernel>(dlsym(RTLD_DEFAULT, "mnemoGemmPointers"));
+    pointersKernel = reinterpret_cast<PointersKernel>(
+        dlsym(RTLD_DEFAULT, "mnemoGemmPointers"));
     if (!pointersKernel) {
       error = "kernel mnemoGemmPointers is not in the program";
       return false;
@@ -172,9 +172,9 @@ public:
                        call.outerStrideB * es, call.strideB * es,
                        call.outerStrideC * es, call.strideC * es},
                       reinterpret_cast<uint8_t **>(table)};
-      emulator::launch(pointerTrampoline, &t,
-                       unsigned(std::min<int64_t>((count + 255) / 256, 1 << 20)),
-                       1, 256);
+      emulator::launch(
+          pointerTrampoline, &t,
+          unsigned(std::min<int64_t>((count + 255) / 256, 1 << 20)), 1, 256);
       GemmCall one = call;
       one.outer = 0;
       one.batch = 1;
@@ -312,8 +312,8 @@ bool mnemo::runtime::cudaBuiltIn() { return true; }
 bool mnemo::runtime::cudaDeviceAvailable(std::string &) { return true; }
 
 std::unique_ptr<DeviceExecutor>
-mnemo::runtime::makeCudaExecutor(const ModelInfo &model,
-                                 const CudaSettings &, std::string &error) {
+mnemo::runtime::makeCudaExecutor(const ModelInfo &model, const CudaSettings &,
+                                 std::string &error) {
   // The emulator's GEMMs and convolutions are f32 whatever the precision
   // setting: it checks indexing and arithmetic, not TF32's rounding.
   if (const char *why = mnemoCudaModel()->unsupported) {
