@@ -122,9 +122,26 @@ private:
   /// gradient as it reads it, and the multiply is not emitted. Null if `op`
   /// is not one.
   Value clipFoldedInto(Operation *op);
-  /// The folded multiplies, by their result: the raw gradient and the
-  /// coefficient.
-  llvm::DenseMap<Value, Value> clipOfGradient, clipCoefficient;
+  /// A folded multiply, by its result: the raw gradient it scaled and the
+  /// clipping coefficient.
+  struct FoldedClip {
+    Value grad, coefficient;
+  };
+  llvm::DenseMap<Value, FoldedClip> foldedClips;
+  /// The gradient an update reads: the raw one when its clip is folded.
+  Value gradientRead(Value grad) {
+    auto it = foldedClips.find(grad);
+    return it == foldedClips.end() ? grad : it->second.grad;
+  }
+  /// The coefficient folded into an update of `grad`, or null.
+  Value clipOf(Value grad) { return foldedClips.lookup(grad).coefficient; }
+  /// The multi-tensor launches' last arguments: the f16 loss-scaling skip
+  /// flag and the folded clipping coefficient (null pointers when none).
+  std::string skipAndClip(Operation *op, Value skip, Value grad) {
+    Value clip = clipOf(grad);
+    return (skip ? P(skip, op) : "(const float *)nullptr") + ", " +
+           (clip ? P(clip, op) : "(const float *)nullptr");
+  }
   LogicalResult emitLoop(Operation *root);
   LogicalResult emitMatmul(Operation *op, bool ta, bool tb, bool batched);
   /// The elementwise root right after a matrix product that cuBLASLt's
@@ -571,13 +588,11 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
       if (l.isSplat() || l.base == 0)
         return error(u, "internal error: an optimizer operand is a constant");
     }
-    Value grad = u.getGrad();
-    if (Value raw = clipOfGradient.lookup(grad))
-      grad = raw;
-    kernels << "    {" << ref(u.getParam()) << ", " << ref(grad) << ", "
-            << ref(u.getExpAvg()) << ", " << ref(u.getExpAvgSq()) << ", "
-            << ref(u->getResult(0)) << ", " << ref(u->getResult(1)) << ", "
-            << ref(u->getResult(2)) << ", " << first << "},\n";
+    kernels << "    {" << ref(u.getParam()) << ", "
+            << ref(gradientRead(u.getGrad())) << ", " << ref(u.getExpAvg())
+            << ", " << ref(u.getExpAvgSq()) << ", " << ref(u->getResult(0))
+            << ", " << ref(u->getResult(1)) << ", " << ref(u->getResult(2))
+            << ", " << first << "},\n";
     first += product(shapeOf(u.getParam()));
   }
   kernels << "};\n";
@@ -591,12 +606,7 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
           << doubleLiteral(a.getEps().convertToDouble()) << ", "
           << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
           << (a.getDecoupled() ? "true" : "false") << ", "
-          << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
-          << ", "
-          << (clipOfGradient.count(a.getGrad())
-                  ? P(clipCoefficient.lookup(a.getGrad()), op)
-                  : "(const float *)nullptr")
-          << ");\n}\n\n";
+          << skipAndClip(op, a.getSkip(), a.getGrad()) << ");\n}\n\n";
   launch(k, gridFor(first), 1, kThreads);
   return success();
 }
@@ -627,8 +637,7 @@ Value CudaStepEmitter::clipFoldedInto(Operation *op) {
         in.offset != out.offset || !in.isContiguous() || !out.isContiguous() ||
         shapeOf(grad) != shapeOf(mul.getResult()))
       continue;
-    clipOfGradient[mul.getResult()] = grad;
-    clipCoefficient[mul.getResult()] = broadcast.getInput();
+    foldedClips[mul.getResult()] = {grad, broadcast.getInput()};
     return grad;
   }
   return Value();
@@ -657,16 +666,14 @@ CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
              std::to_string(product(l.shape)) + "}";
     };
     int64_t n = product(shapeOf(u.getParam()));
-    Value grad = u.getGrad();
-    if (Value raw = clipOfGradient.lookup(grad))
-      grad = raw;
-    kernels << "    {" << ref(u.getParam()) << ", " << ref(grad) << ", "
-            << ref(u.getExpAvgCodes()) << ", " << ref(u.getExpAvgAbsmax())
-            << ", " << ref(u.getExpAvgSqCodes()) << ", "
-            << ref(u.getExpAvgSqAbsmax()) << ", " << ref(u->getResult(0))
-            << ", " << ref(u->getResult(1)) << ", " << ref(u->getResult(2))
-            << ", " << ref(u->getResult(3)) << ", " << ref(u->getResult(4))
-            << ", " << n << ", " << firstBlock << "},\n";
+    kernels << "    {" << ref(u.getParam()) << ", "
+            << ref(gradientRead(u.getGrad())) << ", " << ref(u.getExpAvgCodes())
+            << ", " << ref(u.getExpAvgAbsmax()) << ", "
+            << ref(u.getExpAvgSqCodes()) << ", " << ref(u.getExpAvgSqAbsmax())
+            << ", " << ref(u->getResult(0)) << ", " << ref(u->getResult(1))
+            << ", " << ref(u->getResult(2)) << ", " << ref(u->getResult(3))
+            << ", " << ref(u->getResult(4)) << ", " << n << ", " << firstBlock
+            << "},\n";
     firstBlock += ceilDiv(n, a.getBlockSize());
   }
   kernels << "};\n";
@@ -683,12 +690,7 @@ CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
           << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
           << doubleLiteral(a.getEps().convertToDouble()) << ", "
           << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-          << (a.getSkip() ? P(a.getSkip(), op) : "(const float *)nullptr")
-          << ", "
-          << (clipOfGradient.count(a.getGrad())
-                  ? P(clipCoefficient.lookup(a.getGrad()), op)
-                  : "(const float *)nullptr")
-          << ");\n}\n\n";
+          << skipAndClip(op, a.getSkip(), a.getGrad()) << ");\n}\n\n";
   launch(k, std::min<int64_t>(firstBlock, 1 << 20), 1, kThreads);
   return success();
 }
@@ -1324,8 +1326,7 @@ LogicalResult CudaStepEmitter::emit() {
           for (size_t k = first; k < run.size(); ++k) {
             auto u = llvm::dyn_cast<decltype(head)>(run[k]);
             if (!taken[k] && u && sameSettings(head, u) &&
-                clipCoefficient.lookup(u.getGrad()) ==
-                    clipCoefficient.lookup(head.getGrad())) {
+                clipOf(u.getGrad()) == clipOf(head.getGrad())) {
               group.push_back(u);
               taken[k] = true;
             }
