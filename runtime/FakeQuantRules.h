@@ -1,9 +1,10 @@
 //===- FakeQuantRules.h - Quantization parameters and fake quantization ---===//
 //
-// The one definition of quantization-aware training's arithmetic, shared by
-// the reference interpreter, the CPU kernels and the CUDA kernels (NVRTC
-// gets this file spliced into the kernel library by MnemoCuda.cmake, so it
-// includes nothing). It is PyTorch's, in f32:
+// The trainer's definition of quantization-aware training's arithmetic,
+// shared by the CPU kernels and the CUDA kernels; the reference interpreter
+// has its own (lang/interpreter/QuantizeReference.h). NVRTC gets this file
+// spliced into the kernel library by MnemoCuda.cmake, so it includes
+// nothing. It is PyTorch's, in f32:
 // torch.ao.quantization's _calculate_qparams for the scale and zero point,
 // and fake_quantize_per_{tensor,channel}_affine's forward and clipped
 // straight-through backward, rounding half to even.

@@ -1,9 +1,10 @@
 //===- Prune.h - Pruning masks on the host --------------------------------===//
 //
-// The mask update of `mnemo.prune_masks` for the reference interpreter and
-// the CPU trainer (the CUDA kernel in runtime/cuda/Kernels.cuh follows the
-// same rules, runtime/PruneRules.h, in one thread block). Header-only and
-// free of LLVM.
+// The mask update of `mnemo.prune_masks` for the CPU trainer. The CUDA
+// kernel in runtime/cuda/Kernels.cuh follows the same rules,
+// runtime/PruneRules.h, in one thread block; the reference interpreter
+// sorts instead (lang/interpreter/PruneReference.h). Header-only and free
+// of LLVM.
 //
 // The k smallest keys are found by radix selection (four passes of 256-bin
 // histograms over the keys, recomputed each pass), so an update needs no

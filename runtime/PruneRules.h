@@ -1,8 +1,9 @@
 //===- PruneRules.h - What a pruning step decides, element by element -----===//
 //
-// The one definition of the pruning rules that the reference interpreter,
-// the CPU kernels and the CUDA kernels share (NVRTC gets this file spliced
-// into the kernel library by MnemoCuda.cmake, so it includes nothing):
+// The trainer's pruning rules, shared by the CPU kernels and the CUDA
+// kernels; the reference interpreter has its own
+// (lang/interpreter/PruneReference.h). NVRTC gets this file spliced into
+// the kernel library by MnemoCuda.cmake, so it includes nothing. The rules:
 //
 // - when a step updates the masks, and to which sparsity (Zhu & Gupta's
 //   cubic schedule, "To prune, or not to prune", 2017);
@@ -23,8 +24,10 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define MNEMO_PRUNE_HD __host__ __device__
+#define MNEMO_PRUNE_RINT(x) rint(x)
 #else
 #define MNEMO_PRUNE_HD
+#define MNEMO_PRUNE_RINT(x) __builtin_rint(x)
 #endif
 
 namespace mnemo {
@@ -57,9 +60,10 @@ MNEMO_PRUNE_HD inline bool scheduledSparsity(long long step, long long start,
 }
 
 /// How many of `count` elements (or rows) a sparsity prunes: the nearest
-/// integer, as torch.nn.utils.prune's round(amount * n).
+/// integer, half to even, as torch.nn.utils.prune's Python round(amount * n)
+/// (rint in the default rounding mode).
 MNEMO_PRUNE_HD inline long long prunedCount(double sparsity, long long count) {
-  long long k = (long long)(sparsity * double(count) + 0.5);
+  long long k = (long long)MNEMO_PRUNE_RINT(sparsity * double(count));
   return k < 0 ? 0 : (k > count ? count : k);
 }
 

@@ -13,8 +13,9 @@
 // 1e-6 (signed) or 1e-7 (unsigned) of it still have a code. The byte 0 is
 // 0.0 in both maps, so zero-initialized state is zero.
 //
-// Header-only and free of LLVM: the reference interpreter and the CPU
-// trainer include it, so both round the same way.
+// Header-only and free of LLVM, for the CPU trainer. The reference
+// interpreter shares only the codes' values (Quantize8Codes.h) and has its
+// own step and search (lang/interpreter/QuantizeReference.h).
 //
 //===----------------------------------------------------------------------===//
 

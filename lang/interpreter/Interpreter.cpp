@@ -10,9 +10,8 @@
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
-#include "runtime/FakeQuant.h"
-#include "runtime/Prune.h"
-#include "runtime/Quantize8.h"
+#include "lang/interpreter/PruneReference.h"
+#include "lang/interpreter/QuantizeReference.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -1288,45 +1287,61 @@ LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
       set(op->getResult(r), std::move(same[r]));
     return success();
   }
-  // The CPU kernel's arithmetic (f32, as bitsandbytes does it): dequantize,
-  // AdamW, requantize each block by its new maximum.
+  // bitsandbytes' arithmetic, in f32: dequantize both moments, take
+  // torch.optim.AdamW's step (its scalars computed in double and rounded
+  // once, as Python floats meet f32 tensors), requantize each block by its
+  // new maximum.
   int64_t n = p.numElements(), block = op.getBlockSize();
-  int64_t blocks = (n + block - 1) / block;
-  auto bytesOf = [&](const Tensor &codes) {
-    std::vector<uint8_t> bytes(n);
-    for (int64_t i = 0; i < n; ++i)
-      bytes[i] = uint8_t(int8_t(codes.data[i]));
-    return bytes;
-  };
-  std::vector<uint8_t> mIn = bytesOf(mCodes), vIn = bytesOf(vCodes);
-  std::vector<float> mMaxIn(mMax.data.begin(), mMax.data.end()),
-      vMaxIn(vMax.data.begin(), vMax.data.end());
-  std::vector<float> param(n), grad(n);
-  for (int64_t i = 0; i < n; ++i) {
-    param[i] = float(p.data[i]);
-    grad[i] = float(g.data[i]);
-  }
-  std::vector<uint8_t> mOut(n), vOut(n);
-  std::vector<float> mMaxOut(blocks), vMaxOut(blocks), newParam(n);
-  quant8::adamw8bitStep(
-      n, block, param.data(), grad.data(), mIn.data(), mMaxIn.data(),
-      vIn.data(), vMaxIn.data(), newParam.data(), mOut.data(), mMaxOut.data(),
-      vOut.data(), vMaxOut.data(), float(get(op.getLr()).data[0]),
-      int32_t(get(op.getStep()).data[0]), op.getBeta1().convertToDouble(),
-      op.getBeta2().convertToDouble(), op.getEps().convertToDouble(),
-      op.getWeightDecay().convertToDouble());
+  double lr = float(get(op.getLr()).data[0]);
+  double step = get(op.getStep()).data[0];
+  double b1 = op.getBeta1().convertToDouble(),
+         b2 = op.getBeta2().convertToDouble();
+  double eps = op.getEps().convertToDouble(),
+         wd = op.getWeightDecay().convertToDouble();
+  float stepSize = float(lr / (1.0 - std::pow(b1, step)));
+  float biasCorrection2Sqrt = float(std::sqrt(1.0 - std::pow(b2, step)));
+  float decay = float(1.0 - lr * wd), beta2 = float(b2);
+  float oneMinusBeta1 = float(1.0 - b1), oneMinusBeta2 = float(1.0 - b2);
+  float epsilon = float(eps);
   Tensor outP = like(op.getNewParam()), outMc = like(op.getNewExpAvgCodes()),
          outMa = like(op.getNewExpAvgAbsmax()),
          outVc = like(op.getNewExpAvgSqCodes()),
          outVa = like(op.getNewExpAvgSqAbsmax());
-  for (int64_t i = 0; i < n; ++i) {
-    outP.data[i] = options.exact ? newParam[i] : roundTo(p.type, newParam[i]);
-    outMc.data[i] = int8_t(mOut[i]);
-    outVc.data[i] = int8_t(vOut[i]);
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
-    outMa.data[b] = mMaxOut[b];
-    outVa.data[b] = vMaxOut[b];
+  auto codeAt = [](const Tensor &codes, int64_t i) {
+    return uint8_t(int8_t(codes.data[i]));
+  };
+  std::vector<float> newM, newV;
+  for (int64_t begin = 0, b = 0; begin < n; begin += block, ++b) {
+    int64_t end = std::min(n, begin + block);
+    float mMaxIn = float(mMax.data[b]), vMaxIn = float(vMax.data[b]);
+    newM.clear();
+    newV.clear();
+    for (int64_t i = begin; i < end; ++i) {
+      float grad = float(g.data[i]);
+      float m = reference::codeValue(codeAt(mCodes, i), true) * mMaxIn;
+      float v = reference::codeValue(codeAt(vCodes, i), false) * vMaxIn;
+      float param = float(p.data[i]) * decay;
+      m = m + (grad - m) * oneMinusBeta1;
+      v = v * beta2 + oneMinusBeta2 * grad * grad;
+      float denom = std::sqrt(v) / biasCorrection2Sqrt + epsilon;
+      param = param - stepSize * (m / denom);
+      outP.data[i] = options.exact ? param : roundTo(p.type, param);
+      newM.push_back(m);
+      newV.push_back(v);
+    }
+    auto requantize = [&](const std::vector<float> &values, bool isSigned,
+                          Tensor &codes, Tensor &absMax) {
+      float largest = 0.0f;
+      for (float x : values)
+        largest = std::max(largest, std::fabs(x));
+      float inverse = largest > 0.0f ? 1.0f / largest : 0.0f;
+      for (size_t j = 0; j < values.size(); ++j)
+        codes.data[begin + j] =
+            int8_t(reference::nearestCode(values[j] * inverse, isSigned));
+      absMax.data[b] = largest;
+    };
+    requantize(newM, true, outMc, outMa);
+    requantize(newV, false, outVc, outVa);
   }
   set(op.getNewParam(), std::move(outP));
   set(op.getNewExpAvgCodes(), std::move(outMc));
@@ -1336,49 +1351,59 @@ LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
   return success();
 }
 
-/// Mask words as the runtime stores them (the interpreter keeps i32 values
-/// in doubles).
-static std::vector<uint32_t> maskWordsOf(const Tensor &mask) {
-  std::vector<uint32_t> words(mask.data.size());
-  for (size_t i = 0; i < words.size(); ++i)
-    words[i] = uint32_t(int32_t(mask.data[i]));
-  return words;
+/// A mask tensor's bits, one per element of the pruned tensor: the runtime
+/// stores bit j of 32-bit word w for element 32 w + j, a set bit for a
+/// pruned element (the interpreter keeps the i32 words in doubles).
+static std::vector<bool> maskBitsOf(const Tensor &mask, int64_t elements) {
+  std::vector<bool> bits(elements);
+  for (int64_t e = 0; e < elements; ++e)
+    bits[e] = (uint32_t(int32_t(mask.data[e / 32])) >> (e % 32)) & 1u;
+  return bits;
+}
+
+static void setMaskBits(const std::vector<bool> &bits, Tensor &mask) {
+  std::fill(mask.data.begin(), mask.data.end(), 0.0);
+  std::vector<uint32_t> words(mask.data.size(), 0u);
+  for (size_t e = 0; e < bits.size(); ++e)
+    words[e / 32] |= uint32_t(bits[e]) << (e % 32);
+  for (size_t w = 0; w < words.size(); ++w)
+    mask.data[w] = double(int32_t(words[w]));
 }
 
 LogicalResult Evaluator::execPruneMasks(PruneMasksOp op) {
-  prune::Spec spec;
-  spec.method = op.getMethod() == "magnitude"    ? prune::Method::Magnitude
-                : op.getMethod() == "structured" ? prune::Method::Structured
-                                                 : prune::Method::NM;
-  spec.sparsity = op.getSparsity().convertToDouble();
-  spec.start = op.getStart();
-  spec.end = op.getEnd();
-  spec.every = op.getEvery();
-  spec.l1 = op.getNorm() == "l1";
-  spec.dim = op.getDim();
-  spec.n = int(op.getN());
-  spec.m = int(op.getM());
-  // The runtime's f32 weights and i32 words.
+  StringRef method = op.getMethod();
+  double finalSparsity = method == "nm"
+                             ? 1.0 - double(op.getN()) / double(op.getM())
+                             : op.getSparsity().convertToDouble();
+  std::optional<double> sparsity = reference::scheduledSparsity(
+      int64_t(get(op.getStep()).data[0]), op.getStart(), op.getEnd(),
+      op.getEvery(), finalSparsity);
   size_t count = op.getWeights().size();
-  std::vector<std::vector<float>> weights(count);
-  std::vector<std::vector<uint32_t>> masks(count);
-  std::vector<prune::Target> targets(count);
+  std::vector<reference::PruneTarget> targets(count);
   for (size_t t = 0; t < count; ++t) {
     const Tensor &w = get(op.getWeights()[t]);
-    weights[t].assign(w.data.begin(), w.data.end());
-    masks[t] = maskWordsOf(get(op.getMasks()[t]));
-    targets[t] = {weights[t].data(), masks[t].data(), w.shape.data(),
-                  int(w.rank())};
+    targets[t].weight = w.data;
+    targets[t].shape = w.shape;
+    targets[t].pruned = maskBitsOf(get(op.getMasks()[t]), w.numElements());
   }
-  bool updated = prune::updateMasks(spec, int64_t(get(op.getStep()).data[0]),
-                                    targets.data(), int(count));
+  if (sparsity) {
+    if (method == "magnitude")
+      reference::pruneByMagnitude(targets, *sparsity);
+    else
+      for (reference::PruneTarget &target : targets) {
+        if (method == "structured")
+          reference::pruneStructured(target, *sparsity, op.getDim(),
+                                     op.getNorm() == "l1");
+        else
+          reference::pruneNofM(target, int(op.getN()), int(op.getM()));
+      }
+  }
   Tensor flag = like(op.getUpdated());
-  flag.data[0] = updated ? 1.0 : 0.0;
+  flag.data[0] = sparsity ? 1.0 : 0.0;
   set(op.getUpdated(), std::move(flag));
   for (size_t t = 0; t < count; ++t) {
     Tensor out = like(op.getNewMasks()[t]);
-    for (size_t i = 0; i < masks[t].size(); ++i)
-      out.data[i] = double(int32_t(masks[t][i]));
+    setMaskBits(targets[t].pruned, out);
     set(op.getNewMasks()[t], std::move(out));
   }
   return success();
@@ -1390,9 +1415,9 @@ LogicalResult Evaluator::execApplyMask(ApplyMaskOp op) {
     set(op.getResult(), std::move(out));
     return success();
   }
-  std::vector<uint32_t> mask = maskWordsOf(get(op.getMask()));
+  std::vector<bool> pruned = maskBitsOf(get(op.getMask()), out.numElements());
   for (int64_t i = 0; i < out.numElements(); ++i)
-    if (prune::bitOf(mask.data(), i))
+    if (pruned[i])
       out.data[i] = 0.0;
   set(op.getResult(), std::move(out));
   return success();
@@ -1408,24 +1433,30 @@ static std::pair<int64_t, int64_t> channelsOf(const Tensor &t, int64_t axis) {
   return {t.shape[axis], inner};
 }
 
-static std::vector<float> floatsOf(const Tensor &t) {
-  return std::vector<float>(t.data.begin(), t.data.end());
-}
-
 LogicalResult Evaluator::execObserve(ObserveMinMaxOp op) {
   const Tensor &x = get(op.getInput());
   auto [channels, inner] = channelsOf(x, op.getAxis());
-  std::vector<float> in = floatsOf(x), lo = floatsOf(get(op.getMin())),
-                     hi = floatsOf(get(op.getMax()));
-  std::vector<float> newLo(channels), newHi(channels);
-  fakequant::observeMinMax(in.data(), x.numElements(), channels, inner,
-                           lo.data(), hi.data(), newLo.data(), newHi.data(),
-                           int32_t(get(op.getStep()).data[0]),
-                           float(op.getAveragingConstant().convertToDouble()));
+  const Tensor &lo = get(op.getMin()), &hi = get(op.getMax());
+  // The range each channel sees this step (NaNs are not seen, as with
+  // PyTorch's aminmax on finite data).
+  std::vector<float> seenLo(channels, std::numeric_limits<float>::infinity()),
+      seenHi(channels, -std::numeric_limits<float>::infinity());
+  for (int64_t e = 0; e < x.numElements(); ++e) {
+    float v = float(x.data[e]);
+    int64_t c = (e / inner) % channels;
+    if (v < seenLo[c])
+      seenLo[c] = v;
+    if (v > seenHi[c])
+      seenHi[c] = v;
+  }
+  bool firstStep = get(op.getStep()).data[0] <= 1;
+  float averaging = float(op.getAveragingConstant().convertToDouble());
   Tensor outLo = like(op.getNewMin()), outHi = like(op.getNewMax());
   for (int64_t c = 0; c < channels; ++c) {
-    outLo.data[c] = newLo[c];
-    outHi.data[c] = newHi[c];
+    outLo.data[c] = reference::observedBound(float(lo.data[c]), seenLo[c],
+                                             firstStep, averaging, true);
+    outHi.data[c] = reference::observedBound(float(hi.data[c]), seenHi[c],
+                                             firstStep, averaging, false);
   }
   set(op.getNewMin(), std::move(outLo));
   set(op.getNewMax(), std::move(outHi));
@@ -1438,16 +1469,22 @@ LogicalResult Evaluator::execFakeQuant(Operation *op, Value grad, Value input,
                                        bool symmetric) {
   const Tensor &x = get(input);
   auto [channels, inner] = channelsOf(x, axis);
-  std::vector<float> in = floatsOf(x), l = floatsOf(get(lo)),
-                     h = floatsOf(get(hi)), g;
-  if (grad)
-    g = floatsOf(get(grad));
-  std::vector<float> result(x.numElements());
-  fakequant::fakeQuantize(in.data(), grad ? g.data() : nullptr, x.numElements(),
-                          channels, inner, l.data(), h.data(), int(qmin),
-                          int(qmax), symmetric, result.data());
+  const Tensor &l = get(lo), &h = get(hi);
+  std::vector<reference::QuantParams> params;
+  for (int64_t c = 0; c < channels; ++c)
+    params.push_back(reference::quantParams(float(l.data[c]), float(h.data[c]),
+                                            qmin, qmax, symmetric));
   Tensor out = like(op->getResult(0));
-  out.data.assign(result.begin(), result.end());
+  for (int64_t e = 0; e < x.numElements(); ++e) {
+    const reference::QuantParams &q = params[(e / inner) % channels];
+    float v = float(x.data[e]);
+    if (grad)
+      out.data[e] = reference::fakeQuantPasses(v, q, qmin, qmax)
+                        ? float(get(grad).data[e])
+                        : 0.0f;
+    else
+      out.data[e] = reference::fakeQuantize(v, q, qmin, qmax);
+  }
   set(op->getResult(0), std::move(out));
   return success();
 }
@@ -1464,9 +1501,9 @@ Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args, std::string &error) {
 }
 
 //===----------------------------------------------------------------------===//
-// Compressed weights for inference: the arithmetic of FakeQuantRules.h, in
-// f32 like the kernels, with sums in double (the kernels' summation order
-// differs; int8 products are exact in both).
+// Compressed weights for inference (QuantizeReference.h), in f32 like the
+// kernels, with sums in double (the kernels' summation order differs; int8
+// products are exact in both).
 //===----------------------------------------------------------------------===//
 
 /// Rows and depth of a `[..., K]` operand.
@@ -1484,10 +1521,10 @@ LogicalResult Evaluator::execQuantizeRows(QuantizeRowsOp op) {
     float absMax = 0.0f;
     for (int64_t c = 0; c < k; ++c)
       absMax = std::max(absMax, std::fabs(float(x.data[m * k + c])));
-    float rowScale = fakequant::rowScale(absMax), inverse = 1.0f / rowScale;
+    float rowScale = reference::rowScale(absMax);
     int64_t total = 0;
     for (int64_t c = 0; c < k; ++c) {
-      int code = fakequant::rowCode(float(x.data[m * k + c]), inverse);
+      int code = reference::rowCode(float(x.data[m * k + c]), rowScale);
       codes.data[m * k + c] = code;
       total += code;
     }
@@ -1512,9 +1549,11 @@ LogicalResult Evaluator::execMatmulInt8(MatmulInt8Op op) {
       int64_t acc = 0;
       for (int64_t c = 0; c < k; ++c)
         acc += int64_t(x.data[m * k + c]) * int64_t(w.data[j * k + c]);
+      // The exact integer product less the weight's zero point times the
+      // row's code sum, in units of both scales.
+      int64_t centered = acc - int64_t(wz.data[j]) * int64_t(xsum.data[m]);
       out.data[m * n + j] =
-          fakequant::int8Rescale(int(acc), int(wz.data[j]), int(xsum.data[m]),
-                                 float(xs.data[m]), float(ws.data[j]));
+          float(centered) * (float(xs.data[m]) * float(ws.data[j]));
     }
   set(op.getResult(), std::move(out));
   return success();
@@ -1528,9 +1567,9 @@ LogicalResult Evaluator::execDequantize(DequantizeOp op) {
   std::vector<signed char> packed(codes.data.begin(), codes.data.end());
   for (int64_t e = 0; e < n; ++e) {
     int code = op.getBits() == 8 ? int(codes.data[e])
-                                 : fakequant::int4Code(packed.data(), e);
-    out.data[e] = fakequant::dequantized(code, int(zero.data[e / inner]),
-                                         float(scale.data[e / inner]));
+                                 : reference::int4Code(packed.data(), e);
+    out.data[e] =
+        float(code - int(zero.data[e / inner])) * float(scale.data[e / inner]);
   }
   set(op.getResult(), std::move(out));
   return success();
@@ -1549,7 +1588,7 @@ LogicalResult Evaluator::execMatmulSparse24(MatmulSparse24Op op) {
       for (int64_t g = 0; g < k / 4; ++g)
         for (int kept = 0; kept < 2; ++kept) {
           int position =
-              fakequant::sparse24Position(packed.data() + j * (k / 8), g, kept);
+              reference::sparse24Position(packed.data() + j * (k / 8), g, kept);
           acc += x.data[m * k + 4 * g + position] *
                  values.data[j * (k / 2) + 2 * g + kept];
         }

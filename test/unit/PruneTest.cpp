@@ -1,30 +1,40 @@
-//===- PruneTest.cpp - Pruning masks against a sort-based reference -------===//
+//===- PruneTest.cpp - The trainer's pruning against the interpreter's
+//-----===//
 //
 // runtime/Prune.h selects the elements to prune by radix selection over
-// 32-bit keys; here the same choice is made by sorting (magnitude, then
-// index), on random tensors full of ties, zeros and earlier masks.
+// 32-bit keys; the interpreter's reference (lang/interpreter/PruneReference.h)
+// sorts. Both must choose the same elements on random tensors full of ties,
+// zeros, NaNs and earlier masks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Prune.h"
+#include "lang/interpreter/PruneReference.h"
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <limits>
 #include <random>
 
 using namespace mnemo::prune;
+namespace reference = mnemo::reference;
 
 namespace {
 
-/// Weights on a coarse grid, so that many magnitudes tie.
+/// Weights on a coarse grid, so that many magnitudes tie, with a few NaNs
+/// and infinities.
 std::vector<float> randomWeights(std::mt19937 &rng, int64_t n) {
-  std::uniform_int_distribution<int> grid(-6, 6);
+  std::uniform_int_distribution<int> grid(-6, 6), special(0, 99);
   std::vector<float> w(n);
-  for (float &x : w)
+  for (float &x : w) {
     x = float(grid(rng)) * 0.25f;
+    int s = special(rng);
+    if (s == 0)
+      x = std::numeric_limits<float>::quiet_NaN();
+    else if (s == 1)
+      x = -std::numeric_limits<float>::infinity();
+  }
   return w;
 }
 
@@ -37,53 +47,55 @@ std::vector<uint32_t> randomMask(std::mt19937 &rng, int64_t n, double p) {
   return mask;
 }
 
-/// The k elements that sort first by (pruned before, magnitude, index).
-std::vector<bool> smallestK(const std::vector<double> &order, int64_t k) {
-  std::vector<int64_t> index(order.size());
-  std::iota(index.begin(), index.end(), 0);
-  std::stable_sort(index.begin(), index.end(),
-                   [&](int64_t a, int64_t b) { return order[a] < order[b]; });
-  std::vector<bool> chosen(order.size(), false);
-  for (int64_t i = 0; i < k; ++i)
-    chosen[index[i]] = true;
-  return chosen;
+reference::PruneTarget referenceTarget(const std::vector<float> &w,
+                                       const std::vector<uint32_t> &mask,
+                                       std::vector<int64_t> shape) {
+  reference::PruneTarget t;
+  t.weight.assign(w.begin(), w.end());
+  t.shape = std::move(shape);
+  for (int64_t e = 0; e < int64_t(w.size()); ++e)
+    t.pruned.push_back(bitOf(mask.data(), e));
+  return t;
 }
 
-TEST(Prune, MagnitudeMatchesSorting) {
+void expectSameMask(const std::vector<uint32_t> &mask,
+                    const reference::PruneTarget &expected,
+                    const std::string &what) {
+  for (int64_t e = 0; e < int64_t(expected.pruned.size()); ++e)
+    ASSERT_EQ(bitOf(mask.data(), e), bool(expected.pruned[e]))
+        << what << ", element " << e;
+}
+
+TEST(Prune, MagnitudeMatchesTheReference) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
     int tensors = 1 + trial % 3;
     std::vector<std::vector<float>> weights;
     std::vector<std::vector<uint32_t>> masks;
     std::vector<std::vector<int64_t>> shapes;
-    std::vector<double> order;
+    std::vector<reference::PruneTarget> expected;
     for (int t = 0; t < tensors; ++t) {
       int64_t n = 1 + int64_t(rng() % 300);
       weights.push_back(randomWeights(rng, n));
       masks.push_back(randomMask(rng, n, trial % 2 ? 0.2 : 0.0));
       shapes.push_back({n});
-      for (int64_t i = 0; i < n; ++i)
-        order.push_back(bitOf(masks.back().data(), i)
-                            ? -1.0
-                            : std::fabs(double(weights.back()[i])));
+      expected.push_back(referenceTarget(weights[t], masks[t], shapes[t]));
     }
     double sparsity = double(rng() % 100) / 100.0;
-    std::vector<bool> expected =
-        smallestK(order, prunedCount(sparsity, int64_t(order.size())));
+    reference::pruneByMagnitude(expected, sparsity);
     std::vector<Target> targets;
     for (int t = 0; t < tensors; ++t)
       targets.push_back(
           {weights[t].data(), masks[t].data(), shapes[t].data(), 1});
     magnitudeMasks(targets.data(), tensors, sparsity);
-    int64_t flat = 0;
     for (int t = 0; t < tensors; ++t)
-      for (int64_t i = 0; i < int64_t(weights[t].size()); ++i, ++flat)
-        ASSERT_EQ(bitOf(masks[t].data(), i), expected[flat])
-            << "trial " << trial << ", tensor " << t << ", element " << i;
+      expectSameMask(masks[t], expected[t],
+                     "trial " + std::to_string(trial) + ", tensor " +
+                         std::to_string(t));
   }
 }
 
-TEST(Prune, StructuredPrunesWholeSlicesByNorm) {
+TEST(Prune, StructuredMatchesTheReference) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 100; ++trial) {
     std::vector<int64_t> shape{1 + int64_t(rng() % 6), 1 + int64_t(rng() % 7),
@@ -92,47 +104,42 @@ TEST(Prune, StructuredPrunesWholeSlicesByNorm) {
     bool l1 = trial % 2;
     std::vector<float> w = randomWeights(rng, n);
     std::vector<uint32_t> mask(maskWords(n), 0);
-    int64_t inner = 1, slices = shape[dim];
-    for (int64_t d = dim + 1; d < 3; ++d)
-      inner *= shape[d];
-    std::vector<double> norm(slices, 0.0);
-    for (int64_t e = 0; e < n; ++e)
-      norm[(e / inner) % slices] +=
-          l1 ? std::fabs(double(w[e])) : double(w[e]) * double(w[e]);
-    std::vector<double> order(slices);
-    for (int64_t s = 0; s < slices; ++s)
-      order[s] = double(float(norm[s]));
+    reference::PruneTarget expected = referenceTarget(w, mask, shape);
     double sparsity = double(rng() % 100) / 100.0;
-    std::vector<bool> expected =
-        smallestK(order, prunedCount(sparsity, slices));
+    reference::pruneStructured(expected, sparsity, dim, l1);
     Target target{w.data(), mask.data(), shape.data(), 3};
     structuredMasks(target, sparsity, dim, l1);
+    expectSameMask(mask, expected, "trial " + std::to_string(trial));
+    // Whole slices go.
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < 3; ++d)
+      inner *= shape[d];
     for (int64_t e = 0; e < n; ++e)
-      ASSERT_EQ(bitOf(mask.data(), e), expected[(e / inner) % slices])
-          << "trial " << trial << ", element " << e;
+      ASSERT_EQ(expected.pruned[e],
+                expected.pruned[((e / inner) % shape[dim]) * inner]);
   }
 }
 
-TEST(Prune, NMKeepsTheLargestNOfEveryM) {
+TEST(Prune, NMMatchesTheReference) {
   std::mt19937 rng(13);
   for (int m : {2, 4, 8, 16, 32})
     for (int n = 1; n < m; n += std::max(1, m / 4)) {
       int64_t count = int64_t(m) * (1 + int64_t(rng() % 40));
       std::vector<float> w = randomWeights(rng, count);
       std::vector<uint32_t> mask = randomMask(rng, count, 0.1);
-      std::vector<uint32_t> before = mask;
+      reference::PruneTarget expected = referenceTarget(w, mask, {count});
+      reference::pruneNofM(expected, n, m);
       int64_t shape[] = {count};
       Target target{w.data(), mask.data(), shape, 1};
       nmMasks(target, n, m);
+      expectSameMask(mask, expected,
+                     std::to_string(n) + ":" + std::to_string(m));
+      // Exactly m - n of every m go.
       for (int64_t g = 0; g < count; g += m) {
-        std::vector<double> order(m);
+        int pruned = 0;
         for (int j = 0; j < m; ++j)
-          order[j] =
-              bitOf(before.data(), g + j) ? -1.0 : std::fabs(double(w[g + j]));
-        std::vector<bool> expected = smallestK(order, m - n);
-        for (int j = 0; j < m; ++j)
-          ASSERT_EQ(bitOf(mask.data(), g + j), expected[j])
-              << m << ":" << n << " group at " << g;
+          pruned += expected.pruned[g + j];
+        ASSERT_EQ(pruned, m - n);
       }
     }
 }
@@ -160,8 +167,37 @@ TEST(Prune, ZhuGuptaSchedule) {
   EXPECT_EQ(s, 0.5);
   EXPECT_FALSE(scheduledSparsity(2, 0, 0, 100, 0.5, &s));
   EXPECT_TRUE(scheduledSparsity(40, 40, 10, 100, 0.5, &s));
-  EXPECT_EQ(prunedCount(0.5, 5), 3); // round half away from zero
-  EXPECT_EQ(prunedCount(0.3, 10), 3);
+  // The reference agrees at every step of assorted schedules (to rounding:
+  // pow() against a product of three factors).
+  for (int64_t start : {0, 1, 5, 40})
+    for (int64_t end : {0, 3, 40, 97})
+      for (int64_t every : {1, 7, 100})
+        for (int64_t step = 1; step <= 110; ++step) {
+          std::optional<double> expected =
+              reference::scheduledSparsity(step, start, end, every, 0.9);
+          double got = -1;
+          ASSERT_EQ(scheduledSparsity(step, start, end, every, 0.9, &got),
+                    expected.has_value())
+              << start << ".." << end << " every " << every << " at " << step;
+          if (expected)
+            ASSERT_NEAR(got, *expected, 1e-12);
+        }
+}
+
+TEST(Prune, CountsRoundHalfToEvenAsPython) {
+  // torch.nn.utils.prune prunes round(amount * n) elements, and Python 3
+  // rounds half to even.
+  for (auto [sparsity, count, python] : {std::tuple{0.5, 5, 2},
+                                         {0.5, 7, 4},
+                                         {0.25, 10, 2},
+                                         {0.75, 10, 8},
+                                         {0.3, 10, 3},
+                                         {1.0, 9, 9},
+                                         {0.0, 9, 0}}) {
+    EXPECT_EQ(prunedCount(sparsity, count), python)
+        << sparsity << " of " << count;
+    EXPECT_EQ(reference::prunedCount(sparsity, count), python);
+  }
 }
 
 TEST(Prune, ApplyMaskZeroesMarkedElementsOfAnyWidth) {
