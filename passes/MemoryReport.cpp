@@ -106,6 +106,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.recomputedOps = number("mnemo.recomputed_ops");
   r.recomputedFlops = number("mnemo.recomputed_flops");
   r.stepFlops = number("mnemo.step_flops");
+  r.rematPeakBytes = number("mnemo.remat_peak_bytes");
   if (auto solver = func->getAttrOfType<StringAttr>("mnemo.remat_solver"))
     r.rematSolver = solver.str();
   {
@@ -295,6 +296,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"recomputed_ops", r.recomputedOps},
         {"recomputed_flops", r.recomputedFlops},
         {"step_flops", r.stepFlops},
+        {"remat_peak_bytes", r.rematPeakBytes},
         {"remat_solver", r.rematSolver},
         {"cpu_trainer_overhead_bytes", r.trainerOverheadBytes},
         {"peak_op", r.peakStep},

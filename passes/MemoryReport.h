@@ -55,6 +55,9 @@ struct MemoryReport {
   /// the step's.
   int64_t budgetBytes = 0, recomputedOps = 0, recomputedFlops = 0,
           stepFlops = 0;
+  /// The peak remat tuned its choice for (0: no budget): the pipeline's
+  /// planning tail on the chosen set, which peakBytes must equal.
+  int64_t rematPeakBytes = 0;
   /// How --remat=optimal's solver ended ("" for other strategies).
   std::string rematSolver;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.

@@ -149,7 +149,10 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     error that names the smallest peak found.
 
     The step function gets `mnemo.remat_strategy`, `mnemo.recomputed_ops`,
-    `mnemo.recomputed_flops` and `mnemo.step_flops` for the memory report.
+    `mnemo.recomputed_flops` and `mnemo.step_flops` for the memory report;
+    under a budget also `mnemo.remat_peak_bytes`, the chosen set planned
+    once more by the pipeline's own tail (buildPlanningPipeline, full
+    effort), which the report and the emitted plan must equal.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", "0",
@@ -160,6 +163,9 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
            "Seconds the MILP solver of strategy optimal may search">,
     Option<"budgetDevice", "budget-device", "std::string", "\"cpu\"",
            "The device the budget is for: cpu or cuda">,
+    Option<"transientGradients", "transient-gradients", "bool", "false",
+           "Plan candidates with gradients in the arena, as plan-memory's "
+           "option of the same name will">,
   ];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }

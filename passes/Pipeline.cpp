@@ -41,21 +41,86 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   rematOptions.strategy = options.remat;
   rematOptions.timeLimit = options.rematTimeLimit;
   rematOptions.budgetDevice = options.budgetDevice;
+  rematOptions.transientGradients = options.transientGradients;
   pm.addPass(createRemat(rematOptions));
-  // Last: a memory-aware order, elementwise chains fused into single loops
-  // (their intermediates need no memory), then every buffer of the step
-  // functions gets its arena offset.
+  buildPlanningPipeline(pm, options, PlannerEffort::Full);
+}
+
+void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
+                                  const PipelineOptions &options,
+                                  PlannerEffort effort) {
+  // A memory-aware order, elementwise chains fused into single loops (their
+  // intermediates need no memory), then every buffer of the step functions
+  // gets its arena offset.
   pm.addPass(createSchedule());
   pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;
   planOptions.transientGradients = options.transientGradients;
   planOptions.budgetDevice = options.budgetDevice;
+  if (effort == PlannerEffort::Quick) {
+    planOptions.localSearchMs = 0;
+    planOptions.exactMaxBuffers = 0;
+  }
   pm.addPass(createPlanMemory(planOptions));
 }
 
+namespace {
+/// PipelineOptions as the textual pipeline's options, so mnemo-opt and
+/// mnemo-difftest build the pipeline mnemoc builds:
+/// `mnemo-default{transient-gradients=true memory-budget=1000000}`.
+struct DefaultPipelineTextOptions
+    : mlir::PassPipelineOptions<DefaultPipelineTextOptions> {
+  Option<bool> transientGradients{
+      *this, "transient-gradients",
+      llvm::cl::desc("Plan parameter gradients in the arena"),
+      llvm::cl::init(false)};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("bf16, f16 or f32 (default: the "
+                                               "train section's)")};
+  Option<std::string> ampPolicy{
+      *this, "amp-policy",
+      llvm::cl::desc("A JSON file that overrides the mixed-precision policy")};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Bytes the planned peak may use (0: the train section's)"),
+      llvm::cl::init(0)};
+  Option<std::string> budgetDevice{
+      *this, "device",
+      llvm::cl::desc("cpu or cuda: whose memory the budget "
+                     "counts"),
+      llvm::cl::init("cpu")};
+  Option<std::string> remat{*this, "remat",
+                            llvm::cl::desc("none, all, sqrt, auto or optimal"),
+                            llvm::cl::init("auto")};
+  Option<double> rematTimeLimit{
+      *this, "remat-time-limit",
+      llvm::cl::desc("Seconds the MILP of --remat=optimal may search"),
+      llvm::cl::init(60)};
+  Option<bool> inference{
+      *this, "inference",
+      llvm::cl::desc("The inference program: @eval_step alone, compressed"),
+      llvm::cl::init(false)};
+
+  mnemo::PipelineOptions options() const {
+    mnemo::PipelineOptions o;
+    o.transientGradients = transientGradients;
+    o.precision = precision;
+    o.ampPolicy = ampPolicy;
+    o.memoryBudget = memoryBudget;
+    o.budgetDevice = budgetDevice;
+    o.remat = remat;
+    o.rematTimeLimit = rematTimeLimit;
+    o.inference = inference;
+    return o;
+  }
+};
+} // namespace
+
 void mnemo::registerAllMnemoPasses() {
   registerMnemoPasses();
-  mlir::PassPipelineRegistration<>(
+  mlir::PassPipelineRegistration<DefaultPipelineTextOptions>(
       "mnemo-default", "The pipeline mnemoc runs after MLIRGen",
-      [](mlir::OpPassManager &pm) { buildDefaultPipeline(pm); });
+      [](mlir::OpPassManager &pm, const DefaultPipelineTextOptions &text) {
+        buildDefaultPipeline(pm, text.options());
+      });
 }

@@ -71,6 +71,8 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
           {"kind", spell(b.kind)},
           {"values", std::move(values)}});
     }
+    auto workspace = func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes");
+    int64_t workspaceBytes = workspace ? workspace.getInt() : 0;
     functions.push_back(llvm::json::Object{
         {"function", name},
         {"alignment", kArenaAlignment},
@@ -82,6 +84,7 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
          func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt()},
         {"gradient_bytes",
          func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes").getInt()},
+        {"workspace_bytes", workspaceBytes},
         {"planner",
          func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str()},
         {"ops", int64_t(analysis->order.size())},

@@ -10,6 +10,7 @@
 
 #include "passes/MemoryReport.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "lang/MnemoOps.h"
 #include "passes/BufferAnalysis.h"
@@ -122,8 +123,14 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       f->setAttr("mnemo.recomputed_flops",
                  b.getI64IntegerAttr(flops + manualFlops));
       f->setAttr("mnemo.step_flops", b.getI64IntegerAttr(stepFlops(f)));
-      if (limit > 0)
-        f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
+      if (limit <= 0)
+        return;
+      f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
+      // What the choice was tuned for, planned as the pipeline's tail will
+      // plan it (the memory report and the emitted plan must agree).
+      FailureOr<int64_t> peak = plannedPeak(module, {}, PlannerEffort::Full);
+      if (succeeded(peak))
+        f->setAttr("mnemo.remat_peak_bytes", b.getI64IntegerAttr(*peak));
     };
     if (!manual.empty() && limit <= 0 && strategy != "all" &&
         strategy != "sqrt")
@@ -773,8 +780,9 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   }
 
   /// The peak the real pipeline plans for @train_step with `roots`
-  /// recomputed (on a copy; quick planner settings).
-  FailureOr<int64_t> plannedPeak(ModuleOp module, ArrayRef<Value> roots) {
+  /// recomputed (on a copy; quick planner settings unless `effort` says).
+  FailureOr<int64_t> plannedPeak(ModuleOp module, ArrayRef<Value> roots,
+                                 PlannerEffort effort = PlannerEffort::Quick) {
     OwningOpRef<ModuleOp> copy = module.clone();
     auto train = copy->lookupSymbol<func::FuncOp>("train_step");
     // The roots live in the original: the same op, by position, in the copy.
@@ -792,13 +800,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
               ->getResult(llvm::cast<OpResult>(v).getResultNumber()));
     apply(train, mapped);
     PassManager pm(&getContext());
-    pm.addPass(createSchedule());
-    pm.addPass(createFuseElementwise());
-    PlanMemoryOptions quick;
-    quick.localSearchMs = 0;
-    quick.exactMaxBuffers = 0;
-    quick.budgetDevice = budgetDevice;
-    pm.addPass(createPlanMemory(quick));
+    PipelineOptions tail;
+    tail.transientGradients = transientGradients;
+    tail.budgetDevice = budgetDevice;
+    buildPlanningPipeline(pm, tail, effort);
     if (failed(pm.run(*copy)))
       return failure();
     FailureOr<MemoryReport> report =

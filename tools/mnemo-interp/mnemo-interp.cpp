@@ -26,6 +26,7 @@
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
 #include "runtime/Safetensors.h"
+#include "tools/driver/ModelDriver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -54,15 +55,6 @@ namespace {
 cl::OptionCategory category("mnemo-interp options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mn>"),
                                cl::Required, cl::cat(category));
-cl::list<std::string> defines("D", cl::Prefix,
-                              cl::desc("Override a hyper-parameter"),
-                              cl::value_desc("name=value"), cl::cat(category));
-cl::list<std::string> importPaths("I", cl::Prefix,
-                                  cl::desc("Search this folder for imports"),
-                                  cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> modelName("model",
-                               cl::desc("The model, when the file has several"),
-                               cl::cat(category));
 cl::opt<int64_t> steps("steps", cl::desc("Training steps to run (default 5)"),
                        cl::init(5), cl::cat(category));
 cl::opt<int64_t>
@@ -87,11 +79,6 @@ cl::opt<std::string>
     dumpDir("dump",
             cl::desc("Write init/batches/final/losses safetensors here"),
             cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> precisionOption(
-    "precision",
-    cl::desc("Mixed precision: bf16, fp16 or fp32 (default: the train "
-             "section's)"),
-    cl::value_desc("type"), cl::cat(category));
 cl::opt<bool> exact("exact",
                     cl::desc("Compute in double without rounding to f32"),
                     cl::cat(category));
@@ -213,7 +200,7 @@ bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &modelFlagsCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
       "mnemo-interp: train a model with the reference interpreter\n");
@@ -221,14 +208,14 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   Diagnostics diags(sourceMgr, llvm::errs());
   ElaborateOptions options;
-  options.modelName = modelName;
-  for (const std::string &define : defines) {
-    auto [name, value] = llvm::StringRef(define).split('=');
-    options.overrides.emplace_back(name.trim().str(), value.trim().str());
-  }
-  std::vector<std::string> paths(importPaths.begin(), importPaths.end());
-  paths.push_back(MNEMO_DEFAULT_STDLIB);
-  std::unique_ptr<Program> program = loadProgramFile(inputFile, paths, diags);
+  if (!readModelFlags(options, diags))
+    return 1;
+  std::optional<PipelineOptions> pipelineOptions =
+      readPipelineFlags("mnemo-interp");
+  if (!pipelineOptions)
+    return 1;
+  std::unique_ptr<Program> program =
+      loadProgramFile(inputFile, modelSearchPaths(), diags);
   if (!program || diags.hadError())
     return 1;
   std::optional<Graph> graph = elaborate(*program, options, diags);
@@ -237,15 +224,13 @@ int main(int argc, char **argv) {
 
   MLIRContext context;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = mlirGen(context, *graph);
-  if (!module)
+  reportFlagDiagnostics(context, "mnemo-interp");
+  LoweredModel lowered = lowerModel(context, *graph, *pipelineOptions);
+  if (lowered.status == LoweredModel::Status::GenerationFailed)
     return 2;
-  PassManager pm(&context);
-  PipelineOptions pipelineOptions;
-  pipelineOptions.precision = precisionOption;
-  buildDefaultPipeline(pm, pipelineOptions);
-  if (failed(pm.run(*module)))
+  if (!lowered.planned())
     return 1;
+  OwningOpRef<ModuleOp> module = std::move(lowered.module);
   auto forward = module->lookupSymbol<func::FuncOp>("forward");
   auto trainStep = module->lookupSymbol<func::FuncOp>("train_step");
   auto evalStep = module->lookupSymbol<func::FuncOp>("eval_step");

@@ -3,13 +3,12 @@
 #include "RematStudies.h"
 
 #include "frontend/Diagnostics.h"
-#include "frontend/MLIRGen.h"
 #include "passes/MemoryReport.h"
+#include "tools/driver/ModelDriver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -50,14 +49,10 @@ std::optional<Point> compile(const Program &program, ElaborateOptions options,
   context.disableMultithreading();
   mlir::ScopedDiagnosticHandler quiet(
       &context, [](mlir::Diagnostic &) { return mlir::success(); });
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *graph);
-  if (!module)
+  LoweredModel lowered = lowerModel(context, *graph, pipeline);
+  if (!lowered.planned())
     return std::nullopt;
-  mlir::PassManager pm(&context);
-  buildDefaultPipeline(pm, pipeline);
-  if (failed(pm.run(*module)))
-    return std::nullopt;
-  auto train = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  auto train = lowered.module->lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!train)
     return std::nullopt;
   mlir::FailureOr<MemoryReport> report = buildMemoryReport(train);

@@ -28,6 +28,7 @@
 #include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
+#include "tools/driver/ModelDriver.h"
 #include <optional>
 #include <set>
 
@@ -58,26 +59,6 @@ using namespace mnemo;
 namespace cl = llvm::cl;
 
 namespace {
-/// "512MiB", "2GB", "1.5GiB" or plain bytes.
-std::optional<int64_t> parseSize(llvm::StringRef text) {
-  text = text.trim();
-  size_t digits = 0;
-  while (digits < text.size() &&
-         (llvm::isDigit(text[digits]) || text[digits] == '.'))
-    ++digits;
-  double number;
-  if (digits == 0 || text.take_front(digits).getAsDouble(number))
-    return std::nullopt;
-  llvm::StringRef unit = text.drop_front(digits).trim();
-  static const std::pair<const char *, double> units[] = {
-      {"", 1},     {"B", 1},        {"KB", 1e3},        {"MB", 1e6},
-      {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
-  for (auto [name, scale] : units)
-    if (unit == name)
-      return int64_t(number * scale);
-  return std::nullopt;
-}
-
 enum class Emit {
   AST,
   MLIR,
@@ -132,40 +113,6 @@ cl::opt<Mode> mode(
                           "2:4-packed or CSR as the file's quantize and prune "
                           "directives (and --quantize, --prune) say")),
     cl::cat(category));
-cl::opt<std::string> precisionOption(
-    "precision",
-    cl::desc("Mixed precision: bf16, fp16 or fp32 (default: the train "
-             "section's precision)"),
-    cl::value_desc("type"), cl::cat(category));
-cl::opt<std::string>
-    ampPolicy("amp-policy",
-              cl::desc("A JSON file that moves ops between the mixed-precision "
-                       "categories (low, f32, follow) and names layers to keep "
-                       "in f32 (keep_f32)"),
-              cl::value_desc("file"), cl::cat(category));
-cl::opt<std::string> memoryBudget(
-    "memory-budget",
-    cl::desc("Bound the planned peak of a training step: bytes, or a size "
-             "such as 512MiB or 2GB (default: the train section's "
-             "memory_budget); activations are recomputed to meet it"),
-    cl::value_desc("size"), cl::cat(category));
-cl::opt<std::string> budgetDevice(
-    "device",
-    cl::desc("The device whose memory --memory-budget, --fit-batch and the "
-             "report's peak count: cpu (default) or cuda (the plan with the "
-             "CUDA workspace and the GPU executor's buffers, its one "
-             "cudaMalloc); the trainer runs on either"),
-    cl::value_desc("cpu|cuda"), cl::init("cpu"), cl::cat(category));
-cl::opt<std::string>
-    rematStrategy("remat",
-                  cl::desc("What to recompute under a memory budget: none, "
-                           "all, sqrt, auto or optimal (default auto)"),
-                  cl::value_desc("strategy"), cl::init("auto"),
-                  cl::cat(category));
-cl::opt<double> rematTimeLimit(
-    "remat-time-limit",
-    cl::desc("Seconds --remat=optimal's MILP solver may search (default 60)"),
-    cl::value_desc("seconds"), cl::init(60), cl::cat(category));
 cl::opt<std::string> rematCurve(
     "remat-curve",
     cl::desc("Write an SVG of recomputed FLOPs against the planned peak for "
@@ -177,11 +124,6 @@ cl::opt<bool> fitBatchOption(
     cl::desc("Report the largest batch whose planned step fits "
              "--memory-budget, for each rematerialization strategy "
              "(optimal's MILPs each run under --remat-time-limit)"),
-    cl::cat(category));
-cl::opt<bool> transientGradients(
-    "transient-gradients",
-    cl::desc(
-        "Plan parameter gradients in the arena instead of a persistent region"),
     cl::cat(category));
 cl::opt<std::string> memoryTimeline(
     "memory-timeline",
@@ -198,10 +140,6 @@ cl::opt<ReportFormat> memoryReport(
                clEnumValN(ReportFormat::Json, "json",
                           "JSON, for tools (docs/memory.md)")),
     cl::cat(category));
-cl::list<std::string>
-    defines("D", cl::Prefix,
-            cl::desc("Override a model hyper-parameter: -D layers=12"),
-            cl::value_desc("name=value"), cl::cat(category));
 cl::list<std::string> pruneDirectives(
     "prune",
     cl::desc("Add a prune directive to the train section, as in the file: "
@@ -216,13 +154,6 @@ cl::list<std::string> quantizeDirectives(
              "channel; int4 per group of 32, 16 or per channel, as the rows "
              "allow)"),
     cl::value_desc("pattern=scheme(...) | int8 | int4"), cl::cat(category));
-cl::list<std::string> importPaths("I", cl::Prefix,
-                                  cl::desc("Search this folder for imports"),
-                                  cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string>
-    modelName("model",
-              cl::desc("The model to compile, when the file has several"),
-              cl::value_desc("name"), cl::cat(category));
 cl::opt<std::string>
     passPipeline("pass-pipeline",
                  cl::desc("Run this textual pass pipeline instead of the "
@@ -239,18 +170,6 @@ cl::list<std::string> printIRBefore(
     "print-ir-before", cl::desc("Print the IR before the named pass"),
     cl::value_desc("pass"), cl::CommaSeparated, cl::cat(category));
 } // namespace
-
-static std::vector<std::string> searchPaths() {
-  std::vector<std::string> paths(importPaths.begin(), importPaths.end());
-  if (auto env = llvm::sys::Process::GetEnv("MNEMO_PATH")) {
-    llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(*env).split(parts, ':', -1, false);
-    for (llvm::StringRef p : parts)
-      paths.push_back(p.str());
-  }
-  paths.push_back(MNEMO_DEFAULT_STDLIB);
-  return paths;
-}
 
 static void printParams(const Graph &graph, llvm::raw_ostream &os) {
   os << "model " << graph.modelName << " (" << graph.fileName << ")\n";
@@ -335,41 +254,6 @@ static bool addWholeModelQuantization(const Program &program,
   return true;
 }
 
-/// Runs the default pipeline (or --pass-pipeline) with IR printing as asked.
-/// The default pipeline's options from the command line; nullopt after an
-/// error message.
-static std::optional<PipelineOptions> pipelineOptions() {
-  PipelineOptions options;
-  options.transientGradients = transientGradients;
-  options.inference = mode == Mode::Inference;
-  options.precision = precisionOption;
-  options.ampPolicy = ampPolicy;
-  options.remat = rematStrategy;
-  if (budgetDevice != "cpu" && budgetDevice != "cuda") {
-    llvm::errs() << "mnemoc: error: --device is cpu or cuda, not '"
-                 << budgetDevice << "'\n";
-    return std::nullopt;
-  }
-  options.budgetDevice = budgetDevice;
-  if (!(rematTimeLimit > 0)) {
-    llvm::errs() << "mnemoc: error: --remat-time-limit must be a positive "
-                    "number of seconds\n";
-    return std::nullopt;
-  }
-  options.rematTimeLimit = rematTimeLimit;
-  if (!memoryBudget.empty()) {
-    std::optional<int64_t> bytes = parseSize(memoryBudget);
-    if (!bytes || *bytes <= 0) {
-      llvm::errs() << "mnemoc: error: --memory-budget must be a positive "
-                      "size such as 512MiB, 2GB or 1000000, not '"
-                   << memoryBudget << "'\n";
-      return std::nullopt;
-    }
-    options.memoryBudget = *bytes;
-  }
-  return options;
-}
-
 /// The passes a pass manager runs, nested ones included, by argument: read
 /// from its textual form, "builtin.module(amp{...},func.func(cse))", where a
 /// name before "(" anchors a nested pipeline and "{...}" holds options.
@@ -401,63 +285,66 @@ static std::vector<std::string> passArguments(mlir::OpPassManager &pm) {
   return names;
 }
 
-/// Runs the default pipeline (built from `options`) or --pass-pipeline;
-/// an unknown pass name in --print-ir-after/--print-ir-before is an error
-/// that lists the pipeline's passes (`userError` set for it).
-static mlir::LogicalResult runPipeline(mlir::ModuleOp module,
-                                       const PipelineOptions &options,
-                                       bool &userError) {
-  mlir::PassManager pm(module->getName());
-  if (failed(mlir::applyPassManagerCLOptions(pm)))
-    return mlir::failure();
+/// MLIRGen and the default pipeline (built from `options`) or
+/// --pass-pipeline, with --mlir-timing and IR printing as asked; an unknown
+/// pass name in --print-ir-after/--print-ir-before is an error that lists
+/// the pipeline's passes (`userError` set for it).
+static LoweredModel runPipeline(mlir::MLIRContext &context, const Graph &graph,
+                                const PipelineOptions &options,
+                                bool &userError) {
   // --mlir-timing: time per pass (the benchmarks read the planners' time).
   mlir::DefaultTimingManager timingManager;
   mlir::applyDefaultTimingManagerCLOptions(timingManager);
   mlir::TimingScope timing = timingManager.getRootScope();
-  pm.enableTiming(timing);
-  if (passPipeline.getNumOccurrences() && passPipeline.empty()) {
-    // --pass-pipeline= (empty): the IR exactly as MLIRGen built it.
-  } else if (passPipeline.getNumOccurrences()) {
-    std::string errors;
-    llvm::raw_string_ostream errorStream(errors);
-    if (failed(mlir::parsePassPipeline(passPipeline, pm, errorStream))) {
+  PipelineHooks hooks;
+  if (passPipeline.getNumOccurrences())
+    hooks.build = [](mlir::OpPassManager &pm) -> mlir::LogicalResult {
+      if (passPipeline.empty())
+        return mlir::success(); // the IR exactly as MLIRGen built it
+      std::string errors;
+      llvm::raw_string_ostream errorStream(errors);
+      if (succeeded(mlir::parsePassPipeline(passPipeline, pm, errorStream)))
+        return mlir::success();
       llvm::errs() << "mnemoc: error: invalid --pass-pipeline: "
                    << errorStream.str() << "\n";
       return mlir::failure();
-    }
-  } else {
-    buildDefaultPipeline(pm, options);
-  }
-  std::vector<std::string> names = passArguments(pm);
-  for (bool after : {true, false})
-    for (const std::string &name : after ? printIRAfter : printIRBefore)
-      if (std::find(names.begin(), names.end(), name) == names.end()) {
-        llvm::errs() << "mnemoc: error: --print-ir-"
-                     << (after ? "after" : "before") << "=" << name
-                     << ": the pipeline has no pass '" << name
-                     << "'; its passes: " << llvm::join(names, ", ") << "\n";
-        userError = true;
-        return mlir::failure();
-      }
-  if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
-    auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
-      for (const std::string &name : names)
-        if (pass->getArgument() == name || pass->getName() == name)
-          return true;
-      return false;
     };
-    pm.getContext()->disableMultithreading();
-    pm.enableIRPrinting(
-        [&](mlir::Pass *pass, mlir::Operation *) {
-          return matches(printIRBefore, pass);
-        },
-        [&](mlir::Pass *pass, mlir::Operation *) {
-          return printIRAfterAll || matches(printIRAfter, pass);
-        },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
-        /*printAfterOnlyOnFailure=*/false, llvm::errs());
-  }
-  return pm.run(module);
+  hooks.configure = [&](mlir::PassManager &pm) -> mlir::LogicalResult {
+    if (failed(mlir::applyPassManagerCLOptions(pm)))
+      return mlir::failure();
+    pm.enableTiming(timing);
+    std::vector<std::string> names = passArguments(pm);
+    for (bool after : {true, false})
+      for (const std::string &name : after ? printIRAfter : printIRBefore)
+        if (std::find(names.begin(), names.end(), name) == names.end()) {
+          llvm::errs() << "mnemoc: error: --print-ir-"
+                       << (after ? "after" : "before") << "=" << name
+                       << ": the pipeline has no pass '" << name
+                       << "'; its passes: " << llvm::join(names, ", ") << "\n";
+          userError = true;
+          return mlir::failure();
+        }
+    if (printIRAfterAll || !printIRAfter.empty() || !printIRBefore.empty()) {
+      auto matches = [](const cl::list<std::string> &names, mlir::Pass *pass) {
+        for (const std::string &name : names)
+          if (pass->getArgument() == name || pass->getName() == name)
+            return true;
+        return false;
+      };
+      pm.getContext()->disableMultithreading();
+      pm.enableIRPrinting(
+          [&](mlir::Pass *pass, mlir::Operation *) {
+            return matches(printIRBefore, pass);
+          },
+          [&](mlir::Pass *pass, mlir::Operation *) {
+            return printIRAfterAll || matches(printIRAfter, pass);
+          },
+          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+          /*printAfterOnlyOnFailure=*/false, llvm::errs());
+    }
+    return mlir::success();
+  };
+  return lowerModel(context, graph, options, hooks);
 }
 
 /// -o and --memory-timeline write into an existing directory, as
@@ -498,23 +385,14 @@ int main(int argc, char **argv) {
   mlir::registerDefaultTimingManagerCLOptions();
   mlir::registerTransformsPasses();
   registerAllMnemoPasses();
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &modelFlagsCategory()});
   cl::ParseCommandLineOptions(argc, argv, "mnemoc: the Mnemo compiler\n");
 
   llvm::SourceMgr sourceMgr;
   Diagnostics diags(sourceMgr, llvm::errs());
 
   ElaborateOptions options;
-  options.modelName = modelName;
-  for (const std::string &define : defines) {
-    auto [name, value] = llvm::StringRef(define).split('=');
-    if (name.empty() || value.empty() ||
-        define.find('=') == std::string::npos) {
-      diags.error("-D " + define + ": expected name=value, as in -D layers=12");
-      continue;
-    }
-    options.overrides.emplace_back(name.trim().str(), value.trim().str());
-  }
+  readModelFlags(options, diags);
   // --prune and --quantize: parsed as the directive they spell, from a
   // buffer of their own, so errors point into the option's text.
   std::vector<StmtPtr> commandLineDirectives;
@@ -550,14 +428,15 @@ int main(int argc, char **argv) {
     return 1;
 
   // Option errors first, with exit status 1 like any mistake of the user's.
-  std::optional<PipelineOptions> pipeline = pipelineOptions();
+  std::optional<PipelineOptions> pipeline = readPipelineFlags("mnemoc");
   if (!pipeline)
     return 1;
+  pipeline->inference = mode == Mode::Inference;
   if (failed(checkOutputPaths(diags)))
     return 1;
 
   std::unique_ptr<Program> program =
-      loadProgramFile(inputFile, searchPaths(), diags);
+      loadProgramFile(inputFile, modelSearchPaths(), diags);
   if (!program || diags.hadError())
     return 1;
   if (!wholeModelBits.empty() &&
@@ -644,34 +523,23 @@ int main(int argc, char **argv) {
   // MLIR diagnostics (verifier, passes) print like ours: file:line:col, the
   // source line and a caret.
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  // A pass that blames an option (its location a NameLoc "--option")
-  // prints like mnemoc's own option errors: the option as given, then why.
-  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) {
-    auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation());
-    if (!name || !name.getName().getValue().starts_with("--"))
-      return mlir::failure();
-    llvm::StringRef option = name.getName().getValue();
-    std::string given = option.str();
-    if (option == "--memory-budget")
-      given += "=" + memoryBudget;
-    llvm::errs() << "mnemoc: error: " << given << ": " << diag.str() << "\n";
-    return mlir::success();
-  });
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *graph);
-  if (!module) {
+  reportFlagDiagnostics(context, "mnemoc");
+  bool userError = false;
+  LoweredModel lowered = runPipeline(context, *graph, *pipeline, userError);
+  if (lowered.status == LoweredModel::Status::GenerationFailed) {
     llvm::errs() << "mnemoc: internal error: the generated IR does not verify; "
                     "please report this with the model file\n";
     return 2;
   }
-  bool userError = false;
-  if (failed(runPipeline(*module, *pipeline, userError)))
+  mlir::OwningOpRef<mlir::ModuleOp> module = std::move(lowered.module);
+  if (!lowered.planned())
     return userError || passPipeline.getNumOccurrences() ||
                    (*module)->hasAttr("mnemo.user_error")
                ? 1
                : 2;
   // A forward-only plan recomputes nothing: a budget it exceeds is an
   // error naming what it needs.
-  if (mode == Mode::Inference && !memoryBudget.empty()) {
+  if (mode == Mode::Inference && !memoryBudgetFlag().empty()) {
     auto eval = module->lookupSymbol<mlir::func::FuncOp>("eval_step");
     mlir::FailureOr<MemoryReport> report = mlir::failure();
     if (eval)
@@ -682,7 +550,7 @@ int main(int argc, char **argv) {
                                 "the workspace), and a forward-only plan has "
                                 "nothing to recompute; {1} bytes is the "
                                 "smallest budget it fits",
-                                memoryBudget, report->peakBytes)
+                                memoryBudgetFlag(), report->peakBytes)
                       .str());
       return 1;
     }
