@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
+#include "codegen/PlannedModule.h"
 #include "codegen/StepLayout.h"
 
 #include "lang/MnemoOps.h"
@@ -806,13 +807,11 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
 
 LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
                              llvm::raw_ostream &os) {
+  // An inference plan (CompressWeights) has @eval_step alone.
+  if (failed(checkPlannedModule(module)))
+    return failure();
   SmallVector<func::FuncOp> steps = stepFunctions(module);
   func::FuncOp train = module.lookupSymbol<func::FuncOp>("train_step");
-  // An inference plan (CompressWeights) has @eval_step alone.
-  if (!train && !module.lookupSymbol<func::FuncOp>("eval_step"))
-    return module.emitError()
-           << "the model has no train section, so there is no trainer to "
-              "generate";
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
       return failure();

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CudaEmitter.h"
+#include "codegen/PlannedModule.h"
 #include "codegen/StepLayout.h"
 
 #include "lang/MnemoOps.h"
@@ -1384,13 +1385,10 @@ LogicalResult CudaStepEmitter::emit() {
 } // namespace
 
 FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
-  SmallVector<func::FuncOp> steps = stepFunctions(module);
   // An inference plan (CompressWeights) has @eval_step alone.
-  if (!module.lookupSymbol<func::FuncOp>("train_step") &&
-      !module.lookupSymbol<func::FuncOp>("eval_step"))
-    return module.emitError()
-           << "the model has no train section, so there is no trainer to "
-              "generate";
+  if (failed(checkPlannedModule(module)))
+    return failure();
+  SmallVector<func::FuncOp> steps = stepFunctions(module);
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
       return failure();

@@ -28,7 +28,7 @@ config.substitutions.append(("%expect", "/usr/bin/python3 " + os.path.join(
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp", "mnemo-difftest"], [config.mnemo_tools_dir])
+llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp", "mnemo-difftest", "mnemo-translate"], [config.mnemo_tools_dir])
 
 # The CUDA backend: `cuda-toolkit` when the runtime was built with it (the
 # kernels compile, the trainer links), `cuda-device` when a GPU is usable.
