@@ -20,8 +20,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
-#include "codegen/PlannedModule.h"
 #include "codegen/StepLayout.h"
+#include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
@@ -66,8 +66,17 @@ std::string pruneSpecLiteral(PruneMasksOp p) {
 }
 
 /// Renders a pointer into a region of the plan as host C++.
-std::string hostPointer(const CType &type, char base, int64_t offset) {
-  return type.cast + "(" + std::string(1, base) + " + " +
+/// The generated code's name of a region (runtime/MemoryRegion.h).
+std::string regionEnumerator(MemoryRegion region) {
+  static const char *const names[] = {"Arena",     "Parameters",
+                                      "Gradients", "OptimizerState",
+                                      "Inputs",    "Workspace"};
+  return std::string("mnemo::MemoryRegion::") + names[int(region)];
+}
+
+std::string hostPointer(const CType &type, MemoryRegion region,
+                        int64_t offset) {
+  return type.cast + "(" + std::string(1, regionLetter(region)) + " + " +
          std::to_string(offset) + ")";
 }
 
@@ -765,10 +774,9 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
        << cString(attr("mnemo.role") ? attr("mnemo.role").getValue() : "input")
        << ", " << cString(dtypeName(arg.getType())) << ", " << shape.size()
        << ", {" << listOf(shape) << "}, "
-       << cString(attr("mnemo.region").getValue()) << ", "
-       << func.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt() << ", "
-       << storageBytes(arg.getType()) << ", "
-       << cString(jsonString(func.getArgAttr(i, "mnemo.init"))) << ", "
+       << regionEnumerator(plan::slot(func, i).getRegion()) << ", "
+       << plan::slot(func, i).getOffset() << ", " << storageBytes(arg.getType())
+       << ", " << cString(jsonString(func.getArgAttr(i, "mnemo.init"))) << ", "
        << indexLimit(arg) << "},\n";
   }
   os << "};\n";
@@ -778,39 +786,36 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
   for (auto [r, v] : llvm::enumerate(ret.getOperands())) {
     auto name = func.getResultAttrOfType<StringAttr>(r, "mnemo.name");
     Operation *def = v.getDefiningOp();
-    if (!name || !def || func.getResultAttr(r, "mnemo.reuses_arg"))
+    if (!name || !def || plan::reusedArgument(func, r))
       continue;
-    auto offsets = def->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-    unsigned index = llvm::cast<OpResult>(v).getResultNumber();
-    if (!offsets || offsets[index] < 0 ||
-        llvm::cast<ShapedType>(v.getType()).getRank() != 0)
+    int64_t offset =
+        plan::arenaOffset(def, llvm::cast<OpResult>(v).getResultNumber());
+    if (offset < 0 || llvm::cast<ShapedType>(v.getType()).getRank() != 0)
       continue;
-    os << "    {" << cString(name.getValue()) << ", " << offsets[index]
-       << "},\n";
+    os << "    {" << cString(name.getValue()) << ", " << offset << "},\n";
     ++results;
   }
   if (results == 0)
     os << "    {\"\", -1},\n";
   os << "};\n";
-  auto bytes = [&](StringRef attr) {
-    auto a = func->getAttrOfType<IntegerAttr>(attr);
-    return a ? a.getInt() : 0;
-  };
+  StepPlanAttr stepPlan = plan::stepPlan(func);
   os << "const StepInfo " << prefix << "Info = {" << func.getName() << ", "
-     << bytes("mnemo.arena_bytes") << ", " << bytes("mnemo.gradient_bytes")
-     << ", " << bytes("mnemo.workspace_bytes") << ", " << body.getNumArguments()
-     << ", " << prefix << "Arguments, " << results << ", " << prefix
-     << "Results, " << opNames.size() << ", " << prefix << "Ops};\n\n";
+     << stepPlan.getArenaBytes() << ", " << stepPlan.getGradientBytes() << ", "
+     << stepPlan.getWorkspaceBytes() << ", " << body.getNumArguments() << ", "
+     << prefix << "Arguments, " << results << ", " << prefix << "Results, "
+     << opNames.size() << ", " << prefix << "Ops};\n\n";
 }
 
 } // namespace
 
 LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
                              llvm::raw_ostream &os) {
-  // An inference plan (CompressWeights) has @eval_step alone.
-  if (failed(checkPlannedModule(module)))
-    return failure();
   SmallVector<func::FuncOp> steps = stepFunctions(module);
+  // An inference plan (CompressWeights) has @eval_step alone.
+  if (steps.empty())
+    return emitError(module.getLoc())
+           << "the model has no train section, so there is no trainer to "
+              "generate";
   func::FuncOp train = module.lookupSymbol<func::FuncOp>("train_step");
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
@@ -822,13 +827,12 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
     llvm::StringMap<int64_t> trainOffsets;
     for (unsigned i = 0; i < train.getNumArguments(); ++i)
       if (auto name = train.getArgAttrOfType<StringAttr>(i, "mnemo.name"))
-        trainOffsets[name.getValue()] =
-            train.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt();
+        trainOffsets[name.getValue()] = plan::slot(train, i).getOffset();
     for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
       auto name = eval.getArgAttrOfType<StringAttr>(i, "mnemo.name");
-      auto offset = eval.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset");
+      int64_t offset = plan::slot(eval, i).getOffset();
       if (name && trainOffsets.count(name.getValue()) &&
-          trainOffsets[name.getValue()] != offset.getInt())
+          trainOffsets[name.getValue()] != offset)
         return eval.emitError()
                << "internal error: argument '" << name.getValue()
                << "' is planned at different offsets in @train_step and "

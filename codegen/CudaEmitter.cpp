@@ -23,8 +23,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CudaEmitter.h"
-#include "codegen/PlannedModule.h"
 #include "codegen/StepLayout.h"
+#include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
@@ -47,26 +47,10 @@ namespace {
 constexpr int kThreads = 256;
 
 /// A pointer into a region as a kernel reads it: f32(r.A + 4096).
-std::string devicePointer(const CType &type, char base, int64_t offset) {
-  return type.cast + "(r." + std::string(1, base) + " + " +
+std::string devicePointer(const CType &type, MemoryRegion region,
+                          int64_t offset) {
+  return type.cast + "(r." + std::string(1, regionLetter(region)) + " + " +
          std::to_string(offset) + ")";
-}
-
-int regionIndex(char base) {
-  switch (base) {
-  case 'A':
-    return 0;
-  case 'P':
-    return 1;
-  case 'G':
-    return 2;
-  case 'S':
-    return 3;
-  case 'I':
-    return 4;
-  default:
-    return 5;
-  }
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -209,14 +193,13 @@ int CudaStepEmitter::beginKernel(int maxThreads) {
 std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
                                          bool strided) {
   Layout l = layouts.lookup(v);
-  if (l.isSplat() || l.base == 0 || (!strided && !l.isContiguous())) {
+  if (l.isSplat() || !l.region || (!strided && !l.isContiguous())) {
     error(user, "a cuBLASLt or cuDNN operand must live in the plan (not a "
                 "constant or a strided view)");
     failedOperand = true;
     return "nullptr";
   }
-  static const char *const fields[] = {"A", "P", "G", "S", "I", "W"};
-  return std::string(fields[regionIndex(l.base)]) + " + " +
+  return std::string(1, regionLetter(*l.region)) + " + " +
          std::to_string(l.offset);
 }
 
@@ -252,8 +235,8 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
   for (size_t k = 0; vectorize && k < loop.leaves.size(); ++k) {
     const Loop::Leaf &leaf = loop.leaves[k];
     int64_t s = c.strides[k][0];
-    vectorize = s == 0 || (s == 1 && leaf.base != 0 &&
-                           leaf.type.cast == "f32" && leaf.offset % 16 == 0);
+    vectorize = s == 0 || (s == 1 && leaf.region && leaf.type.cast == "f32" &&
+                           leaf.offset % 16 == 0);
   }
 
   int k = beginKernel(kThreads);
@@ -347,7 +330,7 @@ LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
   if (failed(problem))
     return failure();
   const Layout &a = problem->a, &b = problem->b, &c = problem->c;
-  if (a.base == 0 || b.base == 0)
+  if (!a.region || !b.region)
     return error(op, "a matrix product of a constant is not supported");
   const GemmOperand *ga = &problem->ga, *gb = &problem->gb;
   int64_t m = problem->m, n = problem->n, k = problem->k;
@@ -442,7 +425,7 @@ Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
       return false;
     Layout b = layouts.lookup(broadcast.getInput());
     Shape zs = shapeOf(z);
-    if (b.isSplat() || b.base == 0 || b.shape.size() != 1 ||
+    if (b.isSplat() || !b.region || b.shape.size() != 1 ||
         b.shape[0] != zs.back() || b.type.cast != "f32")
       return false;
     bias = broadcast.getInput();
@@ -461,7 +444,7 @@ Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
     Layout out = layouts.lookup(root->getResult(0));
     for (Value operand : {m.getLhs(), m.getRhs()}) {
       Layout in = layouts.lookup(operand);
-      if (in.base != out.base)
+      if (in.region != out.region)
         continue;
       auto [b0, e0] = extent(in);
       auto [b1, e1] = extent(out);
@@ -576,7 +559,7 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
   std::string table = "adam" + std::to_string(kernelNames.size());
   auto ref = [&](Value v) {
     Layout l = layouts.lookup(v);
-    return "{" + std::to_string(regionIndex(l.base)) + ", " +
+    return "{" + std::to_string(int(*l.region)) + ", " +
            std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
            "}";
   };
@@ -586,7 +569,7 @@ LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
     for (Value v :
          {u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgSq()}) {
       Layout l = layouts.lookup(v);
-      if (l.isSplat() || l.base == 0)
+      if (l.isSplat() || !l.region)
         return error(u, "internal error: an optimizer operand is a constant");
     }
     kernels << "    {" << ref(u.getParam()) << ", "
@@ -634,7 +617,7 @@ Value CudaStepEmitter::clipFoldedInto(Operation *op) {
     // In place, so the raw gradient stays where the product would have
     // been, untouched until the update reads it.
     Layout in = layouts.lookup(grad), out = layouts.lookup(mul.getResult());
-    if (in.isSplat() || in.base == 0 || in.base != out.base ||
+    if (in.isSplat() || !in.region || in.region != out.region ||
         in.offset != out.offset || !in.isContiguous() || !out.isContiguous() ||
         shapeOf(grad) != shapeOf(mul.getResult()))
       continue;
@@ -658,11 +641,11 @@ CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
       return error(u, "adamw8bit needs f32 parameters");
     auto ref = [&](Value v) -> std::string {
       Layout l = layouts.lookup(v);
-      if (l.isSplat() || l.base == 0) {
+      if (l.isSplat() || !l.region) {
         failedOperand = true;
         error(u, "internal error: an optimizer operand is a constant");
       }
-      return "{" + std::to_string(regionIndex(l.base)) + ", " +
+      return "{" + std::to_string(int(*l.region)) + ", " +
              std::to_string(l.offset) + ", " +
              std::to_string(product(l.shape)) + "}";
     };
@@ -1010,9 +993,9 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             int64_t total = 0;
             for (auto [i, v] : llvm::enumerate(n.getInputs())) {
               Layout l = layouts.lookup(v);
-              if (l.isSplat() || l.base == 0)
+              if (l.isSplat() || !l.region)
                 return error(op, "internal error: a gradient is a constant");
-              kernels << (i ? ", " : "") << "{" << regionIndex(l.base) << ", "
+              kernels << (i ? ", " : "") << "{" << int(*l.region) << ", "
                       << l.offset << ", " << product(l.shape) << "}";
               total += product(l.shape);
             }
@@ -1054,10 +1037,10 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
             kernels << "__device__ const PruneRef " << table << "[] = {";
             auto ref = [&](Value v) -> FailureOr<std::string> {
               Layout l = layouts.lookup(v);
-              if (l.isSplat() || l.base == 0)
+              if (l.isSplat() || !l.region)
                 return error(op, "internal error: a pruned tensor is a "
                                  "constant");
-              return "{" + std::to_string(regionIndex(l.base)) + ", " +
+              return "{" + std::to_string(int(*l.region)) + ", " +
                      std::to_string(l.offset) + ", " +
                      std::to_string(product(l.shape)) + "}";
             };
@@ -1385,10 +1368,12 @@ LogicalResult CudaStepEmitter::emit() {
 } // namespace
 
 FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
-  // An inference plan (CompressWeights) has @eval_step alone.
-  if (failed(checkPlannedModule(module)))
-    return failure();
   SmallVector<func::FuncOp> steps = stepFunctions(module);
+  // An inference plan (CompressWeights) has @eval_step alone.
+  if (steps.empty())
+    return emitError(module.getLoc())
+           << "the model has no train section, so there is no trainer to "
+              "generate";
   for (func::FuncOp f : steps)
     if (failed(BufferAnalysis::analyzePlanned(f)))
       return failure();
@@ -1416,8 +1401,8 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
     scratch = std::max(scratch, emitter.scratchBytes);
     if (unsupported.empty())
       unsupported = emitter.unsupported;
-    if (auto w = f->getAttrOfType<IntegerAttr>("mnemo.cuda_workspace_bytes"))
-      planWorkspace = std::max(planWorkspace, w.getInt());
+    planWorkspace =
+        std::max(planWorkspace, plan::stepPlan(f).getCudaWorkspaceBytes());
   }
   // One workspace for cuBLASLt, cuDNN (limited to what the CPU's im2col
   // needed) and the kernels' partial sums; they never overlap in time. The

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/StepLayout.h"
+#include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
 #include "passes/Fusion.h"
@@ -251,16 +252,6 @@ FailureOr<GemmOperand> codegen::gemmOperand(const Layout &l, bool opTranspose) {
 // Layouts
 //===----------------------------------------------------------------------===//
 
-namespace {
-char regionBase(StringRef region) {
-  if (region == "parameters")
-    return 'P';
-  if (region == "optimizer_state")
-    return 'S';
-  return 'I';
-}
-} // namespace
-
 LogicalResult StepLayouts::assignArguments() {
   Block &body = func.getBody().front();
   for (BlockArgument arg : body.getArguments()) {
@@ -270,15 +261,12 @@ LogicalResult StepLayouts::assignArguments() {
       return func.emitError()
              << "the " << backend << " backend: element type "
              << dtypeName(arg.getType()) << " is not supported";
-    auto region =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.region");
-    auto offset =
-        func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "mnemo.offset");
-    if (!region || !offset)
+    SlotAttr slot = plan::slot(func, arg.getArgNumber());
+    if (!slot)
       return func.emitError() << "has no memory plan (run plan-memory first)";
-    l.base = regionBase(region.getValue());
-    l.offset = offset.getInt();
-    l.pointer = place(l.type, l.base, l.offset);
+    l.region = slot.getRegion();
+    l.offset = slot.getOffset();
+    l.pointer = place(l.type, *l.region, l.offset);
     l.shape = shapeOf(arg);
     l.strides = rowMajorStrides(l.shape);
     layouts[arg] = l;
@@ -294,16 +282,19 @@ bool StepLayouts::isView(Operation *op) const {
     if (source.isSplat() || source.isContiguous())
       return true;
   }
-  return llvm::isa<TransposeOp>(op) && op->hasAttr("mnemo.strided_view");
+  PlacementAttr placed = plan::placement(op);
+  return llvm::isa<TransposeOp>(op) && placed && placed.getStridedView();
 }
 
 LogicalResult StepLayouts::assign(Operation *op) {
   if (isFused(op))
     return success();
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-  auto gradients =
-      op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset");
-  auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg");
+  PlacementAttr placed = plan::placement(op);
+  if (!placed)
+    return error(op, "has no placement in the memory plan");
+  ArrayRef<int64_t> offsets = placed.getOffsets(),
+                    gradients = placed.getGradientOffsets(),
+                    aliases = placed.getAliases();
   if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
     Value result = constant.getResult();
     Layout l;
@@ -357,7 +348,7 @@ LogicalResult StepLayouts::assign(Operation *op) {
     }
   }
   if (auto transpose = llvm::dyn_cast<TransposeOp>(op);
-      transpose && op->hasAttr("mnemo.strided_view")) {
+      transpose && placed.getStridedView()) {
     Layout source = layouts.lookup(transpose.getInput());
     Layout l = source;
     l.shape.clear();
@@ -377,21 +368,21 @@ LogicalResult StepLayouts::assign(Operation *op) {
                            " is not supported");
     l.shape = shapeOf(result);
     l.strides = rowMajorStrides(l.shape);
-    if (gradients && gradients[i] >= 0) {
-      l.base = 'G';
+    if (!gradients.empty() && gradients[i] >= 0) {
+      l.region = MemoryRegion::Gradients;
       l.offset = gradients[i];
-    } else if (offsets && offsets[i] >= 0) {
-      l.base = 'A';
+    } else if (offsets[i] >= 0) {
+      l.region = MemoryRegion::Arena;
       l.offset = offsets[i];
-    } else if (aliases && aliases[i] >= 0) {
+    } else if (!aliases.empty() && aliases[i] >= 0) {
       Layout arg = layouts.lookup(func.getArgument(aliases[i]));
-      l.base = arg.base;
+      l.region = arg.region;
       l.offset = arg.offset;
     } else {
       return error(op, "internal error: result " + std::to_string(i) +
                            " has no place in the memory plan");
     }
-    l.pointer = place(l.type, l.base, l.offset);
+    l.pointer = place(l.type, *l.region, l.offset);
     layouts[result] = l;
   }
   return success();
@@ -466,7 +457,7 @@ std::string StepLayouts::leafRead(Loop &loop, const Layout &layout,
                                   Shape strides) {
   if (layout.isSplat())
     return layout.splat;
-  loop.leaves.push_back({layout.pointer, std::move(strides), layout.base,
+  loop.leaves.push_back({layout.pointer, std::move(strides), layout.region,
                          layout.offset, layout.type});
   std::string read = "{L" + std::to_string(loop.leaves.size() - 1) + "}";
   // 16-bit floats are widened on load: the loop computes in f32.

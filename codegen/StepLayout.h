@@ -11,6 +11,8 @@
 #ifndef MNEMO_CODEGEN_STEPLAYOUT_H
 #define MNEMO_CODEGEN_STEPLAYOUT_H
 
+#include "runtime/MemoryRegion.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -18,6 +20,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,12 +69,11 @@ struct CType {
 };
 CType ctypeOf(mlir::Type type);
 
-/// Where a value's elements are: a region of the plan ('A' arena, 'P'
-/// parameters, 'G' gradients, 'S' optimizer state, 'I' batch) and a byte
-/// offset in it, or a constant array, or a literal when every element is
+/// Where a value's elements are: a region of the plan and a byte offset in
+/// it, or a constant array (no region), or a literal when every element is
 /// the same; and strides over its shape.
 struct Layout {
-  char base = 0;
+  std::optional<MemoryRegion> region;
   int64_t offset = 0;
   std::string pointer; // rendered by the backend; empty for a splat
   std::string splat;   // the literal of a splat constant
@@ -90,8 +92,8 @@ struct Loop {
   struct Leaf {
     std::string pointer;
     Shape strides;
-    /// The region and byte offset (base 0: a constant array).
-    char base = 0;
+    /// The region and byte offset (none: a constant array).
+    std::optional<MemoryRegion> region;
     int64_t offset = 0;
     CType type;
   };
@@ -139,9 +141,9 @@ struct GemmProblem {
 /// Every value of one planned step function and where it lives.
 class StepLayouts {
 public:
-  /// Renders a pointer to `offset` bytes into region `base` as type `type`.
-  using PointerFormat =
-      std::function<std::string(const CType &type, char base, int64_t offset)>;
+  /// Renders a pointer to `offset` bytes into `region` as type `type`.
+  using PointerFormat = std::function<std::string(
+      const CType &type, MemoryRegion region, int64_t offset)>;
 
   /// Non-splat constants are declared into `constants` with `qualifier`
   /// ("alignas(64) const" on the CPU, "__device__ const" in CUDA).
@@ -188,8 +190,8 @@ private:
   mlir::FailureOr<std::string> expression(mlir::Value v, Loop &loop);
   mlir::FailureOr<std::string> opExpression(mlir::Operation *op, Loop &loop);
   std::string leafRead(Loop &loop, const Layout &layout, Shape strides);
-  std::string place(const CType &type, char base, int64_t offset) {
-    return format(type, base, offset);
+  std::string place(const CType &type, MemoryRegion region, int64_t offset) {
+    return format(type, region, offset);
   }
 
   mlir::func::FuncOp func;

@@ -13,6 +13,7 @@ void MnemoDialect::initialize() {
 #define GET_OP_LIST
 #include "lang/MnemoOps.cpp.inc"
       >();
+  registerAttributes();
 }
 
 Operation *MnemoDialect::materializeConstant(OpBuilder &builder,

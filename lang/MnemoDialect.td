@@ -22,6 +22,14 @@ def Mnemo_Dialect : Dialect {
     and record how to initialize them (`mnemo.init`).
   }];
   let hasConstantMaterializer = 1;
+  // The memory plan's attributes (lang/MnemoAttrs.td) and their checks on
+  // the ops, functions and arguments that carry them.
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    void registerAttributes();
+  }];
 }
 
 class Mnemo_Op<string mnemonic, list<Trait> traits = []>

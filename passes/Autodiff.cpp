@@ -14,6 +14,7 @@
 #include "passes/Pruning.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -459,7 +460,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       return b.getDictionaryAttr(
           {b.getNamedAttr("mnemo.name",
                           trainStep.getArgAttr(argIndex, "mnemo.name")),
-           b.getNamedAttr("mnemo.reuses_arg", b.getI64IntegerAttr(argIndex))});
+           plan::reusedArgumentAttr(b, argIndex)});
     };
     for (unsigned k = 0; k < numParams; ++k) {
       results.push_back(newParams[k]);

@@ -2,6 +2,7 @@
 
 #include "passes/BufferAnalysis.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "passes/Fusion.h"
 #include "passes/Pruning.h"
 
@@ -84,9 +85,8 @@ static bool readsStrided(Value v) {
 }
 
 FailureOr<BufferAnalysis> BufferAnalysis::analyzePlanned(func::FuncOp func) {
-  if (!func->hasAttr("mnemo.arena_bytes"))
-    return func.emitError(
-        "has no memory plan (the plan-memory pass did not run)");
+  if (failed(plan::checkPlanned(func)))
+    return failure();
   return analyze(func);
 }
 
@@ -127,10 +127,9 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   // Results that update an argument in place.
   llvm::DenseMap<Value, unsigned> updates;
   for (unsigned r = 0; r < ret.getNumOperands(); ++r)
-    if (auto reuses =
-            func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg")) {
+    if (std::optional<unsigned> reuses = plan::reusedArgument(func, r)) {
       Value updated = ret.getOperand(r);
-      unsigned arg = unsigned(reuses.getInt());
+      unsigned arg = *reuses;
       if (updated == body.getArgument(arg))
         continue; // passed through unchanged
       // A pruned weight (or its state) is the update masked: the update

@@ -19,6 +19,7 @@
 #include "passes/Passes.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -39,7 +40,7 @@ bool mnemo::isElementwiseKernel(Operation *op) {
          !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
 }
 
-bool mnemo::isFused(Operation *op) { return op->hasAttr("mnemo.fused"); }
+bool mnemo::isFused(Operation *op) { return plan::isFused(op); }
 
 void mnemo::fusionRoots(Operation *op, SmallVectorImpl<Operation *> &roots) {
   if (!isFused(op)) {
@@ -87,11 +88,10 @@ bool canFuseInto(Operation *producer) {
 struct FuseElementwisePass
     : public mnemo::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
-    Builder b(&getContext());
     for (func::FuncOp func : stepFunctions(getOperation()))
       func.walk([&](Operation *op) {
         if (op->getParentOp() == func.getOperation() && canFuseInto(op))
-          op->setAttr("mnemo.fused", b.getUnitAttr());
+          plan::markFused(op);
       });
   }
 };

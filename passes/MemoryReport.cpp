@@ -2,6 +2,7 @@
 
 #include "passes/MemoryReport.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/SourcePlace.h"
 #include "runtime/Overhead.h"
@@ -41,14 +42,12 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     return failure();
   MemoryReport r;
   r.function = func.getName().str();
-  r.arenaBytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt();
-  if (auto workspace =
-          func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes"))
-    r.workspaceBytes = workspace.getInt();
-  r.lowerBoundBytes =
-      func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt();
-  r.naiveBytes = func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt();
-  r.planner = func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str();
+  StepPlanAttr stepPlan = plan::stepPlan(func); // analyzePlanned checked it
+  r.arenaBytes = stepPlan.getArenaBytes();
+  r.workspaceBytes = stepPlan.getWorkspaceBytes();
+  r.lowerBoundBytes = stepPlan.getLowerBoundBytes();
+  r.naiveBytes = stepPlan.getNaiveBytes();
+  r.planner = stepPlan.getPlanner().str();
   if (auto dense = func->getAttrOfType<IntegerAttr>("mnemo.dense_weight_bytes"))
     r.trainedParameterBytes = dense.getInt();
   r.steps = analysis->order.size();
@@ -74,18 +73,14 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     } else
       r.inputBytes += bytes;
   }
-  if (auto region = func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
-    r.gradientRegionBytes = region.getInt();
+  r.gradientRegionBytes = stepPlan.getGradientBytes();
   r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
                    r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
-  if (auto cudaWorkspace =
-          func->getAttrOfType<IntegerAttr>("mnemo.cuda_workspace_bytes"))
-    r.cudaWorkspaceBytes = cudaWorkspace.getInt();
+  r.cudaWorkspaceBytes = stepPlan.getCudaWorkspaceBytes();
   r.cudaPeakBytes = cuda::deviceAllocationBytes(
       r.parameterBytes, r.gradientRegionBytes, r.optimizerStateBytes,
       r.inputBytes, r.arenaBytes, r.cudaWorkspaceBytes);
-  if (auto device = func->getAttrOfType<StringAttr>("mnemo.budget_device"))
-    r.budgetDevice = device.str();
+  r.budgetDevice = stepPlan.getBudgetDevice().str();
   r.peakBytes = r.budgetDevice == "cuda" ? r.cudaPeakBytes : r.cpuPeakBytes;
   // The largest operand a GEMM packs (OpenBLAS's buffer, runtime/Overhead.h).
   int64_t largestGemmOperand = 0;
@@ -98,21 +93,18 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   });
   r.trainerOverheadBytes =
       runtime::cpuTrainerOverheadBytes(r.inputBytes, largestGemmOperand);
-  auto number = [&](StringRef name) {
-    auto a = func->getAttrOfType<IntegerAttr>(name);
-    return a ? a.getInt() : int64_t(0);
-  };
-  r.budgetBytes = number("mnemo.memory_budget");
-  r.recomputedOps = number("mnemo.recomputed_ops");
-  r.recomputedFlops = number("mnemo.recomputed_flops");
-  r.stepFlops = number("mnemo.step_flops");
-  r.rematPeakBytes = number("mnemo.remat_peak_bytes");
-  if (auto solver = func->getAttrOfType<StringAttr>("mnemo.remat_solver"))
-    r.rematSolver = solver.str();
+  if (RematAttr remat = plan::remat(func)) {
+    r.budgetBytes = remat.getMemoryBudget();
+    r.recomputedOps = remat.getRecomputedOps();
+    r.recomputedFlops = remat.getRecomputedFlops();
+    r.stepFlops = remat.getStepFlops();
+    r.rematPeakBytes = remat.getPeakBytes();
+    r.rematSolver = remat.getSolver().str();
+  }
   {
     std::map<std::string, int64_t> kinds;
     func.walk([&](Operation *op) {
-      if (op->hasAttr("mnemo.recomputed"))
+      if (plan::isRecomputed(op))
         ++kinds[op->getName().getStringRef().str()];
     });
     r.recomputed.assign(kinds.begin(), kinds.end());
@@ -123,9 +115,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
-    auto offsets =
-        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-    return offsets && offsets[result.getResultNumber()] >= 0;
+    return plan::arenaOffset(result.getOwner(), result.getResultNumber()) >= 0;
   };
 
   // The step with the most arena bytes live, and what is live then.

@@ -1,6 +1,7 @@
 //===- MemoryTimeline.cpp - A picture of the arena over one step ----------===//
 
 #include "passes/MemoryTimeline.h"
+#include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/MemoryReport.h"
 #include "passes/SourcePlace.h"
@@ -69,9 +70,8 @@ LogicalResult mnemo::writeMemoryTimeline(func::FuncOp func, StringRef title,
   std::vector<int64_t> offsets;
   for (const ArenaBuffer &b : analysis->buffers) {
     auto result = llvm::cast<OpResult>(b.root);
-    auto attr =
-        result.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-    offsets.push_back(attr ? attr[result.getResultNumber()] : 0);
+    offsets.push_back(
+        plan::arenaOffset(result.getOwner(), result.getResultNumber()));
   }
 
   const double left = 90, top = 60, plotWidth = 1100, plotHeight = 520;

@@ -148,11 +148,11 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     recomputation recomputes nothing; a budget no candidate set meets is an
     error that names the smallest peak found.
 
-    The step function gets `mnemo.remat_strategy`, `mnemo.recomputed_ops`,
-    `mnemo.recomputed_flops` and `mnemo.step_flops` for the memory report;
-    under a budget also `mnemo.remat_peak_bytes`, the chosen set planned
-    once more by the pipeline's own tail (buildPlanningPipeline, full
-    effort), which the report and the emitted plan must equal.
+    The step function gets a `#mnemo.remat` (the strategy, the recomputed
+    ops and FLOPs next to the step's) for the memory report; under a budget
+    also its `peak_bytes`, the chosen set planned once more by the
+    pipeline's own tail (buildPlanningPipeline, full effort), which the
+    report and the emitted plan must equal.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", "0",
@@ -217,26 +217,27 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     placement order, or, for small functions, by an exact branch-and-bound
     search that finishes within its time limit.
     The plan is verified (no two buffers live at once overlap) and written
-    into the IR:
+    into the IR as the dialect's plan attributes (lang/MnemoAttrs.td, read
+    and written through lang/PlanAttributes.h):
 
     ```mlir
-    %5 = mnemo.relu %4 {mnemo.offset = array<i64: 262144>, mnemo.size = array<i64: 262144>}
+    %5 = mnemo.relu %4 {mnemo.placement = #mnemo.placement<offsets = [262144], sizes = [262144]>}
         : tensor<128x512xf32>
-    func.func @train_step(...) attributes {mnemo.arena_bytes = 1048576 : i64,
-        mnemo.lower_bound_bytes = 1048576 : i64, mnemo.naive_bytes = 4194304 : i64,
-        mnemo.planner = "greedy-by-size"}
+    func.func @train_step(...) attributes {mnemo.plan = #mnemo.step_plan<arena_bytes = 1048576,
+        lower_bound_bytes = 1048576, naive_bytes = 4194304, gradient_bytes = 0, workspace_bytes = 0,
+        cuda_workspace_bytes = 33554432, planner = "greedy-by-size", budget_device = "cpu">}
     ```
 
-    `mnemo.offset` is -1 for a result that is not in the arena (a splat
-    constant, an update written into its argument, which `mnemo.alias_arg`
-    names, or a parameter gradient). Parameter gradients (the values the
-    global norm and the optimizer read) get a persistent region of their own,
-    one slot per gradient, as parameters and optimizer state do:
-    `mnemo.gradient_offset` places them and `mnemo.gradient_bytes` sizes it.
-    With `transient-gradients` they are planned in the arena instead, which
-    saves memory when nothing needs them between steps. Arguments get
-    `mnemo.region` (`parameters`, `optimizer_state`, `inputs`) and their
-    `mnemo.offset` in it.
+    An offset is -1 for a result that is not in the arena (a splat
+    constant, an update written into its argument, which the placement's
+    `aliases` name, or a parameter gradient). Parameter gradients (the
+    values the global norm and the optimizer read) get a persistent region
+    of their own, one slot per gradient, as parameters and optimizer state
+    do: the placement's `gradient_offsets` place them and the step plan's
+    `gradient_bytes` sizes it. With `transient-gradients` they are planned
+    in the arena instead, which saves memory when nothing needs them between
+    steps. Arguments get a `#mnemo.slot<region, offset>` (`parameters`,
+    `optimizer_state`, `inputs`).
   }];
   let options = [
     Option<"localSearchMs", "local-search-ms", "int64_t", "200",

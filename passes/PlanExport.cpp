@@ -1,6 +1,7 @@
 //===- PlanExport.cpp - The memory plan as JSON ---------------------------===//
 
 #include "passes/PlanExport.h"
+#include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,24 +33,20 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
           {"index", int64_t(i)},
           {"name", argName ? argName.getValue().str() : ""},
           {"role", role ? role.getValue().str() : ""},
-          {"region", func.getArgAttrOfType<StringAttr>(i, "mnemo.region")
-                         .getValue()
-                         .str()},
-          {"offset",
-           func.getArgAttrOfType<IntegerAttr>(i, "mnemo.offset").getInt()},
+          {"region", regionName(plan::slot(func, i).getRegion())},
+          {"offset", plan::slot(func, i).getOffset()},
           {"type", tensorTypeString(type)},
           {"bytes", storageBytes(type)}});
     }
     llvm::json::Array buffers;
     for (auto [id, b] : llvm::enumerate(analysis->buffers)) {
       auto root = llvm::cast<OpResult>(b.root);
-      auto offsets =
-          root.getOwner()->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset");
-      auto gradientOffsets = root.getOwner()->getAttrOfType<DenseI64ArrayAttr>(
-          "mnemo.gradient_offset");
-      int64_t gradientOffset = gradientOffsets
-                                   ? gradientOffsets[root.getResultNumber()]
-                                   : int64_t(-1);
+      PlacementAttr placement = plan::placement(root.getOwner());
+      int64_t offset = placement.getOffsets()[root.getResultNumber()];
+      int64_t gradientOffset =
+          placement.getGradientOffsets().empty()
+              ? int64_t(-1)
+              : placement.getGradientOffsets()[root.getResultNumber()];
       llvm::json::Array values;
       for (Value v : b.values) {
         auto result = llvm::cast<OpResult>(v);
@@ -62,34 +59,26 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
       buffers.push_back(llvm::json::Object{
           {"id", int64_t(id)},
           {"region", gradientOffset >= 0 ? "gradients" : "arena"},
-          {"offset", gradientOffset >= 0 ? gradientOffset
-                     : offsets           ? offsets[root.getResultNumber()]
-                                         : int64_t(-1)},
+          {"offset", gradientOffset >= 0 ? gradientOffset : offset},
           {"bytes", b.interval.size},
           {"first_op", b.interval.start},
           {"last_op", b.interval.end},
           {"kind", spell(b.kind)},
           {"values", std::move(values)}});
     }
-    auto workspace = func->getAttrOfType<IntegerAttr>("mnemo.workspace_bytes");
-    int64_t workspaceBytes = workspace ? workspace.getInt() : 0;
-    functions.push_back(llvm::json::Object{
-        {"function", name},
-        {"alignment", kArenaAlignment},
-        {"arena_bytes",
-         func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes").getInt()},
-        {"lower_bound_bytes",
-         func->getAttrOfType<IntegerAttr>("mnemo.lower_bound_bytes").getInt()},
-        {"naive_bytes",
-         func->getAttrOfType<IntegerAttr>("mnemo.naive_bytes").getInt()},
-        {"gradient_bytes",
-         func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes").getInt()},
-        {"workspace_bytes", workspaceBytes},
-        {"planner",
-         func->getAttrOfType<StringAttr>("mnemo.planner").getValue().str()},
-        {"ops", int64_t(analysis->order.size())},
-        {"arguments", std::move(arguments)},
-        {"buffers", std::move(buffers)}});
+    StepPlanAttr stepPlan = plan::stepPlan(func);
+    functions.push_back(
+        llvm::json::Object{{"function", name},
+                           {"alignment", kArenaAlignment},
+                           {"arena_bytes", stepPlan.getArenaBytes()},
+                           {"lower_bound_bytes", stepPlan.getLowerBoundBytes()},
+                           {"naive_bytes", stepPlan.getNaiveBytes()},
+                           {"gradient_bytes", stepPlan.getGradientBytes()},
+                           {"workspace_bytes", stepPlan.getWorkspaceBytes()},
+                           {"planner", stepPlan.getPlanner().str()},
+                           {"ops", int64_t(analysis->order.size())},
+                           {"arguments", std::move(arguments)},
+                           {"buffers", std::move(buffers)}});
   }
   auto model = module->getAttrOfType<StringAttr>("mnemo.model");
   os << llvm::formatv("{0:2}",

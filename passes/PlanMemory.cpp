@@ -6,6 +6,7 @@
 #include "passes/Workspace.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -85,7 +86,7 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto [k, i] : llvm::enumerate(inArena))
       arenaOffset[i] = plan.offsets[k];
 
-    Builder b(func.getContext());
+    MLIRContext *context = func.getContext();
     for (Operation *op : analysis->order) {
       SmallVector<int64_t> offsets, sizes, aliases, gradients;
       bool anyAlias = false, anyGradient = false;
@@ -101,23 +102,21 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         anyAlias |= p.where == Placement::Where::Argument;
         anyGradient |= gradients.back() >= 0;
       }
-      if (op->getNumResults() == 1 &&
-          analysis->stridedViews.count(op->getResult(0)))
-        op->setAttr("mnemo.strided_view", b.getUnitAttr());
-      op->setAttr("mnemo.offset", b.getDenseI64ArrayAttr(offsets));
-      op->setAttr("mnemo.size", b.getDenseI64ArrayAttr(sizes));
-      if (anyAlias)
-        op->setAttr("mnemo.alias_arg", b.getDenseI64ArrayAttr(aliases));
-      if (anyGradient)
-        op->setAttr("mnemo.gradient_offset", b.getDenseI64ArrayAttr(gradients));
+      bool stridedView = op->getNumResults() == 1 &&
+                         analysis->stridedViews.count(op->getResult(0));
+      plan::setPlacement(
+          op,
+          PlacementAttr::get(
+              context, offsets, sizes,
+              anyAlias ? ArrayRef<int64_t>(aliases) : ArrayRef<int64_t>(),
+              anyGradient ? ArrayRef<int64_t>(gradients) : ArrayRef<int64_t>(),
+              stridedView));
     }
-    func->setAttr("mnemo.gradient_bytes", b.getI64IntegerAttr(gradientBytes));
     // One workspace serves every op that needs scratch (they run one at a
     // time): as large as the largest need.
     int64_t workspace = 0;
     for (Operation *op : analysis->order)
       workspace = std::max(workspace, workspaceBytes(op));
-    func->setAttr("mnemo.workspace_bytes", b.getI64IntegerAttr(workspace));
     // The CUDA backend's: cuBLASLt's and cuDNN's, and the partial sums.
     int64_t cudaWorkspace = workspace;
     for (Operation *op : analysis->order) {
@@ -127,35 +126,26 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         cudaWorkspace = std::max(cudaWorkspace, kCublasLtWorkspaceBytes +
                                                     gemmPointerTableBytes(op));
     }
-    func->setAttr("mnemo.cuda_workspace_bytes",
-                  b.getI64IntegerAttr(cudaWorkspace));
-    func->setAttr("mnemo.budget_device", b.getStringAttr(budgetDevice));
     // Arguments live in persistent regions by role, laid out in order.
-    llvm::StringMap<int64_t> regionBytes;
-    SmallVector<DictionaryAttr> argAttrs;
+    int64_t regionEnd[kMemoryRegionCount] = {};
+    SmallVector<SlotAttr> slots;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
-      StringRef region =
-          !role ? "inputs"
+      MemoryRegion region =
+          !role ? MemoryRegion::Inputs
           : role.getValue() == "param" || role.getValue() == "buffer"
-              ? "parameters"
-          : role.getValue() == "opt_state" ? "optimizer_state"
-                                           : "inputs";
-      int64_t &end = regionBytes[region];
-      NamedAttrList attrs(func.getArgAttrDict(i));
-      attrs.set("mnemo.region", b.getStringAttr(region));
-      attrs.set("mnemo.offset", b.getI64IntegerAttr(end));
-      argAttrs.push_back(attrs.getDictionary(b.getContext()));
+              ? MemoryRegion::Parameters
+          : role.getValue() == "opt_state" ? MemoryRegion::OptimizerState
+                                           : MemoryRegion::Inputs;
+      int64_t &end = regionEnd[int(region)];
+      slots.push_back(SlotAttr::get(context, region, end));
       end += storageBytes(func.getArgumentTypes()[i]);
     }
-    // At once: setArgAttr per argument rebuilds the whole list each time.
-    func.setAllArgAttrs(argAttrs);
-    func->setAttr("mnemo.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
-    func->setAttr("mnemo.lower_bound_bytes",
-                  b.getI64IntegerAttr(lowerBound(intervals)));
-    func->setAttr("mnemo.naive_bytes",
-                  b.getI64IntegerAttr(naiveBytes(intervals)));
-    func->setAttr("mnemo.planner", b.getStringAttr(plan.method));
+    plan::setSlots(func, slots);
+    plan::setStepPlan(
+        func, StepPlanAttr::get(context, plan.arenaBytes, lowerBound(intervals),
+                                naiveBytes(intervals), gradientBytes, workspace,
+                                cudaWorkspace, plan.method, budgetDevice));
     return success();
   }
 };

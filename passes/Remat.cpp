@@ -13,6 +13,7 @@
 #include "passes/Pipeline.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
 #include "passes/RematMilp.h"
@@ -112,25 +113,25 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       markUserError(getOperation());
       return signalPassFailure();
     }
-    Builder b(&getContext());
     // The model's own `checkpoint { ... }` blocks come first: what they
     // compute is recomputed, whatever the strategy, except their outputs.
     std::vector<Value> manual = checkpointRoots(train);
     int64_t manualFlops = manual.empty() ? 0 : apply(train, manual);
+    // How --remat=optimal's solver ended (set before the step is marked).
+    std::string solver;
     auto mark = [&](func::FuncOp f, int64_t ops, int64_t flops) {
-      f->setAttr("mnemo.remat_strategy", b.getStringAttr(strategy));
-      f->setAttr("mnemo.recomputed_ops", b.getI64IntegerAttr(ops));
-      f->setAttr("mnemo.recomputed_flops",
-                 b.getI64IntegerAttr(flops + manualFlops));
-      f->setAttr("mnemo.step_flops", b.getI64IntegerAttr(stepFlops(f)));
-      if (limit <= 0)
-        return;
-      f->setAttr("mnemo.memory_budget", b.getI64IntegerAttr(limit));
+      int64_t peak = 0;
       // What the choice was tuned for, planned as the pipeline's tail will
       // plan it (the memory report and the emitted plan must agree).
-      FailureOr<int64_t> peak = plannedPeak(module, {}, PlannerEffort::Full);
-      if (succeeded(peak))
-        f->setAttr("mnemo.remat_peak_bytes", b.getI64IntegerAttr(*peak));
+      if (limit > 0)
+        if (FailureOr<int64_t> planned =
+                plannedPeak(module, {}, PlannerEffort::Full);
+            succeeded(planned))
+          peak = *planned;
+      plan::setRemat(f,
+                     RematAttr::get(&getContext(), strategy, ops,
+                                    flops + manualFlops, stepFlops(f),
+                                    std::max<int64_t>(limit, 0), peak, solver));
     };
     if (!manual.empty() && limit <= 0 && strategy != "all" &&
         strategy != "sqrt")
@@ -192,7 +193,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         if (failed(searchAuto(module, limit, *none, chosen, smallest)))
           return signalPassFailure();
       }
-      train->setAttr("mnemo.remat_solver", b.getStringAttr(how));
+      solver = how;
     } else {
       // auto: the planner-checked greedy and the pruned fixed policies,
       // and the greedy on the MILP's model; the cheapest set that fits.
@@ -561,7 +562,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
 
   static int64_t countRecomputed(func::FuncOp f) {
     int64_t n = 0;
-    f.walk([&](Operation *op) { n += op->hasAttr("mnemo.recomputed"); });
+    f.walk([&](Operation *op) { n += plan::isRecomputed(op); });
     return n;
   }
 
@@ -766,7 +767,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           map.map(operand, recompute(operand, before));
       builder.setInsertionPoint(before);
       Operation *copy = builder.clone(*def, map);
-      copy->setAttr("mnemo.recomputed", builder.getUnitAttr());
+      plan::markRecomputed(copy);
       flops += flopsOf(copy);
       Value result = copy->getResult(llvm::cast<OpResult>(v).getResultNumber());
       clones[v] = result;

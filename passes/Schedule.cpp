@@ -6,6 +6,7 @@
 #include "passes/Pruning.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include <queue>
 
@@ -78,8 +79,7 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
     // of that argument (and of views of it): a write-after-read edge.
     llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks;
     for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
-      auto reuses =
-          func.getResultAttrOfType<IntegerAttr>(r, "mnemo.reuses_arg");
+      std::optional<unsigned> reuses = plan::reusedArgument(func, r);
       if (!reuses)
         continue;
       // (A pruned weight: the optimizer's update, masked in place.)
@@ -89,7 +89,7 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
       if (!update)
         continue;
       llvm::SmallPtrSet<Operation *, 8> readers;
-      SmallVector<Value> work{body.getArgument(reuses.getInt())};
+      SmallVector<Value> work{body.getArgument(*reuses)};
       while (!work.empty()) {
         Value v = work.pop_back_val();
         for (Operation *user : v.getUsers()) {

@@ -3,7 +3,7 @@
 // Some kernels need scratch memory beyond their results: the CPU backend's
 // convolutions lower to im2col + GEMM. The plan accounts for it: one
 // workspace, as large as the largest op needs, allocated with the arena
-// (`mnemo.workspace_bytes` on the function). The backends size their
+// (the step plan's workspace_bytes). The backends size their
 // scratch with the same functions, so the two cannot disagree.
 //
 //===----------------------------------------------------------------------===//
@@ -35,9 +35,9 @@ bool convGeometry(mlir::Operation *op, ConvGeometry &geometry);
 /// Scratch bytes `op` needs on the CPU backend (0 for most ops).
 int64_t workspaceBytes(mlir::Operation *op);
 
-/// The CUDA backend's workspace (mnemo.cuda_workspace_bytes): cuBLASLt's
-/// 32 MiB (what NVIDIA recommends for Hopper's kernels, as PyTorch gives
-/// it there) when the step has a matrix product or a convolution, and at
+/// The CUDA backend's workspace (the step plan's cuda_workspace_bytes):
+/// cuBLASLt's 32 MiB (what NVIDIA recommends for Hopper's kernels, as PyTorch
+/// gives it there) when the step has a matrix product or a convolution, and at
 /// least what any op's kernels need for partial sums (cudaScratchBytes) or
 /// cuDNN may use (the CPU's workspace). CudaEmitter sizes its kernels with
 /// the helpers below and checks that it stays within the plan's figure.

@@ -16,12 +16,10 @@ namespace runtime {
 namespace {
 
 uint8_t *regionOf(const ArgumentInfo &a, const StepMemory &memory) {
-  std::string region = a.region;
-  if (region == "parameters")
-    return memory.parameters + a.offset;
-  if (region == "optimizer_state")
-    return memory.optimizerState + a.offset;
-  return nullptr;
+  if (a.region != MemoryRegion::Parameters &&
+      a.region != MemoryRegion::OptimizerState)
+    return nullptr;
+  return memory.base(a.region) + a.offset;
 }
 
 bool isState(const ArgumentInfo &a) {

@@ -18,10 +18,10 @@ PlanRegions mnemo::runtime::regionsOf(const ModelInfo &model) {
     for (int i = 0; i < step->numArguments; ++i) {
       const ArgumentInfo &a = step->arguments[i];
       int64_t end = a.offset + a.bytes;
-      std::string region = a.region;
-      int64_t &size = region == "parameters"        ? r.parameters
-                      : region == "optimizer_state" ? r.optimizerState
-                                                    : r.inputs;
+      int64_t &size = a.region == MemoryRegion::Parameters ? r.parameters
+                      : a.region == MemoryRegion::OptimizerState
+                          ? r.optimizerState
+                          : r.inputs;
       size = std::max(size, end);
     }
     r.arena = std::max(r.arena, step->arenaBytes);

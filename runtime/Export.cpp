@@ -267,10 +267,10 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
   std::map<std::string, Argument> byName;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    std::string region = a.region;
-    const uint8_t *base = region == "parameters"        ? memory.parameters
-                          : region == "optimizer_state" ? memory.optimizerState
-                                                        : nullptr;
+    const uint8_t *base = a.region == MemoryRegion::Parameters ||
+                                  a.region == MemoryRegion::OptimizerState
+                              ? memory.base(a.region)
+                              : nullptr;
     if (base)
       byName[a.name] = {&a, base + a.offset};
   }

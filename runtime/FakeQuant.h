@@ -1,8 +1,9 @@
 //===- FakeQuant.h - Observers and fake quantization on the host ----------===//
 //
-// Whole-tensor loops over runtime/FakeQuantRules.h for the CPU trainer. A tensor is read as [outer, channels,
-// inner]: element e is in channel (e / inner) % channels (channels = 1 and
-// inner = n for one range per tensor). Header-only and free of LLVM.
+// Whole-tensor loops over runtime/FakeQuantRules.h for the CPU trainer. A
+// tensor is read as [outer, channels, inner]: element e is in channel (e /
+// inner) % channels (channels = 1 and inner = n for one range per tensor).
+// Header-only and free of LLVM.
 //
 //===----------------------------------------------------------------------===//
 

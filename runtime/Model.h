@@ -13,6 +13,8 @@
 #ifndef MNEMO_RUNTIME_MODEL_H
 #define MNEMO_RUNTIME_MODEL_H
 
+#include "runtime/MemoryRegion.h"
+
 #include <cstdint>
 
 namespace mnemo {
@@ -26,6 +28,24 @@ struct StepMemory {
   uint8_t *optimizerState;
   uint8_t *inputs;
   uint8_t *workspace;
+  /// The region's base (an argument's region, the arena, ...).
+  uint8_t *base(MemoryRegion region) const {
+    switch (region) {
+    case MemoryRegion::Arena:
+      return arena;
+    case MemoryRegion::Parameters:
+      return parameters;
+    case MemoryRegion::Gradients:
+      return gradients;
+    case MemoryRegion::OptimizerState:
+      return optimizerState;
+    case MemoryRegion::Inputs:
+      return inputs;
+    case MemoryRegion::Workspace:
+      return workspace;
+    }
+    return nullptr;
+  }
   /// Seconds spent in each op, accumulated when profiling (--profile);
   /// null otherwise.
   double *opSeconds;
@@ -39,10 +59,10 @@ struct ArgumentInfo {
   const char *dtype; // f32, bf16, f16, i32, i8, i1
   int rank;
   int64_t shape[8];
-  const char *region; // parameters, optimizer_state, inputs
-  int64_t offset;     // in the region
-  int64_t bytes;      // aligned
-  const char *init;   // the initializer as JSON ({"kind": ...}), or ""
+  MemoryRegion region; // Parameters, OptimizerState or Inputs
+  int64_t offset;      // in the region
+  int64_t bytes;       // aligned
+  const char *init;    // the initializer as JSON ({"kind": ...}), or ""
   /// For integer inputs read as indices (class targets, token ids): values
   /// must lie in [0, indexLimit); 0 when unconstrained.
   int64_t indexLimit;

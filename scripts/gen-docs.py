@@ -68,9 +68,9 @@ def command_output(build: pathlib.Path, command: str) -> str:
 
 
 def generated(build: pathlib.Path, what: str) -> str:
-    if what == "ops":
-        ops = build / "docs" / "Mnemo" / "MnemoOps.md"
-        text = ops.read_text()
+    if what in ("ops", "attributes"):
+        name = "MnemoOps.md" if what == "ops" else "MnemoAttrs.md"
+        text = (build / "docs" / "Mnemo" / name).read_text()
         # The generator's own title and table of contents are replaced by ours.
         text = re.sub(r"^\[TOC\]\n", "", text, flags=re.M)
         return text.strip("\n") + "\n"

@@ -2,6 +2,7 @@
 
 #include "lang/interpreter/Differential.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "lang/interpreter/Interpreter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -119,8 +120,7 @@ mnemo::compareModules(ModuleOp before, ModuleOp after, uint64_t seed,
       continue;
     }
     Interpreter afterInterpreter;
-    afterInterpreter.options.arena =
-        arenaAfter && transformed->hasAttr("mnemo.arena_bytes");
+    afterInterpreter.options.arena = arenaAfter && plan::stepPlan(transformed);
     auto actual = afterInterpreter.run(transformed, args, error);
     if (failed(actual)) {
       result.ok = false;

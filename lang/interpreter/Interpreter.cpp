@@ -9,6 +9,7 @@
 
 #include "lang/interpreter/Interpreter.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "lang/ShapeRules.h"
 #include "lang/interpreter/PruneReference.h"
 #include "lang/interpreter/QuantizeReference.h"
@@ -306,16 +307,16 @@ private:
       return {nullptr, 0};
     Operation *op = result.getOwner();
     unsigned i = result.getResultNumber();
-    if (auto offsets =
-            op->getAttrOfType<DenseI64ArrayAttr>("mnemo.gradient_offset"))
-      if (offsets[i] >= 0)
-        return {&gradients, offsets[i]};
-    if (auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.offset"))
-      if (offsets[i] >= 0)
-        return {&arena, offsets[i]};
-    if (auto aliases = op->getAttrOfType<DenseI64ArrayAttr>("mnemo.alias_arg"))
-      if (aliases[i] >= 0)
-        return {&argStorage[aliases[i]], 0};
+    PlacementAttr placed = plan::placement(op);
+    if (!placed)
+      return {nullptr, 0};
+    if (!placed.getGradientOffsets().empty() &&
+        placed.getGradientOffsets()[i] >= 0)
+      return {&gradients, placed.getGradientOffsets()[i]};
+    if (placed.getOffsets()[i] >= 0)
+      return {&arena, placed.getOffsets()[i]};
+    if (!placed.getAliases().empty() && placed.getAliases()[i] >= 0)
+      return {&argStorage[placed.getAliases()[i]], 0};
     return {nullptr, 0};
   }
 
@@ -396,17 +397,15 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
     return failure();
   }
   if (options.arena) {
-    auto bytes = func->getAttrOfType<IntegerAttr>("mnemo.arena_bytes");
-    if (!bytes) {
+    StepPlanAttr stepPlan = plan::stepPlan(func);
+    if (!stepPlan) {
       error = "@" + func.getName().str() +
               " has no memory plan (run plan-memory first)";
       return failure();
     }
     // Not zero: reading bytes nothing wrote shows in the results.
-    arena.assign(bytes.getInt(), 0xAB);
-    if (auto gradientBytes =
-            func->getAttrOfType<IntegerAttr>("mnemo.gradient_bytes"))
-      gradients.assign(gradientBytes.getInt(), 0xAB);
+    arena.assign(stepPlan.getArenaBytes(), 0xAB);
+    gradients.assign(stepPlan.getGradientBytes(), 0xAB);
     argStorage.reserve(args.size());
   }
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
@@ -1084,7 +1083,8 @@ Tensor Evaluator::permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out) {
 }
 
 LogicalResult Evaluator::execTranspose(TransposeOp op) {
-  if (options.arena && op->hasAttr("mnemo.strided_view")) {
+  if (options.arena && plan::placement(op) &&
+      plan::placement(op).getStridedView()) {
     // Planned as a view: nothing is written; every use reads the source.
     stridedViews[op.getResult()] = {op.getInput(), op.getPermutation()};
     return success();

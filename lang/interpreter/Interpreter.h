@@ -41,7 +41,7 @@ struct InterpreterOptions {
   /// so each training step drops different elements. The train step passes
   /// its step number here.
   int64_t dropoutStep = 0;
-  /// Execute a planned function (one with `mnemo.arena_bytes`) inside one
+  /// Execute a planned function (one with a step plan) inside one
   /// byte array at the planned offsets, and its in-place updates inside the
   /// arguments' storage, so that any planning mistake corrupts the results.
   bool arena = false;

@@ -6,13 +6,21 @@
 // RUN: mnemo-translate --mnemo-to-cuda %t.mlir | FileCheck %s --check-prefix=HOST
 // RUN: mnemo-translate --mnemo-to-cuda-kernels %t.mlir | FileCheck %s --check-prefix=KERNELS
 //
-// Unplanned IR, or a plan with a piece missing, is an error, not a crash.
+// Unplanned IR, or a plan with a piece missing or out of shape, is an
+// error naming it, not a crash: the plan's attributes verify as they are
+// parsed, and plan::checkPlanned holds the rest.
 // RUN: not mnemo-translate --mnemo-to-cpp %s 2>&1 | FileCheck %s --check-prefix=UNPLANNED
-// RUN: sed 's/mnemo.arena_bytes = [0-9]* : i64, //' %t.mlir | not mnemo-translate --mnemo-to-cuda 2>&1 | FileCheck %s --check-prefix=NOARENA
-// RUN: sed 's/mnemo.size = array<i64: [0-9]*>}/mnemo.size = array<i64: 1, 2>}/' %t.mlir | not mnemo-translate --mnemo-to-cpp 2>&1 | FileCheck %s --check-prefix=SIZES
-// UNPLANNED: error: @eval_step has no memory plan: 'mnemo.arena_bytes' is missing (run the default pipeline, or plan-memory, on it first)
-// NOARENA: error: @eval_step has no memory plan: 'mnemo.arena_bytes' is missing
-// SIZES: error: has 1 planned offsets and 2 sizes for 1 results
+// RUN: sed '0,/, mnemo.placement = #mnemo.placement<[^>]*>/s///' %t.mlir | not mnemo-translate --mnemo-to-cuda 2>&1 | FileCheck %s --check-prefix=NOPLACEMENT
+// RUN: sed '0,/sizes = \[[0-9]*\]>/s//sizes = [1, 2]>/' %t.mlir | not mnemo-translate --mnemo-to-cpp 2>&1 | FileCheck %s --check-prefix=SIZES
+// RUN: sed '0,/offsets = \[\([0-9][0-9]*\)\], sizes = \[[0-9]*\]>/s//offsets = [\1], sizes = [99999999]>/' %t.mlir | not mnemo-translate --mnemo-to-cpp 2>&1 | FileCheck %s --check-prefix=OUTSIDE
+// RUN: sed '0,/#mnemo.slot<inputs/s//#mnemo.slot<arena/' %t.mlir | not mnemo-translate --mnemo-to-cpp 2>&1 | FileCheck %s --check-prefix=REGION
+// RUN: sed '0,/#mnemo.slot<inputs/s//#mnemo.slot<nowhere/' %t.mlir | not mnemo-translate --mnemo-to-cpp 2>&1 | FileCheck %s --check-prefix=NOWHERE
+// UNPLANNED: error: @eval_step has no memory plan (run the default pipeline, or plan-memory, on it first)
+// NOPLACEMENT: error: has no placement in the plan (run the default pipeline, or plan-memory, on it first)
+// SIZES: error: has 1 offsets and 2 sizes
+// OUTSIDE: error: result 0 is placed at [{{[0-9]+}}, +99999999), outside the arena of {{[0-9]+}} bytes
+// REGION: error: a step argument lives in parameters, optimizer_state or inputs, not arena
+// NOWHERE: error: unknown memory region 'nowhere' (arena, parameters, gradients, optimizer_state, inputs, workspace)
 
 module attributes {mnemo.model = "Ops"} {
   func.func @eval_step(%x: tensor<4x8xf32> {mnemo.name = "x", mnemo.role = "input"},

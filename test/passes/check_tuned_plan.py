@@ -6,7 +6,8 @@ of the same compilation. Checks that @train_step's peak is one number three
 ways: what remat tuned its choice for (remat_peak_bytes), the report's
 peak_bytes, and the emitted plan's regions (arguments, arena, gradient
 region, workspace). IR.mlir, planned by another tool (mnemo-opt with the
-textual `mnemo-default{...}` pipeline), must record the same tuned peak."""
+textual `mnemo-default{...}` pipeline), must record the same tuned peak in
+its #mnemo.remat."""
 import json
 import re
 import sys
@@ -24,7 +25,7 @@ print(f"remat tuned for {tuned} {'=' if tuned == peak else '!='} report {peak} "
       f"{'=' if peak == emitted else '!='} emitted plan {emitted}")
 ok = same and 0 < peak <= train["memory_budget_bytes"]
 if len(sys.argv) > 3:
-    recorded = re.findall(r"mnemo\.remat_peak_bytes = (\d+)", open(sys.argv[3]).read())
+    recorded = re.findall(r"#mnemo\.remat<[^>]*peak_bytes = (\d+)", open(sys.argv[3]).read())
     print(f"{sys.argv[3].split('/')[-1]} records {recorded}")
     ok = ok and recorded == [str(tuned)]
 print("PASS" if ok else "FAIL")

@@ -54,5 +54,5 @@ module attributes {mnemo.train = {
 // CHECK: mnemo.matmul %[[H3]], %[[W4]]
 
 // The plan: the compressed weights' bytes in the parameters region.
-// PLANNED: mnemo.name = "w1", mnemo.offset = {{[0-9]+}} : i64, mnemo.region = "parameters"
-// PLANNED: mnemo.name = "w2.columns", mnemo.offset = {{[0-9]+}} : i64, mnemo.region = "parameters"
+// PLANNED: mnemo.name = "w1", mnemo.role = "param", mnemo.slot = #mnemo.slot<parameters, {{[0-9]+}}>
+// PLANNED: mnemo.name = "w2.columns", mnemo.role = "param", mnemo.slot = #mnemo.slot<parameters, {{[0-9]+}}>

@@ -24,18 +24,18 @@ func.func @eval_step(%x: tensor<16x32xf32> {mnemo.role = "input", mnemo.name = "
 }
 
 // CHECK-LABEL: func.func @eval_step
-// CHECK: %[[H:.*]] = mnemo.matmul {{.*}}mnemo.offset = array<i64: [[HOFF:[0-9]+]]>
+// CHECK: %[[H:.*]] = mnemo.matmul {{.*}}offsets = {{\[}}[[HOFF:[0-9]+]]]
 // The broadcast, the bias add, tanh and the multiply run in the final add's
 // loop: no buffers.
-// CHECK: mnemo.broadcast {{.*}}{mnemo.fused, mnemo.offset = array<i64: -1>, mnemo.size = array<i64: 0>}
-// CHECK: mnemo.add %[[H]], {{.*}}{mnemo.fused, mnemo.offset = array<i64: -1>, mnemo.size = array<i64: 0>}
-// CHECK: mnemo.tanh {{.*}}{mnemo.fused, mnemo.offset = array<i64: -1>, mnemo.size = array<i64: 0>}
-// CHECK: %[[E:.*]] = mnemo.exp {{.*}}mnemo.offset = array<i64: [[EOFF:[0-9]+]]>, mnemo.size = array<i64: 2048>}
+// CHECK: mnemo.broadcast {{.*}}{mnemo.fused, mnemo.placement = #mnemo.placement<offsets = [-1], sizes = [0]>}
+// CHECK: mnemo.add %[[H]], {{.*}}{mnemo.fused, mnemo.placement = #mnemo.placement<offsets = [-1], sizes = [0]>}
+// CHECK: mnemo.tanh {{.*}}{mnemo.fused, mnemo.placement = #mnemo.placement<offsets = [-1], sizes = [0]>}
+// CHECK: %[[E:.*]] = mnemo.exp {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[EOFF:[0-9]+]]], sizes = [2048]>}
 // The matmul's buffer is still live here (the fused add reads it in this
 // loop): exp did not take it.
-// CHECK-NOT: mnemo.offset = array<i64: [[HOFF]]>{{.*}}mnemo.exp
+// CHECK-NOT: offsets = {{\[}}[[HOFF]]]{{.*}}mnemo.exp
 // CHECK: mnemo.mul {{.*}}mnemo.fused
 // The loop's result is returned: stored, and it may take over the matmul's
 // buffer, which it reads at the same index and which dies here.
-// CHECK: mnemo.add {{.*}}{mnemo.offset = array<i64: [[HOFF]]>, mnemo.size = array<i64: 2048>}
+// CHECK: mnemo.add {{.*}}{mnemo.placement = #mnemo.placement<offsets = {{\[}}[[HOFF]]], sizes = [2048]>}
 // CHECK-NOT: mnemo.fused

@@ -21,13 +21,13 @@ func.func @eval_step(%x: tensor<2x8x4x16xf32> {mnemo.role = "input", mnemo.name 
 }
 
 // CHECK-LABEL: func.func @eval_step
-// CHECK: mnemo.exp {{.*}}mnemo.offset = array<i64: [[E:[0-9]+]]>, mnemo.size = array<i64: 4096>
+// CHECK: mnemo.exp {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[E:[0-9]+]]], sizes = [4096]
 // The transpose is read in place, with permuted strides.
-// CHECK: mnemo.transpose {{.*}}mnemo.offset = array<i64: [[E]]>, mnemo.size = array<i64: 4096>, mnemo.strided_view
+// CHECK: mnemo.transpose {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[E]]], sizes = [4096], strided_view>
 // neg reads the view, so it does not write over it, even though neither
 // the view nor exp's result is used later.
-// CHECK: mnemo.neg {{.*}}mnemo.offset = array<i64: [[N:[0-9]+]]>
-// CHECK-NOT: mnemo.offset = array<i64: [[E]]>, {{.*}}mnemo.neg
+// CHECK: mnemo.neg {{.*}}offsets = {{\[}}[[N:[0-9]+]]]
+// CHECK-NOT: offsets = {{\[}}[[E]]], {{.*}}mnemo.neg
 // The reshape of a strided view is a copy with its own offset.
-// CHECK: mnemo.reshape {{.*}}mnemo.offset = array<i64: [[R:[0-9]+]]>
-// CHECK-NOT: mnemo.reshape {{.*}}mnemo.offset = array<i64: [[E]]>
+// CHECK: mnemo.reshape {{.*}}offsets = {{\[}}[[R:[0-9]+]]]
+// CHECK-NOT: mnemo.reshape {{.*}}offsets = {{\[}}[[E]]]

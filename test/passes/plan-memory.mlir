@@ -19,20 +19,20 @@ module attributes {mnemo.train = {optimizer = {kind = "adamw", lr = 1.0e-03 : f6
 }
 
 // CHECK-LABEL: func.func @eval_step
-// CHECK-SAME: attributes {mnemo.arena_bytes = {{[0-9]+}} : i64, mnemo.budget_device = "cpu", mnemo.cuda_workspace_bytes = {{[0-9]+}} : i64, mnemo.gradient_bytes = 0 : i64, mnemo.lower_bound_bytes = {{[0-9]+}} : i64, mnemo.naive_bytes = {{[0-9]+}} : i64, mnemo.planner = "{{.*}}", mnemo.workspace_bytes = 0 : i64}
-// CHECK: %[[H:.*]] = mnemo.matmul {{.*}}mnemo.offset = array<i64: [[OFF:[0-9]+]]>, mnemo.size = array<i64: 8192>
+// CHECK-SAME: attributes {mnemo.plan = #mnemo.step_plan<arena_bytes = {{[0-9]+}}, lower_bound_bytes = {{[0-9]+}}, naive_bytes = {{[0-9]+}}, gradient_bytes = 0, workspace_bytes = 0, cuda_workspace_bytes = {{[0-9]+}}, planner = "{{.*}}", budget_device = "cpu">}
+// CHECK: %[[H:.*]] = mnemo.matmul {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[OFF:[0-9]+]]], sizes = [8192]>
 // exp writes into the matmul's buffer, which dies there: the same offset.
-// CHECK: mnemo.exp %[[H]] {mnemo.offset = array<i64: [[OFF]]>, mnemo.size = array<i64: 8192>}
+// CHECK: mnemo.exp %[[H]] {mnemo.placement = #mnemo.placement<offsets = {{\[}}[[OFF]]], sizes = [8192]>}
 
 // CHECK-LABEL: func.func @train_step
 // The arena meets the lower bound on this small step.
-// CHECK-SAME: attributes {mnemo.arena_bytes = [[ARENA:[0-9]+]] : i64, mnemo.budget_device = "cpu", mnemo.cuda_workspace_bytes = {{[0-9]+}} : i64, mnemo.gradient_bytes = {{[1-9][0-9]*}} : i64, mnemo.lower_bound_bytes = [[ARENA]] : i64
+// CHECK-SAME: attributes {mnemo.plan = #mnemo.step_plan<arena_bytes = [[ARENA:[0-9]+]], lower_bound_bytes = [[ARENA]], naive_bytes = {{[0-9]+}}, gradient_bytes = {{[1-9][0-9]*}},
 // The forward's exp is kept for the backward (tanh' uses tanh's result, exp'
 // uses exp's): no in-place reuse across a value the backward still needs.
-// CHECK: %[[E:.*]] = mnemo.exp {{.*}}mnemo.offset = array<i64: [[EOFF:[0-9]+]]>
-// CHECK-NOT: mnemo.offset = array<i64: [[EOFF]]>{{.*}}mnemo.tanh
+// CHECK: %[[E:.*]] = mnemo.exp {{.*}}offsets = {{\[}}[[EOFF:[0-9]+]]]
+// CHECK-NOT: offsets = {{\[}}[[EOFF]]]{{.*}}mnemo.tanh
 // A reshape is a view of its input: the same offset.
-// CHECK: %[[T:.*]] = mnemo.tanh %[[E]] {mnemo.offset = array<i64: [[TOFF:[0-9]+]]>
-// CHECK: mnemo.reshape %[[T]] {mnemo.offset = array<i64: [[TOFF]]>
+// CHECK: %[[T:.*]] = mnemo.tanh %[[E]] {mnemo.placement = #mnemo.placement<offsets = {{\[}}[[TOFF:[0-9]+]]]
+// CHECK: mnemo.reshape %[[T]] {mnemo.placement = #mnemo.placement<offsets = {{\[}}[[TOFF]]]
 // The optimizer writes the parameter and its state in place: no arena bytes.
-// CHECK: mnemo.adam_update {{.*}}mnemo.alias_arg = array<i64: 0, 2, 3>, mnemo.offset = array<i64: -1, -1, -1>, mnemo.size = array<i64: 0, 0, 0>
+// CHECK: mnemo.adam_update {{.*}}mnemo.placement = #mnemo.placement<offsets = [-1, -1, -1], sizes = [0, 0, 0], aliases = [0, 2, 3]>

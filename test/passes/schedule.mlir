@@ -20,7 +20,7 @@ func.func @eval_step(%x: tensor<4096xf32> {mnemo.role = "input", mnemo.name = "x
 
 // CHECK-LABEL: func.func @eval_step
 // One 16 KiB buffer at a time, plus the 256-byte scalars.
-// CHECK-SAME: mnemo.lower_bound_bytes = 16896
+// CHECK-SAME: lower_bound_bytes = 16896
 // CHECK: mnemo.exp
 // CHECK-NEXT: mnemo.sum
 // CHECK-NEXT: mnemo.tanh

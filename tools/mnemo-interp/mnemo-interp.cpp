@@ -20,6 +20,7 @@
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 #include "lang/interpreter/Interpreter.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
@@ -387,9 +388,8 @@ int main(int argc, char **argv) {
     // with f16 loss scaling).
     double loss = 0, lr = 0, gradNorm = 0;
     for (unsigned r = 0; r < results->size(); ++r) {
-      if (auto reuses = trainStep.getResultAttrOfType<IntegerAttr>(
-              r, "mnemo.reuses_arg")) {
-        values[reuses.getInt()] = std::move((*results)[r]);
+      if (std::optional<unsigned> reuses = plan::reusedArgument(trainStep, r)) {
+        values[*reuses] = std::move((*results)[r]);
         continue;
       }
       auto name = trainStep.getResultAttrOfType<StringAttr>(r, "mnemo.name");

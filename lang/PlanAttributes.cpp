@@ -1,0 +1,339 @@
+//===- PlanAttributes.cpp - The memory plan in the IR ---------------------===//
+
+#include "lang/PlanAttributes.h"
+#include "lang/MnemoDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mnemo;
+
+#define GET_ATTRDEF_CLASSES
+#include "lang/MnemoAttrs.cpp.inc"
+
+void MnemoDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "lang/MnemoAttrs.cpp.inc"
+      >();
+}
+
+/// Where each attribute sits, spelled once.
+static constexpr llvm::StringLiteral kStepPlan = "mnemo.plan";
+static constexpr llvm::StringLiteral kRemat = "mnemo.remat";
+static constexpr llvm::StringLiteral kSlot = "mnemo.slot";
+static constexpr llvm::StringLiteral kPlacement = "mnemo.placement";
+static constexpr llvm::StringLiteral kFused = "mnemo.fused";
+static constexpr llvm::StringLiteral kRecomputed = "mnemo.recomputed";
+static constexpr llvm::StringLiteral kReusesArg = "mnemo.reuses_arg";
+
+FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
+  std::string name;
+  SMLoc at = parser.getCurrentLocation();
+  if (parser.parseKeywordOrString(&name))
+    return failure();
+  MemoryRegion region;
+  if (!parseRegionName(name.c_str(), region))
+    return parser.emitError(at) << "unknown memory region '" << name
+                                << "' (arena, parameters, gradients, "
+                                   "optimizer_state, inputs, workspace)";
+  return region;
+}
+
+//===----------------------------------------------------------------------===//
+// Verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               MemoryRegion region, int64_t offset) {
+  if (region != MemoryRegion::Parameters &&
+      region != MemoryRegion::OptimizerState && region != MemoryRegion::Inputs)
+    return emitError() << "a step argument lives in parameters, "
+                          "optimizer_state or inputs, not "
+                       << regionName(region);
+  if (offset < 0)
+    return emitError() << "an argument's offset is not negative";
+  return success();
+}
+
+LogicalResult
+PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
+                      ArrayRef<int64_t> aliases,
+                      ArrayRef<int64_t> gradientOffsets, bool stridedView) {
+  if (sizes.size() != offsets.size())
+    return emitError() << "has " << offsets.size() << " offsets and "
+                       << sizes.size() << " sizes";
+  for (auto [name, list] :
+       {std::pair<const char *, ArrayRef<int64_t>>{"aliases", aliases},
+        {"gradient_offsets", gradientOffsets}})
+    if (!list.empty() && list.size() != offsets.size())
+      return emitError() << "has " << list.size() << " " << name << " for "
+                         << offsets.size() << " results";
+  for (size_t r = 0; r < offsets.size(); ++r)
+    if (offsets[r] < -1 || sizes[r] < 0)
+      return emitError() << "result " << r << " is placed at " << offsets[r]
+                         << " with " << sizes[r] << " bytes";
+  return success();
+}
+
+LogicalResult StepPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t arenaBytes, int64_t lowerBoundBytes,
+                                   int64_t naiveBytes, int64_t gradientBytes,
+                                   int64_t workspaceBytes,
+                                   int64_t cudaWorkspaceBytes,
+                                   StringRef planner, StringRef budgetDevice) {
+  for (int64_t bytes : {arenaBytes, lowerBoundBytes, naiveBytes, gradientBytes,
+                        workspaceBytes, cudaWorkspaceBytes})
+    if (bytes < 0)
+      return emitError() << "a region's size is not negative";
+  if (lowerBoundBytes > arenaBytes)
+    return emitError() << "the arena (" << arenaBytes
+                       << " bytes) is below its lower bound ("
+                       << lowerBoundBytes << ")";
+  if (budgetDevice != "cpu" && budgetDevice != "cuda")
+    return emitError() << "budget_device is cpu or cuda, not '" << budgetDevice
+                       << "'";
+  return success();
+}
+
+LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                StringRef strategy, int64_t recomputedOps,
+                                int64_t recomputedFlops, int64_t stepFlops,
+                                int64_t memoryBudget, int64_t peakBytes,
+                                StringRef solver) {
+  if (!llvm::is_contained({"none", "all", "sqrt", "auto", "optimal"}, strategy))
+    return emitError() << "unknown remat strategy '" << strategy << "'";
+  if (recomputedOps < 0 || recomputedFlops < 0 || stepFlops < 0 ||
+      memoryBudget < 0 || peakBytes < 0)
+    return emitError() << "remat's counts are not negative";
+  return success();
+}
+
+LogicalResult MnemoDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kPlacement) {
+    auto placed = llvm::dyn_cast<PlacementAttr>(attr.getValue());
+    if (!placed)
+      return op->emitError()
+             << "'" << kPlacement << "' must be a #mnemo.placement";
+    if (placed.getOffsets().size() != op->getNumResults())
+      return op->emitError() << "is placed for " << placed.getOffsets().size()
+                             << " results but has " << op->getNumResults();
+    return success();
+  }
+  if (name == kStepPlan || name == kRemat) {
+    if (!llvm::isa<func::FuncOp>(op))
+      return op->emitError() << "'" << name << "' belongs on a step function";
+    bool right = name == kStepPlan ? llvm::isa<StepPlanAttr>(attr.getValue())
+                                   : llvm::isa<RematAttr>(attr.getValue());
+    if (!right)
+      return op->emitError()
+             << "'" << name << "' must be a #"
+             << (name == kStepPlan ? "mnemo.step_plan" : "mnemo.remat");
+    return success();
+  }
+  if ((name == kFused || name == kRecomputed) &&
+      !llvm::isa<UnitAttr>(attr.getValue()))
+    return op->emitError() << "'" << name << "' is a unit attribute";
+  return success();
+}
+
+LogicalResult MnemoDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned regionIndex,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  if (attr.getName().getValue() == kSlot &&
+      !llvm::isa<SlotAttr>(attr.getValue()))
+    return op->emitError() << "argument " << argIndex << "'s '" << kSlot
+                           << "' must be a #mnemo.slot";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// #mnemo.placement<offsets = [...], sizes = [...], aliases = [...],
+//                  gradient_offsets = [...], strided_view>
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseIntegerList(AsmParser &parser,
+                                    SmallVectorImpl<int64_t> &values) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                        [&]() -> ParseResult {
+                                          int64_t v;
+                                          if (parser.parseInteger(v))
+                                            return failure();
+                                          values.push_back(v);
+                                          return success();
+                                        });
+}
+
+Attribute PlacementAttr::parse(AsmParser &parser, Type) {
+  SmallVector<int64_t> offsets, sizes, aliases, gradientOffsets;
+  bool stridedView = false;
+  if (parser.parseLess() || parser.parseKeyword("offsets") ||
+      parser.parseEqual() || parseIntegerList(parser, offsets) ||
+      parser.parseComma() || parser.parseKeyword("sizes") ||
+      parser.parseEqual() || parseIntegerList(parser, sizes))
+    return {};
+  while (succeeded(parser.parseOptionalComma())) {
+    if (succeeded(parser.parseOptionalKeyword("strided_view"))) {
+      stridedView = true;
+      continue;
+    }
+    std::string key;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
+      return {};
+    SmallVectorImpl<int64_t> *list = key == "aliases" ? &aliases
+                                     : key == "gradient_offsets"
+                                         ? &gradientOffsets
+                                         : nullptr;
+    if (!list) {
+      parser.emitError(at) << "unknown placement field '" << key << "'";
+      return {};
+    }
+    if (parseIntegerList(parser, *list))
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<PlacementAttr>(parser.getContext(), offsets, sizes,
+                                          aliases, gradientOffsets,
+                                          stridedView);
+}
+
+void PlacementAttr::print(AsmPrinter &printer) const {
+  auto list = [&](ArrayRef<int64_t> values) {
+    printer << "[";
+    llvm::interleaveComma(values, printer);
+    printer << "]";
+  };
+  printer << "<offsets = ";
+  list(getOffsets());
+  printer << ", sizes = ";
+  list(getSizes());
+  if (!getAliases().empty()) {
+    printer << ", aliases = ";
+    list(getAliases());
+  }
+  if (!getGradientOffsets().empty()) {
+    printer << ", gradient_offsets = ";
+    list(getGradientOffsets());
+  }
+  if (getStridedView())
+    printer << ", strided_view";
+  printer << ">";
+}
+
+//===----------------------------------------------------------------------===//
+// A whole plan
+//===----------------------------------------------------------------------===//
+
+static const char *const kPlanNote =
+    " (run the default pipeline, or plan-memory, on it first)";
+
+LogicalResult plan::checkPlanned(func::FuncOp func) {
+  StepPlanAttr stepPlan = plan::stepPlan(func);
+  if (!stepPlan)
+    return emitError(func.getLoc())
+           << "@" << func.getName() << " has no memory plan" << kPlanNote;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (!slot(func, i))
+      return emitError(func.getLoc())
+             << "@" << func.getName() << ": argument " << i
+             << " has no planned region and offset" << kPlanNote;
+  int64_t arena = stepPlan.getArenaBytes();
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    PlacementAttr placed = placement(&op);
+    if (!placed)
+      return op.emitError() << "has no placement in the plan" << kPlanNote;
+    // (The dialect's verifier checked one entry per result.)
+    for (auto [r, offset] : llvm::enumerate(placed.getOffsets()))
+      if (offset >= 0 && offset + placed.getSizes()[r] > arena)
+        return op.emitError()
+               << "result " << r << " is placed at [" << offset << ", +"
+               << placed.getSizes()[r] << "), outside the arena of " << arena
+               << " bytes";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Accessors
+//===----------------------------------------------------------------------===//
+
+StepPlanAttr plan::stepPlan(func::FuncOp func) {
+  return func->getAttrOfType<StepPlanAttr>(kStepPlan);
+}
+
+void plan::setStepPlan(func::FuncOp func, StepPlanAttr plan) {
+  func->setAttr(kStepPlan, plan);
+}
+
+RematAttr plan::remat(func::FuncOp func) {
+  return func->getAttrOfType<RematAttr>(kRemat);
+}
+
+void plan::setRemat(func::FuncOp func, RematAttr remat) {
+  func->setAttr(kRemat, remat);
+}
+
+SlotAttr plan::slot(func::FuncOp func, unsigned index) {
+  return func.getArgAttrOfType<SlotAttr>(index, kSlot);
+}
+
+void plan::setSlots(func::FuncOp func, ArrayRef<SlotAttr> slots) {
+  SmallVector<DictionaryAttr> all;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    NamedAttrList attrs(func.getArgAttrDict(i));
+    attrs.set(kSlot, slots[i]);
+    all.push_back(attrs.getDictionary(func.getContext()));
+  }
+  func.setAllArgAttrs(all);
+}
+
+std::optional<unsigned> plan::reusedArgument(func::FuncOp func,
+                                             unsigned index) {
+  if (auto a = func.getResultAttrOfType<IntegerAttr>(index, kReusesArg))
+    return unsigned(a.getInt());
+  return std::nullopt;
+}
+
+void plan::setReusedArgument(func::FuncOp func, unsigned index,
+                             unsigned argument) {
+  Builder b(func.getContext());
+  func.setResultAttr(index, kReusesArg, b.getI64IntegerAttr(argument));
+}
+
+NamedAttribute plan::reusedArgumentAttr(Builder &builder, unsigned argument) {
+  return builder.getNamedAttr(kReusesArg, builder.getI64IntegerAttr(argument));
+}
+
+PlacementAttr plan::placement(Operation *op) {
+  return op->getAttrOfType<PlacementAttr>(kPlacement);
+}
+
+void plan::setPlacement(Operation *op, PlacementAttr placement) {
+  op->setAttr(kPlacement, placement);
+}
+
+int64_t plan::arenaOffset(Operation *op, unsigned index) {
+  PlacementAttr p = placement(op);
+  return p && index < p.getOffsets().size() ? p.getOffsets()[index] : -1;
+}
+
+bool plan::isFused(Operation *op) { return op->hasAttr(kFused); }
+
+void plan::markFused(Operation *op) {
+  op->setAttr(kFused, UnitAttr::get(op->getContext()));
+}
+
+bool plan::isRecomputed(Operation *op) { return op->hasAttr(kRecomputed); }
+
+void plan::markRecomputed(Operation *op) {
+  op->setAttr(kRecomputed, UnitAttr::get(op->getContext()));
+}

@@ -1,0 +1,82 @@
+//===- MemoryRegion.h - The regions of a memory plan ----------------------===//
+//
+// The one enumeration of the plan's memory regions. The planner assigns
+// them (passes/PlanMemory.cpp, through the plan attributes of
+// lang/PlanAttributes.h), the memory report counts them, both emitters
+// address them, and the trainer allocates and addresses them
+// (runtime/Model.h's StepMemory; the CUDA kernels' Regions, whose
+// regionBase() takes the same numbers). Plain C++, so the runtime, which
+// never depends on LLVM, and the compiler share it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_RUNTIME_MEMORYREGION_H
+#define MNEMO_RUNTIME_MEMORYREGION_H
+
+#include <cstring>
+
+namespace mnemo {
+
+enum class MemoryRegion : int {
+  Arena = 0,          ///< the step's transient tensors, planned offsets
+  Parameters = 1,     ///< parameters and buffers (persistent)
+  Gradients = 2,      ///< parameter gradients, when persistent
+  OptimizerState = 3, ///< moments, momentum buffers (persistent)
+  Inputs = 4,         ///< one batch, the step counters
+  Workspace = 5,      ///< kernels' scratch (im2col, GEMM workspaces)
+};
+
+constexpr int kMemoryRegionCount = 6;
+
+/// The region's name in the IR, the plan JSON and the reports.
+constexpr const char *regionName(MemoryRegion region) {
+  switch (region) {
+  case MemoryRegion::Arena:
+    return "arena";
+  case MemoryRegion::Parameters:
+    return "parameters";
+  case MemoryRegion::Gradients:
+    return "gradients";
+  case MemoryRegion::OptimizerState:
+    return "optimizer_state";
+  case MemoryRegion::Inputs:
+    return "inputs";
+  case MemoryRegion::Workspace:
+    return "workspace";
+  }
+  return "?";
+}
+
+/// The base pointer that generated code names the region by (A, P, G, S,
+/// I, W: StepMemory's fields and the CUDA kernels' Regions).
+constexpr char regionLetter(MemoryRegion region) {
+  switch (region) {
+  case MemoryRegion::Arena:
+    return 'A';
+  case MemoryRegion::Parameters:
+    return 'P';
+  case MemoryRegion::Gradients:
+    return 'G';
+  case MemoryRegion::OptimizerState:
+    return 'S';
+  case MemoryRegion::Inputs:
+    return 'I';
+  case MemoryRegion::Workspace:
+    return 'W';
+  }
+  return '?';
+}
+
+/// The region named `name` (regionName's inverse); false if there is none.
+inline bool parseRegionName(const char *name, MemoryRegion &region) {
+  for (int r = 0; r < kMemoryRegionCount; ++r)
+    if (std::strcmp(name, regionName(MemoryRegion(r))) == 0) {
+      region = MemoryRegion(r);
+      return true;
+    }
+  return false;
+}
+
+} // namespace mnemo
+
+#endif // MNEMO_RUNTIME_MEMORYREGION_H
