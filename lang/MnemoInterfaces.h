@@ -12,6 +12,15 @@ namespace mnemo {
 template <typename ConcreteType>
 class NoGradient : public mlir::OpTrait::TraitBase<ConcreteType, NoGradient> {};
 
+/// The op's mixed-precision category (see MnemoInterfaces.td).
+template <typename ConcreteType>
+class AmpLowPrecision
+    : public mlir::OpTrait::TraitBase<ConcreteType, AmpLowPrecision> {};
+template <typename ConcreteType>
+class AmpF32 : public mlir::OpTrait::TraitBase<ConcreteType, AmpF32> {};
+template <typename ConcreteType>
+class AmpFollow : public mlir::OpTrait::TraitBase<ConcreteType, AmpFollow> {};
+
 } // namespace mnemo
 
 #include "lang/MnemoInterfaces.h.inc"

@@ -32,4 +32,24 @@ def Mnemo_NoGradient : NativeOpTrait<"NoGradient"> {
   let cppNamespace = "::mnemo";
 }
 
+// Mixed precision (the amp pass): which precision an op computes in, as
+// PyTorch's autocast lists say. Every op has exactly one of these; a test
+// checks that none is forgotten, and --amp-policy files move ops between
+// them by name.
+// - AmpLowPrecision: casts its float operands to the low type (bf16/f16)
+//   and computes there (products and convolutions, on tensor cores).
+def Mnemo_AmpLowPrecision : NativeOpTrait<"AmpLowPrecision"> {
+  let cppNamespace = "::mnemo";
+}
+// - AmpF32: computes in f32 (reductions, exponentials, normalizations and
+//   losses, whose accuracy low precision would lose).
+def Mnemo_AmpF32 : NativeOpTrait<"AmpF32"> {
+  let cppNamespace = "::mnemo";
+}
+// - AmpFollow: computes in the widest type of its float operands
+//   (elementwise ops, views, everything outside the forward).
+def Mnemo_AmpFollow : NativeOpTrait<"AmpFollow"> {
+  let cppNamespace = "::mnemo";
+}
+
 #endif // MNEMO_INTERFACES_TD

@@ -33,27 +33,22 @@ namespace {
 
 enum class Category { Low, F32, Follow };
 
-/// PyTorch autocast's lists (CUDA and CPU), as ops of this dialect.
-const char *const kLowOps[] = {"matmul", "batch_matmul", "conv2d"};
-const char *const kF32Ops[] = {
-    "sum",           "mean",    "exp",         "log",       "pow",
-    "rsqrt",         "softmax", "log_softmax", "layernorm", "rmsnorm",
-    "cross_entropy", "mse",     "accuracy"};
-
 struct Policy {
+  /// The --amp-policy file's moves, by op name; every other op keeps the
+  /// category its definition declares (PyTorch autocast's lists, as traits
+  /// of the ops: MnemoInterfaces.td).
   llvm::StringMap<Category> categories;
   std::vector<std::string> keepF32;
 
-  Policy() {
-    for (const char *op : kLowOps)
-      categories[op] = Category::Low;
-    for (const char *op : kF32Ops)
-      categories[op] = Category::F32;
-  }
   Category of(Operation *op) const {
-    StringRef name = op->getName().stripDialect();
-    auto it = categories.find(name);
-    return it == categories.end() ? Category::Follow : it->second;
+    auto it = categories.find(op->getName().stripDialect());
+    if (it != categories.end())
+      return it->second;
+    if (op->hasTrait<AmpLowPrecision>())
+      return Category::Low;
+    if (op->hasTrait<AmpF32>())
+      return Category::F32;
+    return Category::Follow;
   }
   /// Whether the op belongs to a layer kept in f32: its innermost layer
   /// name is an entry or lies under one ("blocks.0" keeps
