@@ -21,6 +21,14 @@ class AmpF32 : public mlir::OpTrait::TraitBase<ConcreteType, AmpF32> {};
 template <typename ConcreteType>
 class AmpFollow : public mlir::OpTrait::TraitBase<ConcreteType, AmpFollow> {};
 
+/// The op's fusion class (see MnemoInterfaces.td).
+template <typename ConcreteType>
+class FusionElementwise
+    : public mlir::OpTrait::TraitBase<ConcreteType, FusionElementwise> {};
+template <typename ConcreteType>
+class FusionKernel
+    : public mlir::OpTrait::TraitBase<ConcreteType, FusionKernel> {};
+
 } // namespace mnemo
 
 #include "lang/MnemoInterfaces.h.inc"

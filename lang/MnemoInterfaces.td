@@ -52,4 +52,18 @@ def Mnemo_AmpFollow : NativeOpTrait<"AmpFollow"> {
   let cppNamespace = "::mnemo";
 }
 
+// Fusion (fuse-elementwise, the planner and both emitters): every op has
+// exactly one class, and a test checks that none is forgotten.
+// - FusionElementwise: one result element from the operands' elements at
+//   the same index; a chain of them is one loop (the emitters' fused-loop
+//   expressions render each), and it may write into a dying operand.
+def Mnemo_FusionElementwise : NativeOpTrait<"FusionElementwise"> {
+  let cppNamespace = "::mnemo";
+}
+// - FusionKernel: a kernel of its own (products, reductions, normalizations,
+//   losses, views, optimizer updates); its result is a loop's input.
+def Mnemo_FusionKernel : NativeOpTrait<"FusionKernel"> {
+  let cppNamespace = "::mnemo";
+}
+
 #endif // MNEMO_INTERFACES_TD

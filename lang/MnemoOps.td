@@ -18,7 +18,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 def Mnemo_ConstantOp : Mnemo_Op<"constant",
-    [Mnemo_AmpFollow, ConstantLike, Pure, Mnemo_NoGradient, AllTypesMatch<["value", "result"]>]> {
+    [Mnemo_AmpFollow, Mnemo_FusionKernel, ConstantLike, Pure, Mnemo_NoGradient, AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor";
   let description = [{
     A tensor known at compile time; in practice a splat such as the `0.5` of
@@ -39,7 +39,7 @@ def Mnemo_ConstantOp : Mnemo_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 class Mnemo_BinaryOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise " # what;
   let description = [{
     Elementwise }] # what # [{ of two tensors of one type.
@@ -60,7 +60,7 @@ def Mnemo_MulOp : Mnemo_BinaryOp<"mul", "multiplication"> { let hasFolder = 1; }
 def Mnemo_DivOp : Mnemo_BinaryOp<"div", "division"> { let hasFolder = 1; }
 
 class Mnemo_UnaryOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise " # what;
   let description = [{
     Computes }] # what # [{ of every element.
@@ -84,7 +84,7 @@ def Mnemo_SigmoidOp : Mnemo_UnaryOp<"sigmoid", "the logistic sigmoid">;
 def Mnemo_ReluOp : Mnemo_UnaryOp<"relu", "max(x, 0)">;
 def Mnemo_SiluOp : Mnemo_UnaryOp<"silu", "x * sigmoid(x)">;
 
-def Mnemo_GeluOp : Mnemo_Op<"gelu", [Mnemo_AmpFollow, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_GeluOp : Mnemo_Op<"gelu", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)` with the exact normal CDF, or with PyTorch's tanh
@@ -100,7 +100,7 @@ def Mnemo_GeluOp : Mnemo_Op<"gelu", [Mnemo_AmpFollow, Pure, SameOperandsAndResul
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Mnemo_PowOp : Mnemo_Op<"pow", [Mnemo_AmpF32, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_PowOp : Mnemo_Op<"pow", [Mnemo_AmpF32, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise power by a constant exponent";
   let description = [{
     ```mlir
@@ -112,7 +112,7 @@ def Mnemo_PowOp : Mnemo_Op<"pow", [Mnemo_AmpF32, Pure, SameOperandsAndResultType
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
-def Mnemo_CastOp : Mnemo_Op<"cast", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_CastOp : Mnemo_Op<"cast", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "elementwise conversion to another element type";
   let description = [{
     Float-to-float casts round to nearest even; float-to-integer casts
@@ -129,7 +129,7 @@ def Mnemo_CastOp : Mnemo_Op<"cast", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMe
   let hasFolder = 1;
 }
 
-def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["on_true", "on_false", "result"]>]> {
   let summary = "elementwise select by a mask";
   let description = [{
@@ -150,7 +150,7 @@ def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Pure, DeclareOpInterface
   let hasVerifier = 1;
 }
 
-def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "a lower-triangular mask";
   let description = [{
     A `[rows, cols]` mask, true where `col <= row + (cols - rows)`: position
@@ -165,7 +165,7 @@ def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Pure, Mnemo_N
   let hasVerifier = 1;
 }
 
-def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "inverted dropout with a fixed seed";
   let description = [{
     Zeroes each element with probability `p` and scales the rest by
@@ -187,7 +187,7 @@ def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Pure, SameOperandsAn
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Mnemo_AmpLowPrecision, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "matrix product of a (batch of rows) by a matrix";
   let description = [{
     `lhs [..., M, K]` times `rhs [K, N]` gives `[..., M, N]`; leading
@@ -209,7 +209,7 @@ def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Mnemo_AmpLowPrecision, Pure, DeclareOpI
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "batched matrix product";
   let description = [{
     `lhs [B..., M, K]` times `rhs [B..., K, N]` gives `[B..., M, N]`, with
@@ -229,7 +229,7 @@ def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Pure,
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "2-D convolution (NCHW input, OIHW weight)";
   let description = [{
     Cross-correlation as `torch.nn.functional.conv2d` computes it, without
@@ -248,7 +248,7 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Pure, DeclareOpI
 }
 
 class Mnemo_PoolOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "2-D " # what # " pooling (NCHW)";
   let description = [{
     The }] # what # [{ over each window. Padding counts as
@@ -276,7 +276,7 @@ def Mnemo_AvgPool2DOp : Mnemo_PoolOp<"avg_pool2d", "average">;
 //===----------------------------------------------------------------------===//
 
 class Mnemo_ReduceOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = what # " over axes";
   let description = [{
     The }] # what # [{ over `axes`, which are removed from
@@ -299,7 +299,7 @@ def Mnemo_MeanOp : Mnemo_ReduceOp<"mean", "mean", Mnemo_AmpF32>;
 def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 
 class Mnemo_SoftmaxLikeOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = what # " along an axis";
   let description = [{
     Numerically stable (the maximum is subtracted first).
@@ -317,7 +317,7 @@ class Mnemo_SoftmaxLikeOp<string mnemonic, string what, Trait amp = Mnemo_AmpFol
 def Mnemo_SoftmaxOp : Mnemo_SoftmaxLikeOp<"softmax", "softmax", Mnemo_AmpF32>;
 def Mnemo_LogSoftmaxOp : Mnemo_SoftmaxLikeOp<"log_softmax", "log-softmax", Mnemo_AmpF32>;
 
-def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
@@ -336,7 +336,7 @@ def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Pure, DeclareOpInte
   let hasVerifier = 1;
 }
 
-def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
@@ -358,7 +358,7 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Pure, DeclareOpInterfac
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "mean softmax cross-entropy with integer class targets";
   let description = [{
     `logits [..., C]` and `targets [...]` (i32 class indices) give the mean
@@ -376,7 +376,7 @@ def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Pure, Declar
   let hasVerifier = 1;
 }
 
-def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
+def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
   let summary = "mean squared error";
   let description = [{
     ```mlir
@@ -393,7 +393,7 @@ def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Pure, DeclareOpInterfaceMethods
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "row gather from an embedding table";
   let description = [{
     `table [V, D]` at `indices [...]` (i32) gives `[..., D]`.
@@ -409,7 +409,7 @@ def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Mnemo_AmpFollow, Pure, DeclareOpI
   let hasVerifier = 1;
 }
 
-def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a view with another shape and the same elements";
   let description = [{
     Row-major order is kept; element counts must agree.
@@ -425,7 +425,7 @@ def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Pure, DeclareOpInter
   let hasFolder = 1;
 }
 
-def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a permutation of the dimensions";
   let description = [{
     `result` dimension `i` is `input` dimension `permutation[i]`.
@@ -443,7 +443,7 @@ def Mnemo_TransposeOp : Mnemo_Op<"transpose", [Mnemo_AmpFollow, Pure, DeclareOpI
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "numpy broadcast_to";
   let description = [{
     Aligns dimensions from the right; size-1 and missing dimensions repeat.
@@ -459,7 +459,7 @@ def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Mnemo_AmpFollow, Pure, DeclareOpI
   let hasFolder = 1;
 }
 
-def Mnemo_SliceOp : Mnemo_Op<"slice", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_SliceOp : Mnemo_Op<"slice", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a strided range along one axis";
   let description = [{
     Python's `x[start:end:step]` along `axis`, with `start` and `end` already
@@ -477,7 +477,7 @@ def Mnemo_SliceOp : Mnemo_Op<"slice", [Mnemo_AmpFollow, Pure, DeclareOpInterface
   let hasVerifier = 1;
 }
 
-def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "concatenation along an axis";
   let description = [{
     ```mlir
@@ -497,7 +497,7 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Pure, DeclareOpInterfa
 //===----------------------------------------------------------------------===//
 
 class Mnemo_ActivationGradOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
+    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
   let summary = "gradient of " # what;
   let description = [{
     `grad * f'(input)` for the activation }] # what # [{, from the forward's
@@ -516,7 +516,7 @@ def Mnemo_ReluGradOp : Mnemo_ActivationGradOp<"relu_grad", "relu">;
 def Mnemo_SiluGradOp : Mnemo_ActivationGradOp<"silu_grad", "silu">;
 
 def Mnemo_GeluGradOp : Mnemo_Op<"gelu_grad",
-    [Mnemo_AmpFollow, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
+    [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
   let summary = "gradient of gelu";
   let description = [{
     `grad * gelu'(input)`, exact or for the tanh approximation.
@@ -531,7 +531,7 @@ def Mnemo_GeluGradOp : Mnemo_Op<"gelu_grad",
   let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
 }
 
-def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["grad", "input", "input_grad"]>,
     AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
   let summary = "gradients of layernorm";
@@ -553,7 +553,7 @@ def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Pure, M
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["grad", "input", "input_grad"]>,
     AllTypesMatch<["scale", "scale_grad"]>]> {
   let summary = "gradients of rmsnorm";
@@ -569,7 +569,7 @@ def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Pure, Mnemo
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "scatter-add of row gradients into a table";
   let description = [{
     `result[indices[i], :] += grad[i, :]` into a zero `[V, D]` table, the
@@ -586,7 +586,7 @@ def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Mnemo_AmpFollow, Pure, M
   let hasVerifier = 1;
 }
 
-def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "gradient of a 2-D convolution's input";
   let description = [{
     The transposed convolution of the output gradient with the weight; the
@@ -604,7 +604,7 @@ def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Pu
   let hasVerifier = 1;
 }
 
-def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "gradient of a 2-D convolution's weight";
   let description = [{
     ```mlir
@@ -619,7 +619,7 @@ def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, 
   let hasVerifier = 1;
 }
 
-def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "gradient of max pooling";
   let description = [{
@@ -640,7 +640,7 @@ def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Mnemo_AmpFollow, Pure, 
   let hasVerifier = 1;
 }
 
-def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "gradient of average pooling";
   let description = [{
     ```mlir
@@ -656,7 +656,7 @@ def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Pure, 
   let hasVerifier = 1;
 }
 
-def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "gradient of a max reduction";
   let description = [{
@@ -675,7 +675,7 @@ def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradi
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["logits", "result"]>]> {
   let summary = "gradient of the mean cross-entropy";
   let description = [{
@@ -692,7 +692,7 @@ def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, 
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "a slice's gradient, placed in zeros of the input's shape";
   let description = [{
     ```mlir
@@ -711,7 +711,7 @@ def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoG
 // Metrics and the optimizer
 //===----------------------------------------------------------------------===//
 
-def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Pure, Mnemo_NoGradient]> {
+def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "fraction of positions whose largest logit is the target";
   let description = [{
     Ties go to the first index, as `argmax` does.
@@ -725,7 +725,7 @@ def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Pure, Mnemo_NoGradien
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "the learning rate at a step";
   let description = [{
     `step` counts from 1. With `warmup > 0` the rate ramps linearly to
@@ -747,7 +747,7 @@ def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Mnemo_AmpFollow, Pure, Mnemo_N
   let hasVerifier = 1;
 }
 
-def Mnemo_GlobalNormOp : Mnemo_Op<"global_norm", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_GlobalNormOp : Mnemo_Op<"global_norm", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "the L2 norm of several tensors taken together";
   let description = [{
     `sqrt(sum over all tensors of sum(x^2))`, accumulated in f32, as
@@ -762,7 +762,7 @@ def Mnemo_GlobalNormOp : Mnemo_Op<"global_norm", [Mnemo_AmpFollow, Pure, Mnemo_N
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_LossScaleUpdateOp : Mnemo_Op<"loss_scale_update", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_LossScaleUpdateOp : Mnemo_Op<"loss_scale_update", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "dynamic loss scaling for f16, as torch.cuda.amp.GradScaler.update";
   let description = [{
     Given the norm of the scaled gradients, the current scale and the count
@@ -786,7 +786,7 @@ def Mnemo_LossScaleUpdateOp : Mnemo_Op<"loss_scale_update", [Mnemo_AmpFollow, Pu
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_ClipCoefficientOp : Mnemo_Op<"clip_coefficient", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_ClipCoefficientOp : Mnemo_Op<"clip_coefficient", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "the factor that clips a norm to a maximum";
   let description = [{
     `min(1, max_norm / (norm + 1e-6))`, as `clip_grad_norm_`.
@@ -800,7 +800,7 @@ def Mnemo_ClipCoefficientOp : Mnemo_Op<"clip_coefficient", [Mnemo_AmpFollow, Pur
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["param", "grad", "momentum_buffer", "new_param", "new_momentum_buffer"]>]> {
   let summary = "one SGD step, as torch.optim.SGD";
   let description = [{
@@ -828,7 +828,7 @@ def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Mnemo_AmpFollow, Pure, Mnemo_NoG
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq", "new_param",
                    "new_exp_avg", "new_exp_avg_sq"]>]> {
   let summary = "one Adam or AdamW step, as torch.optim.Adam / AdamW";
@@ -859,7 +859,7 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Mnemo_AmpFollow, Pure, Mnemo_N
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Mnemo_AmpFollow, Pure,
+def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure,
     Mnemo_NoGradient, AllTypesMatch<["param", "grad", "new_param"]>,
     AllTypesMatch<["exp_avg_codes", "exp_avg_sq_codes", "new_exp_avg_codes",
                    "new_exp_avg_sq_codes"]>,
@@ -907,7 +907,7 @@ def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Mnemo_AmpFollow, Pure,
 // Pruning
 //===----------------------------------------------------------------------===//
 
-def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AttrSizedOperandSegments]> {
   let summary = "pruning masks, updated on the steps a schedule names";
   let description = [{
@@ -953,7 +953,7 @@ def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Mnemo_AmpFollow, Pure, Mnemo_N
   let hasVerifier = 1;
 }
 
-def Mnemo_ApplyMaskOp : Mnemo_Op<"apply_mask", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_ApplyMaskOp : Mnemo_Op<"apply_mask", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["input", "result"]>]> {
   let summary = "zeroes the elements that a pruning mask marks";
   let description = [{
@@ -982,7 +982,7 @@ def Mnemo_ApplyMaskOp : Mnemo_Op<"apply_mask", [Mnemo_AmpFollow, Pure, Mnemo_NoG
 // Quantization-aware training
 //===----------------------------------------------------------------------===//
 
-def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["min", "max", "new_min", "new_max"]>]> {
   let summary = "a quantization observer: the running range of a tensor";
   let description = [{
@@ -1006,7 +1006,7 @@ def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Mnemo_AmpFollow, Pure, M
   let hasVerifier = 1;
 }
 
-def Mnemo_FakeQuantOp : Mnemo_Op<"fake_quant", [Mnemo_AmpFollow, Pure,
+def Mnemo_FakeQuantOp : Mnemo_Op<"fake_quant", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure,
     DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["min", "max"]>]> {
   let summary = "quantize and dequantize with an observed range";
@@ -1034,7 +1034,7 @@ def Mnemo_FakeQuantOp : Mnemo_Op<"fake_quant", [Mnemo_AmpFollow, Pure,
   let hasVerifier = 1;
 }
 
-def Mnemo_FakeQuantGradOp : Mnemo_Op<"fake_quant_grad", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient,
+def Mnemo_FakeQuantGradOp : Mnemo_Op<"fake_quant_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["grad", "input", "result"]>, AllTypesMatch<["min", "max"]>]> {
   let summary = "the clipped straight-through gradient of fake_quant";
   let description = [{
@@ -1059,7 +1059,7 @@ def Mnemo_FakeQuantGradOp : Mnemo_Op<"fake_quant_grad", [Mnemo_AmpFollow, Pure, 
 // Compressed weights for inference (mnemoc --mode=inference)
 //===----------------------------------------------------------------------===//
 
-def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "dynamic symmetric int8 quantization of each row";
   let description = [{
     Each row of `input [..., K]` (leading dimensions are rows, as in
@@ -1081,7 +1081,7 @@ def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Mnemo_AmpFollow, Pure, Mne
   let hasVerifier = 1;
 }
 
-def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "int8 GEMM with int32 accumulation, rescaled to f32";
   let description = [{
     `x @ W^T` from int8 codes: `lhs [..., K]` with per-row scales and code
@@ -1106,7 +1106,7 @@ def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Mnemo_AmpFollow, Pure, Mnemo_N
   let hasVerifier = 1;
 }
 
-def Mnemo_DequantizeOp : Mnemo_Op<"dequantize", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_DequantizeOp : Mnemo_Op<"dequantize", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "int8 or packed int4 codes back to f32";
   let description = [{
     `(code - zero_point[c]) * scale[c]`, where element `e` of the result
@@ -1129,7 +1129,7 @@ def Mnemo_DequantizeOp : Mnemo_Op<"dequantize", [Mnemo_AmpFollow, Pure, Mnemo_No
   let hasVerifier = 1;
 }
 
-def Mnemo_MatmulSparse24Op : Mnemo_Op<"matmul_sparse24", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_MatmulSparse24Op : Mnemo_Op<"matmul_sparse24", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "x @ W^T with a 2:4-sparse weight in packed form";
   let description = [{
     `rhs` is a weight `[N, K]` with two nonzeros in every group of four
@@ -1151,7 +1151,7 @@ def Mnemo_MatmulSparse24Op : Mnemo_Op<"matmul_sparse24", [Mnemo_AmpFollow, Pure,
   let hasVerifier = 1;
 }
 
-def Mnemo_MatmulCsrOp : Mnemo_Op<"matmul_csr", [Mnemo_AmpFollow, Pure, Mnemo_NoGradient]> {
+def Mnemo_MatmulCsrOp : Mnemo_Op<"matmul_csr", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "x @ W^T with a weight in compressed sparse rows";
   let description = [{
     `W [N, K]` (N = `row_offsets`' size - 1, K = `lhs`' last dimension) as

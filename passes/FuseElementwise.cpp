@@ -32,12 +32,8 @@ using namespace mlir;
 using namespace mnemo;
 
 bool mnemo::isElementwiseKernel(Operation *op) {
-  if (op->getNumResults() != 1)
-    return false;
-  if (llvm::isa<CastOp, WhereOp>(op))
-    return true;
-  return op->hasTrait<OpTrait::SameOperandsAndResultType>() &&
-         !llvm::isa<SoftmaxOp, LogSoftmaxOp>(op);
+  // The op's declared fusion class (MnemoInterfaces.td).
+  return op->hasTrait<FusionElementwise>();
 }
 
 bool mnemo::isFused(Operation *op) { return plan::isFused(op); }

@@ -23,7 +23,8 @@ class Operation;
 namespace mnemo {
 
 /// Ops that compute element i of their result from element i of each
-/// operand (of the same shape): the ops a fused loop can contain.
+/// operand (of the same shape): the ops a fused loop can contain, as their
+/// definitions declare (the FusionElementwise trait, MnemoInterfaces.td).
 bool isElementwiseKernel(mlir::Operation *op);
 
 /// Whether `op` is marked to be computed inside its consumer's loop.

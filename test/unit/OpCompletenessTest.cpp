@@ -2,9 +2,10 @@
 //
 // An op added to lang/MnemoOps.td without deciding what the pipeline must
 // know of it fails here, not in a user's run. Today: its mixed-precision
-// category (exactly one AMP trait, so the amp pass never guesses). Its
-// gradient rule (or NoGradient) is checked with the rules themselves, in
-// GradientCheckTest.cpp.
+// category (exactly one AMP trait, so the amp pass never guesses) and its
+// fusion class (exactly one, so fuse-elementwise never fuses an op the
+// emitters cannot put in a loop). Its gradient rule (or NoGradient) is
+// checked with the rules themselves, in GradientCheckTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +64,27 @@ TEST(OpCompleteness, AmpCategoriesFollowAutocast) {
   for (const char *op : {"mnemo.add", "mnemo.relu", "mnemo.gelu",
                          "mnemo.dropout", "mnemo.reshape", "mnemo.max"})
     EXPECT_EQ(categoryOf(op), "follow") << op;
+}
+
+TEST(OpCompleteness, EveryOpHasExactlyOneFusionClass) {
+  MLIRContext context;
+  context.getOrLoadDialect<MnemoDialect>();
+  for (RegisteredOperationName op : context.getRegisteredOperations()) {
+    if (op.getDialectNamespace() != "mnemo")
+      continue;
+    std::string name = op.getStringRef().str();
+    bool elementwise = op.hasTrait<FusionElementwise>();
+    EXPECT_NE(elementwise, op.hasTrait<FusionKernel>())
+        << name
+        << " must declare exactly one of Mnemo_FusionElementwise, "
+           "Mnemo_FusionKernel (MnemoInterfaces.td)";
+    // What a fused loop needs: one result, the shape of its operands
+    // (where and cast have operands of other element types).
+    if (elementwise)
+      EXPECT_TRUE(op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                  name == "mnemo.where" || name == "mnemo.cast")
+          << name << " is elementwise but its operands and result differ";
+  }
 }
 
 } // namespace
