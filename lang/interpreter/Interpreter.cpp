@@ -1083,8 +1083,8 @@ Tensor Evaluator::permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out) {
 }
 
 LogicalResult Evaluator::execTranspose(TransposeOp op) {
-  if (options.arena && plan::placement(op) &&
-      plan::placement(op).getStridedView()) {
+  PlacementAttr placed = plan::placement(op);
+  if (options.arena && placed && placed.getStridedView()) {
     // Planned as a view: nothing is written; every use reads the source.
     stridedViews[op.getResult()] = {op.getInput(), op.getPermutation()};
     return success();

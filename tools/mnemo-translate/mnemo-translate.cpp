@@ -34,6 +34,17 @@ static void registerDialects(DialectRegistry &registry) {
   registry.insert<mnemo::MnemoDialect, func::FuncDialect>();
 }
 
+/// One of the CUDA backend's two outputs: the host code or the kernels.
+static LogicalResult writeCuda(ModuleOp module, llvm::raw_ostream &os,
+                               std::string mnemo::CudaCode::*part) {
+  FailureOr<mnemo::CudaCode> cuda =
+      mnemo::emitCuda(module, sourceFileOf(module));
+  if (failed(cuda))
+    return failure();
+  os << (*cuda).*part;
+  return success();
+}
+
 int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toCpp(
       "mnemo-to-cpp", "the CPU backend's C++ for the planned steps",
@@ -44,24 +55,14 @@ int main(int argc, char **argv) {
   TranslateFromMLIRRegistration toCuda(
       "mnemo-to-cuda",
       "the CUDA backend's host C++ for the planned steps, with their kernels",
-      [](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
-        FailureOr<mnemo::CudaCode> cuda =
-            mnemo::emitCuda(module, sourceFileOf(module));
-        if (failed(cuda))
-          return failure();
-        os << cuda->host;
-        return success();
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return writeCuda(module, os, &mnemo::CudaCode::host);
       },
       registerDialects);
   TranslateFromMLIRRegistration toCudaKernels(
       "mnemo-to-cuda-kernels", "the CUDA kernels alone, as NVRTC compiles them",
-      [](ModuleOp module, llvm::raw_ostream &os) -> LogicalResult {
-        FailureOr<mnemo::CudaCode> cuda =
-            mnemo::emitCuda(module, sourceFileOf(module));
-        if (failed(cuda))
-          return failure();
-        os << cuda->kernels;
-        return success();
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return writeCuda(module, os, &mnemo::CudaCode::kernels);
       },
       registerDialects);
   return failed(mlirTranslateMain(
