@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CppEmitter.h"
+#include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/PlanAttributes.h"
 
@@ -43,6 +44,7 @@
 #include "llvm/Support/Path.h"
 
 #include <map>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -80,13 +82,15 @@ std::string hostPointer(const CType &type, MemoryRegion region,
          std::to_string(offset) + ")";
 }
 
-class StepEmitter {
+class StepEmitter : public CpuKernelContext {
 public:
   StepEmitter(func::FuncOp func, llvm::raw_ostream &os,
-              llvm::raw_ostream &constants, int &constantCount)
+              llvm::raw_ostream &constants, int &constantCount,
+              std::set<std::string> &includes)
       : func(func), current(&os),
         layouts(func, hostPointer, "alignas(64) const", constants,
-                constantCount, "CPU") {}
+                constantCount, "CPU"),
+        includes(includes) {}
 
   LogicalResult emit();
 
@@ -103,11 +107,24 @@ private:
   LogicalResult emitMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
                            bool batched);
 
+  // What an op family's emission model sees (CpuKernelContext).
+  FailureOr<std::string> operand(Value v) override {
+    return layouts.pointer(v, kernelOp);
+  }
+  std::string result(unsigned i) override {
+    return layouts[kernelOp->getResult(i)].pointer;
+  }
+  void include(StringRef header) override { includes.insert(header.str()); }
+
   func::FuncOp func;
   /// Where code goes: the function, or an op's body being indented.
   llvm::raw_ostream *current;
-  llvm::raw_ostream &out() { return *current; }
+  llvm::raw_ostream &out() override { return *current; }
   StepLayouts layouts;
+  /// The op a family's model is emitting.
+  Operation *kernelOp = nullptr;
+  /// The family kernel headers the file includes.
+  std::set<std::string> &includes;
 };
 
 LogicalResult StepEmitter::emitLoop(Operation *root) {
@@ -277,6 +294,10 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
   if (isElementwiseKernel(op) ||
       llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op))
     return emitLoop(op);
+  if (auto kernel = llvm::dyn_cast<CpuKernelOpInterface>(op)) {
+    kernelOp = op;
+    return kernel.emitCpuKernel(*this);
+  }
 
   auto ptr = [&](Value v) { return layouts.pointer(v, op); };
   auto res = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
@@ -844,8 +865,10 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
   llvm::raw_string_ostream codeStream(code), constantStream(constantsText);
   int constantCount = 0;
   std::map<std::string, std::vector<std::string>> opNames;
+  std::set<std::string> includes;
+  registerFamilyEmissionModels(*module.getContext());
   for (func::FuncOp f : steps) {
-    StepEmitter emitter(f, codeStream, constantStream, constantCount);
+    StepEmitter emitter(f, codeStream, constantStream, constantCount, includes);
     if (failed(emitter.emit()))
       return failure();
     opNames[f.getName().str()] = emitter.opNames;
@@ -861,8 +884,10 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
         "state,\n"
      << "// I the batch and W the kernels' workspace.\n\n"
      << "#include \"runtime/Model.h\"\n"
-     << "#include \"runtime/cpu/Kernels.h\"\n\n"
-     << "#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
+     << "#include \"runtime/cpu/Kernels.h\"\n";
+  for (const std::string &header : includes)
+    os << "#include \"" << header << "\"\n";
+  os << "\n#include <cmath>\n#include <cstdint>\n#include <limits>\n\n"
      << "using namespace mnemo::cpu;\n"
      << "using mnemo::runtime::ArgumentInfo;\n"
      << "using mnemo::runtime::ModelInfo;\n"

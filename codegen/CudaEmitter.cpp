@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/CudaEmitter.h"
+#include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/PlanAttributes.h"
 
@@ -38,32 +39,21 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace mnemo;
 using namespace mnemo::codegen;
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kCudaThreads;
 
 /// A pointer into a region as a kernel reads it: f32(r.A + 4096).
 std::string devicePointer(const CType &type, MemoryRegion region,
                           int64_t offset) {
   return type.cast + "(r." + std::string(1, regionLetter(region)) + " + " +
          std::to_string(offset) + ")";
-}
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// Threads for one block per row of n: a multiple of 32, at most 1024.
-int rowThreads(int64_t n) {
-  return int(
-      std::min<int64_t>(1024, std::max<int64_t>(32, ceilDiv(n, 32) * 32)));
-}
-
-/// Blocks for a grid-stride loop over n items.
-int64_t gridFor(int64_t n, int threads = kThreads) {
-  return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(n, threads), 1 << 20));
 }
 
 std::string dtypeOf(const CType &t) {
@@ -74,16 +64,17 @@ std::string dtypeOf(const CType &t) {
   return "DType::F32";
 }
 
-class CudaStepEmitter {
+class CudaStepEmitter : public CudaKernelContext {
 public:
   CudaStepEmitter(func::FuncOp func, llvm::raw_ostream &kernels,
                   llvm::raw_ostream &host, int &constantCount,
                   std::vector<std::string> &kernelNames, int &gemmSites,
-                  int &convSites)
+                  int &convSites, std::set<std::string> &includes)
       : func(func), kernels(kernels), host(host),
         layouts(func, devicePointer, "__device__ const", kernels, constantCount,
                 "CUDA"),
-        kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites) {}
+        kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites),
+        includes(includes) {}
 
   LogicalResult emit();
 
@@ -166,6 +157,24 @@ private:
     CType t = ctypeOf(v.getType());
     return t.name;
   }
+
+  // What an op family's emission model sees (CudaKernelContext).
+  std::string operand(Value v) override { return P(v, kernelOp); }
+  std::string result(unsigned i) override { return res(kernelOp, i); }
+  std::string elementType(Value v) override { return T(v); }
+  void launch(const std::string &statement, int64_t blocks,
+              int threads) override {
+    kernelCall(statement, blocks, threads);
+  }
+  void include(StringRef header) override {
+    // At file scope, before the first kernel that calls it.
+    if (includes.insert(header.str()).second)
+      kernels << "#include \"" << header << "\"\n\n";
+  }
+  /// The op a family's model is emitting.
+  Operation *kernelOp = nullptr;
+  /// The family headers the kernels' source includes (every step's).
+  std::set<std::string> &includes;
   void needScratch(int64_t bytes) {
     scratchBytes = std::max(scratchBytes, (bytes + 255) / 256 * 256);
   }
@@ -687,6 +696,13 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
     if (auto m = llvm::dyn_cast<BatchMatmulOp>(op))
       return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
     return emitLoop(op);
+  }
+  if (auto kernel = llvm::dyn_cast<CudaKernelOpInterface>(op)) {
+    kernelOp = op;
+    failedOperand = false;
+    if (failed(kernel.emitCudaKernel(*this)) || failedOperand)
+      return failure();
+    return success();
   }
   auto rows = [](const Shape &s) { return product(s) / s.back(); };
   LogicalResult result =
@@ -1383,6 +1399,8 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   int constantCount = 0, gemmSites = 0, convSites = 0;
   std::vector<std::string> kernelNames;
   std::map<std::string, std::vector<std::string>> opNames;
+  std::set<std::string> includes;
+  registerFamilyEmissionModels(*module.getContext());
   int64_t scratch = 0, planWorkspace = 0;
   std::string unsupported;
   auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
@@ -1394,7 +1412,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
           << "using namespace mnemo::cuda;\n\n";
   for (func::FuncOp f : steps) {
     CudaStepEmitter emitter(f, kernels, host, constantCount, kernelNames,
-                            gemmSites, convSites);
+                            gemmSites, convSites, includes);
     if (failed(emitter.emit()))
       return failure();
     opNames[f.getName().str()] = emitter.opNames;

@@ -2,11 +2,11 @@
 //
 // The part of code generation that does not depend on the backend: layouts
 // from the memory plan's attributes, views that share their source's
-// storage, and the C expression of a fused elementwise tree. Expressions
-// call functions that both runtime/cpu/Kernels.h and
-// runtime/cuda/Kernels.cuh define (fastExp, relu, geluTanh, dropoutUniform,
-// ...) and C math functions (logf, sqrtf, powf) that host and device code
-// both have, so one expression compiles for either.
+// storage, and the loop of a fused elementwise tree. Each op's expression
+// is its family's (elementwiseExpression): calls of the formulas in
+// lang/ops/elementwise/ElementwiseFormulas.h, which both
+// runtime/cpu/Kernels.h and runtime/cuda/Kernels.cuh include, so one
+// expression compiles for either.
 //
 //===----------------------------------------------------------------------===//
 
@@ -517,71 +517,7 @@ FailureOr<std::string> StepLayouts::opExpression(Operation *op, Loop &loop) {
       return failure();
     x.push_back(*e);
   }
-  CType type = ctypeOf(op->getResult(0).getType());
-  auto floatOnly = [&](const std::string &e) -> FailureOr<std::string> {
-    if (!type.isFloat) {
-      error(op, "this op needs a float type");
-      return failure();
-    }
-    return e;
-  };
-  return llvm::TypeSwitch<Operation *, FailureOr<std::string>>(op)
-      .Case([&](AddOp) { return x[0] + " + " + x[1]; })
-      .Case([&](SubOp) { return x[0] + " - " + x[1]; })
-      .Case([&](MulOp) { return x[0] + " * " + x[1]; })
-      .Case([&](DivOp) { return x[0] + " / " + x[1]; })
-      .Case([&](NegOp) { return "-" + x[0]; })
-      .Case([&](ExpOp) { return floatOnly("fastExp(" + x[0] + ")"); })
-      .Case([&](LogOp) { return floatOnly("logf(" + x[0] + ")"); })
-      .Case([&](SqrtOp) { return floatOnly("sqrtf(" + x[0] + ")"); })
-      .Case([&](RsqrtOp) { return floatOnly("1.0f / sqrtf(" + x[0] + ")"); })
-      .Case([&](TanhOp) { return floatOnly("fastTanh(" + x[0] + ")"); })
-      .Case([&](SigmoidOp) { return floatOnly("sigmoid(" + x[0] + ")"); })
-      .Case([&](ReluOp) { return floatOnly("relu(" + x[0] + ")"); })
-      .Case([&](SiluOp) { return floatOnly("silu(" + x[0] + ")"); })
-      .Case([&](GeluOp g) {
-        return floatOnly((g.getApproximate() ? "geluTanh(" : "geluExact(") +
-                         x[0] + ")");
-      })
-      .Case([&](PowOp p) {
-        double c = p.getExponent().convertToDouble();
-        if (c == 2.0)
-          return floatOnly(x[0] + " * " + x[0]);
-        if (c == 0.5)
-          return floatOnly("sqrtf(" + x[0] + ")");
-        return floatOnly("powf(" + x[0] + ", " + floatLiteral(c) + ")");
-      })
-      .Case([&](CastOp) -> FailureOr<std::string> {
-        if (llvm::cast<ShapedType>(op->getResult(0).getType())
-                .getElementType()
-                .isInteger(1))
-          return "(" + x[0] + " != 0 ? 1 : 0)";
-        return "static_cast<" + (type.isHalf ? "float" : type.name) + ">(" +
-               x[0] + ")";
-      })
-      .Case([&](WhereOp) { return x[0] + " ? " + x[1] + " : " + x[2]; })
-      .Case([&](DropoutOp d) {
-        loop.usesDropout = true;
-        double p = d.getP().convertToDouble();
-        return floatOnly("dropoutUniform(" + std::to_string(d.getSeed()) +
-                         ", dropoutStep, {FLAT}) < " + doubleLiteral(p) +
-                         " ? 0.0f : " + x[0] + " / " + floatLiteral(1.0 - p));
-      })
-      .Case([&](ReluGradOp) {
-        return floatOnly("reluGrad(" + x[0] + ", " + x[1] + ")");
-      })
-      .Case([&](SiluGradOp) {
-        return floatOnly("siluGrad(" + x[0] + ", " + x[1] + ")");
-      })
-      .Case([&](GeluGradOp g) {
-        return floatOnly(
-            (g.getApproximate() ? "geluTanhGrad(" : "geluExactGrad(") + x[0] +
-            ", " + x[1] + ")");
-      })
-      .Default([&](Operation *) -> FailureOr<std::string> {
-        error(op, "internal error: not an elementwise op");
-        return failure();
-      });
+  return elementwiseExpression(op, x, loop, *this);
 }
 
 FailureOr<Loop> StepLayouts::buildLoop(Operation *root) {

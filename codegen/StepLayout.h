@@ -138,6 +138,16 @@ struct GemmProblem {
   Shape batch;
 };
 
+class StepLayouts;
+
+/// One element of an elementwise op, as a C expression over its operands'
+/// (`x`), the same text for both backends; an error on the op when it has
+/// none. Each op family that fuses provides its own
+/// (lang/ops/elementwise/ElementwiseEmission.cpp).
+mlir::FailureOr<std::string>
+elementwiseExpression(mlir::Operation *op, llvm::ArrayRef<std::string> x,
+                      Loop &loop, StepLayouts &layouts);
+
 /// Every value of one planned step function and where it lives.
 class StepLayouts {
 public:

@@ -222,7 +222,26 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
   using Status = TrainerBuildResult::Status;
   std::string root = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
   std::string error;
-  for (const char *sub : {"runtime", "runtime/cpu", "runtime/cuda"}) {
+  // The runtime, and the op families' runtime side: the formula and kernel
+  // headers that the runtime and the generated code include (plain C++
+  // and CUDA; the families' other files are the compiler's).
+  std::vector<std::string> folders = {"runtime", "runtime/cpu", "runtime/cuda"};
+  {
+    llvm::SmallString<256> families(root);
+    llvm::sys::path::append(families, "lang", "ops");
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(families, ec), end;
+         it != end && !ec; it.increment(ec))
+      if (llvm::sys::fs::is_directory(it->path()))
+        folders.push_back("lang/ops/" +
+                          llvm::sys::path::filename(it->path()).str());
+    if (ec || folders.size() == 3)
+      return {Status::UserError,
+              "cannot read the op families in '" + families.str().str() +
+                  "' (set MNEMO_RUNTIME_INCLUDE to the Mnemo source tree)"};
+  }
+  for (const std::string &sub : folders) {
+    bool family = llvm::StringRef(sub).starts_with("lang/");
     llvm::SmallString<256> from(root), to(directory);
     llvm::sys::path::append(from, sub);
     llvm::sys::path::append(to, sub);
@@ -234,9 +253,13 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
     for (llvm::sys::fs::directory_iterator it(from, ec), end; it != end && !ec;
          it.increment(ec)) {
       llvm::StringRef name = llvm::sys::path::filename(it->path());
-      if (!name.ends_with(".cpp") && !name.ends_with(".h") &&
-          !name.ends_with(".cu") && !name.ends_with(".cuh") &&
-          !name.ends_with(".cmake"))
+      bool wanted =
+          family ? name.ends_with("Formulas.h") ||
+                       name.ends_with("Kernels.h") || name.ends_with(".cuh")
+                 : name.ends_with(".cpp") || name.ends_with(".h") ||
+                       name.ends_with(".cu") || name.ends_with(".cuh") ||
+                       name.ends_with(".cmake");
+      if (!wanted)
         continue;
       llvm::SmallString<256> target(to);
       llvm::sys::path::append(target, name);
@@ -247,7 +270,7 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
                                        "': " + copyError.message()};
       copied = true;
     }
-    if (ec || !copied)
+    if (ec || (!copied && !family))
       return {Status::UserError,
               "cannot read the runtime's sources in '" + from.str().str() +
                   "' (set MNEMO_RUNTIME_INCLUDE to the Mnemo source tree)"};

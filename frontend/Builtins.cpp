@@ -86,6 +86,13 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
   return axes;
 }
 
+/// A reduction's `keepdim` argument at `slot` (false when not given).
+std::optional<bool> keepDimArg(Sema &s, BoundArgs &a, size_t slot) {
+  if (!a.has(slot))
+    return false;
+  return s.asBool(a.values[slot], a.ranges[slot], "keepdim");
+}
+
 Val reduction(Sema &s, BoundArgs &a, const char *op) {
   auto t =
       s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
@@ -93,20 +100,14 @@ Val reduction(Sema &s, BoundArgs &a, const char *op) {
     return Val::error();
   TensorType in = s.typeOf(*t);
   auto axes = axesArg(s, a, 1, in.shape.size());
-  bool keep = false;
-  if (a.has(2)) {
-    auto k = s.asBool(a.values[2], a.ranges[2], "keepdim");
-    if (!k)
-      return Val::error();
-    keep = *k;
-  }
-  if (!axes)
+  auto keep = keepDimArg(s, a, 2);
+  if (!axes || !keep)
     return Val::error();
-  shape::ShapeResult r = shape::reduce(in.shape, *axes, keep);
+  shape::ShapeResult r = shape::reduce(in.shape, *axes, *keep);
   if (!check(s, a, r, std::string(op) + " " + in.str()))
     return Val::error();
   return tensor(s.emit(op, {*t}, {in.dtype, r.shape},
-                       {{"axes", *axes}, {"keep_dims", keep}}, a.loc));
+                       {{"axes", *axes}, {"keep_dims", *keep}}, a.loc));
 }
 
 Val softmaxLike(Sema &s, BoundArgs &a, const char *op) {
@@ -267,6 +268,21 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("gelu", {*t}, s.typeOf(*t),
                             {{"approximate", approx}}, a.loc));
      }},
+    {"softplus",
+     {"x", "beta", "threshold"},
+     1,
+     [](Sema &s, BoundArgs &a) {
+       // torch.nn.functional.softplus's defaults.
+       auto t = s.asFloatTensor(a.values[0], a.ranges[0],
+                                "the argument of softplus");
+       auto beta = numberOr(s, a, 1, 1.0, "beta");
+       auto threshold = numberOr(s, a, 2, 20.0, "threshold");
+       if (!t || !beta || !threshold)
+         return Val::error();
+       return tensor(s.emit("softplus", {*t}, s.typeOf(*t),
+                            {{"beta", *beta}, {"threshold", *threshold}},
+                            a.loc));
+     }},
     {"pow",
      {"x", "exponent"},
      2,
@@ -293,6 +309,23 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "axis", "keepdim"},
      1,
      [](Sema &s, BoundArgs &a) { return reduction(s, a, "max"); }},
+    {"logsumexp",
+     {"x", "axis", "keepdim"},
+     2,
+     [](Sema &s, BoundArgs &a) {
+       auto t =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of logsumexp");
+       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
+       auto keep = keepDimArg(s, a, 2);
+       if (!t || !axis || !keep)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       shape::ShapeResult r = shape::reduce(in.shape, {*axis}, *keep);
+       if (!check(s, a, r, "take logsumexp of " + in.str()))
+         return Val::error();
+       return tensor(s.emit("logsumexp", {*t}, {in.dtype, r.shape},
+                            {{"axis", *axis}, {"keep_dims", *keep}}, a.loc));
+     }},
     {"softmax",
      {"x", "axis"},
      1,

@@ -6,7 +6,16 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpDefinition.h"
 
+#include "llvm/ADT/APFloat.h"
+
 namespace mnemo {
+namespace interp {
+class OpContext;
+} // namespace interp
+namespace codegen {
+class CpuKernelContext;
+class CudaKernelContext;
+} // namespace codegen
 
 /// Marks an op that no gradient flows through (see MnemoInterfaces.td).
 template <typename ConcreteType>
@@ -28,6 +37,20 @@ class FusionElementwise
 template <typename ConcreteType>
 class FusionKernel
     : public mlir::OpTrait::TraitBase<ConcreteType, FusionKernel> {};
+
+/// An attribute's value as an elementwise formula's constant
+/// (ElementwiseFormulaOpInterface::getFormulaConstants).
+inline double formulaConstant(const llvm::APFloat &value) {
+  return value.convertToDouble();
+}
+inline double formulaConstant(bool value) { return value ? 1.0 : 0.0; }
+
+/// The gradient rule of every activation (lang/ops/elementwise): its
+/// backward op, `<name>_grad(grad, input)` with the forward's attributes
+/// (ElementwiseGradients.cpp).
+llvm::SmallVector<mlir::Value>
+buildActivationGradient(mlir::Operation *op, mlir::OpBuilder &builder,
+                        llvm::ArrayRef<mlir::Value> grads);
 
 } // namespace mnemo
 

@@ -25,6 +25,76 @@ def Mnemo_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def Mnemo_ElementwiseFormulaOpInterface
+    : OpInterface<"ElementwiseFormulaOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    An elementwise op that one formula of
+    lang/ops/elementwise/ElementwiseFormulas.h computes: the formula named
+    after the op's mnemonic, called with the operands' elements and then the
+    op's constants. The reference interpreter evaluates it in double, and
+    both backends' fused loops call it in f32; the op-completeness test
+    checks that the formula exists with these counts.
+  }];
+  let methods = [
+    InterfaceMethod<"The formula's name in ElementwiseFormulas.h.",
+      "::llvm::StringRef", "getFormulaName", (ins), "",
+      [{ return $_op->getName().stripDialect(); }]>,
+    InterfaceMethod<[{
+        The op's attributes the formula takes after the operands, in its
+        order (bools as 0 and 1).
+      }],
+      "::llvm::SmallVector<double>", "getFormulaConstants", (ins), "",
+      [{ return {}; }]>,
+  ];
+}
+
+// What an op family in a folder of its own (lang/ops/FAMILY/) gives each
+// consumer, as MLIR external models: the family's FAMILYInterpreter.cpp and
+// FAMILYEmission.cpp attach them, and the interpreter and the emitters
+// attach every family's before they run (the generated
+// register*Models functions, lang/CMakeLists.txt). The op-completeness test
+// requires all three of a family op.
+def Mnemo_InterpretedOpInterface : OpInterface<"InterpretedOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    The reference interpreter's evaluation of the op, in double, through the
+    evaluator's OpContext (lang/interpreter/OpContext.h).
+  }];
+  let methods = [
+    InterfaceMethod<"Evaluates the op; a failure says why in the context.",
+      "::mlir::LogicalResult", "interpret",
+      (ins "::mnemo::interp::OpContext &":$context)>,
+  ];
+}
+
+def Mnemo_CpuKernelOpInterface : OpInterface<"CpuKernelOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    The CPU emitter's code for the op: a call of the family's CPU kernel
+    with the operands' and results' planned pointers
+    (codegen/KernelContext.h).
+  }];
+  let methods = [
+    InterfaceMethod<"Writes the op's code; an error on the op if it cannot.",
+      "::mlir::LogicalResult", "emitCpuKernel",
+      (ins "::mnemo::codegen::CpuKernelContext &":$context)>,
+  ];
+}
+
+def Mnemo_CudaKernelOpInterface : OpInterface<"CudaKernelOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    The CUDA emitter's code for the op: kernel launches that call the
+    family's device functions (codegen/KernelContext.h).
+  }];
+  let methods = [
+    InterfaceMethod<"Writes the op's kernels; an error on the op if it cannot.",
+      "::mlir::LogicalResult", "emitCudaKernel",
+      (ins "::mnemo::codegen::CudaKernelContext &":$context)>,
+  ];
+}
+
 // Ops that no gradient flows through: masks, metrics, the backward ops
 // themselves and the optimizer. Every op has either this trait or the
 // gradient interface; a test checks that none is forgotten.

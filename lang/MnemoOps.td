@@ -13,6 +13,10 @@ include "lang/MnemoInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
+// Every op family's own ODS (lang/ops/*/*Ops.td), as lang/CMakeLists.txt
+// lists them.
+include "lang/MnemoFamilies.td"
+
 //===----------------------------------------------------------------------===//
 // Constants
 //===----------------------------------------------------------------------===//
@@ -32,155 +36,6 @@ def Mnemo_ConstantOp : Mnemo_Op<"constant",
   let results = (outs Mnemo_AnyTensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
-}
-
-//===----------------------------------------------------------------------===//
-// Elementwise arithmetic
-//===----------------------------------------------------------------------===//
-
-class Mnemo_BinaryOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "elementwise " # what;
-  let description = [{
-    Elementwise }] # what # [{ of two tensors of one type.
-    Broadcasting is explicit: the frontend inserts `mnemo.broadcast`.
-
-    ```mlir
-    %z = mnemo.}] # mnemonic # [{ %x, %y : tensor<128x512xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_NumericTensor:$lhs, Mnemo_NumericTensor:$rhs);
-  let results = (outs Mnemo_NumericTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
-}
-
-def Mnemo_AddOp : Mnemo_BinaryOp<"add", "addition"> { let hasFolder = 1; }
-def Mnemo_SubOp : Mnemo_BinaryOp<"sub", "subtraction"> { let hasFolder = 1; }
-def Mnemo_MulOp : Mnemo_BinaryOp<"mul", "multiplication"> { let hasFolder = 1; }
-def Mnemo_DivOp : Mnemo_BinaryOp<"div", "division"> { let hasFolder = 1; }
-
-class Mnemo_UnaryOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "elementwise " # what;
-  let description = [{
-    Computes }] # what # [{ of every element.
-
-    ```mlir
-    %y = mnemo.}] # mnemonic # [{ %x : tensor<128x512xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-}
-
-def Mnemo_NegOp : Mnemo_UnaryOp<"neg", "the negation">;
-def Mnemo_ExpOp : Mnemo_UnaryOp<"exp", "e to the power", Mnemo_AmpF32>;
-def Mnemo_LogOp : Mnemo_UnaryOp<"log", "the natural logarithm", Mnemo_AmpF32>;
-def Mnemo_SqrtOp : Mnemo_UnaryOp<"sqrt", "the square root">;
-def Mnemo_RsqrtOp : Mnemo_UnaryOp<"rsqrt", "the reciprocal square root", Mnemo_AmpF32>;
-def Mnemo_TanhOp : Mnemo_UnaryOp<"tanh", "the hyperbolic tangent">;
-def Mnemo_SigmoidOp : Mnemo_UnaryOp<"sigmoid", "the logistic sigmoid">;
-def Mnemo_ReluOp : Mnemo_UnaryOp<"relu", "max(x, 0)">;
-def Mnemo_SiluOp : Mnemo_UnaryOp<"silu", "x * sigmoid(x)">;
-
-def Mnemo_GeluOp : Mnemo_Op<"gelu", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "elementwise GELU";
-  let description = [{
-    `x * Phi(x)` with the exact normal CDF, or with PyTorch's tanh
-    approximation when `approximate` is set (GPT-2 uses it).
-
-    ```mlir
-    %y = mnemo.gelu %x {approximate = true} : tensor<16x64x512xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input,
-                       DefaultValuedAttr<BoolAttr, "false">:$approximate);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-}
-
-def Mnemo_PowOp : Mnemo_Op<"pow", [Mnemo_AmpF32, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "elementwise power by a constant exponent";
-  let description = [{
-    ```mlir
-    %sq = mnemo.pow %x {exponent = 2.000000e+00 : f64} : tensor<16x64xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, F64Attr:$exponent);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-}
-
-def Mnemo_CastOp : Mnemo_Op<"cast", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "elementwise conversion to another element type";
-  let description = [{
-    Float-to-float casts round to nearest even; float-to-integer casts
-    truncate toward zero.
-
-    ```mlir
-    %h = mnemo.cast %x : tensor<128x784xf32> -> tensor<128x784xbf16>
-    ```
-  }];
-  let arguments = (ins Mnemo_AnyTensor:$input);
-  let results = (outs Mnemo_AnyTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
-  let hasVerifier = 1;
-  let hasFolder = 1;
-}
-
-def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
-    AllTypesMatch<["on_true", "on_false", "result"]>]> {
-  let summary = "elementwise select by a mask";
-  let description = [{
-    `result[i] = condition[i] ? on_true[i] : on_false[i]`; all shapes agree.
-
-    ```mlir
-    %m = mnemo.where %mask, %scores, %neg_inf
-        : tensor<64x64xi1>, tensor<16x4x64x64xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_MaskTensor:$condition,
-                       Mnemo_AnyTensor:$on_true, Mnemo_AnyTensor:$on_false);
-  let results = (outs Mnemo_AnyTensor:$result);
-  let assemblyFormat = [{
-    $condition `,` $on_true `,` $on_false attr-dict `:` type($condition) `,`
-    type($result)
-  }];
-  let hasVerifier = 1;
-}
-
-def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "a lower-triangular mask";
-  let description = [{
-    A `[rows, cols]` mask, true where `col <= row + (cols - rows)`: position
-    `row` may attend to every position up to and including itself.
-
-    ```mlir
-    %mask = mnemo.causal_mask : tensor<64x64xi1>
-    ```
-  }];
-  let results = (outs Mnemo_MaskTensor:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "inverted dropout with a fixed seed";
-  let description = [{
-    Zeroes each element with probability `p` and scales the rest by
-    `1 / (1 - p)`. The mask is a pure function of `seed`, the step and the
-    element index, so the backward pass regenerates it instead of storing it.
-
-    ```mlir
-    %y = mnemo.dropout %x {p = 1.000000e-01 : f64, seed = 3 : i64}
-        : tensor<16x64x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, F64Attr:$p, I64Attr:$seed);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -495,41 +350,6 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pu
 // Backward ops: what gradient rules emit where a composition of forward ops
 // would cost memory or precision. None of them is differentiated again.
 //===----------------------------------------------------------------------===//
-
-class Mnemo_ActivationGradOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
-  let summary = "gradient of " # what;
-  let description = [{
-    `grad * f'(input)` for the activation }] # what # [{, from the forward's
-    input.
-
-    ```mlir
-    %dx = mnemo.}] # mnemonic # [{ %dy, %x : tensor<128x512xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
-}
-
-def Mnemo_ReluGradOp : Mnemo_ActivationGradOp<"relu_grad", "relu">;
-def Mnemo_SiluGradOp : Mnemo_ActivationGradOp<"silu_grad", "silu">;
-
-def Mnemo_GeluGradOp : Mnemo_Op<"gelu_grad",
-    [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient, SameOperandsAndResultType]> {
-  let summary = "gradient of gelu";
-  let description = [{
-    `grad * gelu'(input)`, exact or for the tanh approximation.
-
-    ```mlir
-    %dx = mnemo.gelu_grad %dy, %x {approximate = true} : tensor<16x64x512xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       DefaultValuedAttr<BoolAttr, "false">:$approximate);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
-}
 
 def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["grad", "input", "input_grad"]>,

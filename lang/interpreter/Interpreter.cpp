@@ -11,6 +11,7 @@
 #include "lang/MnemoOps.h"
 #include "lang/PlanAttributes.h"
 #include "lang/ShapeRules.h"
+#include "lang/interpreter/OpContext.h"
 #include "lang/interpreter/PruneReference.h"
 #include "lang/interpreter/QuantizeReference.h"
 
@@ -78,40 +79,6 @@ struct IndexCounter {
   const Shape &shape;
   Shape index;
 };
-
-/// The splitmix64 finalizer: a good 64-bit mix for counter-based random
-/// numbers (dropout masks are a pure function of seed, step and position).
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-double uniformAt(int64_t seed, int64_t step, int64_t index) {
-  uint64_t h = mix(mix(mix(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
-  return double(h >> 11) * 0x1.0p-53;
-}
-
-double geluExact(double x) {
-  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-}
-double geluTanh(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-double geluExactGrad(double x) {
-  double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
-  double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-  return cdf + x * pdf;
-}
-double geluTanhGrad(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  double t = std::tanh(k * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) +
-         0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-}
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 /// IEEE half precision bits of a value that f16 represents exactly.
 uint16_t encodeF16(double v) {
@@ -241,17 +208,18 @@ void decode(Tensor &t, const std::vector<uint8_t> &bytes, int64_t offset) {
   }
 }
 
-class Evaluator {
+class Evaluator : public interp::OpContext {
 public:
   Evaluator(const InterpreterOptions &options, std::string &error)
-      : options(options), error(error) {}
+      : settings(options), error(error) {}
 
   LogicalResult run(func::FuncOp func, ArrayRef<Tensor> args,
                     std::vector<Tensor> &results);
 
 private:
   LogicalResult exec(Operation *op);
-  LogicalResult fail(Operation *op, const Twine &message) {
+  const InterpreterOptions &options() const override { return settings; }
+  LogicalResult fail(Operation *op, const Twine &message) override {
     std::string loc;
     llvm::raw_string_ostream os(loc);
     op->getLoc().print(os);
@@ -260,7 +228,7 @@ private:
     return failure();
   }
 
-  const Tensor &get(Value v) {
+  const Tensor &get(Value v) override {
     // A strided view: its source's current bytes, read permuted.
     auto view = stridedViews.find(v);
     if (view != stridedViews.end()) {
@@ -280,13 +248,13 @@ private:
     return t;
   }
   /// A zero tensor of `v`'s type.
-  Tensor like(Value v) {
+  Tensor like(Value v) override {
     return Tensor(elementTypeOf(v.getType()), shapeOf(v));
   }
   /// Stores a result, rounded to its element type.
-  void set(Value v, Tensor t) {
+  void set(Value v, Tensor t) override {
     t.type = elementTypeOf(v.getType());
-    if (!options.exact || !isFloat(t.type))
+    if (!settings.exact || !isFloat(t.type))
       for (double &x : t.data)
         x = roundTo(t.type, x);
     auto [bytes, offset] = plannedStorage(v);
@@ -303,7 +271,7 @@ private:
   /// offset; null for values kept as tensors.
   std::pair<std::vector<uint8_t> *, int64_t> plannedStorage(Value v) {
     auto result = llvm::dyn_cast<OpResult>(v);
-    if (!options.arena || !result)
+    if (!settings.arena || !result)
       return {nullptr, 0};
     Operation *op = result.getOwner();
     unsigned i = result.getResultNumber();
@@ -373,7 +341,7 @@ private:
   LogicalResult execSgd(SgdUpdateOp op);
   LogicalResult execLrSchedule(LrScheduleOp op);
 
-  const InterpreterOptions &options;
+  const InterpreterOptions &settings;
   std::string &error;
   llvm::DenseMap<Value, Tensor> env;
   // Arena mode: the arena, each argument's storage, where planned values
@@ -396,7 +364,7 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
             std::to_string(args.size());
     return failure();
   }
-  if (options.arena) {
+  if (settings.arena) {
     StepPlanAttr stepPlan = plan::stepPlan(func);
     if (!stepPlan) {
       error = "@" + func.getName().str() +
@@ -417,7 +385,7 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
               ", not " + args[i].typeString();
       return failure();
     }
-    if (options.arena) {
+    if (settings.arena) {
       // Arguments as bytes, so in-place updates really overwrite them.
       argStorage.emplace_back(args[i].numElements() * 8);
       encode(args[i], argStorage.back(), 0);
@@ -453,6 +421,9 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
 }
 
 LogicalResult Evaluator::exec(Operation *op) {
+  // An op whose family has a folder: its model (lang/ops/*/*Interpreter.cpp).
+  if (auto model = llvm::dyn_cast<InterpretedOpInterface>(op))
+    return model.interpret(*this);
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](ConstantOp c) {
         auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
@@ -470,67 +441,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         set(c.getResult(), std::move(out));
         return success();
       })
-      // Elementwise.
-      .Case([&](AddOp) {
-        return binary(op, [](double a, double b) { return a + b; });
-      })
-      .Case([&](SubOp) {
-        return binary(op, [](double a, double b) { return a - b; });
-      })
-      .Case([&](MulOp) {
-        return binary(op, [](double a, double b) { return a * b; });
-      })
-      .Case([&](DivOp d) {
-        if (!isFloat(elementTypeOf(d.getType())))
-          for (double y : get(d.getRhs()).data)
-            if (y == 0)
-              return fail(op, "integer division by zero");
-        bool isInt = !isFloat(elementTypeOf(d.getType()));
-        return binary(op, [isInt](double a, double b) {
-          return isInt ? std::trunc(a / b) : a / b;
-        });
-      })
-      .Case([&](NegOp) { return unary(op, [](double x) { return -x; }); })
-      .Case([&](ExpOp) {
-        return unary(op, [](double x) { return std::exp(x); });
-      })
-      .Case([&](LogOp) {
-        return unary(op, [](double x) { return std::log(x); });
-      })
-      .Case([&](SqrtOp) {
-        return unary(op, [](double x) { return std::sqrt(x); });
-      })
-      .Case([&](RsqrtOp) {
-        return unary(op, [](double x) { return 1.0 / std::sqrt(x); });
-      })
-      .Case([&](TanhOp) {
-        return unary(op, [](double x) { return std::tanh(x); });
-      })
-      .Case([&](SigmoidOp) { return unary(op, sigmoid); })
-      .Case([&](ReluOp) {
-        // PyTorch's: a NaN passes through (relu, max and max_pool).
-        return unary(op, [](double x) { return x > 0 || x != x ? x : 0.0; });
-      })
-      .Case([&](SiluOp) {
-        return unary(op, [](double x) { return x * sigmoid(x); });
-      })
-      .Case([&](GeluOp g) {
-        return g.getApproximate() ? unary(op, geluTanh) : unary(op, geluExact);
-      })
-      .Case([&](PowOp p) {
-        double c = p.getExponent().convertToDouble();
-        return unary(op, [c](double x) { return std::pow(x, c); });
-      })
-      .Case([&](CastOp) { return unary(op, [](double x) { return x; }); })
-      .Case([&](WhereOp w) {
-        const Tensor &c = get(w.getCondition()), &a = get(w.getOnTrue()),
-                     &b = get(w.getOnFalse());
-        Tensor out = like(w.getResult());
-        for (int64_t i = 0; i < out.numElements(); ++i)
-          out.data[i] = c.data[i] != 0 ? a.data[i] : b.data[i];
-        set(w.getResult(), std::move(out));
-        return success();
-      })
       .Case([&](CausalMaskOp m) {
         Tensor out = like(m.getResult());
         int64_t rows = out.shape[0], cols = out.shape[1];
@@ -538,18 +448,6 @@ LogicalResult Evaluator::exec(Operation *op) {
           for (int64_t c = 0; c < cols; ++c)
             out.data[r * cols + c] = c <= r + (cols - rows) ? 1 : 0;
         set(m.getResult(), std::move(out));
-        return success();
-      })
-      .Case([&](DropoutOp d) {
-        double p = d.getP().convertToDouble();
-        int64_t seed = d.getSeed();
-        const Tensor &x = get(d.getInput());
-        Tensor out = like(d.getResult());
-        for (int64_t i = 0; i < x.numElements(); ++i)
-          out.data[i] = uniformAt(seed, options.dropoutStep, i) < p
-                            ? 0.0
-                            : x.data[i] / (1.0 - p);
-        set(d.getResult(), std::move(out));
         return success();
       })
       // Contractions.
@@ -639,23 +537,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         set(a.getResult(), std::move(out));
         return success();
       })
-      // Activation gradients.
-      .Case([&](ReluGradOp) {
-        return binary(op, [](double g, double x) { return x <= 0 ? 0.0 : g; });
-      })
-      .Case([&](SiluGradOp) {
-        return binary(op, [](double g, double x) {
-          double s = sigmoid(x);
-          return g * s * (1.0 + x * (1.0 - s));
-        });
-      })
-      .Case([&](GeluGradOp g) {
-        if (g.getApproximate())
-          return binary(op,
-                        [](double d, double x) { return d * geluTanhGrad(x); });
-        return binary(op,
-                      [](double d, double x) { return d * geluExactGrad(x); });
-      })
       // Data movement.
       .Case([&](EmbeddingOp) { return execEmbedding(op, false); })
       .Case([&](EmbeddingGradOp) { return execEmbedding(op, true); })
@@ -694,7 +575,7 @@ LogicalResult Evaluator::exec(Operation *op) {
         // As torch.nn.utils.clip_grad_norm_: the coefficient in the
         // gradients' precision (f32; double in exact mode), clamped.
         double maxNorm = c.getMaxNorm().convertToDouble();
-        double coef = options.exact
+        double coef = settings.exact
                           ? maxNorm / (norm + 1e-6)
                           : double(float(maxNorm) / float(norm + 1e-6));
         out.data[0] = std::min(coef, 1.0);
@@ -1084,7 +965,7 @@ Tensor Evaluator::permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out) {
 
 LogicalResult Evaluator::execTranspose(TransposeOp op) {
   PlacementAttr placed = plan::placement(op);
-  if (options.arena && placed && placed.getStridedView()) {
+  if (settings.arena && placed && placed.getStridedView()) {
     // Planned as a view: nothing is written; every use reads the source.
     stridedViews[op.getResult()] = {op.getInput(), op.getPermutation()};
     return success();
@@ -1213,7 +1094,7 @@ LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
   double wd = op.getWeightDecay().convertToDouble();
   Tensor newP = like(op.getNewParam()), newBuf = buf;
   ElementType t = p.type;
-  auto r = [&](double x) { return options.exact ? x : roundTo(t, x); };
+  auto r = [&](double x) { return settings.exact ? x : roundTo(t, x); };
   for (int64_t i = 0; i < p.numElements(); ++i) {
     double d = wd != 0 ? r(g.data[i] + wd * p.data[i]) : g.data[i];
     if (momentum != 0) {
@@ -1249,7 +1130,7 @@ LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
   double eps = op.getEps().convertToDouble(),
          wd = op.getWeightDecay().convertToDouble();
   ElementType t = p.type;
-  auto r = [&](double x) { return options.exact ? x : roundTo(t, x); };
+  auto r = [&](double x) { return settings.exact ? x : roundTo(t, x); };
   double biasCorrection1 = 1 - std::pow(b1, step);
   double biasCorrection2 = 1 - std::pow(b2, step);
   double stepSize = lr / biasCorrection1;
@@ -1325,7 +1206,7 @@ LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
       v = v * beta2 + oneMinusBeta2 * grad * grad;
       float denom = std::sqrt(v) / biasCorrection2Sqrt + epsilon;
       param = param - stepSize * (m / denom);
-      outP.data[i] = options.exact ? param : roundTo(p.type, param);
+      outP.data[i] = settings.exact ? param : roundTo(p.type, param);
       newM.push_back(m);
       newV.push_back(v);
     }
@@ -1493,6 +1374,7 @@ LogicalResult Evaluator::execFakeQuant(Operation *op, Value grad, Value input,
 
 FailureOr<std::vector<Tensor>>
 Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args, std::string &error) {
+  interp::registerFamilyInterpreterModels(*func->getContext());
   std::vector<Tensor> results;
   Evaluator evaluator(options, error);
   if (failed(evaluator.run(func, args, results)))

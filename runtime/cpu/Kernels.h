@@ -16,6 +16,7 @@
 #ifndef MNEMO_RUNTIME_CPU_KERNELS_H
 #define MNEMO_RUNTIME_CPU_KERNELS_H
 
+#include "lang/ops/elementwise/ElementwiseFormulas.h"
 #include "runtime/Prune.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Parallel.h"
@@ -51,90 +52,18 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
-// Scalar functions the fused loops inline
+// Scalar functions the kernels share with the fused loops
 //===----------------------------------------------------------------------===//
 
-/// e^x in f32 to about 1 ulp, written without calls or branches so that
-/// loops over it vectorize (the C library's expf does not, short of
-/// -ffast-math): x = n ln2 + r with |r| <= ln2/2, e^r by Cephes' minimax
-/// polynomial, 2^n by building the exponent bits. Below -87.3 (where e^x
-/// leaves f32's normal range) the result is 0, exactly: e^-inf of a masked
-/// attention score must be 0, not a subnormal 1e-38 that every later
-/// multiply then runs through slowly. Above ln(FLT_MAX) it is infinity,
-/// and a NaN stays NaN.
-inline float fastExp(float x) {
-  float in = x;
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-  // n = round(x / ln2), by the 1.5 * 2^23 trick (exact for |n| < 2^22).
-  float t = x * 1.44269504088896341f + 12582912.0f;
-  float n = t - 12582912.0f;
-  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  float y = p * scale;
-  y = in < -87.3f ? 0.0f : y;
-  y = in > 88.7228394f ? __builtin_inff() : y;
-  return in != in ? in : y; // the clamps above may have replaced a NaN
-}
-/// tanh from fastExp: 1 - 2 / (e^2x + 1), exact in the limits (+-1) and
-/// within a few 1e-8 of the true value near 0.
-inline float fastTanh(float x) {
-  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
-}
+// The elementwise formulas (fastExp and every op's) are
+// lang/ops/elementwise/ElementwiseFormulas.h's, which generated loops call
+// as mnemo::elementwise::NAME(...).
+using elementwise::fastExp;
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + fastExp(-x)); }
-/// PyTorch's NaN semantics: relu, max, max_pool propagate a NaN (NaN
-/// compares false, so `x > 0 ? x : 0` would turn it into 0, and std::max
-/// would drop it); relu's gradient is threshold_backward's `x <= 0 ? 0 : g`.
-inline float relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+/// PyTorch's NaN semantics: max and max_pool propagate a NaN (NaN compares
+/// false, and std::max would drop it), as relu does.
 template <typename T> inline T nanMax(T a, T b) {
   return a > b || a != a ? a : b;
-}
-inline float silu(float x) { return x * sigmoid(x); }
-inline float geluExact(float x) {
-  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-}
-inline float geluTanh(float x) {
-  const float k = 0.79788456080286536f; // sqrt(2/pi)
-  return 0.5f * x * (1.0f + fastTanh(k * (x + 0.044715f * x * x * x)));
-}
-inline float reluGrad(float g, float x) { return x <= 0.0f ? 0.0f : g; }
-inline float siluGrad(float g, float x) {
-  float s = sigmoid(x);
-  return g * s * (1.0f + x * (1.0f - s));
-}
-inline float geluExactGrad(float g, float x) {
-  float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678118654752f));
-  float pdf = fastExp(-0.5f * x * x) * 0.39894228040143268f;
-  return g * (cdf + x * pdf);
-}
-inline float geluTanhGrad(float g, float x) {
-  const float k = 0.79788456080286536f;
-  float t = fastTanh(k * (x + 0.044715f * x * x * x));
-  return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k *
-                                      (1.0f + 3.0f * 0.044715f * x * x));
-}
-
-/// The dropout mask's uniform number for (seed, step, element): the same
-/// counter-based hash as the reference interpreter, so masks agree exactly.
-inline uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-inline double dropoutUniform(int64_t seed, int64_t step, int64_t index) {
-  uint64_t h =
-      mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
-  return double(h >> 11) * 0x1.0p-53;
 }
 
 //===----------------------------------------------------------------------===//

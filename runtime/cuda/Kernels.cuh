@@ -16,9 +16,9 @@
 //   as in PyTorch's default.
 // - Kernels never fail: an index out of range sets control[kErrorFlag] and
 //   the trainer reports it after the step.
-// - The math helpers (fastExp, geluTanh, dropoutUniform, ...) are the CPU
-//   backend's (runtime/cpu/Kernels.h), formula for formula, so the two
-//   backends compute the same function.
+// - The elementwise formulas (fastExp, gelu, dropoutUniform, ...) are the
+//   CPU backend's: both include lang/ops/elementwise/ElementwiseFormulas.h,
+//   so the two backends compute the same function.
 //
 // Device code only, no host headers: NVRTC compiles it without a C++
 // standard library.
@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "lang/ops/elementwise/ElementwiseFormulas.h"
 #include "runtime/AdamRules.h"
 #include "runtime/FakeQuantRules.h"
 #include "runtime/PruneRules.h"
@@ -133,79 +134,18 @@ template <> __device__ __forceinline__ __half st<__half>(float x) {
 }
 
 //===----------------------------------------------------------------------===//
-// Elementwise math (runtime/cpu/Kernels.h's formulas)
+// Elementwise math
 //===----------------------------------------------------------------------===//
 
-__device__ __forceinline__ float fastExp(float x) {
-  // 0 below f32's normal range (e^-inf of a mask), infinity past its top.
-  float in = x;
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-  float t = x * 1.44269504088896341f + 12582912.0f;
-  float n = t - 12582912.0f;
-  float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  float y = p * __int_as_float((int32_t(n) + 127) << 23);
-  y = in < -87.3f ? 0.0f : y;
-  y = in > 88.7228394f ? INFINITY : y;
-  return isnan(in) ? in : y;
-}
-__device__ __forceinline__ float fastTanh(float x) {
-  return 1.0f - 2.0f / (fastExp(2.0f * x) + 1.0f);
-}
-__device__ __forceinline__ float sigmoid(float x) {
-  return 1.0f / (1.0f + fastExp(-x));
-}
+// The elementwise formulas (fastExp and every op's) are
+// lang/ops/elementwise/ElementwiseFormulas.h's, the CPU backend's too;
+// generated kernels call them as mnemo::elementwise::NAME(...).
+using elementwise::fastExp;
+
 /// PyTorch's NaN semantics, as the CPU kernels (runtime/cpu/Kernels.h):
-/// relu and every max propagate a NaN (fmaxf drops one).
-__device__ __forceinline__ float relu(float x) {
-  return x > 0.0f || isnan(x) ? x : 0.0f;
-}
+/// every max propagates a NaN (fmaxf drops one), as relu does.
 __device__ __forceinline__ float nanMax(float a, float b) {
   return a > b || isnan(a) ? a : b;
-}
-__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
-__device__ __forceinline__ float geluExact(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-__device__ __forceinline__ float geluTanh(float x) {
-  const float k = 0.79788456080286536f;
-  return 0.5f * x * (1.0f + fastTanh(k * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float reluGrad(float g, float x) {
-  return x <= 0.0f ? 0.0f : g;
-}
-__device__ __forceinline__ float siluGrad(float g, float x) {
-  float s = sigmoid(x);
-  return g * s * (1.0f + x * (1.0f - s));
-}
-__device__ __forceinline__ float geluExactGrad(float g, float x) {
-  float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-  float pdf = fastExp(-0.5f * x * x) * 0.39894228040143268f;
-  return g * (cdf + x * pdf);
-}
-__device__ __forceinline__ float geluTanhGrad(float g, float x) {
-  const float k = 0.79788456080286536f;
-  float t = fastTanh(k * (x + 0.044715f * x * x * x));
-  return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k *
-                                      (1.0f + 3.0f * 0.044715f * x * x));
-}
-__device__ __forceinline__ uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-__device__ __forceinline__ double dropoutUniform(int64_t seed, int64_t step,
-                                                 int64_t index) {
-  uint64_t h =
-      mix64(mix64(mix64(uint64_t(seed)) ^ uint64_t(step)) ^ uint64_t(index));
-  return double(h >> 11) * 0x1.0p-53;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1570,9 +1510,9 @@ extern "C" __global__ void __launch_bounds__(256)
     int64_t row = i / cols, col = i % cols;
     float v = c[row * ldc + col] + bias[col];
     if (kind == 2)
-      v = mnemo::cuda::relu(v);
+      v = mnemo::elementwise::relu(v);
     else if (kind == 3)
-      v = mnemo::cuda::geluTanh(v);
+      v = mnemo::elementwise::gelu(v, 1.0f);
     c[row * ldc + col] = v;
   }
 }

@@ -120,15 +120,44 @@ function(mnemo_add_cuda_library name runtime_dir)
     string(REPLACE "#include \"runtime/${shared}.h\"" "${shared_text}"
       kernels "${kernels}")
   endforeach()
+  # And the op families' formulas (lang/ops/FAMILY/*Formulas.h, include-free
+  # too), which the generated kernels call.
+  get_filename_component(root ${runtime_dir} DIRECTORY)
+  file(GLOB formula_headers ${root}/lang/ops/*/*Formulas.h)
+  foreach(header ${formula_headers})
+    file(RELATIVE_PATH relative ${root} ${header})
+    get_filename_component(header_name ${header} NAME)
+    configure_file(${header}
+      ${CMAKE_CURRENT_BINARY_DIR}/${name}/${header_name} COPYONLY)
+    file(READ ${header} header_text)
+    string(REPLACE "#include \"${relative}\"" "${header_text}"
+      kernels "${kernels}")
+  endforeach()
+  # The op families' device functions (lang/ops/FAMILY/*.cuh), which a
+  # model's kernels include by path where they use them: NVRTC gets each as
+  # a header of that name.
+  file(GLOB family_kernels ${root}/lang/ops/*/*.cuh)
+  set(family_names "")
+  set(family_sources "")
+  foreach(header ${family_kernels})
+    file(RELATIVE_PATH relative ${root} ${header})
+    get_filename_component(header_name ${header} NAME)
+    configure_file(${header}
+      ${CMAKE_CURRENT_BINARY_DIR}/${name}/${header_name} COPYONLY)
+    file(READ ${header} header_text)
+    string(APPEND family_names "\"${relative}\", ")
+    string(APPEND family_sources "R\"mnemo(${header_text})mnemo\", ")
+  endforeach()
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp
-    "// Generated from runtime/cuda/Kernels.cuh by MnemoCuda.cmake.\n"
+    "// Generated from runtime/cuda/Kernels.cuh and lang/ops/*/*.cuh by MnemoCuda.cmake.\n"
     "#include \"runtime/cuda/Nvrtc.h\"\n"
-    "const char *const mnemo::cuda::kKernelLibrary = R\"mnemo(${kernels})mnemo\";\n")
+    "const char *const mnemo::cuda::kKernelLibrary = R\"mnemo(${kernels})mnemo\";\n"
+    "const char *const mnemo::cuda::kFamilyKernelNames[] = {${family_names}nullptr};\n"
+    "const char *const mnemo::cuda::kFamilyKernelSources[] = {${family_sources}nullptr};\n")
   add_library(${name} STATIC
     ${runtime_dir}/cuda/CudaExecutor.cu
     ${runtime_dir}/cuda/Nvrtc.cpp
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp)
-  get_filename_component(root ${runtime_dir} DIRECTORY)
   target_include_directories(${name} PUBLIC ${root}
     PRIVATE ${MNEMO_CUDNN_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
   # The shared CUDA runtime, and the libraries by file: CMake's CUDA::nvrtc

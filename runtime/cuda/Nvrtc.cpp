@@ -128,6 +128,9 @@ bool mnemo::cuda::compileKernels(const std::string &source,
 
   std::string key =
       source + '\0' + kKernelLibrary + '\0' + arch + '\0' + nvrtcVersion();
+  for (int i = 0; kFamilyKernelNames[i]; ++i)
+    key += std::string("\0", 1) + kFamilyKernelNames[i] + '\0' +
+           kFamilyKernelSources[i];
   for (const std::string &o : options)
     key += '\0' + o;
   char name[64];
@@ -149,10 +152,15 @@ bool mnemo::cuda::compileKernels(const std::string &source,
   }
 
   nvrtcProgram program;
-  const char *headers[] = {kKernelLibrary};
-  const char *headerNames[] = {"mnemo/Kernels.cuh"};
-  if (nvrtcCreateProgram(&program, source.c_str(), "model_kernels.cu", 1,
-                         headers, headerNames) != NVRTC_SUCCESS) {
+  std::vector<const char *> headers = {kKernelLibrary};
+  std::vector<const char *> headerNames = {"mnemo/Kernels.cuh"};
+  for (int i = 0; kFamilyKernelNames[i]; ++i) {
+    headers.push_back(kFamilyKernelSources[i]);
+    headerNames.push_back(kFamilyKernelNames[i]);
+  }
+  if (nvrtcCreateProgram(&program, source.c_str(), "model_kernels.cu",
+                         int(headers.size()), headers.data(),
+                         headerNames.data()) != NVRTC_SUCCESS) {
     error = "NVRTC could not create a program";
     return false;
   }

@@ -24,6 +24,10 @@ namespace cuda {
 
 /// runtime/cuda/Kernels.cuh, embedded at build time.
 extern const char *const kKernelLibrary;
+/// The op families' device functions (lang/ops/*/*.cuh), by the path a
+/// model's kernels include them with; both end with a null entry.
+extern const char *const kFamilyKernelNames[];
+extern const char *const kFamilyKernelSources[];
 
 struct CompiledKernels {
   std::string cubin;

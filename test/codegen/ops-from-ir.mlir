@@ -52,8 +52,8 @@ module attributes {mnemo.model = "Ops"} {
 // has no buffer of its own.
 // CPU: mnemo.gelu
 // CPU: auto *const p1 = f32(A + [[GELU:[0-9]+]]);
-// CPU: const float t1 = silu(t0);
-// CPU-NEXT: p1[i] = geluTanh(t1);
+// CPU: const float t1 = mnemo::elementwise::silu(t0);
+// CPU-NEXT: p1[i] = mnemo::elementwise::gelu(t1, 1.000000000e+00f);
 // CPU: mnemo.layernorm
 // CPU-NEXT: {
 // CPU-NEXT: OpTimer
@@ -69,7 +69,7 @@ module attributes {mnemo.model = "Ops"} {
 
 // KERNELS: #include "mnemo/Kernels.cuh"
 // KERNELS: eval_step_k0(const Regions r) {
-// KERNELS: const float t1 = silu(t0);
-// KERNELS-NEXT: out.x = geluTanh(t1);
+// KERNELS: const float t1 = mnemo::elementwise::silu(t0);
+// KERNELS-NEXT: out.x = mnemo::elementwise::gelu(t1, 1.000000000e+00f);
 // KERNELS: eval_step_k1(const Regions r) {
 // KERNELS-NEXT: layerNorm<float>(f32(r.A + {{[0-9]+}}), f32(r.P + 0), f32(r.P + 256),

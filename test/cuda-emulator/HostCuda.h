@@ -98,6 +98,7 @@ using std::fabs;
 using std::fmax;
 using std::fmin;
 using std::isfinite;
+using std::isinf;
 using std::isnan;
 using std::pow;
 using std::sqrt;

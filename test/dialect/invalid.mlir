@@ -82,6 +82,22 @@ func.func @softmax_axis(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @logsumexp_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{axis -3 is out of range for rank 2}}
+  %0 = mnemo.logsumexp %a {axis = -3 : i64} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @logsumexp_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{result shape [3] should be [2]}}
+  %0 = mnemo.logsumexp %a {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
 func.func @layernorm_scale(%a: tensor<2x8xf32>, %g: tensor<4xf32>) {
   // expected-error @+1 {{the scale must be [8], not [4]}}
   %0 = mnemo.layernorm %a, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x8xf32>

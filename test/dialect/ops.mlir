@@ -39,7 +39,22 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf
   %15 = mnemo.pow %14 {exponent = 2.0 : f64} : tensor<4x8xf32>
   // CHECK: mnemo.dropout %{{.*}} {p = 1.000000e-01 : f64, seed = 7 : i64} : tensor<4x8xf32>
   %16 = mnemo.dropout %15 {p = 0.1 : f64, seed = 7 : i64} : tensor<4x8xf32>
-  return %16 : tensor<4x8xf32>
+  // CHECK: mnemo.softplus %{{.*}} : tensor<4x8xf32>
+  %17 = mnemo.softplus %16 : tensor<4x8xf32>
+  // CHECK: mnemo.softplus %{{.*}} {beta = 2.000000e+00 : f64, threshold = 1.000000e+01 : f64} : tensor<4x8xf32>
+  %18 = mnemo.softplus %17 {beta = 2.0 : f64, threshold = 10.0 : f64} : tensor<4x8xf32>
+  // CHECK: mnemo.softplus_grad %{{.*}}, %{{.*}} {beta = 2.000000e+00 : f64} : tensor<4x8xf32>
+  %19 = mnemo.softplus_grad %18, %17 {beta = 2.0 : f64} : tensor<4x8xf32>
+  return %19 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @logsumexp
+func.func @logsumexp(%x: tensor<4x8x3xf32>) -> (tensor<4x3xf32>, tensor<4x8x1xf32>) {
+  // CHECK: mnemo.logsumexp %{{.*}} {axis = 1 : i64} : (tensor<4x8x3xf32>) -> tensor<4x3xf32>
+  %0 = mnemo.logsumexp %x {axis = 1 : i64} : (tensor<4x8x3xf32>) -> tensor<4x3xf32>
+  // CHECK: mnemo.logsumexp %{{.*}} {axis = -1 : i64, keep_dims = true} : (tensor<4x8x3xf32>) -> tensor<4x8x1xf32>
+  %1 = mnemo.logsumexp %x {axis = -1 : i64, keep_dims = true} : (tensor<4x8x3xf32>) -> tensor<4x8x1xf32>
+  return %0, %1 : tensor<4x3xf32>, tensor<4x8x1xf32>
 }
 
 // CHECK-LABEL: func.func @casts_and_masks

@@ -164,4 +164,36 @@ class GPT(nn.Module):
                                batch["next"].long().reshape(-1))
 
 
-MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP}
+class SoftplusMLP(MLP):
+    """test/reference/models/softplus.mn: the MLP's layers, unstandardized
+    pixels, and softplus with PyTorch's beta and threshold as the hidden
+    activation."""
+
+    def forward(self, batch):
+        x = batch["image"].reshape(batch["image"].shape[0], 28 * 28)
+        h = F.softplus(self.fc1(x), beta=2.0, threshold=1.0)
+        return F.cross_entropy(self.fc2(h), batch["label"].long())
+
+
+class LogSumExpMLP(nn.Module):
+    """test/reference/models/logsumexp.mn: torch.logsumexp over groups of
+    hidden features, along the innermost axis and along a middle one."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.quarter = hp["hidden"] // 4
+        self.fc1 = nn.Linear(28 * 28, hp["hidden"])
+        self.fc2 = nn.Linear(2 * self.quarter, hp["classes"])
+
+    def forward(self, batch):
+        n = batch["image"].shape[0]
+        h = self.fc1((batch["image"].reshape(n, 28 * 28) - F32_MEAN) / F32_STD)
+        near = torch.logsumexp(h.reshape(n, self.quarter, 4), dim=2)
+        far = torch.logsumexp(h.reshape(n, 4, self.quarter), dim=1,
+                              keepdim=True)
+        logits = self.fc2(torch.cat([near, far.reshape(n, self.quarter)], 1))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
+MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
+          "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP}

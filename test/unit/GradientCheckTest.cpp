@@ -115,7 +115,8 @@ std::vector<GradientCase> allCases() {
         Unary{"log", Draw::Positive}, Unary{"sqrt", Draw::Positive},
         Unary{"rsqrt", Draw::Positive}, Unary{"tanh", Draw::Normal},
         Unary{"sigmoid", Draw::Normal}, Unary{"relu", Draw::AwayFromZero},
-        Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal}})
+        Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal},
+        Unary{"softplus", Draw::Normal}})
     add(u.op, std::string("mnemo.") + u.op, {{"f32[3,4]", u.draw}},
         [op = u.op](OpBuilder &b, Location l, ValueRange in) {
           return unary(b, l, in, std::string("mnemo.") + op);
@@ -123,6 +124,23 @@ std::vector<GradientCase> allCases() {
   add("gelu_tanh", "mnemo.gelu", {m34},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<GeluOp>(l, in[0].getType(), in[0], true);
+      });
+  // Softplus with PyTorch's other knobs: beta scales, and past the
+  // threshold (beta x > 2 here, so some of the normal draws) it is x.
+  add("softplus_beta", "mnemo.softplus", {m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SoftplusOp>(l, in[0].getType(), in[0],
+                                    b.getF64FloatAttr(2.0),
+                                    b.getF64FloatAttr(2.0));
+      });
+  // logsumexp over the last axis, and over a middle one kept as size 1.
+  add("logsumexp", "mnemo.logsumexp", {m34},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<LogSumExpOp>(l, like(in[0], {3}), in[0], -1, false);
+      });
+  add("logsumexp_middle_keep", "mnemo.logsumexp", {{"f32[2,3,4]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<LogSumExpOp>(l, like(in[0], {2, 1, 4}), in[0], 1, true);
       });
   for (double c : {2.0, 3.0, 0.5})
     add("pow_" + std::to_string(int(c * 10)), "mnemo.pow",

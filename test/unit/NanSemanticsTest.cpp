@@ -89,9 +89,9 @@ TEST(NanSemantics, ReluPropagatesNan) {
   EXPECT_EQ(y[1], 0);
   EXPECT_EQ(y[2], 2);
   EXPECT_EQ(y[3], 0);
-  EXPECT_TRUE(std::isnan(cpu::relu(NAN)));
-  EXPECT_EQ(cpu::relu(-1.0f), 0.0f);
-  EXPECT_EQ(cpu::relu(3.0f), 3.0f);
+  EXPECT_TRUE(std::isnan(elementwise::relu(NAN)));
+  EXPECT_EQ(elementwise::relu(-1.0f), 0.0f);
+  EXPECT_EQ(elementwise::relu(3.0f), 3.0f);
 }
 
 TEST(NanSemantics, ReluGradIsThresholdBackward) {
@@ -105,8 +105,8 @@ TEST(NanSemantics, ReluGradIsThresholdBackward) {
   EXPECT_EQ(y[1], 0);
   EXPECT_EQ(y[2], 5);
   EXPECT_TRUE(std::isnan(y[3]));
-  EXPECT_EQ(cpu::reluGrad(5.0f, NAN), 5.0f);
-  EXPECT_EQ(cpu::reluGrad(5.0f, 0.0f), 0.0f);
+  EXPECT_EQ(elementwise::relu_grad(5.0f, NAN), 5.0f);
+  EXPECT_EQ(elementwise::relu_grad(5.0f, 0.0f), 0.0f);
 }
 
 TEST(NanSemantics, MaxPropagatesNan) {

@@ -2,15 +2,22 @@
 //
 // An op added to lang/MnemoOps.td without deciding what the pipeline must
 // know of it fails here, not in a user's run. Today: its mixed-precision
-// category (exactly one AMP trait, so the amp pass never guesses) and its
+// category (exactly one AMP trait, so the amp pass never guesses), its
 // fusion class (exactly one, so fuse-elementwise never fuses an op the
-// emitters cannot put in a loop). Its gradient rule (or NoGradient) is
-// checked with the rules themselves, in GradientCheckTest.cpp.
+// emitters cannot put in a loop) and, for an elementwise op that declares a
+// formula, that ElementwiseFormulas.h has it with the op's operand and
+// constant counts (the interpreter evaluates it and both backends call it). Its
+// gradient rule (or NoGradient) is checked with the rules themselves, in
+// GradientCheckTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/KernelContext.h"
 #include "lang/MnemoDialect.h"
 #include "lang/MnemoOps.h"
+#include "lang/interpreter/OpContext.h"
+
+#include "mlir/IR/Builders.h"
 
 #include "mlir/IR/MLIRContext.h"
 
@@ -85,6 +92,116 @@ TEST(OpCompleteness, EveryOpHasExactlyOneFusionClass) {
                   name == "mnemo.where" || name == "mnemo.cast")
           << name << " is elementwise but its operands and result differ";
   }
+}
+
+/// An op of `name` with `operands` f32 operands, and every attribute it
+/// declares set to the first of a few candidates its constraint accepts (a
+/// required exponent needs one; defaulted ones could stay unset).
+Operation *createDefault(OpBuilder &builder, RegisteredOperationName name,
+                         unsigned operands, Value input) {
+  MLIRContext *context = builder.getContext();
+  ScopedDiagnosticHandler quiet(context,
+                                [](Diagnostic &) { return success(); });
+  auto emitError = [&] { return mlir::emitError(builder.getUnknownLoc()); };
+  NamedAttrList attributes;
+  for (StringAttr attribute : name.getAttributeNames())
+    for (Attribute candidate : {Attribute(builder.getF64FloatAttr(2.0)),
+                                Attribute(builder.getBoolAttr(true)),
+                                Attribute(builder.getI64IntegerAttr(1))}) {
+      NamedAttrList tried = attributes;
+      tried.set(attribute, candidate);
+      if (succeeded(name.verifyInherentAttrs(tried, emitError))) {
+        attributes = tried;
+        break;
+      }
+    }
+  OperationState state(builder.getUnknownLoc(), name);
+  state.addOperands(SmallVector<Value>(operands, input));
+  state.addTypes(input.getType());
+  state.addAttributes(attributes);
+  return builder.create(state);
+}
+
+TEST(OpCompleteness, EveryFormulaOpHasItsFormula) {
+  MLIRContext context;
+  context.getOrLoadDialect<MnemoDialect>();
+  OpBuilder builder(&context);
+  auto type = RankedTensorType::get({2}, builder.getF32Type());
+  OperationState placeholder(builder.getUnknownLoc(), "mnemo.causal_mask");
+  placeholder.addTypes(type);
+  Operation *source = builder.create(placeholder);
+  int formulas = 0;
+  for (RegisteredOperationName op : context.getRegisteredOperations()) {
+    if (op.getDialectNamespace() != "mnemo")
+      continue;
+    std::string name = op.getStringRef().str();
+    if (op.hasTrait<FusionElementwise>() &&
+        !op.hasInterface<ElementwiseFormulaOpInterface>()) {
+      // The operators, casts, selections and dropout: rendered by the
+      // family's own rules, which know exactly these.
+      EXPECT_TRUE(llvm::is_contained({"mnemo.add", "mnemo.sub", "mnemo.mul",
+                                      "mnemo.div", "mnemo.cast", "mnemo.where",
+                                      "mnemo.dropout"},
+                                     name))
+          << name << " is elementwise but declares no formula";
+      continue;
+    }
+    if (!op.hasInterface<ElementwiseFormulaOpInterface>())
+      continue;
+    ++formulas;
+    EXPECT_TRUE(op.hasTrait<FusionElementwise>()) << name;
+    // Every formula op takes one f32 operand, or two for an activation's
+    // backward op (grad, input).
+    unsigned operands = llvm::StringRef(name).ends_with("_grad") ? 2 : 1;
+    Operation *instance =
+        createDefault(builder, op, operands, source->getResult(0));
+    auto formula = llvm::cast<ElementwiseFormulaOpInterface>(instance);
+    std::optional<interp::FormulaArity> arity =
+        interp::elementwiseFormulaArity(formula.getFormulaName());
+    ASSERT_TRUE(arity.has_value())
+        << name << ": no formula '" << formula.getFormulaName().str()
+        << "' in MNEMO_ELEMENTWISE_FORMULAS (ElementwiseFormulas.h)";
+    EXPECT_EQ(arity->operands, int(operands)) << name;
+    EXPECT_EQ(arity->constants, int(formula.getFormulaConstants().size()))
+        << name;
+    instance->erase();
+  }
+  source->erase();
+  EXPECT_GE(formulas, 16); // neg ... softplus_grad were found at all
+}
+
+// An op whose family has a folder (lang/ops/*) gets its interpreter, CPU
+// and CUDA models from the family's files; one without the others would
+// fail in whichever backend lacks it. Elementwise ops are evaluated by
+// their family's model and rendered inside fused loops, never as kernels.
+// (The ops of families not yet in folders are still the cases of the
+// interpreter's and the emitters' switches, which this cannot see.)
+TEST(OpCompleteness, EveryFamilyOpHasAllItsModels) {
+  MLIRContext context;
+  context.getOrLoadDialect<MnemoDialect>();
+  interp::registerFamilyInterpreterModels(context);
+  codegen::registerFamilyEmissionModels(context);
+  int kernelOps = 0;
+  for (RegisteredOperationName op : context.getRegisteredOperations()) {
+    if (op.getDialectNamespace() != "mnemo")
+      continue;
+    std::string name = op.getStringRef().str();
+    bool interpreted = op.hasInterface<InterpretedOpInterface>();
+    bool cpu = op.hasInterface<CpuKernelOpInterface>();
+    bool cuda = op.hasInterface<CudaKernelOpInterface>();
+    if (op.hasTrait<FusionElementwise>()) {
+      EXPECT_TRUE(interpreted) << name << " has no interpreter model";
+      EXPECT_FALSE(cpu || cuda) << name << " is fused, not a kernel";
+      continue;
+    }
+    if (!interpreted && !cpu && !cuda)
+      continue;
+    ++kernelOps;
+    EXPECT_TRUE(interpreted) << name << " has no interpreter model";
+    EXPECT_TRUE(cpu) << name << " has no CPU emission model";
+    EXPECT_TRUE(cuda) << name << " has no CUDA emission model";
+  }
+  EXPECT_GE(kernelOps, 1); // mnemo.logsumexp
 }
 
 } // namespace

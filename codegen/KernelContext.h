@@ -1,0 +1,85 @@
+//===- KernelContext.h - What an op family's emission model sees -*- C++
+//-*-===//
+//
+// The CPU and CUDA emitters give an op family's code generation model
+// (lang/ops/FAMILY/FAMILYEmission.cpp, the op's CpuKernelOpInterface and
+// CudaKernelOpInterface) this view of the step being emitted: where the
+// op's operands and results are, where its code goes, and which of the
+// family's kernel headers the generated file must include.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_CODEGEN_KERNELCONTEXT_H
+#define MNEMO_CODEGEN_KERNELCONTEXT_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace mnemo {
+namespace codegen {
+
+class CpuKernelContext {
+public:
+  virtual ~CpuKernelContext() = default;
+  /// A pointer to `v`'s contiguous elements (a splat constant gets an array
+  /// of its own); an error on the op when there is none.
+  virtual mlir::FailureOr<std::string> operand(mlir::Value v) = 0;
+  /// The pointer to result `i`.
+  virtual std::string result(unsigned i = 0) = 0;
+  /// Where the op's statements go (inside its profiling scope).
+  virtual llvm::raw_ostream &out() = 0;
+  /// Makes the generated file include `header`, a path from the source
+  /// root (the family's CPU kernels).
+  virtual void include(llvm::StringRef header) = 0;
+};
+
+class CudaKernelContext {
+public:
+  virtual ~CudaKernelContext() = default;
+  /// A device pointer to `v`'s contiguous elements, for a kernel body.
+  virtual std::string operand(mlir::Value v) = 0;
+  virtual std::string result(unsigned i = 0) = 0;
+  /// The C type of `v`'s elements in device code (float, bf16_t, f16_t).
+  virtual std::string elementType(mlir::Value v) = 0;
+  /// One kernel whose body is `statement`, launched on `blocks` blocks of
+  /// `threads` threads.
+  virtual void launch(const std::string &statement, int64_t blocks,
+                      int threads) = 0;
+  /// Makes the kernels' source include `header`, a path from the source
+  /// root (the family's device functions; NVRTC is given every family's).
+  virtual void include(llvm::StringRef header) = 0;
+};
+
+/// Attaches every op family's CPU and CUDA models (CpuKernelOpInterface,
+/// CudaKernelOpInterface) to `context`'s ops: the register*Models function
+/// of each lang/ops/*/*Emission.cpp that has one, called from a file
+/// lang/CMakeLists.txt generates. Attaching again changes nothing.
+void registerFamilyEmissionModels(mlir::MLIRContext &context);
+
+/// Threads of a block for grid-stride loops.
+constexpr int kCudaThreads = 256;
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Threads for one block per row of n: a multiple of 32, at most 1024.
+inline int rowThreads(int64_t n) {
+  return int(
+      std::min<int64_t>(1024, std::max<int64_t>(32, ceilDiv(n, 32) * 32)));
+}
+
+/// Blocks for a grid-stride loop over n items.
+inline int64_t gridFor(int64_t n, int threads = kCudaThreads) {
+  return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(n, threads), 1 << 20));
+}
+
+} // namespace codegen
+} // namespace mnemo
+
+#endif // MNEMO_CODEGEN_KERNELCONTEXT_H

@@ -1,0 +1,61 @@
+//===- OpContext.h - What an op family's interpreter model sees -*- C++ -*-===//
+//
+// The reference interpreter's op families (lang/ops/*/...Interpreter.cpp)
+// evaluate their ops through this view of the running evaluation: the
+// operands' current values, the results to set (rounded there to their
+// element types) and the options. The evaluator (Interpreter.cpp)
+// implements it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_INTERPRETER_OPCONTEXT_H
+#define MNEMO_LANG_INTERPRETER_OPCONTEXT_H
+
+#include "lang/interpreter/Interpreter.h"
+#include "lang/interpreter/Tensor.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/Twine.h"
+
+#include <optional>
+
+namespace mnemo {
+namespace interp {
+
+class OpContext {
+public:
+  virtual ~OpContext() = default;
+  /// `v`'s current value. The reference stays valid while the op runs.
+  virtual const Tensor &get(mlir::Value v) = 0;
+  /// A zero tensor of `v`'s type.
+  virtual Tensor like(mlir::Value v) = 0;
+  /// Stores a result, rounded to its element type.
+  virtual void set(mlir::Value v, Tensor t) = 0;
+  /// Records why `op` cannot be evaluated; returns failure.
+  virtual mlir::LogicalResult fail(mlir::Operation *op,
+                                   const llvm::Twine &message) = 0;
+  virtual const InterpreterOptions &options() const = 0;
+};
+
+/// Attaches every op family's interpreter model (InterpretedOpInterface)
+/// to `context`'s ops: the register*Models function of each
+/// lang/ops/*/*Interpreter.cpp, called from a file lang/CMakeLists.txt
+/// generates. Attaching again changes nothing.
+void registerFamilyInterpreterModels(mlir::MLIRContext &context);
+
+/// The elementwise family (lang/ops/elementwise/ElementwiseInterpreter.cpp):
+/// every op with the FusionElementwise trait.
+mlir::LogicalResult interpretElementwise(mlir::Operation *op,
+                                         OpContext &context);
+
+/// The operand and constant counts of ElementwiseFormulas.h's formula
+/// `name`; none if there is no such formula (the op-completeness test).
+struct FormulaArity {
+  int operands = 0, constants = 0;
+};
+std::optional<FormulaArity> elementwiseFormulaArity(llvm::StringRef name);
+
+} // namespace interp
+} // namespace mnemo
+
+#endif // MNEMO_LANG_INTERPRETER_OPCONTEXT_H

@@ -1,0 +1,67 @@
+//===- LogSumExpEmission.cpp - logsumexp in the CPU and CUDA code ---------===//
+//
+// The code generation models of mnemo.logsumexp: a call of the CPU kernel
+// (LogSumExpKernels.h), and on the GPU one block per row when the reduced
+// axis is innermost, one thread per row otherwise (LogSumExpKernels.cuh).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "lang/MnemoOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+struct LogSumExpCpuModel
+    : CpuKernelOpInterface::ExternalModel<LogSumExpCpuModel, LogSumExpOp> {
+  LogicalResult emitCpuKernel(Operation *operation,
+                              CpuKernelContext &context) const {
+    auto op = llvm::cast<LogSumExpOp>(operation);
+    auto [outer, n, inner] = op.getRowGeometry();
+    FailureOr<std::string> input = context.operand(op.getInput());
+    if (failed(input))
+      return failure();
+    context.include("lang/ops/logsumexp/LogSumExpKernels.h");
+    context.out() << llvm::formatv("  logSumExp({0}, {1}, {2}, {3}, {4});\n",
+                                   *input, context.result(), outer, n, inner);
+    return success();
+  }
+};
+
+struct LogSumExpCudaModel
+    : CudaKernelOpInterface::ExternalModel<LogSumExpCudaModel, LogSumExpOp> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<LogSumExpOp>(operation);
+    auto [outer, n, inner] = op.getRowGeometry();
+    std::string type = context.elementType(op.getInput());
+    std::string input = context.operand(op.getInput());
+    context.include("lang/ops/logsumexp/LogSumExpKernels.cuh");
+    if (inner == 1)
+      context.launch(llvm::formatv("logSumExpRows<{0}>({1}, {2}, {3}, {4});",
+                                   type, input, context.result(), outer, n),
+                     gridFor(outer, 1), rowThreads(n));
+    else
+      context.launch(
+          llvm::formatv("logSumExpStrided<{0}>({1}, {2}, {3}, {4}, {5});", type,
+                        input, context.result(), outer, n, inner),
+          ceilDiv(outer * inner, kCudaThreads), kCudaThreads);
+    return success();
+  }
+};
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerLogSumExpEmissionModels(MLIRContext &context) {
+  LogSumExpOp::attachInterface<LogSumExpCpuModel, LogSumExpCudaModel>(context);
+}
+} // namespace codegen
+} // namespace mnemo

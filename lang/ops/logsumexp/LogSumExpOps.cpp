@@ -1,0 +1,57 @@
+//===- LogSumExpOps.cpp - logsumexp's shape check and gradient rule -------===//
+
+#include "lang/GradientBuilder.h"
+#include "lang/ShapeRules.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::gradient;
+
+int64_t LogSumExpOp::getReducedAxis() {
+  return *shape::normalizeAxis(int64_t(getAxis()),
+                               typeOf(getInput()).getRank());
+}
+
+std::array<int64_t, 3> LogSumExpOp::getRowGeometry() {
+  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
+  int64_t axis = getReducedAxis(), outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= in[d];
+  for (int64_t d = axis + 1; d < int64_t(in.size()); ++d)
+    inner *= in[d];
+  return {outer, in[axis], inner};
+}
+
+LogicalResult LogSumExpOp::verify() {
+  RankedTensorType in = typeOf(getInput()), out = typeOf(getResult());
+  if (!shape::normalizeAxis(int64_t(getAxis()), in.getRank()))
+    return emitOpError() << "axis " << int64_t(getAxis())
+                         << " is out of range for rank " << in.getRank();
+  shape::ShapeResult rule = shape::reduce(shape::Shape(in.getShape()),
+                                          {int64_t(getAxis())}, getKeepDims());
+  if (!rule.ok())
+    return emitOpError() << rule.error;
+  if (shape::Shape(out.getShape()) != rule.shape)
+    return emitOpError() << "result shape " << shape::format(out.getShape())
+                         << " should be " << shape::format(rule.shape);
+  if (out.getElementType() != in.getElementType())
+    return emitOpError() << "result element type " << out.getElementType()
+                         << " should be " << in.getElementType();
+  return success();
+}
+
+SmallVector<Value> LogSumExpOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
+  if (!grads[0])
+    return {Value()};
+  // d/dx logsumexp(x) = exp(x - logsumexp(x)), the softmax along the axis;
+  // the three elementwise ops fuse into one loop over the input.
+  Emitter e{b, getLoc()};
+  RankedTensorType in = typeOf(getInput());
+  int64_t axis = getReducedAxis();
+  Value spreadGrad = e.unreduce(grads[0], in, {axis});
+  Value spreadResult = e.unreduce(getResult(), in, {axis});
+  Value softmax =
+      b.create<ExpOp>(getLoc(), in, e.sub(getInput(), spreadResult));
+  return {e.mul(spreadGrad, softmax)};
+}
