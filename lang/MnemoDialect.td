@@ -4,6 +4,7 @@
 #define MNEMO_DIALECT_TD
 
 include "mlir/IR/OpBase.td"
+include "lang/MnemoInterfaces.td"
 
 def Mnemo_Dialect : Dialect {
   let name = "mnemo";
@@ -32,8 +33,10 @@ def Mnemo_Dialect : Dialect {
   }];
 }
 
+// Every op declares what recomputing it costs (MnemoInterfaces.td).
 class Mnemo_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Mnemo_Dialect, mnemonic, traits>;
+    : Op<Mnemo_Dialect, mnemonic,
+         !listconcat(traits, [Mnemo_RecomputeCostOpInterface])>;
 
 def Mnemo_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Mnemo_IndexTensor : StaticShapeTensorOf<[I32, I8]>;

@@ -95,6 +95,29 @@ def Mnemo_CudaKernelOpInterface : OpInterface<"CudaKernelOpInterface"> {
   ];
 }
 
+def Mnemo_RecomputeCostOpInterface : OpInterface<"RecomputeCostOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    What recomputing the op costs, in floating-point operations (a
+    multiply-add counts 2): remat (passes/Remat.cpp) weighs the bytes a
+    recomputation frees against it, and the memory report shows the sum.
+    Every op has it (Mnemo_Op adds it); the default, one per result element,
+    fits elementwise ops, reductions and data movement. An op whose work is
+    not proportional to its result declares `getRecomputeFlops` in its
+    entry (products, convolutions, normalizations, views).
+  }];
+  let methods = [
+    InterfaceMethod<"FLOPs to compute the op once.",
+      "int64_t", "getRecomputeFlops", (ins), "",
+      [{
+        if ($_op->getNumResults() == 0)
+          return 0;
+        return ::llvm::cast<::mlir::ShapedType>($_op->getResult(0).getType())
+            .getNumElements();
+      }]>,
+  ];
+}
+
 // Ops that no gradient flows through: masks, metrics, the backward ops
 // themselves and the optimizer. Every op has either this trait or the
 // gradient interface; a test checks that none is forgotten.

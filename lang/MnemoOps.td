@@ -23,6 +23,10 @@ include "lang/MnemoFamilies.td"
 
 def Mnemo_ConstantOp : Mnemo_Op<"constant",
     [Mnemo_AmpFollow, Mnemo_FusionKernel, ConstantLike, Pure, Mnemo_NoGradient, AllTypesMatch<["value", "result"]>]> {
+  let extraClassDeclaration = [{
+    /// Free: known when the program is compiled.
+    int64_t getRecomputeFlops() { return 0; }
+  }];
   let summary = "a constant tensor";
   let description = [{
     A tensor known at compile time; in practice a splat such as the `0.5` of
@@ -43,6 +47,14 @@ def Mnemo_ConstantOp : Mnemo_Op<"constant",
 //===----------------------------------------------------------------------===//
 
 def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let extraClassDeclaration = [{
+    /// A multiply-add (2 FLOPs) per result element and contracted index.
+    int64_t getRecomputeFlops() {
+      auto lhs = ::llvm::cast<::mlir::ShapedType>(getLhs().getType()).getShape();
+      return 2 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements() *
+             (getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back());
+    }
+  }];
   let summary = "matrix product of a (batch of rows) by a matrix";
   let description = [{
     `lhs [..., M, K]` times `rhs [K, N]` gives `[..., M, N]`; leading
@@ -65,6 +77,14 @@ def Mnemo_MatmulOp : Mnemo_Op<"matmul", [Mnemo_AmpLowPrecision, Mnemo_FusionKern
 }
 
 def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let extraClassDeclaration = [{
+    /// A multiply-add (2 FLOPs) per result element and contracted index.
+    int64_t getRecomputeFlops() {
+      auto lhs = ::llvm::cast<::mlir::ShapedType>(getLhs().getType()).getShape();
+      return 2 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements() *
+             (getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back());
+    }
+  }];
   let summary = "batched matrix product";
   let description = [{
     `lhs [B..., M, K]` times `rhs [B..., K, N]` gives `[B..., M, N]`, with
@@ -85,6 +105,15 @@ def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Mnemo
 }
 
 def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let extraClassDeclaration = [{
+    /// A multiply-add (2 FLOPs) per result element and weight element of
+    /// one output channel.
+    int64_t getRecomputeFlops() {
+      auto w = ::llvm::cast<::mlir::ShapedType>(getWeight().getType()).getShape();
+      return 2 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements() *
+             w[1] * w[2] * w[3];
+    }
+  }];
   let summary = "2-D convolution (NCHW input, OIHW weight)";
   let description = [{
     Cross-correlation as `torch.nn.functional.conv2d` computes it, without
@@ -155,6 +184,12 @@ def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 
 class Mnemo_SoftmaxLikeOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
     : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let extraClassDeclaration = [{
+    /// About 5 FLOPs an element: statistics, then the normalized value.
+    int64_t getRecomputeFlops() {
+      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+    }
+  }];
   let summary = what # " along an axis";
   let description = [{
     Numerically stable (the maximum is subtracted first).
@@ -174,6 +209,12 @@ def Mnemo_LogSoftmaxOp : Mnemo_SoftmaxLikeOp<"log_softmax", "log-softmax", Mnemo
 
 def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
+  let extraClassDeclaration = [{
+    /// About 5 FLOPs an element: statistics, then the normalized value.
+    int64_t getRecomputeFlops() {
+      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+    }
+  }];
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias`, with the biased
@@ -193,6 +234,12 @@ def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Mnemo_FusionKernel,
 
 def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     AllTypesMatch<["input", "result"]>]> {
+  let extraClassDeclaration = [{
+    /// About 5 FLOPs an element: statistics, then the normalized value.
+    int64_t getRecomputeFlops() {
+      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+    }
+  }];
   let summary = "RMS normalization over the last dimension";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * scale`, as `torch.nn.RMSNorm`.
@@ -265,6 +312,10 @@ def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Mnemo_AmpFollow, Mnemo_FusionKern
 }
 
 def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let extraClassDeclaration = [{
+    /// Free: a view of its input.
+    int64_t getRecomputeFlops() { return 0; }
+  }];
   let summary = "a view with another shape and the same elements";
   let description = [{
     Row-major order is kept; element counts must agree.

@@ -43,32 +43,12 @@ using namespace mnemo;
 
 namespace {
 
-int64_t elements(Value v) {
-  return llvm::cast<ShapedType>(v.getType()).getNumElements();
-}
-
-/// Floating-point operations to compute `op` once (multiply-adds count 2).
+/// Floating-point operations to compute `op` once: what the op declares
+/// (RecomputeCostOpInterface, in its ODS entry); nothing for the rest.
 int64_t flopsOf(Operation *op) {
-  if (op->getNumResults() == 0)
-    return 0;
-  int64_t n = elements(op->getResult(0));
-  if (auto m = llvm::dyn_cast<MatmulOp>(op)) {
-    auto a = llvm::cast<ShapedType>(m.getLhs().getType()).getShape();
-    return 2 * n * (m.getTransposeLhs() ? a[a.size() - 2] : a.back());
-  }
-  if (auto m = llvm::dyn_cast<BatchMatmulOp>(op)) {
-    auto a = llvm::cast<ShapedType>(m.getLhs().getType()).getShape();
-    return 2 * n * (m.getTransposeLhs() ? a[a.size() - 2] : a.back());
-  }
-  if (auto c = llvm::dyn_cast<Conv2DOp>(op)) {
-    auto w = llvm::cast<ShapedType>(c.getWeight().getType()).getShape();
-    return 2 * n * w[1] * w[2] * w[3];
-  }
-  if (llvm::isa<SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp>(op))
-    return 5 * n;
-  if (llvm::isa<ReshapeOp, ConstantOp>(op))
-    return 0;
-  return n;
+  if (auto cost = llvm::dyn_cast<RecomputeCostOpInterface>(op))
+    return cost.getRecomputeFlops();
+  return 0;
 }
 
 /// The first op of the backward: the ops after the loss.

@@ -3,7 +3,7 @@
 // An op added to lang/MnemoOps.td without deciding what the pipeline must
 // know of it fails here, not in a user's run. Today: its mixed-precision
 // category (exactly one AMP trait, so the amp pass never guesses), its
-// fusion class (exactly one, so fuse-elementwise never fuses an op the
+// recompute cost (remat's price), its fusion class (exactly one, so fuse-elementwise never fuses an op the
 // emitters cannot put in a loop) and, for an elementwise op that declares a
 // formula, that ElementwiseFormulas.h has it with the op's operand and
 // constant counts (the interpreter evaluates it and both backends call it). Its
@@ -71,6 +71,18 @@ TEST(OpCompleteness, AmpCategoriesFollowAutocast) {
   for (const char *op : {"mnemo.add", "mnemo.relu", "mnemo.gelu",
                          "mnemo.dropout", "mnemo.reshape", "mnemo.max"})
     EXPECT_EQ(categoryOf(op), "follow") << op;
+}
+
+// Remat prices a recomputation by what the op declares; an op outside
+// Mnemo_Op's class would be free to recompute, however large.
+TEST(OpCompleteness, EveryOpHasARecomputeCost) {
+  MLIRContext context;
+  context.getOrLoadDialect<MnemoDialect>();
+  for (RegisteredOperationName op : context.getRegisteredOperations())
+    if (op.getDialectNamespace() == "mnemo")
+      EXPECT_TRUE(op.hasInterface<RecomputeCostOpInterface>())
+          << op.getStringRef().str()
+          << " declares no recompute cost (RecomputeCostOpInterface)";
 }
 
 TEST(OpCompleteness, EveryOpHasExactlyOneFusionClass) {

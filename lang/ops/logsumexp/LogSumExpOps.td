@@ -40,6 +40,11 @@ def Mnemo_LogSumExpOp : Mnemo_Op<"logsumexp", [Mnemo_AmpF32, Mnemo_FusionKernel,
     int64_t getReducedAxis();
     /// The input as [outer, n, inner] around the reduced axis.
     std::array<int64_t, 3> getRowGeometry();
+    /// A maximum, an exponential and a sum per input element.
+    int64_t getRecomputeFlops() {
+      return 3 * ::llvm::cast<::mlir::ShapedType>(getInput().getType())
+                     .getNumElements();
+    }
   }];
 }
 
