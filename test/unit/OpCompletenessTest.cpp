@@ -3,12 +3,12 @@
 // An op added to lang/MnemoOps.td without deciding what the pipeline must
 // know of it fails here, not in a user's run. Today: its mixed-precision
 // category (exactly one AMP trait, so the amp pass never guesses), its
-// recompute cost (remat's price), its fusion class (exactly one, so fuse-elementwise never fuses an op the
-// emitters cannot put in a loop) and, for an elementwise op that declares a
-// formula, that ElementwiseFormulas.h has it with the op's operand and
-// constant counts (the interpreter evaluates it and both backends call it). Its
-// gradient rule (or NoGradient) is checked with the rules themselves, in
-// GradientCheckTest.cpp.
+// recompute cost (remat's price), its fusion class (exactly one, so
+// fuse-elementwise never fuses an op the emitters cannot put in a loop) and,
+// for an elementwise op that declares a formula, that ElementwiseFormulas.h has
+// it with the op's operand and constant counts (the interpreter evaluates it
+// and both backends call it). Its gradient rule (or NoGradient) is checked with
+// the rules themselves, in GradientCheckTest.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,9 +139,11 @@ TEST(OpCompleteness, EveryFormulaOpHasItsFormula) {
   context.getOrLoadDialect<MnemoDialect>();
   OpBuilder builder(&context);
   auto type = RankedTensorType::get({2}, builder.getF32Type());
-  OperationState placeholder(builder.getUnknownLoc(), "mnemo.causal_mask");
-  placeholder.addTypes(type);
-  Operation *source = builder.create(placeholder);
+  // An f32 value for the ops' operands: any op with one result will do,
+  // since nothing here is verified or run.
+  OperationState sourceState(builder.getUnknownLoc(), "mnemo.causal_mask");
+  sourceState.addTypes(type);
+  Operation *source = builder.create(sourceState);
   int formulas = 0;
   for (RegisteredOperationName op : context.getRegisteredOperations()) {
     if (op.getDialectNamespace() != "mnemo")
