@@ -22,6 +22,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
@@ -74,6 +75,14 @@ std::string regionEnumerator(MemoryRegion region) {
                                       "Gradients", "OptimizerState",
                                       "Inputs",    "Workspace"};
   return std::string("mnemo::MemoryRegion::") + names[int(region)];
+}
+
+/// The generated code's name of an argument role (runtime/ArgumentRole.h).
+std::string roleEnumerator(ArgumentRole role) {
+  static const char *const names[] = {
+      "Input", "Target", "Param", "Buffer", "OptState", "Step", "TotalSteps"};
+  static_assert(std::size(names) == kArgumentRoleCount);
+  return std::string("mnemo::ArgumentRole::") + names[int(role)];
 }
 
 std::string hostPointer(const CType &type, MemoryRegion region,
@@ -347,44 +356,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << in[axis] << ", "
                   << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
                   << (llvm::isa<LogSoftmaxOp>(op) ? "true" : "false") << ");\n";
-            return success();
-          })
-          .Case([&](LayerNormOp l) {
-            Shape in = shapeOf(l.getInput());
-            out() << "  layerNorm(" << P(l.getInput()) << ", "
-                  << P(l.getScale()) << ", " << P(l.getBias()) << ", " << res()
-                  << ", " << product(in) / in.back() << ", " << in.back()
-                  << ", " << floatLiteral(l.getEpsilon().convertToDouble())
-                  << ", false);\n";
-            return success();
-          })
-          .Case([&](RmsNormOp l) {
-            Shape in = shapeOf(l.getInput());
-            out() << "  layerNorm(" << P(l.getInput()) << ", "
-                  << P(l.getScale()) << ", nullptr, " << res() << ", "
-                  << product(in) / in.back() << ", " << in.back() << ", "
-                  << floatLiteral(l.getEpsilon().convertToDouble())
-                  << ", true);\n";
-            return success();
-          })
-          .Case([&](LayerNormGradOp l) {
-            Shape in = shapeOf(l.getInput());
-            out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
-                  << P(l.getInput()) << ", " << P(l.getScale()) << ", "
-                  << res(0) << ", " << res(1) << ", " << res(2) << ", "
-                  << product(in) / in.back() << ", " << in.back() << ", "
-                  << floatLiteral(l.getEpsilon().convertToDouble())
-                  << ", false);\n";
-            return success();
-          })
-          .Case([&](RmsNormGradOp l) {
-            Shape in = shapeOf(l.getInput());
-            out() << "  layerNormGrad(" << P(l.getGrad()) << ", "
-                  << P(l.getInput()) << ", " << P(l.getScale()) << ", "
-                  << res(0) << ", " << res(1) << ", nullptr, "
-                  << product(in) / in.back() << ", " << in.back() << ", "
-                  << floatLiteral(l.getEpsilon().convertToDouble())
-                  << ", true);\n";
             return success();
           })
           .Case([&](CrossEntropyOp c) {
@@ -785,19 +756,15 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
   os << "const ArgumentInfo " << prefix << "Arguments[] = {\n";
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
-    auto attr = [&](StringRef name) {
-      return func.getArgAttrOfType<StringAttr>(i, name);
-    };
     Shape shape = shapeOf(arg);
-    os << "    {"
-       << cString(attr("mnemo.name") ? attr("mnemo.name").getValue() : "")
-       << ", "
-       << cString(attr("mnemo.role") ? attr("mnemo.role").getValue() : "input")
+    os << "    {" << cString(model::argumentName(func, i)) << ", "
+       << roleEnumerator(
+              model::argumentRole(func, i).value_or(ArgumentRole::Input))
        << ", " << cString(dtypeName(arg.getType())) << ", " << shape.size()
        << ", {" << listOf(shape) << "}, "
        << regionEnumerator(plan::slot(func, i).getRegion()) << ", "
        << plan::slot(func, i).getOffset() << ", " << storageBytes(arg.getType())
-       << ", " << cString(jsonString(func.getArgAttr(i, "mnemo.init"))) << ", "
+       << ", " << cString(jsonString(model::argumentInit(func, i))) << ", "
        << indexLimit(arg) << "},\n";
   }
   os << "};\n";
@@ -805,15 +772,15 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
   os << "const ResultInfo " << prefix << "Results[] = {\n";
   int results = 0;
   for (auto [r, v] : llvm::enumerate(ret.getOperands())) {
-    auto name = func.getResultAttrOfType<StringAttr>(r, "mnemo.name");
+    StringRef name = model::resultName(func, r);
     Operation *def = v.getDefiningOp();
-    if (!name || !def || plan::reusedArgument(func, r))
+    if (name.empty() || !def || plan::reusedArgument(func, r))
       continue;
     int64_t offset =
         plan::arenaOffset(def, llvm::cast<OpResult>(v).getResultNumber());
     if (offset < 0 || llvm::cast<ShapedType>(v.getType()).getRank() != 0)
       continue;
-    os << "    {" << cString(name.getValue()) << ", " << offset << "},\n";
+    os << "    {" << cString(name) << ", " << offset << "},\n";
     ++results;
   }
   if (results == 0)
@@ -847,15 +814,15 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
       eval && train) {
     llvm::StringMap<int64_t> trainOffsets;
     for (unsigned i = 0; i < train.getNumArguments(); ++i)
-      if (auto name = train.getArgAttrOfType<StringAttr>(i, "mnemo.name"))
-        trainOffsets[name.getValue()] = plan::slot(train, i).getOffset();
+      if (StringRef name = model::argumentName(train, i); !name.empty())
+        trainOffsets[name] = plan::slot(train, i).getOffset();
     for (unsigned i = 0; i < eval.getNumArguments(); ++i) {
-      auto name = eval.getArgAttrOfType<StringAttr>(i, "mnemo.name");
+      StringRef name = model::argumentName(eval, i);
       int64_t offset = plan::slot(eval, i).getOffset();
-      if (name && trainOffsets.count(name.getValue()) &&
-          trainOffsets[name.getValue()] != offset)
+      if (!name.empty() && trainOffsets.count(name) &&
+          trainOffsets[name] != offset)
         return eval.emitError()
-               << "internal error: argument '" << name.getValue()
+               << "internal error: argument '" << name
                << "' is planned at different offsets in @train_step and "
                   "@eval_step";
     }
@@ -874,9 +841,9 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
     opNames[f.getName().str()] = emitter.opNames;
   }
 
-  auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
+  StringRef modelName = model::modelName(module);
   os << "// Generated by mnemoc from " << sourceFile << " (model "
-     << (modelName ? modelName.getValue() : "?") << "). Do not edit.\n"
+     << (modelName.empty() ? "?" : modelName) << "). Do not edit.\n"
      << "//\n"
      << "// Every tensor lives at the offset the memory plan gave it: A is "
         "the\n"
@@ -918,11 +885,10 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
   if (eval)
     emitStepInfo(eval, "eval", opNames["eval_step"], os);
   os << "const ModelInfo model = {\n"
-     << "    " << cString(modelName ? modelName.getValue() : "") << ",\n"
+     << "    " << cString(modelName) << ",\n"
      << "    " << cString(sourceFile) << ",\n"
-     << "    " << cString(jsonString(module->getAttr("mnemo.hyperparams")))
-     << ",\n"
-     << "    " << cString(jsonString(module->getAttr("mnemo.train"))) << ",\n"
+     << "    " << cString(jsonString(model::hyperparams(module))) << ",\n"
+     << "    " << cString(jsonString(model::trainSettings(module))) << ",\n"
      << "    " << (train ? "trainInfo" : "StepInfo{}") << ",\n"
      << "    " << (eval ? "evalInfo" : "StepInfo{}") << ",\n};\n\n"
      << "} // namespace\n\n"

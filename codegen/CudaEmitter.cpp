@@ -25,6 +25,7 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
@@ -162,9 +163,13 @@ private:
   std::string operand(Value v) override { return P(v, kernelOp); }
   std::string result(unsigned i) override { return res(kernelOp, i); }
   std::string elementType(Value v) override { return T(v); }
-  void launch(const std::string &statement, int64_t blocks,
-              int threads) override {
-    kernelCall(statement, blocks, threads);
+  void launch(const std::string &statement, int64_t blocks, int threads,
+              int64_t blocksY) override {
+    kernelCall(statement, blocks, threads, blocksY);
+  }
+  std::string scratch(int64_t bytes) override {
+    needScratch(bytes);
+    return "r.W";
   }
   void include(StringRef header) override {
     // At file scope, before the first kernel that calls it.
@@ -173,8 +178,6 @@ private:
   }
   /// The op a family's model is emitting.
   Operation *kernelOp = nullptr;
-  /// The family headers the kernels' source includes (every step's).
-  std::set<std::string> &includes;
   void needScratch(int64_t bytes) {
     scratchBytes = std::max(scratchBytes, (bytes + 255) / 256 * 256);
   }
@@ -184,6 +187,8 @@ private:
   StepLayouts layouts;
   std::vector<std::string> &kernelNames;
   int &gemmSites, &convSites;
+  /// The family headers the kernels' source includes (every step's).
+  std::set<std::string> &includes;
   /// The body of the current op's host code.
   std::string bodyText;
   llvm::raw_string_ostream body{bodyText};
@@ -741,55 +746,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                              std::to_string(inner) + ", " + log + ");",
                          ceilDiv(outer * inner, kThreads), kThreads);
             }
-            return success();
-          })
-          .Case<LayerNormOp, RmsNormOp>([&](auto l) {
-            Shape in = shapeOf(l.getInput());
-            bool rms = llvm::isa<RmsNormOp>(op);
-            std::string bias = "nullptr";
-            if constexpr (std::is_same_v<decltype(l), LayerNormOp>)
-              bias = P(l.getBias(), op);
-            kernelCall("layerNorm<" + T(l.getInput()) + ">(" +
-                           P(l.getInput(), op) + ", " + P(l.getScale(), op) +
-                           ", " + bias + ", " + res(op) + ", " +
-                           std::to_string(rows(in)) + ", " +
-                           std::to_string(in.back()) + ", " +
-                           floatLiteral(l.getEpsilon().convertToDouble()) +
-                           ", " + (rms ? "true" : "false") + ");",
-                       gridFor(rows(in), 1), rowThreads(in.back()));
-            return success();
-          })
-          .Case<LayerNormGradOp, RmsNormGradOp>([&](auto l) {
-            Shape in = shapeOf(l.getInput());
-            bool rms = llvm::isa<RmsNormGradOp>(op);
-            int64_t n = rows(in), d = in.back();
-            int64_t chunks = layerNormGradChunks(n);
-            int64_t statsBytes = (n * 8 + 255) / 256 * 256;
-            needScratch(statsBytes + chunks * 2 * d * 4);
-            std::string type = T(l.getInput());
-            std::string stats = "f32(r.W)",
-                        partial =
-                            "f32(r.W + " + std::to_string(statsBytes) + ")";
-            kernelCall("layerNormGradRows<" + type + ">(" + P(l.getGrad(), op) +
-                           ", " + P(l.getInput(), op) + ", " +
-                           P(l.getScale(), op) + ", " + res(op, 0) + ", " +
-                           stats + ", " + std::to_string(n) + ", " +
-                           std::to_string(d) + ", " +
-                           floatLiteral(l.getEpsilon().convertToDouble()) +
-                           ", " + (rms ? "true" : "false") + ");",
-                       gridFor(n, 1), rowThreads(d));
-            kernelCall("layerNormGradColumns<" + type + ">(" +
-                           P(l.getGrad(), op) + ", " + P(l.getInput(), op) +
-                           ", " + stats + ", " + partial + ", " +
-                           std::to_string(n) + ", " + std::to_string(d) + ");",
-                       ceilDiv(d, kThreads), kThreads, chunks);
-            kernelCall("layerNormGradFinish<" + type + ">(" + partial + ", " +
-                           std::to_string(chunks) + ", " + std::to_string(d) +
-                           ", " + res(op, 1) + ", " +
-                           (rms ? std::string("(") + type + " *)nullptr"
-                                : res(op, 2)) +
-                           ");",
-                       ceilDiv(d, kThreads), kThreads);
             return success();
           })
           .Case([&](CrossEntropyOp c) {
@@ -1403,9 +1359,9 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   registerFamilyEmissionModels(*module.getContext());
   int64_t scratch = 0, planWorkspace = 0;
   std::string unsupported;
-  auto modelName = module->getAttrOfType<StringAttr>("mnemo.model");
+  StringRef modelName = model::modelName(module);
   kernels << "// Generated by mnemoc from " << sourceFile << " (model "
-          << (modelName ? modelName.getValue() : "?")
+          << (modelName.empty() ? "?" : modelName)
           << "): the CUDA kernels of its steps, compiled by NVRTC when the "
              "trainer starts. Do not edit.\n"
           << "#include \"mnemo/Kernels.cuh\"\n\n"
@@ -1439,7 +1395,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   std::string out;
   llvm::raw_string_ostream os(out);
   os << "// Generated by mnemoc from " << sourceFile << " (model "
-     << (modelName ? modelName.getValue() : "?") << "). Do not edit.\n"
+     << (modelName.empty() ? "?" : modelName) << "). Do not edit.\n"
      << "//\n"
      << "// The CUDA steps: host functions that enqueue every op through the\n"
      << "// runtime's StepLauncher at the plan's offsets (A arena, P "

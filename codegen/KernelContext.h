@@ -1,5 +1,4 @@
-//===- KernelContext.h - What an op family's emission model sees -*- C++
-//-*-===//
+//===- KernelContext.h - What an op family's emission model sees *- C++ -*-===//
 //
 // The CPU and CUDA emitters give an op family's code generation model
 // (lang/ops/FAMILY/FAMILYEmission.cpp, the op's CpuKernelOpInterface and
@@ -48,10 +47,15 @@ public:
   virtual std::string result(unsigned i = 0) = 0;
   /// The C type of `v`'s elements in device code (float, bf16_t, f16_t).
   virtual std::string elementType(mlir::Value v) = 0;
-  /// One kernel whose body is `statement`, launched on `blocks` blocks of
-  /// `threads` threads.
-  virtual void launch(const std::string &statement, int64_t blocks,
-                      int threads) = 0;
+  /// One kernel whose body is `statement`, launched on a grid of `blocks`
+  /// (by `blocksY`) blocks of `threads` threads.
+  virtual void launch(const std::string &statement, int64_t blocks, int threads,
+                      int64_t blocksY = 1) = 0;
+  /// A pointer (uint8_t *, 256-byte aligned) to `bytes` of scratch for the
+  /// op's kernels, valid until its last kernel ends. The plan's workspace
+  /// holds it: passes/Workspace.h's cudaScratchBytes must count the op's
+  /// need, and the emitter checks that it does.
+  virtual std::string scratch(int64_t bytes) = 0;
   /// Makes the kernels' source include `header`, a path from the source
   /// root (the family's device functions; NVRTC is given every family's).
   virtual void include(llvm::StringRef header) = 0;

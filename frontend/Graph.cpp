@@ -7,18 +7,6 @@
 
 using namespace mnemo;
 
-const char *mnemo::spell(ArgRole role) {
-  switch (role) {
-  case ArgRole::Input:
-    return "input";
-  case ArgRole::Target:
-    return "target";
-  case ArgRole::Param:
-    return "param";
-  }
-  return "?";
-}
-
 std::string TensorType::str() const {
   if (dtype == ElementType::I1)
     return "bool" + shape::format(shape);

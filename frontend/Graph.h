@@ -13,6 +13,7 @@
 
 #include "lang/ElementType.h"
 #include "lang/ShapeRules.h"
+#include "runtime/ArgumentRole.h"
 
 #include <cstdint>
 #include <optional>
@@ -87,8 +88,9 @@ struct NamedAttr {
   AttrValue value;
 };
 
-enum class ArgRole { Input, Target, Param };
-const char *spell(ArgRole role);
+/// A model argument is an input, a target or a parameter (the step
+/// functions add the other roles).
+using ArgRole = ArgumentRole;
 
 struct GraphArg {
   std::string name; // parameters: the module path, blocks.3.attn.wq

@@ -3,6 +3,7 @@
 #include "frontend/MLIRGen.h"
 #include "frontend/Graph.h"
 #include "lang/MnemoDialect.h"
+#include "lang/ModelAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -26,15 +27,13 @@ public:
   OwningOpRef<ModuleOp> generate() {
     OwningOpRef<ModuleOp> module =
         ModuleOp::create(fileLoc({graph.fileName, 1, 1}));
-    module->getOperation()->setAttr("mnemo.model",
-                                    builder.getStringAttr(graph.modelName));
+    model::setModelName(*module, graph.modelName);
     SmallVector<NamedAttribute> hyper;
     for (const Setting &s : graph.hyperParams)
       hyper.push_back(builder.getNamedAttr(s.key, config(s.value)));
-    module->getOperation()->setAttr("mnemo.hyperparams",
-                                    builder.getDictionaryAttr(hyper));
+    model::setHyperparams(*module, builder.getDictionaryAttr(hyper));
     if (!graph.train.empty())
-      module->getOperation()->setAttr("mnemo.train", trainAttr());
+      model::setTrainSettings(*module, trainAttr());
 
     SmallVector<Type> argTypes, resultTypes;
     for (const GraphArg &arg : graph.args)
@@ -54,19 +53,17 @@ public:
       values[arg.value] = entry->getArgument(i);
       entry->getArgument(i).setLoc(
           NameLoc::get(builder.getStringAttr(arg.name), fileLoc(arg.pos)));
-      SmallVector<NamedAttribute> attrs{
-          builder.getNamedAttr("mnemo.role",
-                               builder.getStringAttr(spell(arg.role))),
-          builder.getNamedAttr("mnemo.name", builder.getStringAttr(arg.name))};
-      if (arg.role == ArgRole::Param)
-        attrs.push_back(builder.getNamedAttr("mnemo.init", config(arg.init)));
-      argAttrs.push_back(builder.getDictionaryAttr(attrs));
+      argAttrs.push_back(model::argumentAttrs(
+          builder, arg.role, arg.name,
+          arg.role == ArgRole::Param
+              ? llvm::cast<DictionaryAttr>(config(arg.init))
+              : DictionaryAttr()));
     }
     func.setAllArgAttrs(argAttrs);
     SmallVector<DictionaryAttr> resultAttrs;
     for (const std::string &name : graph.outputNames)
-      resultAttrs.push_back(builder.getDictionaryAttr(
-          builder.getNamedAttr("mnemo.name", builder.getStringAttr(name))));
+      resultAttrs.push_back(
+          builder.getDictionaryAttr(model::resultNameAttr(builder, name)));
     func.setAllResultAttrs(resultAttrs);
 
     builder.setInsertionPointToEnd(entry);

@@ -24,10 +24,12 @@ def Mnemo_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   // The memory plan's attributes (lang/MnemoAttrs.td) and their checks on
-  // the ops, functions and arguments that carry them.
+  // the ops, functions, arguments and results that carry them; the model's
+  // own attributes (lang/ModelAttributes.h) are checked there too.
   let useDefaultAttributePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
   }];

@@ -5,7 +5,7 @@
 // GradientOpInterface::buildGradient. The autodiff pass calls these and knows
 // nothing about individual ops. Rules are written in mnemo ops; where a
 // composition would keep large temporaries alive or lose precision, they use
-// a dedicated backward op (relu_grad, layernorm_grad, ...).
+// a dedicated backward op (relu_grad, embedding_grad, ...).
 //
 // `grads` holds one gradient per result, null where a result does not reach
 // the loss; the returned vector holds one gradient per operand, null where
@@ -179,26 +179,6 @@ SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b,
   Value total = e.broadcast(e.sumKeep(g, {axis}), typeOf(y));
   Value softmax = b.create<ExpOp>(getLoc(), y.getType(), y);
   return {e.sub(g, e.mul(softmax, total))};
-}
-
-SmallVector<Value> LayerNormOp::buildGradient(OpBuilder &b,
-                                              ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value(), Value()};
-  auto op = b.create<LayerNormGradOp>(
-      getLoc(), getInput().getType(), getScale().getType(), getBias().getType(),
-      grads[0], getInput(), getScale(), getEpsilonAttr());
-  return {op.getInputGrad(), op.getScaleGrad(), op.getBiasGrad()};
-}
-
-SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b,
-                                            ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
-  auto op = b.create<RmsNormGradOp>(getLoc(), getInput().getType(),
-                                    getScale().getType(), grads[0], getInput(),
-                                    getScale(), getEpsilonAttr());
-  return {op.getInputGrad(), op.getScaleGrad()};
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/MnemoOps.h"
-#include "lang/ShapeRules.h"
+#include "lang/OpVerification.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -14,28 +14,19 @@
 
 using namespace mlir;
 using namespace mnemo;
+using namespace mnemo::verification;
 
 //===----------------------------------------------------------------------===//
 // Helpers
 //===----------------------------------------------------------------------===//
 
-static RankedTensorType tensorType(Value v) {
-  return llvm::cast<RankedTensorType>(v.getType());
-}
-
-static shape::Shape shapeOf(Value v) {
-  ArrayRef<int64_t> dims = tensorType(v).getShape();
-  return shape::Shape(dims.begin(), dims.end());
-}
-
 static std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
   return std::vector<int64_t>(values.begin(), values.end());
 }
 
-/// Checks that `op`'s single result has the shape the rule computed and, when
-/// given, the element type.
-static LogicalResult verifyResult(Operation *op, const shape::ShapeResult &rule,
-                                  Type elementType = nullptr) {
+LogicalResult verification::verifyResult(Operation *op,
+                                         const shape::ShapeResult &rule,
+                                         Type elementType) {
   if (!rule.ok())
     return op->emitOpError() << rule.error;
   Value result = op->getResult(0);
@@ -50,7 +41,8 @@ static LogicalResult verifyResult(Operation *op, const shape::ShapeResult &rule,
   return success();
 }
 
-static LogicalResult verifySameElementType(Operation *op, ValueRange values) {
+LogicalResult verification::verifySameElementType(Operation *op,
+                                                  ValueRange values) {
   Type first = tensorType(values.front()).getElementType();
   for (Value v : values.drop_front())
     if (tensorType(v).getElementType() != first)
@@ -431,16 +423,6 @@ static LogicalResult verifyAxis(SoftmaxLikeOp op) {
 
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
-
-LogicalResult LayerNormOp::verify() {
-  return verifyResult(
-      *this, shape::lastDimNorm(shapeOf(getInput()), shapeOf(getScale())));
-}
-
-LogicalResult RmsNormOp::verify() {
-  return verifyResult(
-      *this, shape::lastDimNorm(shapeOf(getInput()), shapeOf(getScale())));
-}
 
 LogicalResult CrossEntropyOp::verify() {
   return verifyResult(

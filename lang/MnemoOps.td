@@ -207,55 +207,6 @@ class Mnemo_SoftmaxLikeOp<string mnemonic, string what, Trait amp = Mnemo_AmpFol
 def Mnemo_SoftmaxOp : Mnemo_SoftmaxLikeOp<"softmax", "softmax", Mnemo_AmpF32>;
 def Mnemo_LogSoftmaxOp : Mnemo_SoftmaxLikeOp<"log_softmax", "log-softmax", Mnemo_AmpF32>;
 
-def Mnemo_LayerNormOp : Mnemo_Op<"layernorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
-    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
-  let extraClassDeclaration = [{
-    /// About 5 FLOPs an element: statistics, then the normalized value.
-    int64_t getRecomputeFlops() {
-      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
-    }
-  }];
-  let summary = "layer normalization over the last dimension";
-  let description = [{
-    `(x - mean) / sqrt(var + epsilon) * scale + bias`, with the biased
-    variance, as `torch.nn.LayerNorm`.
-
-    ```mlir
-    %y = mnemo.layernorm %x, %g, %b {epsilon = 1.000000e-05 : f64}
-        : (tensor<16x64x128xf32>, tensor<128xf32>, tensor<128xf32>) -> tensor<16x64x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, Mnemo_FloatTensor:$scale,
-                       Mnemo_FloatTensor:$bias, F64Attr:$epsilon);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
-    AllTypesMatch<["input", "result"]>]> {
-  let extraClassDeclaration = [{
-    /// About 5 FLOPs an element: statistics, then the normalized value.
-    int64_t getRecomputeFlops() {
-      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
-    }
-  }];
-  let summary = "RMS normalization over the last dimension";
-  let description = [{
-    `x / sqrt(mean(x^2) + epsilon) * scale`, as `torch.nn.RMSNorm`.
-
-    ```mlir
-    %y = mnemo.rmsnorm %x, %g {epsilon = 1.000000e-06 : f64}
-        : (tensor<16x64x128xf32>, tensor<128xf32>) -> tensor<16x64x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, Mnemo_FloatTensor:$scale,
-                       F64Attr:$epsilon);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $scale attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -401,44 +352,6 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pu
 // Backward ops: what gradient rules emit where a composition of forward ops
 // would cost memory or precision. None of them is differentiated again.
 //===----------------------------------------------------------------------===//
-
-def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    AllTypesMatch<["grad", "input", "input_grad"]>,
-    AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
-  let summary = "gradients of layernorm";
-  let description = [{
-    The gradients of a layernorm's input, scale and bias. The mean and the
-    reciprocal standard deviation are recomputed from the input rather than
-    saved, so the forward keeps nothing extra alive.
-
-    ```mlir
-    %dx, %dg, %db = mnemo.layernorm_grad %dy, %x, %g {epsilon = 1.000000e-05 : f64}
-        : (tensor<16x64x128xf32>, tensor<16x64x128xf32>, tensor<128xf32>)
-        -> (tensor<16x64x128xf32>, tensor<128xf32>, tensor<128xf32>)
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       Mnemo_FloatTensor:$scale, F64Attr:$epsilon);
-  let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad,
-                      Mnemo_FloatTensor:$bias_grad);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-}
-
-def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    AllTypesMatch<["grad", "input", "input_grad"]>,
-    AllTypesMatch<["scale", "scale_grad"]>]> {
-  let summary = "gradients of rmsnorm";
-  let description = [{
-    ```mlir
-    %dx, %dg = mnemo.rmsnorm_grad %dy, %x, %g {epsilon = 1.000000e-06 : f64}
-        : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       Mnemo_FloatTensor:$scale, F64Attr:$epsilon);
-  let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-}
 
 def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "scatter-add of row gradients into a table";

@@ -2,6 +2,7 @@
 
 #include "lang/PlanAttributes.h"
 #include "lang/MnemoDialect.h"
+#include "lang/ModelAttributes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -115,6 +116,8 @@ LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult MnemoDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
+  if (model::isModelAttribute(attr))
+    return model::verifyOperationAttribute(op, attr);
   StringRef name = attr.getName().getValue();
   if (name == kPlacement) {
     auto placed = llvm::dyn_cast<PlacementAttr>(attr.getValue());
@@ -147,10 +150,25 @@ LogicalResult MnemoDialect::verifyRegionArgAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned argIndex,
                                                      NamedAttribute attr) {
+  if (model::isModelAttribute(attr))
+    return model::verifyArgumentAttribute(op, argIndex, attr);
   if (attr.getName().getValue() == kSlot &&
       !llvm::isa<SlotAttr>(attr.getValue()))
     return op->emitError() << "argument " << argIndex << "'s '" << kSlot
                            << "' must be a #mnemo.slot";
+  return success();
+}
+
+LogicalResult MnemoDialect::verifyRegionResultAttribute(Operation *op,
+                                                        unsigned regionIndex,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  if (model::isModelAttribute(attr))
+    return model::verifyResultAttribute(op, resultIndex, attr);
+  if (attr.getName().getValue() == kReusesArg &&
+      !llvm::isa<IntegerAttr>(attr.getValue()))
+    return op->emitError() << "result " << resultIndex << "'s '" << kReusesArg
+                           << "' must be an integer";
   return success();
 }
 

@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "passes/SourcePlace.h"
 
 #include "mlir/IR/Builders.h"
@@ -97,7 +98,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    DictionaryAttr settings = model::trainSettings(module);
     std::string chosen = precision;
     if (chosen.empty() && settings)
       if (auto p = settings.getAs<StringAttr>("precision"))
@@ -116,7 +117,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     else {
       module.emitError() << "--precision must be f32, bf16 or f16, not '"
                          << chosen << "'";
-      markUserError(getOperation());
+      model::markUserError(getOperation());
       return signalPassFailure();
     }
 
@@ -127,11 +128,11 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
           if (auto s = llvm::dyn_cast<StringAttr>(a))
             policy.keepF32.push_back(s.getValue().str());
     if (!policyFile.empty() && failed(readPolicy(policy))) {
-      markUserError(getOperation());
+      model::markUserError(getOperation());
       return signalPassFailure();
     }
     // The precision actually applied, for the memory report and the trainer.
-    module->setAttr("mnemo.precision", StringAttr::get(&getContext(), chosen));
+    model::setPrecision(module, chosen);
     convert(forward, policy, low);
   }
 
@@ -197,10 +198,9 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     // Parameters, constants and what only they compute.
     llvm::DenseSet<Value> weightLike;
     for (BlockArgument arg : body.getArguments())
-      if (auto role = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                           "mnemo.role"))
-        if (role.getValue() == "param")
-          weightLike.insert(arg);
+      if (model::argumentRole(forward, arg.getArgNumber()) ==
+          ArgumentRole::Param)
+        weightLike.insert(arg);
     OpBuilder builder(&getContext());
     for (Operation &op :
          llvm::make_early_inc_range(body.without_terminator())) {

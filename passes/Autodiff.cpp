@@ -14,6 +14,7 @@
 #include "passes/Pruning.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -42,33 +43,28 @@ struct ForwardSignature {
 FailureOr<ForwardSignature> readSignature(func::FuncOp forward) {
   ForwardSignature sig;
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto role = forward.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+    std::optional<ArgumentRole> role = model::argumentRole(forward, i);
     if (!role) {
-      forward.emitError() << "argument " << i << " has no mnemo.role";
+      forward.emitError() << "argument " << i << " has no role";
       return failure();
     }
-    if (role.getValue() == "input")
+    if (*role == ArgumentRole::Input)
       sig.inputs.push_back(i);
-    else if (role.getValue() == "target")
+    else if (*role == ArgumentRole::Target)
       sig.targets.push_back(i);
-    else if (role.getValue() == "param")
+    else if (*role == ArgumentRole::Param)
       sig.params.push_back(i);
-    else if (role.getValue() == "buffer")
+    else if (*role == ArgumentRole::Buffer)
       sig.buffers.push_back(i);
   }
   for (unsigned i = 0; i < forward.getNumResults(); ++i) {
-    auto name = forward.getResultAttrOfType<StringAttr>(i, "mnemo.name");
-    if (name && name.getValue() == "loss")
+    StringRef name = model::resultName(forward, i);
+    if (name == "loss")
       sig.lossResult = i;
-    if (name && name.getValue() == "output")
+    if (name == "output")
       sig.outputResult = i;
   }
   return sig;
-}
-
-StringRef nameOf(func::FuncOp f, unsigned arg) {
-  auto name = f.getArgAttrOfType<StringAttr>(arg, "mnemo.name");
-  return name ? name.getValue() : "";
 }
 
 /// Whether @forward's output holds class scores for a single integer
@@ -91,7 +87,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    auto train = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    DictionaryAttr train = model::trainSettings(module);
     // Nothing to train: a model without a train section is inference-only.
     if (!forward || !train || module.lookupSymbol("train_step"))
       return;
@@ -111,7 +107,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Type> paramTypes;
     SmallVector<Location> paramLocs;
     for (unsigned p : sig->params) {
-      paramNames.push_back(nameOf(forward, p));
+      paramNames.push_back(model::argumentName(forward, p));
       paramTypes.push_back(forward.getArgumentTypes()[p]);
       paramLocs.push_back(forward.getArgument(p).getLoc());
     }
@@ -132,12 +128,12 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     func::FuncOp eval = llvm::cast<func::FuncOp>(b.clone(*forward));
     eval.setName("eval_step");
     // Evaluation reads the ranges training observed.
-    eval.walk([](FakeQuantOp fake) { fake->removeAttr("mnemo.observer"); });
+    eval.walk([](FakeQuantOp fake) { model::clearObserver(fake); });
     Block &body = eval.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Value> results{ret.getOperand(sig.lossResult)};
     SmallVector<Type> types{results[0].getType()};
-    SmallVector<Attribute> names{b.getStringAttr("loss")};
+    SmallVector<StringRef> names{"loss"};
     if (isClassification(forward, sig)) {
       b.setInsertionPoint(ret);
       Value acc = b.create<AccuracyOp>(
@@ -145,16 +141,16 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
           ret.getOperand(sig.outputResult), body.getArgument(sig.targets[0]));
       results.push_back(acc);
       types.push_back(acc.getType());
-      names.push_back(b.getStringAttr("accuracy"));
+      names.push_back("accuracy");
     }
     b.setInsertionPoint(ret);
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();
     eval.setFunctionType(b.getFunctionType(eval.getArgumentTypes(), types));
     SmallVector<DictionaryAttr> resultAttrs;
-    for (Attribute name : names)
+    for (StringRef name : names)
       resultAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr("mnemo.name", name)));
+          b.getDictionaryAttr(model::resultNameAttr(b, name)));
     eval.setAllResultAttrs(resultAttrs);
   }
 
@@ -172,18 +168,14 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     // then step and total_steps.
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
-    auto attrs = [&](StringRef role, StringRef name, Attribute init) {
-      SmallVector<NamedAttribute> entries{
-          b.getNamedAttr("mnemo.role", b.getStringAttr(role)),
-          b.getNamedAttr("mnemo.name", b.getStringAttr(name))};
-      if (init)
-        entries.push_back(b.getNamedAttr("mnemo.init", init));
-      return b.getDictionaryAttr(entries);
+    auto attrs = [&](ArgumentRole role, StringRef name, DictionaryAttr init) {
+      return model::argumentAttrs(b, role, name, init);
     };
     for (unsigned p : sig.params) {
       argTypes.push_back(forward.getArgumentTypes()[p]);
-      argAttrs.push_back(attrs("param", nameOf(forward, p),
-                               forward.getArgAttr(p, "mnemo.init")));
+      argAttrs.push_back(attrs(ArgumentRole::Param,
+                               model::argumentName(forward, p),
+                               model::argumentInit(forward, p)));
     }
     // Buffers next, in the forward's order: @eval_step lays out the
     // parameters region the same way.
@@ -203,7 +195,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
            optimizer.stateFor(forward.getArgumentTypes()[p])) {
         argTypes.push_back(type);
         argAttrs.push_back(attrs(
-            "opt_state", (nameOf(forward, p) + "." + state).str(), zeros));
+            ArgumentRole::OptState,
+            (model::argumentName(forward, p) + "." + state).str(), zeros));
       }
     }
     stateStart.push_back(argTypes.size());
@@ -215,26 +208,27 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       maskArg[k] = int(argTypes.size());
       argTypes.push_back(pruning.maskType(forward.getArgumentTypes()[p]));
       argAttrs.push_back(
-          attrs("opt_state", (nameOf(forward, p) + ".mask").str(), zeros));
+          attrs(ArgumentRole::OptState,
+                (model::argumentName(forward, p) + ".mask").str(), zeros));
     }
     // f16 trains with dynamic loss scaling (GradScaler's constants): the
     // scale and the count of finite steps are optimizer state, kept with
     // the parameters on the device and in checkpoints.
     auto moduleOp = forward->getParentOfType<ModuleOp>();
-    auto precision = moduleOp->getAttrOfType<StringAttr>("mnemo.precision");
-    bool lossScaling = precision && precision.getValue() == "f16";
+    bool lossScaling = model::precision(moduleOp) == "f16";
     auto scalarF32 = RankedTensorType::get({}, b.getF32Type());
     unsigned scaleArg = 0;
     if (lossScaling) {
       scaleArg = argTypes.size();
       argTypes.push_back(scalarF32);
       argAttrs.push_back(
-          attrs("opt_state", "loss_scale",
+          attrs(ArgumentRole::OptState, "loss_scale",
                 b.getDictionaryAttr(
                     {b.getNamedAttr("kind", b.getStringAttr("constant")),
                      b.getNamedAttr("value", b.getF64FloatAttr(65536.0))})));
       argTypes.push_back(scalarF32);
-      argAttrs.push_back(attrs("opt_state", "loss_scale.growth", zeros));
+      argAttrs.push_back(
+          attrs(ArgumentRole::OptState, "loss_scale.growth", zeros));
     }
     unsigned batchStart = argTypes.size();
     for (ArrayRef<unsigned> group :
@@ -244,9 +238,9 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         argAttrs.push_back(forward.getArgAttrDict(i));
       }
     argTypes.push_back(i64);
-    argAttrs.push_back(attrs("step", "step", {}));
+    argAttrs.push_back(attrs(ArgumentRole::Step, "step", {}));
     argTypes.push_back(i64);
-    argAttrs.push_back(attrs("total_steps", "total_steps", {}));
+    argAttrs.push_back(attrs(ArgumentRole::TotalSteps, "total_steps", {}));
 
     b.setInsertionPointToEnd(module.getBody());
     auto trainStep = b.create<func::FuncOp>(forward.getLoc(), "train_step",
@@ -294,10 +288,9 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     for (Operation *op : forwardOps) {
       observed.push_back(op);
       auto fake = llvm::dyn_cast<FakeQuantOp>(op);
-      auto observer =
-          fake ? fake->getAttrOfType<DictionaryAttr>("mnemo.observer")
-               : DictionaryAttr();
-      if (!observer)
+      std::optional<double> averaging =
+          fake ? model::observerAveraging(fake) : std::nullopt;
+      if (!averaging)
         continue;
       auto lo = llvm::dyn_cast<BlockArgument>(fake.getMin());
       auto hi = llvm::dyn_cast<BlockArgument>(fake.getMax());
@@ -306,11 +299,10 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       b.setInsertionPoint(fake);
       auto observe = b.create<ObserveMinMaxOp>(
           fake.getLoc(), lo.getType(), hi.getType(), fake.getInput(), lo, hi,
-          step, fake.getAxisAttr(),
-          observer.getAs<FloatAttr>("averaging_constant"));
+          step, fake.getAxisAttr(), b.getF64FloatAttr(*averaging));
       fake.getMinMutable().assign(observe.getNewMin());
       fake.getMaxMutable().assign(observe.getNewMax());
-      fake->removeAttr("mnemo.observer");
+      model::clearObserver(fake);
       bufferUpdates[lo.getArgNumber()] = observe.getNewMin();
       bufferUpdates[hi.getArgNumber()] = observe.getNewMax();
       observed.insert(observed.end() - 1, observe);
@@ -345,7 +337,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       Value g = grads->lookup(body->getArgument(k));
       if (!g)
         emitWarning(fwdBody.getArgument(sig.params[k]).getLoc())
-            << "parameter '" << nameOf(forward, sig.params[k])
+            << "parameter '" << model::argumentName(forward, sig.params[k])
             << "' does not reach the loss; it is not trained";
       // A pruned element's gradient is zero, so its optimizer state stays
       // zero and it stays pruned.
@@ -454,12 +446,11 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     // (loss, new params..., new state..., lr, grad_norm); updated tensors
     // may be written into the buffers of the arguments they replace.
     SmallVector<Value> results{loss};
-    SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
-        {b.getNamedAttr("mnemo.name", b.getStringAttr("loss"))})};
+    SmallVector<DictionaryAttr> resultAttrs{
+        b.getDictionaryAttr(model::resultNameAttr(b, "loss"))};
     auto updatedAttr = [&](unsigned argIndex) {
       return b.getDictionaryAttr(
-          {b.getNamedAttr("mnemo.name",
-                          trainStep.getArgAttr(argIndex, "mnemo.name")),
+          {model::resultNameAttr(b, model::argumentName(trainStep, argIndex)),
            plan::reusedArgumentAttr(b, argIndex)});
     };
     for (unsigned k = 0; k < numParams; ++k) {
@@ -487,17 +478,16 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       resultAttrs.push_back(updatedAttr(scaleArg + 1));
     }
     results.push_back(lr);
-    resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("mnemo.name", b.getStringAttr("lr"))}));
+    resultAttrs.push_back(b.getDictionaryAttr(model::resultNameAttr(b, "lr")));
     if (lossScaling) {
       // 1 when the step was skipped; the trainer counts them.
       results.push_back(skip);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("mnemo.name", b.getStringAttr("skipped"))}));
+      resultAttrs.push_back(
+          b.getDictionaryAttr(model::resultNameAttr(b, "skipped")));
     }
     results.push_back(gradNorm);
-    resultAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("mnemo.name", b.getStringAttr("grad_norm"))}));
+    resultAttrs.push_back(
+        b.getDictionaryAttr(model::resultNameAttr(b, "grad_norm")));
     b.create<func::ReturnOp>(loc, results);
     SmallVector<Type> resultTypes;
     for (Value v : results)

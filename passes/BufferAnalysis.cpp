@@ -2,6 +2,7 @@
 
 #include "passes/BufferAnalysis.h"
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "passes/Fusion.h"
 #include "passes/Pruning.h"
@@ -238,8 +239,7 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
   // loss and kept past it for the backward.
   Value loss;
   for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
-    auto name = func.getResultAttrOfType<StringAttr>(r, "mnemo.name");
-    if (name && name.getValue() == "loss")
+    if (model::resultName(func, r) == "loss")
       loss = ret.getOperand(r);
   }
   llvm::SetVector<Operation *> forward;

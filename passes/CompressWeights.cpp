@@ -21,6 +21,7 @@
 #include "passes/TrainSettings.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "runtime/PruneRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,14 +59,12 @@ struct CompressWeightsPass
     if (!eval) {
       module.emitError() << "inference needs the train section's loss, which "
                             "@eval_step evaluates on the test set";
-      module->setAttr("mnemo.user_error", UnitAttr::get(&getContext()));
+      model::markUserError(module);
       return signalPassFailure();
     }
-    OpBuilder b(&getContext());
-    eval->setAttr("mnemo.dense_weight_bytes",
-                  b.getI64IntegerAttr(parameterBytes()));
+    model::setDenseWeightBytes(eval, parameterBytes());
     collectParams();
-    auto train = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    DictionaryAttr train = model::trainSettings(module);
     llvm::StringSet<> quantized;
     if (auto list = train ? train.getAs<ArrayAttr>("quantize") : ArrayAttr())
       for (Attribute entry : list) {
@@ -106,12 +105,8 @@ private:
     originalArguments = eval.getNumArguments();
     erased.resize(originalArguments);
     for (BlockArgument arg : eval.getArguments()) {
-      auto n =
-          eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.name");
-      auto role =
-          eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
-      if (n && role && role.getValue() == "param")
-        params[n.getValue()] = arg;
+      if (model::argumentRole(eval, arg.getArgNumber()) == ArgumentRole::Param)
+        params[model::argumentName(eval, arg.getArgNumber())] = arg;
     }
   }
 
@@ -137,10 +132,8 @@ private:
   int64_t parameterBytes() {
     int64_t bytes = 0;
     for (BlockArgument arg : eval.getArguments()) {
-      auto role =
-          eval.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
       auto type = llvm::cast<RankedTensorType>(arg.getType());
-      if (role && role.getValue() == "param")
+      if (model::argumentRole(eval, arg.getArgNumber()) == ArgumentRole::Param)
         bytes += type.getNumElements() *
                  int64_t(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
     }
@@ -172,10 +165,8 @@ private:
     OpBuilder b(&getContext());
     SmallVector<Value> values;
     for (const NewArg &a : args) {
-      SmallVector<NamedAttribute> attrs = {
-          b.getNamedAttr("mnemo.role", b.getStringAttr("param")),
-          b.getNamedAttr("mnemo.name", b.getStringAttr(a.name))};
-      addedAttrs.push_back(b.getDictionaryAttr(attrs));
+      addedAttrs.push_back(
+          model::argumentAttrs(b, ArgumentRole::Param, a.name));
       values.push_back(
           eval.getBody().front().addArgument(a.type, old.getLoc()));
     }

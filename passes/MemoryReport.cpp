@@ -2,6 +2,7 @@
 
 #include "passes/MemoryReport.h"
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/SourcePlace.h"
@@ -48,23 +49,22 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.lowerBoundBytes = stepPlan.getLowerBoundBytes();
   r.naiveBytes = stepPlan.getNaiveBytes();
   r.planner = stepPlan.getPlanner().str();
-  if (auto dense = func->getAttrOfType<IntegerAttr>("mnemo.dense_weight_bytes"))
-    r.trainedParameterBytes = dense.getInt();
+  if (std::optional<int64_t> dense = model::denseWeightBytes(func))
+    r.trainedParameterBytes = *dense;
   r.steps = analysis->order.size();
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+    std::optional<ArgumentRole> role = model::argumentRole(func, i);
     int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
-    if (role && (role.getValue() == "param" || role.getValue() == "buffer"))
+    if (role == ArgumentRole::Param || role == ArgumentRole::Buffer)
       r.parameterBytes += bytes; // (observers live with the parameters)
-    else if (role && role.getValue() == "opt_state") {
+    else if (role == ArgumentRole::OptState) {
       r.optimizerStateBytes += bytes;
-      auto name = func.getArgAttrOfType<StringAttr>(i, "mnemo.name");
-      if (name && name.getValue().ends_with(".mask")) {
+      StringRef name = model::argumentName(func, i);
+      if (name.ends_with(".mask")) {
         r.pruneMaskBytes += bytes;
-        StringRef weight = name.getValue().drop_back(strlen(".mask"));
+        StringRef weight = name.drop_back(strlen(".mask"));
         for (unsigned j = 0; j < func.getNumArguments(); ++j) {
-          auto other = func.getArgAttrOfType<StringAttr>(j, "mnemo.name");
-          if (other && other.getValue() == weight)
+          if (model::argumentName(func, j) == weight)
             r.maskedElements +=
                 llvm::cast<ShapedType>(func.getArgumentTypes()[j])
                     .getNumElements();

@@ -17,12 +17,6 @@ namespace mnemo {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// Marks a pass failure as the input's doing (a budget nothing meets, an
-/// unknown precision), not a compiler bug: mnemoc then exits 1, not 2.
-inline void markUserError(mlir::ModuleOp module) {
-  module->setAttr("mnemo.user_error", mlir::UnitAttr::get(module.getContext()));
-}
-
 } // namespace mnemo
 
 #endif // MNEMO_PASSES_PASSES_H

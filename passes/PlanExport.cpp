@@ -1,6 +1,7 @@
 //===- PlanExport.cpp - The memory plan as JSON ---------------------------===//
 
 #include "passes/PlanExport.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 
@@ -26,13 +27,12 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
 
     llvm::json::Array arguments;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
-      auto argName = func.getArgAttrOfType<StringAttr>(i, "mnemo.name");
+      std::optional<ArgumentRole> role = model::argumentRole(func, i);
       Type type = func.getArgumentTypes()[i];
       arguments.push_back(llvm::json::Object{
           {"index", int64_t(i)},
-          {"name", argName ? argName.getValue().str() : ""},
-          {"role", role ? role.getValue().str() : ""},
+          {"name", model::argumentName(func, i).str()},
+          {"role", role ? argumentRoleName(*role) : ""},
           {"region", regionName(plan::slot(func, i).getRegion())},
           {"offset", plan::slot(func, i).getOffset()},
           {"type", tensorTypeString(type)},

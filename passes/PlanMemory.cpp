@@ -6,6 +6,7 @@
 #include "passes/Workspace.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 
 #include "mlir/IR/Builders.h"
@@ -130,12 +131,11 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t regionEnd[kMemoryRegionCount] = {};
     SmallVector<SlotAttr> slots;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto role = func.getArgAttrOfType<StringAttr>(i, "mnemo.role");
+      std::optional<ArgumentRole> role = model::argumentRole(func, i);
       MemoryRegion region =
-          !role ? MemoryRegion::Inputs
-          : role.getValue() == "param" || role.getValue() == "buffer"
+          role == ArgumentRole::Param || role == ArgumentRole::Buffer
               ? MemoryRegion::Parameters
-          : role.getValue() == "opt_state" ? MemoryRegion::OptimizerState
+          : role == ArgumentRole::OptState ? MemoryRegion::OptimizerState
                                            : MemoryRegion::Inputs;
       int64_t &end = regionEnd[int(region)];
       slots.push_back(SlotAttr::get(context, region, end));

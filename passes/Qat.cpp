@@ -10,6 +10,7 @@
 #include "passes/TrainSettings.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -32,7 +33,7 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
-    auto train = module->getAttrOfType<DictionaryAttr>("mnemo.train");
+    DictionaryAttr train = model::trainSettings(module);
     auto list = train ? train.getAs<ArrayAttr>("quantize") : ArrayAttr();
     if (!forward || !list || module.lookupSymbol("train_step"))
       return;
@@ -41,9 +42,9 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
     b.setInsertionPointToStart(&body);
     llvm::StringMap<BlockArgument> byName;
     for (BlockArgument arg : body.getArguments())
-      if (auto n = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        "mnemo.name"))
-        byName[n.getValue()] = arg;
+      if (StringRef name = model::argumentName(forward, arg.getArgNumber());
+          !name.empty())
+        byName[name] = arg;
     // First every fake-quantized parameter and its two observed ranges,
     // then the ranges' arguments in one insertion (one insertArgument per
     // range would rebuild the argument attributes each time: quadratic in
@@ -101,11 +102,9 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
       for (StringRef bound : {"min", "max"}) {
         indices.push_back(first);
         types.push_back(rangeType);
-        attrs.push_back(b.getDictionaryAttr(
-            {b.getNamedAttr("mnemo.role", b.getStringAttr("buffer")),
-             b.getNamedAttr("mnemo.name",
-                            b.getStringAttr(r.name + ".observer." + bound)),
-             b.getNamedAttr("mnemo.init", zeros)}));
+        attrs.push_back(
+            model::argumentAttrs(b, ArgumentRole::Buffer,
+                                 (r.name + ".observer." + bound).str(), zeros));
         locs.push_back(r.param.getLoc());
       }
     }
@@ -120,9 +119,7 @@ struct QatPass : public mnemo::impl::QatBase<QatPass> {
           b.getI64IntegerAttr(r.qmin), b.getI64IntegerAttr(r.qmax),
           b.getBoolAttr(r.symmetric));
       // What training observes: Autodiff puts the observer before the op.
-      fake->setAttr("mnemo.observer", b.getDictionaryAttr({b.getNamedAttr(
-                                          "averaging_constant",
-                                          b.getF64FloatAttr(r.averaging))}));
+      model::setObserverAveraging(fake, r.averaging);
       r.param.replaceAllUsesExcept(fake.getResult(), fake);
     }
   }

@@ -13,6 +13,7 @@
 #include "passes/Pipeline.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
@@ -56,8 +57,7 @@ unsigned backwardStart(func::FuncOp train, ArrayRef<Operation *> ops) {
   auto ret =
       llvm::cast<func::ReturnOp>(train.getBody().front().getTerminator());
   for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
-    auto name = train.getResultAttrOfType<StringAttr>(r, "mnemo.name");
-    if (name && name.getValue() == "loss")
+    if (model::resultName(train, r) == "loss")
       if (Operation *def = ret.getOperand(r).getDefiningOp())
         for (unsigned i = 0; i < ops.size(); ++i)
           if (ops[i] == def)
@@ -83,14 +83,14 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       return;
     int64_t limit = budget;
     if (limit == 0)
-      if (auto settings = module->getAttrOfType<DictionaryAttr>("mnemo.train"))
+      if (DictionaryAttr settings = model::trainSettings(module))
         if (auto b = settings.getAs<IntegerAttr>("memory_budget"))
           limit = b.getInt();
     if (strategy != "none" && strategy != "auto" && strategy != "all" &&
         strategy != "sqrt" && strategy != "optimal") {
       module.emitError() << "unknown --remat=" << strategy
                          << " (none, all, sqrt, auto or optimal)";
-      markUserError(getOperation());
+      model::markUserError(getOperation());
       return signalPassFailure();
     }
     // The model's own `checkpoint { ... }` blocks come first: what they
@@ -131,7 +131,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
               << " cannot be met with --remat=" << strategy
               << ": its plan needs " << mib(*peak)
               << " (--remat=auto searches for a plan that fits)";
-          markUserError(getOperation());
+          model::markUserError(getOperation());
           return signalPassFailure();
         }
       }
@@ -154,7 +154,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                           << " cannot be met without recomputation (the plan "
                              "needs "
                           << mib(*none) << "; --remat=auto recomputes)";
-      markUserError(getOperation());
+      model::markUserError(getOperation());
       return signalPassFailure();
     }
     std::optional<std::vector<Value>> chosen;
@@ -193,7 +193,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                              "is "
                           << mib(smallest) << " (without recomputation "
                           << mib(*none) << ")";
-      markUserError(getOperation());
+      model::markUserError(getOperation());
       return signalPassFailure();
     }
     int64_t flops = apply(train, *chosen);

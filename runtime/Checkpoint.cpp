@@ -22,10 +22,7 @@ uint8_t *regionOf(const ArgumentInfo &a, const StepMemory &memory) {
   return memory.base(a.region) + a.offset;
 }
 
-bool isState(const ArgumentInfo &a) {
-  std::string role = a.role;
-  return role == "param" || role == "opt_state" || role == "buffer";
-}
+bool isState(const ArgumentInfo &a) { return isPersistentRole(a.role); }
 
 std::string safetensorsDtype(const std::string &dtype) {
   if (dtype == "f32")
@@ -145,13 +142,13 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (!isState(a) || (!withState && std::string(a.role) != "param"))
+    if (!isState(a) || (!withState && a.role != ArgumentRole::Param))
       continue;
     const StoredTensor *t = file.find(a.name);
     std::vector<int64_t> shape(a.shape, a.shape + a.rank);
     if (!t) {
       error = "'" + path + "' has no tensor '" + a.name + "'" +
-              (std::string(a.role) == "opt_state"
+              (a.role == ArgumentRole::OptState
                    ? " (optimizer state: was it saved by another optimizer?)"
                    : "");
       return false;
@@ -201,8 +198,7 @@ void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (!isState(a) ||
-        (!checkpoint.withState && std::string(a.role) != "param"))
+    if (!isState(a) || (!checkpoint.withState && a.role != ArgumentRole::Param))
       continue;
     const StoredTensor *t = checkpoint.file.find(a.name);
     std::memcpy(regionOf(a, memory), t->bytes.data(), t->bytes.size());

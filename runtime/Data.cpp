@@ -113,9 +113,9 @@ public:
       if (l->tensors.empty())
         continue;
       if (l->tensors.size() != 2 ||
-          std::string(l->tensors[0]->role) != "input" ||
+          l->tensors[0]->role != ArgumentRole::Input ||
           std::string(l->tensors[0]->dtype) != "f32" ||
-          std::string(l->tensors[1]->role) != "target" ||
+          l->tensors[1]->role != ArgumentRole::Target ||
           std::string(l->tensors[1]->dtype) != "i32" ||
           elements(*l->tensors[0]) != l->batchSize * pixels ||
           elements(*l->tensors[1]) != l->batchSize) {
@@ -519,8 +519,8 @@ private:
 BatchLayout batchLayoutOf(const StepInfo &step) {
   BatchLayout layout;
   for (int i = 0; i < step.numArguments; ++i) {
-    std::string role = step.arguments[i].role;
-    if (role == "input" || role == "target")
+    ArgumentRole role = step.arguments[i].role;
+    if (role == ArgumentRole::Input || role == ArgumentRole::Target)
       layout.tensors.push_back(&step.arguments[i]);
   }
   if (!layout.tensors.empty() && layout.tensors[0]->rank > 0)

@@ -279,7 +279,7 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
   file.metadata["model"] = model.name;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (std::string(a.role) != "param")
+    if (a.role != ArgumentRole::Param)
       continue;
     ParameterData p;
     p.name = a.name;

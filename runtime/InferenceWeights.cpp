@@ -198,7 +198,7 @@ bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
   std::set<std::string> done;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (std::string(a.role) != "param")
+    if (a.role != ArgumentRole::Param)
       continue;
     std::string name = a.name, owner = ownerOf(name);
     const StoredTensor *t = file.find(name), *dense = file.find(owner);
@@ -291,7 +291,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
   std::set<std::string> owners;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (std::string(a.role) != "param")
+    if (a.role != ArgumentRole::Param)
       continue;
     std::string name = a.name;
     int64_t count = 1;

@@ -13,6 +13,7 @@
 #ifndef MNEMO_RUNTIME_MODEL_H
 #define MNEMO_RUNTIME_MODEL_H
 
+#include "runtime/ArgumentRole.h"
 #include "runtime/MemoryRegion.h"
 
 #include <cstdint>
@@ -54,8 +55,7 @@ struct StepMemory {
 /// One argument of a step function.
 struct ArgumentInfo {
   const char *name; // "fc1.weight", "fc1.weight.exp_avg", "image", "step"
-  const char
-      *role; // param, buffer, opt_state, input, target, step, total_steps
+  ArgumentRole role;
   const char *dtype; // f32, bf16, f16, i32, i8, i1
   int rank;
   int64_t shape[8];

@@ -310,9 +310,9 @@ void onInterrupt(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
-const ArgumentInfo *argumentWithRole(const StepInfo &step, const char *role) {
+const ArgumentInfo *argumentWithRole(const StepInfo &step, ArgumentRole role) {
   for (int i = 0; i < step.numArguments; ++i)
-    if (std::strcmp(step.arguments[i].role, role) == 0)
+    if (step.arguments[i].role == role)
       return &step.arguments[i];
   return nullptr;
 }
@@ -329,7 +329,7 @@ SafetensorsFile parameterFile(const ModelInfo &model,
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (std::string(a.role) != "param")
+    if (a.role != ArgumentRole::Param)
       continue;
     StoredTensor t;
     t.name = a.name;
@@ -373,7 +373,7 @@ std::vector<MaskSparsity> maskSparsity(const ModelInfo &model,
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &mask = step.arguments[i];
     std::string name = mask.name;
-    if (std::string(mask.role) != "opt_state" || name.size() < 5 ||
+    if (mask.role != ArgumentRole::OptState || name.size() < 5 ||
         name.compare(name.size() - 5, 5, ".mask") != 0)
       continue;
     MaskSparsity m;
@@ -515,8 +515,7 @@ int main(int argc, char **argv) {
   } else {
     for (int i = 0; i < train.numArguments; ++i) {
       const ArgumentInfo &a = train.arguments[i];
-      std::string role = a.role;
-      if (role != "param" && role != "opt_state" && role != "buffer")
+      if (!isPersistentRole(a.role))
         continue;
       InitSpec spec;
       spec.kind = "zeros";
@@ -539,8 +538,8 @@ int main(int argc, char **argv) {
              " tensor cannot be initialized by " + spec.kind);
       std::vector<int64_t> shape(a.shape, a.shape + a.rank);
       Rng rng = rngFor(position.seed, a.name);
-      uint8_t *base =
-          role == "opt_state" ? memory.optimizerState : memory.parameters;
+      uint8_t *base = a.role == ArgumentRole::OptState ? memory.optimizerState
+                                                       : memory.parameters;
       if (!initialize(spec, shape, rng,
                       reinterpret_cast<float *>(base + a.offset), error))
         fail(std::string(a.name) + ": " + error);
@@ -627,8 +626,9 @@ int main(int argc, char **argv) {
   if (!options.dump.empty())
     dumpInit = parameterFile(model, memory);
 
-  const ArgumentInfo *stepArg = argumentWithRole(train, "step");
-  const ArgumentInfo *totalArg = argumentWithRole(train, "total_steps");
+  const ArgumentInfo *stepArg = argumentWithRole(train, ArgumentRole::Step);
+  const ArgumentInfo *totalArg =
+      argumentWithRole(train, ArgumentRole::TotalSteps);
   auto evaluate = [&](int64_t afterStep, nlohmann::json &into) {
     int64_t batches = source->evalBatches();
     if (!eval.run || batches == 0)
@@ -893,10 +893,10 @@ int main(int argc, char **argv) {
     config["params"] = nlohmann::json::array();
     config["batch"] = nlohmann::json::array();
     for (int i = 0; i < train.numArguments; ++i) {
-      std::string role = train.arguments[i].role;
-      if (role == "param")
+      ArgumentRole role = train.arguments[i].role;
+      if (role == ArgumentRole::Param)
         config["params"].push_back(train.arguments[i].name);
-      if (role == "input" || role == "target")
+      if (role == ArgumentRole::Input || role == ArgumentRole::Target)
         config["batch"].push_back(train.arguments[i].name);
     }
     std::string text = config.dump(2) + "\n";

@@ -2,6 +2,7 @@
 
 #include "lang/interpreter/Differential.h"
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "lang/interpreter/Interpreter.h"
 
@@ -71,10 +72,10 @@ std::vector<Tensor> mnemo::randomArguments(func::FuncOp func, uint64_t seed) {
     auto type = llvm::cast<RankedTensorType>(arg.getType());
     Tensor t(elementTypeOf(type), std::vector<int64_t>(type.getShape().begin(),
                                                        type.getShape().end()));
-    auto role =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "mnemo.role");
+    std::optional<ArgumentRole> role =
+        model::argumentRole(func, arg.getArgNumber());
     bool isStep =
-        role && (role.getValue() == "step" || role.getValue() == "total_steps");
+        role == ArgumentRole::Step || role == ArgumentRole::TotalSteps;
     int64_t range = isFloat(t.type) ? 0 : integerRange(arg);
     if (std::optional<int64_t> capacity = csrCapacity(arg)) {
       int64_t rows = t.numElements() - 1;

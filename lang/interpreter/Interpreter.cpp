@@ -310,7 +310,6 @@ private:
                            bool batched);
   LogicalResult execReduce(Operation *op, ArrayRef<int64_t> axes, int kind);
   LogicalResult execSoftmax(Operation *op, int64_t axis, bool logarithm);
-  LogicalResult execLayerNorm(Operation *op, double eps, bool rms, bool grad);
   LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
                          ArrayRef<int64_t> padding, int which);
   LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
@@ -492,19 +491,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       .Case([&](LogSoftmaxOp s) {
         return execSoftmax(op, int64_t(s.getAxis()), true);
-      })
-      .Case([&](LayerNormOp l) {
-        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false,
-                             false);
-      })
-      .Case([&](RmsNormOp l) {
-        return execLayerNorm(op, l.getEpsilon().convertToDouble(), true, false);
-      })
-      .Case([&](LayerNormGradOp l) {
-        return execLayerNorm(op, l.getEpsilon().convertToDouble(), false, true);
-      })
-      .Case([&](RmsNormGradOp l) {
-        return execLayerNorm(op, l.getEpsilon().convertToDouble(), true, true);
       })
       // Losses and metrics.
       .Case([&](CrossEntropyOp) { return execCrossEntropy(op, false); })
@@ -756,63 +742,6 @@ LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis,
                                     : std::exp(x.data[at(j)] - maxv) / sum;
     }
   set(op->getResult(0), std::move(out));
-  return success();
-}
-
-/// Layer and RMS normalization over the last dimension, and their gradients
-/// (operands of the gradient ops: grad, input, scale).
-LogicalResult Evaluator::execLayerNorm(Operation *op, double eps, bool rms,
-                                       bool grad) {
-  const Tensor &x = get(op->getOperand(grad ? 1 : 0));
-  const Tensor &scale = get(op->getOperand(grad ? 2 : 1));
-  int64_t d = x.shape.back(), rows = x.numElements() / d;
-  Tensor y = like(op->getResult(0));
-  Tensor dscale(scale.type, scale.shape), dbias(scale.type, scale.shape);
-  const Tensor *bias = !grad && !rms ? &get(op->getOperand(2)) : nullptr;
-  const Tensor *g = grad ? &get(op->getOperand(0)) : nullptr;
-  std::vector<double> xhat(d), dxhat(d);
-  for (int64_t r = 0; r < rows; ++r) {
-    const double *row = &x.data[r * d];
-    double mean = 0;
-    if (!rms) {
-      for (int64_t j = 0; j < d; ++j)
-        mean += row[j];
-      mean /= double(d);
-    }
-    double var = 0;
-    for (int64_t j = 0; j < d; ++j)
-      var += (row[j] - mean) * (row[j] - mean);
-    var /= double(d);
-    double rstd = 1.0 / std::sqrt(var + eps);
-    for (int64_t j = 0; j < d; ++j)
-      xhat[j] = (row[j] - mean) * rstd;
-    if (!grad) {
-      for (int64_t j = 0; j < d; ++j)
-        y.data[r * d + j] =
-            xhat[j] * scale.data[j] + (bias ? bias->data[j] : 0.0);
-      continue;
-    }
-    const double *grow = &g->data[r * d];
-    double meanDxhat = 0, meanDxhatXhat = 0;
-    for (int64_t j = 0; j < d; ++j) {
-      dxhat[j] = grow[j] * scale.data[j];
-      meanDxhat += dxhat[j];
-      meanDxhatXhat += dxhat[j] * xhat[j];
-      dscale.data[j] += grow[j] * xhat[j];
-      dbias.data[j] += grow[j];
-    }
-    meanDxhat /= double(d);
-    meanDxhatXhat /= double(d);
-    for (int64_t j = 0; j < d; ++j)
-      y.data[r * d + j] =
-          rstd * (dxhat[j] - (rms ? 0.0 : meanDxhat) - xhat[j] * meanDxhatXhat);
-  }
-  set(op->getResult(0), std::move(y));
-  if (grad) {
-    set(op->getResult(1), std::move(dscale));
-    if (!rms)
-      set(op->getResult(2), std::move(dbias));
-  }
   return success();
 }
 

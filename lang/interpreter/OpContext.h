@@ -17,10 +17,24 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/Twine.h"
 
+#include <cmath>
 #include <optional>
 
 namespace mnemo {
 namespace interp {
+
+/// The reference's math policy for the families' formulas (the M of
+/// `template <typename T, typename M>`): the C library in double, where
+/// the backends use f32 and ElementwiseFormulas.h's FastMath.
+struct ExactMath {
+  static double exp(double x) { return std::exp(x); }
+  static double tanh(double x) { return std::tanh(x); }
+  static double log(double x) { return std::log(x); }
+  static double log1p(double x) { return std::log1p(x); }
+  static double erf(double x) { return std::erf(x); }
+  static double sqrt(double x) { return std::sqrt(x); }
+  static double pow(double x, double y) { return std::pow(x, y); }
+};
 
 class OpContext {
 public:

@@ -31,13 +31,6 @@ namespace cpu {
 namespace {
 std::mutex errorMutex;
 std::string firstError;
-
-/// Rows below this many elements of work per chunk are not worth a thread.
-constexpr int64_t kGrain = 16384;
-
-int64_t rowGrain(int64_t rowElements) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, rowElements));
-}
 } // namespace
 
 bool backendAvailable(std::string &why) {
@@ -662,90 +655,6 @@ void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; ++j)
           ys[j * inner] *= inv;
-      }
-    }
-  });
-}
-
-namespace {
-/// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
-void rowStatistics(const float *row, int64_t d, float eps, bool rms, float &mu,
-                   float &rstd) {
-  double mean = 0;
-  if (!rms) {
-    for (int64_t j = 0; j < d; ++j)
-      mean += row[j];
-    mean /= double(d);
-  }
-  double var = 0;
-  for (int64_t j = 0; j < d; ++j)
-    var += (row[j] - mean) * (row[j] - mean);
-  var /= double(d);
-  mu = float(mean);
-  rstd = float(1.0 / std::sqrt(var + eps));
-}
-} // namespace
-
-void layerNorm(const float *x, const float *scale, const float *bias, float *y,
-               int64_t rows, int64_t d, float eps, bool rms) {
-  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *row = x + r * d;
-      float mu, rstd;
-      rowStatistics(row, d, eps, rms, mu, rstd);
-      float *out = y + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        out[j] = (row[j] - mu) * rstd * scale[j] + (bias ? bias[j] : 0.0f);
-    }
-  });
-}
-
-void layerNormGrad(const float *dy, const float *x, const float *scale,
-                   float *dx, float *dscale, float *dbias, int64_t rows,
-                   int64_t d, float eps, bool rms) {
-  // A row's statistics are recomputed where needed: cheaper than storing
-  // them, and nothing to allocate.
-  auto statistics = [&](const float *row, float &mu, float &rstd) {
-    rowStatistics(row, d, eps, rms, mu, rstd);
-  };
-  // Rows in parallel; the scale and bias gradients (sums over rows) in a
-  // second pass over columns, so that no two threads add into one sum.
-  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *row = x + r * d, *g = dy + r * d;
-      float mu, rstd;
-      statistics(row, mu, rstd);
-      double meanDxhat = 0, meanDxhatXhat = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        float dxhat = g[j] * scale[j];
-        meanDxhat += dxhat;
-        meanDxhatXhat += double(dxhat) * ((row[j] - mu) * rstd);
-      }
-      float a = rms ? 0.0f : float(meanDxhat / double(d));
-      float b = float(meanDxhatXhat / double(d));
-      float *out = dx + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        out[j] = rstd * (g[j] * scale[j] - a - (row[j] - mu) * rstd * b);
-    }
-  });
-  constexpr int64_t kBlock = 64;
-  parallelFor((d + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t block = begin; block < end; ++block) {
-      int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
-      double ds[kBlock] = {}, db[kBlock] = {};
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *row = x + r * d, *g = dy + r * d;
-        float mu, rstd;
-        statistics(row, mu, rstd);
-        for (int64_t j = j0; j < j1; ++j) {
-          ds[j - j0] += double(g[j]) * ((row[j] - mu) * rstd);
-          db[j - j0] += g[j];
-        }
-      }
-      for (int64_t j = j0; j < j1; ++j) {
-        dscale[j] = float(ds[j - j0]);
-        if (dbias)
-          dbias[j] = float(db[j - j0]);
       }
     }
   });

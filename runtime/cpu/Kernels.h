@@ -178,13 +178,6 @@ void maxGrad(const float *grad, const float *x, const float *maximum,
 void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
              bool logarithm);
 
-/// Layer norm (bias may be null) or RMS norm over rows of `d`.
-void layerNorm(const float *x, const float *scale, const float *bias, float *y,
-               int64_t rows, int64_t d, float eps, bool rms);
-void layerNormGrad(const float *dy, const float *x, const float *scale,
-                   float *dx, float *dscale, float *dbias, int64_t rows,
-                   int64_t d, float eps, bool rms);
-
 /// Mean cross-entropy over rows; false if a target is out of range.
 bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
                   int64_t classes, float *loss);

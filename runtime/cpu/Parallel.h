@@ -15,6 +15,7 @@
 #ifndef MNEMO_RUNTIME_CPU_PARALLEL_H
 #define MNEMO_RUNTIME_CPU_PARALLEL_H
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -78,6 +79,14 @@ public:
 /// and calls from inside another parallelFor, inline on the caller.
 void parallelFor(int64_t n, int64_t grain,
                  FunctionRef<void(int64_t, int64_t)> body);
+
+/// Elements of work below which a chunk is not worth a thread.
+constexpr int64_t kGrain = 16384;
+
+/// The grain for rows of `rowElements` each.
+inline int64_t rowGrain(int64_t rowElements) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, rowElements));
+}
 
 } // namespace cpu
 } // namespace mnemo

@@ -134,9 +134,11 @@ function(mnemo_add_cuda_library name runtime_dir)
       kernels "${kernels}")
   endforeach()
   # The op families' device functions (lang/ops/FAMILY/*.cuh), which a
-  # model's kernels include by path where they use them: NVRTC gets each as
-  # a header of that name.
-  file(GLOB family_kernels ${root}/lang/ops/*/*.cuh)
+  # model's kernels include by path where they use them, and the formulas
+  # those include: NVRTC gets each as a header of that name (a formula
+  # header spliced above is skipped by its include guard).
+  file(GLOB family_kernels ${root}/lang/ops/*/*.cuh
+       ${root}/lang/ops/*/*Formulas.h)
   set(family_names "")
   set(family_sources "")
   foreach(header ${family_kernels})

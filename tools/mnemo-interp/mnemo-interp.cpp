@@ -20,6 +20,7 @@
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 #include "lang/interpreter/Interpreter.h"
 #include "passes/Pipeline.h"
@@ -93,7 +94,8 @@ namespace {
 
 /// How a train_step argument is fed.
 struct StepArgument {
-  std::string role, name;
+  ArgumentRole role = ArgumentRole::Input;
+  std::string name;
   ElementType type;
   std::vector<int64_t> shape;
   DictionaryAttr init;
@@ -104,11 +106,11 @@ std::vector<StepArgument> describeArguments(func::FuncOp f) {
   for (unsigned i = 0; i < f.getNumArguments(); ++i) {
     auto type = llvm::cast<RankedTensorType>(f.getArgumentTypes()[i]);
     StepArgument a;
-    a.role = f.getArgAttrOfType<StringAttr>(i, "mnemo.role").getValue().str();
-    a.name = f.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue().str();
+    a.role = model::argumentRole(f, i).value_or(ArgumentRole::Input);
+    a.name = model::argumentName(f, i).str();
     a.type = elementTypeOf(type);
     a.shape.assign(type.getShape().begin(), type.getShape().end());
-    a.init = f.getArgAttrOfType<DictionaryAttr>(i, "mnemo.init");
+    a.init = model::argumentInit(f, i);
     args.push_back(a);
   }
   return args;
@@ -157,8 +159,7 @@ runtime::StoredTensor store(const std::string &name, const Tensor &t,
 int64_t integerRange(func::FuncOp forward, const std::string &name) {
   mlir::Block &body = forward.getBody().front();
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    if (forward.getArgAttrOfType<StringAttr>(i, "mnemo.name").getValue() !=
-        name)
+    if (model::argumentName(forward, i) != name)
       continue;
     for (Operation *user : body.getArgument(i).getUsers()) {
       if (auto e = llvm::dyn_cast<EmbeddingOp>(user))
@@ -247,7 +248,7 @@ int main(int argc, char **argv) {
   // Parameters and optimizer state, initialized by name.
   for (size_t i = 0; i < args.size(); ++i) {
     const StepArgument &a = args[i];
-    if (a.role != "param" && a.role != "opt_state" && a.role != "buffer")
+    if (!isPersistentRole(a.role))
       continue;
     std::vector<float> data;
     std::string error;
@@ -258,14 +259,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     values[i] = fromFloats(a, data);
-    if (a.role == "param")
+    if (a.role == ArgumentRole::Param)
       initFile.tensors.push_back(store(a.name, values[i]));
   }
 
   // Batches: Fashion-MNIST, or random data of the right shapes and ranges.
   std::vector<size_t> batchArgs;
   for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].role == "input" || args[i].role == "target")
+    if (args[i].role == ArgumentRole::Input ||
+        args[i].role == ArgumentRole::Target)
       batchArgs.push_back(i);
   if (batchArgs.empty() || args[batchArgs.front()].shape.empty()) {
     llvm::errs()
@@ -290,9 +292,9 @@ int main(int argc, char **argv) {
     int64_t imageValues = 1;
     for (int64_t d : image.shape)
       imageValues *= d;
-    if (batchArgs.size() != 2 || image.role != "input" ||
-        label.role != "target" || !isFloat(image.type) || isFloat(label.type) ||
-        label.shape != std::vector<int64_t>{batchSize} ||
+    if (batchArgs.size() != 2 || image.role != ArgumentRole::Input ||
+        label.role != ArgumentRole::Target || !isFloat(image.type) ||
+        isFloat(label.type) || label.shape != std::vector<int64_t>{batchSize} ||
         imageValues != batchSize * pixels) {
       llvm::errs()
           << "mnemo-interp: error: --data needs a model with one float input "
@@ -392,8 +394,7 @@ int main(int argc, char **argv) {
         values[*reuses] = std::move((*results)[r]);
         continue;
       }
-      auto name = trainStep.getResultAttrOfType<StringAttr>(r, "mnemo.name");
-      StringRef n = name ? name.getValue() : "";
+      StringRef n = model::resultName(trainStep, r);
       double v = (*results)[r].data.empty() ? 0 : (*results)[r].data[0];
       if (n == "loss")
         loss = v;
@@ -431,7 +432,8 @@ int main(int argc, char **argv) {
     std::vector<StepArgument> evalArgs = describeArguments(evalStep);
     std::vector<Tensor> evalValues(evalArgs.size());
     for (size_t i = 0; i < evalArgs.size(); ++i)
-      if (evalArgs[i].role == "param" || evalArgs[i].role == "buffer")
+      if (evalArgs[i].role == ArgumentRole::Param ||
+          evalArgs[i].role == ArgumentRole::Buffer)
         for (size_t j = 0; j < args.size(); ++j)
           if (args[j].role == evalArgs[i].role &&
               args[j].name == evalArgs[i].name)
@@ -469,7 +471,7 @@ int main(int argc, char **argv) {
     }
     runtime::SafetensorsFile finalFile;
     for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].role == "param")
+      if (args[i].role == ArgumentRole::Param)
         finalFile.tensors.push_back(store(args[i].name, values[i], exact));
     lossesFile.tensors.push_back(
         exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())},
@@ -492,18 +494,14 @@ int main(int argc, char **argv) {
     llvm::json::Object config;
     config["model"] = graph->modelName;
     config["steps"] = totalSteps;
-    auto applied =
-        (*module)->getAttrOfType<mlir::StringAttr>("mnemo.precision");
-    config["precision"] =
-        exact ? "f64" : (applied ? applied.getValue().str() : "f32");
-    config["hyperparams"] =
-        attributeToJson((*module)->getAttr("mnemo.hyperparams"));
-    config["train"] = attributeToJson((*module)->getAttr("mnemo.train"));
+    config["precision"] = exact ? "f64" : model::precision(*module).str();
+    config["hyperparams"] = attributeToJson(model::hyperparams(*module));
+    config["train"] = attributeToJson(model::trainSettings(*module));
     llvm::json::Array params, batchNames;
     for (const StepArgument &a : args) {
-      if (a.role == "param")
+      if (a.role == ArgumentRole::Param)
         params.push_back(a.name);
-      if (a.role == "input" || a.role == "target")
+      if (a.role == ArgumentRole::Input || a.role == ArgumentRole::Target)
         batchNames.push_back(a.name);
     }
     config["params"] = std::move(params);

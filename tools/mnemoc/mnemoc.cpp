@@ -23,6 +23,7 @@
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
 #include "lang/MnemoDialect.h"
+#include "lang/ModelAttributes.h"
 #include "lang/ShapeRules.h"
 #include "passes/MemoryReport.h"
 #include "passes/MemoryTimeline.h"
@@ -534,7 +535,7 @@ int main(int argc, char **argv) {
   mlir::OwningOpRef<mlir::ModuleOp> module = std::move(lowered.module);
   if (!lowered.planned())
     return userError || passPipeline.getNumOccurrences() ||
-                   (*module)->hasAttr("mnemo.user_error")
+                   model::hasUserError(*module)
                ? 1
                : 2;
   // A forward-only plan recomputes nothing: a budget it exceeds is an

@@ -2,7 +2,7 @@
 //
 // The reference interpreter's model of the elementwise family: each formula
 // op through ElementwiseFormulas.h in double with the C library's functions
-// (ExactMath), where the backends use f32 and FastMath; the operators,
+// (OpContext.h's ExactMath), where the backends use f32 and FastMath; the operators,
 // casts, selections and dropout written out here.
 //
 //===----------------------------------------------------------------------===//
@@ -21,17 +21,6 @@ using namespace mnemo;
 using namespace mnemo::interp;
 
 namespace {
-
-/// The reference's math: the C library in double.
-struct ExactMath {
-  static double exp(double x) { return std::exp(x); }
-  static double tanh(double x) { return std::tanh(x); }
-  static double log(double x) { return std::log(x); }
-  static double log1p(double x) { return std::log1p(x); }
-  static double erf(double x) { return std::erf(x); }
-  static double sqrt(double x) { return std::sqrt(x); }
-  static double pow(double x, double y) { return std::pow(x, y); }
-};
 
 /// A formula called with its operands' and constants' values in one array.
 template <typename... Args, size_t... I>

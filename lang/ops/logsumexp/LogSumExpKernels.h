@@ -26,10 +26,7 @@ namespace cpu {
 /// exponentials summed in double. A NaN anywhere in a row gives NaN.
 inline void logSumExp(const float *x, float *y, int64_t outer, int64_t n,
                       int64_t inner) {
-  // About 16K elements of work per task, as the other row kernels.
-  int64_t grain =
-      std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(n, 1));
-  parallelFor(outer * inner, grain, [&](int64_t begin, int64_t end) {
+  parallelFor(outer * inner, rowGrain(n), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t o = row / inner, i = row % inner;
       const float *xs = x + o * n * inner + i;

@@ -1,7 +1,7 @@
 //===- LogSumExpOps.cpp - logsumexp's shape check and gradient rule -------===//
 
 #include "lang/GradientBuilder.h"
-#include "lang/ShapeRules.h"
+#include "lang/OpVerification.h"
 
 using namespace mlir;
 using namespace mnemo;
@@ -23,21 +23,15 @@ std::array<int64_t, 3> LogSumExpOp::getRowGeometry() {
 }
 
 LogicalResult LogSumExpOp::verify() {
-  RankedTensorType in = typeOf(getInput()), out = typeOf(getResult());
+  RankedTensorType in = typeOf(getInput());
   if (!shape::normalizeAxis(int64_t(getAxis()), in.getRank()))
     return emitOpError() << "axis " << int64_t(getAxis())
                          << " is out of range for rank " << in.getRank();
-  shape::ShapeResult rule = shape::reduce(shape::Shape(in.getShape()),
-                                          {int64_t(getAxis())}, getKeepDims());
-  if (!rule.ok())
-    return emitOpError() << rule.error;
-  if (shape::Shape(out.getShape()) != rule.shape)
-    return emitOpError() << "result shape " << shape::format(out.getShape())
-                         << " should be " << shape::format(rule.shape);
-  if (out.getElementType() != in.getElementType())
-    return emitOpError() << "result element type " << out.getElementType()
-                         << " should be " << in.getElementType();
-  return success();
+  return verification::verifyResult(*this,
+                                    shape::reduce(shape::Shape(in.getShape()),
+                                                  {int64_t(getAxis())},
+                                                  getKeepDims()),
+                                    in.getElementType());
 }
 
 SmallVector<Value> LogSumExpOp::buildGradient(OpBuilder &b,

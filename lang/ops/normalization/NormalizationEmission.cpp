@@ -1,0 +1,177 @@
+//===- NormalizationEmission.cpp - Normalization in the CPU and CUDA code -===//
+//
+// The code generation models of layernorm, rmsnorm and their backward ops:
+// calls of the CPU kernels (NormalizationKernels.h), and on the GPU one
+// block per row, then (for the backward ops) the scale and bias gradients
+// as column sums over row chunks in the op's scratch
+// (NormalizationKernels.cuh).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+#include "passes/Workspace.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+constexpr const char *kCpuKernels =
+    "lang/ops/normalization/NormalizationKernels.h";
+constexpr const char *kCudaKernels =
+    "lang/ops/normalization/NormalizationKernels.cuh";
+
+/// Rows and row length of a normalization over the last dimension of `v`.
+std::pair<int64_t, int64_t> rowsOf(Value v) {
+  ArrayRef<int64_t> shape = llvm::cast<ShapedType>(v.getType()).getShape();
+  return {product(shape) / shape.back(), shape.back()};
+}
+
+/// The operands the four ops share, by their roles.
+struct Normalization {
+  Value grad, input, scale, bias; // grad: backward ops; bias: layernorm
+  double eps;
+  bool rms, backward;
+};
+
+Normalization describe(LayerNormOp op) {
+  return {{},
+          op.getInput(),
+          op.getScale(),
+          op.getBias(),
+          op.getEpsilon().convertToDouble(),
+          /*rms=*/false,
+          /*backward=*/false};
+}
+Normalization describe(RmsNormOp op) {
+  return {{},
+          op.getInput(),
+          op.getScale(),
+          {},
+          op.getEpsilon().convertToDouble(),
+          /*rms=*/true,
+          /*backward=*/false};
+}
+Normalization describe(LayerNormGradOp op) {
+  return {op.getGrad(),
+          op.getInput(),
+          op.getScale(),
+          {},
+          op.getEpsilon().convertToDouble(),
+          /*rms=*/false,
+          /*backward=*/true};
+}
+Normalization describe(RmsNormGradOp op) {
+  return {op.getGrad(),
+          op.getInput(),
+          op.getScale(),
+          {},
+          op.getEpsilon().convertToDouble(),
+          /*rms=*/true,
+          /*backward=*/true};
+}
+
+template <typename Op>
+struct NormalizationCpuModel
+    : CpuKernelOpInterface::ExternalModel<NormalizationCpuModel<Op>, Op> {
+  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
+    Normalization n = describe(llvm::cast<Op>(op));
+    auto [rows, d] = rowsOf(n.input);
+    FailureOr<std::string> input = context.operand(n.input);
+    FailureOr<std::string> scale = context.operand(n.scale);
+    FailureOr<std::string> bias =
+        n.bias ? context.operand(n.bias) : FailureOr<std::string>(std::string("nullptr"));
+    FailureOr<std::string> grad =
+        n.grad ? context.operand(n.grad) : FailureOr<std::string>(std::string());
+    if (failed(input) || failed(scale) || failed(bias) || failed(grad))
+      return failure();
+    context.include(kCpuKernels);
+    std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
+    if (!n.backward)
+      context.out() << llvm::formatv(
+          "  layerNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n", *input,
+          *scale, *bias, context.result(), rows, d, eps, rms);
+    else
+      context.out() << llvm::formatv(
+          "  layerNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+          "{9});\n",
+          *grad, *input, *scale, context.result(0), context.result(1),
+          n.rms ? "nullptr" : context.result(2), rows, d, eps, rms);
+    return success();
+  }
+};
+
+template <typename Op>
+struct NormalizationCudaModel
+    : CudaKernelOpInterface::ExternalModel<NormalizationCudaModel<Op>, Op> {
+  LogicalResult emitCudaKernel(Operation *op,
+                               CudaKernelContext &context) const {
+    Normalization n = describe(llvm::cast<Op>(op));
+    auto [rows, d] = rowsOf(n.input);
+    std::string type = context.elementType(n.input);
+    std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
+    context.include(kCudaKernels);
+    if (!n.backward) {
+      context.launch(
+          llvm::formatv("layerNorm<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                        "{8});",
+                        type, context.operand(n.input),
+                        context.operand(n.scale),
+                        n.bias ? context.operand(n.bias) : "nullptr",
+                        context.result(), rows, d, eps, rms),
+          gridFor(rows, 1), rowThreads(d));
+      return success();
+    }
+    // The rows' statistics (2 floats a row), then [chunks][2][d] partial
+    // column sums: what cudaScratchBytes counts for these ops.
+    int64_t chunks = layerNormGradChunks(rows);
+    int64_t statsBytes = (rows * 8 + 255) / 256 * 256;
+    std::string base = context.scratch(statsBytes + chunks * 2 * d * 4);
+    std::string stats = "f32(" + base + ")",
+                partial =
+                    llvm::formatv("f32({0} + {1})", base, statsBytes).str();
+    std::string grad = context.operand(n.grad),
+                input = context.operand(n.input);
+    context.launch(
+        llvm::formatv("layerNormGradRows<{0}>({1}, {2}, {3}, {4}, {5}, {6}, "
+                      "{7}, {8}, {9});",
+                      type, grad, input, context.operand(n.scale),
+                      context.result(0), stats, rows, d, eps, rms),
+        gridFor(rows, 1), rowThreads(d));
+    context.launch(
+        llvm::formatv(
+            "layerNormGradColumns<{0}>({1}, {2}, {3}, {4}, {5}, {6});", type,
+            grad, input, stats, partial, rows, d),
+        ceilDiv(d, kCudaThreads), kCudaThreads, chunks);
+    context.launch(
+        llvm::formatv("layerNormGradFinish<{0}>({1}, {2}, {3}, {4}, {5});",
+                      type, partial, chunks, d, context.result(1),
+                      n.rms ? "(" + type + " *)nullptr" : context.result(2)),
+        ceilDiv(d, kCudaThreads), kCudaThreads);
+    return success();
+  }
+};
+
+template <typename Op> void attach(MLIRContext &context) {
+  Op::template attachInterface<NormalizationCpuModel<Op>,
+                               NormalizationCudaModel<Op>>(context);
+}
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerNormalizationEmissionModels(MLIRContext &context) {
+  attach<LayerNormOp>(context);
+  attach<RmsNormOp>(context);
+  attach<LayerNormGradOp>(context);
+  attach<RmsNormGradOp>(context);
+}
+} // namespace codegen
+} // namespace mnemo

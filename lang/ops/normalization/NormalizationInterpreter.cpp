@@ -1,0 +1,107 @@
+//===- NormalizationInterpreter.cpp - Normalization in the interpreter ----===//
+//
+// The interpreter's model of layernorm, rmsnorm and their backward ops: in
+// double, each row's statistics in one pass of the textbook definitions,
+// the per-element arithmetic NormalizationFormulas.h's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/MnemoOps.h"
+#include "lang/interpreter/OpContext.h"
+#include "lang/ops/normalization/NormalizationFormulas.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::interp;
+using namespace mnemo::normalization;
+
+namespace {
+
+/// Layer or RMS normalization over the last dimension, or their gradients
+/// (operands of the gradient ops: grad, input, scale; results: the input's,
+/// the scale's and, for layernorm, the bias's gradients).
+LogicalResult interpretNormalization(Operation *op, OpContext &context,
+                                     double eps, bool rms, bool grad) {
+  const Tensor &x = context.get(op->getOperand(grad ? 1 : 0));
+  const Tensor &scale = context.get(op->getOperand(grad ? 2 : 1));
+  int64_t d = x.shape.back(), rows = x.numElements() / d;
+  Tensor y = context.like(op->getResult(0));
+  Tensor dscale(scale.type, scale.shape), dbias(scale.type, scale.shape);
+  const Tensor *bias =
+      !grad && !rms ? &context.get(op->getOperand(2)) : nullptr;
+  const Tensor *g = grad ? &context.get(op->getOperand(0)) : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = &x.data[r * d];
+    double mean = 0;
+    if (!rms) {
+      for (int64_t j = 0; j < d; ++j)
+        mean += row[j];
+      mean /= double(d);
+    }
+    double var = 0;
+    for (int64_t j = 0; j < d; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= double(d);
+    double rstd = 1.0 / std::sqrt(var + eps);
+    if (!grad) {
+      for (int64_t j = 0; j < d; ++j)
+        y.data[r * d + j] = normalize(row[j], mean, rstd, scale.data[j],
+                                      bias ? bias->data[j] : 0.0);
+      continue;
+    }
+    const double *grow = &g->data[r * d];
+    double meanDxhat = 0, meanDxhatXhat = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      double dxhat = grow[j] * scale.data[j];
+      double xhat = normalized(row[j], mean, rstd);
+      meanDxhat += dxhat;
+      meanDxhatXhat += dxhat * xhat;
+      dscale.data[j] += grow[j] * xhat;
+      dbias.data[j] += grow[j];
+    }
+    meanDxhat /= double(d);
+    meanDxhatXhat /= double(d);
+    for (int64_t j = 0; j < d; ++j)
+      y.data[r * d + j] =
+          normalizeInputGrad(grow[j], row[j], scale.data[j], mean, rstd,
+                             rms ? 0.0 : meanDxhat, meanDxhatXhat);
+  }
+  context.set(op->getResult(0), std::move(y));
+  if (grad) {
+    context.set(op->getResult(1), std::move(dscale));
+    if (!rms)
+      context.set(op->getResult(2), std::move(dbias));
+  }
+  return success();
+}
+
+/// The model of `Op`, an RMS norm when `Rms`, a backward op when `Grad`.
+template <typename Op, bool Rms, bool Grad>
+struct NormalizationInterpreterModel
+    : InterpretedOpInterface::ExternalModel<
+          NormalizationInterpreterModel<Op, Rms, Grad>, Op> {
+  LogicalResult interpret(Operation *op, OpContext &context) const {
+    double eps = llvm::cast<Op>(op).getEpsilon().convertToDouble();
+    return interpretNormalization(op, context, eps, Rms, Grad);
+  }
+};
+
+} // namespace
+
+namespace mnemo {
+namespace interp {
+/// Called by registerFamilyInterpreterModels (generated).
+void registerNormalizationInterpreterModels(MLIRContext &context) {
+  LayerNormOp::attachInterface<
+      NormalizationInterpreterModel<LayerNormOp, false, false>>(context);
+  RmsNormOp::attachInterface<
+      NormalizationInterpreterModel<RmsNormOp, true, false>>(context);
+  LayerNormGradOp::attachInterface<
+      NormalizationInterpreterModel<LayerNormGradOp, false, true>>(context);
+  RmsNormGradOp::attachInterface<
+      NormalizationInterpreterModel<RmsNormGradOp, true, true>>(context);
+}
+} // namespace interp
+} // namespace mnemo

@@ -1,0 +1,113 @@
+//===- NormalizationKernels.h - layernorm and rmsnorm on the CPU -*- C++
+//-*-===//
+//
+// The CPU kernels generated code calls for the normalization family (the
+// emission model, NormalizationEmission.cpp, includes this header where a
+// model uses them). Rows in parallel; a row's sums in double; the
+// per-element arithmetic is NormalizationFormulas.h's. Part of the runtime
+// side of the family: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_H
+#define MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_H
+
+#include "lang/ops/normalization/NormalizationFormulas.h"
+#include "runtime/cpu/Parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace mnemo {
+namespace cpu {
+
+/// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
+inline void layerNormRowStatistics(const float *row, int64_t d, float eps,
+                                   bool rms, float &mu, float &rstd) {
+  double mean = 0;
+  if (!rms) {
+    for (int64_t j = 0; j < d; ++j)
+      mean += row[j];
+    mean /= double(d);
+  }
+  double var = 0;
+  for (int64_t j = 0; j < d; ++j)
+    var += (row[j] - mean) * (row[j] - mean);
+  var /= double(d);
+  mu = float(mean);
+  rstd = float(1.0 / std::sqrt(var + eps));
+}
+
+/// Layer norm (bias may be null) or RMS norm over rows of `d`.
+inline void layerNorm(const float *x, const float *scale, const float *bias,
+                      float *y, int64_t rows, int64_t d, float eps, bool rms) {
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x + r * d;
+      float mu, rstd;
+      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+      float *out = y + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = normalization::normalize(row[j], mu, rstd, scale[j],
+                                          bias ? bias[j] : 0.0f);
+    }
+  });
+}
+
+/// The gradients of layer norm (or RMS norm: dbias null) over rows of `d`.
+inline void layerNormGrad(const float *dy, const float *x, const float *scale,
+                          float *dx, float *dscale, float *dbias, int64_t rows,
+                          int64_t d, float eps, bool rms) {
+  // A row's statistics are recomputed where needed: cheaper than storing
+  // them, and nothing to allocate. Rows in parallel; the scale and bias
+  // gradients (sums over rows) in a second pass over columns, so that no
+  // two threads add into one sum.
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *row = x + r * d, *g = dy + r * d;
+      float mu, rstd;
+      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+      double meanDxhat = 0, meanDxhatXhat = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        float dxhat = g[j] * scale[j];
+        meanDxhat += dxhat;
+        meanDxhatXhat +=
+            double(dxhat) * normalization::normalized(row[j], mu, rstd);
+      }
+      float a = rms ? 0.0f : float(meanDxhat / double(d));
+      float b = float(meanDxhatXhat / double(d));
+      float *out = dx + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = normalization::normalizeInputGrad(g[j], row[j], scale[j], mu,
+                                                   rstd, a, b);
+    }
+  });
+  constexpr int64_t kBlock = 64;
+  parallelFor((d + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
+      double ds[kBlock] = {}, db[kBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *row = x + r * d, *g = dy + r * d;
+        float mu, rstd;
+        layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+        for (int64_t j = j0; j < j1; ++j) {
+          ds[j - j0] +=
+              double(g[j]) * normalization::normalized(row[j], mu, rstd);
+          db[j - j0] += g[j];
+        }
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        dscale[j] = float(ds[j - j0]);
+        if (dbias)
+          dbias[j] = float(db[j - j0]);
+      }
+    }
+  });
+}
+
+} // namespace cpu
+} // namespace mnemo
+
+#endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_H
