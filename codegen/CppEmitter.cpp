@@ -347,17 +347,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << res() << ");\n";
             return success();
           })
-          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
-            Shape in = shapeOf(s.getInput());
-            int64_t axis =
-                *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
-            out() << "  softmax(" << P(s.getInput()) << ", " << res() << ", "
-                  << product(ArrayRef<int64_t>(in).take_front(axis)) << ", "
-                  << in[axis] << ", "
-                  << product(ArrayRef<int64_t>(in).drop_front(axis + 1)) << ", "
-                  << (llvm::isa<LogSoftmaxOp>(op) ? "true" : "false") << ");\n";
-            return success();
-          })
           .Case([&](CrossEntropyOp c) {
             Shape logits = shapeOf(c.getLogits());
             out() << "  crossEntropy(" << P(c.getLogits()) << ", "
@@ -385,22 +374,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           .Case([&](MseOp m) {
             out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
                   << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](EmbeddingOp e) {
-            Shape table = shapeOf(e.getTable());
-            out() << "  embedding(" << P(e.getTable()) << ", "
-                  << P(e.getIndices()) << ", "
-                  << product(shapeOf(e.getIndices())) << ", " << table[0]
-                  << ", " << table[1] << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](EmbeddingGradOp e) {
-            Shape table = shapeOf(e.getResult());
-            out() << "  embeddingGrad(" << P(e.getGrad()) << ", "
-                  << P(e.getIndices()) << ", "
-                  << product(shapeOf(e.getIndices())) << ", " << table[0]
-                  << ", " << table[1] << ", " << res() << ");\n";
             return success();
           })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {

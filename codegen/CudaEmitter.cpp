@@ -171,6 +171,15 @@ private:
     needScratch(bytes);
     return "r.W";
   }
+  void zero(Value v) override {
+    auto type = llvm::cast<ShapedType>(v.getType());
+    body << "  L.zero(" << hostPointer(v, kernelOp) << ", "
+         << type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8)
+         << ");\n";
+  }
+  InFlightDiagnostic error(const Twine &message) override {
+    return error(kernelOp, message);
+  }
   void include(StringRef header) override {
     // At file scope, before the first kernel that calls it.
     if (includes.insert(header.str()).second)
@@ -724,30 +733,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
           .Case([&](MaxGradOp g) {
             return emitReduce(op, g.getInput(), g.getAxes(), "kMax");
           })
-          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
-            Shape in = shapeOf(s.getInput());
-            int64_t axis =
-                *shape::normalizeAxis(int64_t(s.getAxis()), in.size());
-            int64_t outer = product(ArrayRef<int64_t>(in).take_front(axis));
-            int64_t inner = product(ArrayRef<int64_t>(in).drop_front(axis + 1));
-            std::string log = llvm::isa<LogSoftmaxOp>(op) ? "true" : "false";
-            std::string type = T(s.getInput());
-            if (inner == 1) {
-              int threads = rowThreads(in[axis]);
-              kernelCall("softmaxRows<" + type + ">(" + P(s.getInput(), op) +
-                             ", " + res(op) + ", " + std::to_string(outer) +
-                             ", " + std::to_string(in[axis]) + ", " + log +
-                             ");",
-                         gridFor(outer, 1), threads);
-            } else {
-              kernelCall("softmaxStrided<" + type + ">(" + P(s.getInput(), op) +
-                             ", " + res(op) + ", " + std::to_string(outer) +
-                             ", " + std::to_string(in[axis]) + ", " +
-                             std::to_string(inner) + ", " + log + ");",
-                         ceilDiv(outer * inner, kThreads), kThreads);
-            }
-            return success();
-          })
           .Case([&](CrossEntropyOp c) {
             Shape logits = shapeOf(c.getLogits());
             int64_t n = rows(logits);
@@ -814,35 +799,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                            floatLiteral(1.0 / double(n)) + ", false, " +
                            res(op) + ");",
                        1, 1024);
-            return success();
-          })
-          .Case([&](EmbeddingOp e) {
-            Shape table = shapeOf(e.getTable());
-            int64_t count = product(shapeOf(e.getIndices()));
-            kernelCall("embedding<" + T(e.getTable()) + ">(r, " +
-                           P(e.getTable(), op) + ", " + P(e.getIndices(), op) +
-                           ", " + std::to_string(count) + ", " +
-                           std::to_string(table[0]) + ", " +
-                           std::to_string(table[1]) + ", " + res(op) + ");",
-                       ceilDiv(count * table[1], kThreads), kThreads);
-            return success();
-          })
-          .Case([&](EmbeddingGradOp e) -> LogicalResult {
-            Shape table = shapeOf(e.getResult());
-            int64_t count = product(shapeOf(e.getIndices()));
-            if (T(e.getResult()) != "float")
-              return error(op, "the embedding gradient is accumulated with "
-                               "f32 atomics; a " +
-                                   dtypeName(e.getResult().getType()) +
-                                   " table gradient is not supported");
-            body << "  L.zero(" << hostPointer(e.getResult(), op) << ", "
-                 << product(table) * 4 << ");\n";
-            kernelCall("embeddingGradScatter<float>(" + P(e.getGrad(), op) +
-                           ", " + P(e.getIndices(), op) + ", " +
-                           std::to_string(count) + ", " +
-                           std::to_string(table[0]) + ", " +
-                           std::to_string(table[1]) + ", " + res(op) + ");",
-                       ceilDiv(count * table[1], kThreads), kThreads);
             return success();
           })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {

@@ -56,6 +56,13 @@ public:
   /// holds it: passes/Workspace.h's cudaScratchBytes must count the op's
   /// need, and the emitter checks that it does.
   virtual std::string scratch(int64_t bytes) = 0;
+  /// Zeroes result `v` on the host before the op's kernels run (for
+  /// kernels that accumulate into it).
+  virtual void zero(mlir::Value v) = 0;
+  /// An error on the op, worded as the backend's other refusals (a type or
+  /// shape the CUDA kernels do not take); the executor refuses to start
+  /// with it and the CPU backend still runs the program.
+  virtual mlir::InFlightDiagnostic error(const llvm::Twine &message) = 0;
   /// Makes the kernels' source include `header`, a path from the source
   /// root (the family's device functions; NVRTC is given every family's).
   virtual void include(llvm::StringRef header) = 0;

@@ -5,7 +5,7 @@
 // GradientOpInterface::buildGradient. The autodiff pass calls these and knows
 // nothing about individual ops. Rules are written in mnemo ops; where a
 // composition would keep large temporaries alive or lose precision, they use
-// a dedicated backward op (relu_grad, embedding_grad, ...).
+// a dedicated backward op (relu_grad, max_grad, ...).
 //
 // `grads` holds one gradient per result, null where a result does not reach
 // the loss; the returned vector holds one gradient per operand, null where
@@ -154,33 +154,6 @@ SmallVector<Value> FakeQuantOp::buildGradient(OpBuilder &b,
           Value(), Value()};
 }
 
-SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
-                                            ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  Emitter e{b, getLoc()};
-  // dx = y * (g - sum(g * y)) along the axis.
-  Value y = getResult(), g = grads[0];
-  // The verifier has checked the axis, so it normalizes.
-  int64_t axis = *shape::normalizeAxis(getAxis(), typeOf(y).getRank());
-  Value dot = e.broadcast(e.sumKeep(e.mul(g, y), {axis}), typeOf(y));
-  return {e.mul(y, e.sub(g, dot))};
-}
-
-SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b,
-                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  Emitter e{b, getLoc()};
-  // dx = g - softmax(x) * sum(g) along the axis; softmax(x) = exp(y).
-  Value y = getResult(), g = grads[0];
-  // The verifier has checked the axis, so it normalizes.
-  int64_t axis = *shape::normalizeAxis(getAxis(), typeOf(y).getRank());
-  Value total = e.broadcast(e.sumKeep(g, {axis}), typeOf(y));
-  Value softmax = b.create<ExpOp>(getLoc(), y.getType(), y);
-  return {e.sub(g, e.mul(softmax, total))};
-}
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -209,16 +182,6 @@ SmallVector<Value> MseOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
-
-SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder &b,
-                                              ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
-  return {b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), grads[0],
-                                    getIndices())
-              .getResult(),
-          Value()};
-}
 
 SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b,
                                             ArrayRef<Value> grads) {

@@ -412,18 +412,6 @@ LogicalResult SumOp::verify() { return verifyReduce(*this); }
 LogicalResult MeanOp::verify() { return verifyReduce(*this); }
 LogicalResult MaxOp::verify() { return verifyReduce(*this); }
 
-template <typename SoftmaxLikeOp>
-static LogicalResult verifyAxis(SoftmaxLikeOp op) {
-  int64_t rank = tensorType(op.getInput()).getRank();
-  if (!shape::normalizeAxis(int64_t(op.getAxis()), rank))
-    return op.emitOpError() << "axis " << int64_t(op.getAxis())
-                            << " is out of range for rank " << rank;
-  return success();
-}
-
-LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
-LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
-
 LogicalResult CrossEntropyOp::verify() {
   return verifyResult(
       *this, shape::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets())));
@@ -432,12 +420,6 @@ LogicalResult CrossEntropyOp::verify() {
 LogicalResult MseOp::verify() {
   return verifyResult(*this, shape::ShapeResult::success({}),
                       tensorType(getLhs()).getElementType());
-}
-
-LogicalResult EmbeddingOp::verify() {
-  return verifyResult(
-      *this, shape::embedding(shapeOf(getTable()), shapeOf(getIndices())),
-      tensorType(getTable()).getElementType());
 }
 
 LogicalResult ReshapeOp::verify() {
@@ -492,15 +474,6 @@ LogicalResult ConcatOp::verify() {
 //===----------------------------------------------------------------------===//
 // Backward and training ops
 //===----------------------------------------------------------------------===//
-
-LogicalResult EmbeddingGradOp::verify() {
-  shape::ShapeResult forward =
-      shape::embedding(shapeOf(getResult()), shapeOf(getIndices()));
-  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
-    return emitOpError("the gradient's shape does not match the indices and "
-                       "the table");
-  return success();
-}
 
 LogicalResult Conv2DInputGradOp::verify() {
   shape::ShapeResult forward =

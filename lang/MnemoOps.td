@@ -182,31 +182,6 @@ def Mnemo_SumOp : Mnemo_ReduceOp<"sum", "sum", Mnemo_AmpF32>;
 def Mnemo_MeanOp : Mnemo_ReduceOp<"mean", "mean", Mnemo_AmpF32>;
 def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 
-class Mnemo_SoftmaxLikeOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let extraClassDeclaration = [{
-    /// About 5 FLOPs an element: statistics, then the normalized value.
-    int64_t getRecomputeFlops() {
-      return 5 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
-    }
-  }];
-  let summary = what # " along an axis";
-  let description = [{
-    Numerically stable (the maximum is subtracted first).
-
-    ```mlir
-    %p = mnemo.}] # mnemonic # [{ %x {axis = -1 : i64} : tensor<16x4x64x64xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, I64Attr:$axis);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_SoftmaxOp : Mnemo_SoftmaxLikeOp<"softmax", "softmax", Mnemo_AmpF32>;
-def Mnemo_LogSoftmaxOp : Mnemo_SoftmaxLikeOp<"log_softmax", "log-softmax", Mnemo_AmpF32>;
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -245,22 +220,6 @@ def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Decla
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
-
-def Mnemo_EmbeddingOp : Mnemo_Op<"embedding", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "row gather from an embedding table";
-  let description = [{
-    `table [V, D]` at `indices [...]` (i32) gives `[..., D]`.
-
-    ```mlir
-    %h = mnemo.embedding %wte, %tokens
-        : (tensor<256x128xf32>, tensor<16x64xi32>) -> tensor<16x64x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$table, Mnemo_IndexTensor:$indices);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$table `,` $indices attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
 
 def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let extraClassDeclaration = [{
@@ -352,23 +311,6 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pu
 // Backward ops: what gradient rules emit where a composition of forward ops
 // would cost memory or precision. None of them is differentiated again.
 //===----------------------------------------------------------------------===//
-
-def Mnemo_EmbeddingGradOp : Mnemo_Op<"embedding_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "scatter-add of row gradients into a table";
-  let description = [{
-    `result[indices[i], :] += grad[i, :]` into a zero `[V, D]` table, the
-    gradient of `mnemo.embedding`.
-
-    ```mlir
-    %dt = mnemo.embedding_grad %dh, %tokens
-        : (tensor<16x64x128xf32>, tensor<16x64xi32>) -> tensor<256x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_IndexTensor:$indices);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
 
 def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "gradient of a 2-D convolution's input";

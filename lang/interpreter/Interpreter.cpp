@@ -309,7 +309,6 @@ private:
   LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
                            bool batched);
   LogicalResult execReduce(Operation *op, ArrayRef<int64_t> axes, int kind);
-  LogicalResult execSoftmax(Operation *op, int64_t axis, bool logarithm);
   LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
                          ArrayRef<int64_t> padding, int which);
   LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
@@ -322,7 +321,6 @@ private:
   LogicalResult execSlice(Operation *op, int64_t axis, int64_t start,
                           int64_t step, bool grad);
   LogicalResult execConcat(ConcatOp op);
-  LogicalResult execEmbedding(Operation *op, bool grad);
   LogicalResult execMaxGrad(MaxGradOp op);
   LogicalResult execAdam(AdamUpdateOp op);
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
@@ -486,12 +484,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](MeanOp r) { return execReduce(op, r.getAxes(), 1); })
       .Case([&](MaxOp r) { return execReduce(op, r.getAxes(), 2); })
       .Case([&](MaxGradOp m) { return execMaxGrad(m); })
-      .Case([&](SoftmaxOp s) {
-        return execSoftmax(op, int64_t(s.getAxis()), false);
-      })
-      .Case([&](LogSoftmaxOp s) {
-        return execSoftmax(op, int64_t(s.getAxis()), true);
-      })
       // Losses and metrics.
       .Case([&](CrossEntropyOp) { return execCrossEntropy(op, false); })
       .Case([&](CrossEntropyGradOp) { return execCrossEntropy(op, true); })
@@ -524,8 +516,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         return success();
       })
       // Data movement.
-      .Case([&](EmbeddingOp) { return execEmbedding(op, false); })
-      .Case([&](EmbeddingGradOp) { return execEmbedding(op, true); })
       .Case([&](ReshapeOp r) {
         Tensor out = get(r.getInput());
         out.shape = shapeOf(r.getResult());
@@ -717,31 +707,6 @@ LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
       out.data[flat] = g.data[o] / ties[o];
   }
   set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execSoftmax(Operation *op, int64_t axis,
-                                     bool logarithm) {
-  const Tensor &x = get(op->getOperand(0));
-  axis = *shape::normalizeAxis(axis, x.rank()); // verified
-  int64_t outer = product(ArrayRef<int64_t>(x.shape).take_front(axis));
-  int64_t n = x.shape[axis];
-  int64_t inner = product(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
-  Tensor out = like(op->getResult(0));
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t in = 0; in < inner; ++in) {
-      auto at = [&](int64_t j) { return (o * n + j) * inner + in; };
-      double maxv = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < n; ++j)
-        maxv = std::max(maxv, x.data[at(j)]);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        sum += std::exp(x.data[at(j)] - maxv);
-      for (int64_t j = 0; j < n; ++j)
-        out.data[at(j)] = logarithm ? x.data[at(j)] - maxv - std::log(sum)
-                                    : std::exp(x.data[at(j)] - maxv) / sum;
-    }
-  set(op->getResult(0), std::move(out));
   return success();
 }
 
@@ -961,27 +926,6 @@ LogicalResult Evaluator::execConcat(ConcatOp op) {
     offset += n;
   }
   set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execEmbedding(Operation *op, bool grad) {
-  const Tensor &a = get(op->getOperand(0)), &indices = get(op->getOperand(1));
-  Tensor out = like(op->getResult(0));
-  const Tensor &table = grad ? out : a;
-  int64_t rows = table.shape[0], dim = table.shape[1];
-  for (int64_t i = 0; i < indices.numElements(); ++i) {
-    int64_t row = int64_t(indices.data[i]);
-    if (row < 0 || row >= rows)
-      return fail(op, "index " + std::to_string(row) + " is out of range for " +
-                          std::to_string(rows) + " rows");
-    for (int64_t j = 0; j < dim; ++j) {
-      if (grad)
-        out.data[row * dim + j] += a.data[i * dim + j];
-      else
-        out.data[i * dim + j] = a.data[row * dim + j];
-    }
-  }
-  set(op->getResult(0), std::move(out));
   return success();
 }
 

@@ -626,40 +626,6 @@ void maxGrad(const float *grad, const float *x, const float *maximum,
       });
 }
 
-void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
-             bool logarithm) {
-  parallelFor(outer * inner, rowGrain(n), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      int64_t o = row / inner, in = row % inner;
-      const float *xs = x + o * n * inner + in;
-      float *ys = y + o * n * inner + in;
-      float m = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < n; ++j)
-        m = std::max(m, xs[j * inner]);
-      if (logarithm) {
-        double sum = 0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += fastExp(xs[j * inner] - m);
-        float logSum = float(std::log(sum));
-        for (int64_t j = 0; j < n; ++j)
-          ys[j * inner] = xs[j * inner] - m - logSum;
-      } else {
-        // The exponentials into the output, then one scale: one pass of
-        // exp, vectorized when the row is contiguous.
-        float sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          float e = fastExp(xs[j * inner] - m);
-          ys[j * inner] = e;
-          sum += e;
-        }
-        float inv = 1.0f / sum;
-        for (int64_t j = 0; j < n; ++j)
-          ys[j * inner] *= inv;
-      }
-    }
-  });
-}
-
 bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
                   int64_t classes, float *loss) {
   double total = 0;
@@ -734,41 +700,6 @@ void mse(const float *a, const float *b, int64_t n, float *out) {
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
-
-bool embedding(const float *table, const int32_t *indices, int64_t count,
-               int64_t rows, int64_t dim, float *out) {
-  for (int64_t i = 0; i < count; ++i) {
-    int32_t row = indices[i];
-    if (row < 0 || row >= rows) {
-      reportError("index " + std::to_string(row) + " is out of range for " +
-                  std::to_string(rows) + " rows");
-      return false;
-    }
-    std::memcpy(out + i * dim, table + int64_t(row) * dim, sizeof(float) * dim);
-  }
-  return true;
-}
-
-bool embeddingGrad(const float *grad, const int32_t *indices, int64_t count,
-                   int64_t rows, int64_t dim, float *out) {
-  std::fill(out, out + rows * dim, 0.0f);
-  for (int64_t i = 0; i < count; ++i)
-    if (indices[i] < 0 || indices[i] >= rows) {
-      reportError("index " + std::to_string(indices[i]) +
-                  " is out of range for " + std::to_string(rows) + " rows");
-      return false;
-    }
-  // Columns in parallel, rows in order: deterministic sums.
-  parallelFor(dim, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = 0; i < count; ++i) {
-      float *dst = out + int64_t(indices[i]) * dim;
-      const float *src = grad + i * dim;
-      for (int64_t j = begin; j < end; ++j)
-        dst[j] += src[j];
-    }
-  });
-  return true;
-}
 
 void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)

@@ -174,10 +174,6 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
 void maxGrad(const float *grad, const float *x, const float *maximum,
              const int64_t *shape, int rank, uint32_t reducedMask, float *out);
 
-/// Softmax or log-softmax along the middle of [outer, n, inner].
-void softmax(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
-             bool logarithm);
-
 /// Mean cross-entropy over rows; false if a target is out of range.
 bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
                   int64_t classes, float *loss);
@@ -192,11 +188,6 @@ void mse(const float *a, const float *b, int64_t n, float *out);
 // Data movement
 //===----------------------------------------------------------------------===//
 
-/// out[i] = table[indices[i]]; false if an index is out of range.
-bool embedding(const float *table, const int32_t *indices, int64_t count,
-               int64_t rows, int64_t dim, float *out);
-bool embeddingGrad(const float *grad, const int32_t *indices, int64_t count,
-                   int64_t rows, int64_t dim, float *out);
 void causalMask(uint8_t *out, int64_t rows, int64_t cols);
 /// [outer, axisIn, inner] -> [outer, count, inner] taking start + j * step,
 /// or (grad) the reverse into zeros.

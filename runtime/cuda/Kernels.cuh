@@ -329,58 +329,6 @@ __device__ void maxGrad(const ReduceShape &s, const T *grad, const T *x,
 // Softmax, normalization, losses
 //===----------------------------------------------------------------------===//
 
-/// Softmax (or log-softmax) of contiguous rows of n: one block per row.
-template <typename T>
-__device__ void softmaxRows(const T *x, T *y, int64_t rows, int64_t n,
-                            bool logarithm) {
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T *xs = x + row * n;
-    T *ys = y + row * n;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      m = fmaxf(m, ld(xs[j]));
-    m = blockMax(m);
-    float sum = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      sum += fastExp(ld(xs[j]) - m);
-    sum = blockSum(sum);
-    if (logarithm) {
-      float logSum = logf(sum);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        ys[j] = st<T>(ld(xs[j]) - m - logSum);
-    } else {
-      float inv = 1.0f / sum;
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        ys[j] = st<T>(fastExp(ld(xs[j]) - m) * inv);
-    }
-  }
-}
-
-/// Softmax along a non-innermost axis: one thread per (outer, inner) pair,
-/// reading along the axis (neighbouring threads read neighbouring inner
-/// elements: coalesced).
-template <typename T>
-__device__ void softmaxStrided(const T *x, T *y, int64_t outer, int64_t n,
-                               int64_t inner, bool logarithm) {
-  int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= outer * inner)
-    return;
-  int64_t o = t / inner, in = t % inner;
-  const T *xs = x + o * n * inner + in;
-  T *ys = y + o * n * inner + in;
-  float m = -INFINITY;
-  for (int64_t j = 0; j < n; ++j)
-    m = fmaxf(m, ld(xs[j * inner]));
-  float sum = 0;
-  for (int64_t j = 0; j < n; ++j)
-    sum += fastExp(ld(xs[j * inner]) - m);
-  float logSum = logf(sum), inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; ++j) {
-    float v = ld(xs[j * inner]) - m;
-    ys[j * inner] = st<T>(logarithm ? v - logSum : fastExp(v) * inv);
-  }
-}
-
 /// log(sum(exp(x))) of a row of n, by the whole block (max-shifted).
 template <typename T> __device__ float rowLogSumExp(const T *xs, int64_t n) {
   float m = -INFINITY;
@@ -557,36 +505,6 @@ __device__ void difference(const T *a, const T *b, int64_t n, float *out) {
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
-
-/// One thread per output element.
-template <typename T>
-__device__ void embedding(const Regions &r, const T *table,
-                          const int32_t *indices, int64_t count, int64_t rows,
-                          int64_t dim, T *out) {
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= count * dim)
-    return;
-  int64_t i = e / dim, j = e % dim;
-  int32_t row = indices[i];
-  bool valid = row >= 0 && row < rows;
-  if (!valid && j == 0)
-    raiseError(r, kIndexOutOfRange, row);
-  out[e] = valid ? table[int64_t(row) * dim + j] : st<T>(0.0f);
-}
-
-/// Scatter-add into a zeroed table gradient (the host zeroes it first).
-template <typename T>
-__device__ void embeddingGradScatter(const float *grad, const int32_t *indices,
-                                     int64_t count, int64_t rows, int64_t dim,
-                                     float *out) {
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= count * dim)
-    return;
-  int64_t i = e / dim, j = e % dim;
-  int32_t row = indices[i];
-  if (row >= 0 && row < rows)
-    atomicAdd(&out[int64_t(row) * dim + j], grad[e]);
-}
 
 __device__ void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
   int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

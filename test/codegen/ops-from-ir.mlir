@@ -58,7 +58,7 @@ module attributes {mnemo.model = "Ops"} {
 // CPU-NEXT: {
 // CPU-NEXT: OpTimer
 // CPU-NEXT: layerNorm(f32(A + [[GELU]]), f32(P + 0), f32(P + 256), f32(A + [[LN:[0-9]+]]), 4, 8,
-// CPU: softmax(f32(A + [[LN]]), f32(A + [[SM:[0-9]+]]), 4, 8, 1, false);
+// CPU: softmaxAlongAxis(f32(A + [[LN]]), f32(A + [[SM:[0-9]+]]), 4, 8, 1, false);
 // CPU: reduce(ReduceKind::Sum, f32(A + [[SM]]), shape0, 2, 1u,
 // CPU: mnemo.cross_entropy
 // CPU: crossEntropy(f32(A + {{[0-9]+}}), i32(I + {{[0-9]+}}), 4, 8,

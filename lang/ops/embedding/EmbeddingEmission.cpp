@@ -1,0 +1,118 @@
+//===- EmbeddingEmission.cpp - Embeddings in the CPU and CUDA code --------===//
+//
+// The code generation models of embedding and embedding_grad: calls of the
+// CPU kernels (EmbeddingKernels.h), and on the GPU one thread per element
+// (EmbeddingKernels.cuh), the gradient's table zeroed by the host first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+/// The row gather's or scatter's sizes: index count, table rows, row length.
+struct EmbeddingSizes {
+  int64_t count, rows, dim;
+};
+
+EmbeddingSizes sizesOf(Value indices, Value table) {
+  ArrayRef<int64_t> shape = llvm::cast<ShapedType>(table.getType()).getShape();
+  return {product(llvm::cast<ShapedType>(indices.getType()).getShape()),
+          shape[0], shape[1]};
+}
+
+/// `first` is the table (the gather) or the rows' gradients (the scatter).
+template <typename Op>
+LogicalResult emitCpu(Op op, Value first, Value table, const char *kernel,
+                      CpuKernelContext &context) {
+  EmbeddingSizes s = sizesOf(op.getIndices(), table);
+  FailureOr<std::string> values = context.operand(first);
+  FailureOr<std::string> indices = context.operand(op.getIndices());
+  if (failed(values) || failed(indices))
+    return failure();
+  context.include("lang/ops/embedding/EmbeddingKernels.h");
+  context.out() << llvm::formatv("  {0}({1}, {2}, {3}, {4}, {5}, {6});\n",
+                                 kernel, *values, *indices, s.count, s.rows,
+                                 s.dim, context.result());
+  return success();
+}
+
+struct EmbeddingCpuModel
+    : CpuKernelOpInterface::ExternalModel<EmbeddingCpuModel, EmbeddingOp> {
+  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
+    auto e = llvm::cast<EmbeddingOp>(op);
+    return emitCpu(e, e.getTable(), e.getTable(), "embedding", context);
+  }
+};
+
+struct EmbeddingGradCpuModel
+    : CpuKernelOpInterface::ExternalModel<EmbeddingGradCpuModel,
+                                          EmbeddingGradOp> {
+  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
+    auto e = llvm::cast<EmbeddingGradOp>(op);
+    return emitCpu(e, e.getGrad(), e.getResult(), "embeddingGrad", context);
+  }
+};
+
+struct EmbeddingCudaModel
+    : CudaKernelOpInterface::ExternalModel<EmbeddingCudaModel, EmbeddingOp> {
+  LogicalResult emitCudaKernel(Operation *op,
+                               CudaKernelContext &context) const {
+    auto e = llvm::cast<EmbeddingOp>(op);
+    EmbeddingSizes s = sizesOf(e.getIndices(), e.getTable());
+    context.include("lang/ops/embedding/EmbeddingKernels.cuh");
+    context.launch(
+        llvm::formatv("embedding<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
+                      context.elementType(e.getTable()),
+                      context.operand(e.getTable()),
+                      context.operand(e.getIndices()), s.count, s.rows, s.dim,
+                      context.result()),
+        ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
+    return success();
+  }
+};
+
+struct EmbeddingGradCudaModel
+    : CudaKernelOpInterface::ExternalModel<EmbeddingGradCudaModel,
+                                           EmbeddingGradOp> {
+  LogicalResult emitCudaKernel(Operation *op,
+                               CudaKernelContext &context) const {
+    auto e = llvm::cast<EmbeddingGradOp>(op);
+    EmbeddingSizes s = sizesOf(e.getIndices(), e.getResult());
+    if (context.elementType(e.getResult()) != "float")
+      return context.error("the embedding gradient is accumulated with f32 "
+                           "atomics; a " +
+                           dtypeName(e.getResult().getType()) +
+                           " table gradient is not supported");
+    context.include("lang/ops/embedding/EmbeddingKernels.cuh");
+    context.zero(e.getResult());
+    context.launch(
+        llvm::formatv("embeddingGradScatter({0}, {1}, {2}, {3}, {4}, {5});",
+                      context.operand(e.getGrad()),
+                      context.operand(e.getIndices()), s.count, s.rows, s.dim,
+                      context.result()),
+        ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
+    return success();
+  }
+};
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerEmbeddingEmissionModels(MLIRContext &context) {
+  EmbeddingOp::attachInterface<EmbeddingCpuModel, EmbeddingCudaModel>(context);
+  EmbeddingGradOp::attachInterface<EmbeddingGradCpuModel,
+                                   EmbeddingGradCudaModel>(context);
+}
+} // namespace codegen
+} // namespace mnemo
