@@ -347,30 +347,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << res() << ");\n";
             return success();
           })
-          .Case([&](CrossEntropyOp c) {
-            Shape logits = shapeOf(c.getLogits());
-            out() << "  crossEntropy(" << P(c.getLogits()) << ", "
-                  << P(c.getTargets()) << ", "
-                  << product(logits) / logits.back() << ", " << logits.back()
-                  << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](CrossEntropyGradOp c) {
-            Shape logits = shapeOf(c.getLogits());
-            out() << "  crossEntropyGrad(" << P(c.getGrad()) << ", "
-                  << P(c.getLogits()) << ", " << P(c.getTargets()) << ", "
-                  << product(logits) / logits.back() << ", " << logits.back()
-                  << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](AccuracyOp a) {
-            Shape logits = shapeOf(a.getLogits());
-            out() << "  accuracy(" << P(a.getLogits()) << ", "
-                  << P(a.getTargets()) << ", "
-                  << product(logits) / logits.back() << ", " << logits.back()
-                  << ", " << res() << ");\n";
-            return success();
-          })
           .Case([&](MseOp m) {
             out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
                   << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";

@@ -733,50 +733,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
           .Case([&](MaxGradOp g) {
             return emitReduce(op, g.getInput(), g.getAxes(), "kMax");
           })
-          .Case([&](CrossEntropyOp c) {
-            Shape logits = shapeOf(c.getLogits());
-            int64_t n = rows(logits);
-            needScratch(n * 4);
-            kernelCall("crossEntropyRows<" + T(c.getLogits()) + ">(r, " +
-                           P(c.getLogits(), op) + ", " + P(c.getTargets(), op) +
-                           ", " + std::to_string(n) + ", " +
-                           std::to_string(logits.back()) + ", f32(r.W));",
-                       gridFor(n, 1), rowThreads(logits.back()));
-            kernelCall("meanOf(f32(r.W), " + std::to_string(n) + ", " +
-                           res(op) + ");",
-                       1, 1024);
-            return success();
-          })
-          .Case([&](CrossEntropyGradOp c) {
-            Shape logits = shapeOf(c.getLogits());
-            kernelCall("crossEntropyGrad<" + T(c.getLogits()) + ">(r, " +
-                           P(c.getGrad(), op) + ", " + P(c.getLogits(), op) +
-                           ", " + P(c.getTargets(), op) + ", " +
-                           std::to_string(rows(logits)) + ", " +
-                           std::to_string(logits.back()) + ", " + res(op) +
-                           ");",
-                       gridFor(rows(logits), 1), rowThreads(logits.back()));
-            return success();
-          })
-          .Case([&](AccuracyOp a) {
-            // A block per row (a power of two of threads, for the tree),
-            // then the mean of the hits.
-            Shape logits = shapeOf(a.getLogits());
-            int64_t n = rows(logits);
-            int threads = 32;
-            while (threads < 1024 && threads < logits.back())
-              threads *= 2;
-            needScratch(n * 4);
-            kernelCall("accuracyRows<" + T(a.getLogits()) + ">(" +
-                           P(a.getLogits(), op) + ", " + P(a.getTargets(), op) +
-                           ", " + std::to_string(n) + ", " +
-                           std::to_string(logits.back()) + ", f32(r.W));",
-                       gridFor(n, 1), threads);
-            kernelCall("meanOf(f32(r.W), " + std::to_string(n) + ", " +
-                           res(op) + ");",
-                       1, 1024);
-            return success();
-          })
           .Case([&](MseOp m) {
             int64_t n = product(shapeOf(m.getLhs()));
             int64_t diffBytes = (n * 4 + 255) / 256 * 256;

@@ -158,16 +158,6 @@ SmallVector<Value> FakeQuantOp::buildGradient(OpBuilder &b,
 // Losses
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
-                                                 ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
-  return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
-                                       grads[0], getLogits(), getTargets())
-              .getResult(),
-          Value()};
-}
-
 SmallVector<Value> MseOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};

@@ -412,11 +412,6 @@ LogicalResult SumOp::verify() { return verifyReduce(*this); }
 LogicalResult MeanOp::verify() { return verifyReduce(*this); }
 LogicalResult MaxOp::verify() { return verifyReduce(*this); }
 
-LogicalResult CrossEntropyOp::verify() {
-  return verifyResult(
-      *this, shape::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets())));
-}
-
 LogicalResult MseOp::verify() {
   return verifyResult(*this, shape::ShapeResult::success({}),
                       tensorType(getLhs()).getElementType());

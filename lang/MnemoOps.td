@@ -186,24 +186,6 @@ def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "mean softmax cross-entropy with integer class targets";
-  let description = [{
-    `logits [..., C]` and `targets [...]` (i32 class indices) give the mean
-    over all positions of `-log_softmax(logits)[target]`, as
-    `torch.nn.functional.cross_entropy` on flattened inputs.
-
-    ```mlir
-    %loss = mnemo.cross_entropy %logits, %y
-        : (tensor<128x10xf32>, tensor<128xi32>) -> tensor<f32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$logits, Mnemo_IndexTensor:$targets);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
   let summary = "mean squared error";
   let description = [{
@@ -401,23 +383,6 @@ def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel,
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    AllTypesMatch<["logits", "result"]>]> {
-  let summary = "gradient of the mean cross-entropy";
-  let description = [{
-    `grad * (softmax(logits) - onehot(targets)) / positions`.
-
-    ```mlir
-    %dl = mnemo.cross_entropy_grad %one, %logits, %y
-        : (tensor<f32>, tensor<128x10xf32>, tensor<128xi32>) -> tensor<128x10xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$logits,
-                       Mnemo_IndexTensor:$targets);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-}
-
 def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "a slice's gradient, placed in zeros of the input's shape";
   let description = [{
@@ -436,20 +401,6 @@ def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKer
 //===----------------------------------------------------------------------===//
 // Metrics and the optimizer
 //===----------------------------------------------------------------------===//
-
-def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "fraction of positions whose largest logit is the target";
-  let description = [{
-    Ties go to the first index, as `argmax` does.
-
-    ```mlir
-    %acc = mnemo.accuracy %logits, %y : (tensor<128x10xf32>, tensor<128xi32>) -> tensor<f32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$logits, Mnemo_IndexTensor:$targets);
-  let results = (outs 0DTensorOf<[F32]>:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-}
 
 def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
   let summary = "the learning rate at a step";

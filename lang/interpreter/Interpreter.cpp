@@ -314,7 +314,6 @@ private:
   LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
                          ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
                          bool isMax, bool grad);
-  LogicalResult execCrossEntropy(Operation *op, bool grad);
   LogicalResult execTranspose(TransposeOp op);
   static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
   LogicalResult execBroadcast(BroadcastOp op);
@@ -485,8 +484,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](MaxOp r) { return execReduce(op, r.getAxes(), 2); })
       .Case([&](MaxGradOp m) { return execMaxGrad(m); })
       // Losses and metrics.
-      .Case([&](CrossEntropyOp) { return execCrossEntropy(op, false); })
-      .Case([&](CrossEntropyGradOp) { return execCrossEntropy(op, true); })
       .Case([&](MseOp m) {
         const Tensor &a = get(m.getLhs()), &b = get(m.getRhs());
         double sum = 0;
@@ -497,25 +494,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         set(m.getResult(), std::move(out));
         return success();
       })
-      .Case([&](AccuracyOp a) {
-        const Tensor &logits = get(a.getLogits()),
-                     &targets = get(a.getTargets());
-        int64_t classes = logits.shape.back(), rows = targets.numElements();
-        int64_t correct = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          const double *row = &logits.data[r * classes];
-          int64_t best = 0;
-          for (int64_t c = 1; c < classes; ++c)
-            if (row[c] > row[best])
-              best = c;
-          correct += best == int64_t(targets.data[r]);
-        }
-        Tensor out = like(a.getResult());
-        out.data[0] = double(correct) / double(rows);
-        set(a.getResult(), std::move(out));
-        return success();
-      })
-      // Data movement.
       .Case([&](ReshapeOp r) {
         Tensor out = get(r.getInput());
         out.shape = shapeOf(r.getResult());
@@ -809,38 +787,6 @@ LogicalResult Evaluator::execPool(Operation *op, ArrayRef<int64_t> kernel,
         else if (isMax && bestAt >= 0)
           out.data[bestAt] += g->data[yi];
       }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execCrossEntropy(Operation *op, bool grad) {
-  const Tensor &logits = get(op->getOperand(grad ? 1 : 0));
-  const Tensor &targets = get(op->getOperand(grad ? 2 : 1));
-  int64_t classes = logits.shape.back(), rows = targets.numElements();
-  Tensor out = like(op->getResult(0));
-  double scale = grad ? get(op->getOperand(0)).data[0] / double(rows) : 0.0;
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t t = int64_t(targets.data[r]);
-    if (t < 0 || t >= classes)
-      return fail(op, "target " + std::to_string(t) + " is out of range for " +
-                          std::to_string(classes) + " classes");
-    const double *row = &logits.data[r * classes];
-    double maxv = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(row[c] - maxv);
-    double logSum = std::log(sum) + maxv;
-    if (!grad) {
-      total += logSum - row[t];
-      continue;
-    }
-    for (int64_t c = 0; c < classes; ++c)
-      out.data[r * classes + c] =
-          (std::exp(row[c] - logSum) - (c == t ? 1.0 : 0.0)) * scale;
-  }
-  if (!grad)
-    out.data[0] = total / double(rows);
   set(op->getResult(0), std::move(out));
   return success();
 }

@@ -174,14 +174,6 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
 void maxGrad(const float *grad, const float *x, const float *maximum,
              const int64_t *shape, int rank, uint32_t reducedMask, float *out);
 
-/// Mean cross-entropy over rows; false if a target is out of range.
-bool crossEntropy(const float *logits, const int32_t *targets, int64_t rows,
-                  int64_t classes, float *loss);
-bool crossEntropyGrad(const float *grad, const float *logits,
-                      const int32_t *targets, int64_t rows, int64_t classes,
-                      float *dlogits);
-void accuracy(const float *logits, const int32_t *targets, int64_t rows,
-              int64_t classes, float *out);
 void mse(const float *a, const float *b, int64_t n, float *out);
 
 //===----------------------------------------------------------------------===//

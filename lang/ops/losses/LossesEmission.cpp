@@ -1,0 +1,145 @@
+//===- LossesEmission.cpp - Losses in the CPU and CUDA code ---------------===//
+//
+// The code generation models of cross_entropy, its gradient and accuracy:
+// calls of the CPU kernels (LossesKernels.h), and on the GPU one block per
+// row (LossesKernels.cuh), the loss and the accuracy then averaged over the
+// rows' values in the op's scratch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+/// Rows and classes of logits [..., C].
+std::pair<int64_t, int64_t> rowsOf(Value logits) {
+  ArrayRef<int64_t> shape = llvm::cast<ShapedType>(logits.getType()).getShape();
+  return {product(shape) / shape.back(), shape.back()};
+}
+
+/// `kernel(operands..., rows, classes, result)` on the CPU.
+LogicalResult emitCpu(Operation *op, ValueRange operands, Value logits,
+                      const char *kernel, CpuKernelContext &context) {
+  auto [rows, classes] = rowsOf(logits);
+  std::string arguments;
+  for (Value v : operands) {
+    FailureOr<std::string> pointer = context.operand(v);
+    if (failed(pointer))
+      return failure();
+    arguments += *pointer + ", ";
+  }
+  context.include("lang/ops/losses/LossesKernels.h");
+  context.out() << llvm::formatv("  {0}({1}{2}, {3}, {4});\n", kernel,
+                                 arguments, rows, classes, context.result());
+  return success();
+}
+
+template <typename Op>
+struct LossCpuModel
+    : CpuKernelOpInterface::ExternalModel<LossCpuModel<Op>, Op> {
+  LogicalResult emitCpuKernel(Operation *operation,
+                              CpuKernelContext &context) const {
+    auto op = llvm::cast<Op>(operation);
+    const char *kernel = std::is_same_v<Op, CrossEntropyOp> ? "crossEntropy"
+                         : std::is_same_v<Op, AccuracyOp>   ? "accuracy"
+                                                          : "crossEntropyGrad";
+    return emitCpu(operation, operation->getOperands(), op.getLogits(), kernel,
+                   context);
+  }
+};
+
+/// The rows' values into the op's scratch, by `rowKernel` on one block per
+/// row of `threads`, then their mean into the result.
+void emitRowsThenMean(CudaKernelContext &context, const std::string &rowCall,
+                      int64_t rows, int threads, const std::string &scratch) {
+  context.launch(rowCall, gridFor(rows, 1), threads);
+  context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
+                               context.result()),
+                 1, 1024);
+}
+
+struct CrossEntropyCudaModel
+    : CudaKernelOpInterface::ExternalModel<CrossEntropyCudaModel,
+                                           CrossEntropyOp> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<CrossEntropyOp>(operation);
+    auto [rows, classes] = rowsOf(op.getLogits());
+    std::string scratch = context.scratch(rows * 4);
+    context.include("lang/ops/losses/LossesKernels.cuh");
+    emitRowsThenMean(
+        context,
+        llvm::formatv("crossEntropyRows<{0}>(r, {1}, {2}, {3}, {4}, f32({5}));",
+                      context.elementType(op.getLogits()),
+                      context.operand(op.getLogits()),
+                      context.operand(op.getTargets()), rows, classes, scratch),
+        rows, rowThreads(classes), scratch);
+    return success();
+  }
+};
+
+struct CrossEntropyGradCudaModel
+    : CudaKernelOpInterface::ExternalModel<CrossEntropyGradCudaModel,
+                                           CrossEntropyGradOp> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<CrossEntropyGradOp>(operation);
+    auto [rows, classes] = rowsOf(op.getLogits());
+    context.include("lang/ops/losses/LossesKernels.cuh");
+    context.launch(
+        llvm::formatv(
+            "crossEntropyGrad<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
+            context.elementType(op.getLogits()), context.operand(op.getGrad()),
+            context.operand(op.getLogits()), context.operand(op.getTargets()),
+            rows, classes, context.result()),
+        gridFor(rows, 1), rowThreads(classes));
+    return success();
+  }
+};
+
+struct AccuracyCudaModel
+    : CudaKernelOpInterface::ExternalModel<AccuracyCudaModel, AccuracyOp> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<AccuracyOp>(operation);
+    auto [rows, classes] = rowsOf(op.getLogits());
+    // A power of two of threads, for the block's tree of comparisons.
+    int threads = 32;
+    while (threads < 1024 && threads < classes)
+      threads *= 2;
+    std::string scratch = context.scratch(rows * 4);
+    context.include("lang/ops/losses/LossesKernels.cuh");
+    emitRowsThenMean(
+        context,
+        llvm::formatv("accuracyRows<{0}>({1}, {2}, {3}, {4}, f32({5}));",
+                      context.elementType(op.getLogits()),
+                      context.operand(op.getLogits()),
+                      context.operand(op.getTargets()), rows, classes, scratch),
+        rows, threads, scratch);
+    return success();
+  }
+};
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerLossesEmissionModels(MLIRContext &context) {
+  CrossEntropyOp::attachInterface<LossCpuModel<CrossEntropyOp>,
+                                  CrossEntropyCudaModel>(context);
+  CrossEntropyGradOp::attachInterface<LossCpuModel<CrossEntropyGradOp>,
+                                      CrossEntropyGradCudaModel>(context);
+  AccuracyOp::attachInterface<LossCpuModel<AccuracyOp>, AccuracyCudaModel>(
+      context);
+}
+} // namespace codegen
+} // namespace mnemo

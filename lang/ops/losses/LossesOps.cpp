@@ -1,0 +1,29 @@
+//===- LossesOps.cpp - Shape checks and the gradient rule -----------------===//
+//
+// cross_entropy's gradient is one backward op, which recomputes each row's
+// log-sum-exp from the logits instead of saving the probabilities; the
+// targets get none. accuracy is a metric, not differentiated.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/GradientBuilder.h"
+#include "lang/OpVerification.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::verification;
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyResult(
+      *this, shape::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets())));
+}
+
+SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
+                                                 ArrayRef<Value> grads) {
+  if (!grads[0])
+    return {Value(), Value()};
+  return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
+                                       grads[0], getLogits(), getTargets())
+              .getResult(),
+          Value()};
+}
