@@ -80,12 +80,10 @@ LogicalResult mnemo::writePlanJson(ModuleOp module, llvm::raw_ostream &os) {
                            {"arguments", std::move(arguments)},
                            {"buffers", std::move(buffers)}});
   }
-  auto model = module->getAttrOfType<StringAttr>("mnemo.model");
-  os << llvm::formatv("{0:2}",
-                      llvm::json::Value(llvm::json::Object{
-                          {"version", 1},
-                          {"model", model ? model.getValue().str() : ""},
-                          {"functions", std::move(functions)}}))
+  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                   {"version", 1},
+                                   {"model", model::modelName(module).str()},
+                                   {"functions", std::move(functions)}}))
      << "\n";
   return success();
 }
