@@ -56,32 +56,39 @@ struct LossCpuModel
   }
 };
 
-/// The rows' values into the op's scratch, by `rowKernel` on one block per
-/// row of `threads`, then their mean into the result.
-void emitRowsThenMean(CudaKernelContext &context, const std::string &rowCall,
-                      int64_t rows, int threads, const std::string &scratch) {
-  context.launch(rowCall, gridFor(rows, 1), threads);
-  context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
-                               context.result()),
-                 1, 1024);
+/// accuracy's threads for a row of n: a power of two, for the block's tree
+/// of comparisons.
+int treeThreads(int64_t n) {
+  int threads = 32;
+  while (threads < 1024 && threads < n)
+    threads *= 2;
+  return threads;
 }
 
-struct CrossEntropyCudaModel
-    : CudaKernelOpInterface::ExternalModel<CrossEntropyCudaModel,
-                                           CrossEntropyOp> {
+/// cross_entropy and accuracy: one block per row writes the row's value
+/// (its loss, its hit) into the op's scratch, then meanOf averages them
+/// into the result in a fixed order.
+template <typename Op>
+struct RowMeanCudaModel
+    : CudaKernelOpInterface::ExternalModel<RowMeanCudaModel<Op>, Op> {
   LogicalResult emitCudaKernel(Operation *operation,
                                CudaKernelContext &context) const {
-    auto op = llvm::cast<CrossEntropyOp>(operation);
+    auto op = llvm::cast<Op>(operation);
     auto [rows, classes] = rowsOf(op.getLogits());
+    constexpr bool loss = std::is_same_v<Op, CrossEntropyOp>;
+    int threads = loss ? rowThreads(classes) : treeThreads(classes);
     std::string scratch = context.scratch(rows * 4);
     context.include("lang/ops/losses/LossesKernels.cuh");
-    emitRowsThenMean(
-        context,
-        llvm::formatv("crossEntropyRows<{0}>(r, {1}, {2}, {3}, {4}, f32({5}));",
-                      context.elementType(op.getLogits()),
+    context.launch(
+        llvm::formatv("{0}<{1}>({2}{3}, {4}, {5}, {6}, f32({7}));",
+                      loss ? "crossEntropyRows" : "accuracyRows",
+                      context.elementType(op.getLogits()), loss ? "r, " : "",
                       context.operand(op.getLogits()),
                       context.operand(op.getTargets()), rows, classes, scratch),
-        rows, rowThreads(classes), scratch);
+        gridFor(rows, 1), threads);
+    context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
+                                 context.result()),
+                   1, 1024);
     return success();
   }
 };
@@ -105,29 +112,6 @@ struct CrossEntropyGradCudaModel
   }
 };
 
-struct AccuracyCudaModel
-    : CudaKernelOpInterface::ExternalModel<AccuracyCudaModel, AccuracyOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<AccuracyOp>(operation);
-    auto [rows, classes] = rowsOf(op.getLogits());
-    // A power of two of threads, for the block's tree of comparisons.
-    int threads = 32;
-    while (threads < 1024 && threads < classes)
-      threads *= 2;
-    std::string scratch = context.scratch(rows * 4);
-    context.include("lang/ops/losses/LossesKernels.cuh");
-    emitRowsThenMean(
-        context,
-        llvm::formatv("accuracyRows<{0}>({1}, {2}, {3}, {4}, f32({5}));",
-                      context.elementType(op.getLogits()),
-                      context.operand(op.getLogits()),
-                      context.operand(op.getTargets()), rows, classes, scratch),
-        rows, threads, scratch);
-    return success();
-  }
-};
-
 } // namespace
 
 namespace mnemo {
@@ -135,11 +119,11 @@ namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLossesEmissionModels(MLIRContext &context) {
   CrossEntropyOp::attachInterface<LossCpuModel<CrossEntropyOp>,
-                                  CrossEntropyCudaModel>(context);
+                                  RowMeanCudaModel<CrossEntropyOp>>(context);
   CrossEntropyGradOp::attachInterface<LossCpuModel<CrossEntropyGradOp>,
                                       CrossEntropyGradCudaModel>(context);
-  AccuracyOp::attachInterface<LossCpuModel<AccuracyOp>, AccuracyCudaModel>(
-      context);
+  AccuracyOp::attachInterface<LossCpuModel<AccuracyOp>,
+                              RowMeanCudaModel<AccuracyOp>>(context);
 }
 } // namespace codegen
 } // namespace mnemo
