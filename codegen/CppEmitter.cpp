@@ -124,6 +124,9 @@ private:
     return layouts[kernelOp->getResult(i)].pointer;
   }
   void include(StringRef header) override { includes.insert(header.str()); }
+  std::string constantArray(ArrayRef<int64_t> values) override {
+    return layouts.shapeArray(Shape(values.begin(), values.end()));
+  }
 
   func::FuncOp func;
   /// Where code goes: the function, or an op's body being indented.
@@ -328,24 +331,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
           .Case([&](BatchMatmulOp m) {
             return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
                               true);
-          })
-          .Case<SumOp, MeanOp, MaxOp>([&](auto r) {
-            const char *kind = llvm::isa<SumOp>(op)    ? "Sum"
-                               : llvm::isa<MeanOp>(op) ? "Mean"
-                                                       : "Max";
-            Shape in = shapeOf(r.getInput());
-            out() << "  reduce(ReduceKind::" << kind << ", " << P(r.getInput())
-                  << ", " << layouts.shapeArray(in) << ", " << in.size() << ", "
-                  << axesMask(r.getAxes()) << "u, " << res() << ");\n";
-            return success();
-          })
-          .Case([&](MaxGradOp g) {
-            Shape in = shapeOf(g.getInput());
-            out() << "  maxGrad(" << P(g.getGrad()) << ", " << P(g.getInput())
-                  << ", " << P(g.getMaximum()) << ", " << layouts.shapeArray(in)
-                  << ", " << in.size() << ", " << axesMask(g.getAxes()) << "u, "
-                  << res() << ");\n";
-            return success();
           })
           .Case([&](MseOp m) {
             out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "

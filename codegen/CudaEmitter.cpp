@@ -129,8 +129,6 @@ private:
   Operation *absorbed = nullptr;
   Value absorbedBias;
   std::string absorbedEpilogue;
-  LogicalResult emitReduce(Operation *op, Value input, ArrayRef<int64_t> axes,
-                           const char *kind);
 
   /// Opens a generated kernel and returns its index; the caller writes the
   /// body and closes it with "}\n".
@@ -168,6 +166,14 @@ private:
     kernelCall(statement, blocks, threads, blocksY);
   }
   std::string scratch(int64_t bytes) override {
+    auto declared = llvm::dyn_cast<CudaScratchOpInterface>(kernelOp);
+    if (!declared || bytes > declared.getCudaScratchBytes()) {
+      error(kernelOp, "internal error: the op's CUDA kernels ask for " +
+                          std::to_string(bytes) +
+                          " bytes of scratch, more than it declares "
+                          "(CudaScratchOpInterface)");
+      failedOperand = true;
+    }
     needScratch(bytes);
     return "r.W";
   }
@@ -491,91 +497,6 @@ Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
   return nullptr;
 }
 
-LogicalResult CudaStepEmitter::emitReduce(Operation *op, Value input,
-                                          ArrayRef<int64_t> axes,
-                                          const char *kind) {
-  Shape in = shapeOf(input);
-  Shape strides = rowMajorStrides(in);
-  uint32_t mask = axesMask(axes);
-  // Kept and reduced dimensions, neighbours of the same kind merged.
-  Shape kept, keptStrides, reduced, reducedStrides;
-  int lastKind = -1;
-  for (size_t d = 0; d < in.size(); ++d) {
-    int isReduced = (mask >> d) & 1;
-    Shape &dims = isReduced ? reduced : kept;
-    Shape &s = isReduced ? reducedStrides : keptStrides;
-    if (in[d] == 1)
-      continue;
-    if (lastKind == isReduced && !dims.empty()) {
-      dims.back() *= in[d];
-      s.back() = strides[d];
-    } else {
-      dims.push_back(in[d]);
-      s.push_back(strides[d]);
-    }
-    lastKind = isReduced;
-  }
-  if (kept.size() > 4 || reduced.size() > 4)
-    return error(op, "a reduction over more than four separate groups of "
-                     "axes is not supported");
-  auto array = [](const Shape &values) {
-    Shape padded = values;
-    padded.resize(4, 0);
-    return "{" + listOf(padded) + "}";
-  };
-  int64_t outputs = product(kept), perOutput = product(reduced);
-  std::string shape =
-      "{" + std::to_string(kept.size()) + ", " + array(kept) + ", " +
-      array(keptStrides) + ", " + std::to_string(reduced.size()) + ", " +
-      array(reduced) + ", " + array(reducedStrides) + ", " +
-      std::to_string(outputs) + ", " + std::to_string(perOutput) + "}";
-  // The innermost (contiguous) dimension kept: one thread per output reads
-  // along it, coalesced. Otherwise one block per output.
-  bool innerKept =
-      !in.empty() && !((mask >> (in.size() - 1)) & 1) && in.back() != 1;
-  std::string type = T(input);
-  std::string x = P(input, op), y = res(op);
-  if (auto grad = llvm::dyn_cast<MaxGradOp>(op)) {
-    int k = beginKernel(kThreads);
-    kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  maxGrad<" << type << ">(shape, " << P(grad.getGrad(), op)
-            << ", " << x << ", " << P(grad.getMaximum(), op) << ", " << y
-            << ");\n}\n\n";
-    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
-    return success();
-  }
-  int64_t chunks = innerKept ? columnReductionChunks(outputs, perOutput) : 0;
-  if (chunks > 0) {
-    // Columns summed in parallel chunks of rows, then the chunks in order.
-    int64_t tiles = ceilDiv(outputs, 32);
-    needScratch(chunks * outputs * 4);
-    int k = beginKernel(kThreads);
-    kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceColumnsPartial<" << kind << ", " << type << ">(shape, "
-            << x << ", f32(r.W), " << chunks << ");\n}\n\n";
-    launch(k, tiles, chunks, kThreads);
-    k = beginKernel(kThreads);
-    kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceColumnsFinish<" << kind << ", " << type
-            << ">(shape, f32(r.W), " << chunks << ", " << y << ");\n}\n\n";
-    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
-  } else if (innerKept || perOutput < 64) {
-    int k = beginKernel(kThreads);
-    kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceThreadPerOutput<" << kind << ", " << type << ">(shape, "
-            << x << ", " << y << ");\n}\n\n";
-    launch(k, ceilDiv(outputs, kThreads), 1, kThreads);
-  } else {
-    int threads = rowThreads(perOutput);
-    int k = beginKernel(threads);
-    kernels << "  const ReduceShape shape = " << shape << ";\n"
-            << "  reduceBlockPerOutput<" << kind << ", " << type << ">(shape, "
-            << x << ", " << y << ");\n}\n\n";
-    launch(k, gridFor(outputs, 1), 1, threads);
-  }
-  return success();
-}
-
 LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
   AdamUpdateOp a = group.front();
   Operation *op = a;
@@ -721,18 +642,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
   auto rows = [](const Shape &s) { return product(s) / s.back(); };
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](SumOp r) {
-            return emitReduce(op, r.getInput(), r.getAxes(), "kSum");
-          })
-          .Case([&](MeanOp r) {
-            return emitReduce(op, r.getInput(), r.getAxes(), "kMean");
-          })
-          .Case([&](MaxOp r) {
-            return emitReduce(op, r.getInput(), r.getAxes(), "kMax");
-          })
-          .Case([&](MaxGradOp g) {
-            return emitReduce(op, g.getInput(), g.getAxes(), "kMax");
-          })
           .Case([&](MseOp m) {
             int64_t n = product(shapeOf(m.getLhs()));
             int64_t diffBytes = (n * 4 + 255) / 256 * 256;

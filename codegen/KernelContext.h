@@ -14,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -32,6 +33,9 @@ public:
   virtual mlir::FailureOr<std::string> operand(mlir::Value v) = 0;
   /// The pointer to result `i`.
   virtual std::string result(unsigned i = 0) = 0;
+  /// The name of a static int64_t array holding `values` (a shape, for
+  /// kernels that take one).
+  virtual std::string constantArray(llvm::ArrayRef<int64_t> values) = 0;
   /// Where the op's statements go (inside its profiling scope).
   virtual llvm::raw_ostream &out() = 0;
   /// Makes the generated file include `header`, a path from the source
@@ -53,8 +57,8 @@ public:
                       int64_t blocksY = 1) = 0;
   /// A pointer (uint8_t *, 256-byte aligned) to `bytes` of scratch for the
   /// op's kernels, valid until its last kernel ends. The plan's workspace
-  /// holds it: passes/Workspace.h's cudaScratchBytes must count the op's
-  /// need, and the emitter checks that it does.
+  /// holds it: the op declares its need (CudaScratchOpInterface, in its
+  /// family's FAMILYOps.cpp), and asking for more is an internal error.
   virtual std::string scratch(int64_t bytes) = 0;
   /// Zeroes result `v` on the host before the op's kernels run (for
   /// kernels that accumulate into it).

@@ -153,7 +153,8 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "mnemo_find_host_libraries()\n\n"
      << "file(GLOB MNEMO_RUNTIME_SOURCES CONFIGURE_DEPENDS\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/*.cpp\n"
-     << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/cpu/*.cpp)\n"
+     << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/cpu/*.cpp\n"
+     << "     ${CMAKE_CURRENT_SOURCE_DIR}/lang/ops/*/*Kernels.cpp)\n"
      << "list(REMOVE_ITEM MNEMO_RUNTIME_SOURCES\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/NoCuda.cpp\n"
      << "     ${CMAKE_CURRENT_SOURCE_DIR}/runtime/" << otherMain << ")\n"
@@ -223,8 +224,9 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
   std::string root = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
   std::string error;
   // The runtime, and the op families' runtime side: the formula and kernel
-  // headers that the runtime and the generated code include (plain C++
-  // and CUDA; the families' other files are the compiler's).
+  // headers that the runtime and the generated code include, and the CPU
+  // kernels' sources (plain C++ and CUDA; the families' other files are
+  // the compiler's).
   std::vector<std::string> folders = {"runtime", "runtime/cpu", "runtime/cuda"};
   {
     llvm::SmallString<256> families(root);
@@ -254,11 +256,12 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
          it.increment(ec)) {
       llvm::StringRef name = llvm::sys::path::filename(it->path());
       bool wanted =
-          family ? name.ends_with("Formulas.h") ||
-                       name.ends_with("Kernels.h") || name.ends_with(".cuh")
-                 : name.ends_with(".cpp") || name.ends_with(".h") ||
-                       name.ends_with(".cu") || name.ends_with(".cuh") ||
-                       name.ends_with(".cmake");
+          family
+              ? name.ends_with("Formulas.h") || name.ends_with("Kernels.h") ||
+                    name.ends_with("Kernels.cpp") || name.ends_with(".cuh")
+              : name.ends_with(".cpp") || name.ends_with(".h") ||
+                    name.ends_with(".cu") || name.ends_with(".cuh") ||
+                    name.ends_with(".cmake");
       if (!wanted)
         continue;
       llvm::SmallString<256> target(to);

@@ -111,34 +111,8 @@ SmallVector<Value> AvgPool2DOp::buildGradient(OpBuilder &b,
 }
 
 //===----------------------------------------------------------------------===//
-// Reductions and normalizations
+// Quantization
 //===----------------------------------------------------------------------===//
-
-SmallVector<Value> SumOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  Emitter e{b, getLoc()};
-  return {e.unreduce(grads[0], typeOf(getInput()), getAxes())};
-}
-
-SmallVector<Value> MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  Emitter e{b, getLoc()};
-  int64_t count = typeOf(getInput()).getNumElements() /
-                  typeOf(getResult()).getNumElements();
-  return {e.scale(e.unreduce(grads[0], typeOf(getInput()), getAxes()),
-                  1.0 / count)};
-}
-
-SmallVector<Value> MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  return {b.create<MaxGradOp>(getLoc(), getInput().getType(), grads[0],
-                              getInput(), getResult(), getAxesAttr(),
-                              getKeepDimsAttr())
-              .getResult()};
-}
 
 SmallVector<Value> FakeQuantOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {

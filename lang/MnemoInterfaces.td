@@ -95,6 +95,22 @@ def Mnemo_CudaKernelOpInterface : OpInterface<"CudaKernelOpInterface"> {
   ];
 }
 
+def Mnemo_CudaScratchOpInterface : OpInterface<"CudaScratchOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    An op whose CUDA kernels need scratch memory (per-row values, partial
+    sums of a deterministic two-pass reduction) says how many bytes, from
+    its shapes alone, in its family's FAMILYOps.cpp. The memory plan sizes
+    the CUDA workspace by the largest such need (passes/Workspace.cpp), and
+    the op's CUDA emission model asks for no more: the emitter refuses a
+    scratch request the plan did not count.
+  }];
+  let methods = [
+    InterfaceMethod<"Bytes of scratch the op's CUDA kernels use.",
+      "int64_t", "getCudaScratchBytes", (ins)>,
+  ];
+}
+
 def Mnemo_RecomputeCostOpInterface : OpInterface<"RecomputeCostOpInterface"> {
   let cppNamespace = "::mnemo";
   let description = [{

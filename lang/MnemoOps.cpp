@@ -401,17 +401,6 @@ template <typename PoolOp> static LogicalResult verifyPool(PoolOp op) {
 LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
 LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
 
-template <typename ReduceOp> static LogicalResult verifyReduce(ReduceOp op) {
-  return verifyResult(op,
-                      shape::reduce(shapeOf(op.getInput()),
-                                    toVector(op.getAxes()), op.getKeepDims()),
-                      tensorType(op.getInput()).getElementType());
-}
-
-LogicalResult SumOp::verify() { return verifyReduce(*this); }
-LogicalResult MeanOp::verify() { return verifyReduce(*this); }
-LogicalResult MaxOp::verify() { return verifyReduce(*this); }
-
 LogicalResult MseOp::verify() {
   return verifyResult(*this, shape::ShapeResult::success({}),
                       tensorType(getLhs()).getElementType());

@@ -156,33 +156,6 @@ def Mnemo_MaxPool2DOp : Mnemo_PoolOp<"max_pool2d", "maximum">;
 def Mnemo_AvgPool2DOp : Mnemo_PoolOp<"avg_pool2d", "average">;
 
 //===----------------------------------------------------------------------===//
-// Reductions and normalizations
-//===----------------------------------------------------------------------===//
-
-class Mnemo_ReduceOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = what # " over axes";
-  let description = [{
-    The }] # what # [{ over `axes`, which are removed from
-    the shape or kept as size 1 with `keep_dims`.
-
-    ```mlir
-    %s = mnemo.}] # mnemonic # [{ %x {axes = array<i64: 1>, keep_dims = true}
-        : (tensor<128x10xf32>) -> tensor<128x1xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, DenseI64ArrayAttr:$axes,
-                       DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_SumOp : Mnemo_ReduceOp<"sum", "sum", Mnemo_AmpF32>;
-def Mnemo_MeanOp : Mnemo_ReduceOp<"mean", "mean", Mnemo_AmpF32>;
-def Mnemo_MaxOp : Mnemo_ReduceOp<"max", "maximum">;
-
-//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 
@@ -362,25 +335,6 @@ def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Mnemo_
   let results = (outs Mnemo_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
-}
-
-def Mnemo_MaxGradOp : Mnemo_Op<"max_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    AllTypesMatch<["input", "result"]>]> {
-  let summary = "gradient of a max reduction";
-  let description = [{
-    The gradient of `mnemo.max`, shared evenly among the positions that hold
-    the maximum (as `torch.amax`). `maximum` is the forward's result.
-
-    ```mlir
-    %dx = mnemo.max_grad %dy, %x, %m {axes = array<i64: 1>}
-        : (tensor<4xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       Mnemo_FloatTensor:$maximum, DenseI64ArrayAttr:$axes,
-                       DefaultValuedAttr<BoolAttr, "false">:$keep_dims);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
 def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {

@@ -101,68 +101,19 @@ int64_t mnemo::workspaceBytes(Operation *op) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Blocks that keep every SM of an H100 or H200 (132) busy, two each.
-constexpr int64_t kFillBlocks = 264;
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
-int64_t rowsOf(Value v) {
-  ArrayRef<int64_t> s = shapeOf(v);
-  return s.empty() ? 1 : elements(v) / std::max<int64_t>(1, s.back());
-}
-
-/// A reduction's kept outputs and elements per output when the innermost
-/// dimension is kept (contiguous outputs); false otherwise.
-bool keepsInnermost(Value input, ArrayRef<int64_t> axes, int64_t &outputs,
-                    int64_t &perOutput) {
-  ArrayRef<int64_t> in = shapeOf(input);
-  int64_t rank = int64_t(in.size());
-  uint64_t mask = 0;
-  for (int64_t a : axes)
-    mask |= uint64_t(1) << (a < 0 ? a + rank : a);
-  outputs = perOutput = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    ((mask >> d) & 1 ? perOutput : outputs) *= in[d];
-  return rank > 0 && !((mask >> (rank - 1)) & 1) && in.back() != 1;
-}
 } // namespace
-
-int64_t mnemo::layerNormGradChunks(int64_t rows) {
-  return std::clamp<int64_t>(rows / 32, 1, 128);
-}
-
-int64_t mnemo::columnReductionChunks(int64_t outputs, int64_t perOutput) {
-  if (perOutput < 64)
-    return 0;
-  int64_t tiles = (outputs + 31) / 32;
-  return std::clamp<int64_t>((kFillBlocks + tiles - 1) / tiles, 1,
-                             std::min<int64_t>(1024, perOutput / 32));
-}
 
 int64_t mnemo::sumOfSquaresBlocks(int64_t n) {
   return std::clamp<int64_t>((n + 255) / 256, 1, 1024);
 }
 
 int64_t mnemo::cudaScratchBytes(Operation *op) {
-  int64_t outputs = 0, perOutput = 0;
-  auto columns = [&](Value input, ArrayRef<int64_t> axes) -> int64_t {
-    if (!keepsInnermost(input, axes, outputs, perOutput))
-      return 0;
-    return align256(columnReductionChunks(outputs, perOutput) * outputs * 4);
-  };
-  if (auto r = llvm::dyn_cast<SumOp>(op))
-    return columns(r.getInput(), r.getAxes());
-  if (auto r = llvm::dyn_cast<MeanOp>(op))
-    return columns(r.getInput(), r.getAxes());
-  if (auto r = llvm::dyn_cast<MaxOp>(op))
-    return columns(r.getInput(), r.getAxes());
-  if (llvm::isa<LayerNormGradOp, RmsNormGradOp>(op)) {
-    Value input = llvm::isa<LayerNormGradOp>(op)
-                      ? llvm::cast<LayerNormGradOp>(op).getInput()
-                      : llvm::cast<RmsNormGradOp>(op).getInput();
-    int64_t n = rowsOf(input), d = shapeOf(input).back();
-    return align256(align256(n * 8) + layerNormGradChunks(n) * 2 * d * 4);
-  }
-  if (llvm::isa<CrossEntropyOp, AccuracyOp>(op))
-    return align256(rowsOf(op->getOperand(0)) * 4);
+  // The op families declare their needs.
+  if (auto declared = llvm::dyn_cast<CudaScratchOpInterface>(op))
+    return align256(declared.getCudaScratchBytes());
+  // mse and global_norm, whose kernels CudaEmitter.cpp still writes: the
+  // differences (mse), then a partial sum of squares per block.
   if (auto m = llvm::dyn_cast<MseOp>(op)) {
     int64_t n = elements(m.getLhs());
     return align256(align256(n * 4) + sumOfSquaresBlocks(n) * 4);

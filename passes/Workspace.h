@@ -38,21 +38,16 @@ int64_t workspaceBytes(mlir::Operation *op);
 /// The CUDA backend's workspace (the step plan's cuda_workspace_bytes):
 /// cuBLASLt's 32 MiB (what NVIDIA recommends for Hopper's kernels, as PyTorch
 /// gives it there) when the step has a matrix product or a convolution, and at
-/// least what any op's kernels need for partial sums (cudaScratchBytes) or
-/// cuDNN may use (the CPU's workspace). CudaEmitter sizes its kernels with
-/// the helpers below and checks that it stays within the plan's figure.
+/// least what any op's kernels need for partial sums (cudaScratchBytes: what
+/// the op declares through CudaScratchOpInterface) or cuDNN may use (the
+/// CPU's workspace). CudaEmitter checks that it stays within the plan's
+/// figure.
 constexpr int64_t kCublasLtWorkspaceBytes = 32 << 20;
 int64_t cudaScratchBytes(mlir::Operation *op);
 /// A matrix product's pointer tables when its batch dimensions do not
 /// flatten (runtime/cuda/CudaModel.h's GemmCall::outer), at the top of the
 /// workspace: counted for every batched product, 24 bytes a product.
 int64_t gemmPointerTableBytes(mlir::Operation *op);
-/// Row chunks of layer_norm_grad's column sums (scale and bias gradients).
-int64_t layerNormGradChunks(int64_t rows);
-/// Row chunks of a column reduction (outputs contiguous in the input, each
-/// of perOutput elements), 0 when it is not reduced by columns: enough
-/// blocks of 32 columns to keep every SM of a large GPU busy.
-int64_t columnReductionChunks(int64_t outputs, int64_t perOutput);
 /// Blocks of the two-pass sum of squares (mse, the global norm).
 int64_t sumOfSquaresBlocks(int64_t elements);
 

@@ -65,21 +65,6 @@ int64_t product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-/// Iterates a row-major multi-index over `shape`.
-struct IndexCounter {
-  explicit IndexCounter(const Shape &shape)
-      : shape(shape), index(shape.size(), 0) {}
-  void next() {
-    for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
-      if (++index[i] < shape[i])
-        return;
-      index[i] = 0;
-    }
-  }
-  const Shape &shape;
-  Shape index;
-};
-
 /// IEEE half precision bits of a value that f16 represents exactly.
 uint16_t encodeF16(double v) {
   uint16_t sign = std::signbit(v) ? 0x8000 : 0;
@@ -308,7 +293,6 @@ private:
   // Op families.
   LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
                            bool batched);
-  LogicalResult execReduce(Operation *op, ArrayRef<int64_t> axes, int kind);
   LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
                          ArrayRef<int64_t> padding, int which);
   LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
@@ -320,7 +304,6 @@ private:
   LogicalResult execSlice(Operation *op, int64_t axis, int64_t start,
                           int64_t step, bool grad);
   LogicalResult execConcat(ConcatOp op);
-  LogicalResult execMaxGrad(MaxGradOp op);
   LogicalResult execAdam(AdamUpdateOp op);
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
   LogicalResult execPruneMasks(PruneMasksOp op);
@@ -479,10 +462,6 @@ LogicalResult Evaluator::exec(Operation *op) {
                         true);
       })
       // Reductions and normalizations.
-      .Case([&](SumOp r) { return execReduce(op, r.getAxes(), 0); })
-      .Case([&](MeanOp r) { return execReduce(op, r.getAxes(), 1); })
-      .Case([&](MaxOp r) { return execReduce(op, r.getAxes(), 2); })
-      .Case([&](MaxGradOp m) { return execMaxGrad(m); })
       // Losses and metrics.
       .Case([&](MseOp m) {
         const Tensor &a = get(m.getLhs()), &b = get(m.getRhs());
@@ -610,81 +589,6 @@ LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb,
       }
   }
   set(op->getResult(0), std::move(out));
-  return success();
-}
-
-/// kind: 0 sum, 1 mean, 2 max.
-LogicalResult Evaluator::execReduce(Operation *op, ArrayRef<int64_t> axes,
-                                    int kind) {
-  const Tensor &x = get(op->getOperand(0));
-  // Each input axis's stride in the output (0 for reduced axes).
-  std::vector<bool> reduced(x.rank(), false);
-  for (int64_t a : axes)
-    reduced[a] = true;
-  Shape kept;
-  for (int64_t i = 0; i < x.rank(); ++i)
-    kept.push_back(reduced[i] ? 1 : x.shape[i]);
-  Tensor keptT(x.type, kept);
-  std::vector<int64_t> keptStrides = keptT.strides();
-  Tensor out = like(op->getResult(0));
-  if (kind == 2)
-    std::fill(out.data.begin(), out.data.end(),
-              -std::numeric_limits<double>::infinity());
-  IndexCounter it(x.shape);
-  for (int64_t flat = 0; flat < x.numElements(); ++flat, it.next()) {
-    int64_t o = 0;
-    for (int64_t i = 0; i < x.rank(); ++i)
-      if (!reduced[i])
-        o += it.index[i] * keptStrides[i];
-    if (kind == 2) {
-      // PyTorch's max: a NaN, once met, is the result.
-      double a = out.data[o], v = x.data[flat];
-      out.data[o] = a != a ? a : (v > a || v != v ? v : a);
-    } else {
-      out.data[o] += x.data[flat];
-    }
-  }
-  if (kind == 1) {
-    double count = double(x.numElements()) /
-                   double(std::max<int64_t>(1, out.numElements()));
-    for (double &v : out.data)
-      v /= count;
-  }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execMaxGrad(MaxGradOp op) {
-  const Tensor &g = get(op.getGrad()), &x = get(op.getInput()),
-               &m = get(op.getMaximum());
-  std::vector<bool> reduced(x.rank(), false);
-  for (int64_t a : op.getAxes())
-    reduced[a] = true;
-  Shape kept;
-  for (int64_t i = 0; i < x.rank(); ++i)
-    kept.push_back(reduced[i] ? 1 : x.shape[i]);
-  std::vector<int64_t> keptStrides = Tensor(x.type, kept).strides();
-  auto outIndex = [&](const Shape &index) {
-    int64_t o = 0;
-    for (int64_t i = 0; i < x.rank(); ++i)
-      if (!reduced[i])
-        o += index[i] * keptStrides[i];
-    return o;
-  };
-  // Count the ties, then share each gradient among them.
-  std::vector<double> ties(m.numElements(), 0);
-  IndexCounter it(x.shape);
-  for (int64_t flat = 0; flat < x.numElements(); ++flat, it.next())
-    if (x.data[flat] == m.data[outIndex(it.index)])
-      ties[outIndex(it.index)] += 1;
-  Tensor out = like(op.getResult());
-  IndexCounter again(x.shape);
-  for (int64_t flat = 0; flat < x.numElements(); ++flat, again.next()) {
-    int64_t o = outIndex(again.index);
-    if (x.data[flat] == m.data[o])
-      out.data[flat] = g.data[o] / ties[o];
-  }
-  set(op.getResult(), std::move(out));
   return success();
 }
 

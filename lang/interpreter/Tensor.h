@@ -40,6 +40,21 @@ struct Tensor {
   std::string typeString() const;
 };
 
+/// Iterates a row-major multi-index over `shape`.
+struct IndexCounter {
+  explicit IndexCounter(const std::vector<int64_t> &shape)
+      : shape(shape), index(shape.size(), 0) {}
+  void next() {
+    for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+      if (++index[i] < shape[i])
+        return;
+      index[i] = 0;
+    }
+  }
+  const std::vector<int64_t> &shape;
+  std::vector<int64_t> index;
+};
+
 } // namespace mnemo
 
 #endif // MNEMO_LANG_INTERPRETER_TENSOR_H

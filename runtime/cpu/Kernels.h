@@ -163,16 +163,8 @@ void avgPool2d(const PoolShape &s, const float *x, float *y);
 void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx);
 
 //===----------------------------------------------------------------------===//
-// Reductions, normalizations, losses
+// Losses
 //===----------------------------------------------------------------------===//
-
-enum class ReduceKind { Sum, Mean, Max };
-/// Reduces the axes set in `reducedMask` (bit i: axis i) of x[shape].
-void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
-            uint32_t reducedMask, float *out);
-/// The gradient of a max reduction, shared among ties.
-void maxGrad(const float *grad, const float *x, const float *maximum,
-             const int64_t *shape, int rank, uint32_t reducedMask, float *out);
 
 void mse(const float *a, const float *b, int64_t n, float *out);
 

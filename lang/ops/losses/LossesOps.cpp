@@ -27,3 +27,15 @@ SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
               .getResult(),
           Value()};
 }
+
+/// On the GPU each row's value (its loss, its hit) goes to scratch, then
+/// one block averages them in a fixed order (LossesEmission.cpp).
+static int64_t rowValueBytes(Value logits) {
+  RankedTensorType type = tensorType(logits);
+  int64_t classes = type.getRank() == 0 ? 1 : type.getShape().back();
+  return type.getNumElements() / std::max<int64_t>(1, classes) * 4;
+}
+int64_t CrossEntropyOp::getCudaScratchBytes() {
+  return rowValueBytes(getLogits());
+}
+int64_t AccuracyOp::getCudaScratchBytes() { return rowValueBytes(getLogits()); }

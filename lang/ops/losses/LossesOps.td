@@ -17,7 +17,8 @@ include "lang/MnemoDialect.td"
 include "lang/MnemoInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+def Mnemo_CrossEntropyOp : Mnemo_Op<"cross_entropy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let summary = "mean softmax cross-entropy with integer class targets";
   let description = [{
     `logits [..., C]` and `targets [...]` (i32 class indices) give the mean
@@ -56,7 +57,8 @@ def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, 
 
 // The metric: evaluated, never differentiated.
 
-def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
+def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let summary = "fraction of positions whose largest logit is the target";
   let description = [{
     Ties go to the first index, as `argmax` does.

@@ -11,7 +11,6 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
-#include "passes/Workspace.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -37,6 +36,8 @@ struct Normalization {
   Value grad, input, scale, bias; // grad: backward ops; bias: layernorm
   double eps;
   bool rms, backward;
+  /// Backward ops: row chunks of the CUDA parameter-gradient sums.
+  int64_t gradChunks = 0;
 };
 
 Normalization describe(LayerNormOp op) {
@@ -64,7 +65,8 @@ Normalization describe(LayerNormGradOp op) {
           {},
           op.getEpsilon().convertToDouble(),
           /*rms=*/false,
-          /*backward=*/true};
+          /*backward=*/true,
+          op.getCudaGradChunks()};
 }
 Normalization describe(RmsNormGradOp op) {
   return {op.getGrad(),
@@ -73,7 +75,8 @@ Normalization describe(RmsNormGradOp op) {
           {},
           op.getEpsilon().convertToDouble(),
           /*rms=*/true,
-          /*backward=*/true};
+          /*backward=*/true,
+          op.getCudaGradChunks()};
 }
 
 template <typename Op>
@@ -85,9 +88,11 @@ struct NormalizationCpuModel
     FailureOr<std::string> input = context.operand(n.input);
     FailureOr<std::string> scale = context.operand(n.scale);
     FailureOr<std::string> bias =
-        n.bias ? context.operand(n.bias) : FailureOr<std::string>(std::string("nullptr"));
-    FailureOr<std::string> grad =
-        n.grad ? context.operand(n.grad) : FailureOr<std::string>(std::string());
+        n.bias ? context.operand(n.bias)
+               : FailureOr<std::string>(std::string("nullptr"));
+    FailureOr<std::string> grad = n.grad
+                                      ? context.operand(n.grad)
+                                      : FailureOr<std::string>(std::string());
     if (failed(input) || failed(scale) || failed(bias) || failed(grad))
       return failure();
     context.include(kCpuKernels);
@@ -128,10 +133,11 @@ struct NormalizationCudaModel
       return success();
     }
     // The rows' statistics (2 floats a row), then [chunks][2][d] partial
-    // column sums: what cudaScratchBytes counts for these ops.
-    int64_t chunks = layerNormGradChunks(rows);
+    // column sums: what the op declares (NormalizationOps.cpp).
+    int64_t chunks = n.gradChunks;
     int64_t statsBytes = (rows * 8 + 255) / 256 * 256;
-    std::string base = context.scratch(statsBytes + chunks * 2 * d * 4);
+    std::string base = context.scratch(
+        llvm::cast<CudaScratchOpInterface>(op).getCudaScratchBytes());
     std::string stats = "f32(" + base + ")",
                 partial =
                     llvm::formatv("f32({0} + {1})", base, statsBytes).str();

@@ -42,3 +42,31 @@ SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b,
                                     getScale(), getEpsilonAttr());
   return {op.getInputGrad(), op.getScaleGrad()};
 }
+
+namespace {
+/// The input as rows of its last dimension.
+std::pair<int64_t, int64_t> rowsOf(Value input) {
+  ArrayRef<int64_t> shape = tensorType(input).getShape();
+  int64_t d = shape.empty() ? 1 : shape.back();
+  return {tensorType(input).getNumElements() / std::max<int64_t>(1, d), d};
+}
+/// Chunks of at least 32 rows, at most 128 of them.
+int64_t gradChunks(Value input) {
+  return std::clamp<int64_t>(rowsOf(input).first / 32, 1, 128);
+}
+/// Two f32 statistics a row (256-byte aligned), then [chunks][2][d]
+/// partial column sums (NormalizationEmission.cpp).
+int64_t gradScratchBytes(Value input, int64_t chunks) {
+  auto [rows, d] = rowsOf(input);
+  return (rows * 8 + 255) / 256 * 256 + chunks * 2 * d * 4;
+}
+} // namespace
+
+int64_t LayerNormGradOp::getCudaGradChunks() { return gradChunks(getInput()); }
+int64_t RmsNormGradOp::getCudaGradChunks() { return gradChunks(getInput()); }
+int64_t LayerNormGradOp::getCudaScratchBytes() {
+  return gradScratchBytes(getInput(), getCudaGradChunks());
+}
+int64_t RmsNormGradOp::getCudaScratchBytes() {
+  return gradScratchBytes(getInput(), getCudaGradChunks());
+}

@@ -71,6 +71,7 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pur
 // nothing but its input alive. Neither is differentiated again.
 
 def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>,
     AllTypesMatch<["grad", "input", "input_grad"]>,
     AllTypesMatch<["scale", "scale_grad", "bias_grad"]>]> {
   let summary = "gradients of layernorm";
@@ -90,9 +91,14 @@ def Mnemo_LayerNormGradOp : Mnemo_Op<"layernorm_grad", [Mnemo_AmpFollow, Mnemo_F
   let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad,
                       Mnemo_FloatTensor:$bias_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Row chunks of the CUDA kernels' parameter-gradient column sums.
+    int64_t getCudaGradChunks();
+  }];
 }
 
 def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>,
     AllTypesMatch<["grad", "input", "input_grad"]>,
     AllTypesMatch<["scale", "scale_grad"]>]> {
   let summary = "gradients of rmsnorm";
@@ -106,6 +112,10 @@ def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Mnemo_Fusio
                        Mnemo_FloatTensor:$scale, F64Attr:$epsilon);
   let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Row chunks of the CUDA kernels' parameter-gradient column sums.
+    int64_t getCudaGradChunks();
+  }];
 }
 
 #endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONOPS_TD
