@@ -363,39 +363,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ", f32(W));\n  }\n";
             return success();
           })
-          .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
-              [&](auto p) {
-                bool grad = llvm::isa<MaxPool2DGradOp, AvgPool2DGradOp>(op);
-                Shape x = grad ? shapeOf(op->getResult(0))
-                               : shapeOf(op->getOperand(0));
-                Shape y = grad ? shapeOf(op->getOperand(0))
-                               : shapeOf(op->getResult(0));
-                ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
-                                  pad = p.getPadding();
-                out() << "  {\n    static const PoolShape pool = {"
-                      << x[0] * x[1] << ", " << x[2] << ", " << x[3] << ", "
-                      << y[2] << ", " << y[3] << ", " << k[0] << ", " << k[1]
-                      << ", " << s[0] << ", " << s[1] << ", " << pad[0] << ", "
-                      << pad[1] << "};\n    ";
-                // 16-bit storage has its own (f32-computing) kernels.
-                const char *half =
-                    ctypeOf(op->getResult(0).getType()).isHalf ? "Half" : "";
-                if (llvm::isa<MaxPool2DOp>(op))
-                  out() << "maxPool2d" << half << "(pool, "
-                        << P(op->getOperand(0)) << ", " << res();
-                else if (llvm::isa<AvgPool2DOp>(op))
-                  out() << "avgPool2d" << half << "(pool, "
-                        << P(op->getOperand(0)) << ", " << res();
-                else if (llvm::isa<MaxPool2DGradOp>(op))
-                  out() << "maxPool2dGrad" << half << "(pool, "
-                        << P(op->getOperand(0)) << ", " << P(op->getOperand(1))
-                        << ", " << res();
-                else
-                  out() << "avgPool2dGrad" << half << "(pool, "
-                        << P(op->getOperand(0)) << ", " << res();
-                out() << ");\n  }\n";
-                return success();
-              })
           .Case([&](CausalMaskOp m) {
             Shape s = shapeOf(m.getResult());
             out() << "  causalMask(" << res() << ", " << s[0] << ", " << s[1]

@@ -686,40 +686,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                  << out << ");\n  }\n";
             return success();
           })
-          .Case<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>(
-              [&](auto p) {
-                bool grad = llvm::isa<MaxPool2DGradOp, AvgPool2DGradOp>(op);
-                bool isMax = llvm::isa<MaxPool2DOp, MaxPool2DGradOp>(op);
-                Shape x = grad ? shapeOf(op->getResult(0))
-                               : shapeOf(op->getOperand(0));
-                Shape y = grad ? shapeOf(op->getOperand(0))
-                               : shapeOf(op->getResult(0));
-                ArrayRef<int64_t> k = p.getKernel(), s = p.getStride(),
-                                  pad = p.getPadding();
-                std::string shape =
-                    "{" +
-                    listOf({x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1],
-                            s[0], s[1], pad[0], pad[1]}) +
-                    "}";
-                std::string type = T(op->getResult(0));
-                std::string args;
-                if (!grad)
-                  args = P(op->getOperand(0), op) + ", " + res(op);
-                else if (isMax)
-                  args = P(op->getOperand(0), op) + ", " +
-                         P(op->getOperand(1), op) + ", " + res(op);
-                else
-                  args = P(op->getOperand(0), op) + ", (const " + type +
-                         " *)nullptr, " + res(op);
-                int64_t work = grad ? product(x) : product(y);
-                int kernel = beginKernel(kThreads);
-                kernels << "  const PoolShape shape = " << shape << ";\n  "
-                        << (grad ? "pool2dGrad<" : "pool2d<")
-                        << (isMax ? "true" : "false") << ", " << type
-                        << ">(shape, " << args << ");\n}\n\n";
-                launch(kernel, ceilDiv(work, kThreads), 1, kThreads);
-                return success();
-              })
           .Case([&](CausalMaskOp m) {
             Shape s = shapeOf(m.getResult());
             kernelCall("causalMask(" + res(op) + ", " + std::to_string(s[0]) +

@@ -90,26 +90,6 @@ SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
   return {dx, dw};
 }
 
-SmallVector<Value> MaxPool2DOp::buildGradient(OpBuilder &b,
-                                              ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  return {b.create<MaxPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
-                                    getInput(), getKernelAttr(),
-                                    getStrideAttr(), getPaddingAttr())
-              .getResult()};
-}
-
-SmallVector<Value> AvgPool2DOp::buildGradient(OpBuilder &b,
-                                              ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
-  return {b.create<AvgPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
-                                    getKernelAttr(), getStrideAttr(),
-                                    getPaddingAttr())
-              .getResult()};
-}
-
 //===----------------------------------------------------------------------===//
 // Quantization
 //===----------------------------------------------------------------------===//

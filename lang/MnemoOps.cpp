@@ -390,17 +390,6 @@ LogicalResult Conv2DOp::verify() {
                            toVector(getStride()), toVector(getPadding())));
 }
 
-template <typename PoolOp> static LogicalResult verifyPool(PoolOp op) {
-  return verifyResult(
-      op,
-      shape::pool2d(shapeOf(op.getInput()), toVector(op.getKernel()),
-                    toVector(op.getStride()), toVector(op.getPadding())),
-      tensorType(op.getInput()).getElementType());
-}
-
-LogicalResult MaxPool2DOp::verify() { return verifyPool(*this); }
-LogicalResult AvgPool2DOp::verify() { return verifyPool(*this); }
-
 LogicalResult MseOp::verify() {
   return verifyResult(*this, shape::ShapeResult::success({}),
                       tensorType(getLhs()).getElementType());
@@ -478,20 +467,6 @@ LogicalResult Conv2DWeightGradOp::verify() {
                        "this input and output gradient");
   return success();
 }
-
-template <typename PoolGradOp>
-static LogicalResult verifyPoolGrad(PoolGradOp op) {
-  shape::ShapeResult forward =
-      shape::pool2d(shapeOf(op.getResult()), toVector(op.getKernel()),
-                    toVector(op.getStride()), toVector(op.getPadding()));
-  if (!forward.ok() || forward.shape != shapeOf(op.getGrad()))
-    return op.emitOpError("the gradient's shape is not the pooled shape of "
-                          "the result");
-  return success();
-}
-
-LogicalResult MaxPool2DGradOp::verify() { return verifyPoolGrad(*this); }
-LogicalResult AvgPool2DGradOp::verify() { return verifyPoolGrad(*this); }
 
 LogicalResult SliceGradOp::verify() {
   shape::Shape in = shapeOf(getResult());

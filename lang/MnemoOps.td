@@ -131,30 +131,6 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKern
   let hasVerifier = 1;
 }
 
-class Mnemo_PoolOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
-    : Mnemo_Op<mnemonic, [amp, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "2-D " # what # " pooling (NCHW)";
-  let description = [{
-    The }] # what # [{ over each window. Padding counts as
-    `-inf` for max pooling and as zeros for average pooling (PyTorch's
-    `count_include_pad=True`).
-
-    ```mlir
-    %y = mnemo.}] # mnemonic # [{ %x {kernel = array<i64: 2, 2>,
-        padding = array<i64: 0, 0>, stride = array<i64: 2, 2>}
-        : (tensor<64x16x28x28xf32>) -> tensor<64x16x14x14xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, DenseI64ArrayAttr:$kernel,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_MaxPool2DOp : Mnemo_PoolOp<"max_pool2d", "maximum">;
-def Mnemo_AvgPool2DOp : Mnemo_PoolOp<"avg_pool2d", "average">;
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
@@ -294,43 +270,6 @@ def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, 
     ```
   }];
   let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    AllTypesMatch<["input", "result"]>]> {
-  let summary = "gradient of max pooling";
-  let description = [{
-    Each window's gradient goes to the first position holding its maximum,
-    as PyTorch does.
-
-    ```mlir
-    %dx = mnemo.max_pool2d_grad %dy, %x {kernel = array<i64: 2, 2>,
-        padding = array<i64: 0, 0>, stride = array<i64: 2, 2>}
-        : (tensor<64x16x14x14xf32>, tensor<64x16x28x28xf32>) -> tensor<64x16x28x28xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$stride,
-                       DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "gradient of average pooling";
-  let description = [{
-    ```mlir
-    %dx = mnemo.avg_pool2d_grad %dy {kernel = array<i64: 2, 2>,
-        padding = array<i64: 0, 0>, stride = array<i64: 2, 2>}
-        : (tensor<64x16x14x14xf32>) -> tensor<64x16x28x28xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, DenseI64ArrayAttr:$kernel,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
   let results = (outs Mnemo_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

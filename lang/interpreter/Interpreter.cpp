@@ -295,9 +295,6 @@ private:
                            bool batched);
   LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
                          ArrayRef<int64_t> padding, int which);
-  LogicalResult execPool(Operation *op, ArrayRef<int64_t> kernel,
-                         ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
-                         bool isMax, bool grad);
   LogicalResult execTranspose(TransposeOp op);
   static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
   LogicalResult execBroadcast(BroadcastOp op);
@@ -445,23 +442,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](Conv2DWeightGradOp c) {
         return execConv(op, c.getStride(), c.getPadding(), 2);
       })
-      .Case([&](MaxPool2DOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true,
-                        false);
-      })
-      .Case([&](AvgPool2DOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false,
-                        false);
-      })
-      .Case([&](MaxPool2DGradOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), true,
-                        true);
-      })
-      .Case([&](AvgPool2DGradOp p) {
-        return execPool(op, p.getKernel(), p.getStride(), p.getPadding(), false,
-                        true);
-      })
-      // Reductions and normalizations.
       // Losses and metrics.
       .Case([&](MseOp m) {
         const Tensor &a = get(m.getLhs()), &b = get(m.getRhs());
@@ -640,57 +620,6 @@ LogicalResult Evaluator::execConv(Operation *op, ArrayRef<int64_t> stride,
               }
             }
         }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execPool(Operation *op, ArrayRef<int64_t> kernel,
-                                  ArrayRef<int64_t> stride,
-                                  ArrayRef<int64_t> padding, bool isMax,
-                                  bool grad) {
-  // x [N,C,H,W] pooled to y [N,C,HO,WO].
-  Shape xs = grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
-  Shape ys = grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
-  const Tensor *x =
-      !grad || isMax ? &get(op->getOperand(grad ? 1 : 0)) : nullptr;
-  const Tensor *g = grad ? &get(op->getOperand(0)) : nullptr;
-  Tensor out = like(op->getResult(0));
-  int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], HO = ys[2], WO = ys[3];
-  double windowSize = double(kernel[0] * kernel[1]);
-  for (int64_t nc = 0; nc < NC; ++nc)
-    for (int64_t oh = 0; oh < HO; ++oh)
-      for (int64_t ow = 0; ow < WO; ++ow) {
-        int64_t yi = (nc * HO + oh) * WO + ow;
-        double best = -std::numeric_limits<double>::infinity(), sum = 0;
-        int64_t bestAt = -1;
-        for (int64_t kh = 0; kh < kernel[0]; ++kh) {
-          int64_t ih = oh * stride[0] - padding[0] + kh;
-          if (ih < 0 || ih >= H)
-            continue;
-          for (int64_t kw = 0; kw < kernel[1]; ++kw) {
-            int64_t iw = ow * stride[1] - padding[1] + kw;
-            if (iw < 0 || iw >= W)
-              continue;
-            int64_t xi = (nc * H + ih) * W + iw;
-            if (isMax) {
-              // PyTorch's choice: the first maximum, or the last NaN.
-              if (x->data[xi] > best || bestAt < 0 ||
-                  x->data[xi] != x->data[xi]) {
-                best = x->data[xi];
-                bestAt = xi;
-              }
-            } else if (grad) {
-              out.data[xi] += g->data[yi] / windowSize;
-            } else {
-              sum += x->data[xi];
-            }
-          }
-        }
-        if (!grad)
-          out.data[yi] = isMax ? best : sum / windowSize;
-        else if (isMax && bestAt >= 0)
-          out.data[bestAt] += g->data[yi];
-      }
   set(op->getResult(0), std::move(out));
   return success();
 }

@@ -139,28 +139,12 @@ void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
 void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
                       float *dw, float *workspace);
 
-struct PoolShape {
-  int64_t nc, h, w, ho, wo;
-  int64_t kh, kw, strideH, strideW, padH, padW;
-};
-void maxPool2d(const PoolShape &s, const float *x, float *y);
-/// Pooling on 16-bit storage, computed in f32.
-template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y);
-template <typename T>
-void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx);
-template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y);
-template <typename T>
-void avgPool2dGradHalf(const PoolShape &s, const T *dy, T *dx);
 /// A convolution (kind 0 forward, 1 input gradient, 2 weight gradient) on
 /// 16-bit storage: operands widened into `workspace` after the f32
 /// kernel's own scratch, computed in f32, the result narrowed.
 template <typename T>
 void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
                 T *result, float *workspace);
-void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
-                   float *dx);
-void avgPool2d(const PoolShape &s, const float *x, float *y);
-void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx);
 
 //===----------------------------------------------------------------------===//
 // Losses

@@ -12,6 +12,7 @@
 
 #include "lang/MnemoDialect.h"
 #include "lang/interpreter/Interpreter.h"
+#include "lang/ops/pooling/PoolingKernels.h"
 #include "lang/ops/reductions/ReductionsKernels.h"
 #include "lang/ops/softmax/SoftmaxKernels.h"
 #include "runtime/cpu/Kernels.h"

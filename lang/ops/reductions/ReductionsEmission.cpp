@@ -119,8 +119,8 @@ struct ReduceCudaModel
       return context.error("a reduction over more than four separate groups "
                            "of axes is not supported");
     context.include(kCudaKernels);
-    std::string shape =
-                    "const ReduceShape shape = " + groups.initializer() + "; ",
+    std::string shape = "const ReduceShape shape = " + groups.initializer() +
+                        ";\n  ",
                 type = context.elementType(op.getInput()),
                 x = context.operand(op.getInput()), y = context.result();
     int64_t outputs = groups.outputs(), perOutput = groups.perOutput();

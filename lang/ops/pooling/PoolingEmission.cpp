@@ -1,0 +1,113 @@
+//===- PoolingEmission.cpp - Pooling in the CPU and CUDA code -------------===//
+//
+// The code generation models of the pooling ops: a call of the CPU kernels
+// (PoolingKernels.h; the Half variants for 16-bit storage) with a static
+// PoolShape, and on the GPU one kernel of PoolingKernels.cuh, a thread per
+// output (forward) or per input (gradients).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <type_traits>
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+template <typename Op>
+constexpr bool isMax =
+    std::is_same_v<Op, MaxPool2DOp> || std::is_same_v<Op, MaxPool2DGradOp>;
+template <typename Op>
+constexpr bool isGrad =
+    std::is_same_v<Op, MaxPool2DGradOp> || std::is_same_v<Op, AvgPool2DGradOp>;
+
+/// The operands after the shape, in the kernels' order: (x) for a forward,
+/// (dy, x) for max's gradient, (dy) for average's.
+template <typename Op, typename Operand>
+FailureOr<std::string> operandsOf(Op op, Operand operand) {
+  std::string list;
+  for (Value v : op->getOperands()) {
+    FailureOr<std::string> pointer = operand(v);
+    if (failed(pointer))
+      return failure();
+    list += *pointer + ", ";
+  }
+  return list;
+}
+
+template <typename Op>
+struct PoolCpuModel
+    : CpuKernelOpInterface::ExternalModel<PoolCpuModel<Op>, Op> {
+  LogicalResult emitCpuKernel(Operation *operation,
+                              CpuKernelContext &context) const {
+    auto op = llvm::cast<Op>(operation);
+    FailureOr<std::string> operands =
+        operandsOf(op, [&](Value v) { return context.operand(v); });
+    if (failed(operands))
+      return failure();
+    // 16-bit storage has its own (f32-computing) kernels.
+    const char *half = ctypeOf(op.getResult().getType()).isHalf ? "Half" : "";
+    const char *name = isMax<Op> ? (isGrad<Op> ? "maxPool2dGrad" : "maxPool2d")
+                       : isGrad<Op> ? "avgPool2dGrad"
+                                    : "avgPool2d";
+    context.include("lang/ops/pooling/PoolingKernels.h");
+    context.out() << llvm::formatv(
+        "  {\n    static const PoolShape pool = {{{0}};\n    {1}{2}(pool, "
+        "{3}{4});\n  }\n",
+        listOf(op.getPoolGeometry()), name, half, *operands, context.result());
+    return success();
+  }
+};
+
+template <typename Op>
+struct PoolCudaModel
+    : CudaKernelOpInterface::ExternalModel<PoolCudaModel<Op>, Op> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<Op>(operation);
+    std::string type = context.elementType(op.getResult());
+    std::string operands =
+        *operandsOf(op, [&](Value v) -> FailureOr<std::string> {
+          return context.operand(v);
+        });
+    // Average pooling's gradient reads no input.
+    if (isGrad<Op> && !isMax<Op>)
+      operands += "(const " + type + " *)nullptr, ";
+    // One thread per element written: outputs, or inputs for a gradient.
+    int64_t work = product(shapeOf(op.getResult()));
+    context.include("lang/ops/pooling/PoolingKernels.cuh");
+    context.launch(
+        llvm::formatv(
+            "const PoolShape shape = {{{0}};\n  {1}<{2}, {3}>(shape, "
+            "{4}{5});",
+            listOf(op.getPoolGeometry()), isGrad<Op> ? "pool2dGrad" : "pool2d",
+            isMax<Op> ? "true" : "false", type, operands, context.result()),
+        ceilDiv(work, kCudaThreads), kCudaThreads);
+    return success();
+  }
+};
+
+template <typename Op> void attach(MLIRContext &context) {
+  Op::template attachInterface<PoolCpuModel<Op>, PoolCudaModel<Op>>(context);
+}
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerPoolingEmissionModels(MLIRContext &context) {
+  attach<MaxPool2DOp>(context);
+  attach<AvgPool2DOp>(context);
+  attach<MaxPool2DGradOp>(context);
+  attach<AvgPool2DGradOp>(context);
+}
+} // namespace codegen
+} // namespace mnemo

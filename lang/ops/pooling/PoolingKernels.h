@@ -1,0 +1,43 @@
+//===- PoolingKernels.h - 2-D pooling on the CPU ----------------*- C++ -*-===//
+//
+// The CPU kernels generated code calls for the pooling ops (the emission
+// model, PoolingEmission.cpp, includes this header). Their bodies are in
+// PoolingKernels.cpp, built into the trainer's runtime: plain C++17, no
+// LLVM. Tensors are NCHW; N and C are one dimension of planes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H
+#define MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H
+
+#include <cstdint>
+
+namespace mnemo {
+namespace cpu {
+
+/// The ops' getPoolGeometry(), in its order.
+struct PoolShape {
+  int64_t nc, h, w, ho, wo;
+  int64_t kh, kw, strideH, strideW, padH, padW;
+};
+
+/// Max pooling propagates a NaN (as PyTorch's); its gradient goes to each
+/// window's first maximum. Average pooling counts padding as zeros.
+void maxPool2d(const PoolShape &s, const float *x, float *y);
+void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
+                   float *dx);
+void avgPool2d(const PoolShape &s, const float *x, float *y);
+void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx);
+
+/// Pooling on 16-bit storage (bf16_t, f16_t), computed in f32.
+template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y);
+template <typename T>
+void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx);
+template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y);
+template <typename T>
+void avgPool2dGradHalf(const PoolShape &s, const T *dy, T *dx);
+
+} // namespace cpu
+} // namespace mnemo
+
+#endif // MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H
