@@ -363,45 +363,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << ", f32(W));\n  }\n";
             return success();
           })
-          .Case([&](CausalMaskOp m) {
-            Shape s = shapeOf(m.getResult());
-            out() << "  causalMask(" << res() << ", " << s[0] << ", " << s[1]
-                  << ");\n";
-            return success();
-          })
-          .Case<SliceOp, SliceGradOp>([&](auto s) {
-            bool grad = llvm::isa<SliceGradOp>(op);
-            Shape big =
-                grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
-            Shape small =
-                grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
-            int64_t axis =
-                *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
-            out() << "  sliceCopy(" << P(op->getOperand(0)) << ", " << res()
-                  << ", " << ctypeOf(op->getResult(0).getType()).bytes << ", "
-                  << product(ArrayRef<int64_t>(big).take_front(axis)) << ", "
-                  << big[axis] << ", "
-                  << product(ArrayRef<int64_t>(big).drop_front(axis + 1))
-                  << ", " << int64_t(s.getStart()) << ", " << small[axis]
-                  << ", " << int64_t(s.getStep()) << ", "
-                  << (grad ? "true" : "false") << ");\n";
-            return success();
-          })
-          .Case([&](ConcatOp c) {
-            Shape o = shapeOf(c.getResult());
-            int64_t axis = int64_t(c.getAxis()), offset = 0;
-            for (Value input : c.getInputs()) {
-              int64_t n = shapeOf(input)[axis];
-              out() << "  concatPart(" << P(input) << ", " << res() << ", "
-                    << ctypeOf(input.getType()).bytes << ", "
-                    << product(ArrayRef<int64_t>(o).take_front(axis)) << ", "
-                    << n << ", "
-                    << product(ArrayRef<int64_t>(o).drop_front(axis + 1))
-                    << ", " << o[axis] << ", " << offset << ");\n";
-              offset += n;
-            }
-            return success();
-          })
           .Case([&](LrScheduleOp s) {
             out() << "  *" << res() << " = lrSchedule("
                   << (s.getKind() == "cosine" ? "true" : "false") << ", *"

@@ -639,7 +639,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
       return failure();
     return success();
   }
-  auto rows = [](const Shape &s) { return product(s) / s.back(); };
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](MseOp m) {
@@ -684,52 +683,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                  << dtypeOf(ctypeOf(op->getResult(0).getType())) << "};\n"
                  << "    L.conv(call, " << first << ", " << second << ", "
                  << out << ");\n  }\n";
-            return success();
-          })
-          .Case([&](CausalMaskOp m) {
-            Shape s = shapeOf(m.getResult());
-            kernelCall("causalMask(" + res(op) + ", " + std::to_string(s[0]) +
-                           ", " + std::to_string(s[1]) + ");",
-                       ceilDiv(s[0] * s[1], kThreads), kThreads);
-            return success();
-          })
-          .Case<SliceOp, SliceGradOp>([&](auto s) {
-            bool grad = llvm::isa<SliceGradOp>(op);
-            Shape big =
-                grad ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
-            Shape small =
-                grad ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
-            int64_t axis =
-                *shape::normalizeAxis(int64_t(s.getAxis()), big.size());
-            int64_t outer = product(ArrayRef<int64_t>(big).take_front(axis));
-            int64_t inner =
-                product(ArrayRef<int64_t>(big).drop_front(axis + 1));
-            if (grad)
-              body << "  L.zero(" << hostPointer(op->getResult(0), op) << ", "
-                   << product(big) * ctypeOf(op->getResult(0).getType()).bytes
-                   << ");\n";
-            kernelCall(
-                "sliceCopy<" + T(op->getResult(0)) + ">(" +
-                    P(op->getOperand(0), op) + ", " + res(op) + ", " +
-                    listOf({outer, big[axis], inner, int64_t(s.getStart()),
-                            small[axis], int64_t(s.getStep())}) +
-                    ", " + (grad ? "true" : "false") + ");",
-                ceilDiv(outer * small[axis] * inner, kThreads), kThreads);
-            return success();
-          })
-          .Case([&](ConcatOp c) {
-            Shape o = shapeOf(c.getResult());
-            int64_t axis = int64_t(c.getAxis()), offset = 0;
-            int64_t outer = product(ArrayRef<int64_t>(o).take_front(axis));
-            int64_t inner = product(ArrayRef<int64_t>(o).drop_front(axis + 1));
-            for (Value input : c.getInputs()) {
-              int64_t n = shapeOf(input)[axis];
-              kernelCall("concatPart<" + T(input) + ">(" + P(input, op) + ", " +
-                             res(op) + ", " +
-                             listOf({outer, n, inner, o[axis], offset}) + ");",
-                         ceilDiv(outer * n * inner, kThreads), kThreads);
-              offset += n;
-            }
             return success();
           })
           .Case([&](LrScheduleOp s) {

@@ -172,28 +172,3 @@ SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b,
   Value summed = b.create<SumOp>(getLoc(), sumType, grads[0], axes, false);
   return {e.reshape(summed, in)};
 }
-
-SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
-    return {Value()};
-  return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0],
-                                getAxisAttr(), getStartAttr(), getEndAttr(),
-                                getStepAttr())
-              .getResult()};
-}
-
-SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b,
-                                           ArrayRef<Value> grads) {
-  SmallVector<Value> result(getInputs().size());
-  if (!grads[0] || !isFloatTensor(getResult()))
-    return result;
-  int64_t axis = int64_t(getAxis());
-  int64_t offset = 0;
-  for (auto [i, input] : llvm::enumerate(getInputs())) {
-    int64_t size = typeOf(input).getDimSize(axis);
-    result[i] = b.create<SliceOp>(getLoc(), input.getType(), grads[0], axis,
-                                  offset, offset + size, 1);
-    offset += size;
-  }
-  return result;
-}

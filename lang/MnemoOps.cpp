@@ -250,12 +250,6 @@ LogicalResult WhereOp::verify() {
   return success();
 }
 
-LogicalResult CausalMaskOp::verify() {
-  if (tensorType(getResult()).getRank() != 2)
-    return emitOpError("the mask must have rank 2");
-  return success();
-}
-
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))
@@ -416,34 +410,6 @@ LogicalResult BroadcastOp::verify() {
       *this, shape::broadcastTo(shapeOf(getInput()), shapeOf(getResult())));
 }
 
-LogicalResult SliceOp::verify() {
-  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
-    return failure();
-  shape::Shape in = shapeOf(getInput());
-  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
-  if (!axis)
-    return emitOpError() << "axis " << int64_t(getAxis()) << " is out of range";
-  // I64Attr getters return uint64_t; the attributes hold signed values.
-  int64_t start = getStart(), end = getEnd(), step = getStep();
-  if (start < 0 || start >= end || end > in[*axis])
-    return emitOpError() << "needs 0 <= start < end <= " << in[*axis]
-                         << ", not " << start << ":" << end;
-  return verifyResult(*this, shape::slice(in, *axis, start, end, step));
-}
-
-LogicalResult ConcatOp::verify() {
-  if (getInputs().empty())
-    return emitOpError("needs at least one operand");
-  SmallVector<Value> all(getInputs().begin(), getInputs().end());
-  all.push_back(getResult());
-  if (failed(verifySameElementType(*this, all)))
-    return failure();
-  std::vector<shape::Shape> shapes;
-  for (Value v : getInputs())
-    shapes.push_back(shapeOf(v));
-  return verifyResult(*this, shape::concat(shapes, int64_t(getAxis())));
-}
-
 //===----------------------------------------------------------------------===//
 // Backward and training ops
 //===----------------------------------------------------------------------===//
@@ -465,18 +431,6 @@ LogicalResult Conv2DWeightGradOp::verify() {
   if (!forward.ok() || forward.shape != shapeOf(getGrad()))
     return emitOpError("the result is not the weight of a convolution with "
                        "this input and output gradient");
-  return success();
-}
-
-LogicalResult SliceGradOp::verify() {
-  shape::Shape in = shapeOf(getResult());
-  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
-  int64_t start = getStart(), end = getEnd(), step = getStep();
-  if (!axis || start < 0 || start >= end || end > in[*axis])
-    return emitOpError("the slice does not fit the result");
-  shape::ShapeResult forward = shape::slice(in, *axis, start, end, step);
-  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
-    return emitOpError("the gradient's shape is not the slice's shape");
   return success();
 }
 

@@ -206,38 +206,6 @@ def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Mnemo_AmpFollow, Mnemo_FusionKern
   let hasFolder = 1;
 }
 
-def Mnemo_SliceOp : Mnemo_Op<"slice", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "a strided range along one axis";
-  let description = [{
-    Python's `x[start:end:step]` along `axis`, with `start` and `end` already
-    resolved to `0 <= start < end <= dim`.
-
-    ```mlir
-    %q = mnemo.slice %qkv {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
-        : (tensor<16x64x384xf32>) -> tensor<16x64x128xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_AnyTensor:$input, I64Attr:$axis, I64Attr:$start,
-                       I64Attr:$end, I64Attr:$step);
-  let results = (outs Mnemo_AnyTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let summary = "concatenation along an axis";
-  let description = [{
-    ```mlir
-    %c = mnemo.concat %a, %b {axis = 1 : i64}
-        : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<8x48xf32>
-    ```
-  }];
-  let arguments = (ins Variadic<Mnemo_AnyTensor>:$inputs, I64Attr:$axis);
-  let results = (outs Mnemo_AnyTensor:$result);
-  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 //===----------------------------------------------------------------------===//
 // Backward ops: what gradient rules emit where a composition of forward ops
 // would cost memory or precision. None of them is differentiated again.
@@ -271,21 +239,6 @@ def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, 
   }];
   let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
                        DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "a slice's gradient, placed in zeros of the input's shape";
-  let description = [{
-    ```mlir
-    %dx = mnemo.slice_grad %dq {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
-        : (tensor<16x64x128xf32>) -> tensor<16x64x384xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, I64Attr:$axis, I64Attr:$start,
-                       I64Attr:$end, I64Attr:$step);
   let results = (outs Mnemo_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

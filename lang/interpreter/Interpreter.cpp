@@ -298,9 +298,6 @@ private:
   LogicalResult execTranspose(TransposeOp op);
   static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
   LogicalResult execBroadcast(BroadcastOp op);
-  LogicalResult execSlice(Operation *op, int64_t axis, int64_t start,
-                          int64_t step, bool grad);
-  LogicalResult execConcat(ConcatOp op);
   LogicalResult execAdam(AdamUpdateOp op);
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
   LogicalResult execPruneMasks(PruneMasksOp op);
@@ -417,15 +414,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         set(c.getResult(), std::move(out));
         return success();
       })
-      .Case([&](CausalMaskOp m) {
-        Tensor out = like(m.getResult());
-        int64_t rows = out.shape[0], cols = out.shape[1];
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c)
-            out.data[r * cols + c] = c <= r + (cols - rows) ? 1 : 0;
-        set(m.getResult(), std::move(out));
-        return success();
-      })
       // Contractions.
       .Case([&](MatmulOp m) {
         return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
@@ -461,15 +449,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       })
       .Case([&](TransposeOp t) { return execTranspose(t); })
       .Case([&](BroadcastOp b) { return execBroadcast(b); })
-      .Case([&](SliceOp s) {
-        return execSlice(op, int64_t(s.getAxis()), int64_t(s.getStart()),
-                         int64_t(s.getStep()), false);
-      })
-      .Case([&](SliceGradOp s) {
-        return execSlice(op, int64_t(s.getAxis()), int64_t(s.getStart()),
-                         int64_t(s.getStep()), true);
-      })
-      .Case([&](ConcatOp c) { return execConcat(c); })
       // The optimizer.
       .Case([&](LrScheduleOp s) { return execLrSchedule(s); })
       .Case([&](GlobalNormOp n) {
@@ -660,49 +639,6 @@ LogicalResult Evaluator::execBroadcast(BroadcastOp op) {
       if (x.shape[i] != 1)
         src += it.index[lead + i] * inStrides[i];
     out.data[flat] = x.data[src];
-  }
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-/// A slice, or (grad) a slice's gradient placed into zeros.
-LogicalResult Evaluator::execSlice(Operation *op, int64_t axis, int64_t start,
-                                   int64_t step, bool grad) {
-  const Tensor &x = get(op->getOperand(0));
-  Tensor out = like(op->getResult(0));
-  const Tensor &big = grad ? out : x;
-  const Tensor &small = grad ? x : out;
-  axis = *shape::normalizeAxis(axis, big.rank()); // verified
-  std::vector<int64_t> bigStrides = big.strides();
-  IndexCounter it(small.shape);
-  for (int64_t flat = 0; flat < small.numElements(); ++flat, it.next()) {
-    int64_t at = 0;
-    for (int64_t i = 0; i < small.rank(); ++i)
-      at += (i == axis ? start + it.index[i] * step : it.index[i]) *
-            bigStrides[i];
-    if (grad)
-      out.data[at] = x.data[flat];
-    else
-      out.data[flat] = x.data[at];
-  }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execConcat(ConcatOp op) {
-  Tensor out = like(op.getResult());
-  int64_t axis = int64_t(op.getAxis());
-  int64_t outer = product(ArrayRef<int64_t>(out.shape).take_front(axis));
-  int64_t inner = product(ArrayRef<int64_t>(out.shape).drop_front(axis + 1));
-  int64_t offset = 0;
-  for (Value input : op.getInputs()) {
-    const Tensor &x = get(input);
-    int64_t n = x.shape[axis];
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < n * inner; ++j)
-        out.data[(o * out.shape[axis] + offset) * inner + j] =
-            x.data[o * n * inner + j];
-    offset += n;
   }
   set(op.getResult(), std::move(out));
   return success();

@@ -153,20 +153,6 @@ void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
 void mse(const float *a, const float *b, int64_t n, float *out);
 
 //===----------------------------------------------------------------------===//
-// Data movement
-//===----------------------------------------------------------------------===//
-
-void causalMask(uint8_t *out, int64_t rows, int64_t cols);
-/// [outer, axisIn, inner] -> [outer, count, inner] taking start + j * step,
-/// or (grad) the reverse into zeros.
-void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
-               int64_t axisIn, int64_t inner, int64_t start, int64_t count,
-               int64_t step, bool grad);
-/// Copies [outer, n, inner] into [outer, axisOut, inner] at `offset`.
-void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
-                int64_t n, int64_t inner, int64_t axisOut, int64_t offset);
-
-//===----------------------------------------------------------------------===//
 // The optimizer
 //===----------------------------------------------------------------------===//
 

@@ -264,47 +264,6 @@ __device__ void difference(const T *a, const T *b, int64_t n, float *out) {
 }
 
 //===----------------------------------------------------------------------===//
-// Data movement
-//===----------------------------------------------------------------------===//
-
-__device__ void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= rows * cols)
-    return;
-  int64_t r = e / cols, c = e % cols;
-  out[e] = c <= r + (cols - rows) ? 1 : 0;
-}
-
-/// A slice along one axis ([outer, axis, inner]), or its gradient (the
-/// slice written into a zeroed tensor: the host zeroes it first). One
-/// thread per element of the slice.
-template <typename T>
-__device__ void sliceCopy(const T *in, T *out, int64_t outer, int64_t axisIn,
-                          int64_t inner, int64_t start, int64_t count,
-                          int64_t step, bool grad) {
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= outer * count * inner)
-    return;
-  int64_t k = e % inner, j = (e / inner) % count, o = e / (inner * count);
-  int64_t big = (o * axisIn + start + j * step) * inner + k;
-  if (grad)
-    out[big] = in[e];
-  else
-    out[e] = in[big];
-}
-
-/// One input of a concatenation into its place along the axis.
-template <typename T>
-__device__ void concatPart(const T *in, T *out, int64_t outer, int64_t n,
-                           int64_t inner, int64_t axisOut, int64_t offset) {
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= outer * n * inner)
-    return;
-  int64_t o = e / (n * inner), rest = e % (n * inner);
-  out[(o * axisOut + offset) * inner + rest] = in[e];
-}
-
-//===----------------------------------------------------------------------===//
 // The optimizer
 //===----------------------------------------------------------------------===//
 

@@ -230,23 +230,4 @@ def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Mnemo_FusionElementw
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
-// Masks
-//===----------------------------------------------------------------------===//
-
-def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "a lower-triangular mask";
-  let description = [{
-    A `[rows, cols]` mask, true where `col <= row + (cols - rows)`: position
-    `row` may attend to every position up to and including itself.
-
-    ```mlir
-    %mask = mnemo.causal_mask : tensor<64x64xi1>
-    ```
-  }];
-  let results = (outs Mnemo_MaskTensor:$result);
-  let assemblyFormat = "attr-dict `:` type($result)";
-  let hasVerifier = 1;
-}
-
 #endif // MNEMO_LANG_OPS_ELEMENTWISE_ELEMENTWISEOPS_TD

@@ -1,0 +1,107 @@
+//===- DataMovementOps.cpp - Shape checks, gradients, slice geometry ------===//
+
+#include "lang/GradientBuilder.h"
+#include "lang/OpVerification.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::gradient;
+using namespace mnemo::verification;
+
+LogicalResult SliceOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  shape::Shape in = shapeOf(getInput());
+  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
+  if (!axis)
+    return emitOpError() << "axis " << int64_t(getAxis()) << " is out of range";
+  // I64Attr getters return uint64_t; the attributes hold signed values.
+  int64_t start = getStart(), end = getEnd(), step = getStep();
+  if (start < 0 || start >= end || end > in[*axis])
+    return emitOpError() << "needs 0 <= start < end <= " << in[*axis]
+                         << ", not " << start << ":" << end;
+  return verifyResult(*this, shape::slice(in, *axis, start, end, step));
+}
+
+LogicalResult SliceGradOp::verify() {
+  shape::Shape in = shapeOf(getResult());
+  auto axis = shape::normalizeAxis(int64_t(getAxis()), in.size());
+  int64_t start = getStart(), end = getEnd(), step = getStep();
+  if (!axis || start < 0 || start >= end || end > in[*axis])
+    return emitOpError("the slice does not fit the result");
+  shape::ShapeResult forward = shape::slice(in, *axis, start, end, step);
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the gradient's shape is not the slice's shape");
+  return success();
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  SmallVector<Value> all(getInputs().begin(), getInputs().end());
+  all.push_back(getResult());
+  if (failed(verifySameElementType(*this, all)))
+    return failure();
+  std::vector<shape::Shape> shapes;
+  for (Value v : getInputs())
+    shapes.push_back(shapeOf(v));
+  return verifyResult(*this, shape::concat(shapes, int64_t(getAxis())));
+}
+
+LogicalResult CausalMaskOp::verify() {
+  if (tensorType(getResult()).getRank() != 2)
+    return emitOpError("the mask must have rank 2");
+  return success();
+}
+
+namespace {
+/// `big` (the sliced tensor) as [outer, axis, inner] and the slice in it.
+template <typename Op>
+std::array<int64_t, 6> sliceGeometry(Op op, Value big, Value small) {
+  ArrayRef<int64_t> b = tensorType(big).getShape();
+  int64_t axis = *shape::normalizeAxis(int64_t(op.getAxis()), b.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= b[d];
+  for (int64_t d = axis + 1; d < int64_t(b.size()); ++d)
+    inner *= b[d];
+  return {outer,
+          b[axis],
+          inner,
+          int64_t(op.getStart()),
+          tensorType(small).getDimSize(axis),
+          int64_t(op.getStep())};
+}
+} // namespace
+
+std::array<int64_t, 6> SliceOp::getSliceGeometry() {
+  return sliceGeometry(*this, getInput(), getResult());
+}
+std::array<int64_t, 6> SliceGradOp::getSliceGeometry() {
+  return sliceGeometry(*this, getResult(), getGrad());
+}
+
+SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+  if (!grads[0] || !isFloatTensor(getInput()))
+    return {Value()};
+  return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0],
+                                getAxisAttr(), getStartAttr(), getEndAttr(),
+                                getStepAttr())
+              .getResult()};
+}
+
+SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
+  SmallVector<Value> result(getInputs().size());
+  if (!grads[0] || !isFloatTensor(getResult()))
+    return result;
+  int64_t axis = int64_t(getAxis());
+  int64_t offset = 0;
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    int64_t size = typeOf(input).getDimSize(axis);
+    result[i] = b.create<SliceOp>(getLoc(), input.getType(), grads[0], axis,
+                                  offset, offset + size, 1);
+    offset += size;
+  }
+  return result;
+}

@@ -1,0 +1,98 @@
+//===- DataMovementOps.td - slices, concatenation, masks --*- tablegen -*-===//
+//
+// Ops that move elements without arithmetic and are kernels of their own:
+// a strided slice along one axis and its gradient, concatenation, and the
+// causal mask. (Reshape, transpose and broadcast are views that the loop
+// builders read through, codegen/StepLayout.) Everything about these is in
+// this folder: the ODS (here), the shape checks and gradient rules
+// (DataMovementOps.cpp), the reference interpreter's model
+// (DataMovementInterpreter.cpp), the CPU and CUDA kernels
+// (DataMovementKernels.h, DataMovementKernels.cuh) and the code both
+// emitters write for them (DataMovementEmission.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTOPS_TD
+#define MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTOPS_TD
+
+include "lang/MnemoDialect.td"
+include "lang/MnemoInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Mnemo_SliceOp : Mnemo_Op<"slice", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let summary = "a strided range along one axis";
+  let description = [{
+    Python's `x[start:end:step]` along `axis`, with `start` and `end` already
+    resolved to `0 <= start < end <= dim`.
+
+    ```mlir
+    %q = mnemo.slice %qkv {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
+        : (tensor<16x64x384xf32>) -> tensor<16x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_AnyTensor:$input, I64Attr:$axis, I64Attr:$start,
+                       I64Attr:$end, I64Attr:$step);
+  let results = (outs Mnemo_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The slice over the larger tensor seen as [outer, axis, inner]:
+    /// {outer, axis size, inner, start, count, step} (DataMovementOps.cpp).
+    std::array<int64_t, 6> getSliceGeometry();
+  }];
+}
+
+def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
+  let summary = "concatenation along an axis";
+  let description = [{
+    ```mlir
+    %c = mnemo.concat %a, %b {axis = 1 : i64}
+        : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<8x48xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Mnemo_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Mnemo_AnyTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+// The backward op: what slice's gradient rule emits.
+
+def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
+  let summary = "a slice's gradient, placed in zeros of the input's shape";
+  let description = [{
+    ```mlir
+    %dx = mnemo.slice_grad %dq {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
+        : (tensor<16x64x128xf32>) -> tensor<16x64x384xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, I64Attr:$axis, I64Attr:$start,
+                       I64Attr:$end, I64Attr:$step);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The slice over the larger tensor seen as [outer, axis, inner]:
+    /// {outer, axis size, inner, start, count, step} (DataMovementOps.cpp).
+    std::array<int64_t, 6> getSliceGeometry();
+  }];
+}
+
+// The mask attention builds its causal restriction from.
+
+def Mnemo_CausalMaskOp : Mnemo_Op<"causal_mask", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
+  let summary = "a lower-triangular mask";
+  let description = [{
+    A `[rows, cols]` mask, true where `col <= row + (cols - rows)`: position
+    `row` may attend to every position up to and including itself.
+
+    ```mlir
+    %mask = mnemo.causal_mask : tensor<64x64xi1>
+    ```
+  }];
+  let results = (outs Mnemo_MaskTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTOPS_TD
