@@ -332,11 +332,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
                               true);
           })
-          .Case([&](MseOp m) {
-            out() << "  mse(" << P(m.getLhs()) << ", " << P(m.getRhs()) << ", "
-                  << product(shapeOf(m.getLhs())) << ", " << res() << ");\n";
-            return success();
-          })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
             ConvGeometry g;
             convGeometry(op, g);

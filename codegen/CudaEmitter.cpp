@@ -641,30 +641,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
   }
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](MseOp m) {
-            int64_t n = product(shapeOf(m.getLhs()));
-            int64_t diffBytes = (n * 4 + 255) / 256 * 256;
-            int64_t blocks = sumOfSquaresBlocks(n);
-            needScratch(diffBytes + blocks * 4);
-            kernelCall("difference<" + T(m.getLhs()) + ">(" +
-                           P(m.getLhs(), op) + ", " + P(m.getRhs(), op) + ", " +
-                           std::to_string(n) + ", f32(r.W));",
-                       gridFor(n), kThreads);
-            std::string table = "mse" + std::to_string(kernelNames.size());
-            kernels << "__device__ const TensorRef " << table << "[] = {{5, 0, "
-                    << n << "}};\n";
-            std::string partial =
-                "f32(r.W + " + std::to_string(diffBytes) + ")";
-            kernelCall("sumOfSquaresPartial<float>(r, " + table + ", 1, " +
-                           partial + ");",
-                       blocks, kThreads);
-            kernelCall("finishSumOfSquares(" + partial + ", " +
-                           std::to_string(blocks) + ", " +
-                           floatLiteral(1.0 / double(n)) + ", false, " +
-                           res(op) + ");",
-                       1, 1024);
-            return success();
-          })
           .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
             ConvGeometry g;
             convGeometry(op, g);

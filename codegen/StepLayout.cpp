@@ -175,13 +175,6 @@ std::string codegen::cString(StringRef text) {
   return s + "\"";
 }
 
-uint32_t codegen::axesMask(ArrayRef<int64_t> axes) {
-  uint32_t mask = 0;
-  for (int64_t a : axes)
-    mask |= 1u << a;
-  return mask;
-}
-
 bool Layout::isContiguous() const {
   Shape expected = rowMajorStrides(shape);
   for (size_t i = 0; i < shape.size(); ++i)

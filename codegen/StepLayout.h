@@ -57,7 +57,6 @@ std::string describeLocation(mlir::Location loc);
 std::string cString(llvm::StringRef text);
 std::string jsonString(mlir::Attribute attr);
 std::string dtypeName(mlir::Type type);
-uint32_t axesMask(llvm::ArrayRef<int64_t> axes);
 
 /// The C element type of a tensor type; empty when no backend stores it.
 struct CType {

@@ -112,17 +112,6 @@ SmallVector<Value> FakeQuantOp::buildGradient(OpBuilder &b,
 // Losses
 //===----------------------------------------------------------------------===//
 
-SmallVector<Value> MseOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
-  Emitter e{b, getLoc()};
-  // d/da mean((a - b)^2) = 2 (a - b) / N.
-  double n = double(typeOf(getLhs()).getNumElements());
-  Value da = e.mul(e.scale(e.sub(getLhs(), getRhs()), 2.0 / n),
-                   e.spread(grads[0], getLhs()));
-  return {da, e.neg(da)};
-}
-
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

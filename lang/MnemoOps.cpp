@@ -384,11 +384,6 @@ LogicalResult Conv2DOp::verify() {
                            toVector(getStride()), toVector(getPadding())));
 }
 
-LogicalResult MseOp::verify() {
-  return verifyResult(*this, shape::ShapeResult::success({}),
-                      tensorType(getLhs()).getElementType());
-}
-
 LogicalResult ReshapeOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))
     return failure();

@@ -135,19 +135,6 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKern
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
-  let summary = "mean squared error";
-  let description = [{
-    ```mlir
-    %loss = mnemo.mse %pred, %y : (tensor<64x1xf32>, tensor<64x1xf32>) -> tensor<f32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$lhs, Mnemo_FloatTensor:$rhs);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -112,12 +112,8 @@ int64_t mnemo::cudaScratchBytes(Operation *op) {
   // The op families declare their needs.
   if (auto declared = llvm::dyn_cast<CudaScratchOpInterface>(op))
     return align256(declared.getCudaScratchBytes());
-  // mse and global_norm, whose kernels CudaEmitter.cpp still writes: the
-  // differences (mse), then a partial sum of squares per block.
-  if (auto m = llvm::dyn_cast<MseOp>(op)) {
-    int64_t n = elements(m.getLhs());
-    return align256(align256(n * 4) + sumOfSquaresBlocks(n) * 4);
-  }
+  // global_norm, whose kernels CudaEmitter.cpp still writes: a partial
+  // sum of squares per block.
   if (auto g = llvm::dyn_cast<GlobalNormOp>(op)) {
     int64_t total = 0;
     for (Value v : g.getInputs())

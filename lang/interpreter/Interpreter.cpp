@@ -431,16 +431,6 @@ LogicalResult Evaluator::exec(Operation *op) {
         return execConv(op, c.getStride(), c.getPadding(), 2);
       })
       // Losses and metrics.
-      .Case([&](MseOp m) {
-        const Tensor &a = get(m.getLhs()), &b = get(m.getRhs());
-        double sum = 0;
-        for (int64_t i = 0; i < a.numElements(); ++i)
-          sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
-        Tensor out = like(m.getResult());
-        out.data[0] = sum / double(a.numElements());
-        set(m.getResult(), std::move(out));
-        return success();
-      })
       .Case([&](ReshapeOp r) {
         Tensor out = get(r.getInput());
         out.shape = shapeOf(r.getResult());

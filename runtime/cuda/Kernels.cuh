@@ -244,7 +244,7 @@ __device__ void sumOfSquaresPartial(const Regions &r, const TensorRef *tensors,
 }
 
 /// Second pass: one block sums the partials; the result is scaled (by 1/n
-/// for mse) and optionally square-rooted (for the norm).
+/// for mse, lang/ops/losses) and optionally square-rooted (for the norm).
 __device__ void finishSumOfSquares(const float *partial, int count, float scale,
                                    bool root, float *out) {
   float sum = 0;
@@ -253,14 +253,6 @@ __device__ void finishSumOfSquares(const float *partial, int count, float scale,
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     *out = root ? sqrtf(sum * scale) : sum * scale;
-}
-
-/// (a - b) into `difference`, for mse's sum of squares.
-template <typename T>
-__device__ void difference(const T *a, const T *b, int64_t n, float *out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = ld(a[i]) - ld(b[i]);
 }
 
 //===----------------------------------------------------------------------===//

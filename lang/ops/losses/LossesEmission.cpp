@@ -1,9 +1,10 @@
 //===- LossesEmission.cpp - Losses in the CPU and CUDA code ---------------===//
 //
-// The code generation models of cross_entropy, its gradient and accuracy:
-// calls of the CPU kernels (LossesKernels.h), and on the GPU one block per
-// row (LossesKernels.cuh), the loss and the accuracy then averaged over the
-// rows' values in the op's scratch.
+// The code generation models of cross_entropy, its gradient, accuracy and
+// mse: calls of the CPU kernels (LossesKernels.h), and on the GPU one block
+// per row (LossesKernels.cuh), the loss and the accuracy then averaged over
+// the rows' values in the op's scratch; mse as partial sums per block, then
+// their sum in order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,12 +113,52 @@ struct CrossEntropyGradCudaModel
   }
 };
 
+struct MseCpuModel : CpuKernelOpInterface::ExternalModel<MseCpuModel, MseOp> {
+  LogicalResult emitCpuKernel(Operation *operation,
+                              CpuKernelContext &context) const {
+    auto op = llvm::cast<MseOp>(operation);
+    FailureOr<std::string> a = context.operand(op.getLhs()),
+                           b = context.operand(op.getRhs());
+    if (failed(a) || failed(b))
+      return failure();
+    context.include("lang/ops/losses/LossesKernels.h");
+    context.out() << llvm::formatv("  mse({0}, {1}, {2}, {3});\n", *a, *b,
+                                   product(shapeOf(op.getLhs())),
+                                   context.result());
+    return success();
+  }
+};
+
+struct MseCudaModel
+    : CudaKernelOpInterface::ExternalModel<MseCudaModel, MseOp> {
+  LogicalResult emitCudaKernel(Operation *operation,
+                               CudaKernelContext &context) const {
+    auto op = llvm::cast<MseOp>(operation);
+    int64_t n = product(shapeOf(op.getLhs())), blocks = op.getCudaBlocks();
+    std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
+    context.include("lang/ops/losses/LossesKernels.cuh");
+    context.launch(
+        llvm::formatv("squaredErrorPartial<{0}>({1}, {2}, {3}, {4});",
+                      context.elementType(op.getLhs()),
+                      context.operand(op.getLhs()),
+                      context.operand(op.getRhs()), n, partial),
+        blocks, kCudaThreads);
+    context.launch(llvm::formatv("finishSumOfSquares({0}, {1}, {2}, false, "
+                                 "{3});",
+                                 partial, blocks, floatLiteral(1.0 / double(n)),
+                                 context.result()),
+                   1, 1024);
+    return success();
+  }
+};
+
 } // namespace
 
 namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLossesEmissionModels(MLIRContext &context) {
+  MseOp::attachInterface<MseCpuModel, MseCudaModel>(context);
   CrossEntropyOp::attachInterface<LossCpuModel<CrossEntropyOp>,
                                   RowMeanCudaModel<CrossEntropyOp>>(context);
   CrossEntropyGradOp::attachInterface<LossCpuModel<CrossEntropyGradOp>,

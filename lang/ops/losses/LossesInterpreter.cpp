@@ -92,6 +92,22 @@ struct AccuracyInterpreterModel
   }
 };
 
+/// mean((a - b)^2) in double.
+struct MseInterpreterModel
+    : InterpretedOpInterface::ExternalModel<MseInterpreterModel, MseOp> {
+  LogicalResult interpret(Operation *operation, OpContext &context) const {
+    auto op = llvm::cast<MseOp>(operation);
+    const Tensor &a = context.get(op.getLhs()), &b = context.get(op.getRhs());
+    double sum = 0;
+    for (int64_t i = 0; i < a.numElements(); ++i)
+      sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
+    Tensor out = context.like(op.getResult());
+    out.data[0] = sum / double(a.numElements());
+    context.set(op.getResult(), std::move(out));
+    return success();
+  }
+};
+
 } // namespace
 
 namespace mnemo {
@@ -103,6 +119,7 @@ void registerLossesInterpreterModels(MLIRContext &context) {
   CrossEntropyGradOp::attachInterface<
       CrossEntropyInterpreterModel<CrossEntropyGradOp, true>>(context);
   AccuracyOp::attachInterface<AccuracyInterpreterModel>(context);
+  MseOp::attachInterface<MseInterpreterModel>(context);
 }
 } // namespace interp
 } // namespace mnemo

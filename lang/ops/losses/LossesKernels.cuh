@@ -117,6 +117,23 @@ __device__ void accuracyRows(const T *logits, const int32_t *targets,
   }
 }
 
+/// mse's first pass: each block's partial sum of (a - b)^2 over a
+/// grid-stride range, the differences rounded to f32 as the CPU's are;
+/// Kernels.cuh's finishSumOfSquares adds the blocks' sums in order.
+template <typename T>
+__device__ void squaredErrorPartial(const T *a, const T *b, int64_t n,
+                                    float *partial) {
+  float sum = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = ld(a[i]) - ld(b[i]);
+    sum += v * v;
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = sum;
+}
+
 } // namespace cuda
 } // namespace mnemo
 

@@ -97,6 +97,15 @@ inline void accuracy(const float *logits, const int32_t *targets, int64_t rows,
   *out = float(double(correct) / double(rows));
 }
 
+/// mean((a - b)^2), the differences in f32 (as PyTorch's), their squares
+/// summed in double.
+inline void mse(const float *a, const float *b, int64_t n, float *out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += double(a[i] - b[i]) * double(a[i] - b[i]);
+  *out = float(sum / double(n));
+}
+
 } // namespace cpu
 } // namespace mnemo
 

@@ -1,7 +1,8 @@
-//===- LossesOps.td - Classification losses and accuracy ---*- tablegen -*-===//
+//===- LossesOps.td - Losses and the accuracy metric ------*- tablegen -*-===//
 //
 // Cross-entropy over class logits, as torch.nn.functional.cross_entropy,
-// the backward op its gradient rule emits, and the accuracy metric.
+// the backward op its gradient rule emits, the accuracy metric, and the
+// mean squared error.
 // Everything about them is in this folder: the ODS (here), the shape check
 // and the gradient rule (LossesOps.cpp), the per-element formulas every
 // implementation evaluates (LossesFormulas.h), the reference interpreter's
@@ -70,6 +71,26 @@ def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, P
   let arguments = (ins Mnemo_FloatTensor:$logits, Mnemo_IndexTensor:$targets);
   let results = (outs 0DTensorOf<[F32]>:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Mnemo_MseOp : Mnemo_Op<"mse", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>, AllTypesMatch<["lhs", "rhs"]>]> {
+  let summary = "mean squared error";
+  let description = [{
+    `mean((lhs - rhs)^2)` over every element, as `torch.nn.MSELoss`.
+
+    ```mlir
+    %loss = mnemo.mse %pred, %y : (tensor<64x1xf32>, tensor<64x1xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$lhs, Mnemo_FloatTensor:$rhs);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Blocks of the CUDA kernels' first pass (partial sums of squares).
+    int64_t getCudaBlocks();
+  }];
 }
 
 #endif // MNEMO_LANG_OPS_LOSSES_LOSSESOPS_TD
