@@ -106,7 +106,7 @@ def directives(spec, method):
 
 
 def scheduled_sparsity(step, start, end, final):
-    """runtime/PruneRules.h's scheduledSparsity, for PyTorch."""
+    """lang/ops/pruning/PruningFormulas.h's scheduledSparsity, for PyTorch."""
     first, last = max(start, 1), max(end, max(start, 1))
     if step < first or step > last or ((step - first) % EVERY and step != last):
         return None

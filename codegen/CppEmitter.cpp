@@ -54,20 +54,6 @@ using namespace mnemo::codegen;
 
 namespace {
 
-/// A `prune::Spec` initializer with the op's settings.
-std::string pruneSpecLiteral(PruneMasksOp p) {
-  StringRef method = p.getMethod() == "magnitude"    ? "Magnitude"
-                     : p.getMethod() == "structured" ? "Structured"
-                                                     : "NM";
-  return "{mnemo::prune::Method::" + method.str() + ", " +
-         doubleLiteral(p.getSparsity().convertToDouble()) + ", " +
-         std::to_string(p.getStart()) + ", " + std::to_string(p.getEnd()) +
-         ", " + std::to_string(p.getEvery()) + ", " +
-         (p.getNorm() == "l1" ? "true" : "false") + ", " +
-         std::to_string(p.getDim()) + ", " + std::to_string(p.getN()) + ", " +
-         std::to_string(p.getM()) + "}";
-}
-
 /// Renders a pointer into a region of the plan as host C++.
 /// The generated code's name of a region (runtime/MemoryRegion.h).
 std::string regionEnumerator(MemoryRegion region) {
@@ -126,6 +112,15 @@ private:
   void include(StringRef header) override { includes.insert(header.str()); }
   std::string constantArray(ArrayRef<int64_t> values) override {
     return layouts.shapeArray(Shape(values.begin(), values.end()));
+  }
+  FailureOr<std::string> workspace(int64_t bytes) override {
+    auto declared = llvm::dyn_cast<CpuWorkspaceOpInterface>(kernelOp);
+    if (!declared || bytes > declared.getCpuWorkspaceBytes())
+      return error(kernelOp, "internal error: the op's CPU kernels ask for " +
+                                 std::to_string(bytes) +
+                                 " bytes of workspace, more than it "
+                                 "declares (CpuWorkspaceOpInterface)");
+    return std::string("f32(W)");
   }
 
   func::FuncOp func;
@@ -431,106 +426,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
                   << doubleLiteral(a.getEps().convertToDouble()) << ", "
                   << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
                   << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
-            return success();
-          })
-          .Case([&](PruneMasksOp p) {
-            // The targets on the stack: a step allocates nothing.
-            out() << "  {\n    static const mnemo::prune::Spec spec = "
-                  << pruneSpecLiteral(p) << ";\n";
-            std::string targets, masks;
-            for (auto [i, w] : llvm::enumerate(p.getWeights())) {
-              Shape shape = shapeOf(w);
-              out() << "    static const int64_t shape" << i << "[] = {"
-                    << llvm::join(llvm::map_range(shape,
-                                                  [](int64_t d) {
-                                                    return std::to_string(d);
-                                                  }),
-                                  ", ")
-                    << "};\n";
-              std::string sep = i ? ", " : "";
-              targets += sep + "{" + P(w) + ", reinterpret_cast<uint32_t *>(" +
-                         res(i) + "), shape" + std::to_string(i) + ", " +
-                         std::to_string(shape.size()) + "}";
-              masks += sep + "reinterpret_cast<const uint32_t *>(" +
-                       P(p.getMasks()[i]) + ")";
-            }
-            out() << "    mnemo::prune::Target targets[] = {" << targets
-                  << "};\n    const uint32_t *const masks[] = {" << masks
-                  << "};\n    *" << res(p.getNewMasks().size())
-                  << " = pruneMasks(spec, *" << P(p.getStep()) << ", "
-                  << p.getWeights().size() << ", targets, masks);\n  }\n";
-            return success();
-          })
-          .Case([&](ObserveMinMaxOp o) {
-            auto [channels, inner] = channelsOf(o.getInput(), o.getAxis());
-            out() << "  observeMinMax(" << product(shapeOf(o.getInput()))
-                  << ", " << channels << ", " << inner << ", "
-                  << P(o.getInput()) << ", " << P(o.getMin()) << ", "
-                  << P(o.getMax()) << ", " << res(0) << ", " << res(1) << ", *"
-                  << P(o.getStep()) << ", "
-                  << doubleLiteral(o.getAveragingConstant().convertToDouble())
-                  << ");\n";
-            return success();
-          })
-          .Case<FakeQuantOp, FakeQuantGradOp>([&](Operation *) {
-            FakeQuantCall f = fakeQuantCall(op);
-            out() << "  fakeQuantize(" << f.elements << ", " << f.channels
-                  << ", " << f.inner << ", " << P(f.input) << ", "
-                  << (f.grad ? P(f.grad) : "nullptr") << ", " << P(f.min)
-                  << ", " << P(f.max) << ", " << f.qmin << ", " << f.qmax
-                  << ", " << (f.symmetric ? "true" : "false") << ", " << res()
-                  << ");\n";
-            return success();
-          })
-          .Case([&](QuantizeRowsOp q) {
-            auto [rows, k] = rowsAndDepthOf(q.getInput());
-            out() << "  quantizeRows(" << rows << ", " << k << ", "
-                  << P(q.getInput()) << ", " << res(0) << ", " << res(1) << ", "
-                  << res(2) << ");\n";
-            return success();
-          })
-          .Case([&](MatmulInt8Op m) {
-            auto [rows, k] = rowsAndDepthOf(m.getLhs());
-            out() << "  matmulInt8(" << rows << ", " << shapeOf(m.getRhs())[0]
-                  << ", " << k << ", " << P(m.getLhs()) << ", "
-                  << P(m.getLhsScale()) << ", " << P(m.getLhsSum()) << ", "
-                  << P(m.getRhs()) << ", " << P(m.getRhsScale()) << ", "
-                  << P(m.getRhsZeroPoint()) << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](DequantizeOp d) {
-            out() << "  dequantize(" << product(shapeOf(d.getResult())) << ", "
-                  << shapeOf(d.getScale())[0] << ", " << d.getBits() << ", "
-                  << P(d.getCodes()) << ", " << P(d.getScale()) << ", "
-                  << P(d.getZeroPoint()) << ", " << res() << ");\n";
-            return success();
-          })
-          .Case([&](MatmulSparse24Op m) {
-            auto [rows, k] = rowsAndDepthOf(m.getLhs());
-            out() << "  matmulSparse24(" << rows << ", "
-                  << shapeOf(m.getValues())[0] << ", " << k << ", "
-                  << P(m.getLhs()) << ", " << P(m.getValues()) << ", "
-                  << P(m.getIndices()) << ", f32(W), " << res() << ");\n";
-            return success();
-          })
-          .Case([&](MatmulCsrOp m) {
-            auto [rows, k] = rowsAndDepthOf(m.getLhs());
-            bool narrow = ctypeOf(m.getColumns().getType()).bytes == 2;
-            out() << "  matmulCsr(" << rows << ", "
-                  << shapeOf(m.getRowOffsets())[0] - 1 << ", " << k << ", "
-                  << shapeOf(m.getValues())[0] << ", " << P(m.getLhs()) << ", "
-                  << P(m.getValues()) << ", "
-                  << (narrow ? P(m.getColumns()) : "nullptr") << ", "
-                  << (narrow ? "nullptr" : P(m.getColumns())) << ", "
-                  << P(m.getRowOffsets()) << ", f32(W), " << res() << ");\n";
-            return success();
-          })
-          .Case([&](ApplyMaskOp a) {
-            out() << "  applyMask(" << product(shapeOf(a.getInput())) << ", "
-                  << ctypeOf(a.getInput().getType()).bytes << ", "
-                  << P(a.getInput()) << ", reinterpret_cast<const uint32_t *>("
-                  << P(a.getMask()) << "), " << res() << ", "
-                  << (a.getWhen() ? P(a.getWhen()) : "nullptr") << ");\n";
             return success();
           })
           .Case([&](SgdUpdateOp s) {

@@ -37,6 +37,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -165,6 +166,37 @@ private:
               int64_t blocksY) override {
     kernelCall(statement, blocks, threads, blocksY);
   }
+  void gemm(const CudaGemm &g) override {
+    std::string A = hostPointer(g.a, kernelOp), B = hostPointer(g.b, kernelOp),
+                C = hostPointer(g.c, kernelOp);
+    body << "  {\n    static const GemmCall call = {" << gemmSites++ << ", "
+         << (g.transposeA ? "true" : "false") << ", "
+         << (g.transposeB ? "true" : "false") << ", " << g.m << ", " << g.n
+         << ", " << g.k << ", " << g.lda << ", " << g.ldb << ", " << g.ldc
+         << ", 1, 0, 0, 0, DType::" << g.type
+         << ", Epilogue::None, 0, 0, 0, 0};\n    L.gemm(call, " << A << ", "
+         << B << ", " << C << ", nullptr);\n  }\n";
+  }
+  FailureOr<std::string> tensorRef(Value v) override {
+    Layout l = layouts.lookup(v);
+    if (l.isSplat() || !l.region)
+      return error(kernelOp, "internal error: a tensor a device table "
+                             "refers to is a constant");
+    return "{" + std::to_string(int(*l.region)) + ", " +
+           std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
+           "}";
+  }
+  std::string deviceTable(StringRef type,
+                          ArrayRef<std::string> entries) override {
+    // Numbered by the kernel that follows, as the optimizers' tables.
+    std::string name = "table" + std::to_string(kernelNames.size()) + "_" +
+                       std::to_string(tablesBeforeKernel++);
+    kernels << "__device__ const " << type << " " << name << "[] = {"
+            << llvm::join(entries, ", ") << "};\n";
+    return name;
+  }
+  /// Tables declared since the last kernel began (their names' suffix).
+  int tablesBeforeKernel = 0;
   std::string scratch(int64_t bytes) override {
     auto declared = llvm::dyn_cast<CudaScratchOpInterface>(kernelOp);
     if (!declared || bytes > declared.getCudaScratchBytes()) {
@@ -185,6 +217,10 @@ private:
   }
   InFlightDiagnostic error(const Twine &message) override {
     return error(kernelOp, message);
+  }
+  void refuse(const std::string &why) override {
+    if (unsupported.empty())
+      unsupported = why;
   }
   void include(StringRef header) override {
     // At file scope, before the first kernel that calls it.
@@ -212,6 +248,7 @@ private:
 
 int CudaStepEmitter::beginKernel(int maxThreads) {
   int index = int(kernelNames.size());
+  tablesBeforeKernel = 0;
   std::string name = func.getName().str() + "_k" + std::to_string(index);
   kernelNames.push_back(name);
   kernels << "extern \"C\" __global__ void __launch_bounds__(" << maxThreads
@@ -718,182 +755,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
                            doubleLiteral(c.getMaxNorm().convertToDouble()) +
                            ", " + res(op) + ");",
                        1, 1);
-            return success();
-          })
-          .Case([&](PruneMasksOp p) -> LogicalResult {
-            std::string table = "prune" + std::to_string(kernelNames.size());
-            kernels << "__device__ const PruneRef " << table << "[] = {";
-            auto ref = [&](Value v) -> FailureOr<std::string> {
-              Layout l = layouts.lookup(v);
-              if (l.isSplat() || !l.region)
-                return error(op, "internal error: a pruned tensor is a "
-                                 "constant");
-              return "{" + std::to_string(int(*l.region)) + ", " +
-                     std::to_string(l.offset) + ", " +
-                     std::to_string(product(l.shape)) + "}";
-            };
-            for (unsigned i = 0; i < p.getWeights().size(); ++i) {
-              Shape shape = shapeOf(p.getWeights()[i]);
-              int64_t slices = 1, inner = 1;
-              if (p.getMethod() == "structured") {
-                slices = shape[p.getDim()];
-                inner = product(
-                    ArrayRef<int64_t>(shape).drop_front(p.getDim() + 1));
-                if (slices > 65536)
-                  return error(op, "structured pruning on the GPU takes at "
-                                   "most 65536 slices");
-              }
-              FailureOr<std::string> w = ref(p.getWeights()[i]),
-                                     m = ref(p.getMasks()[i]),
-                                     out = ref(p.getNewMasks()[i]);
-              if (failed(w) || failed(m) || failed(out))
-                return failure();
-              kernels << (i ? ", " : "") << "{" << *w << ", " << *m << ", "
-                      << *out << ", " << slices << ", " << inner << "}";
-            }
-            kernels << "};\n";
-            int method = p.getMethod() == "magnitude"    ? 0
-                         : p.getMethod() == "structured" ? 1
-                                                         : 2;
-            kernelCall(
-                "pruneMasks(r, " + table + ", " +
-                    std::to_string(p.getWeights().size()) + ", " +
-                    P(p.getStep(), op) + ", " + std::to_string(method) + ", " +
-                    doubleLiteral(p.getSparsity().convertToDouble()) + ", " +
-                    std::to_string(p.getStart()) + "ll, " +
-                    std::to_string(p.getEnd()) + "ll, " +
-                    std::to_string(p.getEvery()) + "ll, " +
-                    (p.getNorm() == "l1" ? "true" : "false") + ", " +
-                    std::to_string(p.getN()) + ", " + std::to_string(p.getM()) +
-                    ", " + res(op, p.getNewMasks().size()) + ");",
-                1, kThreads);
-            return success();
-          })
-          .Case([&](ObserveMinMaxOp o) {
-            auto [channels, inner] = channelsOf(o.getInput(), o.getAxis());
-            kernelCall(
-                "observeMinMax(" +
-                    std::to_string(product(shapeOf(o.getInput()))) + ", " +
-                    std::to_string(channels) + ", " + std::to_string(inner) +
-                    ", " + P(o.getInput(), op) + ", " + P(o.getMin(), op) +
-                    ", " + P(o.getMax(), op) + ", " + res(op, 0) + ", " +
-                    res(op, 1) + ", " + P(o.getStep(), op) + ", " +
-                    doubleLiteral(o.getAveragingConstant().convertToDouble()) +
-                    ");",
-                channels, kThreads);
-            return success();
-          })
-          .Case<FakeQuantOp, FakeQuantGradOp>([&](Operation *) {
-            FakeQuantCall f = fakeQuantCall(op);
-            kernelCall(
-                "fakeQuantize(" + std::to_string(f.elements) + ", " +
-                    std::to_string(f.channels) + ", " +
-                    std::to_string(f.inner) + ", " + P(f.input, op) + ", " +
-                    (f.grad ? P(f.grad, op) : "nullptr") + ", " + P(f.min, op) +
-                    ", " + P(f.max, op) + ", " + std::to_string(f.qmin) + ", " +
-                    std::to_string(f.qmax) + ", " +
-                    (f.symmetric ? "true" : "false") + ", " + res(op) + ");",
-                gridFor(f.elements), kThreads);
-            return success();
-          })
-          .Case([&](ApplyMaskOp a) {
-            int64_t n = product(shapeOf(a.getInput()));
-            int64_t bytes = ctypeOf(a.getInput().getType()).bytes;
-            std::string bits = bytes == 4   ? "uint32_t"
-                               : bytes == 2 ? "uint16_t"
-                                            : "uint8_t";
-            kernelCall("applyMask<" + bits + ">(" + std::to_string(n) +
-                           ", reinterpret_cast<const " + bits + " *>(" +
-                           P(a.getInput(), op) +
-                           "), reinterpret_cast<const "
-                           "uint32_t *>(" +
-                           P(a.getMask(), op) + "), reinterpret_cast<" + bits +
-                           " *>(" + res(op) + "), " +
-                           (a.getWhen() ? P(a.getWhen(), op) : "nullptr") +
-                           ");",
-                       gridFor(n), kThreads);
-            return success();
-          })
-          .Case([&](QuantizeRowsOp q) {
-            auto [rows, k] = rowsAndDepthOf(q.getInput());
-            kernelCall("quantizeRows(" + std::to_string(k) + ", " +
-                           P(q.getInput(), op) + ", " + res(op, 0) + ", " +
-                           res(op, 1) + ", " + res(op, 2) + ");",
-                       rows, kThreads);
-            return success();
-          })
-          .Case([&](MatmulInt8Op m) -> LogicalResult {
-            auto [rows, k] = rowsAndDepthOf(m.getLhs());
-            int64_t n = shapeOf(m.getRhs())[0];
-            // cuBLASLt's int8 kernels take N and K in multiples of 8 and
-            // more than 16 rows (PyTorch's _int_mm asks the same); other
-            // shapes, a classifier's 10 outputs, take a kernel of ours.
-            if (n % 8 || k % 8 || rows <= 16) {
-              kernelCall("matmulInt8Small(" + std::to_string(rows) + ", " +
-                             std::to_string(n) + ", " + std::to_string(k) +
-                             ", " + P(m.getLhs(), op) + ", " +
-                             P(m.getLhsScale(), op) + ", " +
-                             P(m.getLhsSum(), op) + ", " + P(m.getRhs(), op) +
-                             ", " + P(m.getRhsScale(), op) + ", " +
-                             P(m.getRhsZeroPoint(), op) + ", " + res(op) + ");",
-                         gridFor(rows * n), kThreads);
-              return success();
-            }
-            // cuBLASLt's int8 GEMM writes int32 products into the result's
-            // buffer (as wide as the f32 result), rescaled there in place.
-            std::string A = hostPointer(m.getLhs(), op),
-                        B = hostPointer(m.getRhs(), op),
-                        C = hostPointer(m.getResult(), op);
-            if (failedOperand)
-              return failure();
-            body << "  {\n    static const GemmCall call = {" << gemmSites++
-                 << ", false, true, " << rows << ", " << n << ", " << k << ", "
-                 << k << ", " << k << ", " << n
-                 << ", 1, 0, 0, 0, DType::I8, Epilogue::None, 0, 0, 0, 0};\n"
-                 << "    L.gemm(call, " << A << ", " << B << ", " << C
-                 << ", nullptr);\n  }\n";
-            kernelCall(
-                "int8Rescale(" + std::to_string(rows) + ", " +
-                    std::to_string(n) + ", reinterpret_cast<const int32_t *>(" +
-                    res(op) + "), " + P(m.getLhsScale(), op) + ", " +
-                    P(m.getLhsSum(), op) + ", " + P(m.getRhsScale(), op) +
-                    ", " + P(m.getRhsZeroPoint(), op) + ", " + res(op) + ");",
-                gridFor(rows * n), kThreads);
-            return success();
-          })
-          .Case([&](DequantizeOp d) {
-            int64_t n = product(shapeOf(d.getResult()));
-            kernelCall("dequantize(" + std::to_string(n) + ", " +
-                           std::to_string(shapeOf(d.getScale())[0]) + ", " +
-                           std::to_string(d.getBits()) + ", " +
-                           P(d.getCodes(), op) + ", " + P(d.getScale(), op) +
-                           ", " + P(d.getZeroPoint(), op) + ", " + res(op) +
-                           ");",
-                       gridFor(n), kThreads);
-            return success();
-          })
-          .Case([&](MatmulCsrOp m) {
-            auto [rows, k] = rowsAndDepthOf(m.getLhs());
-            int64_t n = shapeOf(m.getRowOffsets())[0] - 1;
-            bool narrow = ctypeOf(m.getColumns().getType()).bytes == 2;
-            std::string columns = P(m.getColumns(), op);
-            kernelCall("matmulCsr(r, " + std::to_string(rows) + ", " +
-                           std::to_string(n) + ", " + std::to_string(k) + ", " +
-                           std::to_string(shapeOf(m.getValues())[0]) + ", " +
-                           P(m.getLhs(), op) + ", " + P(m.getValues(), op) +
-                           ", " + (narrow ? columns : "nullptr") + ", " +
-                           (narrow ? "nullptr" : columns) + ", " +
-                           P(m.getRowOffsets(), op) + ", " + res(op) + ");",
-                       n, kThreads);
-            return success();
-          })
-          .Case([&](MatmulSparse24Op) {
-            // cuSPARSELt is the library for 2:4 sparse tensor cores; the
-            // CUDA toolkit does not ship it.
-            unsupported =
-                "2:4-sparse weights on the GPU need cuSPARSELt, which this "
-                "CUDA toolkit does not include; run with --device cpu, or "
-                "prune with magnitude(...) for CSR weights";
             return success();
           })
           .Case([&](SgdUpdateOp s) {

@@ -92,44 +92,6 @@ std::string codegen::floatLiteral(double value) {
   return llvm::formatv("{0:e9}f", float(value)).str();
 }
 
-std::pair<int64_t, int64_t> codegen::channelsOf(Value tensor, uint64_t axis) {
-  auto shape = llvm::cast<ShapedType>(tensor.getType()).getShape();
-  int64_t a = int64_t(axis);
-  if (a < 0)
-    return {1, llvm::cast<ShapedType>(tensor.getType()).getNumElements()};
-  int64_t inner = 1;
-  for (size_t d = size_t(a) + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  return {shape[a], inner};
-}
-
-std::pair<int64_t, int64_t> codegen::rowsAndDepthOf(Value tensor) {
-  auto type = llvm::cast<ShapedType>(tensor.getType());
-  int64_t k = type.getRank() ? type.getShape().back() : 1;
-  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
-}
-
-FakeQuantCall codegen::fakeQuantCall(Operation *op) {
-  FakeQuantCall c;
-  auto fill = [&](auto f) {
-    c.input = f.getInput();
-    c.min = f.getMin();
-    c.max = f.getMax();
-    std::tie(c.channels, c.inner) = channelsOf(c.input, f.getAxis());
-    c.elements = llvm::cast<ShapedType>(c.input.getType()).getNumElements();
-    c.qmin = int64_t(f.getQuantMin());
-    c.qmax = int64_t(f.getQuantMax());
-    c.symmetric = f.getSymmetric();
-  };
-  if (auto grad = llvm::dyn_cast<FakeQuantGradOp>(op)) {
-    fill(grad);
-    c.grad = grad.getGrad();
-  } else {
-    fill(llvm::cast<FakeQuantOp>(op));
-  }
-  return c;
-}
-
 std::string codegen::doubleLiteral(double value) {
   return llvm::formatv("{0:e17}", value).str();
 }

@@ -36,20 +36,6 @@ Shape rowMajorStrides(const Shape &shape);
 std::string floatLiteral(double value);
 std::string doubleLiteral(double value);
 
-/// A tensor read per channel along `axis` (-1: one channel): the number
-/// of channels and of elements after the axis.
-std::pair<int64_t, int64_t> channelsOf(mlir::Value tensor, uint64_t axis);
-/// A `[..., K]` operand of a matrix product as rows (its leading
-/// dimensions) and K.
-std::pair<int64_t, int64_t> rowsAndDepthOf(mlir::Value tensor);
-
-/// What both backends' fake_quant and fake_quant_grad calls pass.
-struct FakeQuantCall {
-  mlir::Value input, grad, min, max; // grad: null for fake_quant
-  int64_t elements, channels, inner, qmin, qmax;
-  bool symmetric;
-};
-FakeQuantCall fakeQuantCall(mlir::Operation *op);
 std::string listOf(llvm::ArrayRef<int64_t> values);
 /// "mlp.mn:13:21 fc1" for a comment above an op's code.
 std::string describeLocation(mlir::Location loc);

@@ -111,6 +111,22 @@ def Mnemo_CudaScratchOpInterface : OpInterface<"CudaScratchOpInterface"> {
   ];
 }
 
+def Mnemo_CpuWorkspaceOpInterface : OpInterface<"CpuWorkspaceOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    An op whose CPU kernels need working memory (a tile of a compressed
+    weight decompressed for sgemm) says how many bytes, from its shapes
+    alone, in its family's FAMILYOps.cpp. The memory plan sizes the CPU
+    workspace by the largest such need (passes/Workspace.cpp), and the op's
+    CPU emission model asks for no more: the emitter refuses a request the
+    plan did not count.
+  }];
+  let methods = [
+    InterfaceMethod<"Bytes of workspace the op's CPU kernels use.",
+      "int64_t", "getCpuWorkspaceBytes", (ins)>,
+  ];
+}
+
 def Mnemo_RecomputeCostOpInterface : OpInterface<"RecomputeCostOpInterface"> {
   let cppNamespace = "::mnemo";
   let description = [{

@@ -52,6 +52,24 @@ LogicalResult verification::verifySameElementType(Operation *op,
   return success();
 }
 
+std::pair<int64_t, int64_t> verification::rowsAndDepth(Value v) {
+  auto type = tensorType(v);
+  int64_t k = type.getRank() ? type.getDimSize(type.getRank() - 1) : 1;
+  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
+}
+
+LogicalResult verification::verifyRowProduct(Operation *op, Value lhs,
+                                             Value result, int64_t n) {
+  auto in = tensorType(lhs), out = tensorType(result);
+  if (in.getRank() < 1 || out.getRank() != in.getRank() ||
+      in.getShape().drop_back() != out.getShape().drop_back() ||
+      out.getShape().back() != n)
+    return op->emitOpError()
+           << "the result must be " << in << " with its last dimension " << n
+           << ", not " << out;
+  return success();
+}
+
 /// Whether `attr` is a splat constant equal to `value`.
 static bool isSplatOf(Attribute attr, double value) {
   auto dense = llvm::dyn_cast_or_null<DenseElementsAttr>(attr);
@@ -273,92 +291,6 @@ LogicalResult Adam8bitUpdateOp::verify() {
   return success();
 }
 
-/// Mask words of a pruned tensor: one bit per element.
-static int64_t maskWordsFor(Value v) {
-  return (tensorType(v).getNumElements() + 31) / 32;
-}
-
-static LogicalResult verifyMask(Operation *op, Value tensor, Value mask) {
-  int64_t words = maskWordsFor(tensor);
-  if (tensorType(mask).getDimSize(0) != words)
-    return op->emitOpError()
-           << "a mask of " << tensorType(tensor).getNumElements()
-           << " elements must have " << words << " i32 words, not "
-           << tensorType(mask).getDimSize(0);
-  return success();
-}
-
-LogicalResult PruneMasksOp::verify() {
-  if (getWeights().size() != getMasks().size() ||
-      getMasks().size() != getNewMasks().size())
-    return emitOpError("needs one mask and one new mask per weight");
-  if (getWeights().empty())
-    return emitOpError("needs at least one weight");
-  StringRef method = getMethod();
-  if (method != "magnitude" && method != "structured" && method != "nm")
-    return emitOpError("method must be magnitude, structured or nm");
-  if (getSparsity().convertToDouble() < 0 ||
-      getSparsity().convertToDouble() >= 1)
-    return emitOpError("sparsity must lie in [0, 1)");
-  if (getEvery() < 1 || getStart() < 0)
-    return emitOpError("every must be positive and start non-negative");
-  if (method == "structured" && getNorm() != "l1" && getNorm() != "l2")
-    return emitOpError("norm must be l1 or l2");
-  int64_t m = getM(), n = getN();
-  if (method == "nm" && (m < 2 || m > 32 || (m & (m - 1)) || n < 1 || n >= m))
-    return emitOpError("N:M needs m a power of two in [2, 32] and 0 < n < m");
-  for (auto [w, mask, out] :
-       llvm::zip(getWeights(), getMasks(), getNewMasks())) {
-    if (mask.getType() != out.getType())
-      return emitOpError("each new mask must have its mask's type");
-    if (failed(verifyMask(*this, w, mask)))
-      return failure();
-    auto type = tensorType(w);
-    if (method == "structured" &&
-        (int64_t(getDim()) < 0 || int64_t(getDim()) >= type.getRank()))
-      return emitOpError() << "dim " << getDim() << " is out of range for "
-                           << type;
-    int64_t row = type.getRank() >= 2
-                      ? type.getNumElements() / type.getDimSize(0)
-                      : type.getNumElements();
-    if (method == "nm" && row % m != 0)
-      return emitOpError() << "N:M groups of " << m
-                           << " must divide each row of " << type;
-  }
-  return success();
-}
-
-LogicalResult ApplyMaskOp::verify() {
-  return verifyMask(*this, getInput(), getMask());
-}
-
-/// The range tensors of an observer or fake_quant on `input` per `axis`.
-static LogicalResult verifyRange(Operation *op, Value input, Value range,
-                                 int64_t axis) {
-  auto type = tensorType(input);
-  if (axis < -1 || axis >= type.getRank())
-    return op->emitOpError() << "axis " << axis << " is out of range for "
-                             << type << " (-1: the whole tensor)";
-  int64_t channels = axis < 0 ? 1 : type.getDimSize(axis);
-  if (tensorType(range).getDimSize(0) != channels)
-    return op->emitOpError() << "the range must have " << channels
-                             << " element(s), one per channel";
-  return success();
-}
-
-LogicalResult ObserveMinMaxOp::verify() {
-  if (getAveragingConstant().convertToDouble() < 0 ||
-      getAveragingConstant().convertToDouble() > 1)
-    return emitOpError("averaging_constant must lie in [0, 1]");
-  return verifyRange(*this, getInput(), getMin(), getAxis());
-}
-
-LogicalResult FakeQuantOp::verify() {
-  if (int64_t(getQuantMin()) >= int64_t(getQuantMax()))
-    return emitOpError("quant_min must be below quant_max");
-  return verifyRange(*this, getInput(), getMin(), getAxis());
-}
-
 LogicalResult MatmulOp::verify() {
   if (failed(verifySameElementType(*this, {getLhs(), getRhs(), getResult()})))
     return failure();
@@ -437,104 +369,3 @@ LogicalResult LrScheduleOp::verify() {
 
 #define GET_OP_CLASSES
 #include "lang/MnemoOps.cpp.inc"
-
-//===----------------------------------------------------------------------===//
-// Compressed weights for inference
-//===----------------------------------------------------------------------===//
-
-/// Rows of a `[..., K]` operand (its leading dimensions) and K.
-static std::pair<int64_t, int64_t> rowsAndDepth(Value v) {
-  auto type = tensorType(v);
-  int64_t k = type.getRank() ? type.getDimSize(type.getRank() - 1) : 1;
-  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
-}
-
-/// `result` is `lhs [..., K]` with its last dimension replaced by `n`.
-static LogicalResult verifyRowProduct(Operation *op, Value lhs, Value result,
-                                      int64_t n) {
-  auto in = tensorType(lhs), out = tensorType(result);
-  if (in.getRank() < 1 || out.getRank() != in.getRank() ||
-      in.getShape().drop_back() != out.getShape().drop_back() ||
-      out.getShape().back() != n)
-    return op->emitOpError()
-           << "the result must be " << in << " with its last dimension " << n
-           << ", not " << out;
-  return success();
-}
-
-LogicalResult QuantizeRowsOp::verify() {
-  auto [rows, k] = rowsAndDepth(getInput());
-  if (tensorType(getCodes()).getShape() != tensorType(getInput()).getShape())
-    return emitOpError("the codes must have the input's shape");
-  if (tensorType(getScale()).getDimSize(0) != rows ||
-      tensorType(getSum()).getDimSize(0) != rows)
-    return emitOpError() << "the scales and sums must have one element per "
-                            "row ("
-                         << rows << ")";
-  return success();
-}
-
-LogicalResult MatmulInt8Op::verify() {
-  auto [rows, k] = rowsAndDepth(getLhs());
-  auto weight = tensorType(getRhs());
-  int64_t n = weight.getDimSize(0);
-  if (weight.getDimSize(1) != k)
-    return emitOpError() << "the weight " << weight << " must have " << k
-                         << " columns, the activations' last dimension";
-  if (tensorType(getLhsScale()).getDimSize(0) != rows ||
-      tensorType(getLhsSum()).getDimSize(0) != rows)
-    return emitOpError() << "lhs_scale and lhs_sum must have one element per "
-                            "row ("
-                         << rows << ")";
-  if (tensorType(getRhsScale()).getDimSize(0) != n ||
-      tensorType(getRhsZeroPoint()).getDimSize(0) != n)
-    return emitOpError() << "rhs_scale and rhs_zero_point must have one "
-                            "element per output channel ("
-                         << n << ")";
-  return verifyRowProduct(*this, getLhs(), getResult(), n);
-}
-
-LogicalResult DequantizeOp::verify() {
-  int64_t bits = int64_t(getBits());
-  if (bits != 8 && bits != 4)
-    return emitOpError() << "bits must be 8 or 4, not " << bits;
-  int64_t n = tensorType(getResult()).getNumElements();
-  int64_t codes = tensorType(getCodes()).getNumElements();
-  if (codes != (bits == 8 ? n : (n + 1) / 2))
-    return emitOpError() << n << " elements at " << bits << " bits need "
-                         << (bits == 8 ? n : (n + 1) / 2) << " code bytes, not "
-                         << codes;
-  int64_t channels = tensorType(getScale()).getDimSize(0);
-  if (tensorType(getZeroPoint()).getDimSize(0) != channels || channels == 0 ||
-      n % channels)
-    return emitOpError() << "the " << channels
-                         << " scales and zero points must divide the " << n
-                         << " elements into equal channels";
-  return success();
-}
-
-LogicalResult MatmulSparse24Op::verify() {
-  auto [rows, k] = rowsAndDepth(getLhs());
-  auto values = tensorType(getValues()), indices = tensorType(getIndices());
-  int64_t n = values.getDimSize(0);
-  if (k % 8 || values.getDimSize(1) != k / 2 || indices.getDimSize(0) != n ||
-      indices.getDimSize(1) != k / 8)
-    return emitOpError() << "a 2:4 weight of depth " << k
-                         << " (a multiple of 8) packs into values [N, " << k / 2
-                         << "] and indices [N, " << k / 8 << "], not " << values
-                         << " and " << indices;
-  return verifyRowProduct(*this, getLhs(), getResult(), n);
-}
-
-LogicalResult MatmulCsrOp::verify() {
-  auto [rows, k] = rowsAndDepth(getLhs());
-  if (tensorType(getValues()).getDimSize(0) !=
-      tensorType(getColumns()).getDimSize(0))
-    return emitOpError("values and columns must have the same capacity");
-  if (tensorType(getColumns()).getElementType().isInteger(16) && k > 32767)
-    return emitOpError() << "i16 columns cannot index a depth of " << k;
-  int64_t n = tensorType(getRowOffsets()).getDimSize(0) - 1;
-  if (n < 1)
-    return emitOpError("row_offsets needs N + 1 >= 2 elements");
-  return verifyRowProduct(*this, getLhs(), getResult(), n);
-}

@@ -15,6 +15,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 
+#include <utility>
+
 namespace mnemo {
 namespace verification {
 
@@ -36,6 +38,15 @@ mlir::LogicalResult verifyResult(mlir::Operation *op,
 /// Checks that `values` share one element type.
 mlir::LogicalResult verifySameElementType(mlir::Operation *op,
                                           mlir::ValueRange values);
+
+/// Rows of a `[..., K]` operand (its leading dimensions) and K: the
+/// activations of the compressed-weight products.
+std::pair<int64_t, int64_t> rowsAndDepth(mlir::Value v);
+
+/// Checks that `result` is `lhs [..., K]` with its last dimension replaced
+/// by `n`.
+mlir::LogicalResult verifyRowProduct(mlir::Operation *op, mlir::Value lhs,
+                                     mlir::Value result, int64_t n);
 
 } // namespace verification
 } // namespace mnemo

@@ -22,7 +22,7 @@
 
 #include "lang/MnemoOps.h"
 #include "lang/ModelAttributes.h"
-#include "runtime/PruneRules.h"
+#include "lang/ops/pruning/PruningFormulas.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

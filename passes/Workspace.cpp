@@ -77,13 +77,9 @@ int64_t mnemo::workspaceBytes(Operation *op) {
       m = elements(op->getResult(0)) / n;
     return alignUp(4 * (m * k + k * n + m * n));
   }
-  // The CPU's 2:4 and CSR products decompress tiles of 64 output channels
-  // (runtime/cpu/Kernels.h kSparseTileRows).
-  if (llvm::isa<MatmulSparse24Op, MatmulCsrOp>(op)) {
-    ArrayRef<int64_t> out = shapeOf(op->getResult(0)),
-                      lhs = shapeOf(op->getOperand(0));
-    return alignUp(4 * std::min<int64_t>(out.back(), 64) * lhs.back());
-  }
+  // An op that declares its need (its family's FAMILYOps.cpp).
+  if (auto declared = llvm::dyn_cast<CpuWorkspaceOpInterface>(op))
+    return alignUp(declared.getCpuWorkspaceBytes());
   ConvGeometry g;
   if (!convGeometry(op, g))
     return 0;

@@ -1,7 +1,7 @@
 //===- Export.cpp - Compressed weights for inference (train --export) -----===//
 
 #include "runtime/Export.h"
-#include "runtime/FakeQuantRules.h"
+#include "lang/ops/quantization/QuantizationFormulas.h"
 #include "runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>

@@ -2,9 +2,9 @@
 
 #include "runtime/InferenceWeights.h"
 
+#include "lang/ops/pruning/PruningKernels.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Export.h"
-#include "runtime/Prune.h"
 #include "runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -135,8 +135,8 @@ bool decompress(const SafetensorsFile &file, const std::string &name,
 }
 
 /// The masks a prune directive gives the dense weights of `file` it names,
-/// at its final sparsity (runtime/Prune.h, as training's last update):
-/// weights already pruned by training keep exactly their zeros.
+/// at its final sparsity (lang/ops/pruning/PruningKernels.h, as training's last
+/// update): weights already pruned by training keep exactly their zeros.
 bool directiveMasks(const nlohmann::json &d, const SafetensorsFile &file,
                     std::map<std::string, std::vector<uint32_t>> &masks,
                     std::string &error) {

@@ -15,7 +15,7 @@
 //
 // Header-only and free of LLVM, for the CPU trainer. The reference
 // interpreter shares only the codes' values (Quantize8Codes.h) and has its
-// own step and search (lang/interpreter/QuantizeReference.h).
+// own step and search (lang/ops/quantization/QuantizationReference.h).
 //
 //===----------------------------------------------------------------------===//
 

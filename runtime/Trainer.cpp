@@ -357,8 +357,8 @@ void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-/// A pruned weight's mask (runtime/PruneRules.h: 1 bit per element, set
-/// when pruned): how many of its elements are pruned.
+/// A pruned weight's mask (lang/ops/pruning/PruningFormulas.h: 1 bit per
+/// element, set when pruned): how many of its elements are pruned.
 struct MaskSparsity {
   std::string weight;
   int64_t pruned = 0, elements = 0;

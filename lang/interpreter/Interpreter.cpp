@@ -12,8 +12,7 @@
 #include "lang/PlanAttributes.h"
 #include "lang/ShapeRules.h"
 #include "lang/interpreter/OpContext.h"
-#include "lang/interpreter/PruneReference.h"
-#include "lang/interpreter/QuantizeReference.h"
+#include "lang/ops/quantization/QuantizationReference.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -300,17 +299,6 @@ private:
   LogicalResult execBroadcast(BroadcastOp op);
   LogicalResult execAdam(AdamUpdateOp op);
   LogicalResult execAdam8bit(Adam8bitUpdateOp op);
-  LogicalResult execPruneMasks(PruneMasksOp op);
-  LogicalResult execApplyMask(ApplyMaskOp op);
-  LogicalResult execObserve(ObserveMinMaxOp op);
-  LogicalResult execQuantizeRows(QuantizeRowsOp op);
-  LogicalResult execMatmulInt8(MatmulInt8Op op);
-  LogicalResult execDequantize(DequantizeOp op);
-  LogicalResult execMatmulSparse24(MatmulSparse24Op op);
-  LogicalResult execMatmulCsr(MatmulCsrOp op);
-  LogicalResult execFakeQuant(Operation *op, Value grad, Value input, Value lo,
-                              Value hi, int64_t axis, int64_t qmin,
-                              int64_t qmax, bool symmetric);
   LogicalResult execSgd(SgdUpdateOp op);
   LogicalResult execLrSchedule(LrScheduleOp op);
 
@@ -489,24 +477,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](SgdUpdateOp s) { return execSgd(s); })
       .Case([&](AdamUpdateOp a) { return execAdam(a); })
       .Case([&](Adam8bitUpdateOp a) { return execAdam8bit(a); })
-      .Case([&](PruneMasksOp p) { return execPruneMasks(p); })
-      .Case([&](ApplyMaskOp a) { return execApplyMask(a); })
-      .Case([&](ObserveMinMaxOp o) { return execObserve(o); })
-      .Case([&](QuantizeRowsOp q) { return execQuantizeRows(q); })
-      .Case([&](MatmulInt8Op m) { return execMatmulInt8(m); })
-      .Case([&](DequantizeOp d) { return execDequantize(d); })
-      .Case([&](MatmulSparse24Op m) { return execMatmulSparse24(m); })
-      .Case([&](MatmulCsrOp m) { return execMatmulCsr(m); })
-      .Case([&](FakeQuantOp f) {
-        return execFakeQuant(f, {}, f.getInput(), f.getMin(), f.getMax(),
-                             f.getAxis(), f.getQuantMin(), f.getQuantMax(),
-                             f.getSymmetric());
-      })
-      .Case([&](FakeQuantGradOp f) {
-        return execFakeQuant(f, f.getGrad(), f.getInput(), f.getMin(),
-                             f.getMax(), f.getAxis(), f.getQuantMin(),
-                             f.getQuantMax(), f.getSymmetric());
-      })
       .Default([&](Operation *) {
         return fail(op, "the interpreter does not know this op");
       });
@@ -810,144 +780,6 @@ LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
   return success();
 }
 
-/// A mask tensor's bits, one per element of the pruned tensor: the runtime
-/// stores bit j of 32-bit word w for element 32 w + j, a set bit for a
-/// pruned element (the interpreter keeps the i32 words in doubles).
-static std::vector<bool> maskBitsOf(const Tensor &mask, int64_t elements) {
-  std::vector<bool> bits(elements);
-  for (int64_t e = 0; e < elements; ++e)
-    bits[e] = (uint32_t(int32_t(mask.data[e / 32])) >> (e % 32)) & 1u;
-  return bits;
-}
-
-static void setMaskBits(const std::vector<bool> &bits, Tensor &mask) {
-  std::fill(mask.data.begin(), mask.data.end(), 0.0);
-  std::vector<uint32_t> words(mask.data.size(), 0u);
-  for (size_t e = 0; e < bits.size(); ++e)
-    words[e / 32] |= uint32_t(bits[e]) << (e % 32);
-  for (size_t w = 0; w < words.size(); ++w)
-    mask.data[w] = double(int32_t(words[w]));
-}
-
-LogicalResult Evaluator::execPruneMasks(PruneMasksOp op) {
-  StringRef method = op.getMethod();
-  double finalSparsity = method == "nm"
-                             ? 1.0 - double(op.getN()) / double(op.getM())
-                             : op.getSparsity().convertToDouble();
-  std::optional<double> sparsity = reference::scheduledSparsity(
-      int64_t(get(op.getStep()).data[0]), op.getStart(), op.getEnd(),
-      op.getEvery(), finalSparsity);
-  size_t count = op.getWeights().size();
-  std::vector<reference::PruneTarget> targets(count);
-  for (size_t t = 0; t < count; ++t) {
-    const Tensor &w = get(op.getWeights()[t]);
-    targets[t].weight = w.data;
-    targets[t].shape = w.shape;
-    targets[t].pruned = maskBitsOf(get(op.getMasks()[t]), w.numElements());
-  }
-  if (sparsity) {
-    if (method == "magnitude")
-      reference::pruneByMagnitude(targets, *sparsity);
-    else
-      for (reference::PruneTarget &target : targets) {
-        if (method == "structured")
-          reference::pruneStructured(target, *sparsity, op.getDim(),
-                                     op.getNorm() == "l1");
-        else
-          reference::pruneNofM(target, int(op.getN()), int(op.getM()));
-      }
-  }
-  Tensor flag = like(op.getUpdated());
-  flag.data[0] = sparsity ? 1.0 : 0.0;
-  set(op.getUpdated(), std::move(flag));
-  for (size_t t = 0; t < count; ++t) {
-    Tensor out = like(op.getNewMasks()[t]);
-    setMaskBits(targets[t].pruned, out);
-    set(op.getNewMasks()[t], std::move(out));
-  }
-  return success();
-}
-
-LogicalResult Evaluator::execApplyMask(ApplyMaskOp op) {
-  Tensor out = get(op.getInput());
-  if (op.getWhen() && get(op.getWhen()).data[0] == 0) {
-    set(op.getResult(), std::move(out));
-    return success();
-  }
-  std::vector<bool> pruned = maskBitsOf(get(op.getMask()), out.numElements());
-  for (int64_t i = 0; i < out.numElements(); ++i)
-    if (pruned[i])
-      out.data[i] = 0.0;
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-/// A tensor's channels along `axis` (-1: one) and the elements after it.
-static std::pair<int64_t, int64_t> channelsOf(const Tensor &t, int64_t axis) {
-  if (axis < 0)
-    return {1, t.numElements()};
-  int64_t inner = 1;
-  for (int64_t d = axis + 1; d < t.rank(); ++d)
-    inner *= t.shape[d];
-  return {t.shape[axis], inner};
-}
-
-LogicalResult Evaluator::execObserve(ObserveMinMaxOp op) {
-  const Tensor &x = get(op.getInput());
-  auto [channels, inner] = channelsOf(x, op.getAxis());
-  const Tensor &lo = get(op.getMin()), &hi = get(op.getMax());
-  // The range each channel sees this step (NaNs are not seen, as with
-  // PyTorch's aminmax on finite data).
-  std::vector<float> seenLo(channels, std::numeric_limits<float>::infinity()),
-      seenHi(channels, -std::numeric_limits<float>::infinity());
-  for (int64_t e = 0; e < x.numElements(); ++e) {
-    float v = float(x.data[e]);
-    int64_t c = (e / inner) % channels;
-    if (v < seenLo[c])
-      seenLo[c] = v;
-    if (v > seenHi[c])
-      seenHi[c] = v;
-  }
-  bool firstStep = get(op.getStep()).data[0] <= 1;
-  float averaging = float(op.getAveragingConstant().convertToDouble());
-  Tensor outLo = like(op.getNewMin()), outHi = like(op.getNewMax());
-  for (int64_t c = 0; c < channels; ++c) {
-    outLo.data[c] = reference::observedBound(float(lo.data[c]), seenLo[c],
-                                             firstStep, averaging, true);
-    outHi.data[c] = reference::observedBound(float(hi.data[c]), seenHi[c],
-                                             firstStep, averaging, false);
-  }
-  set(op.getNewMin(), std::move(outLo));
-  set(op.getNewMax(), std::move(outHi));
-  return success();
-}
-
-LogicalResult Evaluator::execFakeQuant(Operation *op, Value grad, Value input,
-                                       Value lo, Value hi, int64_t axis,
-                                       int64_t qmin, int64_t qmax,
-                                       bool symmetric) {
-  const Tensor &x = get(input);
-  auto [channels, inner] = channelsOf(x, axis);
-  const Tensor &l = get(lo), &h = get(hi);
-  std::vector<reference::QuantParams> params;
-  for (int64_t c = 0; c < channels; ++c)
-    params.push_back(reference::quantParams(float(l.data[c]), float(h.data[c]),
-                                            qmin, qmax, symmetric));
-  Tensor out = like(op->getResult(0));
-  for (int64_t e = 0; e < x.numElements(); ++e) {
-    const reference::QuantParams &q = params[(e / inner) % channels];
-    float v = float(x.data[e]);
-    if (grad)
-      out.data[e] = reference::fakeQuantPasses(v, q, qmin, qmax)
-                        ? float(get(grad).data[e])
-                        : 0.0f;
-    else
-      out.data[e] = reference::fakeQuantize(v, q, qmin, qmax);
-  }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
 } // namespace
 
 FailureOr<std::vector<Tensor>>
@@ -958,130 +790,4 @@ Interpreter::run(func::FuncOp func, ArrayRef<Tensor> args, std::string &error) {
   if (failed(evaluator.run(func, args, results)))
     return failure();
   return results;
-}
-
-//===----------------------------------------------------------------------===//
-// Compressed weights for inference (QuantizeReference.h), in f32 like the
-// kernels, with sums in double (the kernels' summation order differs; int8
-// products are exact in both).
-//===----------------------------------------------------------------------===//
-
-/// Rows and depth of a `[..., K]` operand.
-static std::pair<int64_t, int64_t> rowsAndDepth(const Tensor &t) {
-  int64_t k = t.rank() ? t.shape.back() : 1;
-  return {t.numElements() / std::max<int64_t>(k, 1), k};
-}
-
-LogicalResult Evaluator::execQuantizeRows(QuantizeRowsOp op) {
-  const Tensor &x = get(op.getInput());
-  auto [rows, k] = rowsAndDepth(x);
-  Tensor codes = like(op.getCodes()), scale = like(op.getScale()),
-         sum = like(op.getSum());
-  for (int64_t m = 0; m < rows; ++m) {
-    float absMax = 0.0f;
-    for (int64_t c = 0; c < k; ++c)
-      absMax = std::max(absMax, std::fabs(float(x.data[m * k + c])));
-    float rowScale = reference::rowScale(absMax);
-    int64_t total = 0;
-    for (int64_t c = 0; c < k; ++c) {
-      int code = reference::rowCode(float(x.data[m * k + c]), rowScale);
-      codes.data[m * k + c] = code;
-      total += code;
-    }
-    scale.data[m] = rowScale;
-    sum.data[m] = double(total);
-  }
-  set(op.getCodes(), std::move(codes));
-  set(op.getScale(), std::move(scale));
-  set(op.getSum(), std::move(sum));
-  return success();
-}
-
-LogicalResult Evaluator::execMatmulInt8(MatmulInt8Op op) {
-  const Tensor &x = get(op.getLhs()), &w = get(op.getRhs());
-  const Tensor &xs = get(op.getLhsScale()), &xsum = get(op.getLhsSum());
-  const Tensor &ws = get(op.getRhsScale()), &wz = get(op.getRhsZeroPoint());
-  auto [rows, k] = rowsAndDepth(x);
-  int64_t n = w.shape[0];
-  Tensor out = like(op.getResult());
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t j = 0; j < n; ++j) {
-      int64_t acc = 0;
-      for (int64_t c = 0; c < k; ++c)
-        acc += int64_t(x.data[m * k + c]) * int64_t(w.data[j * k + c]);
-      // The exact integer product less the weight's zero point times the
-      // row's code sum, in units of both scales.
-      int64_t centered = acc - int64_t(wz.data[j]) * int64_t(xsum.data[m]);
-      out.data[m * n + j] =
-          float(centered) * (float(xs.data[m]) * float(ws.data[j]));
-    }
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execDequantize(DequantizeOp op) {
-  const Tensor &codes = get(op.getCodes());
-  const Tensor &scale = get(op.getScale()), &zero = get(op.getZeroPoint());
-  Tensor out = like(op.getResult());
-  int64_t n = out.numElements(), inner = n / scale.numElements();
-  std::vector<signed char> packed(codes.data.begin(), codes.data.end());
-  for (int64_t e = 0; e < n; ++e) {
-    int code = op.getBits() == 8 ? int(codes.data[e])
-                                 : reference::int4Code(packed.data(), e);
-    out.data[e] =
-        float(code - int(zero.data[e / inner])) * float(scale.data[e / inner]);
-  }
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execMatmulSparse24(MatmulSparse24Op op) {
-  const Tensor &x = get(op.getLhs()), &values = get(op.getValues());
-  const Tensor &indices = get(op.getIndices());
-  auto [rows, k] = rowsAndDepth(x);
-  int64_t n = values.shape[0];
-  std::vector<signed char> packed(indices.data.begin(), indices.data.end());
-  Tensor out = like(op.getResult());
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = 0;
-      for (int64_t g = 0; g < k / 4; ++g)
-        for (int kept = 0; kept < 2; ++kept) {
-          int position =
-              reference::sparse24Position(packed.data() + j * (k / 8), g, kept);
-          acc += x.data[m * k + 4 * g + position] *
-                 values.data[j * (k / 2) + 2 * g + kept];
-        }
-      out.data[m * n + j] = acc;
-    }
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execMatmulCsr(MatmulCsrOp op) {
-  const Tensor &x = get(op.getLhs()), &values = get(op.getValues());
-  const Tensor &columns = get(op.getColumns()),
-               &offsets = get(op.getRowOffsets());
-  auto [rows, k] = rowsAndDepth(x);
-  int64_t n = offsets.numElements() - 1, capacity = values.numElements();
-  for (int64_t j = 0; j <= n; ++j)
-    if (offsets.data[j] < (j ? offsets.data[j - 1] : 0) ||
-        offsets.data[j] > double(capacity))
-      return op.emitError() << "row_offsets must rise from 0 to at most the "
-                            << capacity << " stored nonzeros";
-  for (int64_t e = 0; e < int64_t(offsets.data[n]); ++e)
-    if (columns.data[e] < 0 || columns.data[e] >= double(k))
-      return op.emitError() << "column " << columns.data[e]
-                            << " is out of range for depth " << k;
-  Tensor out = like(op.getResult());
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = 0;
-      for (int64_t e = int64_t(offsets.data[j]);
-           e < int64_t(offsets.data[j + 1]); ++e)
-        acc += x.data[m * k + int64_t(columns.data[e])] * values.data[e];
-      out.data[m * n + j] = acc;
-    }
-  set(op.getResult(), std::move(out));
-  return success();
 }

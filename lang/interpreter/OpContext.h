@@ -11,6 +11,7 @@
 #ifndef MNEMO_LANG_INTERPRETER_OPCONTEXT_H
 #define MNEMO_LANG_INTERPRETER_OPCONTEXT_H
 
+#include "lang/MnemoInterfaces.h"
 #include "lang/interpreter/Interpreter.h"
 #include "lang/interpreter/Tensor.h"
 
@@ -49,6 +50,18 @@ public:
   virtual mlir::LogicalResult fail(mlir::Operation *op,
                                    const llvm::Twine &message) = 0;
   virtual const InterpreterOptions &options() const = 0;
+};
+
+/// The interpreter model of an op whose evaluation is a function of its
+/// own type: `Op::attachInterface<InterpreterFunction<Op, interpret>>`
+/// instead of an external model written out.
+template <typename Op, mlir::LogicalResult (*Interpret)(Op, OpContext &)>
+struct InterpreterFunction
+    : InterpretedOpInterface::ExternalModel<InterpreterFunction<Op, Interpret>,
+                                            Op> {
+  mlir::LogicalResult interpret(mlir::Operation *op, OpContext &context) const {
+    return Interpret(llvm::cast<Op>(op), context);
+  }
 };
 
 /// Attaches every op family's interpreter model (InterpretedOpInterface)

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mnemo {
@@ -38,6 +39,12 @@ struct Tensor {
   std::vector<int64_t> strides() const;
   /// "f32[2,3]".
   std::string typeString() const;
+  /// Rows (the leading dimensions) and depth (the last) of a `[..., K]`
+  /// operand, as the row-wise products see it.
+  std::pair<int64_t, int64_t> rowsAndDepth() const {
+    int64_t k = rank() ? shape.back() : 1;
+    return {numElements() / (k > 0 ? k : 1), k};
+  }
 };
 
 /// Iterates a row-major multi-index over `shape`.

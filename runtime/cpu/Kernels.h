@@ -17,7 +17,6 @@
 #define MNEMO_RUNTIME_CPU_KERNELS_H
 
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
-#include "runtime/Prune.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Parallel.h"
 
@@ -174,54 +173,9 @@ void sgdUpdate(int64_t n, const float *param, const float *grad,
                const float *buffer, float *newParam, float *newBuffer, float lr,
                int64_t step, double momentum, double dampening,
                double weightDecay, bool nesterov, const float *skip = nullptr);
+
 /// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
 /// of consecutive finite steps is held in a float).
-/// `prune_masks` (runtime/Prune.h): each target's new mask (`mask`) starts
-/// as its old one (`masks[t]`) and is recomputed at the steps the schedule
-/// names; returns 1 at those steps, else 0.
-int32_t pruneMasks(const prune::Spec &spec, int64_t step, int count,
-                   prune::Target *targets, const uint32_t *const *masks);
-/// `apply_mask`: zeroes the elements whose mask bit is set (in place when
-/// `in == out`); with `when` pointing at 0, copies `in` (nothing in place).
-void applyMask(int64_t n, int elementBytes, const void *in,
-               const uint32_t *mask, void *out, const int32_t *when = nullptr);
-
-/// `observe_minmax` and `fake_quant` / `fake_quant_grad` (grad non-null)
-/// over [outer, channels, inner] (runtime/FakeQuant.h).
-void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
-                   const float *lo, const float *hi, float *newLo, float *newHi,
-                   int64_t step, float averaging);
-void fakeQuantize(int64_t n, int64_t channels, int64_t inner, const float *x,
-                  const float *grad, const float *lo, const float *hi, int qmin,
-                  int qmax, bool symmetric, float *out);
-
-/// Inference's compressed weights (mnemoc --mode=inference), with the
-/// arithmetic of runtime/FakeQuantRules.h. `rows` x `k` activations:
-/// `quantize_rows` gives each row int8 codes, a scale and the codes' sum;
-/// `matmul_int8` multiplies them by an int8 weight [n, k] per channel
-/// (int32 accumulation) into f32 [rows, n].
-void quantizeRows(int64_t rows, int64_t k, const float *x, int8_t *codes,
-                  float *scale, int32_t *sum);
-void matmulInt8(int64_t rows, int64_t n, int64_t k, const int8_t *x,
-                const float *xScale, const int32_t *xSum, const int8_t *w,
-                const float *wScale, const int32_t *wZeroPoint, float *out);
-/// `dequantize`: `n` elements in `channels` equal runs; bits 8 or 4.
-void dequantize(int64_t n, int64_t channels, int bits, const int8_t *codes,
-                const float *scale, const int32_t *zeroPoint, float *out);
-/// x [rows, k] @ W^T with W [n, k] 2:4-packed (values [n, k/2], indices
-/// [n, k/8]) or in CSR (columns i16 or i32); false, with reportError, on
-/// CSR offsets or columns out of range.
-/// The 2:4 and CSR products decompress this many output channels at a time
-/// into their workspace (passes/Workspace.cpp sizes it).
-constexpr int64_t kSparseTileRows = 64;
-void matmulSparse24(int64_t rows, int64_t n, int64_t k, const float *x,
-                    const float *values, const int8_t *indices, float *scratch,
-                    float *out);
-void matmulCsr(int64_t rows, int64_t n, int64_t k, int64_t capacity,
-               const float *x, const float *values, const int16_t *columns16,
-               const int32_t *columns32, const int32_t *rowOffsets,
-               float *scratch, float *out);
-
 void lossScaleUpdate(float norm, float scale, float count, float *newScale,
                      float *newCount, float *skip, double growthFactor,
                      double backoffFactor, int64_t growthInterval);

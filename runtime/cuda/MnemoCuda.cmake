@@ -113,7 +113,7 @@ function(mnemo_add_cuda_library name runtime_dir)
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/Kernels.cuh COPYONLY)
   file(READ ${runtime_dir}/cuda/Kernels.cuh kernels)
   # NVRTC sees one header: the shared include-free headers are spliced in.
-  foreach(shared AdamRules Quantize8Codes PruneRules FakeQuantRules)
+  foreach(shared AdamRules Quantize8Codes)
     configure_file(${runtime_dir}/${shared}.h
       ${CMAKE_CURRENT_BINARY_DIR}/${name}/${shared}.h COPYONLY)
     file(READ ${runtime_dir}/${shared}.h shared_text)

@@ -17,7 +17,7 @@
 
 #include "lang/MnemoDialect.h"
 #include "lang/interpreter/Interpreter.h"
-#include "runtime/FakeQuantRules.h"
+#include "lang/ops/quantization/QuantizationKernels.h"
 #include "runtime/cpu/Kernels.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -1,15 +1,15 @@
 //===- PruneTest.cpp - The trainer's pruning against the interpreter's
 //-----===//
 //
-// runtime/Prune.h selects the elements to prune by radix selection over
-// 32-bit keys; the interpreter's reference (lang/interpreter/PruneReference.h)
-// sorts. Both must choose the same elements on random tensors full of ties,
-// zeros, NaNs and earlier masks.
+// lang/ops/pruning/PruningKernels.h selects the elements to prune by radix
+// selection over 32-bit keys; the interpreter's reference
+// (lang/ops/pruning/PruningReference.h) sorts. Both must choose the same
+// elements on random tensors full of ties, zeros, NaNs and earlier masks.
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/Prune.h"
-#include "lang/interpreter/PruneReference.h"
+#include "lang/ops/pruning/PruningKernels.h"
+#include "lang/ops/pruning/PruningReference.h"
 
 #include <gtest/gtest.h>
 

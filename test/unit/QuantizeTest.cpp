@@ -1,17 +1,17 @@
-//===- QuantizeTest.cpp - The trainer's quantization against the reference
-//-===//
+//===- QuantizeTest.cpp - The trainer's quantization against the reference ===//
 //
-// The trainer's fake quantization (runtime/FakeQuant.h), inference formats
-// (runtime/FakeQuantRules.h) and adamw8bit's nearest-code search
-// (runtime/Quantize8.h, bucketed) against the interpreter's own rules
-// (lang/interpreter/QuantizeReference.h): bit for bit, on values placed on
+// The trainer's fake quantization and inference formats
+// (lang/ops/quantization/QuantizationFormulas.h) and adamw8bit's
+// nearest-code search (runtime/Quantize8.h, bucketed) against the
+// interpreter's own rules (lang/ops/quantization/QuantizationReference.h):
+// bit for bit, on values placed on
 // and around rounding boundaries, since rounding is where two
 // implementations part.
 //
 //===----------------------------------------------------------------------===//
 
-#include "lang/interpreter/QuantizeReference.h"
-#include "runtime/FakeQuant.h"
+#include "lang/ops/quantization/QuantizationFormulas.h"
+#include "lang/ops/quantization/QuantizationReference.h"
 #include "runtime/Quantize8.h"
 
 #include <gtest/gtest.h>
@@ -58,12 +58,13 @@ TEST(Quantize, FakeQuantMatchesTheReference) {
     ASSERT_EQ(got.scale, expected.scale);
     ASSERT_EQ(got.zeroPoint, expected.zeroPoint);
     std::vector<float> x = probesOf(rng, lo, hi, expected.scale);
-    std::vector<float> out(x.size()), passed(x.size()), ones(x.size(), 1.0f);
+    std::vector<float> out(x.size()), passed(x.size());
     int64_t n = int64_t(x.size());
-    fakequant::fakeQuantize(x.data(), nullptr, n, 1, n, &lo, &hi, qmin, qmax,
-                            symmetric, out.data());
-    fakequant::fakeQuantize(x.data(), ones.data(), n, 1, n, &lo, &hi, qmin,
-                            qmax, symmetric, passed.data());
+    for (int64_t e = 0; e < n; ++e) {
+      out[e] = fakequant::fakeQuant(x[e], got, qmin, qmax);
+      passed[e] =
+          fakequant::passesGradient(x[e], got, qmin, qmax) ? 1.0f : 0.0f;
+    }
     for (int64_t e = 0; e < n; ++e) {
       ASSERT_EQ(out[e], reference::fakeQuantize(x[e], expected, qmin, qmax))
           << "x = " << x[e];

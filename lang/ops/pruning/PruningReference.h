@@ -1,17 +1,18 @@
-//===- PruneReference.h - The interpreter's own pruning rules
-//--------------===//
+//===- PruningReference.h - The interpreter's own pruning rules -*- C++ -*-===//
 //
-// The reference for `prune_masks` and `apply_mask`, written from the op's
-// definition (MnemoOps.td) and torch.nn.utils.prune, independently of the
-// trainer's radix selection (runtime/Prune.h): the pruned elements are the
+// The reference for `prune_masks` and `apply_mask`, written from the ops'
+// definition (PruningOps.td) and torch.nn.utils.prune, independently of the
+// trainer's radix selection (PruningKernels.h): the pruned elements are the
 // first k of a stable sort, so the differential tests compare two
-// implementations. Masks here are one bool per element; the interpreter
-// converts from and to the runtime's 32-bit words.
+// implementations. Masks here are one bool per element; the interpreter's
+// model (PruningInterpreter.cpp) converts from and to the runtime's 32-bit
+// words. Plain C++, no MLIR: the runtime's tests compare the trainer's
+// rules with these too.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_LANG_INTERPRETER_PRUNEREFERENCE_H
-#define MNEMO_LANG_INTERPRETER_PRUNEREFERENCE_H
+#ifndef MNEMO_LANG_OPS_PRUNING_PRUNINGREFERENCE_H
+#define MNEMO_LANG_OPS_PRUNING_PRUNINGREFERENCE_H
 
 #include <cstdint>
 #include <optional>
@@ -52,4 +53,4 @@ void pruneNofM(PruneTarget &target, int n, int m);
 } // namespace reference
 } // namespace mnemo
 
-#endif // MNEMO_LANG_INTERPRETER_PRUNEREFERENCE_H
+#endif // MNEMO_LANG_OPS_PRUNING_PRUNINGREFERENCE_H

@@ -1,9 +1,9 @@
-//===- PruneRules.h - What a pruning step decides, element by element -----===//
+//===- PruningFormulas.h - Pruning rules, element by element -*- C++ -*-===//
 //
 // The trainer's pruning rules, shared by the CPU kernels and the CUDA
 // kernels; the reference interpreter has its own
-// (lang/interpreter/PruneReference.h). NVRTC gets this file spliced into
-// the kernel library by MnemoCuda.cmake, so it includes nothing. The rules:
+// (PruningReference.h). NVRTC is given this file by name
+// (runtime/cuda/MnemoCuda.cmake), so it includes nothing. The rules:
 //
 // - when a step updates the masks, and to which sparsity (Zhu & Gupta's
 //   cubic schedule, "To prune, or not to prune", 2017);
@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_RUNTIME_PRUNERULES_H
-#define MNEMO_RUNTIME_PRUNERULES_H
+#ifndef MNEMO_LANG_OPS_PRUNING_PRUNINGFORMULAS_H
+#define MNEMO_LANG_OPS_PRUNING_PRUNINGFORMULAS_H
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define MNEMO_PRUNE_HD __host__ __device__
@@ -115,4 +115,4 @@ MNEMO_PRUNE_HD inline unsigned pickBin(const unsigned long long *histogram,
 } // namespace prune
 } // namespace mnemo
 
-#endif // MNEMO_RUNTIME_PRUNERULES_H
+#endif // MNEMO_LANG_OPS_PRUNING_PRUNINGFORMULAS_H

@@ -1,10 +1,13 @@
-//===- Prune.h - Pruning masks on the host --------------------------------===//
+//===- PruningKernels.h - Pruning masks on the CPU --------------*- C++ -*-===//
 //
-// The mask update of `mnemo.prune_masks` for the CPU trainer. The CUDA
-// kernel in runtime/cuda/Kernels.cuh follows the same rules,
-// runtime/PruneRules.h, in one thread block; the reference interpreter
-// sorts instead (lang/interpreter/PruneReference.h). Header-only and free
-// of LLVM.
+// The mask update of `prune_masks` and the zeroing of `apply_mask` for the
+// CPU trainer (the emission model, PruningEmission.cpp, includes this
+// header where a model prunes), and the mask rules the inference-weight
+// compressor replays (runtime/InferenceWeights.cpp). The CUDA kernels,
+// PruningKernels.cuh, follow the same rules, PruningFormulas.h, in one
+// thread block; the reference interpreter sorts instead
+// (PruningReference.h). Part of the runtime side of the family: plain
+// C++17, no LLVM.
 //
 // The k smallest keys are found by radix selection (four passes of 256-bin
 // histograms over the keys, recomputed each pass), so an update needs no
@@ -12,10 +15,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_RUNTIME_PRUNE_H
-#define MNEMO_RUNTIME_PRUNE_H
+#ifndef MNEMO_LANG_OPS_PRUNING_PRUNINGKERNELS_H
+#define MNEMO_LANG_OPS_PRUNING_PRUNINGKERNELS_H
 
-#include "runtime/PruneRules.h"
+#include "lang/ops/pruning/PruningFormulas.h"
+#include "runtime/cpu/Parallel.h"
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdint>
@@ -228,6 +234,42 @@ inline void applyMask(int64_t n, int elementBytes, const void *in,
 }
 
 } // namespace prune
+
+namespace cpu {
+
+/// `prune_masks`: each target's new mask (`mask`) starts as its old one
+/// (`masks[t]`) and is recomputed at the steps the schedule names; returns
+/// 1 at those steps, else 0.
+inline int32_t pruneMasks(const prune::Spec &spec, int64_t step, int count,
+                          prune::Target *targets,
+                          const uint32_t *const *masks) {
+  for (int t = 0; t < count; ++t)
+    if (masks[t] != targets[t].mask)
+      std::memcpy(targets[t].mask, masks[t],
+                  sizeof(uint32_t) * prune::maskWords(targets[t].count()));
+  return prune::updateMasks(spec, step, targets, count) ? 1 : 0;
+}
+
+/// `apply_mask`: zeroes the elements whose mask bit is set (in place when
+/// `in == out`); with `when` pointing at 0, copies `in` (nothing in place).
+inline void applyMask(int64_t n, int elementBytes, const void *in,
+                      const uint32_t *mask, void *out, const int32_t *when) {
+  if (when && *when == 0) {
+    if (in != out)
+      std::memcpy(out, in, size_t(n) * size_t(elementBytes));
+    return;
+  }
+  // Whole mask words per chunk, so chunks never share an output byte.
+  parallelFor(prune::maskWords(n), 4096, [&](int64_t first, int64_t last) {
+    int64_t begin = first * 32, end = std::min(n, last * 32);
+    size_t offset = size_t(begin) * size_t(elementBytes);
+    prune::applyMask(end - begin, elementBytes,
+                     static_cast<const uint8_t *>(in) + offset, mask + first,
+                     static_cast<uint8_t *>(out) + offset);
+  });
+}
+
+} // namespace cpu
 } // namespace mnemo
 
-#endif // MNEMO_RUNTIME_PRUNE_H
+#endif // MNEMO_LANG_OPS_PRUNING_PRUNINGKERNELS_H

@@ -1,7 +1,6 @@
-//===- PruneReference.cpp - The interpreter's own pruning rules
-//------------===//
+//===- PruningReference.cpp - The interpreter's own pruning rules ---------===//
 
-#include "lang/interpreter/PruneReference.h"
+#include "lang/ops/pruning/PruningReference.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,18 +1,17 @@
-//===- FakeQuantRules.h - Quantization parameters and fake quantization ---===//
+//===- QuantizationFormulas.h - Quantization's arithmetic ------*- C++ -*-===//
 //
 // The trainer's definition of quantization-aware training's arithmetic,
 // shared by the CPU kernels and the CUDA kernels; the reference interpreter
-// has its own (lang/interpreter/QuantizeReference.h). NVRTC gets this file
-// spliced into the kernel library by MnemoCuda.cmake, so it includes
-// nothing. It is PyTorch's, in f32:
-// torch.ao.quantization's _calculate_qparams for the scale and zero point,
+// has its own (QuantizationReference.h). NVRTC is given this file by name
+// (runtime/cuda/MnemoCuda.cmake), so it includes nothing. It is PyTorch's, in
+// f32: torch.ao.quantization's _calculate_qparams for the scale and zero point,
 // and fake_quantize_per_{tensor,channel}_affine's forward and clipped
 // straight-through backward, rounding half to even.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_RUNTIME_FAKEQUANTRULES_H
-#define MNEMO_RUNTIME_FAKEQUANTRULES_H
+#ifndef MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONFORMULAS_H
+#define MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONFORMULAS_H
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define MNEMO_FQ_HD __host__ __device__
@@ -122,4 +121,4 @@ MNEMO_FQ_HD inline int sparse24Position(const signed char *rowIndices,
 } // namespace fakequant
 } // namespace mnemo
 
-#endif // MNEMO_RUNTIME_FAKEQUANTRULES_H
+#endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONFORMULAS_H

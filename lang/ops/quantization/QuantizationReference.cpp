@@ -1,6 +1,6 @@
-//===- QuantizeReference.cpp - The interpreter's own quantization rules ---===//
+//===- QuantizationReference.cpp - The interpreter's quantization rules --===//
 
-#include "lang/interpreter/QuantizeReference.h"
+#include "lang/ops/quantization/QuantizationReference.h"
 #include "runtime/Quantize8Codes.h"
 
 #include <algorithm>

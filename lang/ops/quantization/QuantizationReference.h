@@ -1,11 +1,11 @@
-//===- QuantizeReference.h - The interpreter's own quantization rules -----===//
+//===- QuantizationReference.h - Reference quantization rules -*- C++ -*-===//
 //
 // The reference for quantization-aware training (observe_minmax,
 // fake_quant, fake_quant_grad), inference's compressed weights
 // (quantize_rows, matmul_int8, dequantize, matmul_sparse24) and adamw8bit's
 // block-wise 8-bit state, written from PyTorch's and bitsandbytes'
 // definitions independently of the trainer's kernels
-// (runtime/FakeQuantRules.h, runtime/Quantize8.h), so the differential tests
+// (QuantizationFormulas.h, runtime/Quantize8.h), so the differential tests
 // compare two implementations. What they share is data: the values of the
 // 8-bit codes (runtime/Quantize8Codes.h) and the packing of the formats.
 //
@@ -14,8 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_LANG_INTERPRETER_QUANTIZEREFERENCE_H
-#define MNEMO_LANG_INTERPRETER_QUANTIZEREFERENCE_H
+#ifndef MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONREFERENCE_H
+#define MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONREFERENCE_H
 
 #include <cstdint>
 
@@ -61,4 +61,4 @@ float codeValue(uint8_t code, bool isSigned);
 } // namespace reference
 } // namespace mnemo
 
-#endif // MNEMO_LANG_INTERPRETER_QUANTIZEREFERENCE_H
+#endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONREFERENCE_H
