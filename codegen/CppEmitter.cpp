@@ -327,32 +327,6 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
             return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
                               true);
           })
-          .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
-            ConvGeometry g;
-            convGeometry(op, g);
-            const char *fn = llvm::isa<Conv2DOp>(op) ? "conv2d"
-                             : llvm::isa<Conv2DInputGradOp>(op)
-                                 ? "conv2dInputGrad"
-                                 : "conv2dWeightGrad";
-            out() << "  {\n    static const ConvShape conv = {" << g.n << ", "
-                  << g.c << ", " << g.h << ", " << g.w << ", " << g.o << ", "
-                  << g.kh << ", " << g.kw << ", " << g.ho << ", " << g.wo
-                  << ", " << g.strideH << ", " << g.strideW << ", " << g.padH
-                  << ", " << g.padW << ", " << g.imagesPerGemm << "};\n    ";
-            // 16-bit storage: widened around the f32 kernel.
-            if (ctypeOf(op->getResult(0).getType()).isHalf)
-              out() << "conv2dHalf("
-                    << (llvm::isa<Conv2DOp>(op)            ? 0
-                        : llvm::isa<Conv2DInputGradOp>(op) ? 1
-                                                           : 2)
-                    << ", ";
-            else
-              out() << fn << "(";
-            out() << "conv, " << P(op->getOperand(0)) << ", "
-                  << P(op->getOperand(1)) << ", " << res()
-                  << ", f32(W));\n  }\n";
-            return success();
-          })
           .Case([&](LrScheduleOp s) {
             out() << "  *" << res() << " = lrSchedule("
                   << (s.getKind() == "cosine" ? "true" : "false") << ", *"

@@ -177,6 +177,20 @@ private:
          << ", Epilogue::None, 0, 0, 0, 0};\n    L.gemm(call, " << A << ", "
          << B << ", " << C << ", nullptr);\n  }\n";
   }
+  void convolution(const CudaConvolution &c) override {
+    const ConvGeometry &g = c.geometry;
+    std::string first = hostPointer(c.first, kernelOp),
+                second = hostPointer(c.second, kernelOp),
+                out = hostPointer(c.result, kernelOp);
+    body << "  {\n    static const ConvCall call = {" << convSites++
+         << ", ConvKind::" << c.kind << ", " << g.n << ", " << g.c << ", "
+         << g.h << ", " << g.w << ", " << g.o << ", " << g.kh << ", " << g.kw
+         << ", " << g.ho << ", " << g.wo << ", " << g.strideH << ", "
+         << g.strideW << ", " << g.padH << ", " << g.padW << ", "
+         << dtypeOf(ctypeOf(c.result.getType())) << "};\n"
+         << "    L.conv(call, " << first << ", " << second << ", " << out
+         << ");\n  }\n";
+  }
   FailureOr<std::string> tensorRef(Value v) override {
     Layout l = layouts.lookup(v);
     if (l.isSplat() || !l.region)
@@ -678,26 +692,6 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
   }
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case<Conv2DOp, Conv2DInputGradOp, Conv2DWeightGradOp>([&](auto) {
-            ConvGeometry g;
-            convGeometry(op, g);
-            const char *kind = llvm::isa<Conv2DOp>(op) ? "ConvKind::Forward"
-                               : llvm::isa<Conv2DInputGradOp>(op)
-                                   ? "ConvKind::InputGrad"
-                                   : "ConvKind::WeightGrad";
-            std::string first = hostPointer(op->getOperand(0), op),
-                        second = hostPointer(op->getOperand(1), op),
-                        out = hostPointer(op->getResult(0), op);
-            body << "  {\n    static const ConvCall call = {" << convSites++
-                 << ", " << kind << ", " << g.n << ", " << g.c << ", " << g.h
-                 << ", " << g.w << ", " << g.o << ", " << g.kh << ", " << g.kw
-                 << ", " << g.ho << ", " << g.wo << ", " << g.strideH << ", "
-                 << g.strideW << ", " << g.padH << ", " << g.padW << ", "
-                 << dtypeOf(ctypeOf(op->getResult(0).getType())) << "};\n"
-                 << "    L.conv(call, " << first << ", " << second << ", "
-                 << out << ");\n  }\n";
-            return success();
-          })
           .Case([&](LrScheduleOp s) {
             kernelCall(
                 "lrSchedule(" +

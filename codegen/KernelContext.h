@@ -59,6 +59,15 @@ struct CudaGemm {
   llvm::StringRef type = "F32";
 };
 
+/// One cuDNN convolution (ConvCall, runtime/cuda/CudaModel.h): `kind` is
+/// Forward, InputGrad or WeightGrad, its operands and result those of a
+/// conv2d, conv2d_input_grad or conv2d_weight_grad in the plan.
+struct CudaConvolution {
+  llvm::StringRef kind;
+  mlir::Value first, second, result;
+  ConvGeometry geometry;
+};
+
 class CudaKernelContext {
 public:
   virtual ~CudaKernelContext() = default;
@@ -74,6 +83,9 @@ public:
   /// A cuBLASLt product on the step's stream, in order with the op's
   /// kernels; its operands must live in the plan, contiguous.
   virtual void gemm(const CudaGemm &product) = 0;
+  /// A cuDNN convolution on the step's stream, in order with the op's
+  /// kernels.
+  virtual void convolution(const CudaConvolution &convolution) = 0;
   /// Where `v` lives as a TensorRef initializer ("{region, offset,
   /// elements}", runtime/cuda/Kernels.cuh), for device tables of tensors
   /// that one kernel walks (the kernel resolves it against its Regions

@@ -77,19 +77,6 @@ SmallVector<Value> BatchMatmulOp::buildGradient(OpBuilder &b,
   return {dA, dW};
 }
 
-SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
-                                           ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
-  Value dx = b.create<Conv2DInputGradOp>(getLoc(), getInput().getType(),
-                                         grads[0], getWeight(), getStrideAttr(),
-                                         getPaddingAttr());
-  Value dw = b.create<Conv2DWeightGradOp>(getLoc(), getWeight().getType(),
-                                          grads[0], getInput(), getStrideAttr(),
-                                          getPaddingAttr());
-  return {dx, dw};
-}
-
 //===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//

@@ -38,6 +38,18 @@ template <typename ConcreteType>
 class FusionKernel
     : public mlir::OpTrait::TraitBase<ConcreteType, FusionKernel> {};
 
+/// A convolution (conv2d, conv2d_input_grad, conv2d_weight_grad) in the
+/// forward convolution's terms: input [n, c, h, w], weight [o, c, kh, kw],
+/// output [n, o, ho, wo] (lang/ops/convolution, getConvGeometry).
+struct ConvGeometry {
+  int64_t n, c, h, w, o, kh, kw, ho, wo;
+  int64_t strideH, strideW, padH, padW;
+  /// Images per im2col + GEMM on the CPU: as many as fit a few MiB of
+  /// scratch, so the GEMMs are large without the workspace growing with the
+  /// batch.
+  int64_t imagesPerGemm;
+};
+
 /// An attribute's value as an elementwise formula's constant
 /// (ElementwiseFormulaOpInterface::getFormulaConstants).
 inline double formulaConstant(const llvm::APFloat &value) {

@@ -307,15 +307,6 @@ LogicalResult BatchMatmulOp::verify() {
                                          getTransposeLhs(), getTransposeRhs()));
 }
 
-LogicalResult Conv2DOp::verify() {
-  if (failed(
-          verifySameElementType(*this, {getInput(), getWeight(), getResult()})))
-    return failure();
-  return verifyResult(
-      *this, shape::conv2d(shapeOf(getInput()), shapeOf(getWeight()),
-                           toVector(getStride()), toVector(getPadding())));
-}
-
 LogicalResult ReshapeOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))
     return failure();
@@ -340,26 +331,6 @@ LogicalResult BroadcastOp::verify() {
 //===----------------------------------------------------------------------===//
 // Backward and training ops
 //===----------------------------------------------------------------------===//
-
-LogicalResult Conv2DInputGradOp::verify() {
-  shape::ShapeResult forward =
-      shape::conv2d(shapeOf(getResult()), shapeOf(getWeight()),
-                    toVector(getStride()), toVector(getPadding()));
-  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
-    return emitOpError("the result is not the input of a convolution with "
-                       "this weight and output gradient");
-  return success();
-}
-
-LogicalResult Conv2DWeightGradOp::verify() {
-  shape::ShapeResult forward =
-      shape::conv2d(shapeOf(getInput()), shapeOf(getResult()),
-                    toVector(getStride()), toVector(getPadding()));
-  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
-    return emitOpError("the result is not the weight of a convolution with "
-                       "this input and output gradient");
-  return success();
-}
 
 LogicalResult LrScheduleOp::verify() {
   if (getKind() != "constant" && getKind() != "cosine")

@@ -104,39 +104,8 @@ def Mnemo_BatchMatmulOp : Mnemo_Op<"batch_matmul", [Mnemo_AmpLowPrecision, Mnemo
   let hasCanonicalizeMethod = 1;
 }
 
-def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
-  let extraClassDeclaration = [{
-    /// A multiply-add (2 FLOPs) per result element and weight element of
-    /// one output channel.
-    int64_t getRecomputeFlops() {
-      auto w = ::llvm::cast<::mlir::ShapedType>(getWeight().getType()).getShape();
-      return 2 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements() *
-             w[1] * w[2] * w[3];
-    }
-  }];
-  let summary = "2-D convolution (NCHW input, OIHW weight)";
-  let description = [{
-    Cross-correlation as `torch.nn.functional.conv2d` computes it, without
-    bias (a bias is a broadcast add).
-
-    ```mlir
-    %y = mnemo.conv2d %x, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
-        : (tensor<64x1x28x28xf32>, tensor<16x1x3x3xf32>) -> tensor<64x16x28x28xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$input, Mnemo_FloatTensor:$weight,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
 //===----------------------------------------------------------------------===//
-// Losses
-//===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
-// Data movement
+// Views
 //===----------------------------------------------------------------------===//
 
 def Mnemo_ReshapeOp : Mnemo_Op<"reshape", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
@@ -191,44 +160,6 @@ def Mnemo_BroadcastOp : Mnemo_Op<"broadcast", [Mnemo_AmpFollow, Mnemo_FusionKern
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
-}
-
-//===----------------------------------------------------------------------===//
-// Backward ops: what gradient rules emit where a composition of forward ops
-// would cost memory or precision. None of them is differentiated again.
-//===----------------------------------------------------------------------===//
-
-def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "gradient of a 2-D convolution's input";
-  let description = [{
-    The transposed convolution of the output gradient with the weight; the
-    result type is the forward input's.
-
-    ```mlir
-    %dx = mnemo.conv2d_input_grad %dy, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
-        : (tensor<64x16x28x28xf32>, tensor<16x1x3x3xf32>) -> tensor<64x1x28x28xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$weight,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
-}
-
-def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
-  let summary = "gradient of a 2-D convolution's weight";
-  let description = [{
-    ```mlir
-    %dw = mnemo.conv2d_weight_grad %dy, %x {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
-        : (tensor<64x16x28x28xf32>, tensor<64x1x28x28xf32>) -> tensor<16x1x3x3xf32>
-    ```
-  }];
-  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
-                       DenseI64ArrayAttr:$stride, DenseI64ArrayAttr:$padding);
-  let results = (outs Mnemo_FloatTensor:$result);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

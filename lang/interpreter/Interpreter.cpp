@@ -292,8 +292,6 @@ private:
   // Op families.
   LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
                            bool batched);
-  LogicalResult execConv(Operation *op, ArrayRef<int64_t> stride,
-                         ArrayRef<int64_t> padding, int which);
   LogicalResult execTranspose(TransposeOp op);
   static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
   LogicalResult execBroadcast(BroadcastOp op);
@@ -409,15 +407,6 @@ LogicalResult Evaluator::exec(Operation *op) {
       .Case([&](BatchMatmulOp m) {
         return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
       })
-      .Case([&](Conv2DOp c) {
-        return execConv(op, c.getStride(), c.getPadding(), 0);
-      })
-      .Case([&](Conv2DInputGradOp c) {
-        return execConv(op, c.getStride(), c.getPadding(), 1);
-      })
-      .Case([&](Conv2DWeightGradOp c) {
-        return execConv(op, c.getStride(), c.getPadding(), 2);
-      })
       // Losses and metrics.
       .Case([&](ReshapeOp r) {
         Tensor out = get(r.getInput());
@@ -507,58 +496,6 @@ LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb,
           C[i * n + j] += av * (tb ? B[j * k + p] : B[p * n + j]);
       }
   }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-/// which: 0 the convolution, 1 its input gradient, 2 its weight gradient.
-LogicalResult Evaluator::execConv(Operation *op, ArrayRef<int64_t> stride,
-                                  ArrayRef<int64_t> padding, int which) {
-  // Name everything by the forward convolution: x [N,C,H,W], w [O,C,KH,KW],
-  // y [N,O,HO,WO].
-  Shape xs, ws, ys;
-  if (which == 0) {
-    xs = shapeOf(op->getOperand(0));
-    ws = shapeOf(op->getOperand(1));
-    ys = shapeOf(op->getResult(0));
-  } else if (which == 1) {
-    ys = shapeOf(op->getOperand(0));
-    ws = shapeOf(op->getOperand(1));
-    xs = shapeOf(op->getResult(0));
-  } else {
-    ys = shapeOf(op->getOperand(0));
-    xs = shapeOf(op->getOperand(1));
-    ws = shapeOf(op->getResult(0));
-  }
-  Tensor out = like(op->getResult(0));
-  const Tensor &a = get(op->getOperand(0)), &b = get(op->getOperand(1));
-  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  int64_t O = ws[0], KH = ws[2], KW = ws[3], HO = ys[2], WO = ys[3];
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t oh = 0; oh < HO; ++oh)
-        for (int64_t ow = 0; ow < WO; ++ow) {
-          int64_t yi = ((n * O + o) * HO + oh) * WO + ow;
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t kh = 0; kh < KH; ++kh) {
-              int64_t ih = oh * stride[0] - padding[0] + kh;
-              if (ih < 0 || ih >= H)
-                continue;
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                int64_t iw = ow * stride[1] - padding[1] + kw;
-                if (iw < 0 || iw >= W)
-                  continue;
-                int64_t xi = ((n * C + c) * H + ih) * W + iw;
-                int64_t wi = ((o * C + c) * KH + kh) * KW + kw;
-                if (which == 0)
-                  out.data[yi] += a.data[xi] * b.data[wi];
-                else if (which == 1)
-                  out.data[xi] += a.data[yi] * b.data[wi];
-                else
-                  out.data[wi] += a.data[yi] * b.data[xi];
-              }
-            }
-        }
   set(op->getResult(0), std::move(out));
   return success();
 }

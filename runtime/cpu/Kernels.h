@@ -1,13 +1,13 @@
 //===- Kernels.h - The CPU backend's kernels --------------------*- C++ -*-===//
 //
-// What generated CPU code calls for everything that is not a fused
-// elementwise loop: GEMMs (OpenBLAS), numerically stable softmax,
-// normalizations and losses, reductions, convolutions, pooling, gathers and
-// the optimizer updates. Shapes are compile-time constants at the call
-// sites; pointers point into the planned arena and persistent regions.
-// Everything computes in f32 (sums of many terms in double where PyTorch
-// would lose precision otherwise), and is deterministic for a given thread
-// count.
+// What generated CPU code calls for the ops whose family has no folder yet
+// (the GEMMs, by OpenBLAS, and the optimizer updates), and what every
+// family's kernels share: the error channel, the GEMMs, widening of 16-bit
+// storage. An op family's own kernels are its lang/ops/FAMILY/*Kernels.h.
+// Shapes are compile-time constants at the call sites; pointers point into
+// the planned arena and persistent regions. Everything computes in f32
+// (sums of many terms in double where PyTorch would lose precision
+// otherwise), and is deterministic for a given thread count.
 //
 // Part of the runtime: plain C++17 and OpenBLAS, no LLVM.
 //
@@ -107,10 +107,21 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
                  const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc);
 
-/// NCHW convolution with an OIHW weight, by im2col and GEMM over
-/// `imagesPerGemm` images at a time in `workspace`: their columns
-/// [C*KH*KW, n*HO*WO], then (gradients) the output gradient gathered as
-/// [O, n*HO*WO]. passes/Workspace.cpp sizes it and picks imagesPerGemm.
+/// 16-bit storage widened to f32 and f32 narrowed back, element by element
+/// (the operands and results of the f32 kernels that 16-bit ops run on).
+template <typename T> inline void narrow(const float *x, int64_t n, T *out) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = T(x[i]);
+  });
+}
+template <typename T> inline void widen(const T *x, int64_t n, float *out) {
+  parallelFor(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = float(x[i]);
+  });
+}
+
 /// GEMMs on 16-bit storage (mixed precision): op(A) and op(B) widened to
 /// f32 in `workspace`, an f32 sgemm, the product narrowed into C. The
 /// workspace holds m*k + k*n + m*n floats (gemmHalfScratch).
@@ -123,27 +134,6 @@ void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
                      int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
                      const T *b, int64_t ldb, T *c, int64_t ldc,
                      float *workspace);
-
-struct ConvShape {
-  int64_t n, c, h, w; // input
-  int64_t o, kh, kw;  // weight
-  int64_t ho, wo;     // output
-  int64_t strideH, strideW, padH, padW;
-  int64_t imagesPerGemm;
-};
-void conv2d(const ConvShape &s, const float *x, const float *w, float *y,
-            float *workspace);
-void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
-                     float *dx, float *workspace);
-void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
-                      float *dw, float *workspace);
-
-/// A convolution (kind 0 forward, 1 input gradient, 2 weight gradient) on
-/// 16-bit storage: operands widened into `workspace` after the f32
-/// kernel's own scratch, computed in f32, the result narrowed.
-template <typename T>
-void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
-                T *result, float *workspace);
 
 //===----------------------------------------------------------------------===//
 // The optimizer

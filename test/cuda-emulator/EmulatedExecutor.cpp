@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/Executor.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaModel.h"

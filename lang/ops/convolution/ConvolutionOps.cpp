@@ -1,0 +1,128 @@
+//===- ConvolutionOps.cpp - Checks, gradient, geometry, CPU workspace -----===//
+//
+// A convolution's shapes follow lang/ShapeRules.h's conv2d, as the
+// frontend's; its gradient is the two backward ops, each stated as the
+// forward convolution it differentiates. getConvGeometry() gives the three
+// ops in the forward's terms to the CPU and CUDA emitters; the CPU
+// kernels' workspace (im2col columns, and 16-bit operands widened to f32)
+// follows from it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/GradientBuilder.h"
+#include "lang/OpVerification.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::verification;
+
+namespace {
+
+std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+/// Scratch per convolution on the CPU: enough for large GEMMs, small next
+/// to the arena of any model with convolutions worth the name.
+constexpr int64_t kConvScratchBytes = 4 << 20;
+
+/// The geometry of x [N,C,H,W] * w [O,C,KH,KW] -> y [N,O,HO,WO].
+ConvGeometry geometryOf(Value x, Value w, Value y, ArrayRef<int64_t> stride,
+                        ArrayRef<int64_t> padding) {
+  ArrayRef<int64_t> xs = tensorType(x).getShape(),
+                    ws = tensorType(w).getShape(),
+                    ys = tensorType(y).getShape();
+  ConvGeometry g = {xs[0],     xs[1],      xs[2],      xs[3], ws[0],
+                    ws[2],     ws[3],      ys[2],      ys[3], stride[0],
+                    stride[1], padding[0], padding[1], 1};
+  int64_t perImage = 4 * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
+  g.imagesPerGemm = std::clamp<int64_t>(
+      kConvScratchBytes / std::max<int64_t>(1, perImage), 1, g.n);
+  return g;
+}
+
+/// The CPU kernels' workspace: the columns of imagesPerGemm images and
+/// their output rows; on 16-bit storage the operands and the result
+/// widened to f32 too.
+int64_t workspaceOf(Operation *op, const ConvGeometry &g) {
+  int64_t bytes = 4 * g.imagesPerGemm * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
+  Type element = tensorType(op->getResult(0)).getElementType();
+  if (element.isBF16() || element.isF16())
+    bytes += 4 * (tensorType(op->getOperand(0)).getNumElements() +
+                  tensorType(op->getOperand(1)).getNumElements() +
+                  tensorType(op->getResult(0)).getNumElements());
+  return bytes;
+}
+
+} // namespace
+
+LogicalResult Conv2DOp::verify() {
+  if (failed(
+          verifySameElementType(*this, {getInput(), getWeight(), getResult()})))
+    return failure();
+  return verifyResult(
+      *this, shape::conv2d(shapeOf(getInput()), shapeOf(getWeight()),
+                           toVector(getStride()), toVector(getPadding())));
+}
+
+LogicalResult Conv2DInputGradOp::verify() {
+  shape::ShapeResult forward =
+      shape::conv2d(shapeOf(getResult()), shapeOf(getWeight()),
+                    toVector(getStride()), toVector(getPadding()));
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the result is not the input of a convolution with "
+                       "this weight and output gradient");
+  return success();
+}
+
+LogicalResult Conv2DWeightGradOp::verify() {
+  shape::ShapeResult forward =
+      shape::conv2d(shapeOf(getInput()), shapeOf(getResult()),
+                    toVector(getStride()), toVector(getPadding()));
+  if (!forward.ok() || forward.shape != shapeOf(getGrad()))
+    return emitOpError("the result is not the weight of a convolution with "
+                       "this input and output gradient");
+  return success();
+}
+
+SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
+                                           ArrayRef<Value> grads) {
+  if (!grads[0])
+    return {Value(), Value()};
+  Value dx = b.create<Conv2DInputGradOp>(getLoc(), getInput().getType(),
+                                         grads[0], getWeight(), getStrideAttr(),
+                                         getPaddingAttr());
+  Value dw = b.create<Conv2DWeightGradOp>(getLoc(), getWeight().getType(),
+                                          grads[0], getInput(), getStrideAttr(),
+                                          getPaddingAttr());
+  return {dx, dw};
+}
+
+ConvGeometry Conv2DOp::getConvGeometry() {
+  return geometryOf(getInput(), getWeight(), getResult(), getStride(),
+                    getPadding());
+}
+
+ConvGeometry Conv2DInputGradOp::getConvGeometry() {
+  return geometryOf(getResult(), getWeight(), getGrad(), getStride(),
+                    getPadding());
+}
+
+ConvGeometry Conv2DWeightGradOp::getConvGeometry() {
+  return geometryOf(getInput(), getResult(), getGrad(), getStride(),
+                    getPadding());
+}
+
+int64_t Conv2DOp::getCpuWorkspaceBytes() {
+  return workspaceOf(*this, getConvGeometry());
+}
+
+int64_t Conv2DInputGradOp::getCpuWorkspaceBytes() {
+  return workspaceOf(*this, getConvGeometry());
+}
+
+int64_t Conv2DWeightGradOp::getCpuWorkspaceBytes() {
+  return workspaceOf(*this, getConvGeometry());
+}
