@@ -7,9 +7,11 @@
 //   Views (reshapes, strided transposes) get their source's pointer; splat
 //   constants get a literal; fused values get nothing (they are computed
 //   inside their consumer's loop).
-// - Each op that is not fused becomes either one loop (elementwise ops and
-//   the copies: broadcasts, materialized transposes) or a call into
-//   runtime/cpu/Kernels.h with its shapes as constants.
+// - Each op that is not fused becomes one loop (an elementwise root) or
+//   what its family's CPU model writes through CpuKernelContext
+//   (lang/ops/FAMILY/FAMILYEmission.cpp): calls of the family's kernels with
+//   its shapes as constants, sgemm, or the copy loop of a materialized
+//   broadcast or transpose.
 //
 // The loop of an elementwise root evaluates the whole tree of fused
 // producers per element. Its dimensions are coalesced wherever every
@@ -30,7 +32,6 @@
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
 #include "passes/PlanExport.h"
-#include "passes/Workspace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -38,7 +39,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -99,8 +99,6 @@ private:
   LogicalResult emitOp(Operation *op);
   LogicalResult emitOpBody(Operation *op);
   LogicalResult emitLoop(Operation *root);
-  LogicalResult emitMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
-                           bool batched);
 
   // What an op family's emission model sees (CpuKernelContext).
   FailureOr<std::string> operand(Value v) override {
@@ -121,6 +119,13 @@ private:
                                  " bytes of workspace, more than it "
                                  "declares (CpuWorkspaceOpInterface)");
     return std::string("f32(W)");
+  }
+  FailureOr<GemmProblem> gemmProblem(bool ta, bool tb) override {
+    return layouts.gemmProblem(kernelOp, ta, tb);
+  }
+  LogicalResult copyLoop() override { return emitLoop(kernelOp); }
+  InFlightDiagnostic error(const Twine &message) override {
+    return error(kernelOp, message);
   }
 
   func::FuncOp func;
@@ -225,50 +230,6 @@ LogicalResult StepEmitter::emitLoop(Operation *root) {
   return success();
 }
 
-LogicalResult StepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
-                                      bool batched) {
-  FailureOr<GemmProblem> problem = layouts.gemmProblem(op, ta, tb);
-  if (failed(problem))
-    return failure();
-  const Layout &a = problem->a, &c = problem->c;
-  const GemmOperand *ga = &problem->ga, *gb = &problem->gb;
-  int64_t m = problem->m, n = problem->n, k = problem->k;
-  const Shape &batch = problem->batch;
-  std::string call = ga->transpose ? "true" : "false";
-  call += std::string(", ") + (gb->transpose ? "true" : "false");
-  // f32 goes to sgemm; 16-bit storage is widened in the workspace
-  // (gemmHalf), and has no alpha or beta.
-  bool half = c.type.isHalf;
-  auto arguments = [&](int64_t rows) {
-    std::string scale = half ? "" : "1.0f, ";
-    return call + ", " + std::to_string(rows) + ", " + std::to_string(n) +
-           ", " + std::to_string(k) + ", " + scale + ga->pointer + ", " +
-           std::to_string(ga->ld) + ", " + gb->pointer + ", " +
-           std::to_string(gb->ld) + ", " + (half ? "" : "0.0f, ") + c.pointer +
-           ", " + std::to_string(n) + (half ? ", f32(W)" : "");
-  };
-  const char *single = half ? "gemmHalf" : "gemm";
-  // The rows of a contiguous, untransposed lhs are one matrix.
-  if (!batched && !ta && a.isContiguous()) {
-    out() << "  " << single << "(" << arguments(product(batch) * m) << ");\n";
-    return success();
-  }
-  if (batch.empty()) {
-    out() << "  " << single << "(" << arguments(m) << ");\n";
-    return success();
-  }
-  if (batch.size() > 4)
-    return error(op, "more than four batch dimensions are not supported");
-  Shape cStrides(c.strides.begin(), c.strides.end() - 2);
-  Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
-  out() << "  {\n    static const BatchLayout batch = {" << batch.size()
-        << ", {" << listOf(batch) << "}, {" << listOf(ga->batchStrides)
-        << "}, {" << listOf(bStrides) << "}, {" << listOf(cStrides) << "}};\n";
-  out() << "    " << (half ? "batchedGemmHalf" : "batchedGemm") << "(batch, "
-        << arguments(m) << ");\n  }\n";
-  return success();
-}
-
 LogicalResult StepEmitter::emitOp(Operation *op) {
   // Views, constants and fused values write nothing.
   if (layouts.isView(op))
@@ -298,128 +259,12 @@ LogicalResult StepEmitter::emitOp(Operation *op) {
 }
 
 LogicalResult StepEmitter::emitOpBody(Operation *op) {
-  if (isElementwiseKernel(op) ||
-      llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op))
+  if (isElementwiseKernel(op))
     return emitLoop(op);
-  if (auto kernel = llvm::dyn_cast<CpuKernelOpInterface>(op)) {
-    kernelOp = op;
+  kernelOp = op;
+  if (auto kernel = llvm::dyn_cast<CpuKernelOpInterface>(op))
     return kernel.emitCpuKernel(*this);
-  }
-
-  auto ptr = [&](Value v) { return layouts.pointer(v, op); };
-  auto res = [&](unsigned i = 0) { return layouts[op->getResult(i)].pointer; };
-  std::string failed_;
-  auto P = [&](Value v) -> std::string {
-    FailureOr<std::string> p = ptr(v);
-    if (::mlir::failed(p)) {
-      failed_ = "x";
-      return "";
-    }
-    return *p;
-  };
-  LogicalResult result =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](MatmulOp m) {
-            return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
-                              false);
-          })
-          .Case([&](BatchMatmulOp m) {
-            return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(),
-                              true);
-          })
-          .Case([&](LrScheduleOp s) {
-            out() << "  *" << res() << " = lrSchedule("
-                  << (s.getKind() == "cosine" ? "true" : "false") << ", *"
-                  << P(s.getStep()) << ", *" << P(s.getTotalSteps()) << ", "
-                  << doubleLiteral(s.getBaseLr().convertToDouble()) << ", "
-                  << s.getWarmup() << ", " << s.getSteps() << ", "
-                  << doubleLiteral(s.getMinLr().convertToDouble()) << ");\n";
-            return success();
-          })
-          .Case([&](GlobalNormOp n) {
-            out() << "  {\n    const float *const tensors[] = {";
-            std::string sizes;
-            for (auto [i, v] : llvm::enumerate(n.getInputs())) {
-              out() << (i ? ", " : "") << P(v);
-              sizes += (i ? ", " : "") + std::to_string(product(shapeOf(v)));
-            }
-            out() << "};\n    static const int64_t sizes[] = {" << sizes
-                  << "};\n    *" << res() << " = globalNorm(tensors, sizes, "
-                  << n.getInputs().size() << ");\n  }\n";
-            return success();
-          })
-          .Case([&](LossScaleUpdateOp u) {
-            out() << "  lossScaleUpdate(*" << P(u.getNorm()) << ", *"
-                  << P(u.getScale()) << ", *" << P(u.getCount()) << ", "
-                  << res(0) << ", " << res(1) << ", " << res(2) << ", "
-                  << doubleLiteral(u.getGrowthFactor().convertToDouble())
-                  << ", "
-                  << doubleLiteral(u.getBackoffFactor().convertToDouble())
-                  << ", " << u.getGrowthInterval() << ");\n";
-            return success();
-          })
-          .Case([&](ClipCoefficientOp c) {
-            out() << "  *" << res() << " = clipCoefficient(*" << P(c.getNorm())
-                  << ", " << doubleLiteral(c.getMaxNorm().convertToDouble())
-                  << ");\n";
-            return success();
-          })
-          .Case([&](AdamUpdateOp a) {
-            out() << "  adamUpdate(" << product(shapeOf(a.getParam())) << ", "
-                  << P(a.getParam()) << ", " << P(a.getGrad()) << ", "
-                  << P(a.getExpAvg()) << ", " << P(a.getExpAvgSq()) << ", "
-                  << res(0) << ", " << res(1) << ", " << res(2) << ", *"
-                  << P(a.getLr()) << ", *" << P(a.getStep()) << ", "
-                  << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
-                  << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
-                  << doubleLiteral(a.getEps().convertToDouble()) << ", "
-                  << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-                  << (a.getDecoupled() ? "true" : "false") << ", "
-                  << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
-            return success();
-          })
-          .Case([&](Adam8bitUpdateOp a) -> LogicalResult {
-            if (!llvm::cast<ShapedType>(a.getParam().getType())
-                     .getElementType()
-                     .isF32())
-              return error(op, "adamw8bit needs f32 parameters");
-            auto bytes = [](const std::string &pointer) {
-              return "reinterpret_cast<uint8_t *>(" + pointer + ")";
-            };
-            out() << "  adam8bitUpdate(" << product(shapeOf(a.getParam()))
-                  << ", " << a.getBlockSize() << ", " << P(a.getParam()) << ", "
-                  << P(a.getGrad()) << ", " << bytes(P(a.getExpAvgCodes()))
-                  << ", " << P(a.getExpAvgAbsmax()) << ", "
-                  << bytes(P(a.getExpAvgSqCodes())) << ", "
-                  << P(a.getExpAvgSqAbsmax()) << ", " << res(0) << ", "
-                  << bytes(res(1)) << ", " << res(2) << ", " << bytes(res(3))
-                  << ", " << res(4) << ", *" << P(a.getLr()) << ", *"
-                  << P(a.getStep()) << ", "
-                  << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
-                  << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
-                  << doubleLiteral(a.getEps().convertToDouble()) << ", "
-                  << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-                  << (a.getSkip() ? P(a.getSkip()) : "nullptr") << ");\n";
-            return success();
-          })
-          .Case([&](SgdUpdateOp s) {
-            out() << "  sgdUpdate(" << product(shapeOf(s.getParam())) << ", "
-                  << P(s.getParam()) << ", " << P(s.getGrad()) << ", "
-                  << P(s.getMomentumBuffer()) << ", " << res(0) << ", "
-                  << res(1) << ", *" << P(s.getLr()) << ", *" << P(s.getStep())
-                  << ", " << doubleLiteral(s.getMomentum().convertToDouble())
-                  << ", " << doubleLiteral(s.getDampening().convertToDouble())
-                  << ", " << doubleLiteral(s.getWeightDecay().convertToDouble())
-                  << ", " << (s.getNesterov() ? "true" : "false") << ", "
-                  << (s.getSkip() ? P(s.getSkip()) : "nullptr") << ");\n";
-            return success();
-          })
-          .Default([&](Operation *) {
-            return error(op, "this op has no CPU kernel");
-          });
-  if (failed(result) || !failed_.empty())
-    return failure();
-  return success();
+  return error(op, "this op has no CPU kernel");
 }
 
 LogicalResult StepEmitter::emit() {

@@ -8,13 +8,16 @@
 //   coalesced dimensions that evaluates the fused tree per element; with
 //   128-bit loads and stores (float4) when the loop is flat, every array is
 //   f32 and 16-byte aligned, and the count is a multiple of 4;
-// - a matrix product: a cuBLASLt GEMM (the launcher's), strided-batched
-//   where the batch dimensions flatten;
-// - a convolution: cuDNN;
-// - anything else: a generated wrapper kernel around one device function of
-//   runtime/cuda/Kernels.cuh, with shapes and offsets as constants;
-// - a run of Adam updates with the same settings: one multi-tensor launch
-//   over a table of the parameters.
+// - any other op: what its family's CUDA model writes through
+//   CudaKernelContext (lang/ops/FAMILY/FAMILYEmission.cpp): wrapper kernels
+//   around the family's device functions with shapes and offsets as
+//   constants, cuBLASLt GEMMs, cuDNN convolutions, or a copy loop.
+//
+// Two decisions span several ops and are this file's: a matrix product
+// absorbs the bias add (and ReLU) right after it into cuBLASLt's epilogue,
+// and the updates of an optimizer run that share their settings become one
+// multi-tensor launch (CudaMultiTensorOpInterface), with clip_grad_norm's
+// multiplies of their gradients folded in.
 //
 // Kernels address the plan through one argument (the regions' base
 // pointers), so a launch has no per-call arguments and a captured CUDA
@@ -33,12 +36,10 @@
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
 #include "passes/PlanExport.h"
-#include "passes/Workspace.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <set>
@@ -93,35 +94,27 @@ private:
     return layouts.error(op, message);
   }
   LogicalResult emitOp(Operation *op);
-  LogicalResult emitAdamGroup(ArrayRef<AdamUpdateOp> group);
-  LogicalResult emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group);
-  /// clip_grad_norm's multiply of a gradient (in place) whose only reader
-  /// is an AdamW (or adamw8bit) update: the multi-tensor launch scales the
-  /// gradient as it reads it, and the multiply is not emitted. Null if `op`
-  /// is not one.
-  Value clipFoldedInto(Operation *op);
-  /// A folded multiply, by its result: the raw gradient it scaled and the
-  /// clipping coefficient.
-  struct FoldedClip {
-    Value grad, coefficient;
-  };
-  llvm::DenseMap<Value, FoldedClip> foldedClips;
-  /// The gradient an update reads: the raw one when its clip is folded.
-  Value gradientRead(Value grad) {
-    auto it = foldedClips.find(grad);
-    return it == foldedClips.end() ? grad : it->second.grad;
-  }
-  /// The coefficient folded into an update of `grad`, or null.
-  Value clipOf(Value grad) { return foldedClips.lookup(grad).coefficient; }
-  /// The multi-tensor launches' last arguments: the f16 loss-scaling skip
-  /// flag and the folded clipping coefficient (null pointers when none).
-  std::string skipAndClip(Operation *op, Value skip, Value grad) {
-    Value clip = clipOf(grad);
-    return (skip ? P(skip, op) : "(const float *)nullptr") + ", " +
-           (clip ? P(clip, op) : "(const float *)nullptr");
+  /// Emits the multi-tensor updates of the optimizer's run that starts at
+  /// ops[i], one launch per group; advances i past the run.
+  LogicalResult emitMultiTensorRun(ArrayRef<Operation *> ops, size_t &i);
+  /// A multiply of a gradient (in place) by a broadcast scalar whose only
+  /// reader is a multi-tensor update that folds it
+  /// (CudaMultiTensorOpInterface): the launch scales the gradient as it
+  /// reads it, and the multiply is not emitted. False if `op` is not one.
+  bool foldsIntoUpdate(Operation *op);
+  /// The folded multiplies, by their results.
+  llvm::DenseMap<Value, ScaledValue> foldedScales;
+  /// The updates of the launch being emitted.
+  SmallVector<Operation *> launchGroup;
+  /// Appends the host code of the op (or group) just emitted, timed as
+  /// `what`, and clears it.
+  void record(const std::string &what) {
+    host << "  // " << what << "\n  L.beginOp(" << opNames.size() << ");\n"
+         << body.str() << "  L.endOp(" << opNames.size() << ");\n";
+    opNames.push_back(what);
+    bodyText.clear();
   }
   LogicalResult emitLoop(Operation *root);
-  LogicalResult emitMatmul(Operation *op, bool ta, bool tb, bool batched);
   /// The elementwise root right after a matrix product that cuBLASLt's
   /// epilogue can compute instead (z + bias, relu(z + bias)); null if none.
   Operation *epilogueRoot(MatmulOp m, Operation *next, Value &bias,
@@ -167,15 +160,26 @@ private:
     kernelCall(statement, blocks, threads, blocksY);
   }
   void gemm(const CudaGemm &g) override {
-    std::string A = hostPointer(g.a, kernelOp), B = hostPointer(g.b, kernelOp),
-                C = hostPointer(g.c, kernelOp);
+    std::string A = hostPointer(g.a, kernelOp, g.stridedOperands),
+                B = hostPointer(g.b, kernelOp, g.stridedOperands),
+                C = hostPointer(g.c, kernelOp),
+                bias = g.bias ? hostPointer(g.bias, kernelOp) : "nullptr";
     body << "  {\n    static const GemmCall call = {" << gemmSites++ << ", "
          << (g.transposeA ? "true" : "false") << ", "
          << (g.transposeB ? "true" : "false") << ", " << g.m << ", " << g.n
          << ", " << g.k << ", " << g.lda << ", " << g.ldb << ", " << g.ldc
-         << ", 1, 0, 0, 0, DType::" << g.type
-         << ", Epilogue::None, 0, 0, 0, 0};\n    L.gemm(call, " << A << ", "
-         << B << ", " << C << ", nullptr);\n  }\n";
+         << ", " << g.batch << ", " << g.strideA << ", " << g.strideB << ", "
+         << g.strideC << ", DType::" << g.type << ", Epilogue::" << g.epilogue
+         << ", " << g.outer << ", " << g.outerStrideA << ", " << g.outerStrideB
+         << ", " << g.outerStrideC << "};\n    L.gemm(call, " << A << ", " << B
+         << ", " << C << ", " << bias << ");\n  }\n";
+  }
+  FailureOr<GemmProblem> gemmProblem(bool ta, bool tb) override {
+    return layouts.gemmProblem(kernelOp, ta, tb);
+  }
+  LogicalResult copyLoop() override { return emitLoop(kernelOp); }
+  CudaEpilogue epilogue() override {
+    return {absorbed, absorbedBias, absorbedEpilogue};
   }
   void convolution(const CudaConvolution &c) override {
     const ConvGeometry &g = c.geometry;
@@ -205,8 +209,10 @@ private:
     // Numbered by the kernel that follows, as the optimizers' tables.
     std::string name = "table" + std::to_string(kernelNames.size()) + "_" +
                        std::to_string(tablesBeforeKernel++);
-    kernels << "__device__ const " << type << " " << name << "[] = {"
-            << llvm::join(entries, ", ") << "};\n";
+    kernels << "__device__ const " << type << " " << name << "[] = {\n";
+    for (const std::string &entry : entries)
+      kernels << "    " << entry << ",\n";
+    kernels << "};\n";
     return name;
   }
   /// Tables declared since the last kernel began (their names' suffix).
@@ -240,6 +246,14 @@ private:
     // At file scope, before the first kernel that calls it.
     if (includes.insert(header.str()).second)
       kernels << "#include \"" << header << "\"\n\n";
+  }
+  ArrayRef<Operation *> group() override {
+    return launchGroup.empty() ? ArrayRef<Operation *>(kernelOp)
+                               : ArrayRef<Operation *>(launchGroup);
+  }
+  ScaledValue foldedScale(Value v) override {
+    auto it = foldedScales.find(v);
+    return it == foldedScales.end() ? ScaledValue{v, Value()} : it->second;
   }
   /// The op a family's model is emitting.
   Operation *kernelOp = nullptr;
@@ -402,87 +416,6 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
   return success();
 }
 
-LogicalResult CudaStepEmitter::emitMatmul(Operation *op, bool ta, bool tb,
-                                          bool batched) {
-  Value lhs = op->getOperand(0), rhs = op->getOperand(1),
-        result = op->getResult(0);
-  FailureOr<GemmProblem> problem = layouts.gemmProblem(op, ta, tb);
-  if (failed(problem))
-    return failure();
-  const Layout &a = problem->a, &b = problem->b, &c = problem->c;
-  if (!a.region || !b.region)
-    return error(op, "a matrix product of a constant is not supported");
-  const GemmOperand *ga = &problem->ga, *gb = &problem->gb;
-  int64_t m = problem->m, n = problem->n, k = problem->k;
-  Shape batch = problem->batch;
-  Shape aStrides = ga->batchStrides;
-  Shape bStrides = batched ? gb->batchStrides : Shape(batch.size(), 0);
-  Shape cStrides(c.strides.begin(), c.strides.end() - 2);
-  // The rows of a contiguous, untransposed lhs are one matrix.
-  if (!batched && !ta && a.isContiguous()) {
-    m *= product(batch);
-    batch.clear();
-    aStrides.clear();
-    bStrides.clear();
-    cStrides.clear();
-  }
-  // Batch dimensions that every operand walks uniformly merge into one
-  // strided batch; what is left is a host loop over GEMMs.
-  Shape dims;
-  std::vector<Shape> strides(3);
-  for (size_t d = 0; d < batch.size(); ++d) {
-    if (batch[d] == 1)
-      continue;
-    bool merge = !dims.empty() && strides[0].back() == aStrides[d] * batch[d] &&
-                 strides[1].back() == bStrides[d] * batch[d] &&
-                 strides[2].back() == cStrides[d] * batch[d];
-    if (merge) {
-      dims.back() *= batch[d];
-      strides[0].back() = aStrides[d];
-      strides[1].back() = bStrides[d];
-      strides[2].back() = cStrides[d];
-    } else {
-      dims.push_back(batch[d]);
-      strides[0].push_back(aStrides[d]);
-      strides[1].push_back(bStrides[d]);
-      strides[2].push_back(cStrides[d]);
-    }
-  }
-  int64_t inner = dims.empty() ? 1 : dims.back();
-  int64_t outer = dims.empty() ? 1 : product(dims) / inner;
-  if (dims.size() > 2)
-    return error(op, "a batched product whose batch dimensions do not "
-                     "flatten into two is not supported");
-  int site = gemmSites++;
-  // With an epilogue, the product goes straight to the root's buffer.
-  Value into = absorbed ? absorbed->getResult(0) : result;
-  std::string A = hostPointer(lhs, op, true), B = hostPointer(rhs, op, true),
-              C = hostPointer(into, op);
-  std::string bias =
-      absorbed ? hostPointer(absorbedBias, op) : std::string("nullptr");
-  if (absorbed && (!batch.empty() || !dims.empty()))
-    return error(op, "internal error: an epilogue on a batched product");
-  if (failedOperand)
-    return failure();
-  body << "  {\n    static const GemmCall call = {" << site << ", "
-       << (ga->transpose ? "true" : "false") << ", "
-       << (gb->transpose ? "true" : "false") << ", " << m << ", " << n << ", "
-       << k << ", " << ga->ld << ", " << gb->ld << ", " << n << ", " << inner
-       << ", " << (dims.empty() ? 0 : strides[0].back()) << ", "
-       << (dims.empty() ? 0 : strides[1].back()) << ", "
-       << (dims.empty() ? 0 : strides[2].back()) << ", " << dtypeOf(c.type)
-       << ", Epilogue::" << (absorbed ? absorbedEpilogue : "None") << ", ";
-  // Two batch dimensions: one call over both (pointer arrays).
-  if (outer == 1)
-    body << "0, 0, 0, 0";
-  else
-    body << outer << ", " << strides[0][0] << ", " << strides[1][0] << ", "
-         << strides[2][0];
-  body << "};\n    L.gemm(call, " << A << ", " << B << ", " << C << ", " << bias
-       << ");\n  }\n";
-  return success();
-}
-
 Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
                                          Value &bias, std::string &epilogue) {
   Value z = m.getResult();
@@ -548,63 +481,19 @@ Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
   return nullptr;
 }
 
-LogicalResult CudaStepEmitter::emitAdamGroup(ArrayRef<AdamUpdateOp> group) {
-  AdamUpdateOp a = group.front();
-  Operation *op = a;
-  std::string table = "adam" + std::to_string(kernelNames.size());
-  auto ref = [&](Value v) {
-    Layout l = layouts.lookup(v);
-    return "{" + std::to_string(int(*l.region)) + ", " +
-           std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
-           "}";
-  };
-  kernels << "__device__ const AdamTensor " << table << "[] = {\n";
-  int64_t first = 0;
-  for (AdamUpdateOp u : group) {
-    for (Value v :
-         {u.getParam(), u.getGrad(), u.getExpAvg(), u.getExpAvgSq()}) {
-      Layout l = layouts.lookup(v);
-      if (l.isSplat() || !l.region)
-        return error(u, "internal error: an optimizer operand is a constant");
-    }
-    kernels << "    {" << ref(u.getParam()) << ", "
-            << ref(gradientRead(u.getGrad())) << ", " << ref(u.getExpAvg())
-            << ", " << ref(u.getExpAvgSq()) << ", " << ref(u->getResult(0))
-            << ", " << ref(u->getResult(1)) << ", " << ref(u->getResult(2))
-            << ", " << first << "},\n";
-    first += product(shapeOf(u.getParam()));
-  }
-  kernels << "};\n";
-  std::string type = T(a.getParam());
-  int k = beginKernel(kThreads);
-  kernels << "  adamMultiTensor<" << type << ">(r, " << table << ", "
-          << group.size() << ", " << first << ", " << P(a.getLr(), op) << ", "
-          << P(a.getStep(), op) << ", "
-          << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
-          << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
-          << doubleLiteral(a.getEps().convertToDouble()) << ", "
-          << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-          << (a.getDecoupled() ? "true" : "false") << ", "
-          << skipAndClip(op, a.getSkip(), a.getGrad()) << ");\n}\n\n";
-  launch(k, gridFor(first), 1, kThreads);
-  return success();
-}
-
-Value CudaStepEmitter::clipFoldedInto(Operation *op) {
+bool CudaStepEmitter::foldsIntoUpdate(Operation *op) {
   auto mul = llvm::dyn_cast<MulOp>(op);
   if (!mul || isFused(mul) || !mul.getResult().hasOneUse())
-    return Value();
-  Operation *user = *mul.getResult().getUsers().begin();
-  auto adam = llvm::dyn_cast<AdamUpdateOp>(user);
-  auto adam8 = llvm::dyn_cast<Adam8bitUpdateOp>(user);
-  if (!(adam && adam.getGrad() == mul.getResult()) &&
-      !(adam8 && adam8.getGrad() == mul.getResult()))
-    return Value();
+    return false;
+  auto update = llvm::dyn_cast<CudaMultiTensorOpInterface>(
+      *mul.getResult().getUsers().begin());
+  if (!update || update.getUpdatedGradient() != mul.getResult())
+    return false;
   for (auto [grad, other] : {std::pair(mul.getLhs(), mul.getRhs()),
                              std::pair(mul.getRhs(), mul.getLhs())}) {
     auto broadcast = other.getDefiningOp<BroadcastOp>();
     if (!broadcast || !isFused(broadcast) ||
-        !broadcast.getInput().getDefiningOp<ClipCoefficientOp>())
+        !update.foldsGradientScale(broadcast.getInput()))
       continue;
     Operation *producer = grad.getDefiningOp();
     if (producer && isFused(producer))
@@ -616,73 +505,61 @@ Value CudaStepEmitter::clipFoldedInto(Operation *op) {
         in.offset != out.offset || !in.isContiguous() || !out.isContiguous() ||
         shapeOf(grad) != shapeOf(mul.getResult()))
       continue;
-    foldedClips[mul.getResult()] = {grad, broadcast.getInput()};
-    return grad;
+    foldedScales[mul.getResult()] = {grad, broadcast.getInput()};
+    return true;
   }
-  return Value();
+  return false;
 }
 
-LogicalResult
-CudaStepEmitter::emitAdam8bitGroup(ArrayRef<Adam8bitUpdateOp> group) {
-  Adam8bitUpdateOp a = group.front();
-  Operation *op = a;
-  std::string table = "adam8_" + std::to_string(kernelNames.size());
-  kernels << "__device__ const Adam8bitTensor " << table << "[] = {\n";
-  int64_t firstBlock = 0;
-  for (Adam8bitUpdateOp u : group) {
-    if (!llvm::cast<ShapedType>(u.getParam().getType())
-             .getElementType()
-             .isF32())
-      return error(u, "adamw8bit needs f32 parameters");
-    auto ref = [&](Value v) -> std::string {
-      Layout l = layouts.lookup(v);
-      if (l.isSplat() || !l.region) {
-        failedOperand = true;
-        error(u, "internal error: an optimizer operand is a constant");
-      }
-      return "{" + std::to_string(int(*l.region)) + ", " +
-             std::to_string(l.offset) + ", " +
-             std::to_string(product(l.shape)) + "}";
-    };
-    int64_t n = product(shapeOf(u.getParam()));
-    kernels << "    {" << ref(u.getParam()) << ", "
-            << ref(gradientRead(u.getGrad())) << ", " << ref(u.getExpAvgCodes())
-            << ", " << ref(u.getExpAvgAbsmax()) << ", "
-            << ref(u.getExpAvgSqCodes()) << ", " << ref(u.getExpAvgSqAbsmax())
-            << ", " << ref(u->getResult(0)) << ", " << ref(u->getResult(1))
-            << ", " << ref(u->getResult(2)) << ", " << ref(u->getResult(3))
-            << ", " << ref(u->getResult(4)) << ", " << n << ", " << firstBlock
-            << "},\n";
-    firstBlock += ceilDiv(n, a.getBlockSize());
+LogicalResult CudaStepEmitter::emitMultiTensorRun(ArrayRef<Operation *> ops,
+                                                  size_t &i) {
+  // The optimizer's run: updates (with the multiplies folded into them, and
+  // views between them). The updates are independent (each writes its own
+  // parameter and state, which nothing in the run reads), so they are
+  // grouped by kind and settings, one launch a group, whatever order the
+  // schedule gave them.
+  std::vector<CudaMultiTensorOpInterface> run;
+  size_t j = i;
+  for (; j < ops.size(); ++j) {
+    Operation *o = ops[j];
+    if (j > i && failed(layouts.assign(o)))
+      return failure();
+    if (auto update = llvm::dyn_cast<CudaMultiTensorOpInterface>(o))
+      run.push_back(update);
+    else if (!layouts.isView(o) && !foldsIntoUpdate(o))
+      break;
   }
-  kernels << "};\n";
-  if (failedOperand)
-    return failure();
-  if (a.getBlockSize() > 4096)
-    return error(op, "adamw8bit's block may be at most 4096 elements on the "
-                     "GPU");
-  int k = beginKernel(kThreads);
-  kernels << "  adam8bitMultiTensor(r, " << table << ", " << group.size()
-          << ", " << firstBlock << ", " << a.getBlockSize() << ", "
-          << P(a.getLr(), op) << ", " << P(a.getStep(), op) << ", "
-          << doubleLiteral(a.getBeta1().convertToDouble()) << ", "
-          << doubleLiteral(a.getBeta2().convertToDouble()) << ", "
-          << doubleLiteral(a.getEps().convertToDouble()) << ", "
-          << doubleLiteral(a.getWeightDecay().convertToDouble()) << ", "
-          << skipAndClip(op, a.getSkip(), a.getGrad()) << ");\n}\n\n";
-  launch(k, std::min<int64_t>(firstBlock, 1 << 20), 1, kThreads);
+  i = j - 1;
+  auto scaleOf = [&](CudaMultiTensorOpInterface u) {
+    return foldedScale(u.getUpdatedGradient()).scale;
+  };
+  std::vector<bool> taken(run.size(), false);
+  for (size_t first = 0; first < run.size(); ++first) {
+    if (taken[first])
+      continue;
+    CudaMultiTensorOpInterface head = run[first];
+    launchGroup.clear();
+    for (size_t k = first; k < run.size(); ++k)
+      if (!taken[k] && (k == first || head.sharesLaunchWith(run[k])) &&
+          scaleOf(run[k]) == scaleOf(head)) {
+        launchGroup.push_back(run[k]);
+        taken[k] = true;
+      }
+    std::string what = describeLocation(head->getLoc()) + ": " +
+                       head->getName().getStringRef().str();
+    if (launchGroup.size() > 1)
+      what += " x" + std::to_string(launchGroup.size()) + " (multi-tensor)";
+    if (failed(emitOp(head)))
+      return failure();
+    record(what);
+  }
+  launchGroup.clear();
   return success();
 }
 
 LogicalResult CudaStepEmitter::emitOp(Operation *op) {
-  if (llvm::isa<MatmulOp, BatchMatmulOp>(op) || isElementwiseKernel(op) ||
-      llvm::isa<BroadcastOp, TransposeOp, ReshapeOp>(op)) {
-    if (auto m = llvm::dyn_cast<MatmulOp>(op))
-      return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
-    if (auto m = llvm::dyn_cast<BatchMatmulOp>(op))
-      return emitMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
+  if (isElementwiseKernel(op))
     return emitLoop(op);
-  }
   if (auto kernel = llvm::dyn_cast<CudaKernelOpInterface>(op)) {
     kernelOp = op;
     failedOperand = false;
@@ -690,106 +567,7 @@ LogicalResult CudaStepEmitter::emitOp(Operation *op) {
       return failure();
     return success();
   }
-  LogicalResult result =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case([&](LrScheduleOp s) {
-            kernelCall(
-                "lrSchedule(" +
-                    std::string(s.getKind() == "cosine" ? "true" : "false") +
-                    ", " + P(s.getStep(), op) + ", " +
-                    P(s.getTotalSteps(), op) + ", " +
-                    doubleLiteral(s.getBaseLr().convertToDouble()) + ", " +
-                    std::to_string(s.getWarmup()) + ", " +
-                    std::to_string(s.getSteps()) + ", " +
-                    doubleLiteral(s.getMinLr().convertToDouble()) + ", " +
-                    res(op) + ");",
-                1, 1);
-            return success();
-          })
-          .Case([&](GlobalNormOp n) -> LogicalResult {
-            std::string table = "norm" + std::to_string(kernelNames.size());
-            kernels << "__device__ const TensorRef " << table << "[] = {";
-            int64_t total = 0;
-            for (auto [i, v] : llvm::enumerate(n.getInputs())) {
-              Layout l = layouts.lookup(v);
-              if (l.isSplat() || !l.region)
-                return error(op, "internal error: a gradient is a constant");
-              kernels << (i ? ", " : "") << "{" << int(*l.region) << ", "
-                      << l.offset << ", " << product(l.shape) << "}";
-              total += product(l.shape);
-            }
-            kernels << "};\n";
-            int64_t blocks = sumOfSquaresBlocks(total);
-            needScratch(blocks * 4);
-            kernelCall("sumOfSquaresPartial<" + T(n.getInputs().front()) +
-                           ">(r, " + table + ", " +
-                           std::to_string(n.getInputs().size()) +
-                           ", f32(r.W));",
-                       blocks, kThreads);
-            kernelCall("finishSumOfSquares(f32(r.W), " +
-                           std::to_string(blocks) + ", 1.0f, true, " + res(op) +
-                           ");",
-                       1, 1024);
-            return success();
-          })
-          .Case([&](LossScaleUpdateOp u) {
-            kernelCall(
-                "lossScaleUpdate(" + P(u.getNorm(), op) + ", " +
-                    P(u.getScale(), op) + ", " + P(u.getCount(), op) + ", " +
-                    res(op, 0) + ", " + res(op, 1) + ", " + res(op, 2) + ", " +
-                    doubleLiteral(u.getGrowthFactor().convertToDouble()) +
-                    ", " +
-                    doubleLiteral(u.getBackoffFactor().convertToDouble()) +
-                    ", " + std::to_string(u.getGrowthInterval()) + ");",
-                1, 1);
-            return success();
-          })
-          .Case([&](ClipCoefficientOp c) {
-            kernelCall("clipCoefficient(" + P(c.getNorm(), op) + ", " +
-                           doubleLiteral(c.getMaxNorm().convertToDouble()) +
-                           ", " + res(op) + ");",
-                       1, 1);
-            return success();
-          })
-          .Case([&](SgdUpdateOp s) {
-            int64_t n = product(shapeOf(s.getParam()));
-            kernelCall(
-                "sgdUpdate<" + T(s.getParam()) + ">(" + std::to_string(n) +
-                    ", " + P(s.getParam(), op) + ", " + P(s.getGrad(), op) +
-                    ", " + P(s.getMomentumBuffer(), op) + ", " + res(op, 0) +
-                    ", " + res(op, 1) + ", " + P(s.getLr(), op) + ", " +
-                    P(s.getStep(), op) + ", " +
-                    doubleLiteral(s.getMomentum().convertToDouble()) + ", " +
-                    doubleLiteral(s.getDampening().convertToDouble()) + ", " +
-                    doubleLiteral(s.getWeightDecay().convertToDouble()) + ", " +
-                    (s.getNesterov() ? "true" : "false") + ");",
-                ceilDiv(n, kThreads), kThreads);
-            return success();
-          })
-          .Default([&](Operation *) {
-            return error(op, "this op has no CUDA kernel");
-          });
-  if (failed(result) || failedOperand)
-    return failure();
-  return success();
-}
-
-/// adamw8bit updates that one multi-tensor launch can do together.
-bool sameAdam8bitSettings(Adam8bitUpdateOp a, Adam8bitUpdateOp b) {
-  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
-         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
-         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
-         a.getBlockSize() == b.getBlockSize() && a.getSkip() == b.getSkip();
-}
-
-/// Adam updates that one multi-tensor launch can do together.
-bool sameAdamSettings(AdamUpdateOp a, AdamUpdateOp b) {
-  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
-         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
-         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
-         a.getDecoupled() == b.getDecoupled() && a.getSkip() == b.getSkip() &&
-         ctypeOf(a.getParam().getType()).name ==
-             ctypeOf(b.getParam().getType()).name;
+  return error(op, "this op has no CUDA kernel");
 }
 
 LogicalResult CudaStepEmitter::emit() {
@@ -817,65 +595,14 @@ LogicalResult CudaStepEmitter::emit() {
                        op->getName().getStringRef().str();
     bodyText.clear();
     LogicalResult emitted = success();
-    auto record = [&](const std::string &what) {
-      host << "  // " << what << "\n  L.beginOp(" << opNames.size() << ");\n"
-           << body.str() << "  L.endOp(" << opNames.size() << ");\n";
-      opNames.push_back(what);
-    };
-    if (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp>(op)) {
-      // The optimizer's run: updates (with the clipping multiplies folded
-      // into them, and views between them). The updates are independent
-      // (each writes its own parameter and state, which nothing in the run
-      // reads), so they are grouped by kind and settings, one multi-tensor
-      // launch a group, whatever order the schedule gave them.
-      std::vector<Operation *> run;
-      size_t j = i;
-      for (; j < ops.size(); ++j) {
-        Operation *o = ops[j];
-        if (j > i && failed(layouts.assign(o)))
-          return failure();
-        if (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp>(o))
-          run.push_back(o);
-        else if (!layouts.isView(o) && !clipFoldedInto(o))
-          break;
-      }
-      i = j - 1;
-      std::vector<bool> taken(run.size(), false);
-      for (size_t first = 0; first < run.size(); ++first) {
-        if (taken[first])
-          continue;
-        bodyText.clear();
-        std::string what = describeLocation(run[first]->getLoc()) + ": " +
-                           run[first]->getName().getStringRef().str();
-        // The run's updates of run[first]'s kind and settings.
-        auto collect = [&](auto head, auto sameSettings) {
-          SmallVector<decltype(head)> group;
-          for (size_t k = first; k < run.size(); ++k) {
-            auto u = llvm::dyn_cast<decltype(head)>(run[k]);
-            if (!taken[k] && u && sameSettings(head, u) &&
-                clipOf(u.getGrad()) == clipOf(head.getGrad())) {
-              group.push_back(u);
-              taken[k] = true;
-            }
-          }
-          if (group.size() > 1)
-            what += " x" + std::to_string(group.size()) + " (multi-tensor)";
-          return group;
-        };
-        if (auto adam = llvm::dyn_cast<AdamUpdateOp>(run[first]))
-          emitted = emitAdamGroup(collect(adam, sameAdamSettings));
-        else
-          emitted = emitAdam8bitGroup(collect(
-              llvm::cast<Adam8bitUpdateOp>(run[first]), sameAdam8bitSettings));
-        if (failed(emitted) || failedOperand)
-          return failure();
-        record(what);
-      }
+    if (llvm::isa<CudaMultiTensorOpInterface>(op)) {
+      if (failed(emitMultiTensorRun(ops, i)))
+        return failure();
       continue;
-    } else if (clipFoldedInto(op)) {
-      // Scaled by the AdamW launch that reads the gradient.
+    }
+    if (foldsIntoUpdate(op)) // scaled by the launch that reads it
       continue;
-    } else if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
+    if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
       // The next op that writes: a bias add (and ReLU) that cuBLASLt's
       // epilogue computes while the product is in registers. Only the
       // very next op, so that no buffer the root's reuses is still live.

@@ -23,9 +23,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mnemo {
 namespace codegen {
+
+struct GemmProblem;
 
 class CpuKernelContext {
 public:
@@ -33,6 +36,18 @@ public:
   /// A pointer to `v`'s contiguous elements (a splat constant gets an array
   /// of its own); an error on the op when there is none.
   virtual mlir::FailureOr<std::string> operand(mlir::Value v) = 0;
+  /// The pointers of `values`, in order; failure (the error is on the op)
+  /// if one has none.
+  mlir::FailureOr<std::vector<std::string>> operands(mlir::ValueRange values) {
+    std::vector<std::string> pointers;
+    for (mlir::Value v : values) {
+      mlir::FailureOr<std::string> pointer = operand(v);
+      if (mlir::failed(pointer))
+        return mlir::failure();
+      pointers.push_back(*pointer);
+    }
+    return pointers;
+  }
   /// The pointer to result `i`.
   virtual std::string result(unsigned i = 0) = 0;
   /// The name of a static int64_t array holding `values` (a shape, for
@@ -47,6 +62,16 @@ public:
   /// the op runs. The op declares its need (CpuWorkspaceOpInterface, in
   /// its family's FAMILYOps.cpp); asking for more is an internal error.
   virtual mlir::FailureOr<std::string> workspace(int64_t bytes) = 0;
+  /// The op's two operands and result as a GEMM (StepLayout.h), the
+  /// operands read transposed as given; an error on the op if they cannot
+  /// be one.
+  virtual mlir::FailureOr<GemmProblem> gemmProblem(bool transposeA,
+                                                   bool transposeB) = 0;
+  /// The op's result as one generated loop over its elements, reading the
+  /// operand through its strides (a materialized view or broadcast).
+  virtual mlir::LogicalResult copyLoop() = 0;
+  /// An error on the op, worded as the backend's other errors.
+  virtual mlir::InFlightDiagnostic error(const llvm::Twine &message) = 0;
 };
 
 /// One row-major product C [m, n] = op(A) op(B) for cuBLASLt (GemmCall,
@@ -57,6 +82,25 @@ struct CudaGemm {
   bool transposeA = false, transposeB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   llvm::StringRef type = "F32";
+  /// A and B may be strided views (their strides are the transposes and
+  /// leading dimensions); otherwise they must be contiguous.
+  bool stridedOperands = false;
+  /// A strided batch of products (strides in elements), and an outer batch
+  /// over it (0: none) that the runtime walks through pointer tables.
+  int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;
+  int64_t outer = 0, outerStrideA = 0, outerStrideB = 0, outerStrideC = 0;
+  /// cuBLASLt's epilogue (None, Bias, ReluBias) and its bias row.
+  llvm::StringRef epilogue = "None";
+  mlir::Value bias;
+};
+
+/// The elementwise root a matrix product computes in its cuBLASLt epilogue
+/// (the CUDA emitter's choice: the next op, a bias add or a ReLU of one):
+/// the product writes `root`'s result. Null `root`: none.
+struct CudaEpilogue {
+  mlir::Operation *root = nullptr;
+  mlir::Value bias;
+  llvm::StringRef kind;
 };
 
 /// One cuDNN convolution (ConvCall, runtime/cuda/CudaModel.h): `kind` is
@@ -73,6 +117,12 @@ public:
   virtual ~CudaKernelContext() = default;
   /// A device pointer to `v`'s contiguous elements, for a kernel body.
   virtual std::string operand(mlir::Value v) = 0;
+  std::vector<std::string> operands(mlir::ValueRange values) {
+    std::vector<std::string> pointers;
+    for (mlir::Value v : values)
+      pointers.push_back(operand(v));
+    return pointers;
+  }
   virtual std::string result(unsigned i = 0) = 0;
   /// The C type of `v`'s elements in device code (float, bf16_t, f16_t).
   virtual std::string elementType(mlir::Value v) = 0;
@@ -81,7 +131,8 @@ public:
   virtual void launch(const std::string &statement, int64_t blocks, int threads,
                       int64_t blocksY = 1) = 0;
   /// A cuBLASLt product on the step's stream, in order with the op's
-  /// kernels; its operands must live in the plan, contiguous.
+  /// kernels; its operands must live in the plan (contiguous unless
+  /// `stridedOperands`).
   virtual void gemm(const CudaGemm &product) = 0;
   /// A cuDNN convolution on the step's stream, in order with the op's
   /// kernels.
@@ -113,6 +164,23 @@ public:
   /// Makes the kernels' source include `header`, a path from the source
   /// root (the family's device functions; NVRTC is given every family's).
   virtual void include(llvm::StringRef header) = 0;
+  /// The updates the op's launch makes: the op alone, or for a
+  /// CudaMultiTensorOpInterface op the group the emitter formed, the op
+  /// first.
+  virtual llvm::ArrayRef<mlir::Operation *> group() = 0;
+  /// `v` as a multi-tensor launch reads it: when the multiply that produced
+  /// `v` is folded into the launch (CudaMultiTensorOpInterface), its
+  /// unscaled operand and the scalar; otherwise `v` and null.
+  struct ScaledValue {
+    mlir::Value value, scale;
+  };
+  virtual ScaledValue foldedScale(mlir::Value v) = 0;
+  /// As CpuKernelContext's.
+  virtual mlir::FailureOr<GemmProblem> gemmProblem(bool transposeA,
+                                                   bool transposeB) = 0;
+  virtual mlir::LogicalResult copyLoop() = 0;
+  /// The root the op's product absorbs into its epilogue, if any.
+  virtual CudaEpilogue epilogue() = 0;
 };
 
 /// The CPU and CUDA models of an op whose code is a function of its own

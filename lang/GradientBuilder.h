@@ -1,8 +1,8 @@
 //===- GradientBuilder.h - What gradient rules are written with -*- C++ -*-===//
 //
 // Small builders that keep the ops' gradient rules readable: each family's
-// rules (lang/MnemoGradients.cpp, lang/ops/*/...Gradients.cpp) are written
-// with these, in mnemo ops.
+// rules (lang/ops/*/...Ops.cpp, ...Gradients.cpp) are written with these,
+// in mnemo ops.
 //
 // `grads` holds one gradient per result, null where a result does not reach
 // the loss; a rule returns one gradient per operand, null where an operand

@@ -50,6 +50,11 @@ struct ConvGeometry {
   int64_t imagesPerGemm;
 };
 
+/// The CUDA workspace a cuBLASLt or cuDNN call may use: 32 MiB, what NVIDIA
+/// recommends for Hopper's kernels (as PyTorch gives it there). The ops
+/// that call them count it in their CUDA scratch (CudaScratchOpInterface).
+constexpr int64_t kCudaLibraryWorkspaceBytes = 32 << 20;
+
 /// An attribute's value as an elementwise formula's constant
 /// (ElementwiseFormulaOpInterface::getFormulaConstants).
 inline double formulaConstant(const llvm::APFloat &value) {

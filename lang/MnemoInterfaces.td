@@ -9,8 +9,9 @@ def Mnemo_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   let cppNamespace = "::mnemo";
   let description = [{
     The reverse-mode rule of an op: its vector-Jacobian product. Each op
-    defines it once, next to the op (lang/MnemoGradients.cpp), and the
-    autodiff pass only calls it; the pass has no per-op knowledge.
+    defines it once, in its family's folder (lang/ops/FAMILY/FAMILYOps.cpp
+    or FAMILYGradients.cpp), and the autodiff pass only calls it; the pass
+    has no per-op knowledge.
   }];
   let methods = [
     InterfaceMethod<[{
@@ -92,6 +93,34 @@ def Mnemo_CudaKernelOpInterface : OpInterface<"CudaKernelOpInterface"> {
     InterfaceMethod<"Writes the op's kernels; an error on the op if it cannot.",
       "::mlir::LogicalResult", "emitCudaKernel",
       (ins "::mnemo::codegen::CudaKernelContext &":$context)>,
+  ];
+}
+
+def Mnemo_CudaMultiTensorOpInterface
+    : OpInterface<"CudaMultiTensorOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    An update of one tensor that the CUDA backend makes together with others
+    in one launch (the optimizers' multi-tensor kernels). The CUDA emitter
+    takes the optimizer's run (updates that follow each other, with views
+    and folded multiplies between them), groups the updates that
+    `sharesLaunchWith` pairs, and calls the first one's emitCudaKernel for
+    the whole group (CudaKernelContext::group). A multiply of an update's
+    gradient by a broadcast scalar that `foldsGradientScale` accepts is not
+    emitted: the launch scales the gradient as it reads it
+    (CudaKernelContext::foldedScale). The family attaches it with its CUDA
+    model.
+  }];
+  let methods = [
+    InterfaceMethod<"Whether one launch may make this update and `other`.",
+      "bool", "sharesLaunchWith", (ins "::mlir::Operation *":$other)>,
+    InterfaceMethod<"The gradient the update reads.",
+      "::mlir::Value", "getUpdatedGradient", (ins)>,
+    InterfaceMethod<[{
+        Whether the launch may scale the gradient by `scale` (a rank-0 f32
+        value) as it reads it, instead of a multiply of its own.
+      }],
+      "bool", "foldsGradientScale", (ins "::mlir::Value":$scale)>,
   ];
 }
 

@@ -1,8 +1,8 @@
 //===- OpVerification.h - What op verifiers share ---------------*- C++ -*-===//
 //
-// The helpers every op's verifier uses, in lang/MnemoOps.cpp and in the op
-// families' FAMILYOps.cpp alike: a value's shape for the shape rules
-// (lang/ShapeRules.h), and the check of a result against what a rule
+// The helpers every op's verifier uses, in the op families'
+// FAMILYOps.cpp (defined in lang/MnemoOps.cpp): a value's shape for the shape
+// rules (lang/ShapeRules.h), and the check of a result against what a rule
 // computed, so that every op words the same mistake the same way.
 //
 //===----------------------------------------------------------------------===//

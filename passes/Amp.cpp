@@ -210,8 +210,9 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       if (allWeightLike) {
         for (Value r : op.getResults())
           weightLike.insert(r);
-        // Weights stay f32 until an activation needs them (a cast there).
-        if (!llvm::isa<MatmulOp, BatchMatmulOp, Conv2DOp>(op))
+        // Weights stay f32 until an activation needs them (a cast there),
+        // or an op that computes in low precision (a product of weights).
+        if (!op.hasTrait<AmpLowPrecision>())
           continue;
       }
       bool floatResults = llvm::any_of(op.getResults(), isFloatTensor);

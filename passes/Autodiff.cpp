@@ -2,7 +2,7 @@
 //
 // Builds @train_step and @eval_step from @forward (see Passes.td). The pass
 // is generic: every op's gradient comes from its GradientOpInterface, which
-// each op implements next to its definition (lang/MnemoGradients.cpp); the
+// each op implements in its family's folder (lang/ops/FAMILY/); the
 // pass only walks the graph backwards and sums gradients of values with
 // several uses.
 //

@@ -2,8 +2,8 @@
 
 #include "passes/Optimizers.h"
 #include "lang/MnemoOps.h"
+#include "lang/ops/optimizers/OptimizersKernels.h"
 #include "passes/TrainSettings.h"
-#include "runtime/Quantize8.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"

@@ -120,13 +120,8 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
       workspace = std::max(workspace, workspaceBytes(op));
     // The CUDA backend's: cuBLASLt's and cuDNN's, and the partial sums.
     int64_t cudaWorkspace = workspace;
-    for (Operation *op : analysis->order) {
+    for (Operation *op : analysis->order)
       cudaWorkspace = std::max(cudaWorkspace, cudaScratchBytes(op));
-      if (llvm::isa<MatmulOp, BatchMatmulOp, MatmulInt8Op, Conv2DOp,
-                    Conv2DInputGradOp, Conv2DWeightGradOp>(op))
-        cudaWorkspace = std::max(cudaWorkspace, kCublasLtWorkspaceBytes +
-                                                    gemmPointerTableBytes(op));
-    }
     // Arguments live in persistent regions by role, laid out in order.
     int64_t regionEnd[kMemoryRegionCount] = {};
     SmallVector<SlotAttr> slots;

@@ -12,13 +12,11 @@
 #include "lang/PlanAttributes.h"
 #include "lang/ShapeRules.h"
 #include "lang/interpreter/OpContext.h"
-#include "lang/ops/quantization/QuantizationReference.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <cstring>
@@ -55,13 +53,6 @@ using Shape = std::vector<int64_t>;
 Shape shapeOf(Value v) {
   auto type = llvm::cast<RankedTensorType>(v.getType());
   return Shape(type.getShape().begin(), type.getShape().end());
-}
-
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
 }
 
 /// IEEE half precision bits of a value that f16 represents exactly.
@@ -217,7 +208,7 @@ private:
     auto view = stridedViews.find(v);
     if (view != stridedViews.end()) {
       Tensor permuted =
-          permute(get(view->second.first), view->second.second, like(v));
+          permute(get(view->second.first), view->second.second.vec(), like(v));
       Tensor &t = scratch[v.getAsOpaquePointer()];
       t = std::move(permuted);
       return t;
@@ -289,16 +280,10 @@ private:
     return success();
   }
 
-  // Op families.
-  LogicalResult execMatmul(Operation *op, bool transposeLhs, bool transposeRhs,
-                           bool batched);
-  LogicalResult execTranspose(TransposeOp op);
-  static Tensor permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out);
-  LogicalResult execBroadcast(BroadcastOp op);
-  LogicalResult execAdam(AdamUpdateOp op);
-  LogicalResult execAdam8bit(Adam8bitUpdateOp op);
-  LogicalResult execSgd(SgdUpdateOp op);
-  LogicalResult execLrSchedule(LrScheduleOp op);
+  void readThrough(Value view, Value source,
+                   ArrayRef<int64_t> permutation) override {
+    stridedViews[view] = {source, permutation};
+  }
 
   const InterpreterOptions &settings;
   std::string &error;
@@ -380,341 +365,10 @@ LogicalResult Evaluator::run(func::FuncOp func, ArrayRef<Tensor> args,
 }
 
 LogicalResult Evaluator::exec(Operation *op) {
-  // An op whose family has a folder: its model (lang/ops/*/*Interpreter.cpp).
+  // Every op's family has its model (lang/ops/*/*Interpreter.cpp).
   if (auto model = llvm::dyn_cast<InterpretedOpInterface>(op))
     return model.interpret(*this);
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](ConstantOp c) {
-        auto dense = llvm::dyn_cast<DenseElementsAttr>(c.getValue());
-        if (!dense)
-          return fail(op, "only dense constants are supported");
-        Tensor out = like(c.getResult());
-        int64_t i = 0;
-        if (llvm::isa<FloatType>(dense.getElementType())) {
-          for (APFloat v : dense.getValues<APFloat>())
-            out.data[i++] = v.convertToDouble();
-        } else {
-          for (APInt v : dense.getValues<APInt>())
-            out.data[i++] = double(v.getSExtValue());
-        }
-        set(c.getResult(), std::move(out));
-        return success();
-      })
-      // Contractions.
-      .Case([&](MatmulOp m) {
-        return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), false);
-      })
-      .Case([&](BatchMatmulOp m) {
-        return execMatmul(op, m.getTransposeLhs(), m.getTransposeRhs(), true);
-      })
-      // Losses and metrics.
-      .Case([&](ReshapeOp r) {
-        Tensor out = get(r.getInput());
-        out.shape = shapeOf(r.getResult());
-        set(r.getResult(), std::move(out));
-        return success();
-      })
-      .Case([&](TransposeOp t) { return execTranspose(t); })
-      .Case([&](BroadcastOp b) { return execBroadcast(b); })
-      // The optimizer.
-      .Case([&](LrScheduleOp s) { return execLrSchedule(s); })
-      .Case([&](GlobalNormOp n) {
-        double sum = 0;
-        for (Value v : n.getInputs())
-          for (double x : get(v).data)
-            sum += x * x;
-        Tensor out = like(n.getResult());
-        out.data[0] = std::sqrt(sum);
-        set(n.getResult(), std::move(out));
-        return success();
-      })
-      .Case([&](ClipCoefficientOp c) {
-        double norm = get(c.getNorm()).data[0];
-        Tensor out = like(c.getResult());
-        // As torch.nn.utils.clip_grad_norm_: the coefficient in the
-        // gradients' precision (f32; double in exact mode), clamped.
-        double maxNorm = c.getMaxNorm().convertToDouble();
-        double coef = settings.exact
-                          ? maxNorm / (norm + 1e-6)
-                          : double(float(maxNorm) / float(norm + 1e-6));
-        out.data[0] = std::min(coef, 1.0);
-        set(c.getResult(), std::move(out));
-        return success();
-      })
-      .Case([&](LossScaleUpdateOp u) {
-        // torch.cuda.amp.GradScaler.update, with the count as a float.
-        double norm = get(u.getNorm()).data[0];
-        double scale = get(u.getScale()).data[0];
-        double count = get(u.getCount()).data[0];
-        bool finite = std::isfinite(norm);
-        double newCount = finite ? count + 1 : 0;
-        double newScale =
-            finite ? scale : scale * u.getBackoffFactor().convertToDouble();
-        if (finite && newCount >= double(u.getGrowthInterval())) {
-          newScale = scale * u.getGrowthFactor().convertToDouble();
-          newCount = 0;
-        }
-        for (auto [v, x] : {std::pair<Value, double>{u.getNewScale(), newScale},
-                            {u.getNewCount(), newCount},
-                            {u.getSkip(), finite ? 0.0 : 1.0}}) {
-          Tensor out = like(v);
-          out.data[0] = x;
-          set(v, std::move(out));
-        }
-        return success();
-      })
-      .Case([&](SgdUpdateOp s) { return execSgd(s); })
-      .Case([&](AdamUpdateOp a) { return execAdam(a); })
-      .Case([&](Adam8bitUpdateOp a) { return execAdam8bit(a); })
-      .Default([&](Operation *) {
-        return fail(op, "the interpreter does not know this op");
-      });
-}
-
-LogicalResult Evaluator::execMatmul(Operation *op, bool ta, bool tb,
-                                    bool batched) {
-  const Tensor &a = get(op->getOperand(0)), &b = get(op->getOperand(1));
-  Tensor out = like(op->getResult(0));
-  int64_t ar = a.rank(), br = b.rank();
-  // The matrices' dimensions as read (after the transpose flags).
-  int64_t m = ta ? a.shape[ar - 1] : a.shape[ar - 2];
-  int64_t k = ta ? a.shape[ar - 2] : a.shape[ar - 1];
-  int64_t n = tb ? b.shape[br - 2] : b.shape[br - 1];
-  int64_t aMat = a.shape[ar - 2] * a.shape[ar - 1];
-  int64_t bMat = b.shape[br - 2] * b.shape[br - 1];
-  int64_t batches = product(ArrayRef<int64_t>(a.shape).drop_back(2));
-  for (int64_t batch = 0; batch < batches; ++batch) {
-    const double *A = &a.data[batch * aMat];
-    const double *B = batched ? &b.data[batch * bMat] : b.data.data();
-    double *C = &out.data[batch * m * n];
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) {
-        double av = ta ? A[p * m + i] : A[i * k + p];
-        if (av == 0)
-          continue;
-        for (int64_t j = 0; j < n; ++j)
-          C[i * n + j] += av * (tb ? B[j * k + p] : B[p * n + j]);
-      }
-  }
-  set(op->getResult(0), std::move(out));
-  return success();
-}
-
-Tensor Evaluator::permute(const Tensor &x, ArrayRef<int64_t> perm, Tensor out) {
-  std::vector<int64_t> inStrides = x.strides();
-  IndexCounter it(out.shape);
-  for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
-    int64_t src = 0;
-    for (size_t i = 0; i < perm.size(); ++i)
-      src += it.index[i] * inStrides[perm[i]];
-    out.data[flat] = x.data[src];
-  }
-  return out;
-}
-
-LogicalResult Evaluator::execTranspose(TransposeOp op) {
-  PlacementAttr placed = plan::placement(op);
-  if (settings.arena && placed && placed.getStridedView()) {
-    // Planned as a view: nothing is written; every use reads the source.
-    stridedViews[op.getResult()] = {op.getInput(), op.getPermutation()};
-    return success();
-  }
-  set(op.getResult(),
-      permute(get(op.getInput()), op.getPermutation(), like(op.getResult())));
-  return success();
-}
-
-LogicalResult Evaluator::execBroadcast(BroadcastOp op) {
-  const Tensor &x = get(op.getInput());
-  Tensor out = like(op.getResult());
-  std::vector<int64_t> inStrides = x.strides();
-  int64_t lead = out.rank() - x.rank();
-  IndexCounter it(out.shape);
-  for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
-    int64_t src = 0;
-    for (int64_t i = 0; i < x.rank(); ++i)
-      if (x.shape[i] != 1)
-        src += it.index[lead + i] * inStrides[i];
-    out.data[flat] = x.data[src];
-  }
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execLrSchedule(LrScheduleOp op) {
-  double step = get(op.getStep()).data[0];
-  double total = op.getSteps() > 0 ? double(op.getSteps())
-                                   : get(op.getTotalSteps()).data[0];
-  double base = op.getBaseLr().convertToDouble(),
-         minLr = op.getMinLr().convertToDouble();
-  double warmup = double(op.getWarmup());
-  double lr = base;
-  if (warmup > 0 && step <= warmup) {
-    lr = base * step / warmup;
-  } else if (op.getKind() == "cosine") {
-    double progress = (step - warmup) / std::max(1.0, total - warmup);
-    progress = std::min(1.0, std::max(0.0, progress));
-    lr = minLr + (base - minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
-  }
-  Tensor out = like(op.getResult());
-  out.data[0] = lr;
-  set(op.getResult(), std::move(out));
-  return success();
-}
-
-LogicalResult Evaluator::execSgd(SgdUpdateOp op) {
-  const Tensor &p = get(op.getParam()), &g = get(op.getGrad()),
-               &buf = get(op.getMomentumBuffer());
-  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
-    // Copies first: set() may move the tensors p and buf refer to.
-    Tensor sameP = p, sameBuf = buf;
-    set(op.getNewParam(), std::move(sameP));
-    set(op.getNewMomentumBuffer(), std::move(sameBuf));
-    return success();
-  }
-  double lr = get(op.getLr()).data[0];
-  int64_t step = int64_t(get(op.getStep()).data[0]);
-  double momentum = op.getMomentum().convertToDouble();
-  double dampening = op.getDampening().convertToDouble();
-  double wd = op.getWeightDecay().convertToDouble();
-  Tensor newP = like(op.getNewParam()), newBuf = buf;
-  ElementType t = p.type;
-  auto r = [&](double x) { return settings.exact ? x : roundTo(t, x); };
-  for (int64_t i = 0; i < p.numElements(); ++i) {
-    double d = wd != 0 ? r(g.data[i] + wd * p.data[i]) : g.data[i];
-    if (momentum != 0) {
-      double b =
-          step <= 1 ? d : r(momentum * buf.data[i] + (1 - dampening) * d);
-      newBuf.data[i] = b;
-      d = op.getNesterov() ? r(d + momentum * b) : b;
-    }
-    newP.data[i] = p.data[i] - lr * d;
-  }
-  set(op.getNewParam(), std::move(newP));
-  set(op.getNewMomentumBuffer(), std::move(newBuf));
-  return success();
-}
-
-LogicalResult Evaluator::execAdam(AdamUpdateOp op) {
-  const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
-  const Tensor &m = get(op.getExpAvg()), &v = get(op.getExpAvgSq());
-  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
-    // Copies first: set() may move the tensors p, m and v refer to.
-    Tensor sameP = p, sameM = m, sameV = v;
-    set(op.getNewParam(), std::move(sameP));
-    set(op.getNewExpAvg(), std::move(sameM));
-    set(op.getNewExpAvgSq(), std::move(sameV));
-    return success();
-  }
-  // PyTorch's single-tensor Adam, step by step, each intermediate rounded to
-  // the parameter's type as its f32 arithmetic would.
-  double lr = get(op.getLr()).data[0];
-  double step = get(op.getStep()).data[0];
-  double b1 = op.getBeta1().convertToDouble(),
-         b2 = op.getBeta2().convertToDouble();
-  double eps = op.getEps().convertToDouble(),
-         wd = op.getWeightDecay().convertToDouble();
-  ElementType t = p.type;
-  auto r = [&](double x) { return settings.exact ? x : roundTo(t, x); };
-  double biasCorrection1 = 1 - std::pow(b1, step);
-  double biasCorrection2 = 1 - std::pow(b2, step);
-  double stepSize = lr / biasCorrection1;
-  double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
-  Tensor newP = like(op.getNewParam()), newM = like(op.getNewExpAvg()),
-         newV = like(op.getNewExpAvgSq());
-  for (int64_t i = 0; i < p.numElements(); ++i) {
-    double param = p.data[i], grad = g.data[i];
-    if (op.getDecoupled())
-      param = r(param * (1 - lr * wd));
-    else if (wd != 0)
-      grad = r(grad + wd * param);
-    double mi = r(m.data[i] + (grad - m.data[i]) * (1 - b1));
-    double vi = r(r(v.data[i] * b2) + (1 - b2) * grad * grad);
-    double denom = r(r(std::sqrt(vi) / biasCorrection2Sqrt) + eps);
-    newP.data[i] = param - stepSize * r(mi / denom);
-    newM.data[i] = mi;
-    newV.data[i] = vi;
-  }
-  set(op.getNewParam(), std::move(newP));
-  set(op.getNewExpAvg(), std::move(newM));
-  set(op.getNewExpAvgSq(), std::move(newV));
-  return success();
-}
-
-LogicalResult Evaluator::execAdam8bit(Adam8bitUpdateOp op) {
-  const Tensor &p = get(op.getParam()), &g = get(op.getGrad());
-  const Tensor &mCodes = get(op.getExpAvgCodes()),
-               &mMax = get(op.getExpAvgAbsmax()),
-               &vCodes = get(op.getExpAvgSqCodes()),
-               &vMax = get(op.getExpAvgSqAbsmax());
-  if (op.getSkip() && get(op.getSkip()).data[0] != 0) {
-    Tensor same[] = {p, mCodes, mMax, vCodes, vMax};
-    for (unsigned r = 0; r < 5; ++r)
-      set(op->getResult(r), std::move(same[r]));
-    return success();
-  }
-  // bitsandbytes' arithmetic, in f32: dequantize both moments, take
-  // torch.optim.AdamW's step (its scalars computed in double and rounded
-  // once, as Python floats meet f32 tensors), requantize each block by its
-  // new maximum.
-  int64_t n = p.numElements(), block = op.getBlockSize();
-  double lr = float(get(op.getLr()).data[0]);
-  double step = get(op.getStep()).data[0];
-  double b1 = op.getBeta1().convertToDouble(),
-         b2 = op.getBeta2().convertToDouble();
-  double eps = op.getEps().convertToDouble(),
-         wd = op.getWeightDecay().convertToDouble();
-  float stepSize = float(lr / (1.0 - std::pow(b1, step)));
-  float biasCorrection2Sqrt = float(std::sqrt(1.0 - std::pow(b2, step)));
-  float decay = float(1.0 - lr * wd), beta2 = float(b2);
-  float oneMinusBeta1 = float(1.0 - b1), oneMinusBeta2 = float(1.0 - b2);
-  float epsilon = float(eps);
-  Tensor outP = like(op.getNewParam()), outMc = like(op.getNewExpAvgCodes()),
-         outMa = like(op.getNewExpAvgAbsmax()),
-         outVc = like(op.getNewExpAvgSqCodes()),
-         outVa = like(op.getNewExpAvgSqAbsmax());
-  auto codeAt = [](const Tensor &codes, int64_t i) {
-    return uint8_t(int8_t(codes.data[i]));
-  };
-  std::vector<float> newM, newV;
-  for (int64_t begin = 0, b = 0; begin < n; begin += block, ++b) {
-    int64_t end = std::min(n, begin + block);
-    float mMaxIn = float(mMax.data[b]), vMaxIn = float(vMax.data[b]);
-    newM.clear();
-    newV.clear();
-    for (int64_t i = begin; i < end; ++i) {
-      float grad = float(g.data[i]);
-      float m = reference::codeValue(codeAt(mCodes, i), true) * mMaxIn;
-      float v = reference::codeValue(codeAt(vCodes, i), false) * vMaxIn;
-      float param = float(p.data[i]) * decay;
-      m = m + (grad - m) * oneMinusBeta1;
-      v = v * beta2 + oneMinusBeta2 * grad * grad;
-      float denom = std::sqrt(v) / biasCorrection2Sqrt + epsilon;
-      param = param - stepSize * (m / denom);
-      outP.data[i] = settings.exact ? param : roundTo(p.type, param);
-      newM.push_back(m);
-      newV.push_back(v);
-    }
-    auto requantize = [&](const std::vector<float> &values, bool isSigned,
-                          Tensor &codes, Tensor &absMax) {
-      float largest = 0.0f;
-      for (float x : values)
-        largest = std::max(largest, std::fabs(x));
-      float inverse = largest > 0.0f ? 1.0f / largest : 0.0f;
-      for (size_t j = 0; j < values.size(); ++j)
-        codes.data[begin + j] =
-            int8_t(reference::nearestCode(values[j] * inverse, isSigned));
-      absMax.data[b] = largest;
-    };
-    requantize(newM, true, outMc, outMa);
-    requantize(newV, false, outVc, outVa);
-  }
-  set(op.getNewParam(), std::move(outP));
-  set(op.getNewExpAvgCodes(), std::move(outMc));
-  set(op.getNewExpAvgAbsmax(), std::move(outMa));
-  set(op.getNewExpAvgSqCodes(), std::move(outVc));
-  set(op.getNewExpAvgSqAbsmax(), std::move(outVa));
-  return success();
+  return fail(op, "the interpreter does not know this op");
 }
 
 } // namespace

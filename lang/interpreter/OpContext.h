@@ -50,17 +50,25 @@ public:
   virtual mlir::LogicalResult fail(mlir::Operation *op,
                                    const llvm::Twine &message) = 0;
   virtual const InterpreterOptions &options() const = 0;
+  /// Arena mode, for a view the plan gave no bytes of its own (a strided
+  /// transpose): every read of `view` is `source`'s current value with its
+  /// dimensions permuted.
+  virtual void readThrough(mlir::Value view, mlir::Value source,
+                           llvm::ArrayRef<int64_t> permutation) = 0;
 };
 
 /// The interpreter model of an op whose evaluation is a function of its
-/// own type: `Op::attachInterface<InterpreterFunction<Op, interpret>>`
-/// instead of an external model written out.
+/// own type: `InterpreterFunction<Op, interpret>::attach(context)` instead
+/// of an external model written out.
 template <typename Op, mlir::LogicalResult (*Interpret)(Op, OpContext &)>
 struct InterpreterFunction
     : InterpretedOpInterface::ExternalModel<InterpreterFunction<Op, Interpret>,
                                             Op> {
   mlir::LogicalResult interpret(mlir::Operation *op, OpContext &context) const {
     return Interpret(llvm::cast<Op>(op), context);
+  }
+  static void attach(mlir::MLIRContext &context) {
+    Op::template attachInterface<InterpreterFunction>(context);
   }
 };
 

@@ -73,6 +73,19 @@ Tensor::Tensor(ElementType type, std::vector<int64_t> shape, double fill)
   data.assign(n, fill);
 }
 
+Tensor mnemo::permute(const Tensor &x, const std::vector<int64_t> &permutation,
+                      Tensor out) {
+  std::vector<int64_t> inStrides = x.strides();
+  IndexCounter it(out.shape);
+  for (int64_t flat = 0; flat < out.numElements(); ++flat, it.next()) {
+    int64_t source = 0;
+    for (size_t i = 0; i < permutation.size(); ++i)
+      source += it.index[i] * inStrides[permutation[i]];
+    out.data[flat] = x.data[source];
+  }
+  return out;
+}
+
 std::vector<int64_t> Tensor::strides() const {
   std::vector<int64_t> s(shape.size(), 1);
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)

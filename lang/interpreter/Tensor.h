@@ -62,6 +62,11 @@ struct IndexCounter {
   std::vector<int64_t> index;
 };
 
+/// `x` with its dimensions permuted into `out` (of the permuted shape):
+/// out's dimension i is x's dimension permutation[i].
+Tensor permute(const Tensor &x, const std::vector<int64_t> &permutation,
+               Tensor out);
+
 } // namespace mnemo
 
 #endif // MNEMO_LANG_INTERPRETER_TENSOR_H

@@ -135,41 +135,6 @@ void batchedGemmHalf(const BatchLayout &batch, bool transA, bool transB,
                      const T *b, int64_t ldb, T *c, int64_t ldc,
                      float *workspace);
 
-//===----------------------------------------------------------------------===//
-// The optimizer
-//===----------------------------------------------------------------------===//
-
-float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
-                 int64_t warmup, int64_t steps, double minLr);
-/// sqrt(sum of squares) over several tensors, accumulated in double.
-float globalNorm(const float *const *tensors, const int64_t *sizes, int count);
-float clipCoefficient(float norm, double maxNorm);
-void adamUpdate(int64_t n, const float *param, const float *grad,
-                const float *expAvg, const float *expAvgSq, float *newParam,
-                float *newExpAvg, float *newExpAvgSq, float lr, int64_t step,
-                double beta1, double beta2, double eps, double weightDecay,
-                bool decoupled, const float *skip = nullptr);
-/// adamw8bit (runtime/Quantize8.h): the moments as codes and block maxima,
-/// updated in place or into new buffers.
-void adam8bitUpdate(int64_t n, int64_t block, const float *param,
-                    const float *grad, const uint8_t *expAvgCodes,
-                    const float *expAvgMax, const uint8_t *expAvgSqCodes,
-                    const float *expAvgSqMax, float *newParam,
-                    uint8_t *newExpAvgCodes, float *newExpAvgMax,
-                    uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
-                    int64_t step, double beta1, double beta2, double eps,
-                    double weightDecay, const float *skip = nullptr);
-void sgdUpdate(int64_t n, const float *param, const float *grad,
-               const float *buffer, float *newParam, float *newBuffer, float lr,
-               int64_t step, double momentum, double dampening,
-               double weightDecay, bool nesterov, const float *skip = nullptr);
-
-/// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
-/// of consecutive finite steps is held in a float).
-void lossScaleUpdate(float norm, float scale, float count, float *newScale,
-                     float *newCount, float *skip, double growthFactor,
-                     double backoffFactor, int64_t growthInterval);
-
 /// False (with the reason) in a trainer built without OpenBLAS: it has no
 /// CPU backend and runs its steps on the GPU only.
 bool backendAvailable(std::string &why);

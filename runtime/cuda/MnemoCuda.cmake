@@ -112,16 +112,8 @@ function(mnemo_add_cuda_library name runtime_dir)
   configure_file(${runtime_dir}/cuda/Kernels.cuh
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/Kernels.cuh COPYONLY)
   file(READ ${runtime_dir}/cuda/Kernels.cuh kernels)
-  # NVRTC sees one header: the shared include-free headers are spliced in.
-  foreach(shared AdamRules Quantize8Codes)
-    configure_file(${runtime_dir}/${shared}.h
-      ${CMAKE_CURRENT_BINARY_DIR}/${name}/${shared}.h COPYONLY)
-    file(READ ${runtime_dir}/${shared}.h shared_text)
-    string(REPLACE "#include \"runtime/${shared}.h\"" "${shared_text}"
-      kernels "${kernels}")
-  endforeach()
-  # And the op families' formulas (lang/ops/FAMILY/*Formulas.h, include-free
-  # too), which the generated kernels call.
+  # NVRTC sees one header: the op families' formulas that it includes
+  # (lang/ops/FAMILY/*Formulas.h, include-free) are spliced in.
   get_filename_component(root ${runtime_dir} DIRECTORY)
   file(GLOB formula_headers ${root}/lang/ops/*/*Formulas.h)
   foreach(header ${formula_headers})

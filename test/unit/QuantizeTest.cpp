@@ -2,17 +2,17 @@
 //
 // The trainer's fake quantization and inference formats
 // (lang/ops/quantization/QuantizationFormulas.h) and adamw8bit's
-// nearest-code search (runtime/Quantize8.h, bucketed) against the
-// interpreter's own rules (lang/ops/quantization/QuantizationReference.h):
-// bit for bit, on values placed on
-// and around rounding boundaries, since rounding is where two
+// nearest-code search (lang/ops/optimizers/OptimizersKernels.h, bucketed)
+// against the interpreter's own rules
+// (lang/ops/quantization/QuantizationReference.h): bit for bit, on values
+// placed on and around rounding boundaries, since rounding is where two
 // implementations part.
 //
 //===----------------------------------------------------------------------===//
 
+#include "lang/ops/optimizers/OptimizersKernels.h"
 #include "lang/ops/quantization/QuantizationFormulas.h"
 #include "lang/ops/quantization/QuantizationReference.h"
-#include "runtime/Quantize8.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 //===- RuntimeTest.cpp - Safetensors, IDX files and initializers ----------===//
 
+#include "lang/ops/optimizers/OptimizersKernels.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
-#include "runtime/Quantize8.h"
 #include "runtime/Safetensors.h"
 
 #include <gtest/gtest.h>
@@ -182,9 +182,10 @@ TEST(Init, SeedsAreReproducibleAndPerName) {
   EXPECT_NE(a, c);
 }
 
-// adamw8bit's codes (runtime/Quantize8.h): byte 0 is zero, every code
-// encodes back to itself, values keep their sign and order, and block-wise
-// quantization errs by at most half the gap between neighboring codes.
+// adamw8bit's codes (lang/ops/optimizers/OptimizersKernels.h): byte 0 is zero,
+// every code encodes back to itself, values keep their sign and order, and
+// block-wise quantization errs by at most half the gap between neighboring
+// codes.
 TEST(Quantize8, CodesRoundTripAndQuantizeToTheNearest) {
   using namespace mnemo::quant8;
   for (bool isSigned : {true, false}) {

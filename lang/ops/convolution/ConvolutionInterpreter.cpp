@@ -74,16 +74,17 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerConvolutionInterpreterModels(MLIRContext &context) {
-  Conv2DOp::attachInterface<InterpreterFunction<
-      Conv2DOp, interpretConvolution<Conv2DOp, ConvProduct::Output>>>(context);
-  Conv2DInputGradOp::attachInterface<InterpreterFunction<
+  InterpreterFunction<
+      Conv2DOp,
+      interpretConvolution<Conv2DOp, ConvProduct::Output>>::attach(context);
+  InterpreterFunction<
       Conv2DInputGradOp,
-      interpretConvolution<Conv2DInputGradOp, ConvProduct::InputGrad>>>(
-      context);
-  Conv2DWeightGradOp::attachInterface<InterpreterFunction<
+      interpretConvolution<Conv2DInputGradOp,
+                           ConvProduct::InputGrad>>::attach(context);
+  InterpreterFunction<
       Conv2DWeightGradOp,
-      interpretConvolution<Conv2DWeightGradOp, ConvProduct::WeightGrad>>>(
-      context);
+      interpretConvolution<Conv2DWeightGradOp,
+                           ConvProduct::WeightGrad>>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

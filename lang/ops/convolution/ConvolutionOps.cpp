@@ -126,3 +126,13 @@ int64_t Conv2DInputGradOp::getCpuWorkspaceBytes() {
 int64_t Conv2DWeightGradOp::getCpuWorkspaceBytes() {
   return workspaceOf(*this, getConvGeometry());
 }
+
+// cuDNN's workspace on the GPU (limited to the CPU's im2col scratch where
+// that is larger, codegen's CudaEmitter).
+int64_t Conv2DOp::getCudaScratchBytes() { return kCudaLibraryWorkspaceBytes; }
+int64_t Conv2DInputGradOp::getCudaScratchBytes() {
+  return kCudaLibraryWorkspaceBytes;
+}
+int64_t Conv2DWeightGradOp::getCudaScratchBytes() {
+  return kCudaLibraryWorkspaceBytes;
+}

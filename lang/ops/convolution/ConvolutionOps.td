@@ -19,7 +19,8 @@ include "lang/MnemoInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
-    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>]> {
+    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let extraClassDeclaration = [{
     /// A multiply-add (2 FLOPs) per result element and weight element of
     /// one output channel.
@@ -49,7 +50,8 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKern
 }
 
 def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>]> {
+    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let extraClassDeclaration = [{
     /// The convolution in the forward's terms (ConvolutionOps.cpp).
     ::mnemo::ConvGeometry getConvGeometry();
@@ -72,7 +74,8 @@ def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mn
 }
 
 def Mnemo_Conv2DWeightGradOp : Mnemo_Op<"conv2d_weight_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
-    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>]> {
+    DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let extraClassDeclaration = [{
     /// The convolution in the forward's terms (ConvolutionOps.cpp).
     ::mnemo::ConvGeometry getConvGeometry();

@@ -1,10 +1,14 @@
 //===- DataMovementEmission.cpp - Data movement in the CPU and CUDA code --===//
 //
-// The code generation models of slice, slice_grad, concat and causal_mask:
-// calls of the CPU row copies (DataMovementKernels.h), and on the GPU one
-// kernel of DataMovementKernels.cuh per op (per input for concat), a
-// thread per element moved. slice_grad's zeros: the CPU kernel clears its
-// result, the CUDA emitter clears it on the host side before the launch.
+// The code generation models of the data movement ops. A reshape,
+// transpose or broadcast that the step layouts could not make a view (or
+// read through, fused) is a copy loop through its operand's strides, the
+// emitters' own. slice, slice_grad, concat and causal_mask call the CPU row
+// copies (DataMovementKernels.h), and on the GPU one kernel of
+// DataMovementKernels.cuh per op (per input for concat), a thread per
+// element moved. slice_grad's zeros: the CPU kernel clears its result, the
+// CUDA emitter clears it on the host side before the launch. Constants have
+// no code: the layouts make them literals or static arrays.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +25,14 @@ using namespace mnemo;
 using namespace mnemo::codegen;
 
 namespace {
+
+/// A materialized view or broadcast: a copy loop on either backend.
+template <typename Op> LogicalResult copyCpu(Op, CpuKernelContext &context) {
+  return context.copyLoop();
+}
+template <typename Op> LogicalResult copyCuda(Op, CudaKernelContext &context) {
+  return context.copyLoop();
+}
 
 constexpr const char *kCpuKernels =
     "lang/ops/datamovement/DataMovementKernels.h";
@@ -46,104 +58,74 @@ SmallVector<std::array<int64_t, 5>> concatParts(ConcatOp op) {
 }
 
 template <typename Op>
-struct SliceCpuModel
-    : CpuKernelOpInterface::ExternalModel<SliceCpuModel<Op>, Op> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    FailureOr<std::string> input = context.operand(op->getOperand(0));
-    if (failed(input))
-      return failure();
-    context.include(kCpuKernels);
-    context.out() << llvm::formatv(
-        "  sliceCopy({0}, {1}, {2}, {3}, {4});\n", *input, context.result(),
-        elementBytes(op.getResult()), listOf(op.getSliceGeometry()),
-        std::is_same_v<Op, SliceGradOp> ? "true" : "false");
-    return success();
-  }
-};
+LogicalResult sliceCpu(Op op, CpuKernelContext &context) {
+  FailureOr<std::string> input = context.operand(op->getOperand(0));
+  if (failed(input))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  sliceCopy({0}, {1}, {2}, {3}, {4});\n", *input, context.result(),
+      elementBytes(op.getResult()), listOf(op.getSliceGeometry()),
+      std::is_same_v<Op, SliceGradOp> ? "true" : "false");
+  return success();
+}
 
 template <typename Op>
-struct SliceCudaModel
-    : CudaKernelOpInterface::ExternalModel<SliceCudaModel<Op>, Op> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    constexpr bool grad = std::is_same_v<Op, SliceGradOp>;
-    std::array<int64_t, 6> g = op.getSliceGeometry();
-    if (grad)
-      context.zero(op.getResult());
-    context.include(kCudaKernels);
-    context.launch(llvm::formatv("sliceCopy<{0}>({1}, {2}, {3}, {4});",
-                                 context.elementType(op.getResult()),
-                                 context.operand(op->getOperand(0)),
-                                 context.result(), listOf(g),
-                                 grad ? "true" : "false"),
-                   ceilDiv(g[0] * g[4] * g[2], kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult sliceCuda(Op op, CudaKernelContext &context) {
+  constexpr bool grad = std::is_same_v<Op, SliceGradOp>;
+  std::array<int64_t, 6> g = op.getSliceGeometry();
+  if (grad)
+    context.zero(op.getResult());
+  context.include(kCudaKernels);
+  context.launch(llvm::formatv("sliceCopy<{0}>({1}, {2}, {3}, {4});",
+                               context.elementType(op.getResult()),
+                               context.operand(op->getOperand(0)),
+                               context.result(), listOf(g),
+                               grad ? "true" : "false"),
+                 ceilDiv(g[0] * g[4] * g[2], kCudaThreads), kCudaThreads);
+  return success();
+}
 
-struct ConcatCpuModel
-    : CpuKernelOpInterface::ExternalModel<ConcatCpuModel, ConcatOp> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<ConcatOp>(operation);
-    context.include(kCpuKernels);
-    SmallVector<std::array<int64_t, 5>> parts = concatParts(op);
-    for (auto [input, part] : llvm::zip(op.getInputs(), parts)) {
-      FailureOr<std::string> pointer = context.operand(input);
-      if (failed(pointer))
-        return failure();
-      context.out() << llvm::formatv("  concatPart({0}, {1}, {2}, {3});\n",
-                                     *pointer, context.result(),
-                                     elementBytes(input), listOf(part));
-    }
-    return success();
-  }
-};
+LogicalResult concatCpu(ConcatOp op, CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> inputs = context.operands(op.getInputs());
+  if (failed(inputs))
+    return failure();
+  context.include(kCpuKernels);
+  for (auto [input, pointer, part] :
+       llvm::zip(op.getInputs(), *inputs, concatParts(op)))
+    context.out() << llvm::formatv("  concatPart({0}, {1}, {2}, {3});\n",
+                                   pointer, context.result(),
+                                   elementBytes(input), listOf(part));
+  return success();
+}
 
-struct ConcatCudaModel
-    : CudaKernelOpInterface::ExternalModel<ConcatCudaModel, ConcatOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<ConcatOp>(operation);
-    context.include(kCudaKernels);
-    SmallVector<std::array<int64_t, 5>> parts = concatParts(op);
-    for (auto [input, part] : llvm::zip(op.getInputs(), parts))
-      context.launch(
-          llvm::formatv("concatPart<{0}>({1}, {2}, {3});",
-                        context.elementType(input), context.operand(input),
-                        context.result(), listOf(part)),
-          ceilDiv(part[0] * part[1] * part[2], kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult concatCuda(ConcatOp op, CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  for (auto [input, part] : llvm::zip(op.getInputs(), concatParts(op)))
+    context.launch(
+        llvm::formatv("concatPart<{0}>({1}, {2}, {3});",
+                      context.elementType(input), context.operand(input),
+                      context.result(), listOf(part)),
+        ceilDiv(part[0] * part[1] * part[2], kCudaThreads), kCudaThreads);
+  return success();
+}
 
-struct CausalMaskCpuModel
-    : CpuKernelOpInterface::ExternalModel<CausalMaskCpuModel, CausalMaskOp> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    Shape s = shapeOf(operation->getResult(0));
-    context.include(kCpuKernels);
-    context.out() << llvm::formatv("  causalMask({0}, {1}, {2});\n",
-                                   context.result(), s[0], s[1]);
-    return success();
-  }
-};
+LogicalResult causalMaskCpu(CausalMaskOp op, CpuKernelContext &context) {
+  Shape s = shapeOf(op.getResult());
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv("  causalMask({0}, {1}, {2});\n",
+                                 context.result(), s[0], s[1]);
+  return success();
+}
 
-struct CausalMaskCudaModel
-    : CudaKernelOpInterface::ExternalModel<CausalMaskCudaModel, CausalMaskOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    Shape s = shapeOf(operation->getResult(0));
-    context.include(kCudaKernels);
-    context.launch(llvm::formatv("causalMask({0}, {1}, {2});", context.result(),
-                                 s[0], s[1]),
-                   ceilDiv(s[0] * s[1], kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult causalMaskCuda(CausalMaskOp op, CudaKernelContext &context) {
+  Shape s = shapeOf(op.getResult());
+  context.include(kCudaKernels);
+  context.launch(
+      llvm::formatv("causalMask({0}, {1}, {2});", context.result(), s[0], s[1]),
+      ceilDiv(s[0] * s[1], kCudaThreads), kCudaThreads);
+  return success();
+}
 
 } // namespace
 
@@ -151,13 +133,18 @@ namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerDataMovementEmissionModels(MLIRContext &context) {
-  SliceOp::attachInterface<SliceCpuModel<SliceOp>, SliceCudaModel<SliceOp>>(
+  KernelFunctions<ReshapeOp, copyCpu<ReshapeOp>, copyCuda<ReshapeOp>>::attach(
       context);
-  SliceGradOp::attachInterface<SliceCpuModel<SliceGradOp>,
-                               SliceCudaModel<SliceGradOp>>(context);
-  ConcatOp::attachInterface<ConcatCpuModel, ConcatCudaModel>(context);
-  CausalMaskOp::attachInterface<CausalMaskCpuModel, CausalMaskCudaModel>(
+  KernelFunctions<TransposeOp, copyCpu<TransposeOp>,
+                  copyCuda<TransposeOp>>::attach(context);
+  KernelFunctions<BroadcastOp, copyCpu<BroadcastOp>,
+                  copyCuda<BroadcastOp>>::attach(context);
+  KernelFunctions<SliceOp, sliceCpu<SliceOp>, sliceCuda<SliceOp>>::attach(
       context);
+  KernelFunctions<SliceGradOp, sliceCpu<SliceGradOp>,
+                  sliceCuda<SliceGradOp>>::attach(context);
+  KernelFunctions<ConcatOp, concatCpu, concatCuda>::attach(context);
+  KernelFunctions<CausalMaskOp, causalMaskCpu, causalMaskCuda>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

@@ -1,4 +1,11 @@
-//===- DataMovementOps.cpp - Shape checks, gradients, slice geometry ------===//
+//===- DataMovementOps.cpp - Shape checks, folders, gradients -------------===//
+//
+// A reshape of a reshape is one reshape, a transpose of a transpose one
+// transpose, and identities fold away. The gradient of a view is the
+// inverse view; a broadcast's sums over the dimensions it added or
+// stretched.
+//
+//===----------------------------------------------------------------------===//
 
 #include "lang/GradientBuilder.h"
 #include "lang/OpVerification.h"
@@ -7,6 +14,118 @@ using namespace mlir;
 using namespace mnemo;
 using namespace mnemo::gradient;
 using namespace mnemo::verification;
+
+static std::vector<int64_t> toVector(ArrayRef<int64_t> values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult BroadcastOp::fold(FoldAdaptor) {
+  return getInput().getType() == getType() ? getInput() : OpFoldResult();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) is reshape(x): only the final shape matters.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  ArrayRef<int64_t> perm = getPermutation();
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != int64_t(i))
+      return {};
+  return getInput();
+}
+
+LogicalResult TransposeOp::canonicalize(TransposeOp op,
+                                        PatternRewriter &rewriter) {
+  auto inner = op.getInput().getDefiningOp<TransposeOp>();
+  if (!inner)
+    return failure();
+  // outer[i] reads inner dimension perm[i], which reads input innerPerm[...].
+  ArrayRef<int64_t> outerPerm = op.getPermutation();
+  ArrayRef<int64_t> innerPerm = inner.getPermutation();
+  SmallVector<int64_t> composed;
+  for (int64_t p : outerPerm)
+    composed.push_back(innerPerm[p]);
+  rewriter.replaceOpWithNewOp<TransposeOp>(op, op.getType(), inner.getInput(),
+                                           composed);
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(
+      *this, shape::reshape(shapeOf(getInput()), shapeOf(getResult())));
+}
+
+LogicalResult TransposeOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(
+      *this, shape::transpose(shapeOf(getInput()), toVector(getPermutation())));
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifySameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return verifyResult(
+      *this, shape::broadcastTo(shapeOf(getInput()), shapeOf(getResult())));
+}
+
+SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b,
+                                            ArrayRef<Value> grads) {
+  if (!grads[0] || !isFloatTensor(getInput()))
+    return {Value()};
+  Emitter e{b, getLoc()};
+  return {e.reshape(grads[0], typeOf(getInput()))};
+}
+
+SmallVector<Value> TransposeOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
+  if (!grads[0] || !isFloatTensor(getInput()))
+    return {Value()};
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = i;
+  return {
+      b.create<TransposeOp>(getLoc(), getInput().getType(), grads[0], inverse)
+          .getResult()};
+}
+
+SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
+  if (!grads[0] || !isFloatTensor(getInput()))
+    return {Value()};
+  Emitter e{b, getLoc()};
+  // Sum over the dimensions the broadcast added or stretched.
+  auto in = typeOf(getInput()), out = typeOf(getResult());
+  int64_t lead = out.getRank() - in.getRank();
+  SmallVector<int64_t> axes, kept;
+  for (int64_t i = 0; i < out.getRank(); ++i) {
+    bool added = i < lead;
+    bool stretched =
+        !added && in.getDimSize(i - lead) == 1 && out.getDimSize(i) != 1;
+    if (added || stretched)
+      axes.push_back(i);
+    else
+      kept.push_back(out.getDimSize(i));
+  }
+  if (axes.empty())
+    return {e.reshape(grads[0], in)};
+  auto sumType = RankedTensorType::get(kept, in.getElementType());
+  Value summed = b.create<SumOp>(getLoc(), sumType, grads[0], axes, false);
+  return {e.reshape(summed, in)};
+}
 
 LogicalResult SliceOp::verify() {
   if (failed(verifySameElementType(*this, {getInput(), getResult()})))

@@ -2,8 +2,8 @@
 //
 // The reference interpreter's model of the elementwise family: each formula
 // op through ElementwiseFormulas.h in double with the C library's functions
-// (OpContext.h's ExactMath), where the backends use f32 and FastMath; the operators,
-// casts, selections and dropout written out here.
+// (OpContext.h's ExactMath), where the backends use f32 and FastMath; the
+// operators, casts, selections and dropout written out here.
 //
 //===----------------------------------------------------------------------===//
 

@@ -45,64 +45,46 @@ LogicalResult emitCpu(Op op, Value first, Value table, const char *kernel,
   return success();
 }
 
-struct EmbeddingCpuModel
-    : CpuKernelOpInterface::ExternalModel<EmbeddingCpuModel, EmbeddingOp> {
-  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
-    auto e = llvm::cast<EmbeddingOp>(op);
-    return emitCpu(e, e.getTable(), e.getTable(), "embedding", context);
-  }
-};
+LogicalResult emitEmbeddingCpu(EmbeddingOp e, CpuKernelContext &context) {
+  return emitCpu(e, e.getTable(), e.getTable(), "embedding", context);
+}
 
-struct EmbeddingGradCpuModel
-    : CpuKernelOpInterface::ExternalModel<EmbeddingGradCpuModel,
-                                          EmbeddingGradOp> {
-  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
-    auto e = llvm::cast<EmbeddingGradOp>(op);
-    return emitCpu(e, e.getGrad(), e.getResult(), "embeddingGrad", context);
-  }
-};
+LogicalResult emitEmbeddingGradCpu(EmbeddingGradOp e,
+                                   CpuKernelContext &context) {
+  return emitCpu(e, e.getGrad(), e.getResult(), "embeddingGrad", context);
+}
 
-struct EmbeddingCudaModel
-    : CudaKernelOpInterface::ExternalModel<EmbeddingCudaModel, EmbeddingOp> {
-  LogicalResult emitCudaKernel(Operation *op,
-                               CudaKernelContext &context) const {
-    auto e = llvm::cast<EmbeddingOp>(op);
-    EmbeddingSizes s = sizesOf(e.getIndices(), e.getTable());
-    context.include("lang/ops/embedding/EmbeddingKernels.cuh");
-    context.launch(
-        llvm::formatv("embedding<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
-                      context.elementType(e.getTable()),
-                      context.operand(e.getTable()),
-                      context.operand(e.getIndices()), s.count, s.rows, s.dim,
-                      context.result()),
-        ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult emitEmbeddingCuda(EmbeddingOp e, CudaKernelContext &context) {
+  EmbeddingSizes s = sizesOf(e.getIndices(), e.getTable());
+  context.include("lang/ops/embedding/EmbeddingKernels.cuh");
+  context.launch(
+      llvm::formatv("embedding<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
+                    context.elementType(e.getTable()),
+                    context.operand(e.getTable()),
+                    context.operand(e.getIndices()), s.count, s.rows, s.dim,
+                    context.result()),
+      ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
+  return success();
+}
 
-struct EmbeddingGradCudaModel
-    : CudaKernelOpInterface::ExternalModel<EmbeddingGradCudaModel,
-                                           EmbeddingGradOp> {
-  LogicalResult emitCudaKernel(Operation *op,
-                               CudaKernelContext &context) const {
-    auto e = llvm::cast<EmbeddingGradOp>(op);
-    EmbeddingSizes s = sizesOf(e.getIndices(), e.getResult());
-    if (context.elementType(e.getResult()) != "float")
-      return context.error("the embedding gradient is accumulated with f32 "
-                           "atomics; a " +
-                           dtypeName(e.getResult().getType()) +
-                           " table gradient is not supported");
-    context.include("lang/ops/embedding/EmbeddingKernels.cuh");
-    context.zero(e.getResult());
-    context.launch(
-        llvm::formatv("embeddingGradScatter({0}, {1}, {2}, {3}, {4}, {5});",
-                      context.operand(e.getGrad()),
-                      context.operand(e.getIndices()), s.count, s.rows, s.dim,
-                      context.result()),
-        ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult emitEmbeddingGradCuda(EmbeddingGradOp e,
+                                    CudaKernelContext &context) {
+  EmbeddingSizes s = sizesOf(e.getIndices(), e.getResult());
+  if (context.elementType(e.getResult()) != "float")
+    return context.error("the embedding gradient is accumulated with f32 "
+                         "atomics; a " +
+                         dtypeName(e.getResult().getType()) +
+                         " table gradient is not supported");
+  context.include("lang/ops/embedding/EmbeddingKernels.cuh");
+  context.zero(e.getResult());
+  context.launch(
+      llvm::formatv("embeddingGradScatter({0}, {1}, {2}, {3}, {4}, {5});",
+                    context.operand(e.getGrad()),
+                    context.operand(e.getIndices()), s.count, s.rows, s.dim,
+                    context.result()),
+      ceilDiv(s.count * s.dim, kCudaThreads), kCudaThreads);
+  return success();
+}
 
 } // namespace
 
@@ -110,9 +92,10 @@ namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerEmbeddingEmissionModels(MLIRContext &context) {
-  EmbeddingOp::attachInterface<EmbeddingCpuModel, EmbeddingCudaModel>(context);
-  EmbeddingGradOp::attachInterface<EmbeddingGradCpuModel,
-                                   EmbeddingGradCudaModel>(context);
+  KernelFunctions<EmbeddingOp, emitEmbeddingCpu, emitEmbeddingCuda>::attach(
+      context);
+  KernelFunctions<EmbeddingGradOp, emitEmbeddingGradCpu,
+                  emitEmbeddingGradCuda>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

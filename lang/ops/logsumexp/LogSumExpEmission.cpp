@@ -17,43 +17,33 @@ using namespace mnemo::codegen;
 
 namespace {
 
-struct LogSumExpCpuModel
-    : CpuKernelOpInterface::ExternalModel<LogSumExpCpuModel, LogSumExpOp> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<LogSumExpOp>(operation);
-    auto [outer, n, inner] = op.getRowGeometry();
-    FailureOr<std::string> input = context.operand(op.getInput());
-    if (failed(input))
-      return failure();
-    context.include("lang/ops/logsumexp/LogSumExpKernels.h");
-    context.out() << llvm::formatv("  logSumExp({0}, {1}, {2}, {3}, {4});\n",
-                                   *input, context.result(), outer, n, inner);
-    return success();
-  }
-};
+LogicalResult emitLogSumExpCpu(LogSumExpOp op, CpuKernelContext &context) {
+  auto [outer, n, inner] = op.getRowGeometry();
+  FailureOr<std::string> input = context.operand(op.getInput());
+  if (failed(input))
+    return failure();
+  context.include("lang/ops/logsumexp/LogSumExpKernels.h");
+  context.out() << llvm::formatv("  logSumExp({0}, {1}, {2}, {3}, {4});\n",
+                                 *input, context.result(), outer, n, inner);
+  return success();
+}
 
-struct LogSumExpCudaModel
-    : CudaKernelOpInterface::ExternalModel<LogSumExpCudaModel, LogSumExpOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<LogSumExpOp>(operation);
-    auto [outer, n, inner] = op.getRowGeometry();
-    std::string type = context.elementType(op.getInput());
-    std::string input = context.operand(op.getInput());
-    context.include("lang/ops/logsumexp/LogSumExpKernels.cuh");
-    if (inner == 1)
-      context.launch(llvm::formatv("logSumExpRows<{0}>({1}, {2}, {3}, {4});",
-                                   type, input, context.result(), outer, n),
-                     gridFor(outer, 1), rowThreads(n));
-    else
-      context.launch(
-          llvm::formatv("logSumExpStrided<{0}>({1}, {2}, {3}, {4}, {5});", type,
-                        input, context.result(), outer, n, inner),
-          ceilDiv(outer * inner, kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult emitLogSumExpCuda(LogSumExpOp op, CudaKernelContext &context) {
+  auto [outer, n, inner] = op.getRowGeometry();
+  std::string type = context.elementType(op.getInput());
+  std::string input = context.operand(op.getInput());
+  context.include("lang/ops/logsumexp/LogSumExpKernels.cuh");
+  if (inner == 1)
+    context.launch(llvm::formatv("logSumExpRows<{0}>({1}, {2}, {3}, {4});",
+                                 type, input, context.result(), outer, n),
+                   gridFor(outer, 1), rowThreads(n));
+  else
+    context.launch(
+        llvm::formatv("logSumExpStrided<{0}>({1}, {2}, {3}, {4}, {5});", type,
+                      input, context.result(), outer, n, inner),
+        ceilDiv(outer * inner, kCudaThreads), kCudaThreads);
+  return success();
+}
 
 } // namespace
 
@@ -61,7 +51,8 @@ namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLogSumExpEmissionModels(MLIRContext &context) {
-  LogSumExpOp::attachInterface<LogSumExpCpuModel, LogSumExpCudaModel>(context);
+  KernelFunctions<LogSumExpOp, emitLogSumExpCpu, emitLogSumExpCuda>::attach(
+      context);
 }
 } // namespace codegen
 } // namespace mnemo

@@ -18,30 +18,25 @@ using namespace mnemo::interp;
 
 namespace {
 
-struct LogSumExpInterpreterModel
-    : InterpretedOpInterface::ExternalModel<LogSumExpInterpreterModel,
-                                            LogSumExpOp> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<LogSumExpOp>(operation);
-    std::array<int64_t, 3> rows = op.getRowGeometry();
-    int64_t outer = rows[0], n = rows[1], inner = rows[2];
-    const Tensor &x = context.get(op.getInput());
-    Tensor out = context.like(op.getResult());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < inner; ++i) {
-        auto at = [&](int64_t j) { return x.data[(o * n + j) * inner + i]; };
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j)
-          m = std::isnan(at(j)) || at(j) > m ? at(j) : m;
-        double shift = std::isinf(m) ? 0.0 : m, sum = 0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += std::exp(at(j) - shift);
-        out.data[o * inner + i] = std::log(sum) + shift;
-      }
-    context.set(op.getResult(), std::move(out));
-    return success();
-  }
-};
+LogicalResult interpretLogSumExp(LogSumExpOp op, OpContext &context) {
+  std::array<int64_t, 3> rows = op.getRowGeometry();
+  int64_t outer = rows[0], n = rows[1], inner = rows[2];
+  const Tensor &x = context.get(op.getInput());
+  Tensor out = context.like(op.getResult());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t j) { return x.data[(o * n + j) * inner + i]; };
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        m = std::isnan(at(j)) || at(j) > m ? at(j) : m;
+      double shift = std::isinf(m) ? 0.0 : m, sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(at(j) - shift);
+      out.data[o * inner + i] = std::log(sum) + shift;
+    }
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
 } // namespace
 
@@ -49,7 +44,7 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerLogSumExpInterpreterModels(MLIRContext &context) {
-  LogSumExpOp::attachInterface<LogSumExpInterpreterModel>(context);
+  InterpreterFunction<LogSumExpOp, interpretLogSumExp>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

@@ -44,18 +44,12 @@ LogicalResult emitCpu(Operation *op, ValueRange operands, Value logits,
 }
 
 template <typename Op>
-struct LossCpuModel
-    : CpuKernelOpInterface::ExternalModel<LossCpuModel<Op>, Op> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    const char *kernel = std::is_same_v<Op, CrossEntropyOp> ? "crossEntropy"
-                         : std::is_same_v<Op, AccuracyOp>   ? "accuracy"
+LogicalResult emitLossCpu(Op op, CpuKernelContext &context) {
+  const char *kernel = std::is_same_v<Op, CrossEntropyOp> ? "crossEntropy"
+                       : std::is_same_v<Op, AccuracyOp>   ? "accuracy"
                                                           : "crossEntropyGrad";
-    return emitCpu(operation, operation->getOperands(), op.getLogits(), kernel,
-                   context);
-  }
-};
+  return emitCpu(op, op->getOperands(), op.getLogits(), kernel, context);
+}
 
 /// accuracy's threads for a row of n: a power of two, for the block's tree
 /// of comparisons.
@@ -70,87 +64,67 @@ int treeThreads(int64_t n) {
 /// (its loss, its hit) into the op's scratch, then meanOf averages them
 /// into the result in a fixed order.
 template <typename Op>
-struct RowMeanCudaModel
-    : CudaKernelOpInterface::ExternalModel<RowMeanCudaModel<Op>, Op> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    auto [rows, classes] = rowsOf(op.getLogits());
-    constexpr bool loss = std::is_same_v<Op, CrossEntropyOp>;
-    int threads = loss ? rowThreads(classes) : treeThreads(classes);
-    std::string scratch = context.scratch(rows * 4);
-    context.include("lang/ops/losses/LossesKernels.cuh");
-    context.launch(
-        llvm::formatv("{0}<{1}>({2}{3}, {4}, {5}, {6}, f32({7}));",
-                      loss ? "crossEntropyRows" : "accuracyRows",
-                      context.elementType(op.getLogits()), loss ? "r, " : "",
-                      context.operand(op.getLogits()),
-                      context.operand(op.getTargets()), rows, classes, scratch),
-        gridFor(rows, 1), threads);
-    context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
-                                 context.result()),
-                   1, 1024);
-    return success();
-  }
-};
+LogicalResult emitRowMeanCuda(Op op, CudaKernelContext &context) {
+  auto [rows, classes] = rowsOf(op.getLogits());
+  constexpr bool loss = std::is_same_v<Op, CrossEntropyOp>;
+  int threads = loss ? rowThreads(classes) : treeThreads(classes);
+  std::string scratch = context.scratch(rows * 4);
+  context.include("lang/ops/losses/LossesKernels.cuh");
+  context.launch(
+      llvm::formatv("{0}<{1}>({2}{3}, {4}, {5}, {6}, f32({7}));",
+                    loss ? "crossEntropyRows" : "accuracyRows",
+                    context.elementType(op.getLogits()), loss ? "r, " : "",
+                    context.operand(op.getLogits()),
+                    context.operand(op.getTargets()), rows, classes, scratch),
+      gridFor(rows, 1), threads);
+  context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
+                               context.result()),
+                 1, 1024);
+  return success();
+}
 
-struct CrossEntropyGradCudaModel
-    : CudaKernelOpInterface::ExternalModel<CrossEntropyGradCudaModel,
-                                           CrossEntropyGradOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<CrossEntropyGradOp>(operation);
-    auto [rows, classes] = rowsOf(op.getLogits());
-    context.include("lang/ops/losses/LossesKernels.cuh");
-    context.launch(
-        llvm::formatv(
-            "crossEntropyGrad<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
-            context.elementType(op.getLogits()), context.operand(op.getGrad()),
-            context.operand(op.getLogits()), context.operand(op.getTargets()),
-            rows, classes, context.result()),
-        gridFor(rows, 1), rowThreads(classes));
-    return success();
-  }
-};
+LogicalResult emitCrossEntropyGradCuda(CrossEntropyGradOp op,
+                                       CudaKernelContext &context) {
+  auto [rows, classes] = rowsOf(op.getLogits());
+  context.include("lang/ops/losses/LossesKernels.cuh");
+  context.launch(
+      llvm::formatv(
+          "crossEntropyGrad<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
+          context.elementType(op.getLogits()), context.operand(op.getGrad()),
+          context.operand(op.getLogits()), context.operand(op.getTargets()),
+          rows, classes, context.result()),
+      gridFor(rows, 1), rowThreads(classes));
+  return success();
+}
 
-struct MseCpuModel : CpuKernelOpInterface::ExternalModel<MseCpuModel, MseOp> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<MseOp>(operation);
-    FailureOr<std::string> a = context.operand(op.getLhs()),
-                           b = context.operand(op.getRhs());
-    if (failed(a) || failed(b))
-      return failure();
-    context.include("lang/ops/losses/LossesKernels.h");
-    context.out() << llvm::formatv("  mse({0}, {1}, {2}, {3});\n", *a, *b,
-                                   product(shapeOf(op.getLhs())),
-                                   context.result());
-    return success();
-  }
-};
+LogicalResult emitMseCpu(MseOp op, CpuKernelContext &context) {
+  FailureOr<std::string> a = context.operand(op.getLhs()),
+                         b = context.operand(op.getRhs());
+  if (failed(a) || failed(b))
+    return failure();
+  context.include("lang/ops/losses/LossesKernels.h");
+  context.out() << llvm::formatv("  mse({0}, {1}, {2}, {3});\n", *a, *b,
+                                 product(shapeOf(op.getLhs())),
+                                 context.result());
+  return success();
+}
 
-struct MseCudaModel
-    : CudaKernelOpInterface::ExternalModel<MseCudaModel, MseOp> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<MseOp>(operation);
-    int64_t n = product(shapeOf(op.getLhs())), blocks = op.getCudaBlocks();
-    std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
-    context.include("lang/ops/losses/LossesKernels.cuh");
-    context.launch(
-        llvm::formatv("squaredErrorPartial<{0}>({1}, {2}, {3}, {4});",
-                      context.elementType(op.getLhs()),
-                      context.operand(op.getLhs()),
-                      context.operand(op.getRhs()), n, partial),
-        blocks, kCudaThreads);
-    context.launch(llvm::formatv("finishSumOfSquares({0}, {1}, {2}, false, "
-                                 "{3});",
-                                 partial, blocks, floatLiteral(1.0 / double(n)),
-                                 context.result()),
-                   1, 1024);
-    return success();
-  }
-};
+LogicalResult emitMseCuda(MseOp op, CudaKernelContext &context) {
+  int64_t n = product(shapeOf(op.getLhs())), blocks = op.getCudaBlocks();
+  std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
+  context.include("lang/ops/losses/LossesKernels.cuh");
+  context.launch(llvm::formatv("squaredErrorPartial<{0}>({1}, {2}, {3}, {4});",
+                               context.elementType(op.getLhs()),
+                               context.operand(op.getLhs()),
+                               context.operand(op.getRhs()), n, partial),
+                 blocks, kCudaThreads);
+  context.launch(llvm::formatv("finishSumOfSquares({0}, {1}, {2}, false, "
+                               "{3});",
+                               partial, blocks, floatLiteral(1.0 / double(n)),
+                               context.result()),
+                 1, 1024);
+  return success();
+}
 
 } // namespace
 
@@ -158,13 +132,13 @@ namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLossesEmissionModels(MLIRContext &context) {
-  MseOp::attachInterface<MseCpuModel, MseCudaModel>(context);
-  CrossEntropyOp::attachInterface<LossCpuModel<CrossEntropyOp>,
-                                  RowMeanCudaModel<CrossEntropyOp>>(context);
-  CrossEntropyGradOp::attachInterface<LossCpuModel<CrossEntropyGradOp>,
-                                      CrossEntropyGradCudaModel>(context);
-  AccuracyOp::attachInterface<LossCpuModel<AccuracyOp>,
-                              RowMeanCudaModel<AccuracyOp>>(context);
+  KernelFunctions<MseOp, emitMseCpu, emitMseCuda>::attach(context);
+  KernelFunctions<CrossEntropyOp, emitLossCpu<CrossEntropyOp>,
+                  emitRowMeanCuda<CrossEntropyOp>>::attach(context);
+  KernelFunctions<CrossEntropyGradOp, emitLossCpu<CrossEntropyGradOp>,
+                  emitCrossEntropyGradCuda>::attach(context);
+  KernelFunctions<AccuracyOp, emitLossCpu<AccuracyOp>,
+                  emitRowMeanCuda<AccuracyOp>>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

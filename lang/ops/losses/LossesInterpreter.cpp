@@ -68,45 +68,36 @@ struct CrossEntropyInterpreterModel
   }
 };
 
-struct AccuracyInterpreterModel
-    : InterpretedOpInterface::ExternalModel<AccuracyInterpreterModel,
-                                            AccuracyOp> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<AccuracyOp>(operation);
-    const Tensor &logits = context.get(op.getLogits()),
-                 &targets = context.get(op.getTargets());
-    int64_t classes = logits.shape.back(), rows = targets.numElements();
-    int64_t correct = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const double *row = &logits.data[r * classes];
-      int64_t best = 0;
-      for (int64_t c = 1; c < classes; ++c)
-        if (row[c] > row[best])
-          best = c;
-      correct += best == int64_t(targets.data[r]);
-    }
-    Tensor out = context.like(op.getResult());
-    out.data[0] = double(correct) / double(rows);
-    context.set(op.getResult(), std::move(out));
-    return success();
+LogicalResult interpretAccuracy(AccuracyOp op, OpContext &context) {
+  const Tensor &logits = context.get(op.getLogits()),
+               &targets = context.get(op.getTargets());
+  int64_t classes = logits.shape.back(), rows = targets.numElements();
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *row = &logits.data[r * classes];
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best])
+        best = c;
+    correct += best == int64_t(targets.data[r]);
   }
-};
+  Tensor out = context.like(op.getResult());
+  out.data[0] = double(correct) / double(rows);
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
 /// mean((a - b)^2) in double.
-struct MseInterpreterModel
-    : InterpretedOpInterface::ExternalModel<MseInterpreterModel, MseOp> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<MseOp>(operation);
-    const Tensor &a = context.get(op.getLhs()), &b = context.get(op.getRhs());
-    double sum = 0;
-    for (int64_t i = 0; i < a.numElements(); ++i)
-      sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
-    Tensor out = context.like(op.getResult());
-    out.data[0] = sum / double(a.numElements());
-    context.set(op.getResult(), std::move(out));
-    return success();
-  }
-};
+LogicalResult interpretMse(MseOp op, OpContext &context) {
+  const Tensor &a = context.get(op.getLhs()), &b = context.get(op.getRhs());
+  double sum = 0;
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
+  Tensor out = context.like(op.getResult());
+  out.data[0] = sum / double(a.numElements());
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
 } // namespace
 
@@ -118,8 +109,8 @@ void registerLossesInterpreterModels(MLIRContext &context) {
       CrossEntropyInterpreterModel<CrossEntropyOp, false>>(context);
   CrossEntropyGradOp::attachInterface<
       CrossEntropyInterpreterModel<CrossEntropyGradOp, true>>(context);
-  AccuracyOp::attachInterface<AccuracyInterpreterModel>(context);
-  MseOp::attachInterface<MseInterpreterModel>(context);
+  InterpreterFunction<AccuracyOp, interpretAccuracy>::attach(context);
+  InterpreterFunction<MseOp, interpretMse>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

@@ -11,6 +11,7 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
+#include "lang/OpVerification.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -24,12 +25,6 @@ constexpr const char *kCpuKernels =
     "lang/ops/normalization/NormalizationKernels.h";
 constexpr const char *kCudaKernels =
     "lang/ops/normalization/NormalizationKernels.cuh";
-
-/// Rows and row length of a normalization over the last dimension of `v`.
-std::pair<int64_t, int64_t> rowsOf(Value v) {
-  ArrayRef<int64_t> shape = llvm::cast<ShapedType>(v.getType()).getShape();
-  return {product(shape) / shape.back(), shape.back()};
-}
 
 /// The operands the four ops share, by their roles.
 struct Normalization {
@@ -80,92 +75,82 @@ Normalization describe(RmsNormGradOp op) {
 }
 
 template <typename Op>
-struct NormalizationCpuModel
-    : CpuKernelOpInterface::ExternalModel<NormalizationCpuModel<Op>, Op> {
-  LogicalResult emitCpuKernel(Operation *op, CpuKernelContext &context) const {
-    Normalization n = describe(llvm::cast<Op>(op));
-    auto [rows, d] = rowsOf(n.input);
-    FailureOr<std::string> input = context.operand(n.input);
-    FailureOr<std::string> scale = context.operand(n.scale);
-    FailureOr<std::string> bias =
-        n.bias ? context.operand(n.bias)
-               : FailureOr<std::string>(std::string("nullptr"));
-    FailureOr<std::string> grad = n.grad
-                                      ? context.operand(n.grad)
-                                      : FailureOr<std::string>(std::string());
-    if (failed(input) || failed(scale) || failed(bias) || failed(grad))
-      return failure();
-    context.include(kCpuKernels);
-    std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
-    if (!n.backward)
-      context.out() << llvm::formatv(
-          "  layerNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n", *input,
-          *scale, *bias, context.result(), rows, d, eps, rms);
-    else
-      context.out() << llvm::formatv(
-          "  layerNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-          "{9});\n",
-          *grad, *input, *scale, context.result(0), context.result(1),
-          n.rms ? "nullptr" : context.result(2), rows, d, eps, rms);
-    return success();
-  }
-};
+LogicalResult emitNormalizationCpu(Op opOp, CpuKernelContext &context) {
+  Operation *op = opOp;
+  Normalization n = describe(llvm::cast<Op>(op));
+  auto [rows, d] = verification::rowsAndDepth(n.input);
+  FailureOr<std::string> input = context.operand(n.input);
+  FailureOr<std::string> scale = context.operand(n.scale);
+  FailureOr<std::string> bias =
+      n.bias ? context.operand(n.bias)
+             : FailureOr<std::string>(std::string("nullptr"));
+  FailureOr<std::string> grad =
+      n.grad ? context.operand(n.grad) : FailureOr<std::string>(std::string());
+  if (failed(input) || failed(scale) || failed(bias) || failed(grad))
+    return failure();
+  context.include(kCpuKernels);
+  std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
+  if (!n.backward)
+    context.out() << llvm::formatv(
+        "  layerNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n", *input,
+        *scale, *bias, context.result(), rows, d, eps, rms);
+  else
+    context.out() << llvm::formatv(
+        "  layerNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+        "{9});\n",
+        *grad, *input, *scale, context.result(0), context.result(1),
+        n.rms ? "nullptr" : context.result(2), rows, d, eps, rms);
+  return success();
+}
 
 template <typename Op>
-struct NormalizationCudaModel
-    : CudaKernelOpInterface::ExternalModel<NormalizationCudaModel<Op>, Op> {
-  LogicalResult emitCudaKernel(Operation *op,
-                               CudaKernelContext &context) const {
-    Normalization n = describe(llvm::cast<Op>(op));
-    auto [rows, d] = rowsOf(n.input);
-    std::string type = context.elementType(n.input);
-    std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
-    context.include(kCudaKernels);
-    if (!n.backward) {
-      context.launch(
-          llvm::formatv("layerNorm<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                        "{8});",
-                        type, context.operand(n.input),
-                        context.operand(n.scale),
-                        n.bias ? context.operand(n.bias) : "nullptr",
-                        context.result(), rows, d, eps, rms),
-          gridFor(rows, 1), rowThreads(d));
-      return success();
-    }
-    // The rows' statistics (2 floats a row), then [chunks][2][d] partial
-    // column sums: what the op declares (NormalizationOps.cpp).
-    int64_t chunks = n.gradChunks;
-    int64_t statsBytes = (rows * 8 + 255) / 256 * 256;
-    std::string base = context.scratch(
-        llvm::cast<CudaScratchOpInterface>(op).getCudaScratchBytes());
-    std::string stats = "f32(" + base + ")",
-                partial =
-                    llvm::formatv("f32({0} + {1})", base, statsBytes).str();
-    std::string grad = context.operand(n.grad),
-                input = context.operand(n.input);
+LogicalResult emitNormalizationCuda(Op opOp, CudaKernelContext &context) {
+  Operation *op = opOp;
+  Normalization n = describe(llvm::cast<Op>(op));
+  auto [rows, d] = verification::rowsAndDepth(n.input);
+  std::string type = context.elementType(n.input);
+  std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
+  context.include(kCudaKernels);
+  if (!n.backward) {
     context.launch(
-        llvm::formatv("layerNormGradRows<{0}>({1}, {2}, {3}, {4}, {5}, {6}, "
-                      "{7}, {8}, {9});",
-                      type, grad, input, context.operand(n.scale),
-                      context.result(0), stats, rows, d, eps, rms),
+        llvm::formatv("layerNorm<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                      "{8});",
+                      type, context.operand(n.input), context.operand(n.scale),
+                      n.bias ? context.operand(n.bias) : "nullptr",
+                      context.result(), rows, d, eps, rms),
         gridFor(rows, 1), rowThreads(d));
-    context.launch(
-        llvm::formatv(
-            "layerNormGradColumns<{0}>({1}, {2}, {3}, {4}, {5}, {6});", type,
-            grad, input, stats, partial, rows, d),
-        ceilDiv(d, kCudaThreads), kCudaThreads, chunks);
-    context.launch(
-        llvm::formatv("layerNormGradFinish<{0}>({1}, {2}, {3}, {4}, {5});",
-                      type, partial, chunks, d, context.result(1),
-                      n.rms ? "(" + type + " *)nullptr" : context.result(2)),
-        ceilDiv(d, kCudaThreads), kCudaThreads);
     return success();
   }
-};
+  // The rows' statistics (2 floats a row), then [chunks][2][d] partial
+  // column sums: what the op declares (NormalizationOps.cpp).
+  int64_t chunks = n.gradChunks;
+  int64_t statsBytes = (rows * 8 + 255) / 256 * 256;
+  std::string base = context.scratch(
+      llvm::cast<CudaScratchOpInterface>(op).getCudaScratchBytes());
+  std::string stats = "f32(" + base + ")",
+              partial = llvm::formatv("f32({0} + {1})", base, statsBytes).str();
+  std::string grad = context.operand(n.grad), input = context.operand(n.input);
+  context.launch(
+      llvm::formatv("layerNormGradRows<{0}>({1}, {2}, {3}, {4}, {5}, {6}, "
+                    "{7}, {8}, {9});",
+                    type, grad, input, context.operand(n.scale),
+                    context.result(0), stats, rows, d, eps, rms),
+      gridFor(rows, 1), rowThreads(d));
+  context.launch(
+      llvm::formatv("layerNormGradColumns<{0}>({1}, {2}, {3}, {4}, {5}, {6});",
+                    type, grad, input, stats, partial, rows, d),
+      ceilDiv(d, kCudaThreads), kCudaThreads, chunks);
+  context.launch(
+      llvm::formatv("layerNormGradFinish<{0}>({1}, {2}, {3}, {4}, {5});", type,
+                    partial, chunks, d, context.result(1),
+                    n.rms ? "(" + type + " *)nullptr" : context.result(2)),
+      ceilDiv(d, kCudaThreads), kCudaThreads);
+  return success();
+}
 
 template <typename Op> void attach(MLIRContext &context) {
-  Op::template attachInterface<NormalizationCpuModel<Op>,
-                               NormalizationCudaModel<Op>>(context);
+  KernelFunctions<Op, emitNormalizationCpu<Op>,
+                  emitNormalizationCuda<Op>>::attach(context);
 }
 
 } // namespace

@@ -44,20 +44,14 @@ SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b,
 }
 
 namespace {
-/// The input as rows of its last dimension.
-std::pair<int64_t, int64_t> rowsOf(Value input) {
-  ArrayRef<int64_t> shape = tensorType(input).getShape();
-  int64_t d = shape.empty() ? 1 : shape.back();
-  return {tensorType(input).getNumElements() / std::max<int64_t>(1, d), d};
-}
 /// Chunks of at least 32 rows, at most 128 of them.
 int64_t gradChunks(Value input) {
-  return std::clamp<int64_t>(rowsOf(input).first / 32, 1, 128);
+  return std::clamp<int64_t>(rowsAndDepth(input).first / 32, 1, 128);
 }
 /// Two f32 statistics a row (256-byte aligned), then [chunks][2][d]
 /// partial column sums (NormalizationEmission.cpp).
 int64_t gradScratchBytes(Value input, int64_t chunks) {
-  auto [rows, d] = rowsOf(input);
+  auto [rows, d] = rowsAndDepth(input);
   return (rows * 8 + 255) / 256 * 256 + chunks * 2 * d * 4;
 }
 } // namespace

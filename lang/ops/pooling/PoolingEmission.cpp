@@ -43,59 +43,49 @@ FailureOr<std::string> operandsOf(Op op, Operand operand) {
 }
 
 template <typename Op>
-struct PoolCpuModel
-    : CpuKernelOpInterface::ExternalModel<PoolCpuModel<Op>, Op> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    FailureOr<std::string> operands =
-        operandsOf(op, [&](Value v) { return context.operand(v); });
-    if (failed(operands))
-      return failure();
-    // 16-bit storage has its own (f32-computing) kernels.
-    const char *half = ctypeOf(op.getResult().getType()).isHalf ? "Half" : "";
-    const char *name = isMax<Op> ? (isGrad<Op> ? "maxPool2dGrad" : "maxPool2d")
-                       : isGrad<Op> ? "avgPool2dGrad"
-                                    : "avgPool2d";
-    context.include("lang/ops/pooling/PoolingKernels.h");
-    context.out() << llvm::formatv(
-        "  {\n    static const PoolShape pool = {{{0}};\n    {1}{2}(pool, "
-        "{3}{4});\n  }\n",
-        listOf(op.getPoolGeometry()), name, half, *operands, context.result());
-    return success();
-  }
-};
+LogicalResult emitPoolCpu(Op op, CpuKernelContext &context) {
+  FailureOr<std::string> operands =
+      operandsOf(op, [&](Value v) { return context.operand(v); });
+  if (failed(operands))
+    return failure();
+  // 16-bit storage has its own (f32-computing) kernels.
+  const char *half = ctypeOf(op.getResult().getType()).isHalf ? "Half" : "";
+  const char *name = isMax<Op>    ? (isGrad<Op> ? "maxPool2dGrad" : "maxPool2d")
+                     : isGrad<Op> ? "avgPool2dGrad"
+                                  : "avgPool2d";
+  context.include("lang/ops/pooling/PoolingKernels.h");
+  context.out() << llvm::formatv(
+      "  {\n    static const PoolShape pool = {{{0}};\n    {1}{2}(pool, "
+      "{3}{4});\n  }\n",
+      listOf(op.getPoolGeometry()), name, half, *operands, context.result());
+  return success();
+}
 
 template <typename Op>
-struct PoolCudaModel
-    : CudaKernelOpInterface::ExternalModel<PoolCudaModel<Op>, Op> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    std::string type = context.elementType(op.getResult());
-    std::string operands =
-        *operandsOf(op, [&](Value v) -> FailureOr<std::string> {
-          return context.operand(v);
-        });
-    // Average pooling's gradient reads no input.
-    if (isGrad<Op> && !isMax<Op>)
-      operands += "(const " + type + " *)nullptr, ";
-    // One thread per element written: outputs, or inputs for a gradient.
-    int64_t work = product(shapeOf(op.getResult()));
-    context.include("lang/ops/pooling/PoolingKernels.cuh");
-    context.launch(
-        llvm::formatv(
-            "const PoolShape shape = {{{0}};\n  {1}<{2}, {3}>(shape, "
-            "{4}{5});",
-            listOf(op.getPoolGeometry()), isGrad<Op> ? "pool2dGrad" : "pool2d",
-            isMax<Op> ? "true" : "false", type, operands, context.result()),
-        ceilDiv(work, kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult emitPoolCuda(Op op, CudaKernelContext &context) {
+  std::string type = context.elementType(op.getResult());
+  std::string operands =
+      *operandsOf(op, [&](Value v) -> FailureOr<std::string> {
+        return context.operand(v);
+      });
+  // Average pooling's gradient reads no input.
+  if (isGrad<Op> && !isMax<Op>)
+    operands += "(const " + type + " *)nullptr, ";
+  // One thread per element written: outputs, or inputs for a gradient.
+  int64_t work = product(shapeOf(op.getResult()));
+  context.include("lang/ops/pooling/PoolingKernels.cuh");
+  context.launch(
+      llvm::formatv(
+          "const PoolShape shape = {{{0}};\n  {1}<{2}, {3}>(shape, "
+          "{4}{5});",
+          listOf(op.getPoolGeometry()), isGrad<Op> ? "pool2dGrad" : "pool2d",
+          isMax<Op> ? "true" : "false", type, operands, context.result()),
+      ceilDiv(work, kCudaThreads), kCudaThreads);
+  return success();
+}
 
 template <typename Op> void attach(MLIRContext &context) {
-  Op::template attachInterface<PoolCpuModel<Op>, PoolCudaModel<Op>>(context);
+  KernelFunctions<Op, emitPoolCpu<Op>, emitPoolCuda<Op>>::attach(context);
 }
 
 } // namespace

@@ -100,10 +100,8 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerPruningInterpreterModels(MLIRContext &context) {
-  PruneMasksOp::attachInterface<
-      InterpreterFunction<PruneMasksOp, interpretPruneMasks>>(context);
-  ApplyMaskOp::attachInterface<
-      InterpreterFunction<ApplyMaskOp, interpretApplyMask>>(context);
+  InterpreterFunction<PruneMasksOp, interpretPruneMasks>::attach(context);
+  InterpreterFunction<ApplyMaskOp, interpretApplyMask>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

@@ -13,6 +13,7 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
+#include "lang/OpVerification.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -37,35 +38,6 @@ std::pair<int64_t, int64_t> channelsOf(Value tensor, int64_t axis) {
   if (axis < 0)
     return {1, type.getNumElements()};
   return {type.getDimSize(axis), product(type.getShape().drop_front(axis + 1))};
-}
-
-/// A `[..., K]` operand of a product as rows (its leading dimensions) and
-/// K.
-std::pair<int64_t, int64_t> rowsAndDepthOf(Value tensor) {
-  auto type = llvm::cast<ShapedType>(tensor.getType());
-  int64_t k = type.getRank() ? type.getShape().back() : 1;
-  return {type.getNumElements() / std::max<int64_t>(k, 1), k};
-}
-
-/// The operands' pointers, or failure when one has none (CPU).
-FailureOr<std::vector<std::string>> operandsOf(CpuKernelContext &context,
-                                               ValueRange values) {
-  std::vector<std::string> pointers;
-  for (Value v : values) {
-    FailureOr<std::string> p = context.operand(v);
-    if (failed(p))
-      return failure();
-    pointers.push_back(*p);
-  }
-  return pointers;
-}
-
-std::vector<std::string> operandsOf(CudaKernelContext &context,
-                                    ValueRange values) {
-  std::vector<std::string> pointers;
-  for (Value v : values)
-    pointers.push_back(context.operand(v));
-  return pointers;
 }
 
 /// observe_minmax's call, the same on both backends but for how the step
@@ -108,7 +80,7 @@ template <typename Op> SmallVector<Value> fakeQuantOperands(Op f) {
 LogicalResult emitObserveMinMaxCpu(ObserveMinMaxOp o,
                                    CpuKernelContext &context) {
   auto operands =
-      operandsOf(context, {o.getInput(), o.getMin(), o.getMax(), o.getStep()});
+      context.operands({o.getInput(), o.getMin(), o.getMax(), o.getStep()});
   if (failed(operands))
     return failure();
   context.include(kCpuKernels);
@@ -121,7 +93,7 @@ LogicalResult emitObserveMinMaxCpu(ObserveMinMaxOp o,
 
 template <typename Op>
 LogicalResult emitFakeQuantCpu(Op f, CpuKernelContext &context) {
-  auto operands = operandsOf(context, fakeQuantOperands(f));
+  auto operands = context.operands(fakeQuantOperands(f));
   if (failed(operands))
     return failure();
   context.include(kCpuKernels);
@@ -134,7 +106,7 @@ LogicalResult emitQuantizeRowsCpu(QuantizeRowsOp q, CpuKernelContext &context) {
   FailureOr<std::string> input = context.operand(q.getInput());
   if (failed(input))
     return failure();
-  auto [rows, k] = rowsAndDepthOf(q.getInput());
+  auto [rows, k] = verification::rowsAndDepth(q.getInput());
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
       "  quantizeRows({0}, {1}, {2}, {3}, {4}, {5});\n", rows, k, *input,
@@ -143,10 +115,10 @@ LogicalResult emitQuantizeRowsCpu(QuantizeRowsOp q, CpuKernelContext &context) {
 }
 
 LogicalResult emitMatmulInt8Cpu(MatmulInt8Op m, CpuKernelContext &context) {
-  auto operands = operandsOf(context, m->getOperands());
+  auto operands = context.operands(m->getOperands());
   if (failed(operands))
     return failure();
-  auto [rows, k] = rowsAndDepthOf(m.getLhs());
+  auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   context.include(kCpuKernels);
   context.out() << llvm::formatv("  matmulInt8({0}, {1}, {2}, {3}, {4});\n",
                                  rows, shapeOf(m.getRhs())[0], k,
@@ -155,7 +127,7 @@ LogicalResult emitMatmulInt8Cpu(MatmulInt8Op m, CpuKernelContext &context) {
 }
 
 LogicalResult emitDequantizeCpu(DequantizeOp d, CpuKernelContext &context) {
-  auto operands = operandsOf(context, d->getOperands());
+  auto operands = context.operands(d->getOperands());
   if (failed(operands))
     return failure();
   context.include(kCpuKernels);
@@ -183,11 +155,11 @@ std::pair<std::string, std::string> csrColumns(MatmulCsrOp m,
 
 LogicalResult emitMatmulSparse24Cpu(MatmulSparse24Op m,
                                     CpuKernelContext &context) {
-  auto operands = operandsOf(context, m->getOperands());
+  auto operands = context.operands(m->getOperands());
   FailureOr<std::string> scratch = sparseWorkspace(m, context);
   if (failed(operands) || failed(scratch))
     return failure();
-  auto [rows, k] = rowsAndDepthOf(m.getLhs());
+  auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
       "  matmulSparse24({0}, {1}, {2}, {3}, {4}, {5});\n", rows,
@@ -197,11 +169,11 @@ LogicalResult emitMatmulSparse24Cpu(MatmulSparse24Op m,
 }
 
 LogicalResult emitMatmulCsrCpu(MatmulCsrOp m, CpuKernelContext &context) {
-  auto operands = operandsOf(context, m->getOperands());
+  auto operands = context.operands(m->getOperands());
   FailureOr<std::string> scratch = sparseWorkspace(m, context);
   if (failed(operands) || failed(scratch))
     return failure();
-  auto [rows, k] = rowsAndDepthOf(m.getLhs());
+  auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   auto [narrow, wide] = csrColumns(m, (*operands)[2]);
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
@@ -220,7 +192,7 @@ LogicalResult emitMatmulCsrCpu(MatmulCsrOp m, CpuKernelContext &context) {
 LogicalResult emitObserveMinMaxCuda(ObserveMinMaxOp o,
                                     CudaKernelContext &context) {
   std::vector<std::string> operands =
-      operandsOf(context, {o.getInput(), o.getMin(), o.getMax(), o.getStep()});
+      context.operands({o.getInput(), o.getMin(), o.getMax(), o.getStep()});
   context.include(kCudaKernels);
   // A block per channel.
   context.launch(observeCall(o, operands, operands[3], context.result(0),
@@ -232,7 +204,7 @@ LogicalResult emitObserveMinMaxCuda(ObserveMinMaxOp o,
 template <typename Op>
 LogicalResult emitFakeQuantCuda(Op f, CudaKernelContext &context) {
   context.include(kCudaKernels);
-  context.launch(fakeQuantCall(f, operandsOf(context, fakeQuantOperands(f)),
+  context.launch(fakeQuantCall(f, context.operands(fakeQuantOperands(f)),
                                context.result()),
                  gridFor(product(shapeOf(f.getInput()))), kCudaThreads);
   return success();
@@ -240,7 +212,7 @@ LogicalResult emitFakeQuantCuda(Op f, CudaKernelContext &context) {
 
 LogicalResult emitQuantizeRowsCuda(QuantizeRowsOp q,
                                    CudaKernelContext &context) {
-  auto [rows, k] = rowsAndDepthOf(q.getInput());
+  auto [rows, k] = verification::rowsAndDepth(q.getInput());
   context.include(kCudaKernels);
   // A block per row.
   context.launch(llvm::formatv("quantizeRows({0}, {1}, {2}, {3}, {4});", k,
@@ -251,9 +223,9 @@ LogicalResult emitQuantizeRowsCuda(QuantizeRowsOp q,
 }
 
 LogicalResult emitMatmulInt8Cuda(MatmulInt8Op m, CudaKernelContext &context) {
-  auto [rows, k] = rowsAndDepthOf(m.getLhs());
+  auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   int64_t n = shapeOf(m.getRhs())[0];
-  std::vector<std::string> operands = operandsOf(context, m->getOperands());
+  std::vector<std::string> operands = context.operands(m->getOperands());
   context.include(kCudaKernels);
   // cuBLASLt's int8 kernels take N and K in multiples of 8 and more than
   // 16 rows (PyTorch's _int_mm asks the same); other shapes, a
@@ -293,7 +265,7 @@ LogicalResult emitDequantizeCuda(DequantizeOp d, CudaKernelContext &context) {
   context.launch(
       llvm::formatv("dequantize({0}, {1}, {2}, {3}, {4});", n,
                     shapeOf(d.getScale())[0], d.getBits(),
-                    llvm::join(operandsOf(context, d->getOperands()), ", "),
+                    llvm::join(context.operands(d->getOperands()), ", "),
                     context.result()),
       gridFor(n), kCudaThreads);
   return success();
@@ -310,9 +282,9 @@ LogicalResult emitMatmulSparse24Cuda(MatmulSparse24Op,
 }
 
 LogicalResult emitMatmulCsrCuda(MatmulCsrOp m, CudaKernelContext &context) {
-  auto [rows, k] = rowsAndDepthOf(m.getLhs());
+  auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   int64_t n = shapeOf(m.getRowOffsets())[0] - 1;
-  std::vector<std::string> operands = operandsOf(context, m->getOperands());
+  std::vector<std::string> operands = context.operands(m->getOperands());
   auto [narrow, wide] = csrColumns(m, operands[2]);
   context.include(kCudaKernels);
   // A block per output channel (a row of the CSR weight).

@@ -225,23 +225,17 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerQuantizationInterpreterModels(MLIRContext &context) {
-  ObserveMinMaxOp::attachInterface<
-      InterpreterFunction<ObserveMinMaxOp, interpretObserveMinMax>>(context);
-  FakeQuantOp::attachInterface<
-      InterpreterFunction<FakeQuantOp, interpretFakeQuant<FakeQuantOp>>>(
+  InterpreterFunction<ObserveMinMaxOp, interpretObserveMinMax>::attach(context);
+  InterpreterFunction<FakeQuantOp, interpretFakeQuant<FakeQuantOp>>::attach(
       context);
-  FakeQuantGradOp::attachInterface<InterpreterFunction<
-      FakeQuantGradOp, interpretFakeQuant<FakeQuantGradOp>>>(context);
-  QuantizeRowsOp::attachInterface<
-      InterpreterFunction<QuantizeRowsOp, interpretQuantizeRows>>(context);
-  MatmulInt8Op::attachInterface<
-      InterpreterFunction<MatmulInt8Op, interpretMatmulInt8>>(context);
-  DequantizeOp::attachInterface<
-      InterpreterFunction<DequantizeOp, interpretDequantize>>(context);
-  MatmulSparse24Op::attachInterface<
-      InterpreterFunction<MatmulSparse24Op, interpretMatmulSparse24>>(context);
-  MatmulCsrOp::attachInterface<
-      InterpreterFunction<MatmulCsrOp, interpretMatmulCsr>>(context);
+  InterpreterFunction<FakeQuantGradOp,
+                      interpretFakeQuant<FakeQuantGradOp>>::attach(context);
+  InterpreterFunction<QuantizeRowsOp, interpretQuantizeRows>::attach(context);
+  InterpreterFunction<MatmulInt8Op, interpretMatmulInt8>::attach(context);
+  InterpreterFunction<DequantizeOp, interpretDequantize>::attach(context);
+  InterpreterFunction<MatmulSparse24Op, interpretMatmulSparse24>::attach(
+      context);
+  InterpreterFunction<MatmulCsrOp, interpretMatmulCsr>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

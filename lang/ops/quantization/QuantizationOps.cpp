@@ -12,6 +12,7 @@
 
 #include "lang/GradientBuilder.h"
 #include "lang/OpVerification.h"
+#include "lang/ops/quantization/QuantizationKernels.h"
 
 using namespace mlir;
 using namespace mnemo;
@@ -139,14 +140,21 @@ LogicalResult MatmulCsrOp::verify() {
   return verifyRowProduct(*this, getLhs(), getResult(), n);
 }
 
-// The CPU's 2:4 and CSR products decompress tiles of kSparseTileRows (64)
+// The CPU's 2:4 and CSR products decompress tiles of kSparseTileRows
 // output channels (QuantizationKernels.h) into f32 rows of depth K.
 namespace {
 int64_t sparseTileBytes(Value lhs, Value result) {
-  return 4 * std::min<int64_t>(tensorType(result).getShape().back(), 64) *
+  return 4 *
+         std::min<int64_t>(tensorType(result).getShape().back(),
+                           cpu::kSparseTileRows) *
          tensorType(lhs).getShape().back();
 }
 } // namespace
+
+/// cuBLASLt's workspace on the GPU.
+int64_t MatmulInt8Op::getCudaScratchBytes() {
+  return kCudaLibraryWorkspaceBytes;
+}
 
 int64_t MatmulSparse24Op::getCpuWorkspaceBytes() {
   return sparseTileBytes(getLhs(), getResult());

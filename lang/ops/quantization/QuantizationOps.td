@@ -124,7 +124,8 @@ def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Mnemo_AmpFollow, Mnemo_Fus
   let hasVerifier = 1;
 }
 
-def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
+def Mnemo_MatmulInt8Op : Mnemo_Op<"matmul_int8", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let summary = "int8 GEMM with int32 accumulation, rescaled to f32";
   let description = [{
     `x @ W^T` from int8 codes: `lhs [..., K]` with per-row scales and code

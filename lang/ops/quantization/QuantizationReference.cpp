@@ -1,7 +1,7 @@
 //===- QuantizationReference.cpp - The interpreter's quantization rules --===//
 
 #include "lang/ops/quantization/QuantizationReference.h"
-#include "runtime/Quantize8Codes.h"
+#include "lang/ops/optimizers/OptimizersFormulas.h"
 
 #include <algorithm>
 #include <cmath>
@@ -74,7 +74,7 @@ int reference::sparse24Position(const signed char *rowIndices, int64_t group,
 }
 
 float reference::codeValue(uint8_t code, bool isSigned) {
-  return quant8::decodeCode(code, isSigned);
+  return optimizers::decodeCode(code, isSigned);
 }
 
 uint8_t reference::nearestCode(float x, bool isSigned) {

@@ -5,9 +5,10 @@
 // (quantize_rows, matmul_int8, dequantize, matmul_sparse24) and adamw8bit's
 // block-wise 8-bit state, written from PyTorch's and bitsandbytes'
 // definitions independently of the trainer's kernels
-// (QuantizationFormulas.h, runtime/Quantize8.h), so the differential tests
-// compare two implementations. What they share is data: the values of the
-// 8-bit codes (runtime/Quantize8Codes.h) and the packing of the formats.
+// (QuantizationFormulas.h, lang/ops/optimizers/OptimizersKernels.h), so the
+// differential tests compare two implementations. What they share is data: the
+// values of the 8-bit codes (lang/ops/optimizers/OptimizersFormulas.h) and the
+// packing of the formats.
 //
 // Everything here is f32 arithmetic, as PyTorch's kernels compute it:
 // rounding is discontinuous, so the reference must round where they do.

@@ -38,32 +38,27 @@ template <typename Op> constexpr const char *cudaKind() {
 }
 
 template <typename Op>
-struct ReduceCpuModel
-    : CpuKernelOpInterface::ExternalModel<ReduceCpuModel<Op>, Op> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    Shape in = shapeOf(op.getInput());
-    FailureOr<std::string> input = context.operand(op.getInput());
-    if (failed(input))
+LogicalResult emitReduceCpu(Op op, CpuKernelContext &context) {
+  Shape in = shapeOf(op.getInput());
+  FailureOr<std::string> input = context.operand(op.getInput());
+  if (failed(input))
+    return failure();
+  std::string prefix;
+  if constexpr (std::is_same_v<Op, MaxGradOp>) {
+    FailureOr<std::string> grad = context.operand(op.getGrad()),
+                           maximum = context.operand(op.getMaximum());
+    if (failed(grad) || failed(maximum))
       return failure();
-    std::string prefix;
-    if constexpr (std::is_same_v<Op, MaxGradOp>) {
-      FailureOr<std::string> grad = context.operand(op.getGrad()),
-                             maximum = context.operand(op.getMaximum());
-      if (failed(grad) || failed(maximum))
-        return failure();
-      prefix = llvm::formatv("maxGrad({0}, {1}, {2}", *grad, *input, *maximum);
-    } else {
-      prefix = llvm::formatv("reduce({0}, {1}", cpuKind<Op>(), *input);
-    }
-    context.include(kCpuKernels);
-    context.out() << llvm::formatv("  {0}, {1}, {2}, {3}u, {4});\n", prefix,
-                                   context.constantArray(in), in.size(),
-                                   op.getReducedMask(), context.result());
-    return success();
+    prefix = llvm::formatv("maxGrad({0}, {1}, {2}", *grad, *input, *maximum);
+  } else {
+    prefix = llvm::formatv("reduce({0}, {1}", cpuKind<Op>(), *input);
   }
-};
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv("  {0}, {1}, {2}, {3}u, {4});\n", prefix,
+                                 context.constantArray(in), in.size(),
+                                 op.getReducedMask(), context.result());
+  return success();
+}
 
 /// The input as kept and reduced groups of dimensions (neighbours of the
 /// same kind merged, size-1 dimensions dropped), as ReductionsKernels.cuh's
@@ -107,70 +102,62 @@ struct ReduceGroups {
 };
 
 template <typename Op>
-struct ReduceCudaModel
-    : CudaKernelOpInterface::ExternalModel<ReduceCudaModel<Op>, Op> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    Shape in = shapeOf(op.getInput());
-    uint32_t mask = op.getReducedMask();
-    ReduceGroups groups(in, mask);
-    if (!groups.fits())
-      return context.error("a reduction over more than four separate groups "
-                           "of axes is not supported");
-    context.include(kCudaKernels);
-    std::string shape = "const ReduceShape shape = " + groups.initializer() +
-                        ";\n  ",
-                type = context.elementType(op.getInput()),
-                x = context.operand(op.getInput()), y = context.result();
-    int64_t outputs = groups.outputs(), perOutput = groups.perOutput();
-    if constexpr (std::is_same_v<Op, MaxGradOp>) {
-      // One thread per output: count the ties, then share.
+LogicalResult emitReduceCuda(Op op, CudaKernelContext &context) {
+  Shape in = shapeOf(op.getInput());
+  uint32_t mask = op.getReducedMask();
+  ReduceGroups groups(in, mask);
+  if (!groups.fits())
+    return context.error("a reduction over more than four separate groups "
+                         "of axes is not supported");
+  context.include(kCudaKernels);
+  std::string shape =
+                  "const ReduceShape shape = " + groups.initializer() + ";\n  ",
+              type = context.elementType(op.getInput()),
+              x = context.operand(op.getInput()), y = context.result();
+  int64_t outputs = groups.outputs(), perOutput = groups.perOutput();
+  if constexpr (std::is_same_v<Op, MaxGradOp>) {
+    // One thread per output: count the ties, then share.
+    context.launch(llvm::formatv("{0}maxGrad<{1}>(shape, {2}, {3}, {4}, {5});",
+                                 shape, type, context.operand(op.getGrad()), x,
+                                 context.operand(op.getMaximum()), y),
+                   ceilDiv(outputs, kCudaThreads), kCudaThreads);
+    return success();
+  } else {
+    const char *kind = cudaKind<Op>();
+    // Outputs contiguous in the input (the innermost dimension kept):
+    // with many rows, column tiles by chunks of rows, then the chunks in
+    // order; with few, one thread per output reading along the
+    // contiguous dimension. Otherwise one block per output.
+    bool innerKept =
+        !in.empty() && !((mask >> (in.size() - 1)) & 1) && in.back() != 1;
+    if (int64_t chunks = op.getCudaColumnChunks()) {
+      std::string partial =
+          "f32(" + context.scratch(chunks * outputs * 4) + ")";
+      context.launch(llvm::formatv("{0}reduceColumnsPartial<{1}, {2}>(shape, "
+                                   "{3}, {4}, {5});",
+                                   shape, kind, type, x, partial, chunks),
+                     ceilDiv(outputs, 32), kCudaThreads, chunks);
+      context.launch(llvm::formatv("{0}reduceColumnsFinish<{1}, {2}>(shape, "
+                                   "{3}, {4}, {5});",
+                                   shape, kind, type, partial, chunks, y),
+                     ceilDiv(outputs, kCudaThreads), kCudaThreads);
+    } else if (innerKept || perOutput < 64) {
       context.launch(
-          llvm::formatv("{0}maxGrad<{1}>(shape, {2}, {3}, {4}, {5});", shape,
-                        type, context.operand(op.getGrad()), x,
-                        context.operand(op.getMaximum()), y),
+          llvm::formatv("{0}reduceThreadPerOutput<{1}, {2}>(shape, {3}, {4});",
+                        shape, kind, type, x, y),
           ceilDiv(outputs, kCudaThreads), kCudaThreads);
-      return success();
     } else {
-      const char *kind = cudaKind<Op>();
-      // Outputs contiguous in the input (the innermost dimension kept):
-      // with many rows, column tiles by chunks of rows, then the chunks in
-      // order; with few, one thread per output reading along the
-      // contiguous dimension. Otherwise one block per output.
-      bool innerKept =
-          !in.empty() && !((mask >> (in.size() - 1)) & 1) && in.back() != 1;
-      if (int64_t chunks = op.getCudaColumnChunks()) {
-        std::string partial =
-            "f32(" + context.scratch(chunks * outputs * 4) + ")";
-        context.launch(llvm::formatv("{0}reduceColumnsPartial<{1}, {2}>(shape, "
-                                     "{3}, {4}, {5});",
-                                     shape, kind, type, x, partial, chunks),
-                       ceilDiv(outputs, 32), kCudaThreads, chunks);
-        context.launch(llvm::formatv("{0}reduceColumnsFinish<{1}, {2}>(shape, "
-                                     "{3}, {4}, {5});",
-                                     shape, kind, type, partial, chunks, y),
-                       ceilDiv(outputs, kCudaThreads), kCudaThreads);
-      } else if (innerKept || perOutput < 64) {
-        context.launch(
-            llvm::formatv(
-                "{0}reduceThreadPerOutput<{1}, {2}>(shape, {3}, {4});", shape,
-                kind, type, x, y),
-            ceilDiv(outputs, kCudaThreads), kCudaThreads);
-      } else {
-        context.launch(
-            llvm::formatv("{0}reduceBlockPerOutput<{1}, {2}>(shape, {3}, {4});",
-                          shape, kind, type, x, y),
-            gridFor(outputs, 1), rowThreads(perOutput));
-      }
-      return success();
+      context.launch(
+          llvm::formatv("{0}reduceBlockPerOutput<{1}, {2}>(shape, {3}, {4});",
+                        shape, kind, type, x, y),
+          gridFor(outputs, 1), rowThreads(perOutput));
     }
+    return success();
   }
-};
+}
 
 template <typename Op> void attach(MLIRContext &context) {
-  Op::template attachInterface<ReduceCpuModel<Op>, ReduceCudaModel<Op>>(
-      context);
+  KernelFunctions<Op, emitReduceCpu<Op>, emitReduceCuda<Op>>::attach(context);
 }
 
 } // namespace

@@ -48,57 +48,47 @@ private:
 enum class Kind { Sum, Mean, Max };
 
 template <typename Op, Kind K>
-struct ReduceInterpreterModel
-    : InterpretedOpInterface::ExternalModel<ReduceInterpreterModel<Op, K>, Op> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    const Tensor &x = context.get(op.getInput());
-    Tensor out = context.like(op.getResult());
+LogicalResult interpretReduce(Op op, OpContext &context) {
+  const Tensor &x = context.get(op.getInput());
+  Tensor out = context.like(op.getResult());
+  if (K == Kind::Max)
+    std::fill(out.data.begin(), out.data.end(),
+              -std::numeric_limits<double>::infinity());
+  OutputIndex o(x, op.getReducedMask());
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, o.next()) {
+    double v = x.data[flat];
+    double &acc = out.data[*o];
     if (K == Kind::Max)
-      std::fill(out.data.begin(), out.data.end(),
-                -std::numeric_limits<double>::infinity());
-    OutputIndex o(x, op.getReducedMask());
-    for (int64_t flat = 0; flat < x.numElements(); ++flat, o.next()) {
-      double v = x.data[flat];
-      double &acc = out.data[*o];
-      if (K == Kind::Max)
-        acc = acc != acc ? acc : (v > acc || v != v ? v : acc);
-      else
-        acc += v;
-    }
-    if (K == Kind::Mean) {
-      double count = double(x.numElements()) /
-                     double(std::max<int64_t>(1, out.numElements()));
-      for (double &v : out.data)
-        v /= count;
-    }
-    context.set(op.getResult(), std::move(out));
-    return success();
+      acc = acc != acc ? acc : (v > acc || v != v ? v : acc);
+    else
+      acc += v;
   }
-};
+  if (K == Kind::Mean) {
+    double count = double(x.numElements()) /
+                   double(std::max<int64_t>(1, out.numElements()));
+    for (double &v : out.data)
+      v /= count;
+  }
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
-struct MaxGradInterpreterModel
-    : InterpretedOpInterface::ExternalModel<MaxGradInterpreterModel,
-                                            MaxGradOp> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<MaxGradOp>(operation);
-    const Tensor &g = context.get(op.getGrad()),
-                 &x = context.get(op.getInput()),
-                 &m = context.get(op.getMaximum());
-    // Count the ties, then share each gradient among them.
-    std::vector<double> ties(m.numElements(), 0);
-    OutputIndex o(x, op.getReducedMask());
-    for (int64_t flat = 0; flat < x.numElements(); ++flat, o.next())
-      ties[*o] += x.data[flat] == m.data[*o];
-    Tensor out = context.like(op.getResult());
-    OutputIndex again(x, op.getReducedMask());
-    for (int64_t flat = 0; flat < x.numElements(); ++flat, again.next())
-      if (x.data[flat] == m.data[*again])
-        out.data[flat] = g.data[*again] / ties[*again];
-    context.set(op.getResult(), std::move(out));
-    return success();
-  }
-};
+LogicalResult interpretMaxGrad(MaxGradOp op, OpContext &context) {
+  const Tensor &g = context.get(op.getGrad()), &x = context.get(op.getInput()),
+               &m = context.get(op.getMaximum());
+  // Count the ties, then share each gradient among them.
+  std::vector<double> ties(m.numElements(), 0);
+  OutputIndex o(x, op.getReducedMask());
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, o.next())
+    ties[*o] += x.data[flat] == m.data[*o];
+  Tensor out = context.like(op.getResult());
+  OutputIndex again(x, op.getReducedMask());
+  for (int64_t flat = 0; flat < x.numElements(); ++flat, again.next())
+    if (x.data[flat] == m.data[*again])
+      out.data[flat] = g.data[*again] / ties[*again];
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
 } // namespace
 
@@ -106,10 +96,13 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerReductionsInterpreterModels(MLIRContext &context) {
-  SumOp::attachInterface<ReduceInterpreterModel<SumOp, Kind::Sum>>(context);
-  MeanOp::attachInterface<ReduceInterpreterModel<MeanOp, Kind::Mean>>(context);
-  MaxOp::attachInterface<ReduceInterpreterModel<MaxOp, Kind::Max>>(context);
-  MaxGradOp::attachInterface<MaxGradInterpreterModel>(context);
+  InterpreterFunction<SumOp, interpretReduce<SumOp, Kind::Sum>>::attach(
+      context);
+  InterpreterFunction<MeanOp, interpretReduce<MeanOp, Kind::Mean>>::attach(
+      context);
+  InterpreterFunction<MaxOp, interpretReduce<MaxOp, Kind::Max>>::attach(
+      context);
+  InterpreterFunction<MaxGradOp, interpretMaxGrad>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

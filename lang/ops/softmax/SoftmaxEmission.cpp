@@ -18,49 +18,38 @@ using namespace mnemo::codegen;
 namespace {
 
 template <typename Op, bool Logarithm>
-struct SoftmaxCpuModel
-    : CpuKernelOpInterface::ExternalModel<SoftmaxCpuModel<Op, Logarithm>, Op> {
-  LogicalResult emitCpuKernel(Operation *operation,
-                              CpuKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    auto [outer, n, inner] = op.getRowGeometry();
-    FailureOr<std::string> input = context.operand(op.getInput());
-    if (failed(input))
-      return failure();
-    context.include("lang/ops/softmax/SoftmaxKernels.h");
-    context.out() << llvm::formatv(
-        "  softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5});\n", *input,
-        context.result(), outer, n, inner, Logarithm ? "true" : "false");
-    return success();
-  }
-};
+LogicalResult emitSoftmaxCpu(Op op, CpuKernelContext &context) {
+  auto [outer, n, inner] = op.getRowGeometry();
+  FailureOr<std::string> input = context.operand(op.getInput());
+  if (failed(input))
+    return failure();
+  context.include("lang/ops/softmax/SoftmaxKernels.h");
+  context.out() << llvm::formatv(
+      "  softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5});\n", *input,
+      context.result(), outer, n, inner, Logarithm ? "true" : "false");
+  return success();
+}
 
 template <typename Op, bool Logarithm>
-struct SoftmaxCudaModel
-    : CudaKernelOpInterface::ExternalModel<SoftmaxCudaModel<Op, Logarithm>,
-                                           Op> {
-  LogicalResult emitCudaKernel(Operation *operation,
-                               CudaKernelContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    auto [outer, n, inner] = op.getRowGeometry();
-    std::string type = context.elementType(op.getInput());
-    std::string input = context.operand(op.getInput());
-    const char *logarithm = Logarithm ? "true" : "false";
-    context.include("lang/ops/softmax/SoftmaxKernels.cuh");
-    if (inner == 1)
-      context.launch(llvm::formatv("softmaxRows<{0}>({1}, {2}, {3}, {4}, {5});",
-                                   type, input, context.result(), outer, n,
-                                   logarithm),
-                     gridFor(outer, 1), rowThreads(n));
-    else
-      context.launch(
-          llvm::formatv("softmaxStrided<{0}>({1}, {2}, {3}, {4}, {5}, {6});",
-                        type, input, context.result(), outer, n, inner,
-                        logarithm),
-          ceilDiv(outer * inner, kCudaThreads), kCudaThreads);
-    return success();
-  }
-};
+LogicalResult emitSoftmaxCuda(Op op, CudaKernelContext &context) {
+  auto [outer, n, inner] = op.getRowGeometry();
+  std::string type = context.elementType(op.getInput());
+  std::string input = context.operand(op.getInput());
+  const char *logarithm = Logarithm ? "true" : "false";
+  context.include("lang/ops/softmax/SoftmaxKernels.cuh");
+  if (inner == 1)
+    context.launch(llvm::formatv("softmaxRows<{0}>({1}, {2}, {3}, {4}, {5});",
+                                 type, input, context.result(), outer, n,
+                                 logarithm),
+                   gridFor(outer, 1), rowThreads(n));
+  else
+    context.launch(
+        llvm::formatv("softmaxStrided<{0}>({1}, {2}, {3}, {4}, {5}, {6});",
+                      type, input, context.result(), outer, n, inner,
+                      logarithm),
+        ceilDiv(outer * inner, kCudaThreads), kCudaThreads);
+  return success();
+}
 
 } // namespace
 
@@ -68,10 +57,10 @@ namespace mnemo {
 namespace codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerSoftmaxEmissionModels(MLIRContext &context) {
-  SoftmaxOp::attachInterface<SoftmaxCpuModel<SoftmaxOp, false>,
-                             SoftmaxCudaModel<SoftmaxOp, false>>(context);
-  LogSoftmaxOp::attachInterface<SoftmaxCpuModel<LogSoftmaxOp, true>,
-                                SoftmaxCudaModel<LogSoftmaxOp, true>>(context);
+  KernelFunctions<SoftmaxOp, emitSoftmaxCpu<SoftmaxOp, false>,
+                  emitSoftmaxCuda<SoftmaxOp, false>>::attach(context);
+  KernelFunctions<LogSoftmaxOp, emitSoftmaxCpu<LogSoftmaxOp, true>,
+                  emitSoftmaxCuda<LogSoftmaxOp, true>>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

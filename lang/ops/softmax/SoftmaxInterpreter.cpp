@@ -20,36 +20,31 @@ using namespace mnemo::interp;
 namespace {
 
 template <typename Op, bool Logarithm>
-struct SoftmaxInterpreterModel
-    : InterpretedOpInterface::ExternalModel<
-          SoftmaxInterpreterModel<Op, Logarithm>, Op> {
-  LogicalResult interpret(Operation *operation, OpContext &context) const {
-    auto op = llvm::cast<Op>(operation);
-    auto [outer, n, inner] = op.getRowGeometry();
-    const Tensor &x = context.get(op.getInput());
-    Tensor out = context.like(op.getResult());
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t in = 0; in < inner; ++in) {
-        auto at = [&, n = n, inner = inner](int64_t j) {
-          return (o * n + j) * inner + in;
-        };
-        double rowMax = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n; ++j)
-          rowMax = std::max(rowMax, x.data[at(j)]);
-        double sum = 0;
-        for (int64_t j = 0; j < n; ++j)
-          sum += softmax::shiftedExp<double, ExactMath>(x.data[at(j)], rowMax);
-        for (int64_t j = 0; j < n; ++j)
-          out.data[at(j)] =
-              Logarithm ? softmax::logSoftmaxValue(x.data[at(j)], rowMax,
-                                                   std::log(sum))
-                        : softmax::softmaxValue<double, ExactMath>(
-                              x.data[at(j)], rowMax, 1.0 / sum);
-      }
-    context.set(op.getResult(), std::move(out));
-    return success();
-  }
-};
+LogicalResult interpretSoftmax(Op op, OpContext &context) {
+  auto [outer, n, inner] = op.getRowGeometry();
+  const Tensor &x = context.get(op.getInput());
+  Tensor out = context.like(op.getResult());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&, n = n, inner = inner](int64_t j) {
+        return (o * n + j) * inner + in;
+      };
+      double rowMax = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        rowMax = std::max(rowMax, x.data[at(j)]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += softmax::shiftedExp<double, ExactMath>(x.data[at(j)], rowMax);
+      for (int64_t j = 0; j < n; ++j)
+        out.data[at(j)] =
+            Logarithm
+                ? softmax::logSoftmaxValue(x.data[at(j)], rowMax, std::log(sum))
+                : softmax::softmaxValue<double, ExactMath>(x.data[at(j)],
+                                                           rowMax, 1.0 / sum);
+    }
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
 
 } // namespace
 
@@ -57,10 +52,10 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerSoftmaxInterpreterModels(MLIRContext &context) {
-  SoftmaxOp::attachInterface<SoftmaxInterpreterModel<SoftmaxOp, false>>(
+  InterpreterFunction<SoftmaxOp, interpretSoftmax<SoftmaxOp, false>>::attach(
       context);
-  LogSoftmaxOp::attachInterface<SoftmaxInterpreterModel<LogSoftmaxOp, true>>(
-      context);
+  InterpreterFunction<LogSoftmaxOp,
+                      interpretSoftmax<LogSoftmaxOp, true>>::attach(context);
 }
 } // namespace interp
 } // namespace mnemo

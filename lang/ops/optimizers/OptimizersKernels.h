@@ -1,26 +1,26 @@
-//===- Quantize8.h - 8-bit block-wise dynamic quantization ----------------===//
+//===- OptimizersKernels.h - The optimizer on the CPU -----------*- C++ -*-===//
 //
-// The optimizer-state format of `adamw8bit` (Dettmers et al. 2021, "8-bit
-// Optimizers via Block-wise Quantization"): a tensor is cut into blocks of
-// 2048 elements; each block stores its absolute maximum in f32 and one byte
-// per element, a code of the element divided by that maximum.
+// The CPU kernels of the optimizer's ops (OptimizersKernels.cpp), which the
+// generated code calls (OptimizersEmission.cpp includes this header where
+// a step has one), and adamw8bit's state format.
 //
-// The codes are dynamic ("tree") quantization, as the paper describes it:
-// after the sign bit (signed codes only), a run of E zero bits is a decimal
-// exponent, a one bit ends it, and the remaining F bits are a linear
-// fraction between 0.1 and 1. A code is 10^-E * fraction: small exponents
+// adamw8bit (Dettmers et al. 2021, "8-bit Optimizers via Block-wise
+// Quantization") cuts a tensor into blocks of 2048 elements; each block
+// stores its absolute maximum in f32 and one byte per element, a code of
+// the element divided by that maximum. The codes are dynamic ("tree")
+// quantization (OptimizersFormulas.h gives their values): small exponents
 // keep 6 fraction bits for values near the maximum, and values down to
 // 1e-6 (signed) or 1e-7 (unsigned) of it still have a code. The byte 0 is
-// 0.0 in both maps, so zero-initialized state is zero.
-//
-// Header-only and free of LLVM, for the CPU trainer. The reference
-// interpreter shares only the codes' values (Quantize8Codes.h) and has its
-// own step and search (lang/ops/quantization/QuantizationReference.h).
+// 0.0 in both maps, so zero-initialized state is zero. The reference
+// interpreter shares only the codes' values and has its own step and search
+// (lang/ops/quantization/QuantizationReference.h).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MNEMO_RUNTIME_QUANTIZE8_H
-#define MNEMO_RUNTIME_QUANTIZE8_H
+#ifndef MNEMO_LANG_OPS_OPTIMIZERS_OPTIMIZERSKERNELS_H
+#define MNEMO_LANG_OPS_OPTIMIZERS_OPTIMIZERSKERNELS_H
+
+#include "lang/ops/optimizers/OptimizersFormulas.h"
 
 #include <algorithm>
 #include <array>
@@ -29,9 +29,6 @@
 #include <cstring>
 #include <utility>
 #include <vector>
-
-#include "runtime/AdamRules.h"
-#include "runtime/Quantize8Codes.h"
 
 namespace mnemo {
 namespace quant8 {
@@ -46,7 +43,7 @@ inline int64_t blockCount(int64_t elements, int64_t block = kBlock) {
 }
 
 inline float decode(uint8_t code, bool isSigned) {
-  return decodeCode(code, isSigned);
+  return optimizers::decodeCode(code, isSigned);
 }
 
 /// A map's codes sorted by value, for the nearest-code search.
@@ -173,8 +170,8 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
                           uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax,
                           float lr, int64_t step, double beta1, double beta2,
                           double eps, double weightDecay) {
-  adam::Scalars s =
-      adam::scalars(double(lr), double(step), beta1, beta2, eps, weightDecay);
+  optimizers::AdamScalars s = optimizers::adamScalars(
+      double(lr), double(step), beta1, beta2, eps, weightDecay);
   const CodeTable &signedCodes = table(true), &unsignedCodes = table(false);
   std::vector<float> m(size_t(std::min(n, block))),
       v(size_t(std::min(n, block)));
@@ -186,7 +183,7 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
       float mi = signedCodes.byCode[expAvgCodes[i]] * mMax;
       float vi = unsignedCodes.byCode[expAvgSqCodes[i]] * vMax;
       float p = param[i];
-      adam::update(s, /*decoupled=*/true, p, g, mi, vi);
+      optimizers::adamStep(s, /*decoupled=*/true, p, g, mi, vi);
       newParam[i] = p;
       m[i - begin] = mi;
       v[i - begin] = vi;
@@ -199,6 +196,40 @@ inline void adamw8bitStep(int64_t n, int64_t block, const float *param,
 }
 
 } // namespace quant8
+
+namespace cpu {
+
+/// The learning rate of this step (lr_schedule).
+float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
+                 int64_t warmup, int64_t steps, double minLr);
+/// sqrt(sum of squares) over several tensors, accumulated in double.
+float globalNorm(const float *const *tensors, const int64_t *sizes, int count);
+/// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
+/// of consecutive finite steps is held in a float).
+void lossScaleUpdate(float norm, float scale, float count, float *newScale,
+                     float *newCount, float *skip, double growthFactor,
+                     double backoffFactor, int64_t growthInterval);
+void adamUpdate(int64_t n, const float *param, const float *grad,
+                const float *expAvg, const float *expAvgSq, float *newParam,
+                float *newExpAvg, float *newExpAvgSq, float lr, int64_t step,
+                double beta1, double beta2, double eps, double weightDecay,
+                bool decoupled, const float *skip = nullptr);
+/// adamw8bit: the moments as codes and block maxima, updated in place or
+/// into new buffers.
+void adam8bitUpdate(int64_t n, int64_t block, const float *param,
+                    const float *grad, const uint8_t *expAvgCodes,
+                    const float *expAvgMax, const uint8_t *expAvgSqCodes,
+                    const float *expAvgSqMax, float *newParam,
+                    uint8_t *newExpAvgCodes, float *newExpAvgMax,
+                    uint8_t *newExpAvgSqCodes, float *newExpAvgSqMax, float lr,
+                    int64_t step, double beta1, double beta2, double eps,
+                    double weightDecay, const float *skip = nullptr);
+void sgdUpdate(int64_t n, const float *param, const float *grad,
+               const float *buffer, float *newParam, float *newBuffer, float lr,
+               int64_t step, double momentum, double dampening,
+               double weightDecay, bool nesterov, const float *skip = nullptr);
+
+} // namespace cpu
 } // namespace mnemo
 
-#endif // MNEMO_RUNTIME_QUANTIZE8_H
+#endif // MNEMO_LANG_OPS_OPTIMIZERS_OPTIMIZERSKERNELS_H

@@ -1,0 +1,414 @@
+//===- OptimizersEmission.cpp - The optimizer in the CPU and CUDA code ----===//
+//
+// The code generation models of the optimizer's ops: calls of the CPU
+// kernels (OptimizersKernels.h), and on the GPU one kernel per op of
+// OptimizersKernels.cuh, except for the Adam(W) and adamw8bit updates. Those
+// are CudaMultiTensorOpInterface: the CUDA emitter groups the updates of an
+// optimizer run that share their settings, and the group's first update
+// writes one launch over a device table of all the group's tensors, with
+// clip_grad_norm's multiply of each gradient folded in (the launch scales
+// the gradient as it reads it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+
+namespace {
+
+constexpr const char *kCpuKernels = "lang/ops/optimizers/OptimizersKernels.h";
+constexpr const char *kCudaKernels =
+    "lang/ops/optimizers/OptimizersKernels.cuh";
+
+std::string literal(APFloat value) {
+  return doubleLiteral(value.convertToDouble());
+}
+const char *boolean(bool value) { return value ? "true" : "false"; }
+int64_t elements(Value v) { return product(shapeOf(v)); }
+
+//===----------------------------------------------------------------------===//
+// The CPU
+//===----------------------------------------------------------------------===//
+
+/// An update's skip flag (f16 loss scaling), its last operand: a pointer,
+/// or nullptr without one.
+template <typename Op>
+std::string skipOf(Op op, const std::vector<std::string> &operands) {
+  return op.getSkip() ? operands.back() : "nullptr";
+}
+
+LogicalResult emitLrScheduleCpu(LrScheduleOp op, CpuKernelContext &context) {
+  auto p = context.operands({op.getStep(), op.getTotalSteps()});
+  if (failed(p))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  *{0} = lrSchedule({1}, *{2}, *{3}, {4}, {5}, {6}, {7});\n",
+      context.result(), boolean(op.getKind() == "cosine"), (*p)[0], (*p)[1],
+      literal(op.getBaseLr()), op.getWarmup(), op.getSteps(),
+      literal(op.getMinLr()));
+  return success();
+}
+
+LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
+  auto p = context.operands(op.getInputs());
+  if (failed(p))
+    return failure();
+  SmallVector<std::string> sizes;
+  for (Value v : op.getInputs())
+    sizes.push_back(std::to_string(elements(v)));
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  {{\n    const float *const tensors[] = {{{0}};\n    static const "
+      "int64_t sizes[] = {{{1}};\n    *{2} = globalNorm(tensors, sizes, "
+      "{3});\n  }\n",
+      llvm::join(*p, ", "), llvm::join(sizes, ", "), context.result(),
+      sizes.size());
+  return success();
+}
+
+LogicalResult emitLossScaleUpdateCpu(LossScaleUpdateOp op,
+                                     CpuKernelContext &context) {
+  auto p = context.operands({op.getNorm(), op.getScale(), op.getCount()});
+  if (failed(p))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  lossScaleUpdate(*{0}, *{1}, *{2}, {3}, {4}, {5}, {6}, {7}, {8});\n",
+      (*p)[0], (*p)[1], (*p)[2], context.result(0), context.result(1),
+      context.result(2), literal(op.getGrowthFactor()),
+      literal(op.getBackoffFactor()), op.getGrowthInterval());
+  return success();
+}
+
+LogicalResult emitClipCoefficientCpu(ClipCoefficientOp op,
+                                     CpuKernelContext &context) {
+  FailureOr<std::string> norm = context.operand(op.getNorm());
+  if (failed(norm))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  *{0} = mnemo::optimizers::clipCoefficient(*{1}, {2});\n",
+      context.result(), *norm, literal(op.getMaxNorm()));
+  return success();
+}
+
+LogicalResult emitSgdCpu(SgdUpdateOp op, CpuKernelContext &context) {
+  // param, grad, momentum_buffer, lr, step and the optional skip.
+  auto p = context.operands(op->getOperands());
+  if (failed(p))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, *{6}, *{7}, {8}, {9}, {10}, "
+      "{11}, {12});\n",
+      elements(op.getParam()), (*p)[0], (*p)[1], (*p)[2], context.result(0),
+      context.result(1), (*p)[3], (*p)[4], literal(op.getMomentum()),
+      literal(op.getDampening()), literal(op.getWeightDecay()),
+      boolean(op.getNesterov()), skipOf(op, *p));
+  return success();
+}
+
+LogicalResult emitAdamCpu(AdamUpdateOp op, CpuKernelContext &context) {
+  // param, grad, exp_avg, exp_avg_sq, lr, step and the optional skip.
+  auto p = context.operands(op->getOperands());
+  if (failed(p))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  adamUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, *{8}, *{9}, {10}, "
+      "{11}, {12}, {13}, {14}, {15});\n",
+      elements(op.getParam()), (*p)[0], (*p)[1], (*p)[2], (*p)[3],
+      context.result(0), context.result(1), context.result(2), (*p)[4], (*p)[5],
+      literal(op.getBeta1()), literal(op.getBeta2()), literal(op.getEps()),
+      literal(op.getWeightDecay()), boolean(op.getDecoupled()), skipOf(op, *p));
+  return success();
+}
+
+/// adamw8bit's kernels read f32 parameters and moments only.
+bool hasF32Parameter(Adam8bitUpdateOp op) {
+  return llvm::cast<ShapedType>(op.getParam().getType())
+      .getElementType()
+      .isF32();
+}
+
+LogicalResult emitAdam8bitCpu(Adam8bitUpdateOp op, CpuKernelContext &context) {
+  if (!hasF32Parameter(op))
+    return op.emitError("adamw8bit needs f32 parameters");
+  // param, grad, the moments' codes and maxima, lr, step and the optional
+  // skip.
+  auto p = context.operands(op->getOperands());
+  if (failed(p))
+    return failure();
+  auto bytes = [](const std::string &pointer) {
+    return "reinterpret_cast<uint8_t *>(" + pointer + ")";
+  };
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  adam8bitUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+      "{10}, {11}, {12}, *{13}, *{14}, {15}, {16}, {17}, {18}, {19});\n",
+      elements(op.getParam()), op.getBlockSize(), (*p)[0], (*p)[1],
+      bytes((*p)[2]), (*p)[3], bytes((*p)[4]), (*p)[5], context.result(0),
+      bytes(context.result(1)), context.result(2), bytes(context.result(3)),
+      context.result(4), (*p)[6], (*p)[7], literal(op.getBeta1()),
+      literal(op.getBeta2()), literal(op.getEps()),
+      literal(op.getWeightDecay()), skipOf(op, *p));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The GPU
+//===----------------------------------------------------------------------===//
+
+LogicalResult emitLrScheduleCuda(LrScheduleOp op, CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  context.launch(llvm::formatv("lrSchedule({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                               "{7});",
+                               boolean(op.getKind() == "cosine"),
+                               context.operand(op.getStep()),
+                               context.operand(op.getTotalSteps()),
+                               literal(op.getBaseLr()), op.getWarmup(),
+                               op.getSteps(), literal(op.getMinLr()),
+                               context.result()),
+                 1, 1);
+  return success();
+}
+
+/// Partial sums of squares per block over a table of the gradients, then
+/// their sum in order, square-rooted.
+LogicalResult emitGlobalNormCuda(GlobalNormOp op, CudaKernelContext &context) {
+  // Before the table: the table's type is the kernels'.
+  context.include(kCudaKernels);
+  SmallVector<std::string> refs;
+  for (Value v : op.getInputs()) {
+    FailureOr<std::string> ref = context.tensorRef(v);
+    if (failed(ref))
+      return failure();
+    refs.push_back(*ref);
+  }
+  int64_t blocks = op.getCudaBlocks();
+  std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
+  std::string table = context.deviceTable("TensorRef", refs);
+  context.launch(llvm::formatv("sumOfSquaresPartial<{0}>(r, {1}, {2}, {3});",
+                               context.elementType(op.getInputs().front()),
+                               table, refs.size(), partial),
+                 blocks, kCudaThreads);
+  context.launch(llvm::formatv("finishSumOfSquares({0}, {1}, 1.0f, true, {2});",
+                               partial, blocks, context.result()),
+                 1, 1024);
+  return success();
+}
+
+LogicalResult emitLossScaleUpdateCuda(LossScaleUpdateOp op,
+                                      CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  context.launch(
+      llvm::formatv(
+          "lossScaleUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+          "{8});",
+          context.operand(op.getNorm()), context.operand(op.getScale()),
+          context.operand(op.getCount()), context.result(0), context.result(1),
+          context.result(2), literal(op.getGrowthFactor()),
+          literal(op.getBackoffFactor()), op.getGrowthInterval()),
+      1, 1);
+  return success();
+}
+
+LogicalResult emitClipCoefficientCuda(ClipCoefficientOp op,
+                                      CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  context.launch(llvm::formatv("clipCoefficient({0}, {1}, {2});",
+                               context.operand(op.getNorm()),
+                               literal(op.getMaxNorm()), context.result()),
+                 1, 1);
+  return success();
+}
+
+LogicalResult emitSgdCuda(SgdUpdateOp op, CudaKernelContext &context) {
+  int64_t n = elements(op.getParam());
+  context.include(kCudaKernels);
+  context.launch(
+      llvm::formatv(
+          "sgdUpdate<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
+          "{11}, {12});",
+          context.elementType(op.getParam()), n, context.operand(op.getParam()),
+          context.operand(op.getGrad()),
+          context.operand(op.getMomentumBuffer()), context.result(0),
+          context.result(1), context.operand(op.getLr()),
+          context.operand(op.getStep()), literal(op.getMomentum()),
+          literal(op.getDampening()), literal(op.getWeightDecay()),
+          boolean(op.getNesterov())),
+      ceilDiv(n, kCudaThreads), kCudaThreads);
+  return success();
+}
+
+/// The multi-tensor launches' last arguments: the f16 loss-scaling skip
+/// flag and the folded clipping coefficient (null pointers when none).
+std::string skipAndClip(CudaKernelContext &context, Value skip, Value grad) {
+  Value clip = context.foldedScale(grad).scale;
+  const char *none = "(const float *)nullptr";
+  return (skip ? context.operand(skip) : none) + std::string(", ") +
+         (clip ? context.operand(clip) : none);
+}
+
+/// The device table entries of `values` (a gradient as the launch reads
+/// it); failure if one is not in the plan.
+FailureOr<std::string> tableEntry(CudaKernelContext &context,
+                                  ArrayRef<Value> values,
+                                  ArrayRef<int64_t> ints) {
+  SmallVector<std::string> fields;
+  for (Value v : values) {
+    FailureOr<std::string> ref = context.tensorRef(v);
+    if (failed(ref))
+      return failure();
+    fields.push_back(*ref);
+  }
+  for (int64_t i : ints)
+    fields.push_back(std::to_string(i));
+  return "{" + llvm::join(fields, ", ") + "}";
+}
+
+/// One launch over the group's tensors, concatenated (adamMultiTensor).
+LogicalResult emitAdamCuda(AdamUpdateOp op, CudaKernelContext &context) {
+  // Before the table: the table's type is the kernels'.
+  context.include(kCudaKernels);
+  SmallVector<std::string> entries;
+  int64_t first = 0;
+  for (Operation *member : context.group()) {
+    auto u = llvm::cast<AdamUpdateOp>(member);
+    FailureOr<std::string> entry =
+        tableEntry(context,
+                   {u.getParam(), context.foldedScale(u.getGrad()).value,
+                    u.getExpAvg(), u.getExpAvgSq(), u.getNewParam(),
+                    u.getNewExpAvg(), u.getNewExpAvgSq()},
+                   {first});
+    if (failed(entry))
+      return failure();
+    entries.push_back(*entry);
+    first += elements(u.getParam());
+  }
+  std::string table = context.deviceTable("AdamTensor", entries);
+  context.launch(
+      llvm::formatv("adamMultiTensor<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6}, "
+                    "{7}, {8}, {9}, {10}, {11});",
+                    context.elementType(op.getParam()), table, entries.size(),
+                    first, context.operand(op.getLr()),
+                    context.operand(op.getStep()), literal(op.getBeta1()),
+                    literal(op.getBeta2()), literal(op.getEps()),
+                    literal(op.getWeightDecay()), boolean(op.getDecoupled()),
+                    skipAndClip(context, op.getSkip(), op.getGrad())),
+      gridFor(first), kCudaThreads);
+  return success();
+}
+
+/// One launch over the group's quantization blocks (adam8bitMultiTensor):
+/// a CUDA block per quantization block, which holds its moments in shared
+/// memory.
+LogicalResult emitAdam8bitCuda(Adam8bitUpdateOp op,
+                               CudaKernelContext &context) {
+  // Before the table: the table's type is the kernels'.
+  context.include(kCudaKernels);
+  SmallVector<std::string> entries;
+  int64_t firstBlock = 0;
+  for (Operation *member : context.group()) {
+    auto u = llvm::cast<Adam8bitUpdateOp>(member);
+    if (!hasF32Parameter(u))
+      return u.emitError("adamw8bit needs f32 parameters");
+    int64_t n = elements(u.getParam());
+    FailureOr<std::string> entry = tableEntry(
+        context,
+        {u.getParam(), context.foldedScale(u.getGrad()).value,
+         u.getExpAvgCodes(), u.getExpAvgAbsmax(), u.getExpAvgSqCodes(),
+         u.getExpAvgSqAbsmax(), u.getNewParam(), u.getNewExpAvgCodes(),
+         u.getNewExpAvgAbsmax(), u.getNewExpAvgSqCodes(),
+         u.getNewExpAvgSqAbsmax()},
+        {n, firstBlock});
+    if (failed(entry))
+      return failure();
+    entries.push_back(*entry);
+    firstBlock += ceilDiv(n, op.getBlockSize());
+  }
+  // The kernel's shared memory holds one block's two moments.
+  if (op.getBlockSize() > 4096)
+    return context.error("adamw8bit's block may be at most 4096 elements on "
+                         "the GPU");
+  std::string table = context.deviceTable("Adam8bitTensor", entries);
+  context.launch(
+      llvm::formatv("adam8bitMultiTensor(r, {0}, {1}, {2}, {3}, {4}, {5}, "
+                    "{6}, {7}, {8}, {9}, {10});",
+                    table, entries.size(), firstBlock, op.getBlockSize(),
+                    context.operand(op.getLr()), context.operand(op.getStep()),
+                    literal(op.getBeta1()), literal(op.getBeta2()),
+                    literal(op.getEps()), literal(op.getWeightDecay()),
+                    skipAndClip(context, op.getSkip(), op.getGrad())),
+      std::min<int64_t>(firstBlock, 1 << 20), kCudaThreads);
+  return success();
+}
+
+/// Updates one launch may make together: the same op with the same
+/// scalars, settings, skip flag and (Adam) element type.
+bool sameSettings(AdamUpdateOp a, AdamUpdateOp b) {
+  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getDecoupled() == b.getDecoupled() && a.getSkip() == b.getSkip() &&
+         llvm::cast<ShapedType>(a.getParam().getType()).getElementType() ==
+             llvm::cast<ShapedType>(b.getParam().getType()).getElementType();
+}
+bool sameSettings(Adam8bitUpdateOp a, Adam8bitUpdateOp b) {
+  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEps() == b.getEps() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getBlockSize() == b.getBlockSize() && a.getSkip() == b.getSkip();
+}
+
+/// Adam(W) and adamw8bit as multi-tensor updates. The launch can fold
+/// clip_grad_norm's coefficient (and no other scale: the f16 unscaling
+/// stays a multiply of its own).
+template <typename Op>
+struct MultiTensorModel
+    : CudaMultiTensorOpInterface::ExternalModel<MultiTensorModel<Op>, Op> {
+  bool sharesLaunchWith(Operation *op, Operation *other) const {
+    auto same = llvm::dyn_cast<Op>(other);
+    return same && sameSettings(llvm::cast<Op>(op), same);
+  }
+  Value getUpdatedGradient(Operation *op) const {
+    return llvm::cast<Op>(op).getGrad();
+  }
+  bool foldsGradientScale(Operation *, Value scale) const {
+    return scale.getDefiningOp<ClipCoefficientOp>() != nullptr;
+  }
+};
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerOptimizersEmissionModels(MLIRContext &context) {
+  KernelFunctions<LrScheduleOp, emitLrScheduleCpu, emitLrScheduleCuda>::attach(
+      context);
+  KernelFunctions<GlobalNormOp, emitGlobalNormCpu, emitGlobalNormCuda>::attach(
+      context);
+  KernelFunctions<LossScaleUpdateOp, emitLossScaleUpdateCpu,
+                  emitLossScaleUpdateCuda>::attach(context);
+  KernelFunctions<ClipCoefficientOp, emitClipCoefficientCpu,
+                  emitClipCoefficientCuda>::attach(context);
+  KernelFunctions<SgdUpdateOp, emitSgdCpu, emitSgdCuda>::attach(context);
+  KernelFunctions<AdamUpdateOp, emitAdamCpu, emitAdamCuda>::attach(context);
+  KernelFunctions<Adam8bitUpdateOp, emitAdam8bitCpu, emitAdam8bitCuda>::attach(
+      context);
+  AdamUpdateOp::attachInterface<MultiTensorModel<AdamUpdateOp>>(context);
+  Adam8bitUpdateOp::attachInterface<MultiTensorModel<Adam8bitUpdateOp>>(
+      context);
+}
+} // namespace codegen
+} // namespace mnemo
