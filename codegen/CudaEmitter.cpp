@@ -206,7 +206,7 @@ private:
   }
   std::string deviceTable(StringRef type,
                           ArrayRef<std::string> entries) override {
-    // Numbered by the kernel that follows, as the optimizers' tables.
+    // Named by the kernel that follows and the tables before it there.
     std::string name = "table" + std::to_string(kernelNames.size()) + "_" +
                        std::to_string(tablesBeforeKernel++);
     kernels << "__device__ const " << type << " " << name << "[] = {\n";
