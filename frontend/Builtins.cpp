@@ -9,6 +9,7 @@
 #include "frontend/SemaInternal.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mnemo;
 using namespace mnemo::sema;
@@ -54,6 +55,8 @@ double foldRsqrt(double x) { return x > 0 ? 1.0 / std::sqrt(x) : NAN; }
 double foldTanh(double x) { return std::tanh(x); }
 double foldSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double foldRelu(double x) { return x > 0 ? x : 0; }
+double foldSin(double x) { return std::sin(x); }
+double foldCos(double x) { return std::cos(x); }
 
 /// Normalized, sorted, duplicate-free axes; all axes when not given.
 std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
@@ -217,6 +220,48 @@ Val loss(Sema &s, BoundArgs &a, const char *op) {
   return tensor(s.emit(op, {*pred, *target}, {p.dtype, {}}, {}, a.loc));
 }
 
+/// The most elements `arange` makes: its values are a constant in the IR and
+/// in the generated source (a static array), not a buffer filled at run time.
+constexpr int64_t kMaxArangeElements = int64_t(1) << 20;
+
+/// torch.arange: start + i * step for i = 0, 1, ... while below `end` (above
+/// it for a negative step), computed in double and rounded to f32 as
+/// PyTorch's CPU kernel does. One argument is `end`, from 0.
+Val arange(Sema &s, BoundArgs &a) {
+  auto first = s.asNumber(a.values[0], a.ranges[0], "the start of arange");
+  auto end = numberOr(s, a, 1, 0, "the end of arange");
+  auto step = numberOr(s, a, 2, 1, "the step of arange");
+  if (!first || !end || !step)
+    return Val::error();
+  double start = a.has(1) ? *first : 0, stop = a.has(1) ? *end : *first;
+  if (*step == 0 || !std::isfinite(*step) || !std::isfinite(start) ||
+      !std::isfinite(stop)) {
+    s.error(a.loc, "arange needs finite bounds and a non-zero step", {a.range});
+    return Val::error();
+  }
+  double count = std::ceil((stop - start) / *step);
+  if (!(count >= 1) || count > double(kMaxArangeElements)) {
+    auto text = [](double v) {
+      char digits[32];
+      std::snprintf(digits, sizeof digits, "%.15g", v);
+      return std::string(digits);
+    };
+    s.error(a.loc,
+            "arange from " + text(start) + " to " + text(stop) + " by " +
+                text(*step) + " has " +
+                (count >= 1 ? "more than " + std::to_string(kMaxArangeElements)
+                            : std::string("no")) +
+                " elements",
+            {a.range});
+    return Val::error();
+  }
+  std::vector<double> values(static_cast<size_t>(count));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = start + double(i) * *step;
+  return tensor(s.emit("constant", {}, {ElementType::F32, {int64_t(count)}},
+                       {{"value", std::move(values)}}, a.loc));
+}
+
 const std::vector<Builtin> kBuiltins = {
     {"exp",
      {"x"},
@@ -242,6 +287,15 @@ const std::vector<Builtin> kBuiltins = {
      {"x"},
      1,
      [](Sema &s, BoundArgs &a) { return unary(s, a, "sigmoid", foldSigmoid); }},
+    {"sin",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "sin", foldSin); }},
+    {"cos",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) { return unary(s, a, "cos", foldCos); }},
+    {"arange", {"start", "end", "step"}, 1, arange},
     {"relu",
      {"x"},
      1,

@@ -79,9 +79,10 @@ struct Setting {
   ConfigValue value;
 };
 
-/// An attribute of a graph op; mapped to the matching MLIR attribute.
-using AttrValue =
-    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+/// An attribute of a graph op; mapped to the matching MLIR attribute. A
+/// constant's `value` is a splat (a double) or its elements (doubles).
+using AttrValue = std::variant<int64_t, double, bool, std::string,
+                               std::vector<int64_t>, std::vector<double>>;
 
 struct NamedAttr {
   std::string name;

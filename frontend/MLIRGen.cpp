@@ -192,7 +192,13 @@ private:
             return builder.getBoolAttr(v);
           else if constexpr (std::is_same_v<T, std::string>)
             return builder.getStringAttr(v);
-          else
+          else if constexpr (std::is_same_v<T, std::vector<double>>) {
+            SmallVector<Attribute> elements;
+            for (double x : v)
+              elements.push_back(
+                  builder.getFloatAttr(resultType.getElementType(), x));
+            return DenseElementsAttr::get(resultType, elements);
+          } else
             return builder.getDenseI64ArrayAttr(v);
         },
         attr.value);

@@ -76,6 +76,14 @@ SettingParam choice(const char *name, std::vector<const char *> options,
   p.symbol = dflt;
   return p;
 }
+/// Which parameters weight decay applies to: "all" (one parameter group, as
+/// torch.optim with model.parameters()), or "matrices", the parameters of
+/// two or more dimensions (the weights of linear, embedding and convolution
+/// layers), so that biases and normalization scales do not decay: nanoGPT's
+/// two groups, and most recipes'.
+SettingParam decayParams() {
+  return choice("decay_params", {"all", "matrices"}, "all");
+}
 SettingParam betas() {
   SettingParam p{"betas", ParamType::Betas, false, 0, nullptr, {}};
   return p;
@@ -141,24 +149,26 @@ static const SettingFamily &optimizerFamily() {
            {required("lr", ParamType::Positive),
             optional("momentum", ParamType::NonNegative, 0),
             optional("dampening", ParamType::NonNegative, 0),
-            optional("weight_decay", ParamType::NonNegative, 0),
+            optional("weight_decay", ParamType::NonNegative, 0), decayParams(),
             optional("nesterov", ParamType::Bool, 0)}},
           {"adam",
            {},
            {optional("lr", ParamType::Positive, 1e-3), betas(),
             optional("eps", ParamType::Positive, 1e-8),
-            optional("weight_decay", ParamType::NonNegative, 0)}},
+            optional("weight_decay", ParamType::NonNegative, 0),
+            decayParams()}},
           {"adamw",
            {},
            {optional("lr", ParamType::Positive, 1e-3), betas(),
             optional("eps", ParamType::Positive, 1e-8),
-            optional("weight_decay", ParamType::NonNegative, 0.01)}},
+            optional("weight_decay", ParamType::NonNegative, 0.01),
+            decayParams()}},
           {"adamw8bit",
            {},
            {optional("lr", ParamType::Positive, 1e-3), betas(),
             optional("eps", ParamType::Positive, 1e-8),
             optional("weight_decay", ParamType::NonNegative, 0.01),
-            optional("block", ParamType::PositiveInt, 2048)}},
+            decayParams(), optional("block", ParamType::PositiveInt, 2048)}},
       }};
   return family;
 }

@@ -91,6 +91,10 @@ SmallVector<Value> Optimizer::update(OpBuilder &b, Location loc, Value param,
                                      Value grad, ValueRange stateValues,
                                      Value lr, Value step, Value skip) const {
   double weightDecay = settingNumber(settings, "weight_decay", 0);
+  auto decayParams = settings.getAs<StringAttr>("decay_params");
+  if (decayParams && decayParams.getValue() == "matrices" &&
+      llvm::cast<RankedTensorType>(param.getType()).getRank() < 2)
+    weightDecay = 0;
   if (quantizesState(param.getType())) {
     auto betas = settings.getAs<ArrayAttr>("betas");
     auto op = b.create<Adam8bitUpdateOp>(

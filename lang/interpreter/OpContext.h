@@ -34,6 +34,8 @@ struct ExactMath {
   static double log1p(double x) { return std::log1p(x); }
   static double erf(double x) { return std::erf(x); }
   static double sqrt(double x) { return std::sqrt(x); }
+  static double sin(double x) { return std::sin(x); }
+  static double cos(double x) { return std::cos(x); }
   static double pow(double x, double y) { return std::pow(x, y); }
 };
 

@@ -45,7 +45,11 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf
   %18 = mnemo.softplus %17 {beta = 2.0 : f64, threshold = 10.0 : f64} : tensor<4x8xf32>
   // CHECK: mnemo.softplus_grad %{{.*}}, %{{.*}} {beta = 2.000000e+00 : f64} : tensor<4x8xf32>
   %19 = mnemo.softplus_grad %18, %17 {beta = 2.0 : f64} : tensor<4x8xf32>
-  return %19 : tensor<4x8xf32>
+  // CHECK: mnemo.sin %{{.*}} : tensor<4x8xf32>
+  %20 = mnemo.sin %19 : tensor<4x8xf32>
+  // CHECK: mnemo.cos %{{.*}} : tensor<4x8xf32>
+  %21 = mnemo.cos %20 : tensor<4x8xf32>
+  return %21 : tensor<4x8xf32>
 }
 
 // CHECK-LABEL: func.func @logsumexp

@@ -45,6 +45,14 @@ from models import MODELS  # noqa: E402
 
 def make_optimizer(settings, params):
     kind = settings["kind"]
+    if settings.get("decay_params", "all") == "matrices":
+        # nanoGPT's two groups: weight decay on the parameters of two or more
+        # dimensions only.
+        params = list(params)
+        groups = [[p for p in params if p.dim() >= 2],
+                  [p for p in params if p.dim() < 2]]
+        params = [{"params": g, "weight_decay": settings["weight_decay"] if i == 0 else 0.0}
+                  for i, g in enumerate(groups) if g]
     if kind in ("adam", "adamw"):
         cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
         return cls(params, lr=settings["lr"], betas=tuple(settings["betas"]),

@@ -195,5 +195,105 @@ class LogSumExpMLP(nn.Module):
         return F.cross_entropy(logits, batch["label"].long())
 
 
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm (PyTorch 2.4; written out for 1.13)."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def rotary(x, base):
+    """Hugging Face's LLaMA / GPT-NeoX rotary embedding of [B, H, T, D]."""
+    T, D = x.shape[-2], x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    emb = torch.cat([angles, angles], dim=-1).to(x.dtype)
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+class LlamaAttention(nn.Module):
+    """Causal grouped-query attention with rotary embeddings, no biases;
+    the math form (softmax of the masked scores) as the reference."""
+
+    def __init__(self, dim, heads, kv_heads, base):
+        super().__init__()
+        self.heads, self.kv_heads, self.base = heads, kv_heads, base
+        self.head_dim = dim // heads
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        D = self.head_dim
+        split = lambda t, h: t.view(B, T, h, D).transpose(1, 2)
+        q = rotary(split(self.wq(x), self.heads), self.base)
+        k = rotary(split(self.wk(x), self.kv_heads), self.base)
+        v = split(self.wv(x), self.kv_heads)
+        group = self.heads // self.kv_heads
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device))
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(B, T, C))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, hp):
+        super().__init__()
+        dim = hp["dim"]
+        self.attention_norm = RMSNorm(dim, 1e-6)
+        self.attention = LlamaAttention(dim, hp["heads"], hp["kv_heads"], 10000.0)
+        self.ffn_norm = RMSNorm(dim, 1e-6)
+        self.feed_forward = SwiGLU(dim, hp["hidden"])
+
+    def forward(self, x):
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Llama(nn.Module):
+    """examples/llama.mn."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(hp["vocab"], hp["dim"])
+        self.blocks = nn.ModuleList(LlamaBlock(hp) for _ in range(hp["layers"]))
+        self.norm = RMSNorm(hp["dim"], 1e-6)
+        self.head = nn.Linear(hp["dim"], hp["vocab"], bias=False)
+
+    def forward(self, batch):
+        h = self.tok_embeddings(batch["tokens"].long())
+        h = run_blocks(self.blocks, h, False)
+        logits = self.head(self.norm(h))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               batch["next"].long().reshape(-1))
+
+
 MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
-          "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP}
+          "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
+          "Llama": Llama, "GPT2": GPT}

@@ -116,7 +116,8 @@ std::vector<GradientCase> allCases() {
         Unary{"rsqrt", Draw::Positive}, Unary{"tanh", Draw::Normal},
         Unary{"sigmoid", Draw::Normal}, Unary{"relu", Draw::AwayFromZero},
         Unary{"silu", Draw::Normal}, Unary{"gelu", Draw::Normal},
-        Unary{"softplus", Draw::Normal}})
+        Unary{"softplus", Draw::Normal}, Unary{"sin", Draw::Normal},
+        Unary{"cos", Draw::Normal}})
     add(u.op, std::string("mnemo.") + u.op, {{"f32[3,4]", u.draw}},
         [op = u.op](OpBuilder &b, Location l, ValueRange in) {
           return unary(b, l, in, std::string("mnemo.") + op);

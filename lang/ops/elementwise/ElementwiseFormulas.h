@@ -89,6 +89,8 @@ struct FastMath {
   static MNEMO_FORMULA float log1p(float x) { return MNEMO_MATHF(log1p, x); }
   static MNEMO_FORMULA float erf(float x) { return MNEMO_MATHF(erf, x); }
   static MNEMO_FORMULA float sqrt(float x) { return MNEMO_MATHF(sqrt, x); }
+  static MNEMO_FORMULA float sin(float x) { return MNEMO_MATHF(sin, x); }
+  static MNEMO_FORMULA float cos(float x) { return MNEMO_MATHF(cos, x); }
   static MNEMO_FORMULA float pow(float x, float y) {
     return MNEMO_MATHF(pow, x, y);
   }
@@ -136,6 +138,12 @@ template <typename T, typename M = FastMath> MNEMO_FORMULA T tanh(T x) {
 }
 template <typename T, typename M = FastMath> MNEMO_FORMULA T sigmoid(T x) {
   return T(1) / (T(1) + M::exp(-x));
+}
+template <typename T, typename M = FastMath> MNEMO_FORMULA T sin(T x) {
+  return M::sin(x);
+}
+template <typename T, typename M = FastMath> MNEMO_FORMULA T cos(T x) {
+  return M::cos(x);
 }
 /// x^c; the squares and square roots the models use are exact.
 template <typename T, typename M = FastMath>
@@ -218,6 +226,8 @@ MNEMO_FORMULA T softplus_grad(T grad, T x, T beta, T threshold) {
   X(rsqrt, 1, 0)                                                               \
   X(tanh, 1, 0)                                                                \
   X(sigmoid, 1, 0)                                                             \
+  X(sin, 1, 0)                                                                 \
+  X(cos, 1, 0)                                                                 \
   X(pow, 1, 1)                                                                 \
   X(relu, 1, 0)                                                                \
   X(relu_grad, 2, 0)                                                           \

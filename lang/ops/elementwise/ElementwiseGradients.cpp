@@ -105,6 +105,18 @@ SmallVector<Value> SigmoidOp::buildGradient(OpBuilder &b,
   });
 }
 
+SmallVector<Value> SinOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+  return elementwise(*this, b, grads, [&](Emitter &e, Value g, Value x, Value) {
+    return e.mul(g, b.create<CosOp>(getLoc(), x.getType(), x));
+  });
+}
+
+SmallVector<Value> CosOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
+  return elementwise(*this, b, grads, [&](Emitter &e, Value g, Value x, Value) {
+    return e.neg(e.mul(g, b.create<SinOp>(getLoc(), x.getType(), x)));
+  });
+}
+
 SmallVector<Value> PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
   double c = getExponent().convertToDouble();
   return elementwise(*this, b, grads, [&](Emitter &e, Value g, Value x, Value) {

@@ -64,6 +64,10 @@ def Mnemo_SqrtOp : Mnemo_UnaryOp<"sqrt", "the square root">;
 def Mnemo_RsqrtOp : Mnemo_UnaryOp<"rsqrt", "the reciprocal square root", Mnemo_AmpF32>;
 def Mnemo_TanhOp : Mnemo_UnaryOp<"tanh", "the hyperbolic tangent">;
 def Mnemo_SigmoidOp : Mnemo_UnaryOp<"sigmoid", "the logistic sigmoid">;
+// In f32 under mixed precision: rotary embeddings take them of angles up to
+// the context length, where a bf16 angle is off by whole radians.
+def Mnemo_SinOp : Mnemo_UnaryOp<"sin", "the sine", Mnemo_AmpF32>;
+def Mnemo_CosOp : Mnemo_UnaryOp<"cos", "the cosine", Mnemo_AmpF32>;
 
 def Mnemo_PowOp : Mnemo_FormulaOp<"pow", [Mnemo_AmpF32, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>], ["Exponent"]> {
   let summary = "elementwise power by a constant exponent";

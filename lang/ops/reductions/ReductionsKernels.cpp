@@ -106,8 +106,9 @@ private:
 
 } // namespace
 
-void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
-            uint32_t mask, float *out) {
+template <typename T>
+void reduce(ReduceKind kind, const T *x, const int64_t *shape, int rank,
+            uint32_t mask, T *out) {
   int64_t outer, r, inner;
   if (!asThreeDims(shape, rank, mask, outer, r, inner)) {
     // Scattered axes (a convolution's bias gradient: [N, C, H, W] over N, H
@@ -122,10 +123,11 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
                                      ? -std::numeric_limits<double>::infinity()
                                      : 0.0;
                     for (int64_t q = 0; q < groups.runs(); ++q) {
-                      const float *p = x + base + groups.runOffset(q);
+                      const T *p = x + base + groups.runOffset(q);
                       if (kind == ReduceKind::Max) {
                         for (int64_t t = 0; t < groups.run(); ++t)
-                          acc = nanMax(acc, double(p[t * groups.runStride()]));
+                          acc = nanMax(
+                              acc, double(float(p[t * groups.runStride()])));
                       } else {
                         float partial = 0; // a run in f32, the runs in double
                         for (int64_t t = 0; t < groups.run(); ++t)
@@ -133,9 +135,9 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
                         acc += partial;
                       }
                     }
-                    out[o] = float(kind == ReduceKind::Mean
-                                       ? acc / double(groups.perOutput)
-                                       : acc);
+                    out[o] = T(float(kind == ReduceKind::Mean
+                                         ? acc / double(groups.perOutput)
+                                         : acc));
                   }
                 });
     return;
@@ -145,17 +147,17 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
     // Contiguous rows: one accumulator per row, in double.
     parallelFor(outer, rowGrain(r), [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
-        const float *row = x + o * r;
+        const T *row = x + o * r;
         if (kind == ReduceKind::Max) {
           float m = -std::numeric_limits<float>::infinity();
           for (int64_t j = 0; j < r; ++j)
-            m = nanMax(m, row[j]);
-          out[o] = m;
+            m = nanMax(m, float(row[j]));
+          out[o] = T(m);
         } else {
           double s = 0;
           for (int64_t j = 0; j < r; ++j)
-            s += row[j];
-          out[o] = float(s) * scale;
+            s += float(row[j]);
+          out[o] = T(float(s) * scale);
         }
       }
     });
@@ -176,23 +178,24 @@ void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
                         ? -std::numeric_limits<double>::infinity()
                         : 0.0);
           for (int64_t k = 0; k < r; ++k) {
-            const float *row = x + (o * r + k) * inner;
+            const T *row = x + (o * r + k) * inner;
             if (kind == ReduceKind::Max)
               for (int64_t j = j0; j < j1; ++j)
-                acc[j - j0] = nanMax(acc[j - j0], double(row[j]));
+                acc[j - j0] = nanMax(acc[j - j0], double(float(row[j])));
             else
               for (int64_t j = j0; j < j1; ++j)
-                acc[j - j0] += row[j];
+                acc[j - j0] += float(row[j]);
           }
           for (int64_t j = j0; j < j1; ++j)
-            out[o * inner + j] = float(acc[j - j0]) * scale;
+            out[o * inner + j] = T(float(acc[j - j0]) * scale);
           start += j1 - j0;
         }
       });
 }
 
-void maxGrad(const float *grad, const float *x, const float *maximum,
-             const int64_t *shape, int rank, uint32_t mask, float *out) {
+template <typename T>
+void maxGrad(const T *grad, const T *x, const T *maximum, const int64_t *shape,
+             int rank, uint32_t mask, T *out) {
   Groups groups(shape, rank, mask);
   parallelFor(
       groups.outputs, std::max<int64_t>(1, kGrain / groups.perOutput),
@@ -203,16 +206,28 @@ void maxGrad(const float *grad, const float *x, const float *maximum,
           for (int64_t q = 0; q < groups.runs(); ++q)
             for (int64_t t = 0; t < groups.run(); ++t)
               ties +=
-                  x[base + groups.runOffset(q) + t * groups.runStride()] == m;
-          float share = grad[o] / ties;
+                  float(
+                      x[base + groups.runOffset(q) + t * groups.runStride()]) ==
+                  m;
+          float share = float(grad[o]) / ties;
           for (int64_t q = 0; q < groups.runs(); ++q)
             for (int64_t t = 0; t < groups.run(); ++t) {
               int64_t at = base + groups.runOffset(q) + t * groups.runStride();
-              out[at] = x[at] == m ? share : 0.0f;
+              out[at] = T(float(x[at]) == m ? share : 0.0f);
             }
         }
       });
 }
+
+#define MNEMO_INSTANTIATE_REDUCTIONS(T)                                        \
+  template void reduce<T>(ReduceKind, const T *, const int64_t *, int,         \
+                          uint32_t, T *);                                      \
+  template void maxGrad<T>(const T *, const T *, const T *, const int64_t *,   \
+                           int, uint32_t, T *);
+MNEMO_INSTANTIATE_REDUCTIONS(float)
+MNEMO_INSTANTIATE_REDUCTIONS(bf16_t)
+MNEMO_INSTANTIATE_REDUCTIONS(f16_t)
+#undef MNEMO_INSTANTIATE_REDUCTIONS
 
 } // namespace cpu
 } // namespace mnemo

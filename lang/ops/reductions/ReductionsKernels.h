@@ -19,13 +19,17 @@ enum class ReduceKind { Sum, Mean, Max };
 
 /// Reduces the axes set in `reducedMask` (bit i: axis i) of x[shape]. Sums
 /// accumulate in double (runs of the last reduced dimension in f32 where
-/// the axes are scattered); max propagates NaN, as torch.amax.
-void reduce(ReduceKind kind, const float *x, const int64_t *shape, int rank,
-            uint32_t reducedMask, float *out);
+/// the axes are scattered); max propagates NaN, as torch.amax. T is float,
+/// or bf16_t and f16_t (runtime/cpu/Half.h): 16-bit storage computed in
+/// f32, as a grouped-query attention's key gradient is under --precision.
+template <typename T>
+void reduce(ReduceKind kind, const T *x, const int64_t *shape, int rank,
+            uint32_t reducedMask, T *out);
 
 /// The gradient of a max reduction, shared evenly among ties.
-void maxGrad(const float *grad, const float *x, const float *maximum,
-             const int64_t *shape, int rank, uint32_t reducedMask, float *out);
+template <typename T>
+void maxGrad(const T *grad, const T *x, const T *maximum, const int64_t *shape,
+             int rank, uint32_t reducedMask, T *out);
 
 } // namespace cpu
 } // namespace mnemo
