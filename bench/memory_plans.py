@@ -22,7 +22,9 @@ CASES = [("mlp", "examples/mlp.mn", []), ("cnn", "examples/cnn.mn", []),
          ("gpt, 2 layers", "examples/gpt.mn", ["-D", "layers=2"]),
          ("gpt, 4 layers", "examples/gpt.mn", []),
          ("gpt, 6 layers", "examples/gpt.mn", ["-D", "layers=6"]),
-         ("gpt, 12 layers", "examples/gpt.mn", ["-D", "layers=12"])]
+         ("gpt, 12 layers", "examples/gpt.mn", ["-D", "layers=12"]),
+         ("gpt2-small", "examples/gpt2-small.mn", []),
+         ("llama", "examples/llama.mn", [])]
 
 
 def mib(n):

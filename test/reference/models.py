@@ -215,8 +215,8 @@ def rotate_half(x):
 def rotary(x, base):
     """Hugging Face's LLaMA / GPT-NeoX rotary embedding of [B, H, T, D]."""
     T, D = x.shape[-2], x.shape[-1]
-    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
-    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    inv_freq = 1.0 / (base ** (torch.arange(0, D, 2, dtype=torch.float32, device=x.device) / D))
+    angles = torch.outer(torch.arange(T, dtype=torch.float32, device=x.device), inv_freq)
     emb = torch.cat([angles, angles], dim=-1).to(x.dtype)
     return x * emb.cos() + rotate_half(x) * emb.sin()
 
