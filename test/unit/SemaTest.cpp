@@ -275,7 +275,8 @@ model M() {
     settings[s.key] = s.value.str();
   EXPECT_EQ(
       settings["optimizer"],
-      "adamw(lr=0.0003, betas=[0.9, 0.95], eps=1e-08, weight_decay=0.01)");
+      "adamw(lr=0.0003, betas=[0.9, 0.95], eps=1e-08, weight_decay=0.01, "
+      "decay_params=all)");
   EXPECT_EQ(settings["memory_budget"], std::to_string(64 << 20));
   EXPECT_EQ(settings["precision"], "bf16");
   EXPECT_EQ(settings["prune"], "magnitude(sparsity=0.5, scope=layer, start=0, "
@@ -306,7 +307,7 @@ model M() {
       << c.errors;
   EXPECT_TRUE(contains(c.errors,
                        "'bets' is not an argument of adamw(lr, betas, eps, "
-                       "weight_decay); did you mean 'betas'?"))
+                       "weight_decay, decay_params); did you mean 'betas'?"))
       << c.errors;
   EXPECT_TRUE(contains(
       c.errors, "no parameter matches 'fc.wieght'; did you mean 'fc.weight'?"))
