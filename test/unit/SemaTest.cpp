@@ -273,10 +273,9 @@ model M() {
   std::map<std::string, std::string> settings;
   for (const Setting &s : c.graph->train)
     settings[s.key] = s.value.str();
-  EXPECT_EQ(
-      settings["optimizer"],
-      "adamw(lr=0.0003, betas=[0.9, 0.95], eps=1e-08, weight_decay=0.01, "
-      "decay_params=all)");
+  EXPECT_EQ(settings["optimizer"],
+            "adamw(lr=0.0003, betas=[0.9, 0.95], eps=1e-08, weight_decay=0.01, "
+            "decay_params=all)");
   EXPECT_EQ(settings["memory_budget"], std::to_string(64 << 20));
   EXPECT_EQ(settings["precision"], "bf16");
   EXPECT_EQ(settings["prune"], "magnitude(sparsity=0.5, scope=layer, start=0, "
