@@ -102,6 +102,8 @@ private:
   /// (CudaMultiTensorOpInterface): the launch scales the gradient as it
   /// reads it, and the multiply is not emitted. False if `op` is not one.
   bool foldsIntoUpdate(Operation *op);
+  /// Whether an op between `from` and `to` writes over `v`'s bytes.
+  bool overwrittenBefore(Value v, Operation *from, Operation *to);
   /// The folded multiplies, by their results.
   llvm::DenseMap<Value, ScaledValue> foldedScales;
   /// The updates of the launch being emitted.
@@ -481,6 +483,33 @@ Operation *CudaStepEmitter::epilogueRoot(MatmulOp m, Operation *next,
   return nullptr;
 }
 
+bool CudaStepEmitter::overwrittenBefore(Value v, Operation *from,
+                                        Operation *to) {
+  // By the plan's placements: the layouts of the ops in between are not
+  // assigned yet.
+  Operation *producer = v.getDefiningOp();
+  if (!producer)
+    return false;
+  unsigned index = llvm::cast<OpResult>(v).getResultNumber();
+  int64_t begin = plan::arenaOffset(producer, index);
+  if (begin < 0)
+    return false;
+  int64_t end = begin + storageBytes(v.getType());
+  for (Operation *op = from->getNextNode(); op && op != to;
+       op = op->getNextNode()) {
+    PlacementAttr placed = plan::placement(op);
+    if (!placed || placed.getStridedView())
+      continue;
+    for (OpResult result : op->getResults()) {
+      int64_t written = plan::arenaOffset(op, result.getResultNumber());
+      if (written >= 0 && written < end &&
+          begin < written + storageBytes(result.getType()))
+        return true;
+    }
+  }
+  return false;
+}
+
 bool CudaStepEmitter::foldsIntoUpdate(Operation *op) {
   auto mul = llvm::dyn_cast<MulOp>(op);
   if (!mul || isFused(mul) || !mul.getResult().hasOneUse())
@@ -504,6 +533,11 @@ bool CudaStepEmitter::foldsIntoUpdate(Operation *op) {
     if (in.isSplat() || !in.region || in.region != out.region ||
         in.offset != out.offset || !in.isContiguous() || !out.isContiguous() ||
         shapeOf(grad) != shapeOf(mul.getResult()))
+      continue;
+    // The launch reads the scale where the update runs, after the plan
+    // may have given its bytes to a value computed since the multiply
+    // (the plan ends the scale's life at the multiply).
+    if (overwrittenBefore(broadcast.getInput(), mul, update))
       continue;
     foldedScales[mul.getResult()] = {grad, broadcast.getInput()};
     return true;

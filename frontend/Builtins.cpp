@@ -775,6 +775,85 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
                             {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc));
      }},
+    {"attention",
+     {"q", "k", "v", "mask", "causal", "dropout", "scale"},
+     3,
+     [](Sema &s, BoundArgs &a) {
+       // torch.nn.functional.scaled_dot_product_attention, fused: the
+       // probabilities are never kept (lang/ops/attention/).
+       auto q = s.asFloatTensor(a.values[0], a.ranges[0],
+                                "the queries of attention");
+       auto k =
+           s.asFloatTensor(a.values[1], a.ranges[1], "the keys of attention");
+       auto v =
+           s.asFloatTensor(a.values[2], a.ranges[2], "the values of attention");
+       if (!q || !k || !v)
+         return Val::error();
+       TensorType qt = s.typeOf(*q), kt = s.typeOf(*k), vt = s.typeOf(*v);
+       if (kt.dtype != qt.dtype || vt.dtype != qt.dtype) {
+         s.error(a.loc,
+                 "attention needs queries, keys and values of one "
+                 "element type, not " +
+                     qt.str() + ", " + kt.str() + " and " + vt.str(),
+                 {a.range});
+         return Val::error();
+       }
+       std::vector<int> operands{*q, *k, *v};
+       std::optional<shape::Shape> maskShape;
+       if (a.has(3)) {
+         auto m = s.asTensor(a.values[3], a.ranges[3], "the mask of attention");
+         if (!m)
+           return Val::error();
+         TensorType mt = s.typeOf(*m);
+         if (mt.dtype != ElementType::I1 && mt.dtype != qt.dtype) {
+           s.error(a.ranges[3].Start,
+                   "the mask of attention must be a boolean mask or added "
+                   "scores of the queries' type, not " +
+                       mt.str(),
+                   {a.ranges[3]});
+           return Val::error();
+         }
+         operands.push_back(*m);
+         maskShape = mt.shape;
+       }
+       bool causal = false;
+       if (a.has(4)) {
+         auto c = s.asBool(a.values[4], a.ranges[4], "causal");
+         if (!c)
+           return Val::error();
+         causal = *c;
+       }
+       auto p = numberOr(s, a, 5, 0.0, "dropout");
+       if (!p)
+         return Val::error();
+       if (!(*p >= 0 && *p < 1)) {
+         s.error(a.ranges[5].Start, "dropout must be in [0, 1)", {a.ranges[5]});
+         return Val::error();
+       }
+       shape::ShapeResult r = shape::attention(
+           qt.shape, kt.shape, vt.shape, maskShape ? &*maskShape : nullptr);
+       if (!check(s, a, r,
+                  "attend with queries " + qt.str() + ", keys " + kt.str() +
+                      " and values " + vt.str()))
+         return Val::error();
+       auto scale =
+           numberOr(s, a, 6, 1.0 / std::sqrt(double(qt.shape.back())), "scale");
+       if (!scale)
+         return Val::error();
+       if (!(std::isfinite(*scale) && *scale != 0)) {
+         s.error(a.ranges[6].Start, "scale must be finite and nonzero",
+                 {a.ranges[6]});
+         return Val::error();
+       }
+       return tensor(s.emit("attention", operands, {qt.dtype, r.shape},
+                            {{"causal", causal},
+                             {"scale", *scale},
+                             {"dropout_p", *p},
+                             // Without dropout no seed is drawn, so the
+                             // seeds of later dropouts stay as they were.
+                             {"seed", *p > 0 ? s.nextDropoutSeed() : 0}},
+                            a.loc));
+     }},
     {"cross_entropy",
      {"logits", "targets"},
      2,

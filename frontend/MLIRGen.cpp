@@ -210,6 +210,13 @@ private:
     for (int operand : node.operands)
       state.addOperands(values.at(operand));
     state.addTypes(resultType);
+    // Fused attention also returns each query row's log-sum-exp (f32), which
+    // only its gradient reads: the graph knows the output alone.
+    if (node.op == "attention") {
+      ArrayRef<int64_t> shape = resultType.getShape();
+      state.addTypes(
+          RankedTensorType::get(shape.drop_back(), builder.getF32Type()));
+    }
     for (const NamedAttr &attr : node.attrs)
       state.addAttribute(attr.name, opAttr(attr, resultType));
     Operation *op = builder.create(state);

@@ -29,6 +29,10 @@ template <typename ConcreteType>
 class AmpF32 : public mlir::OpTrait::TraitBase<ConcreteType, AmpF32> {};
 template <typename ConcreteType>
 class AmpFollow : public mlir::OpTrait::TraitBase<ConcreteType, AmpFollow> {};
+/// Results after the first stay f32 under amp (see MnemoInterfaces.td).
+template <typename ConcreteType>
+class AmpStatisticsStayF32
+    : public mlir::OpTrait::TraitBase<ConcreteType, AmpStatisticsStayF32> {};
 
 /// The op's fusion class (see MnemoInterfaces.td).
 template <typename ConcreteType>

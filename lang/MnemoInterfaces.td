@@ -205,6 +205,12 @@ def Mnemo_AmpF32 : NativeOpTrait<"AmpF32"> {
 def Mnemo_AmpFollow : NativeOpTrait<"AmpFollow"> {
   let cppNamespace = "::mnemo";
 }
+// Beside its category: the op's results after the first are softmax
+// statistics (attention's log-sum-exp) that stay f32 whatever the op
+// computes in, since the backward exponentiates them.
+def Mnemo_AmpStatisticsStayF32 : NativeOpTrait<"AmpStatisticsStayF32"> {
+  let cppNamespace = "::mnemo";
+}
 
 // Fusion (fuse-elementwise, the planner and both emitters): every op has
 // exactly one class, and a test checks that none is forgotten.

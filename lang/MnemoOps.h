@@ -13,6 +13,14 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mnemo {
+namespace attention {
+/// The attention ops' geometry (lang/ops/attention/AttentionFormulas.h,
+/// which their users include).
+struct AttentionGeometry;
+} // namespace attention
+} // namespace mnemo
+
 #define GET_OP_CLASSES
 #include "lang/MnemoOps.h.inc"
 

@@ -333,6 +333,56 @@ ShapeResult lastDimNorm(const Shape &input, const Shape &scale) {
   return ShapeResult::success(input);
 }
 
+ShapeResult attention(const Shape &q, const Shape &k, const Shape &v,
+                      const Shape *mask) {
+  size_t rank = q.size();
+  if (rank < 3 || k.size() != rank || v.size() != rank)
+    return ShapeResult::failure(
+        "queries, keys and values must have the same rank >= 3 ([..., heads, "
+        "tokens, head_dim]), not " +
+        format(q) + ", " + format(k) + " and " + format(v));
+  for (size_t d = 0; d + 3 < rank; ++d)
+    if (k[d] != q[d] || v[d] != q[d])
+      return ShapeResult::failure("leading dimensions of " + format(q) + ", " +
+                                  format(k) + " and " + format(v) + " differ");
+  int64_t heads = q[rank - 3], kvHeads = k[rank - 3];
+  if (v[rank - 3] != kvHeads || v[rank - 2] != k[rank - 2])
+    return ShapeResult::failure("keys " + format(k) + " and values " +
+                                format(v) + " differ in heads or tokens");
+  if (kvHeads < 1 || heads % kvHeads != 0)
+    return ShapeResult::failure(str(heads) +
+                                " query heads are not a multiple of " +
+                                str(kvHeads) + " key/value heads");
+  if (k[rank - 1] != q[rank - 1])
+    return ShapeResult::failure("queries " + format(q) + " and keys " +
+                                format(k) + " differ in head_dim");
+  if (mask) {
+    Shape scores = q;
+    scores[rank - 1] = k[rank - 2];
+    if (mask->size() > rank || !broadcastTo(*mask, scores).ok())
+      return ShapeResult::failure("the mask " + format(*mask) +
+                                  " does not broadcast to the scores " +
+                                  format(scores));
+    // Leading dimensions: all broadcast or all present.
+    size_t offset = rank - mask->size();
+    bool someOne = false, someFull = false;
+    for (size_t d = 0; d + 3 < rank; ++d) {
+      int64_t m = d < offset ? 1 : (*mask)[d - offset];
+      if (q[d] == 1)
+        continue;
+      (m == 1 ? someOne : someFull) = true;
+    }
+    if (someOne && someFull)
+      return ShapeResult::failure(
+          "the mask " + format(*mask) +
+          " must broadcast over all leading dimensions of " + format(scores) +
+          " or over none");
+  }
+  Shape out = q;
+  out[rank - 1] = v[rank - 1];
+  return ShapeResult::success(out);
+}
+
 int64_t rowLength(const Shape &shape) {
   int64_t row = 1;
   for (size_t d = shape.size() >= 2 ? 1 : 0; d < shape.size(); ++d)

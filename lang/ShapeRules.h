@@ -102,6 +102,15 @@ ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
 /// Normalization over the last dimension with a [D] scale (and bias).
 ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
 
+/// Scaled dot-product attention: q [..., H, Tq, D], k [..., Hkv, Tk, D] and
+/// v [..., Hkv, Tk, Dv] with the same leading dimensions and H a multiple of
+/// Hkv (grouped-query attention) -> [..., H, Tq, Dv]. A mask (`mask`, may
+/// be null) broadcasts to [..., H, Tq, Tk] from the right, its leading
+/// dimensions all 1 or all the queries' (the kernels address it with one
+/// batch stride).
+ShapeResult attention(const Shape &q, const Shape &k, const Shape &v,
+                      const Shape *mask);
+
 /// The elements of one row of a weight [out, ...]: those after dim 0 (all
 /// of a vector's).
 int64_t rowLength(const Shape &shape);

@@ -248,7 +248,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
             builder.create<CastOp>(op.getLoc(), withElement(v, compute), v));
       }
       for (Value r : op.getResults())
-        if (isFloatTensor(r))
+        if (isFloatTensor(r) &&
+            !(op.hasTrait<AmpStatisticsStayF32>() && r != op.getResult(0)))
           r.setType(withElement(r, compute));
     }
     // The function's results keep their declared types.

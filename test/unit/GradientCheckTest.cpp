@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <set>
 
 using namespace mlir;
@@ -296,6 +297,63 @@ std::vector<GradientCase> allCases() {
   add("slice", "mnemo.slice", {{"f32[3,6]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
+      });
+  // Fused attention (the gradient rule is one attention_grad op, whose
+  // interpreter model is the textbook softmax backward): plain, causal with
+  // grouped key/value heads, an additive mask with a hidden key, a boolean
+  // mask that hides a whole row (zeros, no gradient), and dropout.
+  auto attention = [](OpBuilder &b, Location l, ValueRange in, Value mask,
+                      bool causal, double scale, double dropout) {
+    auto q = llvm::cast<RankedTensorType>(in[0].getType());
+    auto v = llvm::cast<RankedTensorType>(in[2].getType());
+    SmallVector<int64_t> out(q.getShape()), rows(q.getShape());
+    out.back() = v.getShape().back();
+    rows.pop_back();
+    auto op = b.create<AttentionOp>(
+        l,
+        TypeRange{RankedTensorType::get(out, q.getElementType()),
+                  RankedTensorType::get(rows, b.getF32Type())},
+        in[0], in[1], in[2], mask, b.getBoolAttr(causal),
+        b.getF64FloatAttr(scale), b.getF64FloatAttr(dropout),
+        b.getI64IntegerAttr(7));
+    return op.getResult();
+  };
+  add("attention", "mnemo.attention",
+      {{"f32[1,2,3,4]"}, {"f32[1,2,5,4]"}, {"f32[1,2,5,3]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return attention(b, l, in, Value(), false, 0.5, 0.0);
+      });
+  add("attention_causal_grouped", "mnemo.attention",
+      {{"f32[2,4,4,3]"}, {"f32[2,2,4,3]"}, {"f32[2,2,4,2]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return attention(b, l, in, Value(), true, 0.7, 0.0);
+      });
+  add("attention_additive_mask", "mnemo.attention",
+      {{"f32[1,2,3,4]"}, {"f32[1,2,5,4]"}, {"f32[1,2,5,3]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        auto type = RankedTensorType::get({3, 5}, b.getF32Type());
+        float hidden = -std::numeric_limits<float>::infinity();
+        SmallVector<float> bias{0.5f,  -1.0f, 0.0f,   hidden, 0.25f,
+                                -0.5f, 0.0f,  1.0f,   0.3f,   -2.0f,
+                                0.0f,  0.1f,  hidden, -0.7f,  0.2f};
+        Value mask = b.create<ConstantOp>(
+            l, DenseElementsAttr::get(type, ArrayRef<float>(bias)));
+        return attention(b, l, in, mask, false, 0.5, 0.0);
+      });
+  add("attention_boolean_mask", "mnemo.attention",
+      {{"f32[2,2,3,4]"}, {"f32[2,2,5,4]"}, {"f32[2,2,5,3]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        auto type = RankedTensorType::get({2, 1, 3, 5}, b.getI1Type());
+        SmallVector<bool> keep{1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1,
+                               0, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 1};
+        Value mask = b.create<ConstantOp>(
+            l, DenseElementsAttr::get(type, ArrayRef<bool>(keep)));
+        return attention(b, l, in, mask, true, 0.5, 0.0);
+      });
+  add("attention_dropout", "mnemo.attention",
+      {{"f32[1,2,4,3]"}, {"f32[1,1,6,3]"}, {"f32[1,1,6,2]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return attention(b, l, in, Value(), false, 0.6, 0.3);
       });
   add("concat", "mnemo.concat", {{"f32[2,3]"}, {"f32[2,2]"}},
       [](OpBuilder &b, Location l, ValueRange in) {

@@ -64,7 +64,8 @@ TEST(OpCompleteness, AmpCategoriesFollowAutocast) {
                        : op->hasTrait<AmpF32>()        ? "f32"
                                                        : "follow");
   };
-  for (const char *op : {"mnemo.matmul", "mnemo.batch_matmul", "mnemo.conv2d"})
+  for (const char *op : {"mnemo.matmul", "mnemo.batch_matmul", "mnemo.conv2d",
+                         "mnemo.attention"})
     EXPECT_EQ(categoryOf(op), "low") << op;
   for (const char *op :
        {"mnemo.sum", "mnemo.mean", "mnemo.exp", "mnemo.log", "mnemo.pow",

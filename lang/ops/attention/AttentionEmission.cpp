@@ -1,0 +1,180 @@
+//===- AttentionEmission.cpp - Fused attention in the CPU and CUDA code ---===//
+//
+// The code generation models of attention and attention_grad: calls of the
+// CPU kernels (AttentionKernels.h) with the op's geometry and its planned
+// workspace, and on the GPU launches of Mnemo's tiled kernels
+// (AttentionKernels.cuh), instantiated for the smallest head-dimension
+// bound that holds the op's (64, 128 or 256) and the tile that keeps two
+// tiles in 32 KiB of shared memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/KernelContext.h"
+#include "codegen/StepLayout.h"
+#include "lang/MnemoOps.h"
+#include "lang/ops/attention/AttentionWorkspace.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mnemo;
+using namespace mnemo::codegen;
+using attention::AttentionGeometry;
+
+namespace {
+
+constexpr const char *kCpuKernels = "lang/ops/attention/AttentionKernels.h";
+constexpr const char *kCudaKernels = "lang/ops/attention/AttentionKernels.cuh";
+
+/// The geometry as the aggregate the kernels take (AttentionFormulas.h's
+/// field order).
+std::string geometryLiteral(const AttentionGeometry &g) {
+  return llvm::formatv("mnemo::attention::AttentionGeometry{{{0}, {1}, {2}, "
+                       "{3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
+                       "{13}, {14}, {15}}",
+                       g.batch, g.heads, g.kvHeads, g.queries, g.keys,
+                       g.headDim, g.valueDim, g.causal ? "true" : "false",
+                       doubleLiteral(g.scale), doubleLiteral(g.dropoutP),
+                       g.seed, g.maskKind, g.maskBatchStride, g.maskHeadStride,
+                       g.maskQueryStride, g.maskKeyStride)
+      .str();
+}
+
+LogicalResult emitForwardCpu(AttentionOp op, CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> operands =
+      context.operands({op.getQuery(), op.getKey(), op.getValue()});
+  FailureOr<std::string> mask =
+      op.getMask() ? context.operand(op.getMask())
+                   : FailureOr<std::string>(
+                         std::string("static_cast<const float *>(nullptr)"));
+  FailureOr<std::string> workspace =
+      context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(operands) || failed(mask) || failed(workspace))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  attentionForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, dropoutStep, "
+      "{7});\n",
+      (*operands)[0], (*operands)[1], (*operands)[2], *mask, context.result(0),
+      context.result(1), geometryLiteral(op.getGeometry()), *workspace);
+  return success();
+}
+
+LogicalResult emitBackwardCpu(AttentionGradOp op, CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> operands =
+      context.operands({op.getQuery(), op.getKey(), op.getValue(),
+                        op.getOutput(), op.getLogSumExp(), op.getGradOutput()});
+  FailureOr<std::string> mask =
+      op.getMask() ? context.operand(op.getMask())
+                   : FailureOr<std::string>(
+                         std::string("static_cast<const float *>(nullptr)"));
+  FailureOr<std::string> workspace =
+      context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(operands) || failed(mask) || failed(workspace))
+    return failure();
+  context.include(kCpuKernels);
+  const std::vector<std::string> &in = *operands;
+  context.out() << llvm::formatv(
+      "  attentionBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+      "{10}, dropoutStep, {11});\n",
+      in[0], in[1], in[2], in[3], in[4], in[5], *mask, context.result(0),
+      context.result(1), context.result(2), geometryLiteral(op.getGeometry()),
+      *workspace);
+  return success();
+}
+
+/// The kernels' template bounds: the head-dimension bound and the tile of
+/// rows staged in shared memory (two tiles of tile x bound floats in
+/// 32 KiB); failure past 256.
+struct CudaBounds {
+  int maxDim = 0, tile = 0;
+};
+FailureOr<CudaBounds> cudaBounds(const AttentionGeometry &g,
+                                 CudaKernelContext &context) {
+  int64_t dim = std::max(g.headDim, g.valueDim);
+  for (int bound : {64, 128, 256})
+    if (dim <= bound)
+      return CudaBounds{bound, 4096 / bound};
+  context.error("head dimension " + std::to_string(dim) +
+                " is larger than the CUDA attention kernels take (256)");
+  return failure();
+}
+
+std::string maskType(Value mask, CudaKernelContext &context) {
+  return mask ? context.elementType(mask) : "float";
+}
+
+LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
+  AttentionGeometry g = op.getGeometry();
+  FailureOr<CudaBounds> bounds = cudaBounds(g, context);
+  if (failed(bounds))
+    return failure();
+  context.include(kCudaKernels);
+  std::string type = context.elementType(op.getQuery());
+  context.launch(
+      llvm::formatv("attentionForward<{0}, {1}, {2}, {3}>({4}, {5}, {6}, {7}, "
+                    "{8}, {9}, {10}, r.control[kDropoutStep]);",
+                    type, maskType(op.getMask(), context), bounds->maxDim,
+                    bounds->tile, context.operand(op.getQuery()),
+                    context.operand(op.getKey()),
+                    context.operand(op.getValue()),
+                    op.getMask() ? context.operand(op.getMask()) : "nullptr",
+                    context.result(0), context.result(1), geometryLiteral(g)),
+      ceilDiv(g.queries, attention::kCudaRowsPerBlock),
+      attention::kCudaRowsPerBlock, g.batch * g.heads);
+  return success();
+}
+
+LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
+  AttentionGeometry g = op.getGeometry();
+  FailureOr<CudaBounds> bounds = cudaBounds(g, context);
+  if (failed(bounds))
+    return failure();
+  context.include(kCudaKernels);
+  std::string type = context.elementType(op.getQuery());
+  std::string mask = op.getMask() ? context.operand(op.getMask()) : "nullptr";
+  std::string templateArgs =
+      llvm::formatv("{0}, {1}, {2}, {3}", type, maskType(op.getMask(), context),
+                    bounds->maxDim, bounds->tile);
+  std::string delta = "f32(" + context.scratch(op.getCudaScratchBytes()) + ")";
+  std::string q = context.operand(op.getQuery()),
+              k = context.operand(op.getKey()),
+              v = context.operand(op.getValue()),
+              lse = context.operand(op.getLogSumExp()),
+              dOut = context.operand(op.getGradOutput()),
+              geometry = geometryLiteral(g);
+  int rows = attention::kCudaRowsPerBlock;
+  int64_t queryRows = g.batch * g.heads * g.queries;
+  context.launch(llvm::formatv("attentionBackwardDelta<{0}>({1}, {2}, {3}, "
+                               "{4}, {5});",
+                               type, context.operand(op.getOutput()), dOut,
+                               delta, queryRows, g.valueDim),
+                 ceilDiv(queryRows, kCudaThreads), kCudaThreads);
+  context.launch(
+      llvm::formatv("attentionBackwardKeys<{0}>({1}, {2}, {3}, {4}, {5}, {6}, "
+                    "{7}, {8}, {9}, {10}, r.control[kDropoutStep]);",
+                    templateArgs, q, k, v, lse, delta, dOut, mask,
+                    context.result(1), context.result(2), geometry),
+      ceilDiv(g.keys, rows), rows, g.batch * g.kvHeads);
+  context.launch(
+      llvm::formatv("attentionBackwardQueries<{0}>({1}, {2}, {3}, {4}, {5}, "
+                    "{6}, {7}, {8}, {9}, r.control[kDropoutStep]);",
+                    templateArgs, q, k, v, lse, delta, dOut, mask,
+                    context.result(0), geometry),
+      ceilDiv(g.queries, rows), rows, g.batch * g.heads);
+  return success();
+}
+
+} // namespace
+
+namespace mnemo {
+namespace codegen {
+/// Called by registerFamilyEmissionModels (generated).
+void registerAttentionEmissionModels(MLIRContext &context) {
+  KernelFunctions<AttentionOp, emitForwardCpu, emitForwardCuda>::attach(
+      context);
+  KernelFunctions<AttentionGradOp, emitBackwardCpu, emitBackwardCuda>::attach(
+      context);
+}
+} // namespace codegen
+} // namespace mnemo

@@ -1,0 +1,283 @@
+//===- AttentionKernels.h - Fused attention on the CPU ----------*- C++ -*-===//
+//
+// The CPU kernels generated code calls for attention and attention_grad:
+// FlashAttention-2's tiling on a CPU. The forward walks a query tile over
+// key tiles with an online softmax and keeps only the output and each
+// row's log-sum-exp; the backward recomputes each tile's probabilities
+// from the log-sum-exp. Tiles wholly above a causal diagonal are skipped.
+// Everything runs in f32 in the plan's workspace, one slot per task in
+// flight (AttentionWorkspace.h), so no thread ever holds more than a tile
+// of the [Tq, Tk] scores. The tile products are written as rows of axpys
+// (a broadcast times a contiguous row), which -O3 -march=native vectorizes
+// without reassociating a sum, so results do not depend on the thread
+// count. Part of the runtime side of the family: plain C++17, no LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H
+#define MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H
+
+#include "lang/ops/attention/AttentionFormulas.h"
+#include "lang/ops/attention/AttentionWorkspace.h"
+#include "runtime/cpu/Parallel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace mnemo {
+namespace cpu {
+
+namespace attention_detail {
+
+using attention::AttentionGeometry;
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+/// A scaled score with the causal rule and the mask applied: -inf where
+/// the key is hidden.
+template <typename MaskT>
+inline float maskedScore(float score, const AttentionGeometry &g,
+                         const MaskT *mask, int64_t b, int64_t h, int64_t i,
+                         int64_t j) {
+  if (attention::causallyHidden(g, i, j))
+    return kMinusInfinity;
+  if (!mask)
+    return score;
+  MaskT m = mask[attention::maskOffset(g, b, h, i, j)];
+  if (g.maskKind == attention::kBooleanMask)
+    return m ? score : kMinusInfinity;
+  return score + float(m);
+}
+
+/// rows x cols scores s[r][c] = sum_d a[r][d] * bT[d][c]: one axpy of a
+/// transposed tile row per (row, d).
+inline void tileProduct(const float *a, const float *bT, float *s, int64_t rows,
+                        int64_t cols, int64_t depth, int64_t bStride,
+                        int64_t sStride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *sr = s + r * sStride;
+    std::fill(sr, sr + cols, 0.0f);
+    for (int64_t d = 0; d < depth; ++d) {
+      float x = a[r * depth + d];
+      const float *br = bT + d * bStride;
+      for (int64_t c = 0; c < cols; ++c)
+        sr[c] += x * br[c];
+    }
+  }
+}
+
+/// acc[n] += x * row[n] for n < count.
+inline void axpy(float *acc, float x, const float *row, int64_t count) {
+  for (int64_t n = 0; n < count; ++n)
+    acc[n] += x * row[n];
+}
+
+/// Loads rows x cols of `src` (row stride cols) into f32, scaled.
+template <typename T>
+inline void loadRows(const T *src, float *dst, int64_t rows, int64_t cols,
+                     float factor = 1.0f) {
+  for (int64_t n = 0; n < rows * cols; ++n)
+    dst[n] = float(src[n]) * factor;
+}
+
+/// Loads rows x cols of `src` transposed: dst[c][r], row stride `stride`.
+template <typename T>
+inline void loadTransposed(const T *src, float *dst, int64_t rows, int64_t cols,
+                           int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      dst[c * stride + r] = float(src[r * cols + c]);
+}
+
+} // namespace attention_detail
+
+/// out = softmax(q k^T * scale + mask) (dropped out) v, and each query
+/// row's log-sum-exp, as AttentionFormulas.h states them.
+template <typename T, typename MaskT>
+void attentionForward(const T *q, const T *k, const T *v, const MaskT *mask,
+                      T *out, float *logSumExp,
+                      const attention::AttentionGeometry &g,
+                      int64_t dropoutStep, float *workspace) {
+  using namespace attention_detail;
+  const int64_t br = attention::cpuQueryTile(g), bc = attention::cpuKeyTile(g);
+  const int64_t D = g.headDim, Dv = g.valueDim;
+  const int64_t queryTiles = (g.queries + br - 1) / br;
+  const int64_t tasks = attention::cpuTasks(g, false);
+  const int64_t slots = attention::cpuSlots(g, false);
+  const int64_t slotFloats = attention::cpuSlotFloats(g, false);
+  const float scale = float(g.scale);
+  parallelFor(slots, 1, [&](int64_t firstSlot, int64_t lastSlot) {
+    for (int64_t slot = firstSlot; slot < lastSlot; ++slot) {
+      float *qTile = workspace + slot * slotFloats; // [br][D], scaled
+      float *kTransposed = qTile + br * D;          // [D][bc]
+      float *vTile = kTransposed + D * bc;          // [bc][Dv]
+      float *scores = vTile + bc * Dv;              // [br][bc]
+      float *acc = scores + br * bc;                // [br][Dv]
+      float *rowMax = acc + br * Dv, *rowSum = rowMax + br;
+      for (int64_t task = slot; task < tasks; task += slots) {
+        int64_t tile = task % queryTiles, bh = task / queryTiles;
+        int64_t b = bh / g.heads, h = bh % g.heads;
+        int64_t kvh = b * g.kvHeads + attention::kvHeadOf(g, h);
+        int64_t i0 = tile * br, rows = std::min<int64_t>(br, g.queries - i0);
+        const T *kHead = k + kvh * g.keys * D, *vHead = v + kvh * g.keys * Dv;
+        loadRows(q + (bh * g.queries + i0) * D, qTile, rows, D, scale);
+        std::fill(acc, acc + rows * Dv, 0.0f);
+        std::fill(rowMax, rowMax + rows, kMinusInfinity);
+        std::fill(rowSum, rowSum + rows, 0.0f);
+        // Causal: keys past the tile's last query are hidden from all of it.
+        int64_t keyEnd =
+            g.causal ? std::min<int64_t>(g.keys, i0 + rows) : g.keys;
+        for (int64_t j0 = 0; j0 < keyEnd; j0 += bc) {
+          int64_t cols = std::min<int64_t>(bc, keyEnd - j0);
+          loadTransposed(kHead + j0 * D, kTransposed, cols, D, bc);
+          loadRows(vHead + j0 * Dv, vTile, cols, Dv);
+          tileProduct(qTile, kTransposed, scores, rows, cols, D, bc, bc);
+          for (int64_t r = 0; r < rows; ++r) {
+            int64_t i = i0 + r;
+            float *sr = scores + r * bc;
+            float tileMax = kMinusInfinity;
+            for (int64_t c = 0; c < cols; ++c) {
+              sr[c] = maskedScore(sr[c], g, mask, b, h, i, j0 + c);
+              tileMax = std::max(tileMax, sr[c]);
+            }
+            float factor = attention::absorbTileMax(rowMax[r], tileMax);
+            if (attention::isMinusInfinity(rowMax[r]))
+              continue; // nothing visible in the row yet
+            float *ar = acc + r * Dv;
+            if (factor != 1.0f) {
+              rowSum[r] *= factor;
+              for (int64_t e = 0; e < Dv; ++e)
+                ar[e] *= factor;
+            }
+            float m = rowMax[r], sum = 0;
+            for (int64_t c = 0; c < cols; ++c) {
+              sr[c] = elementwise::fastExp(sr[c] - m);
+              sum += sr[c];
+            }
+            rowSum[r] += sum;
+            if (g.dropoutP != 0)
+              for (int64_t c = 0; c < cols; ++c)
+                sr[c] *= attention::dropoutFactor<float>(
+                    g, dropoutStep,
+                    attention::probabilityIndex(g, b, h, i, j0 + c));
+            for (int64_t c = 0; c < cols; ++c)
+              if (sr[c] != 0)
+                axpy(ar, sr[c], vTile + c * Dv, Dv);
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          float inverse = rowSum[r] > 0 ? 1.0f / rowSum[r] : 0.0f;
+          T *o = out + (bh * g.queries + i0 + r) * Dv;
+          for (int64_t e = 0; e < Dv; ++e)
+            o[e] = T(acc[r * Dv + e] * inverse);
+          logSumExp[bh * g.queries + i0 + r] =
+              attention::logSumExp(rowMax[r], rowSum[r]);
+        }
+      }
+    }
+  });
+}
+
+/// The queries', keys' and values' gradients (FlashAttention-2's backward):
+/// per (batch, key/value head), each key tile against each query tile of
+/// the group's heads, the probabilities recomputed from the log-sum-exp.
+template <typename T, typename MaskT>
+void attentionBackward(const T *q, const T *k, const T *v, const T *out,
+                       const float *logSumExp, const T *gradOut,
+                       const MaskT *mask, T *gradQ, T *gradK, T *gradV,
+                       const attention::AttentionGeometry &g,
+                       int64_t dropoutStep, float *workspace) {
+  using namespace attention_detail;
+  const int64_t br = attention::cpuQueryTile(g), bc = attention::cpuKeyTile(g);
+  const int64_t D = g.headDim, Dv = g.valueDim, Tq = g.queries, Tk = g.keys;
+  const int64_t group = g.heads / g.kvHeads;
+  const int64_t tasks = attention::cpuTasks(g, true);
+  const int64_t slots = attention::cpuSlots(g, true);
+  const int64_t slotFloats = attention::cpuSlotFloats(g, true);
+  const float scale = float(g.scale);
+  parallelFor(slots, 1, [&](int64_t firstSlot, int64_t lastSlot) {
+    for (int64_t slot = firstSlot; slot < lastSlot; ++slot) {
+      float *qTile = workspace + slot * slotFloats; // [br][D], scaled
+      float *doTile = qTile + br * D;               // [br][Dv]
+      float *kTransposed = doTile + br * Dv;        // [D][bc]
+      float *kTile = kTransposed + D * bc;          // [bc][D]
+      float *vTransposed = kTile + bc * D;          // [Dv][bc]
+      float *probs = vTransposed + Dv * bc;         // [br][bc]
+      float *dScores = probs + br * bc;             // [br][bc]
+      float *delta = dScores + br * bc;             // [Tq]
+      float *dqAcc = delta + Tq;                    // [Tq][D]
+      float *dkAcc = dqAcc + Tq * D;                // [Tk][D]
+      float *dvAcc = dkAcc + Tk * D;                // [Tk][Dv]
+      for (int64_t task = slot; task < tasks; task += slots) {
+        int64_t b = task / g.kvHeads, kvh = task;
+        const T *kHead = k + kvh * Tk * D, *vHead = v + kvh * Tk * Dv;
+        std::fill(dkAcc, dkAcc + Tk * (D + Dv), 0.0f);
+        for (int64_t member = 0; member < group; ++member) {
+          int64_t h = (task % g.kvHeads) * group + member, bh = b * g.heads + h;
+          const T *qHead = q + bh * Tq * D, *oHead = out + bh * Tq * Dv,
+                  *doHead = gradOut + bh * Tq * Dv;
+          const float *lseHead = logSumExp + bh * Tq;
+          // rowsum(dO * O) = rowsum(P * dP): softmax's backward term.
+          for (int64_t i = 0; i < Tq; ++i) {
+            float sum = 0;
+            for (int64_t e = 0; e < Dv; ++e)
+              sum += float(doHead[i * Dv + e]) * float(oHead[i * Dv + e]);
+            delta[i] = sum;
+          }
+          std::fill(dqAcc, dqAcc + Tq * D, 0.0f);
+          for (int64_t j0 = 0; j0 < Tk; j0 += bc) {
+            int64_t cols = std::min<int64_t>(bc, Tk - j0);
+            loadTransposed(kHead + j0 * D, kTransposed, cols, D, bc);
+            loadRows(kHead + j0 * D, kTile, cols, D);
+            loadTransposed(vHead + j0 * Dv, vTransposed, cols, Dv, bc);
+            for (int64_t i0 = 0; i0 < Tq; i0 += br) {
+              int64_t rows = std::min<int64_t>(br, Tq - i0);
+              if (g.causal && i0 + rows - 1 < j0)
+                continue; // every key of the tile is past every query
+              loadRows(qHead + i0 * D, qTile, rows, D, scale);
+              loadRows(doHead + i0 * Dv, doTile, rows, Dv);
+              tileProduct(qTile, kTransposed, probs, rows, cols, D, bc, bc);
+              tileProduct(doTile, vTransposed, dScores, rows, cols, Dv, bc, bc);
+              for (int64_t r = 0; r < rows; ++r) {
+                int64_t i = i0 + r;
+                float *pr = probs + r * bc, *dr = dScores + r * bc;
+                for (int64_t c = 0; c < cols; ++c) {
+                  float p = attention::probability(
+                      maskedScore(pr[c], g, mask, b, h, i, j0 + c), lseHead[i]);
+                  float z = attention::dropoutFactor<float>(
+                      g, dropoutStep,
+                      attention::probabilityIndex(g, b, h, i, j0 + c));
+                  // dS = P (dP - delta), dP = z dP~; dV reads P~ = z P.
+                  dr[c] = p * (z * dr[c] - delta[i]);
+                  pr[c] = z * p;
+                }
+                for (int64_t c = 0; c < cols; ++c) {
+                  if (pr[c] != 0)
+                    axpy(dvAcc + (j0 + c) * Dv, pr[c], doTile + r * Dv, Dv);
+                  if (dr[c] != 0) {
+                    axpy(dkAcc + (j0 + c) * D, dr[c], qTile + r * D, D);
+                    axpy(dqAcc + i * D, dr[c], kTile + c * D, D);
+                  }
+                }
+              }
+            }
+          }
+          T *dq = gradQ + bh * Tq * D;
+          for (int64_t n = 0; n < Tq * D; ++n)
+            dq[n] = T(dqAcc[n] * scale);
+        }
+        T *dk = gradK + kvh * Tk * D, *dv = gradV + kvh * Tk * Dv;
+        for (int64_t n = 0; n < Tk * D; ++n)
+          dk[n] = T(dkAcc[n]);
+        for (int64_t n = 0; n < Tk * Dv; ++n)
+          dv[n] = T(dvAcc[n]);
+      }
+    }
+  });
+}
+
+} // namespace cpu
+} // namespace mnemo
+
+#endif // MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H
