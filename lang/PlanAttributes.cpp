@@ -29,6 +29,8 @@ static constexpr llvm::StringLiteral kSlot = "mnemo.slot";
 static constexpr llvm::StringLiteral kPlacement = "mnemo.placement";
 static constexpr llvm::StringLiteral kFused = "mnemo.fused";
 static constexpr llvm::StringLiteral kRecomputed = "mnemo.recomputed";
+static constexpr llvm::StringLiteral kRewrittenAttention =
+    "mnemo.rewritten_attention";
 static constexpr llvm::StringLiteral kReusesArg = "mnemo.reuses_arg";
 
 FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
@@ -140,7 +142,7 @@ LogicalResult MnemoDialect::verifyOperationAttribute(Operation *op,
              << (name == kStepPlan ? "mnemo.step_plan" : "mnemo.remat");
     return success();
   }
-  if ((name == kFused || name == kRecomputed) &&
+  if ((name == kFused || name == kRecomputed || name == kRewrittenAttention) &&
       !llvm::isa<UnitAttr>(attr.getValue()))
     return op->emitError() << "'" << name << "' is a unit attribute";
   return success();
@@ -342,6 +344,14 @@ void plan::setPlacement(Operation *op, PlacementAttr placement) {
 int64_t plan::arenaOffset(Operation *op, unsigned index) {
   PlacementAttr p = placement(op);
   return p && index < p.getOffsets().size() ? p.getOffsets()[index] : -1;
+}
+
+bool plan::isRewrittenAttention(Operation *op) {
+  return op->hasAttr(kRewrittenAttention);
+}
+
+void plan::markRewrittenAttention(Operation *op) {
+  op->setAttr(kRewrittenAttention, UnitAttr::get(op->getContext()));
 }
 
 bool plan::isFused(Operation *op) { return op->hasAttr(kFused); }

@@ -76,6 +76,11 @@ void setPlacement(mlir::Operation *op, PlacementAttr placement);
 /// arena, or not planned).
 int64_t arenaOffset(mlir::Operation *op, unsigned index);
 
+/// fuse-attention's mark: the attention op replaced a written-out
+/// softmax(q @ k^T ...) @ v (the memory report lists where).
+bool isRewrittenAttention(mlir::Operation *op);
+void markRewrittenAttention(mlir::Operation *op);
+
 /// fuse-elementwise's mark: the op is computed inside its consumer's loop.
 bool isFused(mlir::Operation *op);
 void markFused(mlir::Operation *op);

@@ -112,6 +112,24 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
         r.recomputed.begin(), r.recomputed.end(),
         [](const auto &a, const auto &b) { return a.second > b.second; });
   }
+  func.walk([&](AttentionOp op) {
+    MemoryReport::Attention entry;
+    SourcePlace place = sourcePlaceOf(op->getLoc());
+    entry.layer = place.layer;
+    if (!place.file.empty())
+      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
+                       std::to_string(place.column);
+    entry.type = tensorTypeString(op.getResult().getType());
+    entry.rewritten = plan::isRewrittenAttention(op);
+    entry.savedBytes = storageBytes(op.getResult().getType()) +
+                       storageBytes(op.getLogSumExp().getType());
+    auto q = llvm::cast<ShapedType>(op.getQuery().getType());
+    auto k = llvm::cast<ShapedType>(op.getKey().getType());
+    entry.probabilityBytes = q.getNumElements() / q.getShape().back() *
+                             k.getShape()[k.getRank() - 2] *
+                             ((q.getElementTypeBitWidth() + 7) / 8);
+    r.attention.push_back(entry);
+  });
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
@@ -232,6 +250,24 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  chosen by " << r.rematSolver << "\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS's packing, 2 staging batches");
+  if (!r.attention.empty()) {
+    // One line a layer's attention: a step holds dozens.
+    size_t rewritten =
+        llvm::count_if(r.attention, [](const MemoryReport::Attention &a) {
+          return a.rewritten;
+        });
+    const MemoryReport::Attention &first = r.attention.front();
+    os << "  fused attention             " << r.attention.size() << " op"
+       << (r.attention.size() == 1 ? "" : "s") << ", " << rewritten
+       << " rewritten from softmax(q @ k^T) @ v; each saves "
+       << formatBytes(first.savedBytes) << " (output, log-sum-exp), not "
+       << formatBytes(first.probabilityBytes) << " of probabilities\n";
+    for (const MemoryReport::Attention &a : r.attention)
+      if (a.rewritten)
+        os << "    rewritten at " << (a.location.empty() ? "-" : a.location)
+           << "  " << (a.layer.empty() ? "-" : a.layer) << "  " << a.type
+           << "\n";
+  }
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
      << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
@@ -262,6 +298,15 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
                                            {"type", b.type},
                                            {"kind", b.kind},
                                            {"bytes", b.bytes}});
+    llvm::json::Array attention;
+    for (const MemoryReport::Attention &a : r.attention)
+      attention.push_back(
+          llvm::json::Object{{"location", a.location},
+                             {"layer", a.layer},
+                             {"type", a.type},
+                             {"rewritten", a.rewritten},
+                             {"saved_bytes", a.savedBytes},
+                             {"probability_bytes", a.probabilityBytes}});
     functions.push_back(llvm::json::Object{
         {"function", r.function},
         {"parameter_bytes", r.parameterBytes},
@@ -293,6 +338,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"ops", r.steps},
         {"planner", r.planner},
         {"largest_at_peak", std::move(largest)},
+        {"attention", std::move(attention)},
     });
   }
   os << llvm::formatv("{0:2}",

@@ -60,6 +60,17 @@ struct MemoryReport {
   int64_t rematPeakBytes = 0;
   /// How --remat=optimal's solver ended ("" for other strategies).
   std::string rematSolver;
+  /// Fused attention ops of the step: where each is, and whether the
+  /// fuse-attention rewrite made it from a written-out softmax(q @ k^T) @ v
+  /// (otherwise the model called attention()); and what one of them saves
+  /// for the backward (the output and the log-sum-exp) against the [Tq, Tk]
+  /// probabilities written-out attention keeps.
+  struct Attention {
+    std::string location, layer, type;
+    bool rewritten = false;
+    int64_t savedBytes = 0, probabilityBytes = 0;
+  };
+  std::vector<Attention> attention;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.
   std::vector<std::pair<std::string, int64_t>> recomputed;
 

@@ -40,6 +40,31 @@ def Autodiff : Pass<"autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseAttention : Pass<"fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Rewrites written-out attention in @forward to mnemo.attention";
+  let description = [{
+    Finds `softmax(q @ k^T * s [+ mask | where(mask, ., -inf)])`
+    [`dropout`] `@ v` in `@forward`, as Inductor's SDPA pattern matcher
+    does, and replaces it with one `mnemo.attention` (FlashAttention-2: the
+    [Tq, Tk] scores and probabilities are never kept, the backward
+    recomputes them per tile). The scale may be a division or a
+    multiplication by a constant; the mask a boolean `where` against -inf
+    (a square `causal_mask` becomes the causal rule) or an added bias; a
+    dropout of the probabilities keeps its seed, and so its masks. Keys and
+    values expanded for grouped-query attention (reshape, broadcast,
+    reshape) are read unexpanded. The chain must be private to the pattern
+    (every intermediate read only by the next), softmax along the last
+    axis, and the pieces an attention the op takes (`shape::attention`);
+    anything else is left as written. The op is marked
+    `mnemo.rewritten_attention`, and `--memory-report` lists where the
+    rewrite fired.
+
+    One difference in meaning: a row whose every key is masked out gives
+    NaN written out (softmax of -inf) and zeros fused.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Amp : Pass<"amp", "mlir::ModuleOp"> {
   let summary = "Mixed precision: runs @forward's ops in bf16 or f16 by category";
   let description = [{

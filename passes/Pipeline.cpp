@@ -15,6 +15,9 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   // that cancel) and CSE merges repeated constants and broadcasts.
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // Attention written out as softmax(q @ k^T ...) @ v becomes the fused op
+  // before anything (amp, autodiff) sees its [Tq, Tk] intermediates.
+  pm.addPass(createFuseAttention());
   // Mixed precision before autodiff, so that what the backward saves is
   // stored in low precision; CSE leaves one cast per parameter.
   AmpOptions ampOptions;
