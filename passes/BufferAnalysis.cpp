@@ -118,8 +118,20 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
       // A fused op runs inside its roots' loops: what it reads is read there.
       roots.clear();
       fusionRoots(user, roots);
-      for (Operation *root : roots)
+      for (Operation *root : roots) {
         last = std::max(last, index.lookup(root));
+        // A scaling of an AdamW gradient (the clip coefficient) may be
+        // folded into the CUDA backend's multi-tensor update, which reads
+        // the scale where the update runs: it lives until there (a scalar).
+        // (The scale reaches the multiply through its fused broadcast; the
+        // gradient, read directly, may still be overwritten in place.)
+        if (auto mul = llvm::dyn_cast<MulOp>(root))
+          if (user != root && mul.getResult().hasOneUse())
+            if (auto update = llvm::dyn_cast<AdamUpdateOp>(
+                    *mul.getResult().getUsers().begin()))
+              if (update.getGrad() == mul.getResult())
+                last = std::max(last, index.lookup(update));
+      }
     }
     lastUses[v] = last;
     return last;

@@ -17,7 +17,8 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   pm.addPass(mlir::createCSEPass());
   // Attention written out as softmax(q @ k^T ...) @ v becomes the fused op
   // before anything (amp, autodiff) sees its [Tq, Tk] intermediates.
-  pm.addPass(createFuseAttention());
+  if (options.fuseAttention)
+    pm.addPass(createFuseAttention());
   // Mixed precision before autodiff, so that what the backward saves is
   // stored in low precision; CSE leaves one cast per parameter.
   AmpOptions ampOptions;
@@ -99,6 +100,10 @@ struct DefaultPipelineTextOptions
       *this, "remat-time-limit",
       llvm::cl::desc("Seconds the MILP of --remat=optimal may search"),
       llvm::cl::init(60)};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Rewrite written-out attention to the fused op"),
+      llvm::cl::init(true)};
   Option<bool> inference{
       *this, "inference",
       llvm::cl::desc("The inference program: @eval_step alone, compressed"),
@@ -114,6 +119,7 @@ struct DefaultPipelineTextOptions
     o.remat = remat;
     o.rematTimeLimit = rematTimeLimit;
     o.inference = inference;
+    o.fuseAttention = fuseAttention;
     return o;
   }
 };

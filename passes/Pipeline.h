@@ -24,6 +24,8 @@ struct PipelineOptions {
   /// Plan parameter gradients in the arena rather than in a persistent
   /// region of their own (less memory; nothing can read them after the step).
   bool transientGradients = false;
+  /// Rewrite written-out attention to mnemo.attention (fuse-attention).
+  bool fuseAttention = true;
   /// bf16, f16 or f32; empty: the train section's precision.
   std::string precision;
   /// A JSON file that overrides the mixed-precision policy.

@@ -64,6 +64,11 @@ cl::opt<double> rematTimeLimit(
     "remat-time-limit",
     cl::desc("Seconds --remat=optimal's MILP solver may search (default 60)"),
     cl::value_desc("seconds"), cl::init(60), cl::cat(modelFlagsCategory()));
+cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("Rewrite written-out softmax(q @ k^T) @ v to fused attention "
+             "(default true; =false keeps it as written, for comparisons)"),
+    cl::init(true), cl::cat(modelFlagsCategory()));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -140,6 +145,7 @@ void mnemo::reportFlagDiagnostics(mlir::MLIRContext &context,
 std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
   PipelineOptions options;
   options.transientGradients = transientGradients;
+  options.fuseAttention = fuseAttention;
   options.precision = precision;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;

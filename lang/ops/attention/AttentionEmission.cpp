@@ -12,7 +12,7 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
-#include "lang/ops/attention/AttentionWorkspace.h"
+#include "lang/ops/attention/AttentionKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

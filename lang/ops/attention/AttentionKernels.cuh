@@ -4,7 +4,11 @@
 // to 256 (cuDNN's fused flash attention, for the shapes it takes, is the
 // fast path to come): a thread per query row (forward, query gradient) or
 // per key row (key and value gradients), key or query tiles staged in
-// shared memory, the online softmax of AttentionFormulas.h in f32. The
+// shared memory, the online softmax of AttentionFormulas.h in f32. Each
+// thread's rows (its query or key, its accumulators) are arrays of the
+// head-dimension bound that the loops over the head dimension index: they
+// unroll by 4 only, so the arrays stay in local memory (L1) instead of
+// claiming 4 x 64 registers a thread and spilling. The
 // backward is three deterministic launches and no atomics: rowsum(dO * O),
 // then the key/value gradients per key tile, then the query gradients per
 // query tile, each recomputing the probabilities from the log-sum-exp.
@@ -61,8 +65,10 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
   const bool active = i < g.queries;
   const T *kHead = k + kvh * g.keys * D, *vHead = v + kvh * g.keys * Dv;
   float qRow[MaxD], acc[MaxD];
+#pragma unroll 4
   for (long long d = 0; d < D; ++d)
     qRow[d] = active ? ld(q[(bh * g.queries + i) * D + d]) * float(g.scale) : 0;
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e)
     acc[e] = 0;
   float rowMax = -INFINITY, rowSum = 0;
@@ -83,6 +89,7 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
     float tileMax = -INFINITY;
     for (int c = 0; c < cols; ++c) {
       float x = 0;
+#pragma unroll 4
       for (long long d = 0; d < D; ++d)
         x += qRow[d] * kTile[c * D + d];
       s[c] = attentionMaskedScore(x, g, mask, b, h, i, j0 + c);
@@ -93,6 +100,7 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
       continue;
     if (factor != 1.0f) {
       rowSum *= factor;
+#pragma unroll 4
       for (long long e = 0; e < Dv; ++e)
         acc[e] *= factor;
     }
@@ -102,6 +110,7 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
       p *= attention::dropoutFactor<float>(
           g, dropoutStep, attention::probabilityIndex(g, b, h, i, j0 + c));
       if (p != 0)
+#pragma unroll 4
         for (long long e = 0; e < Dv; ++e)
           acc[e] += p * vTile[c * Dv + e];
     }
@@ -109,6 +118,7 @@ __device__ void attentionForward(const T *q, const T *k, const T *v,
   if (!active)
     return;
   float inverse = rowSum > 0 ? 1.0f / rowSum : 0.0f;
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e)
     out[(bh * g.queries + i) * Dv + e] = st<T>(acc[e] * inverse);
   logSumExp[bh * g.queries + i] = attention::logSumExp(rowMax, rowSum);
@@ -123,6 +133,7 @@ __device__ void attentionBackwardDelta(const T *out, const T *gradOut,
   if (r >= rows)
     return;
   float sum = 0;
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e)
     sum += ld(gradOut[r * Dv + e]) * ld(out[r * Dv + e]);
   delta[r] = sum;
@@ -147,10 +158,12 @@ attentionBackwardKeys(const T *q, const T *k, const T *v,
   const long long j = first + threadIdx.x;
   const bool active = j < g.keys;
   float kRow[MaxD], vRow[MaxD], dk[MaxD], dv[MaxD];
+#pragma unroll 4
   for (long long d = 0; d < D; ++d) {
     kRow[d] = active ? ld(k[(kvh * g.keys + j) * D + d]) : 0;
     dk[d] = 0;
   }
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e) {
     vRow[e] = active ? ld(v[(kvh * g.keys + j) * Dv + e]) : 0;
     dv[e] = 0;
@@ -176,6 +189,7 @@ attentionBackwardKeys(const T *q, const T *k, const T *v,
       for (int r = 0; r < rows; ++r) {
         long long i = i0 + r;
         float x = 0, dpDropped = 0;
+#pragma unroll 4
         for (long long d = 0; d < D; ++d)
           x += qTile[r * D + d] * kRow[d];
         float p = attention::probability(
@@ -184,11 +198,14 @@ attentionBackwardKeys(const T *q, const T *k, const T *v,
           continue;
         float z = attention::dropoutFactor<float>(
             g, dropoutStep, attention::probabilityIndex(g, b, h, i, j));
+#pragma unroll 4
         for (long long e = 0; e < Dv; ++e)
           dpDropped += doTile[r * Dv + e] * vRow[e];
         float ds = p * (z * dpDropped - deltaTile[r]);
+#pragma unroll 4
         for (long long e = 0; e < Dv; ++e)
           dv[e] += z * p * doTile[r * Dv + e];
+#pragma unroll 4
         for (long long d = 0; d < D; ++d)
           dk[d] += ds * qTile[r * D + d];
       }
@@ -196,8 +213,10 @@ attentionBackwardKeys(const T *q, const T *k, const T *v,
   }
   if (!active)
     return;
+#pragma unroll 4
   for (long long d = 0; d < D; ++d)
     gradK[(kvh * g.keys + j) * D + d] = st<T>(dk[d]);
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e)
     gradV[(kvh * g.keys + j) * Dv + e] = st<T>(dv[e]);
 }
@@ -221,10 +240,12 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
   const bool active = i < g.queries;
   const T *kHead = k + kvh * g.keys * D, *vHead = v + kvh * g.keys * Dv;
   float qRow[MaxD], doRow[MaxD], dq[MaxD];
+#pragma unroll 4
   for (long long d = 0; d < D; ++d) {
     qRow[d] = active ? ld(q[(bh * g.queries + i) * D + d]) * float(g.scale) : 0;
     dq[d] = 0;
   }
+#pragma unroll 4
   for (long long e = 0; e < Dv; ++e)
     doRow[e] = active ? ld(gradOut[(bh * g.queries + i) * Dv + e]) : 0;
   float lse = active ? logSumExp[bh * g.queries + i] : 0;
@@ -244,6 +265,7 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
       continue;
     for (int c = 0; c < cols; ++c) {
       float x = 0, dpDropped = 0;
+#pragma unroll 4
       for (long long d = 0; d < D; ++d)
         x += qRow[d] * kTile[c * D + d];
       float p = attention::probability(
@@ -252,15 +274,18 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
         continue;
       float z = attention::dropoutFactor<float>(
           g, dropoutStep, attention::probabilityIndex(g, b, h, i, j0 + c));
+#pragma unroll 4
       for (long long e = 0; e < Dv; ++e)
         dpDropped += doRow[e] * vTile[c * Dv + e];
       float ds = p * (z * dpDropped - rowDelta);
+#pragma unroll 4
       for (long long d = 0; d < D; ++d)
         dq[d] += ds * kTile[c * D + d];
     }
   }
   if (!active)
     return;
+#pragma unroll 4
   for (long long d = 0; d < D; ++d)
     gradQ[(bh * g.queries + i) * D + d] = st<T>(dq[d] * float(g.scale));
 }

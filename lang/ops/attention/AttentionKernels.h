@@ -6,7 +6,7 @@
 // row's log-sum-exp; the backward recomputes each tile's probabilities
 // from the log-sum-exp. Tiles wholly above a causal diagonal are skipped.
 // Everything runs in f32 in the plan's workspace, one slot per task in
-// flight (AttentionWorkspace.h), so no thread ever holds more than a tile
+// flight (the tiles and slots below), so no thread ever holds more than a tile
 // of the [Tq, Tk] scores. The tile products are written as rows of axpys
 // (a broadcast times a contiguous row), which -O3 -march=native vectorizes
 // without reassociating a sum, so results do not depend on the thread
@@ -18,12 +18,88 @@
 #define MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H
 
 #include "lang/ops/attention/AttentionFormulas.h"
-#include "lang/ops/attention/AttentionWorkspace.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+
+//===----------------------------------------------------------------------===//
+// Tiles and slots: how the kernels cut the problem, stated once so that the
+// plan (AttentionOps.cpp's getCpuWorkspaceBytes) reserves exactly what
+// they use. Query tiles of up to 64 rows meet key tiles of up to 64 keys,
+// in f32, in one workspace slot per task in flight. The forward's task is
+// a (batch, head, query tile); the backward's a (batch, key/value head),
+// which owns its keys' and values' gradients and its group's queries', so
+// no two tasks write the same element. At most kCpuSlots slots, and one
+// per kCpuFlopsPerSlot of work: more tasks queue on them, and the
+// workspace stays a few MiB whatever the batch (and small for a small
+// problem, where it would outgrow the probabilities it replaces). The
+// CUDA kernels' block size and the backward's scratch (one f32 per query
+// row, rowsum(dO * O)) are here too, for the emitter and the plan.
+//===----------------------------------------------------------------------===//
+
+namespace mnemo {
+namespace attention {
+
+constexpr int64_t kCpuQueryTile = 64, kCpuKeyTile = 64;
+/// The most tasks in flight: past the cores of the machines the CPU
+/// trainer runs on, more slots only grow the workspace.
+constexpr int64_t kCpuSlots = 32;
+
+inline int64_t cpuQueryTile(const AttentionGeometry &g) {
+  return std::min<int64_t>(kCpuQueryTile, g.queries);
+}
+inline int64_t cpuKeyTile(const AttentionGeometry &g) {
+  return std::min<int64_t>(kCpuKeyTile, g.keys);
+}
+inline int64_t cpuTasks(const AttentionGeometry &g, bool backward) {
+  if (backward)
+    return g.batch * g.kvHeads;
+  int64_t br = cpuQueryTile(g);
+  return g.batch * g.heads * ((g.queries + br - 1) / br);
+}
+/// The tile products' FLOPs below which one more slot (and thread) does
+/// not pay for its workspace: about a millisecond of one core.
+constexpr int64_t kCpuFlopsPerSlot = 8'000'000;
+
+inline int64_t cpuSlots(const AttentionGeometry &g, bool backward) {
+  int64_t perPair =
+      2 * (backward ? 3 * g.headDim + 2 * g.valueDim : g.headDim + g.valueDim);
+  int64_t flops = g.batch * g.heads * g.queries * g.keys * perPair;
+  int64_t byWork = (flops + kCpuFlopsPerSlot - 1) / kCpuFlopsPerSlot;
+  return std::max<int64_t>(
+      1, std::min<int64_t>({kCpuSlots, cpuTasks(g, backward), byWork}));
+}
+/// One slot's floats. Forward: the query tile (scaled), the key tile
+/// transposed, the value tile, the scores, the output accumulator, and each
+/// row's running maximum and sum. Backward: the query and output-gradient
+/// tiles, the key tile both ways, the value tile transposed, the
+/// probabilities and their gradient, the head's rowsum(dO * O), and f32
+/// accumulators of the query gradient (one head) and of the key and value
+/// gradients (the key/value head).
+inline int64_t cpuSlotFloats(const AttentionGeometry &g, bool backward) {
+  int64_t br = cpuQueryTile(g), bc = cpuKeyTile(g), d = g.headDim,
+          dv = g.valueDim;
+  if (!backward)
+    return br * d + d * bc + bc * dv + br * bc + br * dv + 2 * br;
+  return br * d + br * dv + 2 * bc * d + dv * bc + 2 * br * bc + g.queries +
+         g.queries * d + g.keys * (d + dv);
+}
+
+inline int64_t cpuWorkspaceFloats(const AttentionGeometry &g, bool backward) {
+  return cpuSlots(g, backward) * cpuSlotFloats(g, backward);
+}
+
+/// Threads (rows) per block of the CUDA kernels (AttentionKernels.cuh).
+constexpr int kCudaRowsPerBlock = 64;
+
+inline int64_t cudaBackwardScratchBytes(const AttentionGeometry &g) {
+  return (g.batch * g.heads * g.queries * 4 + 255) / 256 * 256;
+}
+
+} // namespace attention
+} // namespace mnemo
 
 namespace mnemo {
 namespace cpu {

@@ -5,14 +5,14 @@
 // reads. The gradient is one attention_grad op that recomputes the
 // probabilities from the saved log-sum-exp, so the forward's [Tq, Tk]
 // probabilities are never kept. The CPU kernels work in per-slot tiles of
-// the plan's workspace (AttentionKernels.h's attentionWorkspaceFloats), the
+// the plan's workspace (AttentionKernels.h's cpuWorkspaceFloats), the
 // CUDA backward in a scratch of one f32 per query row.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lang/GradientBuilder.h"
 #include "lang/OpVerification.h"
-#include "lang/ops/attention/AttentionWorkspace.h"
+#include "lang/ops/attention/AttentionKernels.h"
 
 using namespace mlir;
 using namespace mnemo;
