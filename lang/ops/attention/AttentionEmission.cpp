@@ -40,13 +40,17 @@ std::string geometryLiteral(const AttentionGeometry &g) {
       .str();
 }
 
+/// The mask's pointer, or a typed null (the kernels deduce its type).
+FailureOr<std::string> cpuMask(Value mask, CpuKernelContext &context) {
+  if (mask)
+    return context.operand(mask);
+  return std::string("static_cast<const float *>(nullptr)");
+}
+
 LogicalResult emitForwardCpu(AttentionOp op, CpuKernelContext &context) {
   FailureOr<std::vector<std::string>> operands =
       context.operands({op.getQuery(), op.getKey(), op.getValue()});
-  FailureOr<std::string> mask =
-      op.getMask() ? context.operand(op.getMask())
-                   : FailureOr<std::string>(
-                         std::string("static_cast<const float *>(nullptr)"));
+  FailureOr<std::string> mask = cpuMask(op.getMask(), context);
   FailureOr<std::string> workspace =
       context.workspace(op.getCpuWorkspaceBytes());
   if (failed(operands) || failed(mask) || failed(workspace))
@@ -64,10 +68,7 @@ LogicalResult emitBackwardCpu(AttentionGradOp op, CpuKernelContext &context) {
   FailureOr<std::vector<std::string>> operands =
       context.operands({op.getQuery(), op.getKey(), op.getValue(),
                         op.getOutput(), op.getLogSumExp(), op.getGradOutput()});
-  FailureOr<std::string> mask =
-      op.getMask() ? context.operand(op.getMask())
-                   : FailureOr<std::string>(
-                         std::string("static_cast<const float *>(nullptr)"));
+  FailureOr<std::string> mask = cpuMask(op.getMask(), context);
   FailureOr<std::string> workspace =
       context.workspace(op.getCpuWorkspaceBytes());
   if (failed(operands) || failed(mask) || failed(workspace))

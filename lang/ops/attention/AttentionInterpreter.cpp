@@ -30,10 +30,12 @@ constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
 
 /// The probabilities of one (batch, head) before dropout, [Tq][Tk], from
 /// the definition: masked scaled scores, then each row's softmax (a row
-/// with no visible key is all zeros).
+/// with no visible key is all zeros); and, when `logSumExp` is given, each
+/// row's log-sum-exp of its scores there (-inf for a row with none).
 std::vector<double> probabilities(const AttentionGeometry &g, const Tensor &q,
                                   const Tensor &k, const Tensor *mask,
-                                  int64_t b, int64_t h) {
+                                  int64_t b, int64_t h,
+                                  double *logSumExp = nullptr) {
   int64_t D = g.headDim, bh = b * g.heads + h;
   int64_t kvh = b * g.kvHeads + attention::kvHeadOf(g, h);
   std::vector<double> p(g.queries * g.keys);
@@ -64,6 +66,8 @@ std::vector<double> probabilities(const AttentionGeometry &g, const Tensor &q,
     }
     for (int64_t j = 0; j < g.keys; ++j)
       row[j] = sum > 0 ? row[j] / sum : 0;
+    if (logSumExp)
+      logSumExp[i] = sum > 0 ? rowMax + std::log(sum) : kMinusInfinity;
   }
   return p;
 }
@@ -87,34 +91,9 @@ LogicalResult interpretAttention(AttentionOp op, OpContext &context) {
     for (int64_t h = 0; h < g.heads; ++h) {
       int64_t bh = b * g.heads + h;
       int64_t kvh = b * g.kvHeads + attention::kvHeadOf(g, h);
-      std::vector<double> p = probabilities(g, q, k, mask, b, h);
+      std::vector<double> p =
+          probabilities(g, q, k, mask, b, h, &lse.data[bh * g.queries]);
       for (int64_t i = 0; i < g.queries; ++i) {
-        // The log-sum-exp of the masked scores, recomputed from the
-        // definition (log of the sum of exponentials, shifted by the max).
-        double rowMax = kMinusInfinity;
-        std::vector<double> s(g.keys);
-        for (int64_t j = 0; j < g.keys; ++j) {
-          double x = 0;
-          for (int64_t d = 0; d < g.headDim; ++d)
-            x += q.data[(bh * g.queries + i) * g.headDim + d] *
-                 k.data[(kvh * g.keys + j) * g.headDim + d];
-          x *= g.scale;
-          if (attention::causallyHidden(g, i, j))
-            x = kMinusInfinity;
-          else if (mask) {
-            double m = mask->data[attention::maskOffset(g, b, h, i, j)];
-            x = g.maskKind == attention::kBooleanMask
-                    ? (m != 0 ? x : kMinusInfinity)
-                    : x + m;
-          }
-          s[j] = x;
-          rowMax = std::max(rowMax, x);
-        }
-        double sum = 0;
-        for (int64_t j = 0; j < g.keys; ++j)
-          sum += rowMax == kMinusInfinity ? 0 : std::exp(s[j] - rowMax);
-        lse.data[bh * g.queries + i] =
-            sum > 0 ? rowMax + std::log(sum) : kMinusInfinity;
         for (int64_t e = 0; e < Dv; ++e) {
           double acc = 0;
           for (int64_t j = 0; j < g.keys; ++j)
