@@ -18,6 +18,7 @@
 #define MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H
 
 #include "lang/ops/attention/AttentionFormulas.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
@@ -206,9 +207,10 @@ void attentionForward(const T *q, const T *k, const T *v, const MaskT *mask,
             g.causal ? std::min<int64_t>(g.keys, i0 + rows) : g.keys;
         for (int64_t j0 = 0; j0 < keyEnd; j0 += bc) {
           int64_t cols = std::min<int64_t>(bc, keyEnd - j0);
-          loadTransposed(kHead + j0 * D, kTransposed, cols, D, bc);
+          loadRows(kHead + j0 * D, kTransposed, cols, D); // K rows [cols][D]
           loadRows(vHead + j0 * Dv, vTile, cols, Dv);
-          tileProduct(qTile, kTransposed, scores, rows, cols, D, bc, bc);
+          gemm(false, true, rows, cols, D, 1.0f, qTile, D, kTransposed, D, 0.0f,
+               scores, bc);
           for (int64_t r = 0; r < rows; ++r) {
             int64_t i = i0 + r;
             float *sr = scores + r * bc;
@@ -237,10 +239,14 @@ void attentionForward(const T *q, const T *k, const T *v, const MaskT *mask,
                 sr[c] *= attention::dropoutFactor<float>(
                     g, dropoutStep,
                     attention::probabilityIndex(g, b, h, i, j0 + c));
-            for (int64_t c = 0; c < cols; ++c)
-              if (sr[c] != 0)
-                axpy(ar, sr[c], vTile + c * Dv, Dv);
           }
+          // acc += P V for the tile's rows (rows with nothing visible yet
+          // have P = 0 there: their scores were left -inf, exp gives 0).
+          for (int64_t r = 0; r < rows; ++r)
+            if (attention::isMinusInfinity(rowMax[r]))
+              std::fill(scores + r * bc, scores + r * bc + cols, 0.0f);
+          gemm(false, false, rows, Dv, cols, 1.0f, scores, bc, vTile, Dv, 1.0f,
+               acc, Dv);
         }
         for (int64_t r = 0; r < rows; ++r) {
           float inverse = rowSum[r] > 0 ? 1.0f / rowSum[r] : 0.0f;
@@ -304,17 +310,18 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
           std::fill(dqAcc, dqAcc + Tq * D, 0.0f);
           for (int64_t j0 = 0; j0 < Tk; j0 += bc) {
             int64_t cols = std::min<int64_t>(bc, Tk - j0);
-            loadTransposed(kHead + j0 * D, kTransposed, cols, D, bc);
             loadRows(kHead + j0 * D, kTile, cols, D);
-            loadTransposed(vHead + j0 * Dv, vTransposed, cols, Dv, bc);
+            loadRows(vHead + j0 * Dv, vTransposed, cols, Dv); // V rows
             for (int64_t i0 = 0; i0 < Tq; i0 += br) {
               int64_t rows = std::min<int64_t>(br, Tq - i0);
               if (g.causal && i0 + rows - 1 < j0)
                 continue; // every key of the tile is past every query
               loadRows(qHead + i0 * D, qTile, rows, D, scale);
               loadRows(doHead + i0 * Dv, doTile, rows, Dv);
-              tileProduct(qTile, kTransposed, probs, rows, cols, D, bc, bc);
-              tileProduct(doTile, vTransposed, dScores, rows, cols, Dv, bc, bc);
+              gemm(false, true, rows, cols, D, 1.0f, qTile, D, kTile, D, 0.0f,
+                   probs, bc);
+              gemm(false, true, rows, cols, Dv, 1.0f, doTile, Dv, vTransposed,
+                   Dv, 0.0f, dScores, bc);
               for (int64_t r = 0; r < rows; ++r) {
                 int64_t i = i0 + r;
                 float *pr = probs + r * bc, *dr = dScores + r * bc;
@@ -328,15 +335,13 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
                   dr[c] = p * (z * dr[c] - delta[i]);
                   pr[c] = z * p;
                 }
-                for (int64_t c = 0; c < cols; ++c) {
-                  if (pr[c] != 0)
-                    axpy(dvAcc + (j0 + c) * Dv, pr[c], doTile + r * Dv, Dv);
-                  if (dr[c] != 0) {
-                    axpy(dkAcc + (j0 + c) * D, dr[c], qTile + r * D, D);
-                    axpy(dqAcc + i * D, dr[c], kTile + c * D, D);
-                  }
-                }
               }
+              gemm(true, false, cols, Dv, rows, 1.0f, probs, bc, doTile, Dv,
+                   1.0f, dvAcc + j0 * Dv, Dv);
+              gemm(true, false, cols, D, rows, 1.0f, dScores, bc, qTile, D,
+                   1.0f, dkAcc + j0 * D, D);
+              gemm(false, false, rows, D, cols, 1.0f, dScores, bc, kTile, D,
+                   1.0f, dqAcc + i0 * D, D);
             }
           }
           T *dq = gradQ + bh * Tq * D;
