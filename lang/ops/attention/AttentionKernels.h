@@ -7,10 +7,11 @@
 // from the log-sum-exp. Tiles wholly above a causal diagonal are skipped.
 // Everything runs in f32 in the plan's workspace, one slot per task in
 // flight (the tiles and slots below), so no thread ever holds more than a tile
-// of the [Tq, Tk] scores. The tile products are written as rows of axpys
-// (a broadcast times a contiguous row), which -O3 -march=native vectorizes
-// without reassociating a sum, so results do not depend on the thread
-// count. Part of the runtime side of the family: plain C++17, no LLVM.
+// of the [Tq, Tk] scores. The tile products are sgemm calls (the runtime's
+// gemm, OpenBLAS where the trainer has it), single-threaded inside each
+// task, so a result does not depend on the thread count: a task's tiles
+// and the order it visits them are fixed by the geometry alone. Part of the
+// runtime side of the family: plain C++17, no LLVM.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,11 +73,10 @@ inline int64_t cpuSlots(const AttentionGeometry &g, bool backward) {
   return std::max<int64_t>(
       1, std::min<int64_t>({kCpuSlots, cpuTasks(g, backward), byWork}));
 }
-/// One slot's floats. Forward: the query tile (scaled), the key tile
-/// transposed, the value tile, the scores, the output accumulator, and each
-/// row's running maximum and sum. Backward: the query and output-gradient
-/// tiles, the key tile both ways, the value tile transposed, the
-/// probabilities and their gradient, the head's rowsum(dO * O), and f32
+/// One slot's floats. Forward: the query tile (scaled), the key and value
+/// tiles, the scores, the output accumulator, and each row's running
+/// maximum and sum. Backward: the query and output-gradient tiles, the key
+/// and value tiles, the probabilities and their gradient, the head's rowsum(dO * O), and f32
 /// accumulators of the query gradient (one head) and of the key and value
 /// gradients (the key/value head).
 inline int64_t cpuSlotFloats(const AttentionGeometry &g, bool backward) {
@@ -84,7 +84,7 @@ inline int64_t cpuSlotFloats(const AttentionGeometry &g, bool backward) {
           dv = g.valueDim;
   if (!backward)
     return br * d + d * bc + bc * dv + br * bc + br * dv + 2 * br;
-  return br * d + br * dv + 2 * bc * d + dv * bc + 2 * br * bc + g.queries +
+  return br * d + br * dv + bc * d + bc * dv + 2 * br * bc + g.queries +
          g.queries * d + g.keys * (d + dv);
 }
 
@@ -127,44 +127,12 @@ inline float maskedScore(float score, const AttentionGeometry &g,
   return score + float(m);
 }
 
-/// rows x cols scores s[r][c] = sum_d a[r][d] * bT[d][c]: one axpy of a
-/// transposed tile row per (row, d).
-inline void tileProduct(const float *a, const float *bT, float *s, int64_t rows,
-                        int64_t cols, int64_t depth, int64_t bStride,
-                        int64_t sStride) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float *sr = s + r * sStride;
-    std::fill(sr, sr + cols, 0.0f);
-    for (int64_t d = 0; d < depth; ++d) {
-      float x = a[r * depth + d];
-      const float *br = bT + d * bStride;
-      for (int64_t c = 0; c < cols; ++c)
-        sr[c] += x * br[c];
-    }
-  }
-}
-
-/// acc[n] += x * row[n] for n < count.
-inline void axpy(float *acc, float x, const float *row, int64_t count) {
-  for (int64_t n = 0; n < count; ++n)
-    acc[n] += x * row[n];
-}
-
 /// Loads rows x cols of `src` (row stride cols) into f32, scaled.
 template <typename T>
 inline void loadRows(const T *src, float *dst, int64_t rows, int64_t cols,
                      float factor = 1.0f) {
   for (int64_t n = 0; n < rows * cols; ++n)
     dst[n] = float(src[n]) * factor;
-}
-
-/// Loads rows x cols of `src` transposed: dst[c][r], row stride `stride`.
-template <typename T>
-inline void loadTransposed(const T *src, float *dst, int64_t rows, int64_t cols,
-                           int64_t stride) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      dst[c * stride + r] = float(src[r * cols + c]);
 }
 
 } // namespace attention_detail
@@ -187,8 +155,8 @@ void attentionForward(const T *q, const T *k, const T *v, const MaskT *mask,
   parallelFor(slots, 1, [&](int64_t firstSlot, int64_t lastSlot) {
     for (int64_t slot = firstSlot; slot < lastSlot; ++slot) {
       float *qTile = workspace + slot * slotFloats; // [br][D], scaled
-      float *kTransposed = qTile + br * D;          // [D][bc]
-      float *vTile = kTransposed + D * bc;          // [bc][Dv]
+      float *kTile = qTile + br * D;                // [bc][D]
+      float *vTile = kTile + bc * D;                // [bc][Dv]
       float *scores = vTile + bc * Dv;              // [br][bc]
       float *acc = scores + br * bc;                // [br][Dv]
       float *rowMax = acc + br * Dv, *rowSum = rowMax + br;
@@ -207,9 +175,9 @@ void attentionForward(const T *q, const T *k, const T *v, const MaskT *mask,
             g.causal ? std::min<int64_t>(g.keys, i0 + rows) : g.keys;
         for (int64_t j0 = 0; j0 < keyEnd; j0 += bc) {
           int64_t cols = std::min<int64_t>(bc, keyEnd - j0);
-          loadRows(kHead + j0 * D, kTransposed, cols, D); // K rows [cols][D]
+          loadRows(kHead + j0 * D, kTile, cols, D);
           loadRows(vHead + j0 * Dv, vTile, cols, Dv);
-          gemm(false, true, rows, cols, D, 1.0f, qTile, D, kTransposed, D, 0.0f,
+          gemm(false, true, rows, cols, D, 1.0f, qTile, D, kTile, D, 0.0f,
                scores, bc);
           for (int64_t r = 0; r < rows; ++r) {
             int64_t i = i0 + r;
@@ -282,10 +250,9 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
     for (int64_t slot = firstSlot; slot < lastSlot; ++slot) {
       float *qTile = workspace + slot * slotFloats; // [br][D], scaled
       float *doTile = qTile + br * D;               // [br][Dv]
-      float *kTransposed = doTile + br * Dv;        // [D][bc]
-      float *kTile = kTransposed + D * bc;          // [bc][D]
-      float *vTransposed = kTile + bc * D;          // [Dv][bc]
-      float *probs = vTransposed + Dv * bc;         // [br][bc]
+      float *kTile = doTile + br * Dv;              // [bc][D]
+      float *vTile = kTile + bc * D;                // [bc][Dv]
+      float *probs = vTile + bc * Dv;               // [br][bc]
       float *dScores = probs + br * bc;             // [br][bc]
       float *delta = dScores + br * bc;             // [Tq]
       float *dqAcc = delta + Tq;                    // [Tq][D]
@@ -311,7 +278,7 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
           for (int64_t j0 = 0; j0 < Tk; j0 += bc) {
             int64_t cols = std::min<int64_t>(bc, Tk - j0);
             loadRows(kHead + j0 * D, kTile, cols, D);
-            loadRows(vHead + j0 * Dv, vTransposed, cols, Dv); // V rows
+            loadRows(vHead + j0 * Dv, vTile, cols, Dv);
             for (int64_t i0 = 0; i0 < Tq; i0 += br) {
               int64_t rows = std::min<int64_t>(br, Tq - i0);
               if (g.causal && i0 + rows - 1 < j0)
@@ -320,8 +287,8 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
               loadRows(doHead + i0 * Dv, doTile, rows, Dv);
               gemm(false, true, rows, cols, D, 1.0f, qTile, D, kTile, D, 0.0f,
                    probs, bc);
-              gemm(false, true, rows, cols, Dv, 1.0f, doTile, Dv, vTransposed,
-                   Dv, 0.0f, dScores, bc);
+              gemm(false, true, rows, cols, Dv, 1.0f, doTile, Dv, vTile, Dv,
+                   0.0f, dScores, bc);
               for (int64_t r = 0; r < rows; ++r) {
                 int64_t i = i0 + r;
                 float *pr = probs + r * bc, *dr = dScores + r * bc;
