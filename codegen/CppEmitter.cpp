@@ -304,6 +304,8 @@ int64_t indexLimit(Value arg) {
         work.push_back(user->getResult(0));
       else if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
         tighten(shapeOf(ce.getLogits()).back());
+      else if (auto ce = llvm::dyn_cast<LinearCrossEntropyOp>(user))
+        tighten(shapeOf(ce.getWeight())[ce.getTransposeWeight() ? 0 : 1]);
       else if (auto acc = llvm::dyn_cast<AccuracyOp>(user))
         tighten(shapeOf(acc.getLogits()).back());
       else if (auto e = llvm::dyn_cast<EmbeddingOp>(user);
@@ -312,6 +314,18 @@ int64_t indexLimit(Value arg) {
     }
   }
   return limit;
+}
+
+/// The target value a loss reading `arg` skips (its ignore_index), if any:
+/// a recorded batch may hold it where `arg` is otherwise an index.
+std::optional<int64_t> ignoredIndex(Value arg) {
+  for (Operation *user : arg.getUsers()) {
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
+      return int64_t(ce.getIgnoreIndex());
+    if (auto ce = llvm::dyn_cast<LinearCrossEntropyOp>(user))
+      return int64_t(ce.getIgnoreIndex());
+  }
+  return std::nullopt;
 }
 
 void emitStepInfo(func::FuncOp func, StringRef prefix,
@@ -336,7 +350,8 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
        << regionEnumerator(plan::slot(func, i).getRegion()) << ", "
        << plan::slot(func, i).getOffset() << ", " << storageBytes(arg.getType())
        << ", " << cString(jsonString(model::argumentInit(func, i))) << ", "
-       << indexLimit(arg) << "},\n";
+       << indexLimit(arg) << ", " << (ignoredIndex(arg) ? "true" : "false")
+       << ", " << ignoredIndex(arg).value_or(0) << "},\n";
   }
   os << "};\n";
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());

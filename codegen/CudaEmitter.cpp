@@ -129,9 +129,10 @@ private:
   /// Opens a generated kernel and returns its index; the caller writes the
   /// body and closes it with "}\n".
   int beginKernel(int maxThreads);
-  void launch(int kernel, int64_t gridX, int64_t gridY, int block) {
+  void launch(int kernel, int64_t gridX, int64_t gridY, int block,
+              const std::string &index = "0") {
     body << "  L.launch(" << kernel << ", " << gridX << ", " << gridY << ", "
-         << block << ");\n";
+         << block << ", " << index << ");\n";
   }
   /// A kernel whose body is one statement.
   void kernelCall(const std::string &statement, int64_t gridX, int block,
@@ -161,10 +162,28 @@ private:
               int64_t blocksY) override {
     kernelCall(statement, blocks, threads, blocksY);
   }
+  void hostCode(const std::string &line) override {
+    body << "  " << line << "\n";
+  }
+  void launchIndexed(const std::string &statement, int64_t blocks, int threads,
+                     const std::string &index) override {
+    int k = beginKernel(threads);
+    kernels << "  " << statement << "\n}\n\n";
+    launch(k, blocks, 1, threads, index);
+  }
+  std::string hostOperand(Value v) override { return hostPointer(v, kernelOp); }
+  std::string hostScratch(int64_t bytes) override {
+    scratch(bytes); // declared and counted as the kernels' scratch is
+    return "W";
+  }
   void gemm(const CudaGemm &g) override {
-    std::string A = hostPointer(g.a, kernelOp, g.stridedOperands),
-                B = hostPointer(g.b, kernelOp, g.stridedOperands),
-                C = hostPointer(g.c, kernelOp),
+    std::string A = !g.aAt.empty()
+                        ? g.aAt
+                        : hostPointer(g.a, kernelOp, g.stridedOperands),
+                B = !g.bAt.empty()
+                        ? g.bAt
+                        : hostPointer(g.b, kernelOp, g.stridedOperands),
+                C = !g.cAt.empty() ? g.cAt : hostPointer(g.c, kernelOp),
                 bias = g.bias ? hostPointer(g.bias, kernelOp) : "nullptr";
     body << "  {\n    static const GemmCall call = {" << gemmSites++ << ", "
          << (g.transposeA ? "true" : "false") << ", "
@@ -173,7 +192,9 @@ private:
          << ", " << g.batch << ", " << g.strideA << ", " << g.strideB << ", "
          << g.strideC << ", DType::" << g.type << ", Epilogue::" << g.epilogue
          << ", " << g.outer << ", " << g.outerStrideA << ", " << g.outerStrideB
-         << ", " << g.outerStrideC << "};\n    L.gemm(call, " << A << ", " << B
+         << ", " << g.outerStrideC << ", " << (g.accumulate ? "true" : "false")
+         << ", " << (g.outputF32 ? "true" : "false") << ", "
+         << g.reservedWorkspace << "};\n    L.gemm(call, " << A << ", " << B
          << ", " << C << ", " << bias << ");\n  }\n";
   }
   FailureOr<GemmProblem> gemmProblem(bool ta, bool tb) override {

@@ -92,6 +92,14 @@ struct CudaGemm {
   /// cuBLASLt's epilogue (None, Bias, ReluBias) and its bias row.
   llvm::StringRef epilogue = "None";
   mlir::Value bias;
+  /// Host pointer expressions (uint8_t *) that replace a, b or c where an
+  /// operand is a piece of a value (a chunk's rows) or the op's scratch;
+  /// the value then only names the element type.
+  std::string aAt, bAt, cAt;
+  /// C += op(A) op(B); C in f32 for 16-bit A and B; the bottom bytes of
+  /// the workspace the op's kernels hold across the call (GemmCall's).
+  bool accumulate = false, outputF32 = false;
+  int64_t reservedWorkspace = 0;
 };
 
 /// The elementwise root a matrix product computes in its cuBLASLt epilogue
@@ -134,6 +142,18 @@ public:
   /// kernels; its operands must live in the plan (contiguous unless
   /// `stridedOperands`).
   virtual void gemm(const CudaGemm &product) = 0;
+  /// Host code around the op's launches and products: a loop over chunks
+  /// (`for (int64_t chunk = 0; chunk < n; ++chunk) {`, then `}`), whose
+  /// variable the kernels see as Regions::index (launchIndexed).
+  virtual void hostCode(const std::string &line) = 0;
+  /// As launch, with `index` (a host expression) as the kernel's r.index.
+  virtual void launchIndexed(const std::string &statement, int64_t blocks,
+                             int threads, const std::string &index) = 0;
+  /// `v`'s address in the host code (uint8_t *), for products on pieces
+  /// of it (CudaGemm's aAt, bAt, cAt); `v` must live in the plan.
+  virtual std::string hostOperand(mlir::Value v) = 0;
+  /// The op's scratch (scratch(bytes)) as the host code addresses it.
+  virtual std::string hostScratch(int64_t bytes) = 0;
   /// A cuDNN convolution on the step's stream, in order with the op's
   /// kernels.
   virtual void convolution(const CudaConvolution &convolution) = 0;

@@ -210,6 +210,26 @@ Val loss(Sema &s, BoundArgs &a, const char *op) {
     if (!check(s, a, shape::crossEntropy(p.shape, t.shape),
                "take cross_entropy of " + p.str() + " and " + t.str()))
       return Val::error();
+    // torch.nn.functional.cross_entropy's ignore_index and label_smoothing.
+    int64_t ignoreIndex = -100;
+    if (a.has(2)) {
+      auto i = s.asInt(a.values[2], a.ranges[2], "ignore_index");
+      if (!i)
+        return Val::error();
+      ignoreIndex = *i;
+    }
+    auto smoothing = numberOr(s, a, 3, 0.0, "label_smoothing");
+    if (!smoothing)
+      return Val::error();
+    if (!(*smoothing >= 0 && *smoothing <= 1)) {
+      s.error(a.ranges[3].Start, "label_smoothing must be in [0, 1]",
+              {a.ranges[3]});
+      return Val::error();
+    }
+    return tensor(
+        s.emit(op, {*pred, *target}, {p.dtype, {}},
+               {{"ignore_index", ignoreIndex}, {"label_smoothing", *smoothing}},
+               a.loc));
   } else if (p != t) {
     s.error(a.loc,
             "cannot take mse of " + p.str() + " and " + t.str() +
@@ -855,7 +875,7 @@ const std::vector<Builtin> kBuiltins = {
                             a.loc));
      }},
     {"cross_entropy",
-     {"logits", "targets"},
+     {"logits", "targets", "ignore_index", "label_smoothing"},
      2,
      [](Sema &s, BoundArgs &a) { return loss(s, a, "cross_entropy"); }},
     {"mse",

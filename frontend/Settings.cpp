@@ -712,8 +712,10 @@ void Sema::evalTrain(const TrainStmt &train, int output,
         args.range = expr.getRange();
         args.values = {Val::ofTensor(output),
                        Val::ofTensor(targets.front()->value)};
-        args.ranges = {expr.getRange(), expr.getRange()};
-        args.given = {true, true};
+        args.ranges.assign(builtin->params.size(), expr.getRange());
+        args.given.assign(builtin->params.size(), false);
+        args.given[0] = args.given[1] = true;
+        args.values.resize(builtin->params.size());
         loss = builtin->run(*this, args);
       } else {
         loss = eval(expr);

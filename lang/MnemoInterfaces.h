@@ -33,6 +33,9 @@ class AmpFollow : public mlir::OpTrait::TraitBase<ConcreteType, AmpFollow> {};
 template <typename ConcreteType>
 class AmpStatisticsStayF32
     : public mlir::OpTrait::TraitBase<ConcreteType, AmpStatisticsStayF32> {};
+template <typename ConcreteType>
+class AmpResultsStayF32
+    : public mlir::OpTrait::TraitBase<ConcreteType, AmpResultsStayF32> {};
 
 /// The op's fusion class (see MnemoInterfaces.td).
 template <typename ConcreteType>

@@ -211,6 +211,11 @@ def Mnemo_AmpFollow : NativeOpTrait<"AmpFollow"> {
 def Mnemo_AmpStatisticsStayF32 : NativeOpTrait<"AmpStatisticsStayF32"> {
   let cppNamespace = "::mnemo";
 }
+// Beside its category: every result stays f32 (a loss computed from
+// low-precision operands, and its rows' log-sum-exp).
+def Mnemo_AmpResultsStayF32 : NativeOpTrait<"AmpResultsStayF32"> {
+  let cppNamespace = "::mnemo";
+}
 
 // Fusion (fuse-elementwise, the planner and both emitters): every op has
 // exactly one class, and a test checks that none is forgotten.

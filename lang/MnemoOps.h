@@ -19,6 +19,10 @@ namespace attention {
 /// which their users include).
 struct AttentionGeometry;
 } // namespace attention
+namespace losses {
+/// linear_cross_entropy's sizes (lang/ops/losses/LossesKernels.h).
+struct ClassifierGeometry;
+} // namespace losses
 } // namespace mnemo
 
 #define GET_OP_CLASSES

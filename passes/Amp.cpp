@@ -249,7 +249,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       }
       for (Value r : op.getResults())
         if (isFloatTensor(r) &&
-            !(op.hasTrait<AmpStatisticsStayF32>() && r != op.getResult(0)))
+            !(op.hasTrait<AmpStatisticsStayF32>() && r != op.getResult(0)) &&
+            !op.hasTrait<AmpResultsStayF32>())
           r.setType(withElement(r, compute));
     }
     // The function's results keep their declared types.

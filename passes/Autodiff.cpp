@@ -136,9 +136,18 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     SmallVector<StringRef> names{"loss"};
     if (isClassification(forward, sig)) {
       b.setInsertionPoint(ret);
+      // Positions the loss ignores are not counted either.
+      Value targets = body.getArgument(sig.targets[0]);
+      int64_t ignoreIndex = -100;
+      for (Operation *user : targets.getUsers()) {
+        if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
+          ignoreIndex = int64_t(ce.getIgnoreIndex());
+        if (auto ce = llvm::dyn_cast<LinearCrossEntropyOp>(user))
+          ignoreIndex = int64_t(ce.getIgnoreIndex());
+      }
       Value acc = b.create<AccuracyOp>(
           ret.getLoc(), RankedTensorType::get({}, b.getF32Type()),
-          ret.getOperand(sig.outputResult), body.getArgument(sig.targets[0]));
+          ret.getOperand(sig.outputResult), targets, ignoreIndex);
       results.push_back(acc);
       types.push_back(acc.getType());
       names.push_back("accuracy");
@@ -152,6 +161,8 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       resultAttrs.push_back(
           b.getDictionaryAttr(model::resultNameAttr(b, name)));
     eval.setAllResultAttrs(resultAttrs);
+    // The logits exist here for accuracy: a fused loss reads them.
+    readLossFromLogits(eval);
   }
 
   LogicalResult buildTrainStep(ModuleOp module, func::FuncOp forward,

@@ -130,6 +130,24 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
                              ((q.getElementTypeBitWidth() + 7) / 8);
     r.attention.push_back(entry);
   });
+  func.walk([&](LinearCrossEntropyOp op) {
+    MemoryReport::Classifier entry;
+    SourcePlace place = sourcePlaceOf(op->getLoc());
+    entry.layer = place.layer;
+    if (!place.file.empty())
+      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
+                       std::to_string(place.column);
+    auto hidden = llvm::cast<ShapedType>(op.getHidden().getType());
+    auto weight = llvm::cast<ShapedType>(op.getWeight().getType());
+    entry.rows = hidden.getNumElements() / hidden.getShape().back();
+    entry.classes = weight.getShape()[op.getTransposeWeight() ? 0 : 1];
+    entry.chunkRows = std::min<int64_t>(op.getChunkRows(), entry.rows);
+    // The kernels hold a chunk's logits in f32 (their gradient in place).
+    entry.chunkBytes = entry.chunkRows * entry.classes * 4;
+    entry.logitsBytes = entry.rows * entry.classes *
+                        ((hidden.getElementTypeBitWidth() + 7) / 8);
+    r.classifiers.push_back(entry);
+  });
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
@@ -268,6 +286,11 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
            << "  " << (a.layer.empty() ? "-" : a.layer) << "  " << a.type
            << "\n";
   }
+  for (const MemoryReport::Classifier &c : r.classifiers)
+    os << "  fused classifier loss       " << c.rows << " rows x " << c.classes
+       << " classes in chunks of " << c.chunkRows
+       << " rows: " << formatBytes(c.chunkBytes) << " of logits at a time, not "
+       << formatBytes(c.logitsBytes) << " (and their gradient)\n";
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
      << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
@@ -307,6 +330,16 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
                              {"rewritten", a.rewritten},
                              {"saved_bytes", a.savedBytes},
                              {"probability_bytes", a.probabilityBytes}});
+    llvm::json::Array classifiers;
+    for (const MemoryReport::Classifier &c : r.classifiers)
+      classifiers.push_back(
+          llvm::json::Object{{"location", c.location},
+                             {"layer", c.layer},
+                             {"rows", c.rows},
+                             {"classes", c.classes},
+                             {"chunk_rows", c.chunkRows},
+                             {"chunk_bytes", c.chunkBytes},
+                             {"logits_bytes", c.logitsBytes}});
     functions.push_back(llvm::json::Object{
         {"function", r.function},
         {"parameter_bytes", r.parameterBytes},
@@ -339,6 +372,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"planner", r.planner},
         {"largest_at_peak", std::move(largest)},
         {"attention", std::move(attention)},
+        {"classifier_losses", std::move(classifiers)},
     });
   }
   os << llvm::formatv("{0:2}",

@@ -71,6 +71,15 @@ struct MemoryReport {
     int64_t savedBytes = 0, probabilityBytes = 0;
   };
   std::vector<Attention> attention;
+  /// Fused classifier losses (linear_cross_entropy): where each is, its
+  /// rows and classes, the rows a chunk holds, and the bytes of that
+  /// chunk's logits against the whole logits written out.
+  struct Classifier {
+    std::string location, layer;
+    int64_t rows = 0, classes = 0, chunkRows = 0, chunkBytes = 0,
+            logitsBytes = 0;
+  };
+  std::vector<Classifier> classifiers;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.
   std::vector<std::pair<std::string, int64_t>> recomputed;
 

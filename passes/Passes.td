@@ -65,6 +65,23 @@ def FuseAttention : Pass<"fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseLinearCrossEntropy : Pass<"fuse-linear-cross-entropy", "mlir::ModuleOp"> {
+  let summary = "Fuses cross_entropy of a classifier's product in @forward";
+  let description = [{
+    Finds `cross_entropy(h @ W^T, y)` (a tied embedding table or a `Linear`
+    without bias: `transpose_rhs`) and `cross_entropy(h @ W, y)` in
+    `@forward` and replaces them with one `mnemo.linear_cross_entropy`,
+    which computes the logits in chunks of rows (the chunk's logits about
+    the size of `h`, at least 64 rows: LossesKernels.h's
+    classifierChunkRows) and keeps each row's log-sum-exp for the backward,
+    so neither the logits nor their gradient ever exists whole, as llm.c's
+    and Liger-Kernel's fused classifiers. The logits may also be the
+    forward's result (the model's output); nothing else may read them. A
+    product with a bias (a `Linear` with one) is left as written.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
+}
+
 def Amp : Pass<"amp", "mlir::ModuleOp"> {
   let summary = "Mixed precision: runs @forward's ops in bf16 or f16 by category";
   let description = [{

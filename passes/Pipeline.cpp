@@ -19,6 +19,10 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   // before anything (amp, autodiff) sees its [Tq, Tk] intermediates.
   if (options.fuseAttention)
     pm.addPass(createFuseAttention());
+  // The classifier's product and its cross-entropy become one op that
+  // holds a chunk of the logits at a time, before amp and autodiff see them.
+  if (options.fuseLinearCrossEntropy)
+    pm.addPass(createFuseLinearCrossEntropy());
   // Mixed precision before autodiff, so that what the backward saves is
   // stored in low precision; CSE leaves one cast per parameter.
   AmpOptions ampOptions;
@@ -104,6 +108,10 @@ struct DefaultPipelineTextOptions
       *this, "fuse-attention",
       llvm::cl::desc("Rewrite written-out attention to the fused op"),
       llvm::cl::init(true)};
+  Option<bool> fuseLinearCrossEntropy{
+      *this, "fuse-linear-cross-entropy",
+      llvm::cl::desc("Fuse cross_entropy of a classifier's product"),
+      llvm::cl::init(true)};
   Option<bool> inference{
       *this, "inference",
       llvm::cl::desc("The inference program: @eval_step alone, compressed"),
@@ -120,6 +128,7 @@ struct DefaultPipelineTextOptions
     o.rematTimeLimit = rematTimeLimit;
     o.inference = inference;
     o.fuseAttention = fuseAttention;
+    o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
     return o;
   }
 };

@@ -26,6 +26,9 @@ struct PipelineOptions {
   bool transientGradients = false;
   /// Rewrite written-out attention to mnemo.attention (fuse-attention).
   bool fuseAttention = true;
+  /// Fuse cross_entropy(h @ W^T) into mnemo.linear_cross_entropy
+  /// (fuse-linear-cross-entropy).
+  bool fuseLinearCrossEntropy = true;
   /// bf16, f16 or f32; empty: the train section's precision.
   std::string precision;
   /// A JSON file that overrides the mixed-precision policy.

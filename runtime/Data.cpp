@@ -486,7 +486,8 @@ public:
         for (size_t i = 0; i < t->bytes.size(); i += 4) {
           int32_t v;
           std::memcpy(&v, t->bytes.data() + i, 4);
-          if (v < 0 || v >= a->indexLimit) {
+          if ((v < 0 || v >= a->indexLimit) &&
+              !(a->ignores && v == a->ignoredIndex)) {
             error = "recorded batch '" + key + "' holds " + std::to_string(v) +
                     ", out of range for " + std::to_string(a->indexLimit);
             return false;

@@ -66,6 +66,10 @@ struct ArgumentInfo {
   /// For integer inputs read as indices (class targets, token ids): values
   /// must lie in [0, indexLimit); 0 when unconstrained.
   int64_t indexLimit;
+  /// For a loss's class targets: whether a value of ignoredIndex (the
+  /// loss's ignore_index) may stand in for a class, as PyTorch's -100.
+  bool ignores;
+  int64_t ignoredIndex;
 };
 
 /// A result the trainer reads (loss, lr, grad_norm, accuracy): an f32

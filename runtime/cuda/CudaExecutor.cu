@@ -86,6 +86,7 @@ struct Driver {
 struct KernelRegions {
   uint8_t *A, *P, *G, *S, *I, *W;
   int64_t *control;
+  int64_t index;
 };
 
 std::string mib(int64_t bytes) {
@@ -192,8 +193,8 @@ public:
   }
 
   // StepLauncher
-  void launch(int kernel, uint32_t gridX, uint32_t gridY,
-              uint32_t block) override;
+  void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t block,
+              int64_t index) override;
   void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
             uint8_t *c, const uint8_t *bias) override;
   void conv(const ConvCall &call, const uint8_t *first, const uint8_t *second,
@@ -665,13 +666,13 @@ void CudaExecutor::captureStep(int slot) {
 }
 
 void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
-                          uint32_t blockSize) {
+                          uint32_t blockSize, int64_t index) {
   if (!failure.empty())
     return;
   KernelRegions args = {regions.arena,     regions.parameters,
                         regions.gradients, regions.optimizerState,
                         regions.inputs,    regions.workspace,
-                        regions.control};
+                        regions.control,   index};
   void *params[] = {&args};
   CUresult r =
       driver.launchKernel(functions[kernel], gridX, gridY, 1, blockSize, 1, 1,
@@ -695,7 +696,9 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
   // f32 accumulation.
   bool int8 = call.dtype == DType::I8;
   cudaDataType_t type = int8 ? CUDA_R_8I : cudaType(call.dtype);
-  cudaDataType_t resultType = int8 ? CUDA_R_32I : type;
+  cudaDataType_t resultType = int8             ? CUDA_R_32I
+                              : call.outputF32 ? CUDA_R_32F
+                                               : type;
   cublasComputeType_t compute = int8 ? CUBLAS_COMPUTE_32I
                                 : call.dtype == DType::F32 && settings.tf32
                                     ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -759,7 +762,8 @@ bool CudaExecutor::planGemm(const GemmCall &call, GemmPlan &plan,
   // The heuristic may only pick kernels whose vector loads the operands'
   // real addresses allow (strided views start at any element).
   cublasLtMatmulPreference_t preference = nullptr;
-  size_t limit = size_t(pointerArrays ? gemmWorkspace(call) : workspaceBytes);
+  size_t limit = size_t((pointerArrays ? gemmWorkspace(call) : workspaceBytes) -
+                        call.reservedWorkspace);
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
   ok = ok &&
@@ -807,7 +811,7 @@ void CudaExecutor::gemm(const GemmCall &call, const uint8_t *a,
     gemms.resize(call.site + 1);
   GemmPlan &plan = gemms[call.site];
   int64_t es = call.dtype == DType::F32 ? 4 : call.dtype == DType::I8 ? 1 : 2;
-  int64_t ces = call.dtype == DType::I8 ? 4 : es;
+  int64_t ces = call.dtype == DType::I8 || call.outputF32 ? 4 : es;
   bool outer = call.outer > 1;
   uint32_t alignment =
       alignmentOf({uint64_t(a), uint64_t(b), uint64_t(c), uint64_t(bias),
@@ -940,9 +944,13 @@ bool CudaExecutor::matmul(const GemmCall &call, GemmPlan &plan,
   cublasStatus_t s = cublasLtMatmul(
       lt, plan.desc, int8 ? static_cast<const void *>(&oneInt) : &one, b,
       plan.a, a, plan.b,
-      int8 ? static_cast<const void *>(&zeroInt) : &zeroValue, c, plan.c, c,
-      plan.c, &plan.algo, regions.workspace,
-      size_t(plan.pointerArrays ? gemmWorkspace(call) : workspaceBytes),
+      int8              ? static_cast<const void *>(&zeroInt)
+      : call.accumulate ? &one
+                        : &zeroValue,
+      c, plan.c, c, plan.c, &plan.algo,
+      regions.workspace + call.reservedWorkspace,
+      size_t((plan.pointerArrays ? gemmWorkspace(call) : workspaceBytes) -
+             call.reservedWorkspace),
       compute);
   if (s != CUBLAS_STATUS_SUCCESS) {
     failure = "cuBLASLt matmul failed at GEMM site " +

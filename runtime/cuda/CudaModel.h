@@ -40,6 +40,14 @@ struct GemmCall {
   DType dtype;
   Epilogue epilogue;
   int64_t outer, outerStrideA, outerStrideB, outerStrideC; // outer <= 1: none
+  /// C += op(A) op(B) (beta 1) rather than C = (a sum over chunks).
+  bool accumulate;
+  /// C in f32 whatever A and B (16-bit products summed across calls).
+  bool outputF32;
+  /// Bytes at the bottom of the CUDA workspace the op's own kernels hold
+  /// across its GEMMs (a chunk of logits): cuBLASLt's workspace starts
+  /// above them.
+  int64_t reservedWorkspace;
 };
 
 /// The pointer tables a GEMM with an outer batch needs (A, B and C for each
@@ -101,8 +109,9 @@ struct DeviceRegions {
 class StepLauncher {
 public:
   virtual ~StepLauncher() = default;
+  /// `index` is the kernels' Regions::index (a chunk of a host loop).
   virtual void launch(int kernel, uint32_t gridX, uint32_t gridY,
-                      uint32_t block) = 0;
+                      uint32_t block, int64_t index) = 0;
   /// `bias` is read for the bias epilogues, else null.
   virtual void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
                     uint8_t *c, const uint8_t *bias) = 0;

@@ -74,6 +74,9 @@ struct Regions {
   uint8_t *I; // the batch
   uint8_t *W; // workspace (cuBLASLt, cuDNN, and the kernels' partial sums)
   int64_t *control;
+  /// The launch's index where an op launches one kernel in a host loop
+  /// (linear_cross_entropy's chunks); 0 otherwise.
+  int64_t index;
 };
 
 /// Slots of the control block (int64 each).
@@ -184,17 +187,6 @@ __device__ __forceinline__ float blockMax(float v) {
 //===----------------------------------------------------------------------===//
 // Softmax, normalization, losses
 //===----------------------------------------------------------------------===//
-
-/// The mean of n floats by one block, in a fixed order: for losses and
-/// accuracy over rows (at most a few thousand values).
-__device__ void meanOf(const float *values, int64_t n, float *out) {
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    sum += values[i];
-  sum = blockSum(sum);
-  if (threadIdx.x == 0)
-    *out = sum / float(n);
-}
 
 /// Sums of squares in fixed chunks, first pass: block b of the grid sums
 /// its share of the elements into partial[b]. Used by mse and the global

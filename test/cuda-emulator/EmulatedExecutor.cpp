@@ -38,6 +38,7 @@ namespace {
 struct KernelRegions {
   uint8_t *A, *P, *G, *S, *I, *W;
   int64_t *control;
+  int64_t index;
 };
 using Kernel = void (*)(KernelRegions);
 
@@ -143,12 +144,12 @@ public:
     return cudaModel.trainStep.opNames;
   }
 
-  void launch(int kernel, uint32_t gridX, uint32_t gridY,
-              uint32_t threads) override {
+  void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t threads,
+              int64_t index) override {
     Launch l{kernels[kernel],
              {regions.arena, regions.parameters, regions.gradients,
               regions.optimizerState, regions.inputs, regions.workspace,
-              regions.control}};
+              regions.control, index}};
     emulator::launch(trampoline, &l, gridX, gridY, threads);
   }
 
@@ -220,15 +221,22 @@ public:
   template <typename T>
   void gemmAs(const GemmCall &call, const uint8_t *a, const uint8_t *b,
               uint8_t *c, const uint8_t *bias) {
+    if (call.outputF32)
+      return gemmInto<T, float>(call, a, b, c, bias);
+    return gemmInto<T, T>(call, a, b, c, bias);
+  }
+  template <typename T, typename Out>
+  void gemmInto(const GemmCall &call, const uint8_t *a, const uint8_t *b,
+                uint8_t *c, const uint8_t *bias) {
     ColumnMajorGemm g = columnMajor(call);
     const T *x0 = reinterpret_cast<const T *>(b);
     const T *y0 = reinterpret_cast<const T *>(a);
-    T *d0 = reinterpret_cast<T *>(c);
+    Out *d0 = reinterpret_cast<Out *>(c);
     const T *biasRow = reinterpret_cast<const T *>(bias);
     int64_t inner = g.transX ? g.xRows : g.xCols;
     for (int64_t batch = 0; batch < std::max<int64_t>(1, g.batch); ++batch) {
       const T *x = x0 + batch * g.strideX, *y = y0 + batch * g.strideY;
-      T *d = d0 + batch * g.strideD;
+      Out *d = d0 + batch * g.strideD;
       for (int64_t col = 0; col < g.dCols; ++col)
         for (int64_t row = 0; row < g.dRows; ++row) {
           double sum = 0;
@@ -244,7 +252,10 @@ public:
             v += float(biasRow[row]);
           if (call.epilogue == Epilogue::ReluBias)
             v = v > 0.0f ? v : 0.0f;
-          d[row + col * g.ldd] = T(v);
+          // cuBLASLt's beta 1: C read in f32 and added before the rounding.
+          if (call.accumulate)
+            v += float(d[row + col * g.ldd]);
+          d[row + col * g.ldd] = Out(v);
         }
     }
   }

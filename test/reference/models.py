@@ -195,6 +195,23 @@ class LogSumExpMLP(nn.Module):
         return F.cross_entropy(logits, batch["label"].long())
 
 
+class ClassifierLoss(nn.Module):
+    """test/reference/models/classifier-loss.mn: an embedding, tanh, and an
+    untied head whose cross-entropy ignores target -1 and smooths the labels
+    by 0.1 (Mnemo fuses the head and the loss; PyTorch keeps the logits)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.wte = nn.Parameter(torch.empty(hp["vocab"], hp["dim"]))
+        self.head = nn.Parameter(torch.empty(hp["dim"], hp["vocab"]))
+
+    def forward(self, batch):
+        logits = torch.tanh(self.wte[batch["tokens"].long()]) @ self.head
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               batch["next"].long().reshape(-1),
+                               ignore_index=-1, label_smoothing=0.1)
+
+
 class RMSNorm(nn.Module):
     """torch.nn.RMSNorm (PyTorch 2.4; written out for 1.13)."""
 
@@ -296,4 +313,4 @@ class Llama(nn.Module):
 
 MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
-          "Llama": Llama, "GPT2": GPT}
+          "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}

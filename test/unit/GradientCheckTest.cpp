@@ -269,7 +269,43 @@ std::vector<GradientCase> allCases() {
   add("cross_entropy", "mnemo.cross_entropy",
       {{"f32[2,3,6]"}, {"i32[2,3]", Draw::Indices, 6}},
       [](OpBuilder &b, Location l, ValueRange in) {
-        return b.create<CrossEntropyOp>(l, like(in[0], {}), in[0], in[1]);
+        return b.create<CrossEntropyOp>(l, like(in[0], {}), in[0], in[1],
+                                        b.getI64IntegerAttr(-100),
+                                        b.getF64FloatAttr(0.0));
+      });
+  // ignore_index is a class here (2 of 6), so that the twenty random
+  // targets hit it and the ignored rows' zero gradient is checked too.
+  add("cross_entropy_ignore_smoothing", "mnemo.cross_entropy",
+      {{"f32[4,5,6]"}, {"i32[4,5]", Draw::Indices, 6}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<CrossEntropyOp>(l, like(in[0], {}), in[0], in[1],
+                                        b.getI64IntegerAttr(2),
+                                        b.getF64FloatAttr(0.1));
+      });
+  // The fused classifier loss, its rows in chunks of 3 (a partial last
+  // chunk), the weight [classes, dim] (tied) or [dim, classes].
+  auto classifier = [](OpBuilder &b, Location l, ValueRange in,
+                       bool transposeWeight, int64_t chunkRows,
+                       int64_t ignoreIndex, double smoothing) {
+    auto targets = llvm::cast<RankedTensorType>(in[2].getType());
+    auto op = b.create<LinearCrossEntropyOp>(
+        l,
+        TypeRange{RankedTensorType::get({}, b.getF32Type()),
+                  RankedTensorType::get(targets.getShape(), b.getF32Type())},
+        in[0], in[1], in[2], b.getBoolAttr(transposeWeight),
+        b.getI64IntegerAttr(chunkRows), b.getI64IntegerAttr(ignoreIndex),
+        b.getF64FloatAttr(smoothing));
+    return op.getResult();
+  };
+  add("linear_cross_entropy", "mnemo.linear_cross_entropy",
+      {{"f32[2,4,5]"}, {"f32[7,5]"}, {"i32[2,4]", Draw::Indices, 7}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return classifier(b, l, in, true, 3, -100, 0.0);
+      });
+  add("linear_cross_entropy_ignore_smoothing", "mnemo.linear_cross_entropy",
+      {{"f32[3,4,5]"}, {"f32[5,6]"}, {"i32[3,4]", Draw::Indices, 6}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return classifier(b, l, in, false, 5, 1, 0.2);
       });
   add("mse", "mnemo.mse", {m34, m34},
       [](OpBuilder &b, Location l, ValueRange in) {

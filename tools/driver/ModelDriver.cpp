@@ -69,6 +69,12 @@ cl::opt<bool> fuseAttention(
     cl::desc("Rewrite written-out softmax(q @ k^T) @ v to fused attention "
              "(default true; =false keeps it as written, for comparisons)"),
     cl::init(true), cl::cat(modelFlagsCategory()));
+cl::opt<bool> fuseLinearCrossEntropy(
+    "fuse-linear-cross-entropy",
+    cl::desc("Fuse cross_entropy of a classifier's product, the logits a "
+             "chunk of rows at a time (default true; =false keeps them "
+             "whole)"),
+    cl::init(true), cl::cat(modelFlagsCategory()));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -146,6 +152,7 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
   PipelineOptions options;
   options.transientGradients = transientGradients;
   options.fuseAttention = fuseAttention;
+  options.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
   options.precision = precision;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;

@@ -48,6 +48,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 using namespace mlir;
 using namespace mnemo;
@@ -84,6 +85,11 @@ cl::opt<std::string>
 cl::opt<bool> exact("exact",
                     cl::desc("Compute in double without rounding to f32"),
                     cl::cat(category));
+cl::opt<double> ignoredTargets(
+    "ignored-targets",
+    cl::desc("In random batches, the fraction of a loss's class targets set "
+             "to its ignore_index (default 0)"),
+    cl::value_desc("fraction"), cl::init(0), cl::cat(category));
 cl::opt<bool> arena("arena",
                     cl::desc("Run the planned steps inside one arena at the "
                              "planned offsets"),
@@ -154,21 +160,31 @@ runtime::StoredTensor store(const std::string &name, const Tensor &t,
   return runtime::StoredTensor::i32(name, t.shape, values);
 }
 
-/// The range of values an integer input may take: the rows of the table it
-/// indexes, or the classes of the loss it is the target of.
-int64_t integerRange(func::FuncOp forward, const std::string &name) {
+/// The values an integer input may take: [0, range), the rows of the
+/// table it indexes or the classes of the loss it is the target of, and
+/// that loss's ignore_index.
+struct IntegerRange {
+  int64_t range = 2;
+  std::optional<int64_t> ignoreIndex;
+};
+IntegerRange integerRange(func::FuncOp forward, const std::string &name) {
   mlir::Block &body = forward.getBody().front();
   for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
     if (model::argumentName(forward, i) != name)
       continue;
     for (Operation *user : body.getArgument(i).getUsers()) {
       if (auto e = llvm::dyn_cast<EmbeddingOp>(user))
-        return e.getTable().getType().getDimSize(0);
+        return {e.getTable().getType().getDimSize(0), std::nullopt};
       if (auto ce = llvm::dyn_cast<CrossEntropyOp>(user))
-        return ce.getLogits().getType().getShape().back();
+        return {ce.getLogits().getType().getShape().back(),
+                int64_t(ce.getIgnoreIndex())};
+      if (auto ce = llvm::dyn_cast<LinearCrossEntropyOp>(user))
+        return {ce.getWeight().getType().getDimSize(
+                    ce.getTransposeWeight() ? 0 : 1),
+                int64_t(ce.getIgnoreIndex())};
     }
   }
-  return 2;
+  return {};
 }
 
 /// Fashion-MNIST as batches for the model's one image input and one label.
@@ -333,10 +349,21 @@ int main(int argc, char **argv) {
       const StepArgument &a = args[i];
       runtime::Rng rng = runtime::rngFor(seed + uint64_t(step) * 7919, a.name);
       Tensor t(a.type, a.shape);
-      int64_t range = isFloat(a.type) ? 0 : integerRange(forward, a.name);
-      for (double &x : t.data)
-        x = isFloat(a.type) ? roundTo(a.type, rng.normal())
-                            : double(int64_t(rng.uniform() * double(range)));
+      IntegerRange range =
+          isFloat(a.type) ? IntegerRange{} : integerRange(forward, a.name);
+      bool ignoring = range.ignoreIndex && ignoredTargets > 0;
+      for (double &x : t.data) {
+        if (isFloat(a.type)) {
+          x = roundTo(a.type, rng.normal());
+          continue;
+        }
+        // The draw for ignoring comes first only when asked for, so the
+        // batches of other runs stay as they were.
+        if (ignoring && rng.uniform() < ignoredTargets)
+          x = double(*range.ignoreIndex);
+        else
+          x = double(int64_t(rng.uniform() * double(range.range)));
+      }
       out.push_back(t);
     }
   };

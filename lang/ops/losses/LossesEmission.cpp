@@ -1,16 +1,20 @@
 //===- LossesEmission.cpp - Losses in the CPU and CUDA code ---------------===//
 //
-// The code generation models of cross_entropy, its gradient, accuracy and
-// mse: calls of the CPU kernels (LossesKernels.h), and on the GPU one block
-// per row (LossesKernels.cuh), the loss and the accuracy then averaged over
-// the rows' values in the op's scratch; mse as partial sums per block, then
-// their sum in order.
+// The code generation models of cross_entropy, its gradient, the fused
+// linear_cross_entropy and its gradient, accuracy and mse: calls of the
+// CPU kernels (LossesKernels.h), and on the GPU one block per row
+// (LossesKernels.cuh), the loss and the accuracy then averaged over the
+// counted rows' values in the op's scratch; the fused loss chunk by chunk
+// (a host loop: cuBLASLt's product into the scratch, then one block per
+// row, then the gradient's two products); mse as partial sums per block,
+// then their sum in order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
+#include "lang/ops/losses/LossesKernels.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -26,29 +30,251 @@ std::pair<int64_t, int64_t> rowsOf(Value logits) {
   return {product(shape) / shape.back(), shape.back()};
 }
 
-/// `kernel(operands..., rows, classes, result)` on the CPU.
-LogicalResult emitCpu(Operation *op, ValueRange operands, Value logits,
-                      const char *kernel, CpuKernelContext &context) {
-  auto [rows, classes] = rowsOf(logits);
-  std::string arguments;
-  for (Value v : operands) {
-    FailureOr<std::string> pointer = context.operand(v);
-    if (failed(pointer))
-      return failure();
-    arguments += *pointer + ", ";
-  }
-  context.include("lang/ops/losses/LossesKernels.h");
-  context.out() << llvm::formatv("  {0}({1}{2}, {3}, {4});\n", kernel,
-                                 arguments, rows, classes, context.result());
-  return success();
+constexpr const char *kCpuKernels = "lang/ops/losses/LossesKernels.h";
+constexpr const char *kCudaKernels = "lang/ops/losses/LossesKernels.cuh";
+
+/// The loss's attributes as the kernels' trailing arguments:
+/// "ignoreIndex, smoothing" (accuracy: "ignoreIndex").
+template <typename Op> std::string lossOptions(Op op) {
+  std::string options = std::to_string(int64_t(op.getIgnoreIndex()));
+  if constexpr (!std::is_same_v<Op, AccuracyOp>)
+    options += ", " + doubleLiteral(op.getLabelSmoothing().convertToDouble());
+  return options;
 }
 
+/// `kernel(operands..., rows, classes, options..., result)` on the CPU.
 template <typename Op>
 LogicalResult emitLossCpu(Op op, CpuKernelContext &context) {
   const char *kernel = std::is_same_v<Op, CrossEntropyOp> ? "crossEntropy"
                        : std::is_same_v<Op, AccuracyOp>   ? "accuracy"
                                                           : "crossEntropyGrad";
-  return emitCpu(op, op->getOperands(), op.getLogits(), kernel, context);
+  auto [rows, classes] = rowsOf(op.getLogits());
+  std::string arguments;
+  for (Value v : op->getOperands()) {
+    FailureOr<std::string> pointer = context.operand(v);
+    if (failed(pointer))
+      return failure();
+    arguments += *pointer + ", ";
+  }
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv("  {0}({1}{2}, {3}, {4}, {5});\n", kernel,
+                                 arguments, rows, classes, lossOptions(op),
+                                 context.result());
+  return success();
+}
+
+/// The fused classifier loss's sizes as the aggregate the kernels take.
+std::string geometryLiteral(const losses::ClassifierGeometry &g) {
+  return llvm::formatv("mnemo::losses::ClassifierGeometry{{{0}, {1}, {2}, {3}, "
+                       "{4}}",
+                       g.rows, g.dim, g.classes, g.chunkRows,
+                       g.halfOperands ? "true" : "false")
+      .str();
+}
+
+/// "ignoreIndex, smoothing" of the fused loss.
+template <typename Op> std::string classifierLossOptions(Op op) {
+  return llvm::formatv("{0}, {1}", int64_t(op.getIgnoreIndex()),
+                       doubleLiteral(op.getLabelSmoothing().convertToDouble()))
+      .str();
+}
+
+/// "transposeWeight, ignoreIndex, smoothing", as the CPU kernels take them.
+template <typename Op> std::string classifierOptions(Op op) {
+  return std::string(op.getTransposeWeight() ? "true" : "false") + ", " +
+         classifierLossOptions(op);
+}
+
+LogicalResult emitLinearCrossEntropyCpu(LinearCrossEntropyOp op,
+                                        CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> in =
+      context.operands({op.getHidden(), op.getWeight(), op.getTargets()});
+  FailureOr<std::string> workspace =
+      context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(in) || failed(workspace))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n",
+      (*in)[0], (*in)[1], (*in)[2], geometryLiteral(op.getGeometry()),
+      classifierOptions(op), context.result(0), context.result(1), *workspace);
+  return success();
+}
+
+LogicalResult emitLinearCrossEntropyGradCpu(LinearCrossEntropyGradOp op,
+                                            CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> in =
+      context.operands({op.getGrad(), op.getHidden(), op.getWeight(),
+                        op.getTargets(), op.getLogSumExp()});
+  FailureOr<std::string> workspace =
+      context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(in) || failed(workspace))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  linearCrossEntropyGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+      "{9});\n",
+      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4],
+      geometryLiteral(op.getGeometry()), classifierOptions(op),
+      context.result(0), context.result(1), *workspace);
+  return success();
+}
+
+/// cuBLASLt's name of a storage type (runtime/cuda/CudaModel.h DType).
+StringRef gemmType(CudaKernelContext &context, Value v) {
+  std::string t = context.elementType(v);
+  return t == "float" ? "F32" : t == "bf16_t" ? "BF16" : "F16";
+}
+
+/// Emits `body(rows, index)` for each chunk: a host loop over the whole
+/// chunks (its variable the kernels' r.index), then the partial last one.
+void forEachChunk(CudaKernelContext &context,
+                  const losses::ClassifierGeometry &g,
+                  llvm::function_ref<void(int64_t, const std::string &)> body) {
+  int64_t R = std::min(g.chunkRows, g.rows), whole = g.rows / R,
+          rest = g.rows - whole * R;
+  if (whole == 1) {
+    body(R, "0");
+  } else if (whole > 1) {
+    context.hostCode(llvm::formatv("for (int64_t chunk = 0; chunk < {0}; "
+                                   "++chunk) {{",
+                                   whole));
+    body(R, "chunk");
+    context.hostCode("}");
+  }
+  if (rest)
+    body(rest, std::to_string(whole));
+}
+
+/// The chunk's logits [rows, classes] = h[chunk] @ W^T (or @ W) into the
+/// scratch's bottom.
+CudaGemm chunkLogits(CudaKernelContext &context, Value hidden, Value weight,
+                     const losses::ClassifierGeometry &g, bool transposeWeight,
+                     int64_t rows, const std::string &index, int64_t held) {
+  int64_t es = g.halfOperands ? 2 : 4, R = std::min(g.chunkRows, g.rows);
+  CudaGemm gemm;
+  gemm.a = hidden;
+  gemm.b = weight;
+  gemm.c = hidden; // names the element type; cAt is the scratch
+  gemm.aAt = llvm::formatv("{0} + {1} * {2}", context.hostOperand(hidden),
+                           index, R * g.dim * es);
+  gemm.cAt = context.hostScratch(held);
+  gemm.transposeB = transposeWeight;
+  gemm.m = rows;
+  gemm.n = gemm.ldc = g.classes;
+  gemm.k = gemm.lda = g.dim;
+  gemm.ldb = transposeWeight ? g.dim : g.classes;
+  gemm.type = gemmType(context, hidden);
+  gemm.reservedWorkspace = held;
+  return gemm;
+}
+
+LogicalResult emitLinearCrossEntropyCuda(LinearCrossEntropyOp op,
+                                         CudaKernelContext &context) {
+  losses::ClassifierGeometry g = op.getGeometry();
+  losses::ClassifierCudaScratch layout =
+      losses::classifierCudaScratch(g, /*backward=*/false);
+  std::string base = context.scratch(op.getCudaScratchBytes());
+  std::string T = context.elementType(op.getHidden());
+  std::string rowLoss = llvm::formatv("f32({0} + {1})", base, layout.rowLoss),
+              counted = llvm::formatv("f32({0} + {1})", base, layout.counted);
+  context.include(kCudaKernels);
+  forEachChunk(context, g, [&](int64_t rows, const std::string &index) {
+    context.gemm(chunkLogits(context, op.getHidden(), op.getWeight(), g,
+                             op.getTransposeWeight(), rows, index,
+                             layout.held));
+    context.launchIndexed(
+        llvm::formatv("classifierRows<{0}>(r, reinterpret_cast<const {0} "
+                      "*>({1}), {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});",
+                      T, base, context.operand(op.getTargets()), g.chunkRows,
+                      rows, g.classes, classifierLossOptions(op), rowLoss,
+                      counted, context.result(1)),
+        gridFor(rows, 1), rowThreads(g.classes), index);
+  });
+  context.launch(llvm::formatv("countedMeanOf({0}, {1}, {2}, {3});", rowLoss,
+                               counted, g.rows, context.result(0)),
+                 1, 1024);
+  return success();
+}
+
+LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
+                                             CudaKernelContext &context) {
+  losses::ClassifierGeometry g = op.getGeometry();
+  losses::ClassifierCudaScratch layout =
+      losses::classifierCudaScratch(g, /*backward=*/true);
+  std::string base = context.scratch(op.getCudaScratchBytes());
+  std::string T = context.elementType(op.getHidden());
+  std::string counted = llvm::formatv("f32({0} + {1})", base, layout.counted);
+  std::string scratchHost = context.hostScratch(op.getCudaScratchBytes());
+  int64_t es = g.halfOperands ? 2 : 4, R = std::min(g.chunkRows, g.rows);
+  bool tw = op.getTransposeWeight();
+  context.include(kCudaKernels);
+  context.launch(llvm::formatv("countRows({0}, {1}, {2}, {3});",
+                               context.operand(op.getTargets()), g.rows,
+                               int64_t(op.getIgnoreIndex()), counted),
+                 1, 1024);
+  // The weight's gradient sums the chunks' products (beta 1): in f32 in
+  // the scratch for 16-bit operands, else in place.
+  std::string weightSums =
+      g.halfOperands
+          ? llvm::formatv("{0} + {1}", scratchHost, layout.weightSums).str()
+          : context.hostOperand(op.getWeightGrad());
+  context.hostCode(
+      llvm::formatv("L.zero({0}, {1});", weightSums, g.classes * g.dim * 4));
+  forEachChunk(context, g, [&](int64_t rows, const std::string &index) {
+    context.gemm(chunkLogits(context, op.getHidden(), op.getWeight(), g, tw,
+                             rows, index, layout.held));
+    context.launchIndexed(
+        llvm::formatv("classifierGradRows<{0}>(r, {1}, reinterpret_cast<{0} "
+                      "*>({2}), {3}, {4}, {5}, {6}, {7}, {8}, {9});",
+                      T, context.operand(op.getGrad()), base,
+                      context.operand(op.getTargets()),
+                      context.operand(op.getLogSumExp()), g.chunkRows, rows,
+                      g.classes, classifierLossOptions(op), counted),
+        gridFor(rows, 1), rowThreads(g.classes), index);
+    std::string chunkHidden =
+        llvm::formatv("{0} + {1} * {2}", context.hostOperand(op.getHidden()),
+                      index, R * g.dim * es);
+    // The hidden states' gradient for the chunk's rows: G W (or G W^T).
+    CudaGemm dh;
+    dh.a = dh.b = dh.c = op.getHidden();
+    dh.aAt = scratchHost;
+    dh.bAt = context.hostOperand(op.getWeight());
+    dh.cAt = llvm::formatv("{0} + {1} * {2}",
+                           context.hostOperand(op.getHiddenGrad()), index,
+                           R * g.dim * es);
+    dh.transposeB = !tw;
+    dh.m = rows;
+    dh.n = dh.ldc = g.dim;
+    dh.k = dh.lda = g.classes;
+    dh.ldb = tw ? g.dim : g.classes;
+    dh.type = gemmType(context, op.getHidden());
+    dh.reservedWorkspace = layout.held;
+    context.gemm(dh);
+    // The weight's: += G^T h (weight [C, D]) or h^T G (weight [D, C]).
+    CudaGemm dw;
+    dw.a = dw.b = dw.c = op.getHidden();
+    dw.aAt = tw ? scratchHost : chunkHidden;
+    dw.bAt = tw ? chunkHidden : scratchHost;
+    dw.cAt = weightSums;
+    dw.transposeA = true;
+    dw.m = tw ? g.classes : g.dim;
+    dw.n = dw.ldc = tw ? g.dim : g.classes;
+    dw.k = rows;
+    dw.lda = tw ? g.classes : g.dim;
+    dw.ldb = tw ? g.dim : g.classes;
+    dw.type = gemmType(context, op.getHidden());
+    dw.accumulate = true;
+    dw.outputF32 = g.halfOperands;
+    dw.reservedWorkspace = layout.held;
+    context.gemm(dw);
+  });
+  if (g.halfOperands)
+    context.launch(llvm::formatv("narrowSums<{0}>(f32({1} + {2}), {3}, {4});",
+                                 T, base, layout.weightSums, g.classes * g.dim,
+                                 context.result(1)),
+                   gridFor(g.classes * g.dim), kCudaThreads);
+  return success();
 }
 
 /// accuracy's threads for a row of n: a power of two, for the block's tree
@@ -61,24 +287,26 @@ int treeThreads(int64_t n) {
 }
 
 /// cross_entropy and accuracy: one block per row writes the row's value
-/// (its loss, its hit) into the op's scratch, then meanOf averages them
-/// into the result in a fixed order.
+/// (its loss, its hit) and whether it counts (its target is not
+/// ignore_index) into the op's scratch, then countedMeanOf divides the
+/// values' sum by the count, each summed in a fixed order.
 template <typename Op>
 LogicalResult emitRowMeanCuda(Op op, CudaKernelContext &context) {
   auto [rows, classes] = rowsOf(op.getLogits());
   constexpr bool loss = std::is_same_v<Op, CrossEntropyOp>;
   int threads = loss ? rowThreads(classes) : treeThreads(classes);
-  std::string scratch = context.scratch(rows * 4);
-  context.include("lang/ops/losses/LossesKernels.cuh");
+  std::string scratch = "f32(" + context.scratch(2 * rows * 4) + ")";
+  context.include(kCudaKernels);
   context.launch(
-      llvm::formatv("{0}<{1}>({2}{3}, {4}, {5}, {6}, f32({7}));",
+      llvm::formatv("{0}<{1}>({2}{3}, {4}, {5}, {6}, {7}, {8}, {8} + {5});",
                     loss ? "crossEntropyRows" : "accuracyRows",
                     context.elementType(op.getLogits()), loss ? "r, " : "",
                     context.operand(op.getLogits()),
-                    context.operand(op.getTargets()), rows, classes, scratch),
+                    context.operand(op.getTargets()), rows, classes,
+                    lossOptions(op), scratch),
       gridFor(rows, 1), threads);
-  context.launch(llvm::formatv("meanOf(f32({0}), {1}, {2});", scratch, rows,
-                               context.result()),
+  context.launch(llvm::formatv("countedMeanOf({0}, {0} + {1}, {1}, {2});",
+                               scratch, rows, context.result()),
                  1, 1024);
   return success();
 }
@@ -86,13 +314,19 @@ LogicalResult emitRowMeanCuda(Op op, CudaKernelContext &context) {
 LogicalResult emitCrossEntropyGradCuda(CrossEntropyGradOp op,
                                        CudaKernelContext &context) {
   auto [rows, classes] = rowsOf(op.getLogits());
-  context.include("lang/ops/losses/LossesKernels.cuh");
+  std::string counted = "f32(" + context.scratch(4) + ")";
+  context.include(kCudaKernels);
+  // The rows that take part, counted once, then the gradient by rows.
+  context.launch(llvm::formatv("countRows({0}, {1}, {2}, {3});",
+                               context.operand(op.getTargets()), rows,
+                               int64_t(op.getIgnoreIndex()), counted),
+                 1, 1024);
   context.launch(
       llvm::formatv(
-          "crossEntropyGrad<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6});",
+          "crossEntropyGrad<{0}>(r, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});",
           context.elementType(op.getLogits()), context.operand(op.getGrad()),
           context.operand(op.getLogits()), context.operand(op.getTargets()),
-          rows, classes, context.result()),
+          rows, classes, lossOptions(op), counted, context.result()),
       gridFor(rows, 1), rowThreads(classes));
   return success();
 }
@@ -102,7 +336,7 @@ LogicalResult emitMseCpu(MseOp op, CpuKernelContext &context) {
                          b = context.operand(op.getRhs());
   if (failed(a) || failed(b))
     return failure();
-  context.include("lang/ops/losses/LossesKernels.h");
+  context.include(kCpuKernels);
   context.out() << llvm::formatv("  mse({0}, {1}, {2}, {3});\n", *a, *b,
                                  product(shapeOf(op.getLhs())),
                                  context.result());
@@ -112,7 +346,7 @@ LogicalResult emitMseCpu(MseOp op, CpuKernelContext &context) {
 LogicalResult emitMseCuda(MseOp op, CudaKernelContext &context) {
   int64_t n = product(shapeOf(op.getLhs())), blocks = op.getCudaBlocks();
   std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
-  context.include("lang/ops/losses/LossesKernels.cuh");
+  context.include(kCudaKernels);
   context.launch(llvm::formatv("squaredErrorPartial<{0}>({1}, {2}, {3}, {4});",
                                context.elementType(op.getLhs()),
                                context.operand(op.getLhs()),
@@ -139,6 +373,10 @@ void registerLossesEmissionModels(MLIRContext &context) {
                   emitCrossEntropyGradCuda>::attach(context);
   KernelFunctions<AccuracyOp, emitLossCpu<AccuracyOp>,
                   emitRowMeanCuda<AccuracyOp>>::attach(context);
+  KernelFunctions<LinearCrossEntropyOp, emitLinearCrossEntropyCpu,
+                  emitLinearCrossEntropyCuda>::attach(context);
+  KernelFunctions<LinearCrossEntropyGradOp, emitLinearCrossEntropyGradCpu,
+                  emitLinearCrossEntropyGradCuda>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

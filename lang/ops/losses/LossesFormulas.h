@@ -21,18 +21,34 @@
 namespace mnemo {
 namespace losses {
 
-/// A row's loss, -log_softmax(x)[target] = logSumExp - x[target].
+/// A row's loss, -log_softmax(x)[target] = logSumExp - x[target], with
+/// label smoothing e mixing in the mean over the classes of
+/// -log_softmax(x) = logSumExp - sum(x) / classes, as PyTorch:
+/// (1 - e) * nll + e * smooth. Without smoothing the row's sum is not read
+/// (it may be infinite where the loss is not).
 template <typename T>
-MNEMO_FORMULA T crossEntropyTerm(T logSumExp, T targetLogit) {
-  return logSumExp - targetLogit;
+MNEMO_FORMULA T crossEntropyTerm(T logSumExp, T targetLogit, T rowSum,
+                                 T classes, T smoothing) {
+  T nll = logSumExp - targetLogit;
+  if (smoothing == T(0))
+    return nll;
+  return (T(1) - smoothing) * nll + smoothing * (logSumExp - rowSum / classes);
 }
 
-/// d x[c] = (softmax(x)[c] - onehot(target)[c]) * scale, with scale the
-/// incoming gradient over the rows (the loss is a mean).
+/// d x[c] = (softmax(x)[c] - (1 - e) onehot(target)[c] - e / classes) *
+/// scale, with scale the incoming gradient over the rows that take part
+/// (the loss is their mean) and e the label smoothing.
 template <typename T, typename M = elementwise::FastMath>
-MNEMO_FORMULA T crossEntropyGradValue(T x, T logSumExp, bool isTarget,
-                                      T scale) {
-  return (M::exp(x - logSumExp) - (isTarget ? T(1) : T(0))) * scale;
+MNEMO_FORMULA T crossEntropyGradValue(T x, T logSumExp, bool isTarget, T scale,
+                                      T classes, T smoothing) {
+  T target = isTarget ? T(1) - smoothing : T(0);
+  return (M::exp(x - logSumExp) - target - smoothing / classes) * scale;
+}
+
+/// Whether a row takes part in the loss: its target is not ignore_index
+/// (PyTorch's default, -100, lies outside every class range).
+MNEMO_FORMULA bool countsTowardLoss(long long target, long long ignoreIndex) {
+  return target != ignoreIndex;
 }
 
 } // namespace losses

@@ -1,9 +1,11 @@
 //===- LossesInterpreter.cpp - Losses in the reference interpreter --------===//
 //
-// The interpreter's model of cross_entropy, its gradient and accuracy: in
-// double, each row's log-sum-exp with the C library, the terms by
-// LossesFormulas.h. A target outside the classes is an error, as in
-// PyTorch; accuracy's ties go to the first index, as argmax.
+// The interpreter's model of cross_entropy, its gradient, the fused
+// linear_cross_entropy (unfused: the whole product, then the loss) and
+// accuracy: in double, each row's log-sum-exp with the C library, the terms
+// by LossesFormulas.h. A target outside the classes that is not
+// ignore_index is an error, as in PyTorch; accuracy's ties go to the first
+// index, as argmax.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 using namespace mlir;
 using namespace mnemo;
@@ -21,68 +24,213 @@ using namespace mnemo::interp;
 
 namespace {
 
-/// The mean loss (grad false: operands logits, targets) or its gradient
-/// (grad true: operands the loss's gradient, logits, targets).
-LogicalResult interpretCrossEntropy(Operation *op, OpContext &context,
-                                    bool grad) {
-  const Tensor &logits = context.get(op->getOperand(grad ? 1 : 0));
-  const Tensor &targets = context.get(op->getOperand(grad ? 2 : 1));
-  int64_t classes = logits.shape.back(), rows = targets.numElements();
-  Tensor out = context.like(op->getResult(0));
-  double scale =
-      grad ? context.get(op->getOperand(0)).data[0] / double(rows) : 0.0;
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t t = int64_t(targets.data[r]);
-    if (t < 0 || t >= classes)
-      return context.fail(op, "target " + std::to_string(t) +
-                                  " is out of range for " +
-                                  std::to_string(classes) + " classes");
-    const double *row = &logits.data[r * classes];
-    double maxv = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      sum += std::exp(row[c] - maxv);
-    double logSum = std::log(sum) + maxv;
-    if (!grad) {
-      total += losses::crossEntropyTerm(logSum, row[t]);
-      continue;
-    }
-    for (int64_t c = 0; c < classes; ++c)
-      out.data[r * classes + c] =
-          losses::crossEntropyGradValue<double, ExactMath>(row[c], logSum,
-                                                           c == t, scale);
+/// Each row's log-sum-exp in double with the C library.
+double rowLogSumExp(const double *row, int64_t classes) {
+  double maxv = *std::max_element(row, row + classes);
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    sum += std::exp(row[c] - maxv);
+  return std::log(sum) + maxv;
+}
+
+/// The loss's options, and the check every target passes: a class or
+/// ignore_index.
+struct LossOptions {
+  int64_t ignoreIndex;
+  double smoothing;
+  bool counts(double target) const {
+    return losses::countsTowardLoss(int64_t(target), ignoreIndex);
   }
-  if (!grad)
-    out.data[0] = total / double(rows);
-  context.set(op->getResult(0), std::move(out));
+};
+
+LogicalResult checkTargets(Operation *op, OpContext &context,
+                           const Tensor &targets, int64_t classes,
+                           const LossOptions &o, int64_t &counted) {
+  counted = 0;
+  for (double t : targets.data) {
+    if (!o.counts(t))
+      continue;
+    if (t < 0 || t >= double(classes))
+      return context.fail(op, "target " + std::to_string(int64_t(t)) +
+                                  " is out of range for " +
+                                  std::to_string(classes) +
+                                  " classes (and is not ignore_index, " +
+                                  std::to_string(o.ignoreIndex) + ")");
+    ++counted;
+  }
   return success();
 }
 
-template <typename Op, bool Grad>
-struct CrossEntropyInterpreterModel
-    : InterpretedOpInterface::ExternalModel<
-          CrossEntropyInterpreterModel<Op, Grad>, Op> {
-  LogicalResult interpret(Operation *op, OpContext &context) const {
-    return interpretCrossEntropy(op, context, Grad);
+/// The mean loss over the counted rows of `logits` [rows, classes].
+double meanLoss(const double *logits, const Tensor &targets, int64_t classes,
+                const LossOptions &o, int64_t counted) {
+  double total = 0;
+  for (int64_t r = 0; r < targets.numElements(); ++r) {
+    if (!o.counts(targets.data[r]))
+      continue;
+    const double *row = logits + r * classes;
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum += row[c];
+    total += losses::crossEntropyTerm(rowLogSumExp(row, classes),
+                                      row[int64_t(targets.data[r])], sum,
+                                      double(classes), o.smoothing);
   }
-};
+  return total / double(counted);
+}
+
+/// The logits' gradient, `scale` the loss's gradient over the counted rows.
+void logitsGradient(const double *logits, const Tensor &targets,
+                    int64_t classes, const LossOptions &o, double scale,
+                    double *out) {
+  for (int64_t r = 0; r < targets.numElements(); ++r) {
+    const double *row = logits + r * classes;
+    double *dr = out + r * classes;
+    int64_t t = int64_t(targets.data[r]);
+    if (!o.counts(targets.data[r])) {
+      std::fill(dr, dr + classes, 0.0);
+      continue;
+    }
+    double logSum = rowLogSumExp(row, classes);
+    for (int64_t c = 0; c < classes; ++c)
+      dr[c] = losses::crossEntropyGradValue<double, ExactMath>(
+          row[c], logSum, c == t, scale, double(classes), o.smoothing);
+  }
+}
+
+template <typename Op> LossOptions optionsOf(Op op) {
+  return {int64_t(op.getIgnoreIndex()),
+          op.getLabelSmoothing().convertToDouble()};
+}
+
+LogicalResult interpretCrossEntropy(CrossEntropyOp op, OpContext &context) {
+  const Tensor &logits = context.get(op.getLogits()),
+               &targets = context.get(op.getTargets());
+  int64_t classes = logits.shape.back(), counted;
+  LossOptions o = optionsOf(op);
+  if (failed(checkTargets(op, context, targets, classes, o, counted)))
+    return failure();
+  Tensor out = context.like(op.getResult());
+  out.data[0] = meanLoss(logits.data.data(), targets, classes, o, counted);
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
+
+LogicalResult interpretCrossEntropyGrad(CrossEntropyGradOp op,
+                                        OpContext &context) {
+  const Tensor &logits = context.get(op.getLogits()),
+               &targets = context.get(op.getTargets());
+  int64_t classes = logits.shape.back(), counted;
+  LossOptions o = optionsOf(op);
+  if (failed(checkTargets(op, context, targets, classes, o, counted)))
+    return failure();
+  Tensor out = context.like(op.getResult());
+  logitsGradient(logits.data.data(), targets, classes, o,
+                 context.get(op.getGrad()).data[0] / double(counted),
+                 out.data.data());
+  context.set(op.getResult(), std::move(out));
+  return success();
+}
+
+/// The fused classifier loss, unfused: the whole [rows, classes] product
+/// in double (the reference the chunked kernels are checked against).
+std::vector<double> classifierLogits(const Tensor &hidden, const Tensor &weight,
+                                     bool transposeWeight, int64_t classes) {
+  int64_t dim = hidden.shape.back(), rows = hidden.numElements() / dim;
+  std::vector<double> logits(rows * classes, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < classes; ++c) {
+      double sum = 0;
+      for (int64_t d = 0; d < dim; ++d)
+        sum += hidden.data[r * dim + d] *
+               weight.data[transposeWeight ? c * dim + d : d * classes + c];
+      logits[r * classes + c] = sum;
+    }
+  return logits;
+}
+
+int64_t classesOf(const Tensor &weight, bool transposeWeight) {
+  return weight.shape[transposeWeight ? 0 : 1];
+}
+
+LogicalResult interpretLinearCrossEntropy(LinearCrossEntropyOp op,
+                                          OpContext &context) {
+  const Tensor &hidden = context.get(op.getHidden()),
+               &weight = context.get(op.getWeight()),
+               &targets = context.get(op.getTargets());
+  int64_t classes = classesOf(weight, op.getTransposeWeight()), counted;
+  LossOptions o = optionsOf(op);
+  if (failed(checkTargets(op, context, targets, classes, o, counted)))
+    return failure();
+  std::vector<double> logits =
+      classifierLogits(hidden, weight, op.getTransposeWeight(), classes);
+  Tensor loss = context.like(op.getResult()),
+         logSumExp = context.like(op.getLogSumExp());
+  loss.data[0] = meanLoss(logits.data(), targets, classes, o, counted);
+  for (int64_t r = 0; r < targets.numElements(); ++r)
+    logSumExp.data[r] = rowLogSumExp(&logits[r * classes], classes);
+  context.set(op.getResult(), std::move(loss));
+  context.set(op.getLogSumExp(), std::move(logSumExp));
+  return success();
+}
+
+/// The gradient from the logits recomputed whole, and their log-sum-exp
+/// recomputed too (the saved one is not read: the kernels' use of it is
+/// what this checks).
+LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
+                                              OpContext &context) {
+  const Tensor &hidden = context.get(op.getHidden()),
+               &weight = context.get(op.getWeight()),
+               &targets = context.get(op.getTargets());
+  bool transposeWeight = op.getTransposeWeight();
+  int64_t classes = classesOf(weight, transposeWeight), counted;
+  int64_t dim = hidden.shape.back(), rows = targets.numElements();
+  LossOptions o = optionsOf(op);
+  if (failed(checkTargets(op, context, targets, classes, o, counted)))
+    return failure();
+  std::vector<double> logits =
+      classifierLogits(hidden, weight, transposeWeight, classes);
+  std::vector<double> dLogits(logits.size());
+  logitsGradient(logits.data(), targets, classes, o,
+                 context.get(op.getGrad()).data[0] / double(counted),
+                 dLogits.data());
+  Tensor dHidden = context.like(op.getHiddenGrad()),
+         dWeight = context.like(op.getWeightGrad());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < classes; ++c) {
+      double g = dLogits[r * classes + c];
+      if (g == 0)
+        continue;
+      for (int64_t d = 0; d < dim; ++d) {
+        int64_t w = transposeWeight ? c * dim + d : d * classes + c;
+        dHidden.data[r * dim + d] += g * weight.data[w];
+        dWeight.data[w] += g * hidden.data[r * dim + d];
+      }
+    }
+  context.set(op.getHiddenGrad(), std::move(dHidden));
+  context.set(op.getWeightGrad(), std::move(dWeight));
+  return success();
+}
 
 LogicalResult interpretAccuracy(AccuracyOp op, OpContext &context) {
   const Tensor &logits = context.get(op.getLogits()),
                &targets = context.get(op.getTargets());
   int64_t classes = logits.shape.back(), rows = targets.numElements();
-  int64_t correct = 0;
+  int64_t correct = 0, counted = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    if (!losses::countsTowardLoss(int64_t(targets.data[r]),
+                                  int64_t(op.getIgnoreIndex())))
+      continue;
     const double *row = &logits.data[r * classes];
     int64_t best = 0;
     for (int64_t c = 1; c < classes; ++c)
       if (row[c] > row[best])
         best = c;
     correct += best == int64_t(targets.data[r]);
+    ++counted;
   }
   Tensor out = context.like(op.getResult());
-  out.data[0] = double(correct) / double(rows);
+  out.data[0] = double(correct) / double(counted);
   context.set(op.getResult(), std::move(out));
   return success();
 }
@@ -105,10 +253,13 @@ namespace mnemo {
 namespace interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerLossesInterpreterModels(MLIRContext &context) {
-  CrossEntropyOp::attachInterface<
-      CrossEntropyInterpreterModel<CrossEntropyOp, false>>(context);
-  CrossEntropyGradOp::attachInterface<
-      CrossEntropyInterpreterModel<CrossEntropyGradOp, true>>(context);
+  InterpreterFunction<CrossEntropyOp, interpretCrossEntropy>::attach(context);
+  InterpreterFunction<CrossEntropyGradOp, interpretCrossEntropyGrad>::attach(
+      context);
+  InterpreterFunction<LinearCrossEntropyOp,
+                      interpretLinearCrossEntropy>::attach(context);
+  InterpreterFunction<LinearCrossEntropyGradOp,
+                      interpretLinearCrossEntropyGrad>::attach(context);
   InterpreterFunction<AccuracyOp, interpretAccuracy>::attach(context);
   InterpreterFunction<MseOp, interpretMse>::attach(context);
 }

@@ -1,21 +1,36 @@
-//===- LossesOps.cpp - Shape checks and the gradient rule -----------------===//
+//===- LossesOps.cpp - Shape checks, gradient rules and workspaces --------===//
 //
 // cross_entropy's gradient is one backward op, which recomputes each row's
 // log-sum-exp from the logits instead of saving the probabilities; the
-// targets get none. accuracy is a metric, not differentiated. mse's
-// gradient is elementwise ops that fuse into one loop.
+// targets get none. linear_cross_entropy's is one op too, which recomputes
+// each chunk's logits from the saved log-sum-exp; its CPU kernels work in
+// the plan's workspace (a chunk of logits, and f32 copies of 16-bit
+// operands; LossesKernels.h's classifierWorkspaceFloats). accuracy is a
+// metric, not differentiated. mse's gradient is elementwise ops that fuse
+// into one loop.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lang/GradientBuilder.h"
 #include "lang/OpVerification.h"
+#include "lang/ops/losses/LossesKernels.h"
 
 using namespace mlir;
 using namespace mnemo;
 using namespace mnemo::gradient;
 using namespace mnemo::verification;
 
+namespace {
+LogicalResult verifySmoothing(Operation *op, double labelSmoothing) {
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1))
+    return op->emitOpError() << "label_smoothing must be in [0, 1]";
+  return success();
+}
+} // namespace
+
 LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifySmoothing(*this, getLabelSmoothing().convertToDouble())))
+    return failure();
   return verifyResult(
       *this, shape::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets())));
 }
@@ -25,17 +40,143 @@ SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
   if (!grads[0])
     return {Value(), Value()};
   return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
-                                       grads[0], getLogits(), getTargets())
+                                       grads[0], getLogits(), getTargets(),
+                                       getIgnoreIndex(), getLabelSmoothing())
               .getResult(),
           Value()};
 }
 
-/// On the GPU each row's value (its loss, its hit) goes to scratch, then
-/// one block averages them in a fixed order (LossesEmission.cpp).
+/// The GPU counts the rows that take part (targets not ignore_index)
+/// before scaling the gradient by their inverse.
+int64_t CrossEntropyGradOp::getCudaScratchBytes() { return 256; }
+
+//===----------------------------------------------------------------------===//
+// linear_cross_entropy
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The problem's sizes: rows of hidden states, their width, the classes.
+losses::ClassifierGeometry classifierGeometry(Value hidden, Value weight,
+                                              bool transposeWeight,
+                                              int64_t chunkRows) {
+  ArrayRef<int64_t> h = tensorType(hidden).getShape(),
+                    w = tensorType(weight).getShape();
+  losses::ClassifierGeometry g;
+  g.dim = h.back();
+  g.rows = tensorType(hidden).getNumElements() / std::max<int64_t>(1, g.dim);
+  g.classes = w.size() == 2 ? w[transposeWeight ? 0 : 1] : 0;
+  g.chunkRows = chunkRows;
+  g.halfOperands = !tensorType(hidden).getElementType().isF32();
+  return g;
+}
+
+LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
+                               Value targets, Value logSumExp,
+                               bool transposeWeight, int64_t chunkRows,
+                               double labelSmoothing) {
+  shape::Shape h = shapeOf(hidden), w = shapeOf(weight);
+  if (h.empty())
+    return op->emitOpError() << "the hidden states must have a feature "
+                                "dimension";
+  if (w.size() != 2 || w[transposeWeight ? 1 : 0] != h.back())
+    return op->emitOpError()
+           << "the weight " << shape::format(w) << " must be "
+           << (transposeWeight ? "[classes, " : "[") << h.back()
+           << (transposeWeight ? "]" : ", classes]") << " for hidden states "
+           << shape::format(h);
+  shape::Shape rows(h.begin(), h.end() - 1);
+  if (shapeOf(targets) != rows || shapeOf(logSumExp) != rows)
+    return op->emitOpError()
+           << "the targets and the log-sum-exp must be " << shape::format(rows);
+  if (failed(verifySameElementType(op, {hidden, weight})))
+    return failure();
+  if (chunkRows < 1)
+    return op->emitOpError() << "chunk_rows must be positive";
+  return verifySmoothing(op, labelSmoothing);
+}
+
+} // namespace
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyClassifier(*this, getHidden(), getWeight(), getTargets(),
+                          getLogSumExp(), getTransposeWeight(), getChunkRows(),
+                          getLabelSmoothing().convertToDouble());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyClassifier(*this, getHidden(), getWeight(), getTargets(),
+                              getLogSumExp(), getTransposeWeight(),
+                              getChunkRows(),
+                              getLabelSmoothing().convertToDouble())))
+    return failure();
+  if (getHiddenGrad().getType() != getHidden().getType() ||
+      getWeightGrad().getType() != getWeight().getType())
+    return emitOpError()
+           << "the gradients must have the hidden states' and weight's types";
+  return success();
+}
+
+losses::ClassifierGeometry LinearCrossEntropyOp::getGeometry() {
+  return classifierGeometry(getHidden(), getWeight(), getTransposeWeight(),
+                            getChunkRows());
+}
+losses::ClassifierGeometry LinearCrossEntropyGradOp::getGeometry() {
+  return classifierGeometry(getHidden(), getWeight(), getTransposeWeight(),
+                            getChunkRows());
+}
+
+int64_t LinearCrossEntropyOp::getRecomputeFlops() {
+  losses::ClassifierGeometry g = getGeometry();
+  // The product, and an exponential and two sums per logit.
+  return g.rows * g.classes * (2 * g.dim + 4);
+}
+
+int64_t LinearCrossEntropyGradOp::getRecomputeFlops() {
+  losses::ClassifierGeometry g = getGeometry();
+  return g.rows * g.classes * (6 * g.dim + 4);
+}
+
+int64_t LinearCrossEntropyOp::getCpuWorkspaceBytes() {
+  return 4 * losses::classifierWorkspaceFloats(getGeometry(),
+                                               /*backward=*/false);
+}
+
+int64_t LinearCrossEntropyGradOp::getCpuWorkspaceBytes() {
+  return 4 * losses::classifierWorkspaceFloats(getGeometry(),
+                                               /*backward=*/true);
+}
+
+int64_t LinearCrossEntropyOp::getCudaScratchBytes() {
+  return losses::classifierCudaScratch(getGeometry(), /*backward=*/false).held +
+         losses::kCudaGemmHeadroom;
+}
+
+int64_t LinearCrossEntropyGradOp::getCudaScratchBytes() {
+  return losses::classifierCudaScratch(getGeometry(), /*backward=*/true).held +
+         losses::kCudaGemmHeadroom;
+}
+
+SmallVector<Value> LinearCrossEntropyOp::buildGradient(OpBuilder &b,
+                                                       ArrayRef<Value> grads) {
+  // The log-sum-exp is read by the gradient alone; the targets get none.
+  if (!grads[0])
+    return {Value(), Value(), Value()};
+  auto grad = b.create<LinearCrossEntropyGradOp>(
+      getLoc(), TypeRange{getHidden().getType(), getWeight().getType()},
+      grads[0], getHidden(), getWeight(), getTargets(), getLogSumExp(),
+      getTransposeWeight(), getChunkRows(), getIgnoreIndex(),
+      getLabelSmoothing());
+  return {grad.getHiddenGrad(), grad.getWeightGrad(), Value()};
+}
+
+/// On the GPU each row's value (its loss, its hit) and whether it counts
+/// go to scratch, then one block averages them in a fixed order
+/// (LossesEmission.cpp).
 static int64_t rowValueBytes(Value logits) {
   RankedTensorType type = tensorType(logits);
   int64_t classes = type.getRank() == 0 ? 1 : type.getShape().back();
-  return type.getNumElements() / std::max<int64_t>(1, classes) * 4;
+  return 2 * (type.getNumElements() / std::max<int64_t>(1, classes) * 4);
 }
 int64_t CrossEntropyOp::getCudaScratchBytes() {
   return rowValueBytes(getLogits());
