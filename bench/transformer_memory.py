@@ -22,6 +22,10 @@ the ratio against this floor flatters PyTorch. Two attentions:
 PyTorch 1.13's CPU autocast does not run on the meta device, so PyTorch's
 columns are f32 in both rows.
 
+A second table gives GPT-2 small under a memory budget (--remat=auto): the
+smallest peak recomputation reaches (the floor, from the error an
+impossible budget gets) and the extra FLOPs at a 4 GiB budget.
+
 Usage: bench/transformer_memory.py [--build DIR] [--update-docs]
   --update-docs  also writes the table into docs/performance.md
 """
@@ -200,6 +204,48 @@ def mnemo_report(build, path, precision):
                 if f["function"] == "train_step")
 
 
+def mnemo_budgeted(build, path, precision, budget):
+    """The step planned under `budget` bytes: (its report, None), or (None,
+    the smallest peak mnemoc found) when nothing meets it."""
+    cmd = [os.path.join(build, "bin", "mnemoc"), path, "--memory-report=json",
+           f"--precision={precision}", f"--memory-budget={budget}"]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if run.returncode == 0:
+        return next(f for f in json.loads(run.stdout)["functions"]
+                    if f["function"] == "train_step"), None
+    marker = "the smallest planned peak found is "
+    if marker not in run.stderr:
+        raise SystemExit(f"mnemoc failed: {run.stderr}")
+    return None, int(run.stderr.split(marker, 1)[1].split(" ", 1)[0])
+
+
+def remat_table(build):
+    lines = ["| model | precision | peak without recomputation | remat floor "
+             "| peak at a 4 GiB budget | extra FLOPs at 4 GiB |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for precision in ("f32", "bf16"):
+        path = "examples/gpt2-small.mn"
+        plain = mnemo_report(build, path, precision)
+        _, floor = mnemo_budgeted(build, path, precision, 1)
+        at4, _ = mnemo_budgeted(build, path, precision, 4 << 30)
+        if at4 is None:
+            peak4 = extra = "does not fit"
+        else:
+            peak4 = gib(at4["peak_bytes"])
+            extra = (f"+{100 * at4['recomputed_flops'] / (at4['step_flops'] - at4['recomputed_flops']):.1f}%"
+                     if at4['recomputed_flops'] else "none needed")
+        lines.append(f"| gpt2-small.mn | {precision} | {gib(plain['peak_bytes'])} "
+                     f"| {gib(floor)} | {peak4} | {extra} |")
+    return "\n".join(lines)
+
+
+def replace_block(text, name, table):
+    begin = f"<!-- {name} -->\n"
+    end = f"<!-- end {name} -->"
+    start = text.index(begin) + len(begin)
+    return text[:start] + table + "\n" + text[text.index(end):]
+
+
 def hyperparameters(build, path):
     """The model's defaults, from the module attributes mnemoc writes."""
     run = subprocess.run([os.path.join(build, "bin", "mnemoc"), path,
@@ -244,13 +290,14 @@ def main(build, update_docs):
                 f"| {r['peak_bytes'] / sdpa_floor:.2f}x |")
     table = "\n".join(lines)
     print(table)
+    remat = remat_table(build)
+    print()
+    print(remat)
     if update_docs:
         doc = os.path.join(ROOT, "docs", "performance.md")
         text = open(doc).read()
-        begin = "<!-- bench/transformer_memory.py -->\n"
-        end = "<!-- end bench/transformer_memory.py -->"
-        start = text.index(begin) + len(begin)
-        text = text[:start] + table + "\n" + text[text.index(end):]
+        text = replace_block(text, "bench/transformer_memory.py", table)
+        text = replace_block(text, "bench/transformer_memory.py remat", remat)
         open(doc, "w").write(text)
 
 

@@ -177,6 +177,48 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
                    [](const ArenaBuffer *a, const ArenaBuffer *b) {
                      return a->interval.size > b->interval.size;
                    });
+  // Under mixed precision: which activations at the peak stay f32, and
+  // why (the amp policy's category of the op that made them).
+  func.walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      if (auto shaped = llvm::dyn_cast<ShapedType>(t);
+          shaped &&
+          (shaped.getElementType().isBF16() || shaped.getElementType().isF16()))
+        r.mixedPrecision = true;
+  });
+  if (r.mixedPrecision) {
+    std::map<std::pair<std::string, std::string>, MemoryReport::KeptF32> kept;
+    for (const ArenaBuffer *b : atPeak) {
+      auto type = llvm::dyn_cast<ShapedType>(b->root.getType());
+      if (b->kind != BufferKind::Activation || !type ||
+          !type.getElementType().isF32())
+        continue;
+      Operation *def = b->root.getDefiningOp();
+      bool statistics = (def->hasTrait<AmpStatisticsStayF32>() &&
+                         b->root != def->getResult(0)) ||
+                        def->hasTrait<AmpResultsStayF32>();
+      std::string why = statistics ? "a loss or row statistics the backward "
+                                     "exponentiates"
+                        : llvm::isa<CastOp>(def)
+                            ? "cast up for an op that computes in f32"
+                        : def->hasTrait<AmpF32>()
+                            ? "computes in f32 (a reduction, exponential or "
+                              "normalization)"
+                            : "follows an f32 operand";
+      MemoryReport::KeptF32 &entry =
+          kept[{def->getName().getStringRef().str(), why}];
+      entry.op = def->getName().getStringRef().str();
+      entry.why = why;
+      entry.bytes += b->interval.size;
+      ++entry.count;
+      r.f32ActivationBytes += b->interval.size;
+    }
+    for (auto &[key, entry] : kept)
+      r.keptF32.push_back(entry);
+    std::stable_sort(
+        r.keptF32.begin(), r.keptF32.end(),
+        [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  }
   for (const ArenaBuffer *b : atPeak) {
     if (r.largestAtPeak.size() == 10)
       break;
@@ -286,6 +328,13 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
            << "  " << (a.layer.empty() ? "-" : a.layer) << "  " << a.type
            << "\n";
   }
+  if (r.mixedPrecision) {
+    line("f32 activations at the peak", r.f32ActivationBytes,
+         "what mixed precision keeps in f32, and why:");
+    for (const MemoryReport::KeptF32 &k : r.keptF32)
+      os << "    " << k.op << " x" << k.count << "  " << formatBytes(k.bytes)
+         << "  " << k.why << "\n";
+  }
   for (const MemoryReport::Classifier &c : r.classifiers)
     os << "  fused classifier loss       " << c.rows << " rows x " << c.classes
        << " classes in chunks of " << c.chunkRows
@@ -340,6 +389,12 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
                              {"chunk_rows", c.chunkRows},
                              {"chunk_bytes", c.chunkBytes},
                              {"logits_bytes", c.logitsBytes}});
+    llvm::json::Array keptF32;
+    for (const MemoryReport::KeptF32 &k : r.keptF32)
+      keptF32.push_back(llvm::json::Object{{"op", k.op},
+                                           {"why", k.why},
+                                           {"count", k.count},
+                                           {"bytes", k.bytes}});
     functions.push_back(llvm::json::Object{
         {"function", r.function},
         {"parameter_bytes", r.parameterBytes},
@@ -373,6 +428,8 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"largest_at_peak", std::move(largest)},
         {"attention", std::move(attention)},
         {"classifier_losses", std::move(classifiers)},
+        {"f32_activation_bytes", r.f32ActivationBytes},
+        {"kept_f32", std::move(keptF32)},
     });
   }
   os << llvm::formatv("{0:2}",

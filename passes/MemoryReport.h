@@ -80,6 +80,15 @@ struct MemoryReport {
             logitsBytes = 0;
   };
   std::vector<Classifier> classifiers;
+  /// Under mixed precision (the step holds 16-bit floats): the
+  /// activations at the peak that are f32, by op and why they stay f32.
+  struct KeptF32 {
+    std::string op, why;
+    int64_t bytes = 0, count = 0;
+  };
+  bool mixedPrecision = false;
+  int64_t f32ActivationBytes = 0;
+  std::vector<KeptF32> keptF32;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.
   std::vector<std::pair<std::string, int64_t>> recomputed;
 
