@@ -66,7 +66,9 @@ losses::ClassifierGeometry classifierGeometry(Value hidden, Value weight,
   g.dim = h.back();
   g.rows = tensorType(hidden).getNumElements() / std::max<int64_t>(1, g.dim);
   g.classes = w.size() == 2 ? w[transposeWeight ? 0 : 1] : 0;
-  g.chunkRows = chunkRows;
+  // A chunk never holds more than every row (the kernels size their
+  // tiles by it).
+  g.chunkRows = std::max<int64_t>(1, std::min(chunkRows, g.rows));
   g.halfOperands = !tensorType(hidden).getElementType().isF32();
   return g;
 }
