@@ -304,7 +304,12 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     std::string list;
     for (const auto &[op, count] : r.recomputed)
       list += (list.empty() ? "" : ", ") + op + " x" + std::to_string(count);
-    os << "  recomputed in the backward: " << list << "\n";
+    os << "  recomputed in the backward: " << list;
+    if (r.stepFlops > r.recomputedFlops)
+      os << llvm::formatv(" (+{0:f1}% FLOPs)",
+                          100.0 * double(r.recomputedFlops) /
+                              double(r.stepFlops - r.recomputedFlops));
+    os << "\n";
   }
   if (!r.rematSolver.empty())
     os << "  chosen by " << r.rematSolver << "\n";

@@ -177,6 +177,15 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     backward use, marked `mnemo.recomputed`) ends its life at its last
     forward use instead.
 
+    Budget or not (`recompute-cheap`, with strategies `auto` and `optimal`),
+    the pass first recomputes what costs a pass over a value and keeps nothing
+    alive longer: the result of an elementwise or normalization op (at most
+    8 FLOPs an element) whose operands the backward keeps anyway until the
+    result's first backward use (GELU's output from the input its gradient
+    reads; a layer norm's from the residual stream), as torch.compile's
+    min-cut partitioner does for pointwise ops. The set is kept only if the
+    real plan's peak goes down.
+
     The budget bounds the planned peak (arena, persistent regions and
     workspace) as the real pipeline plans it: every candidate set is
     checked by running schedule, fuse-elementwise and plan-memory on a copy.
@@ -208,6 +217,9 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     Option<"transientGradients", "transient-gradients", "bool", "false",
            "Plan candidates with gradients in the arena, as plan-memory's "
            "option of the same name will">,
+    Option<"recomputeCheap", "recompute-cheap", "bool", "true",
+           "Recompute in the backward what an elementwise or normalization "
+           "op computes from values the backward keeps anyway">,
   ];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }

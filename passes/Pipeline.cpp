@@ -50,6 +50,7 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   rematOptions.timeLimit = options.rematTimeLimit;
   rematOptions.budgetDevice = options.budgetDevice;
   rematOptions.transientGradients = options.transientGradients;
+  rematOptions.recomputeCheap = options.recomputeCheap;
   pm.addPass(createRemat(rematOptions));
   buildPlanningPipeline(pm, options, PlannerEffort::Full);
 }
@@ -112,6 +113,11 @@ struct DefaultPipelineTextOptions
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("Fuse cross_entropy of a classifier's product"),
       llvm::cl::init(true)};
+  Option<bool> recomputeCheap{
+      *this, "recompute-cheap",
+      llvm::cl::desc("Recompute cheap ops' results in the backward when "
+                     "their operands are kept anyway"),
+      llvm::cl::init(true)};
   Option<bool> inference{
       *this, "inference",
       llvm::cl::desc("The inference program: @eval_step alone, compressed"),
@@ -129,6 +135,7 @@ struct DefaultPipelineTextOptions
     o.inference = inference;
     o.fuseAttention = fuseAttention;
     o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+    o.recomputeCheap = recomputeCheap;
     return o;
   }
 };

@@ -29,6 +29,10 @@ struct PipelineOptions {
   /// Fuse cross_entropy(h @ W^T) into mnemo.linear_cross_entropy
   /// (fuse-linear-cross-entropy).
   bool fuseLinearCrossEntropy = true;
+  /// Recompute in the backward what an elementwise or normalization op
+  /// computes from values the backward keeps anyway (remat's
+  /// recompute-cheap).
+  bool recomputeCheap = true;
   /// bf16, f16 or f32; empty: the train section's precision.
   std::string precision;
   /// A JSON file that overrides the mixed-precision policy.

@@ -93,13 +93,40 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       model::markUserError(getOperation());
       return signalPassFailure();
     }
-    // The model's own `checkpoint { ... }` blocks come first: what they
+    // Cheap recomputation comes first, budget or not: a value an
+    // elementwise or normalization op computes from values the backward
+    // keeps anyway is recomputed there instead of kept. auto and optimal
+    // only: none keeps everything, and the fixed policies (all, sqrt)
+    // recompute all but their boundaries themselves, which values already
+    // recomputed would hide from them.
+    int64_t cheapFlops = 0;
+    bool cheapApplied = false;
+    if (recomputeCheap && (strategy == "auto" || strategy == "optimal")) {
+      std::vector<Value> cheap = cheapRoots(train);
+      if (!cheap.empty()) {
+        FailureOr<int64_t> kept = plannedPeak(module, {});
+        FailureOr<int64_t> recomputed = plannedPeak(module, cheap);
+        if (failed(kept) || failed(recomputed))
+          return signalPassFailure();
+        // All or nothing, as the real planner sees it: the scheduler may
+        // order the backward so that a recomputation holds an operand
+        // longer than the plan without it does.
+        if (*recomputed < *kept) {
+          cheapFlops = apply(train, cheap);
+          cheapApplied = true;
+        }
+      }
+    }
+    // The model's own `checkpoint { ... }` blocks come next: what they
     // compute is recomputed, whatever the strategy, except their outputs.
     std::vector<Value> manual = checkpointRoots(train);
-    int64_t manualFlops = manual.empty() ? 0 : apply(train, manual);
+    // What is recomputed whatever the budget (cheap and checkpointed).
+    int64_t alwaysFlops =
+        cheapFlops + (manual.empty() ? 0 : apply(train, manual));
     // How --remat=optimal's solver ended (set before the step is marked).
     std::string solver;
-    auto mark = [&](func::FuncOp f, int64_t ops, int64_t flops) {
+    auto mark = [&](func::FuncOp f, int64_t flops) {
+      int64_t ops = countRecomputed(f);
       int64_t peak = 0;
       // What the choice was tuned for, planned as the pipeline's tail will
       // plan it (the memory report and the emitted plan must agree).
@@ -110,12 +137,12 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           peak = *planned;
       plan::setRemat(f,
                      RematAttr::get(&getContext(), strategy, ops,
-                                    flops + manualFlops, stepFlops(f),
+                                    flops + alwaysFlops, stepFlops(f),
                                     std::max<int64_t>(limit, 0), peak, solver));
     };
-    if (!manual.empty() && limit <= 0 && strategy != "all" &&
+    if ((cheapApplied || !manual.empty()) && limit <= 0 && strategy != "all" &&
         strategy != "sqrt")
-      mark(train, countRecomputed(train), 0);
+      mark(train, 0);
     // Fixed policies, as people write torch.utils.checkpoint by hand: keep
     // only each layer's (or repeat block's) outputs and recompute the rest
     // (all), or keep them every sqrt(n) blocks (sqrt, Chen et al. 2016).
@@ -136,7 +163,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         }
       }
       int64_t flops = apply(train, roots);
-      mark(train, countRecomputed(train), flops);
+      mark(train, flops);
       return;
     }
     if (limit <= 0)
@@ -146,7 +173,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     if (failed(none))
       return signalPassFailure();
     if (*none <= limit) {
-      mark(train, 0, 0);
+      mark(train, 0);
       return;
     }
     if (strategy == "none") {
@@ -191,13 +218,15 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       budgetError(module) << "the memory budget of " << mib(limit) << onDevice()
                           << " cannot be met: the smallest planned peak found "
                              "is "
-                          << mib(smallest) << " (without recomputation "
+                          << mib(smallest)
+                          << (cheapApplied ? " (recomputing only cheap ops "
+                                           : " (without recomputation ")
                           << mib(*none) << ")";
       model::markUserError(getOperation());
       return signalPassFailure();
     }
     int64_t flops = apply(train, *chosen);
-    mark(train, countRecomputed(train), flops);
+    mark(train, flops);
   }
 
   /// `--remat=auto`: sets `result` to the cheapest fitting set found, or
@@ -592,6 +621,99 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           {op->getResult(0), storageBytes(op->getResult(0).getType())});
     }
     return result;
+  }
+
+  /// Values whose recomputation in the backward costs a pass over them and
+  /// keeps nothing alive longer (torch.compile's min-cut partitioner makes
+  /// the same trade for pointwise ops): the result of a pure op of at most
+  /// kCheapFlopsPerElement FLOPs an element (elementwise ops, layer and RMS
+  /// norms, softmax; not products) whose every operand is a parameter, an
+  /// input, a constant or a value the backward reads anyway at or after
+  /// the result's first backward use. Keeping such a value costs its bytes
+  /// from the forward to the backward; recomputing it, a pass. GPT-2
+  /// small: each block's GELU output (96 MiB in f32), recomputed from the
+  /// input its gradient reads, and both layer norms' outputs, from the
+  /// residual stream theirs read.
+  std::vector<Value> cheapRoots(func::FuncOp train) {
+    constexpr int64_t kCheapFlopsPerElement = 8;
+    constexpr int kCheapChain = 3;
+    constexpr int64_t kEarlyRecomputationOps = 8;
+    Split split(train);
+    auto cheap = [&](Operation *op) {
+      auto type = op->getNumResults() == 1
+                      ? llvm::dyn_cast<ShapedType>(op->getResult(0).getType())
+                      : ShapedType();
+      return type && isPure(op) && !llvm::isa<ConstantOp>(op) &&
+             split.index.lookup(op) < split.start &&
+             flopsOf(op) <= kCheapFlopsPerElement * type.getNumElements();
+    };
+    auto backwardUses = [&](Value v) {
+      int64_t first = -1, last = -1;
+      for (Operation *user : v.getUsers()) {
+        int64_t at = llvm::isa<func::ReturnOp>(user)
+                         ? int64_t(split.ops.size())
+                         : int64_t(split.index.lookup(user));
+        if (at < int64_t(split.start))
+          continue;
+        first = first < 0 ? at : std::min(first, at);
+        last = std::max(last, at);
+      }
+      return std::make_pair(first, last);
+    };
+    std::vector<Value> roots;
+    // What is recomputed, and which of those from kept values alone.
+    llvm::DenseSet<Value> chosen, leaves;
+    for (unsigned i = 0; i < split.start; ++i) {
+      Operation *op = split.ops[i];
+      if (!cheap(op) || plan::isRecomputed(op))
+        continue;
+      Value result = op->getResult(0);
+      auto [first, last] = backwardUses(result);
+      int64_t firstBackwardUse = first;
+      // Read by the backward, not returned by the step.
+      if (first < 0 || last == int64_t(split.ops.size()))
+        continue;
+      // An operand nothing in the backward reads is recomputed with the
+      // value (apply's chain) when it is cheap in turn: a layer norm's
+      // output cast to bf16 for the next product, from the residual
+      // stream. Chains of at most kCheapChain ops.
+      bool readsEarlyRecomputation = false;
+      std::function<bool(Value, int)> available = [&](Value operand,
+                                                      int depth) {
+        Operation *def = operand.getDefiningOp();
+        if (!def || llvm::isa<ConstantOp>(def))
+          return true;
+        auto [operandFirst, operandLast] = backwardUses(operand);
+        // A value recomputed itself serves once its own recomputation has
+        // run, or a few ops earlier (SwiGLU's product of a SiLU, both
+        // recomputed) if it is recomputed from kept values alone: chains
+        // of recomputations pulled forward would recompute a residual
+        // stream of cheap adds, each from the one before, all at the start
+        // of the backward.
+        if (chosen.contains(operand)) {
+          if (operandLast < firstBackwardUse)
+            return false;
+          if (operandFirst <= firstBackwardUse)
+            return true;
+          readsEarlyRecomputation = true;
+          return leaves.contains(operand) &&
+                 operandFirst - firstBackwardUse <= kEarlyRecomputationOps;
+        }
+        if (operandFirst >= 0)
+          return operandLast >= firstBackwardUse;
+        return depth > 1 && cheap(def) &&
+               llvm::all_of(def->getOperands(),
+                            [&](Value v) { return available(v, depth - 1); });
+      };
+      if (llvm::all_of(op->getOperands(),
+                       [&](Value v) { return available(v, kCheapChain); })) {
+        roots.push_back(result);
+        chosen.insert(result);
+        if (!readsEarlyRecomputation)
+          leaves.insert(result);
+      }
+    }
+    return roots;
   }
 
   /// The checkpoint unit of an op: its repeat block ("blocks.3" of

@@ -75,6 +75,12 @@ cl::opt<bool> fuseLinearCrossEntropy(
              "chunk of rows at a time (default true; =false keeps them "
              "whole)"),
     cl::init(true), cl::cat(modelFlagsCategory()));
+cl::opt<bool> recomputeCheap(
+    "recompute-cheap",
+    cl::desc("Recompute in the backward what an elementwise or normalization "
+             "op computes from values the backward keeps anyway, instead of "
+             "keeping it (default true; --remat=none or =false keeps it)"),
+    cl::init(true), cl::cat(modelFlagsCategory()));
 cl::opt<bool> transientGradients(
     "transient-gradients",
     cl::desc(
@@ -153,6 +159,7 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
   options.transientGradients = transientGradients;
   options.fuseAttention = fuseAttention;
   options.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+  options.recomputeCheap = recomputeCheap;
   options.precision = precision;
   options.ampPolicy = ampPolicy;
   options.remat = rematStrategy;
