@@ -135,6 +135,10 @@ std::optional<int64_t> mnemo::parseSize(llvm::StringRef text) {
   return std::nullopt;
 }
 
+bool mnemo::rematTimeLimitGiven() {
+  return rematTimeLimit.getNumOccurrences() > 0;
+}
+
 std::string mnemo::memoryBudgetFlag() { return memoryBudget; }
 
 void mnemo::reportFlagDiagnostics(mlir::MLIRContext &context,

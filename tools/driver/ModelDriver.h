@@ -48,6 +48,9 @@ std::optional<PipelineOptions> readPipelineFlags(llvm::StringRef tool);
 /// --memory-budget as the user wrote it ("" when not given).
 std::string memoryBudgetFlag();
 
+/// Whether --remat-time-limit was given (studies default to a shorter one).
+bool rematTimeLimitGiven();
+
 /// Makes a pass's error that blames a flag (its location a NameLoc
 /// "--memory-budget") print as the tool's own flag errors do: the flag as
 /// given, then why.

@@ -15,6 +15,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -76,22 +77,56 @@ PipelineOptions with(PipelineOptions p, const std::string &strategy,
 
 double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
 
+/// One line on stderr per compilation of a study, so that a long one shows
+/// where it is: the strategy, the batch, whether it fit, the time so far.
+class Progress {
+public:
+  explicit Progress(const char *study) : study(study) {}
+  void report(const char *strategy, const std::string &what,
+              const std::optional<Point> &p) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    ++compiles;
+    llvm::errs() << llvm::formatv(
+        "{0}: {1,-7} {2}: {3}  [{4} compiles, {5:f1} s]\n", study, strategy,
+        what,
+        p ? llvm::formatv("planned {0:f2} MiB", mib(p->peak)).str()
+          : std::string("does not fit"),
+        compiles, seconds);
+  }
+
+private:
+  const char *study;
+  int compiles = 0;
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+};
+
 } // namespace
 
 bool mnemo::writeRematCurve(const Program &program,
                             const ElaborateOptions &options,
                             const PipelineOptions &pipeline,
                             const std::string &path, std::string &error) {
-  std::optional<Point> none =
-      compile(program, options, with(pipeline, "none", 0), 0);
+  Progress progress("remat-curve");
+  auto planned = [&](const char *strategy, int64_t budget) {
+    std::optional<Point> p =
+        compile(program, options, with(pipeline, strategy, budget), 0);
+    progress.report(strategy,
+                    budget
+                        ? llvm::formatv("budget {0:f2} MiB", mib(budget)).str()
+                        : std::string("no budget"),
+                    p);
+    return p;
+  };
+  std::optional<Point> none = planned("none", 0);
   if (!none) {
     error = "the model does not compile (it needs a train section)";
     return false;
   }
-  std::optional<Point> all =
-      compile(program, options, with(pipeline, "all", 0), 0);
-  std::optional<Point> sqrt =
-      compile(program, options, with(pipeline, "sqrt", 0), 0);
+  std::optional<Point> all = planned("all", 0);
+  std::optional<Point> sqrt = planned("sqrt", 0);
   // A strategy at a budget every `stepPercent` of the plan from 96%, down to
   // where nothing fits; `keep` drops points that do not belong to the strategy.
   auto sweep = [&](const char *strategy, int stepPercent,
@@ -99,8 +134,7 @@ bool mnemo::writeRematCurve(const Program &program,
     std::vector<Point> points{*none};
     for (int share = 96; share > 0; share -= stepPercent) {
       int64_t budget = none->peak * share / 100;
-      std::optional<Point> p =
-          compile(program, options, with(pipeline, strategy, budget), 0);
+      std::optional<Point> p = planned(strategy, budget);
       if (!p)
         break;
       if (keep(*p))
@@ -224,46 +258,112 @@ bool mnemo::writeRematCurve(const Program &program,
 bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
                      const PipelineOptions &pipeline, int64_t budget,
                      llvm::raw_ostream &os, std::string &error) {
-  if (!compile(program, options, with(pipeline, "none", 0), 1)) {
+  Progress progress("fit-batch");
+  auto planned = [&](const char *strategy, int64_t limit, int64_t batch) {
+    std::optional<Point> p =
+        compile(program, options, with(pipeline, strategy, limit), batch);
+    progress.report(strategy, "batch " + std::to_string(batch), p);
+    return p;
+  };
+  std::optional<Point> first = planned("none", 0, 1);
+  if (!first) {
     error = "the model does not compile with batch = 1 (it needs a 'batch' "
             "hyper-parameter and a train section)";
     return false;
   }
   os << llvm::formatv("largest batch whose planned step fits {0:f2} MiB:\n",
                       mib(budget));
+  // A batch that auto's search is known to fit: it tries the plan without
+  // recomputation and the fixed policies' sets, so it fits what none, all
+  // and sqrt fit; optimal falls back to auto's search, so it fits what
+  // auto fits. Their searches start there.
+  int64_t known = 0;
   for (const char *strategy : {"none", "all", "sqrt", "auto", "optimal"}) {
-    PipelineOptions p = with(pipeline, strategy, budget);
-    // Doubling, then bisection: the plan grows with the batch.
-    auto fits = [&](int64_t batch) {
-      return compile(program, options, p, batch);
+    bool fixed = llvm::StringRef(strategy) != "auto" &&
+                 llvm::StringRef(strategy) != "optimal";
+    // The plan of `batch` and whether it fits. none, all and sqrt plan the
+    // same step whatever the budget: compiled without one, their peaks
+    // also say how the plan grows with the batch.
+    struct Trial {
+      std::optional<Point> plan;
+      bool fits = false;
     };
-    std::optional<Point> at = fits(1);
-    if (!at) {
-      os << llvm::formatv("  {0,-7}  none fits (batch 1 does not)\n", strategy);
-      continue;
-    }
-    int64_t lo = 1, hi = 2;
-    Point best = *at;
-    while (hi <= (1 << 20)) {
-      std::optional<Point> q = fits(hi);
-      if (!q)
-        break;
-      lo = hi;
-      best = *q;
-      hi *= 2;
-    }
-    while (hi - lo > 1) {
-      int64_t mid = (lo + hi) / 2;
-      if (std::optional<Point> q = fits(mid)) {
-        lo = mid;
-        best = *q;
+    auto trial = [&](int64_t batch) {
+      Trial t;
+      if (fixed) {
+        t.plan = llvm::StringRef(strategy) == "none" && batch == 1
+                     ? first
+                     : planned(strategy, 0, batch);
+        t.fits = t.plan && t.plan->peak <= budget;
       } else {
-        hi = mid;
+        t.plan = planned(strategy, budget, batch);
+        t.fits = t.plan.has_value();
+      }
+      return t;
+    };
+    // lo fits, hi (0: not known yet) does not. A fixed policy's next try
+    // is where the line through its last two plans meets the budget (plans
+    // grow about linearly with the batch), or lo + 1 when the line says lo;
+    // a search's is lo + 1, then steps that double, until a batch does not
+    // fit. Then the bracket is bisected.
+    int64_t lo = 0, hi = 0, step = 1;
+    std::optional<Point> atLo;
+    std::vector<std::pair<int64_t, int64_t>> line; // (batch, peak), fixed
+    if (!fixed && known > 0) {
+      lo = known;
+    } else {
+      Trial one = trial(1);
+      if (!one.fits) {
+        os << llvm::formatv("  {0,-7}  none fits (batch 1 does not)\n",
+                            strategy);
+        continue;
+      }
+      lo = 1;
+      atLo = one.plan;
+      line.push_back({1, one.plan->peak});
+    }
+    while ((hi == 0 || hi - lo > 1) && lo < (int64_t(1) << 20)) {
+      int64_t next = 0;
+      if (fixed && line.size() >= 2) {
+        auto [b1, p1] = line[line.size() - 2];
+        auto [b2, p2] = line.back();
+        double slope = double(p2 - p1) / double(b2 - b1);
+        if (slope > 0)
+          next = b2 + int64_t(std::floor(double(budget - p2) / slope));
+        if (next <= lo && hi == 0)
+          next = lo + 1;
+      }
+      if (next <= lo || (hi != 0 && next >= hi)) {
+        if (hi != 0) {
+          next = (lo + hi) / 2;
+        } else if (fixed) {
+          next = lo * 2;
+        } else {
+          next = lo + step;
+          step *= 2;
+        }
+      }
+      Trial t = trial(next);
+      if (fixed && t.plan && (line.empty() || line.back().first != next))
+        line.push_back({next, t.plan->peak});
+      if (t.fits) {
+        lo = next;
+        atLo = t.plan;
+      } else {
+        hi = next;
       }
     }
+    if (!atLo)
+      atLo = planned(strategy, budget, lo); // the known batch, for its figures
+    if (!atLo) {
+      os << llvm::formatv("  {0,-7}  none fits\n", strategy);
+      continue;
+    }
+    if (llvm::StringRef(strategy) != "optimal")
+      known = std::max(known, lo);
     os << llvm::formatv("  {0,-7}  batch {1,6}  peak {2,8:f2} MiB  +{3:f1}% "
                         "FLOPs\n",
-                        strategy, lo, mib(best.peak), best.extraFlops);
+                        strategy, lo, mib(atLo->peak), atLo->extraFlops);
   }
   return true;
 }

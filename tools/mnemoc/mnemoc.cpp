@@ -486,6 +486,11 @@ int main(int argc, char **argv) {
   }
   if (!rematCurve.empty() || fitBatchOption) {
     std::string error;
+    // A study solves one MILP per budget or batch it tries for optimal;
+    // unless told otherwise, each gets kStudyMilpSeconds, not a step's 60.
+    constexpr double kStudyMilpSeconds = 10;
+    if (!rematTimeLimitGiven())
+      pipeline->rematTimeLimit = kStudyMilpSeconds;
     if (!rematCurve.empty()) {
       if (!writeRematCurve(*program, options, *pipeline, rematCurve, error)) {
         diags.error(error);
