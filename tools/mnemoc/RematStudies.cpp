@@ -279,8 +279,8 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
   // auto fits. Their searches start there.
   int64_t known = 0;
   for (const char *strategy : {"none", "all", "sqrt", "auto", "optimal"}) {
-    bool fixed = llvm::StringRef(strategy) != "auto" &&
-                 llvm::StringRef(strategy) != "optimal";
+    llvm::StringRef name = strategy;
+    bool fixed = name != "auto" && name != "optimal";
     // The plan of `batch` and whether it fits. none, all and sqrt plan the
     // same step whatever the budget: compiled without one, their peaks
     // also say how the plan grows with the batch.
@@ -291,9 +291,8 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
     auto trial = [&](int64_t batch) {
       Trial t;
       if (fixed) {
-        t.plan = llvm::StringRef(strategy) == "none" && batch == 1
-                     ? first
-                     : planned(strategy, 0, batch);
+        t.plan = name == "none" && batch == 1 ? first
+                                              : planned(strategy, 0, batch);
         t.fits = t.plan && t.plan->peak <= budget;
       } else {
         t.plan = planned(strategy, budget, batch);
@@ -344,7 +343,7 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
         }
       }
       Trial t = trial(next);
-      if (fixed && t.plan && (line.empty() || line.back().first != next))
+      if (fixed && t.plan)
         line.push_back({next, t.plan->peak});
       if (t.fits) {
         lo = next;
@@ -359,7 +358,7 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
       os << llvm::formatv("  {0,-7}  none fits\n", strategy);
       continue;
     }
-    if (llvm::StringRef(strategy) != "optimal")
+    if (name != "optimal")
       known = std::max(known, lo);
     os << llvm::formatv("  {0,-7}  batch {1,6}  peak {2,8:f2} MiB  +{3:f1}% "
                         "FLOPs\n",
