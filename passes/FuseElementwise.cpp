@@ -6,7 +6,9 @@
 //   - it is elementwise,
 //   - every use of its result is in one op, which is itself elementwise and
 //     has a result of the same shape (so one loop index serves both), and
-//   - that consumer is not the function's return.
+//   - that consumer is not the function's return, and
+//   - the operands that die at it do not then outlive it by more bytes than
+//     its result would take, across other work (extendsLifetimes).
 // A broadcast (read with stride 0) fuses into all its consumers when every
 // one of them is such a loop.
 // Marked values get no buffer (BufferAnalysis), and the values they read
@@ -81,14 +83,74 @@ bool canFuseInto(Operation *producer) {
   return user && loopCanCompute(user, result);
 }
 
+/// The bytes of `producer`'s operands that die at it (a fused operand
+/// has no buffer: its own operands count instead).
+int64_t dyingOperandBytes(Operation *producer,
+                          const llvm::DenseMap<Operation *, unsigned> &position,
+                          const llvm::DenseSet<Operation *> &fused) {
+  unsigned from = position.lookup(producer);
+  int64_t bytes = 0;
+  for (Value operand : producer->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || llvm::isa<ConstantOp>(def))
+      continue;
+    if (fused.contains(def)) {
+      bytes += dyingOperandBytes(def, position, fused);
+      continue;
+    }
+    bool readLater = llvm::any_of(operand.getUsers(), [&](Operation *user) {
+      auto at = position.find(user);
+      return at == position.end() || (at->second > from && user != producer);
+    });
+    if (!readLater)
+      bytes += storageBytes(operand.getType());
+  }
+  return bytes;
+}
+
+/// Whether computing `producer` in its consumer's loop would keep more
+/// bytes alive than its own buffer does: its operands that die at it
+/// would live on to the consumer, across work that runs in between (an op
+/// between them that is not itself computed in a loop). A gradient summed
+/// over many uses of a weight (x1 + x2, + x3, ... each added as the
+/// backward produces it) fused into one loop would keep every term alive
+/// until the last: 32 terms of a weight used 32 times, where adding each
+/// as it comes keeps one.
+bool extendsLifetimes(Operation *producer,
+                      const llvm::DenseMap<Operation *, unsigned> &position,
+                      const llvm::DenseSet<Operation *> &fusible,
+                      const llvm::DenseSet<Operation *> &fused) {
+  Operation *consumer = soleUser(producer->getResult(0));
+  bool workBetween = false;
+  for (Operation *op = producer->getNextNode(); op && op != consumer;
+       op = op->getNextNode())
+    if (!fusible.contains(op) && !llvm::isa<ConstantOp>(op)) {
+      workBetween = true;
+      break;
+    }
+  return workBetween && dyingOperandBytes(producer, position, fused) >
+                            storageBytes(producer->getResult(0).getType());
+}
+
 struct FuseElementwisePass
     : public mnemo::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
-    for (func::FuncOp func : stepFunctions(getOperation()))
-      func.walk([&](Operation *op) {
-        if (op->getParentOp() == func.getOperation() && canFuseInto(op))
-          plan::markFused(op);
-      });
+    for (func::FuncOp func : stepFunctions(getOperation())) {
+      llvm::DenseMap<Operation *, unsigned> position;
+      llvm::DenseSet<Operation *> fusible, fused;
+      for (Operation &op : func.getBody().front()) {
+        position[&op] = position.size();
+        if (canFuseInto(&op))
+          fusible.insert(&op);
+      }
+      for (Operation &op : func.getBody().front())
+        if (fusible.contains(&op) &&
+            (llvm::isa<BroadcastOp>(op) ||
+             !extendsLifetimes(&op, position, fusible, fused))) {
+          plan::markFused(&op);
+          fused.insert(&op);
+        }
+    }
   }
 };
 

@@ -104,12 +104,14 @@ MemoryPlan mnemo::planGreedy(const std::vector<BufferInterval> &buffers,
 MemoryPlan
 mnemo::improvePlacementOrder(const std::vector<BufferInterval> &buffers,
                              MemoryPlan plan, std::vector<size_t> order,
-                             std::chrono::milliseconds timeLimit) {
+                             int64_t workLimit) {
   int64_t bound = lowerBound(buffers);
   size_t n = order.size();
   if (n < 2 || plan.arenaBytes <= bound)
     return plan;
-  auto deadline = std::chrono::steady_clock::now() + timeLimit;
+  // One placement compares each buffer with those placed before it.
+  int64_t workPerPlacement = int64_t(n) * int64_t(n - 1) / 2;
+  int64_t placements = workLimit / workPerPlacement;
   uint64_t state = 0x9E3779B97F4A7C15ull;
   auto next = [&] {
     state ^= state << 13;
@@ -118,11 +120,11 @@ mnemo::improvePlacementOrder(const std::vector<BufferInterval> &buffers,
     return state;
   };
   bool improved = false;
-  while (plan.arenaBytes > bound &&
-         std::chrono::steady_clock::now() < deadline) {
+  for (int64_t tried = 0; tried < placements && plan.arenaBytes > bound;) {
     size_t a = next() % n, b = next() % n;
     if (a == b)
       continue;
+    ++tried;
     std::swap(order[a], order[b]);
     MemoryPlan candidate = planInOrder(buffers, order);
     if (candidate.arenaBytes <= plan.arenaBytes) {
@@ -159,9 +161,8 @@ namespace {
 /// placed one after the other only the lower index may come first.
 class ExactSearch {
 public:
-  ExactSearch(const std::vector<BufferInterval> &buffers,
-              std::chrono::milliseconds limit)
-      : buffers(buffers), deadline(std::chrono::steady_clock::now() + limit) {
+  ExactSearch(const std::vector<BufferInterval> &buffers, int64_t nodeLimit)
+      : buffers(buffers), nodeLimit(nodeLimit) {
     size_t n = buffers.size();
     overlaps.assign(n, std::vector<bool>(n, false));
     for (size_t i = 0; i < n; ++i)
@@ -196,7 +197,7 @@ private:
   void search(size_t last, size_t placedCount, int64_t peak) {
     if (timedOut || best == bound)
       return;
-    if ((++nodes & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
+    if (++nodes > nodeLimit) {
       timedOut = true;
       return;
     }
@@ -228,22 +229,21 @@ private:
   }
 
   const std::vector<BufferInterval> &buffers;
-  std::chrono::steady_clock::time_point deadline;
+  int64_t nodeLimit;
   std::vector<std::vector<bool>> overlaps;
   std::vector<size_t> order;
   std::vector<int64_t> offsets, bestOffsets;
   int64_t best = 0, bound = 0;
-  uint64_t nodes = 0;
+  int64_t nodes = 0;
   bool timedOut = false;
 };
 } // namespace
 
 std::optional<MemoryPlan>
-mnemo::planExact(const std::vector<BufferInterval> &buffers,
-                 std::chrono::milliseconds timeLimit,
+mnemo::planExact(const std::vector<BufferInterval> &buffers, int64_t nodeLimit,
                  const MemoryPlan *incumbent) {
   MemoryPlan start = incumbent ? *incumbent : planHeuristic(buffers);
-  ExactSearch search(buffers, timeLimit);
+  ExactSearch search(buffers, nodeLimit);
   return search.run(start.arenaBytes, start.offsets);
 }
 

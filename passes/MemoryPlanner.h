@@ -13,7 +13,7 @@
 // - planHeuristic: both greedy orders, keeping the smaller arena.
 // - planExact: branch and bound over "gravity-normal" placements (every
 //   buffer rests at 0 or on a time-overlapping buffer), in the spirit of
-//   Google's MiniMalloc; optimal when it finishes within its time limit.
+//   Google's MiniMalloc; optimal when it finishes within its node limit.
 //
 // Plain C++ with no MLIR: the IR side (passes/PlanMemory.cpp) turns values
 // into intervals and plans back into attributes.
@@ -23,7 +23,6 @@
 #ifndef MNEMO_PASSES_MEMORYPLANNER_H
 #define MNEMO_PASSES_MEMORYPLANNER_H
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -70,18 +69,23 @@ MemoryPlan planHeuristic(const std::vector<BufferInterval> &buffers);
 
 /// Improves a greedy plan by local search over its placement order: swaps
 /// two buffers' places in the order and keeps the swap when the arena does
-/// not grow, until the arena meets the lower bound or `timeLimit` passes.
-/// Deterministic (a fixed-seed generator). `order` is the order `plan` was
-/// placed in.
+/// not grow, until the arena meets the lower bound or the placements tried
+/// have compared `workLimit` pairs of buffers (n(n-1)/2 a placement).
+/// Bounded by work, not by time, and with a fixed-seed generator, so the
+/// plan is a function of the buffers alone: every compilation of a model
+/// gives the same offsets, however loaded the machine (the host code and
+/// the CUDA kernels are emitted by separate runs and must agree). `order`
+/// is the order `plan` was placed in.
 MemoryPlan improvePlacementOrder(const std::vector<BufferInterval> &buffers,
                                  MemoryPlan plan, std::vector<size_t> order,
-                                 std::chrono::milliseconds timeLimit);
+                                 int64_t workLimit);
 
-/// The smallest arena, or nullopt if the search does not finish within
-/// `timeLimit` (it then returns nothing rather than a worse answer). Starts
-/// from `incumbent` when given, to prune with it.
+/// The smallest arena, or nullopt if the search visits more than
+/// `nodeLimit` nodes (it then returns nothing rather than a worse answer;
+/// a node limit rather than a time limit keeps the result deterministic).
+/// Starts from `incumbent` when given, to prune with it.
 std::optional<MemoryPlan> planExact(const std::vector<BufferInterval> &buffers,
-                                    std::chrono::milliseconds timeLimit,
+                                    int64_t nodeLimit,
                                     const MemoryPlan *incumbent = nullptr);
 
 /// Checks that every buffer fits in the arena and that no two buffers that

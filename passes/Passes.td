@@ -269,7 +269,8 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     greedy best-fit planners (by size, by lifetime, by size times lifetime),
     improved, while above the lower bound, by a local search over the
     placement order, or, for small functions, by an exact branch-and-bound
-    search that finishes within its time limit.
+    search that finishes within its node limit. Both searches are bounded
+    by work, not time: a model always gets the same plan.
     The plan is verified (no two buffers live at once overlap) and written
     into the IR as the dialect's plan attributes (lang/MnemoAttrs.td, read
     and written through lang/PlanAttributes.h):
@@ -294,10 +295,10 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
     `optimizer_state`, `inputs`).
   }];
   let options = [
-    Option<"localSearchMs", "local-search-ms", "int64_t", "200",
-           "Time the local search over placement orders may take per function">,
-    Option<"exactTimeLimitMs", "exact-time-limit-ms", "int64_t", "1000",
-           "Time the exact search may take per function">,
+    Option<"localSearchWork", "local-search-work", "int64_t", "50000000",
+           "Pairs of buffers the local search over placement orders may compare per function (n(n-1)/2 a placement; about 0.2 s on one core). A work limit, not a time limit, so that every compilation gives the same plan">,
+    Option<"exactSearchNodes", "exact-search-nodes", "int64_t", "1000000",
+           "Nodes the exact search may visit per function (about 0.7 s on one core) before it gives up">,
     Option<"exactMaxBuffers", "exact-max-buffers", "int64_t", "64",
            "Run the exact search only below this many buffers">,
     Option<"budgetDevice", "budget-device", "std::string", "\"cpu\"",

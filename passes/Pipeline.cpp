@@ -67,7 +67,7 @@ void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
   planOptions.transientGradients = options.transientGradients;
   planOptions.budgetDevice = options.budgetDevice;
   if (effort == PlannerEffort::Quick) {
-    planOptions.localSearchMs = 0;
+    planOptions.localSearchWork = 0;
     planOptions.exactMaxBuffers = 0;
   }
   pm.addPass(createPlanMemory(planOptions));

@@ -63,16 +63,15 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
       });
       MemoryPlan start = planInOrder(intervals, order);
       start.method = "greedy-by-size";
-      MemoryPlan searched = improvePlacementOrder(
-          intervals, start, order, std::chrono::milliseconds(localSearchMs));
+      MemoryPlan searched =
+          improvePlacementOrder(intervals, start, order, localSearchWork);
       if (searched.arenaBytes < plan.arenaBytes)
         plan = std::move(searched);
     }
     if (plan.arenaBytes == lowerBound(intervals)) {
       plan.method += ", optimal"; // it meets the lower bound
     } else if (int64_t(intervals.size()) <= exactMaxBuffers) {
-      auto limit = std::chrono::milliseconds(exactTimeLimitMs);
-      if (auto exact = planExact(intervals, limit, &plan)) {
+      if (auto exact = planExact(intervals, exactSearchNodes, &plan)) {
         if (exact->arenaBytes < plan.arenaBytes)
           plan = *exact;
         else
