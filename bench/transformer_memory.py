@@ -180,6 +180,25 @@ class Llama(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def pytorch_saved_bytes(model, forward):
+    """The bytes of the tensors autograd saves while `forward()` runs, each
+    storage once; the parameters' storages (Linear and Embedding save their
+    weights, and views of them) not at all: they are the weights, counted
+    once, not activations."""
+    weights = {p.storage()._cdata for p in model.parameters()}
+    saved = {}
+
+    def pack(t):
+        key = t.storage()._cdata
+        if key not in weights:
+            saved.setdefault(key, t.storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(saved.values())
+
+
 def pytorch_floor(model_class, hp, kind):
     """Weights + gradients + AdamW's two moments + the tensors autograd saves
     for one step's backward, in bytes; and the saved tensors alone."""
@@ -188,15 +207,7 @@ def pytorch_floor(model_class, hp, kind):
     model = model_class(hp, kind).to(META).train()
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     tokens = torch.zeros(hp["batch"], hp["context"], dtype=torch.long, device=META)
-    saved = {}
-
-    def pack(t):
-        saved.setdefault(t.storage()._cdata, t.numel() * t.element_size())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(tokens, tokens)
-    activations = sum(saved.values())
+    activations = pytorch_saved_bytes(model, lambda: model(tokens, tokens))
     return 4 * weights + activations, activations
 
 

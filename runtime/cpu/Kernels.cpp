@@ -160,16 +160,40 @@ template <typename T>
 void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
               int64_t ldc, float *workspace) {
-  float *a32 = workspace, *b32 = a32 + m * k, *c32 = b32 + k * n;
-  widenMatrix(transA, m, k, a, lda, a32);
-  widenMatrix(transB, k, n, b, ldb, b32);
-  gemm(false, false, m, n, k, 1.0f, a32, k, b32, n, 0.0f, c32, n);
-  parallelFor(m, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n)),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t r = begin; r < end; ++r)
-                  for (int64_t j = 0; j < n; ++j)
-                    c[r * ldc + j] = T(c32[r * n + j]);
-              });
+  if (k == 0) { // an empty sum: zeros, as sgemm with beta 0 gives
+    for (int64_t r = 0; r < m; ++r)
+      std::fill(c + r * ldc, c + r * ldc + n, T(0.0f));
+    return;
+  }
+  HalfGemmTiles tiles = halfGemmTiles(m, n, k);
+  float *a32 = workspace, *b32 = a32 + tiles.rows * tiles.depth,
+        *c32 = b32 + tiles.depth * n;
+  // op(B)'s rows [k0, k0 + depth), widened; once when one tile is deep
+  // enough for the whole reduction.
+  auto widenB = [&](int64_t k0, int64_t depth) {
+    widenMatrix(transB, depth, n, transB ? b + k0 : b + k0 * ldb, ldb, b32);
+  };
+  bool oneDepth = tiles.depth >= k;
+  if (oneDepth)
+    widenB(0, k);
+  for (int64_t m0 = 0; m0 < m; m0 += tiles.rows) {
+    int64_t rows = std::min(tiles.rows, m - m0);
+    for (int64_t k0 = 0; k0 < k; k0 += tiles.depth) {
+      int64_t depth = std::min(tiles.depth, k - k0);
+      widenMatrix(transA, rows, depth,
+                  transA ? a + k0 * lda + m0 : a + m0 * lda + k0, lda, a32);
+      if (!oneDepth)
+        widenB(k0, depth);
+      gemm(false, false, rows, n, depth, 1.0f, a32, depth, b32, n,
+           k0 == 0 ? 0.0f : 1.0f, c32, n);
+    }
+    parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t r = begin; r < end; ++r)
+                    for (int64_t j = 0; j < n; ++j)
+                      c[(m0 + r) * ldc + j] = T(c32[r * n + j]);
+                });
+  }
 }
 
 template <typename T>

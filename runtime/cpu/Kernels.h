@@ -122,9 +122,40 @@ template <typename T> inline void widen(const T *x, int64_t n, float *out) {
   });
 }
 
+/// The tiles a GEMM on 16-bit storage works in: `rows` rows of C by
+/// `depth` of the reduction, so that each f32 copy (op(A)'s tile, op(B)'s
+/// `depth` rows, C's rows) stays near kHalfGemmTileFloats; a product that
+/// fits runs as one sgemm. Widening whole operands cost GPT-2 small's MLP
+/// 130 MiB of workspace at batch 8, more than its weights.
+constexpr int64_t kHalfGemmTileFloats = int64_t(1) << 21; // 8 MiB
+struct HalfGemmTiles {
+  int64_t rows = 1, depth = 1;
+};
+inline int64_t evenSplit(int64_t total, int64_t most) {
+  int64_t pieces = (total + most - 1) / std::max<int64_t>(1, most);
+  return (total + pieces - 1) / std::max<int64_t>(1, pieces);
+}
+inline HalfGemmTiles halfGemmTiles(int64_t m, int64_t n, int64_t k) {
+  // At least 64 rows and 64 deep, or the sgemms get too thin to run well.
+  HalfGemmTiles t;
+  int64_t depth =
+      std::max<int64_t>(64, kHalfGemmTileFloats / std::max<int64_t>(1, n));
+  t.depth = evenSplit(std::max<int64_t>(1, k), depth);
+  int64_t rows = std::max<int64_t>(
+      64, kHalfGemmTileFloats / std::max<int64_t>(1, std::max(n, t.depth)));
+  t.rows = evenSplit(std::max<int64_t>(1, m), rows);
+  return t;
+}
+/// The workspace gemmHalf needs, in floats.
+inline int64_t gemmHalfWorkspaceFloats(int64_t m, int64_t n, int64_t k) {
+  HalfGemmTiles t = halfGemmTiles(m, n, k);
+  return t.rows * t.depth + t.depth * n + t.rows * n;
+}
+
 /// GEMMs on 16-bit storage (mixed precision): op(A) and op(B) widened to
-/// f32 in `workspace`, an f32 sgemm, the product narrowed into C. The
-/// workspace holds m*k + k*n + m*n floats (gemmHalfScratch).
+/// f32 in `workspace` a tile at a time (halfGemmTiles), f32 sgemms summing
+/// the tiles of the reduction in order into C's rows in f32, the rows
+/// narrowed into C. The workspace holds gemmHalfWorkspaceFloats floats.
 template <typename T>
 void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               const T *a, int64_t lda, const T *b, int64_t ldb, T *c,

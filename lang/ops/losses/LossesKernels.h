@@ -50,18 +50,38 @@ inline int64_t classifierChunkRows(int64_t rows, int64_t dim, int64_t classes) {
   return std::max<int64_t>(1, std::min(chunk, rows));
 }
 
-/// The CPU kernels' workspace in floats. Forward: the rows' loss terms (2
-/// floats each: a double), a chunk's logits, and for 16-bit operands the
-/// weight and a chunk of hidden rows widened. Backward: a chunk's logits
-/// (their gradient in place), and for 16-bit operands the weight widened,
-/// its gradient's f32 sum, and a chunk of hidden rows and their gradient.
+/// The classes a CPU kernel works on at a time. 16-bit operands are
+/// widened to f32 for the products a block of weight rows at a time, so
+/// the f32 copies of the weight and of its gradient's sum never exceed a
+/// block (GPT-2's head widened whole is 147 MiB, and its gradient's f32
+/// sum as much again); f32 operands are read where they are, in one block.
+constexpr int64_t kHalfClassBlock = 4096;
+inline int64_t classifierClassBlock(const ClassifierGeometry &g) {
+  return g.halfOperands
+             ? std::max<int64_t>(1, std::min(g.classes, kHalfClassBlock))
+             : std::max<int64_t>(1, g.classes);
+}
+
+/// The forward's running state per row, in floats: the max of the logits
+/// seen so far, and in double their exponentials' sum below it, the
+/// target's logit and the logits' sum (label smoothing).
+constexpr int64_t kRowStateFloats = 8;
+
+/// The CPU kernels' workspace in floats. Forward: each row's running state,
+/// a tile of a chunk's rows by a block of classes of logits, and for
+/// 16-bit operands a block of the weight and a chunk of hidden rows
+/// widened. Backward: a tile of logits (their gradient in place), and for
+/// 16-bit operands a block of the weight widened, the f32 sum of its
+/// gradient, a chunk of hidden rows widened, and the hidden states'
+/// gradient summed over the blocks in f32.
 inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
                                          bool backward) {
-  int64_t R = std::min(g.chunkRows, g.rows), C = g.classes, D = g.dim;
-  int64_t logits = R * C;
+  int64_t R = std::min(g.chunkRows, g.rows), B = classifierClassBlock(g),
+          D = g.dim, N = g.rows;
+  int64_t tile = R * B;
   if (!backward)
-    return 2 * R + logits + (g.halfOperands ? C * D + R * D : 0);
-  return logits + (g.halfOperands ? 2 * C * D + 2 * R * D : 0);
+    return kRowStateFloats * N + tile + (g.halfOperands ? B * D + R * D : 0);
+  return tile + (g.halfOperands ? 2 * B * D + R * D + N * D : 0);
 }
 
 /// The CUDA kernels' scratch, at the bottom of the CUDA workspace, in
@@ -95,14 +115,8 @@ inline ClassifierCudaScratch classifierCudaScratch(const ClassifierGeometry &g,
   return s;
 }
 
-/// f32 operands are read where they are; 16-bit ones widened into `to`
-/// (once for the weight, per chunk for hidden rows).
-inline const float *widenedOnce(const float *x, int64_t, float *) { return x; }
-template <typename T>
-inline const float *widenedOnce(const T *x, int64_t n, float *to) {
-  cpu::widen(x, n, to);
-  return to;
-}
+/// f32 hidden rows are read where they are; 16-bit ones widened into
+/// `to` a chunk at a time.
 inline const float *widenedRows(const float *x, int64_t, float *) { return x; }
 template <typename T>
 inline const float *widenedRows(const T *x, int64_t n, float *to) {
@@ -260,15 +274,85 @@ inline void accuracy(const float *logits, const int32_t *targets, int64_t rows,
 // linear_cross_entropy: the classifier's product and the loss in chunks
 //===----------------------------------------------------------------------===//
 
-/// The CPU kernels of linear_cross_entropy and its gradient. A chunk of
-/// chunkRows rows at a time: its logits [chunkRows, classes] by one sgemm
-/// into the workspace, each row's log-sum-exp and loss (forward), or the
-/// logits turned into their gradient in place and two more sgemms, into
-/// the chunk's rows of the hidden states' gradient and into the weight's
-/// (beta 1 after the first chunk: the chunks' sum in a fixed order).
-/// 16-bit operands are widened once into the workspace (the weight) or per
-/// chunk (the hidden rows), and the gradients narrowed at the end, so the
-/// products and sums run in f32 as gemmHalf's do.
+/// A block of `count` classes from `first` of a weight stored [classes,
+/// dim] (transposed) or [dim, classes]: f32 weights where they are, with
+/// their leading dimension; 16-bit ones widened into `scratch`, packed.
+struct WeightBlock {
+  const float *data;
+  int64_t ld;
+};
+inline WeightBlock weightBlock(const float *weight, bool transposed,
+                               int64_t dim, int64_t classes, int64_t first,
+                               int64_t, float *) {
+  return transposed ? WeightBlock{weight + first * dim, dim}
+                    : WeightBlock{weight + first, classes};
+}
+template <typename T>
+inline WeightBlock weightBlock(const T *weight, bool transposed, int64_t dim,
+                               int64_t classes, int64_t first, int64_t count,
+                               float *scratch) {
+  if (transposed) {
+    widen(weight + first * dim, count * dim, scratch);
+    return {scratch, dim};
+  }
+  // Row by row of [dim, classes]: a block of classes is a column block.
+  parallelFor(dim, rowGrain(count), [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d)
+      widen(weight + d * classes + first, count, scratch + d * count);
+  });
+  return {scratch, count};
+}
+
+/// Where a block of the weight's gradient is summed: in place for f32, in
+/// `scratch` (packed) for 16-bit storage, which narrowBlock then writes.
+struct GradientBlock {
+  float *data;
+  int64_t ld;
+};
+inline GradientBlock gradientBlock(float *weightGrad, bool transposed,
+                                   int64_t dim, int64_t classes, int64_t first,
+                                   int64_t, float *) {
+  return transposed ? GradientBlock{weightGrad + first * dim, dim}
+                    : GradientBlock{weightGrad + first, classes};
+}
+template <typename T>
+inline GradientBlock gradientBlock(T *, bool transposed, int64_t dim, int64_t,
+                                   int64_t, int64_t count, float *scratch) {
+  return {scratch, transposed ? dim : count};
+}
+inline void narrowBlock(const float *, bool, int64_t, int64_t, int64_t, int64_t,
+                        float *) {}
+template <typename T>
+inline void narrowBlock(const float *block, bool transposed, int64_t dim,
+                        int64_t classes, int64_t first, int64_t count,
+                        T *weightGrad) {
+  if (transposed) {
+    narrow(block, count * dim, weightGrad + first * dim);
+    return;
+  }
+  parallelFor(dim, rowGrain(count), [&](int64_t begin, int64_t end) {
+    for (int64_t d = begin; d < end; ++d)
+      narrow(block + d * count, count, weightGrad + d * classes + first);
+  });
+}
+
+/// The CPU kernels of linear_cross_entropy and its gradient: the logits,
+/// [rows, classes], exist a tile at a time, a chunk of chunkRows rows by a
+/// block of classes (classifierClassBlock), each tile one sgemm into the
+/// workspace. The forward runs over the class blocks, each over the row
+/// chunks, keeping per row a running max and the sum of exponentials below
+/// it (an online log-sum-exp, in double), the target's logit and the
+/// logits' sum; the row's loss term follows at the end, and the loss sums
+/// them in row order. The backward needs no running state (each logit's
+/// gradient takes the row's saved log-sum-exp): per class block and row
+/// chunk, the tile becomes its gradient in place, and two more sgemms add
+/// it into the chunk's rows of the hidden states' gradient (beta 1 after
+/// the first block) and into the block of the weight's (beta 1 after the
+/// first chunk): fixed orders, so a step is deterministic. 16-bit operands
+/// are widened a block of the weight or a chunk of hidden rows at a time
+/// and the gradients summed in f32 and narrowed at the end, so products and
+/// sums run in f32 as gemmHalf's do; f32 operands make one block, so every
+/// weight row is read once per chunk.
 template <typename T>
 bool linearCrossEntropy(const T *hidden, const T *weight,
                         const int32_t *targets,
@@ -276,34 +360,66 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
                         bool transposeWeight, int64_t ignoreIndex,
                         double smoothing, float *loss, float *logSumExp,
                         float *workspace) {
-  const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows;
+  const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
+                B = losses::classifierClassBlock(g);
   if (!validTargets(targets, N, C, ignoreIndex))
     return false;
-  // The rows' loss terms first (doubles, 8-byte aligned in the workspace).
-  double *terms = reinterpret_cast<double *>(workspace);
-  float *logits = workspace + 2 * R;
-  const float *w = losses::widenedOnce(weight, C * D, logits + R * C);
-  float *hiddenChunk = logits + R * C + (g.halfOperands ? C * D : 0);
+  // Each row's state first (doubles, 8-byte aligned in the workspace).
+  struct RowState {
+    double sum, target, logitSum;
+    float max, unused;
+  };
+  static_assert(sizeof(RowState) == 4 * losses::kRowStateFloats);
+  RowState *state = reinterpret_cast<RowState *>(workspace);
+  for (int64_t r = 0; r < N; ++r)
+    state[r] = {0.0, 0.0, 0.0, -INFINITY, 0.0f};
+  float *tile = workspace + losses::kRowStateFloats * N;
+  float *weightScratch = tile + R * B, *hiddenChunk = weightScratch + B * D;
+  for (int64_t c0 = 0; c0 < C; c0 += B) {
+    int64_t classes = std::min(B, C - c0);
+    WeightBlock w =
+        weightBlock(weight, transposeWeight, D, C, c0, classes, weightScratch);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      int64_t rows = std::min(R, N - r0);
+      const float *h =
+          losses::widenedRows(hidden + r0 * D, rows * D, hiddenChunk);
+      gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
+           0.0f, tile, classes);
+      parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const float *logits = tile + r * classes;
+          RowState &row = state[r0 + r];
+          float m =
+              std::max(row.max, *std::max_element(logits, logits + classes));
+          // Rescale the sum below the old max (none on the first block:
+          // -inf - -inf would be NaN).
+          if (row.sum != 0)
+            row.sum *= std::exp(double(row.max) - double(m));
+          row.max = m;
+          double sum = 0;
+          for (int64_t c = 0; c < classes; ++c)
+            sum += fastExp(logits[c] - m);
+          row.sum += sum;
+          int32_t t = targets[r0 + r];
+          if (t >= c0 && t < c0 + classes)
+            row.target = double(logits[t - c0]);
+          if (smoothing != 0) {
+            double logitSum = 0;
+            for (int64_t c = 0; c < classes; ++c)
+              logitSum += logits[c];
+            row.logitSum += logitSum;
+          }
+        }
+      });
+    }
+  }
   double total = 0;
-  for (int64_t r0 = 0; r0 < N; r0 += R) {
-    int64_t rows = std::min(R, N - r0);
-    const float *h =
-        losses::widenedRows(hidden + r0 * D, rows * D, hiddenChunk);
-    gemm(false, transposeWeight, rows, C, D, 1.0f, h, D, w,
-         transposeWeight ? D : C, 0.0f, logits, C);
-    parallelFor(rows, rowGrain(C), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float *row = logits + r * C;
-        int32_t t = targets[r0 + r];
-        double lse = rowLogSumExpDouble(row, C);
-        logSumExp[r0 + r] = float(lse);
-        terms[r] = losses::countsTowardLoss(t, ignoreIndex)
-                       ? rowLossTerm(row, C, t, lse, smoothing)
-                       : 0.0;
-      }
-    });
-    for (int64_t r = 0; r < rows; ++r)
-      total += terms[r];
+  for (int64_t r = 0; r < N; ++r) {
+    double lse = std::log(state[r].sum) + state[r].max;
+    logSumExp[r] = float(lse);
+    if (losses::countsTowardLoss(targets[r], ignoreIndex))
+      total += losses::crossEntropyTerm(lse, state[r].target, state[r].logitSum,
+                                        double(C), smoothing);
   }
   *loss = float(total / double(countedRows(targets, N, ignoreIndex)));
   return true;
@@ -316,41 +432,61 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
                             bool transposeWeight, int64_t ignoreIndex,
                             double smoothing, T *hiddenGrad, T *weightGrad,
                             float *workspace) {
-  const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows;
+  const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
+                B = losses::classifierClassBlock(g);
   if (!validTargets(targets, N, C, ignoreIndex))
     return false;
   const float scale = grad[0] / float(countedRows(targets, N, ignoreIndex));
-  float *logits = workspace;
-  // 16-bit operands: the weight widened, its gradient summed in f32, and a
-  // chunk's hidden rows and their gradient in f32.
-  float *w32 = logits + R * C, *dw32 = w32 + C * D, *h32 = dw32 + C * D,
+  float *tile = workspace;
+  // 16-bit operands: a block of the weight widened and its gradient's f32
+  // sum, a chunk of hidden rows widened, the hidden states' gradient in f32.
+  float *w32 = tile + R * B, *dw32 = w32 + B * D, *h32 = dw32 + B * D,
         *dh32 = h32 + R * D;
-  const float *w = losses::widenedOnce(weight, C * D, w32);
-  float *dw = losses::f32Storage(weightGrad, dw32);
-  for (int64_t r0 = 0; r0 < N; r0 += R) {
-    int64_t rows = std::min(R, N - r0);
-    const float *h = losses::widenedRows(hidden + r0 * D, rows * D, h32);
-    float *dh = losses::f32Storage(hiddenGrad + r0 * D, dh32);
-    gemm(false, transposeWeight, rows, C, D, 1.0f, h, D, w,
-         transposeWeight ? D : C, 0.0f, logits, C);
-    parallelFor(rows, rowGrain(C), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        rowGradient(logits + r * C, targets[r0 + r], logSumExp[r0 + r], scale,
-                    C, ignoreIndex, float(smoothing), logits + r * C);
-    });
-    float beta = r0 == 0 ? 0.0f : 1.0f;
-    if (transposeWeight) {
-      // weight [C, D]: dh = G W, dW += G^T h.
-      gemm(false, false, rows, D, C, 1.0f, logits, C, w, D, 0.0f, dh, D);
-      gemm(true, false, C, D, rows, 1.0f, logits, C, h, D, beta, dw, D);
-    } else {
-      // weight [D, C]: dh = G W^T, dW += h^T G.
-      gemm(false, true, rows, D, C, 1.0f, logits, C, w, C, 0.0f, dh, D);
-      gemm(true, false, D, C, rows, 1.0f, h, D, logits, C, beta, dw, C);
+  float *dhAll = losses::f32Storage(hiddenGrad, dh32);
+  for (int64_t c0 = 0; c0 < C; c0 += B) {
+    int64_t classes = std::min(B, C - c0);
+    WeightBlock w =
+        weightBlock(weight, transposeWeight, D, C, c0, classes, w32);
+    GradientBlock dw =
+        gradientBlock(weightGrad, transposeWeight, D, C, c0, classes, dw32);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {
+      int64_t rows = std::min(R, N - r0);
+      const float *h = losses::widenedRows(hidden + r0 * D, rows * D, h32);
+      float *dh = dhAll + r0 * D;
+      gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
+           0.0f, tile, classes);
+      parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          float *logits = tile + r * classes;
+          int32_t t = targets[r0 + r];
+          if (!losses::countsTowardLoss(t, ignoreIndex)) {
+            std::fill(logits, logits + classes, 0.0f);
+            continue;
+          }
+          float lse = logSumExp[r0 + r];
+          for (int64_t c = 0; c < classes; ++c)
+            logits[c] = losses::crossEntropyGradValue(
+                logits[c], lse, c0 + c == t, scale, float(C), float(smoothing));
+        }
+      });
+      float dhBeta = c0 == 0 ? 0.0f : 1.0f, dwBeta = r0 == 0 ? 0.0f : 1.0f;
+      if (transposeWeight) {
+        // weight [C, D]: dh += G W_b, dW_b += G^T h.
+        gemm(false, false, rows, D, classes, 1.0f, tile, classes, w.data, w.ld,
+             dhBeta, dh, D);
+        gemm(true, false, classes, D, rows, 1.0f, tile, classes, h, D, dwBeta,
+             dw.data, dw.ld);
+      } else {
+        // weight [D, C]: dh += G W_b^T, dW_b += h^T G.
+        gemm(false, true, rows, D, classes, 1.0f, tile, classes, w.data, w.ld,
+             dhBeta, dh, D);
+        gemm(true, false, D, classes, rows, 1.0f, h, D, tile, classes, dwBeta,
+             dw.data, dw.ld);
+      }
     }
-    losses::narrowInto(dh, rows * D, hiddenGrad + r0 * D);
+    narrowBlock(dw.data, transposeWeight, D, C, c0, classes, weightGrad);
   }
-  losses::narrowInto(dw, C * D, weightGrad);
+  losses::narrowInto(dhAll, N * D, hiddenGrad);
   return true;
 }
 

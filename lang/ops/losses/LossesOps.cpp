@@ -4,8 +4,9 @@
 // log-sum-exp from the logits instead of saving the probabilities; the
 // targets get none. linear_cross_entropy's is one op too, which recomputes
 // each chunk's logits from the saved log-sum-exp; its CPU kernels work in
-// the plan's workspace (a chunk of logits, and f32 copies of 16-bit
-// operands; LossesKernels.h's classifierWorkspaceFloats). accuracy is a
+// the plan's workspace (a tile of logits, and f32 copies of a block of a
+// 16-bit weight and a chunk of hidden rows; LossesKernels.h's
+// classifierWorkspaceFloats). accuracy is a
 // metric, not differentiated. mse's gradient is elementwise ops that fuse
 // into one loop.
 //

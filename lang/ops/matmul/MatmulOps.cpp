@@ -10,6 +10,7 @@
 
 #include "lang/GradientBuilder.h"
 #include "lang/OpVerification.h"
+#include "runtime/cpu/Kernels.h"
 
 using namespace mlir;
 using namespace mnemo;
@@ -163,15 +164,15 @@ static std::array<int64_t, 3> gemmDims(Operation *op, bool transposeLhs) {
   return {m, n, k};
 }
 
-/// On 16-bit storage, sgemm reads op(A), op(B) and writes the product
-/// widened to f32 in the workspace (runtime/cpu/Kernels.h gemmHalf), one
-/// matrix of the batch at a time.
+/// On 16-bit storage, sgemm reads tiles of op(A), op(B) and writes the
+/// product's rows widened to f32 in the workspace (runtime/cpu/Kernels.h
+/// gemmHalf), one matrix of the batch at a time.
 static int64_t halfGemmBytes(Operation *op, bool transposeLhs) {
   Type element = tensorType(op->getResult(0)).getElementType();
   if (!element.isBF16() && !element.isF16())
     return 0;
   auto [m, n, k] = gemmDims(op, transposeLhs);
-  return 4 * (m * k + k * n + m * n);
+  return 4 * cpu::gemmHalfWorkspaceFloats(m, n, k);
 }
 
 /// cuBLASLt's workspace and, for a batch whose dimensions do not flatten,

@@ -1,0 +1,167 @@
+//===- ClassifierKernelTest.cpp - linear_cross_entropy's CPU kernels -----===//
+//
+// The fused classifier loss's CPU kernels (lang/ops/losses/LossesKernels.h)
+// against the product and loss written out in double, on more classes than
+// one block of 16-bit operands (so the online log-sum-exp merges blocks and
+// the weight is widened and its gradient narrowed a block at a time), both
+// weight layouts, label smoothing and ignored rows; each kernel run in
+// exactly the workspace the plan gives it, with a guard after it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/ops/losses/LossesKernels.h"
+#include "runtime/cpu/Half.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace mnemo;
+using cpu::bf16_t;
+using cpu::f16_t;
+
+namespace {
+
+constexpr int64_t kRows = 70, kDim = 8, kClasses = 5000, kChunkRows = 32;
+constexpr int64_t kIgnore = -100;
+constexpr float kGuard = 12345.0f;
+
+struct Expected {
+  double loss = 0;
+  std::vector<double> logSumExp, hiddenGrad, weightGrad;
+};
+
+/// The loss and gradients in double from the operands as stored, the
+/// weight element (class c, feature d) read through `w`.
+template <typename W>
+Expected reference(const std::vector<double> &hidden, W w,
+                   const std::vector<int32_t> &targets, double smoothing,
+                   bool transposed) {
+  Expected e;
+  e.logSumExp.assign(kRows, 0);
+  e.hiddenGrad.assign(kRows * kDim, 0);
+  e.weightGrad.assign(kClasses * kDim, 0);
+  int64_t counted = 0;
+  for (int32_t t : targets)
+    counted += t != kIgnore;
+  std::vector<double> logits(kClasses);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double m = -INFINITY, sum = 0, logitSum = 0;
+    for (int64_t c = 0; c < kClasses; ++c) {
+      logits[c] = 0;
+      for (int64_t d = 0; d < kDim; ++d)
+        logits[c] += hidden[r * kDim + d] * w(c, d);
+      m = std::max(m, logits[c]);
+      logitSum += logits[c];
+    }
+    for (int64_t c = 0; c < kClasses; ++c)
+      sum += std::exp(logits[c] - m);
+    double lse = std::log(sum) + m;
+    e.logSumExp[r] = lse;
+    int32_t t = targets[r];
+    if (t == kIgnore)
+      continue;
+    e.loss += ((1 - smoothing) * (lse - logits[t]) +
+               smoothing * (lse - logitSum / kClasses)) /
+              double(counted);
+    for (int64_t c = 0; c < kClasses; ++c) {
+      double g = (std::exp(logits[c] - lse) - (c == t ? 1 - smoothing : 0) -
+                  smoothing / kClasses) /
+                 double(counted);
+      for (int64_t d = 0; d < kDim; ++d) {
+        e.hiddenGrad[r * kDim + d] += g * w(c, d);
+        int64_t at = transposed ? c * kDim + d : d * kClasses + c;
+        e.weightGrad[at] += g * hidden[r * kDim + d];
+      }
+    }
+  }
+  return e;
+}
+
+/// |got - want| within `relative` of the largest expected magnitude: the
+/// kernels sum in f32 in their own order (and narrow 16-bit gradients), so
+/// elements near zero carry the error of the larger terms they sum.
+void expectClose(const std::vector<double> &want, const std::vector<float> &got,
+                 double relative, const char *what) {
+  double scale = 0;
+  for (double x : want)
+    scale = std::max(scale, std::abs(x));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], relative * scale) << what << " [" << i << "]";
+}
+
+template <typename T>
+void checkKernels(bool transposed, double smoothing, double relative) {
+  std::mt19937 rng(transposed * 2 + (smoothing != 0));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int32_t> klass(0, kClasses - 1);
+  std::vector<T> hidden(kRows * kDim), weight(kClasses * kDim);
+  for (T &x : hidden)
+    x = T(normal(rng));
+  for (T &x : weight)
+    x = T(0.5f * normal(rng));
+  std::vector<int32_t> targets(kRows);
+  for (int64_t r = 0; r < kRows; ++r)
+    targets[r] = r % 9 == 4 ? int32_t(kIgnore) : klass(rng);
+  targets[1] = 0, targets[2] = kClasses - 1; // the first and last block
+
+  std::vector<double> hidden64(hidden.begin(), hidden.end());
+  auto w = [&](int64_t c, int64_t d) {
+    return double(float(weight[transposed ? c * kDim + d : d * kClasses + c]));
+  };
+  Expected want = reference(hidden64, w, targets, smoothing, transposed);
+
+  losses::ClassifierGeometry g{kRows, kDim, kClasses, kChunkRows,
+                               !std::is_same_v<T, float>};
+  for (bool backward : {false, true}) {
+    int64_t floats = losses::classifierWorkspaceFloats(g, backward);
+    std::vector<float> workspace(floats + 64, kGuard);
+    if (!backward) {
+      float loss = 0;
+      std::vector<float> lse(kRows);
+      ASSERT_TRUE(cpu::linearCrossEntropy(
+          hidden.data(), weight.data(), targets.data(), g, transposed, kIgnore,
+          smoothing, &loss, lse.data(), workspace.data()));
+      EXPECT_NEAR(loss, want.loss, 1e-5 * std::abs(want.loss));
+      expectClose(want.logSumExp, lse, 1e-6, "log-sum-exp");
+    } else {
+      std::vector<float> lse(want.logSumExp.begin(), want.logSumExp.end());
+      std::vector<T> hiddenGrad(kRows * kDim), weightGrad(kClasses * kDim);
+      float one = 1.0f;
+      ASSERT_TRUE(cpu::linearCrossEntropyGrad(
+          &one, hidden.data(), weight.data(), targets.data(), lse.data(), g,
+          transposed, kIgnore, smoothing, hiddenGrad.data(), weightGrad.data(),
+          workspace.data()));
+      expectClose(want.hiddenGrad,
+                  std::vector<float>(hiddenGrad.begin(), hiddenGrad.end()),
+                  relative, "hidden gradient");
+      expectClose(want.weightGrad,
+                  std::vector<float>(weightGrad.begin(), weightGrad.end()),
+                  relative, "weight gradient");
+    }
+    for (int64_t i = floats; i < floats + 64; ++i)
+      ASSERT_EQ(workspace[i], kGuard) << "wrote past the workspace";
+  }
+}
+
+// f32: the sums' rounding alone (products of 8 terms, 70 rows), 1e-5 of
+// the largest gradient. 16-bit: the gradients are rounded to 8 (bf16) or
+// 11 (f16) significant bits, 2^-8 of the largest.
+TEST(ClassifierKernels, F32Transposed) { checkKernels<float>(true, 0.0, 1e-5); }
+TEST(ClassifierKernels, F32Untransposed) {
+  checkKernels<float>(false, 0.1, 1e-5);
+}
+TEST(ClassifierKernels, Bf16AcrossClassBlocksTransposed) {
+  ASSERT_LT(losses::kHalfClassBlock, kClasses);
+  checkKernels<bf16_t>(true, 0.1, 1.0 / 256);
+}
+TEST(ClassifierKernels, Bf16AcrossClassBlocksUntransposed) {
+  checkKernels<bf16_t>(false, 0.0, 1.0 / 256);
+}
+TEST(ClassifierKernels, F16AcrossClassBlocks) {
+  checkKernels<f16_t>(false, 0.1, 1.0 / 256);
+}
+
+} // namespace

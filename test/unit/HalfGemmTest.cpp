@@ -1,0 +1,73 @@
+//===- HalfGemmTest.cpp - GEMMs on 16-bit storage, tile by tile ----------===//
+//
+// runtime/cpu/Kernels.h's gemmHalf works in tiles of C's rows by the
+// reduction, so that its f32 copies stay small: a product large enough to
+// be split both ways, in every transposition, with a leading dimension
+// wider than the matrix, against the sum in double, in exactly the
+// workspace gemmHalfWorkspaceFloats gives it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Half.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace mnemo;
+using cpu::bf16_t;
+
+namespace {
+
+TEST(HalfGemm, TilesCoverRowsAndReduction) {
+  constexpr int64_t m = 1000, n = 8192, k = 600, ldc = n + 3;
+  cpu::HalfGemmTiles tiles = cpu::halfGemmTiles(m, n, k);
+  ASSERT_LT(tiles.rows, m);  // several row blocks
+  ASSERT_LT(tiles.depth, k); // and several blocks of the reduction
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16_t> a(m * k), b(k * n);
+  for (bf16_t &x : a)
+    x = bf16_t(normal(rng));
+  for (bf16_t &x : b)
+    x = bf16_t(normal(rng));
+  for (bool transA : {false, true})
+    for (bool transB : {false, true}) {
+      int64_t lda = transA ? m : k, ldb = transB ? k : n;
+      auto A = [&](int64_t i, int64_t p) {
+        return double(float(transA ? a[p * lda + i] : a[i * lda + p]));
+      };
+      auto B = [&](int64_t p, int64_t j) {
+        return double(float(transB ? b[j * ldb + p] : b[p * ldb + j]));
+      };
+      int64_t floats = cpu::gemmHalfWorkspaceFloats(m, n, k);
+      std::vector<float> workspace(floats + 64, 777.0f);
+      std::vector<bf16_t> c(m * ldc, bf16_t(-5.0f));
+      cpu::gemmHalf(transA, transB, m, n, k, a.data(), lda, b.data(), ldb,
+                    c.data(), ldc, workspace.data());
+      for (int64_t i = floats; i < floats + 64; ++i)
+        ASSERT_EQ(workspace[i], 777.0f) << "wrote past the workspace";
+      std::uniform_int_distribution<int64_t> row(0, m - 1), col(0, n - 1);
+      for (int trial = 0; trial < 3000; ++trial) {
+        int64_t i = trial < 2 ? trial * (m - 1) : row(rng),
+                j = trial < 2 ? trial * (n - 1) : col(rng);
+        double want = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          want += A(i, p) * B(p, j);
+          magnitude += std::abs(A(i, p) * B(p, j));
+        }
+        // The f32 sums' rounding (well below 1e-4 of the terms' magnitude
+        // over 600 terms) and C's rounding to bf16 (2^-9 of the value).
+        EXPECT_NEAR(float(c[i * ldc + j]), want,
+                    1e-4 * magnitude + std::abs(want) / 256)
+            << transA << transB << " C[" << i << "," << j << "]";
+      }
+      // The padding between C's rows is not written.
+      EXPECT_EQ(float(c[n]), -5.0f);
+    }
+}
+
+} // namespace
