@@ -211,7 +211,7 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     Option<"strategy", "strategy", "std::string", "\"auto\"",
            "none, all, sqrt, auto or optimal">,
     Option<"timeLimit", "time-limit", "double", "60",
-           "Seconds the MILP solver of strategy optimal may search">,
+           "Seconds the MILP solver of strategy optimal may search, in all (a choice that misses the budget in the real plan is solved again, within what is left)">,
     Option<"budgetDevice", "budget-device", "std::string", "\"cpu\"",
            "The device the budget is for: cpu or cuda">,
     Option<"transientGradients", "transient-gradients", "bool", "false",

@@ -511,8 +511,18 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     std::optional<std::pair<int64_t, int64_t>> previous; // model, planned
     double solverSeconds = 0;
     for (int attempt = 1; attempt <= 12; ++attempt) {
+      // The time limit is the whole search's, not each attempt's: a budget
+      // the model keeps missing would otherwise cost up to 12 limits.
+      double secondsLeft = timeLimit - solverSeconds;
+      if (exact && secondsLeft < 0.05) {
+        error = llvm::formatv("the solver's time limit ({0:f0} s) ran out "
+                              "after {1} attempts",
+                              timeLimit, attempt - 1)
+                    .str();
+        break;
+      }
       RematSolution solution;
-      bool solved = exact ? solveRematMilp(problem, timeLimit, solution, error)
+      bool solved = exact ? solveRematMilp(problem, secondsLeft, solution, error)
                           : greedyRemat(problem, solution);
       solverSeconds += solution.seconds;
       if (!solved)

@@ -62,7 +62,8 @@ cl::opt<std::string>
                   cl::cat(modelFlagsCategory()));
 cl::opt<double> rematTimeLimit(
     "remat-time-limit",
-    cl::desc("Seconds --remat=optimal's MILP solver may search (default 60)"),
+    cl::desc("Seconds --remat=optimal's MILP solver may search in all, "
+             "re-solves included (default 60)"),
     cl::value_desc("seconds"), cl::init(60), cl::cat(modelFlagsCategory()));
 cl::opt<bool> fuseAttention(
     "fuse-attention",

@@ -488,7 +488,7 @@ int main(int argc, char **argv) {
     std::string error;
     // A study solves one MILP per budget or batch it tries for optimal;
     // unless told otherwise, each gets kStudyMilpSeconds, not a step's 60.
-    constexpr double kStudyMilpSeconds = 10;
+    constexpr double kStudyMilpSeconds = 6;
     if (!rematTimeLimitGiven())
       pipeline->rematTimeLimit = kStudyMilpSeconds;
     if (!rematCurve.empty()) {
