@@ -167,32 +167,44 @@ void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
   HalfGemmTiles tiles = halfGemmTiles(m, n, k);
   float *a32 = workspace, *b32 = a32 + tiles.rows * tiles.depth,
-        *c32 = b32 + tiles.depth * n;
-  // op(B)'s rows [k0, k0 + depth), widened; once when one tile is deep
-  // enough for the whole reduction.
-  auto widenB = [&](int64_t k0, int64_t depth) {
-    widenMatrix(transB, depth, n, transB ? b + k0 : b + k0 * ldb, ldb, b32);
+        *c32 = b32 + tiles.depth * tiles.cols;
+  // op(A)'s block at (m0, k0) and op(B)'s at (k0, n0), widened and packed.
+  auto widenA = [&](int64_t m0, int64_t k0, int64_t rows, int64_t depth) {
+    widenMatrix(transA, rows, depth,
+                transA ? a + k0 * lda + m0 : a + m0 * lda + k0, lda, a32);
   };
-  bool oneDepth = tiles.depth >= k;
-  if (oneDepth)
-    widenB(0, k);
-  for (int64_t m0 = 0; m0 < m; m0 += tiles.rows) {
-    int64_t rows = std::min(tiles.rows, m - m0);
-    for (int64_t k0 = 0; k0 < k; k0 += tiles.depth) {
-      int64_t depth = std::min(tiles.depth, k - k0);
-      widenMatrix(transA, rows, depth,
-                  transA ? a + k0 * lda + m0 : a + m0 * lda + k0, lda, a32);
-      if (!oneDepth)
-        widenB(k0, depth);
-      gemm(false, false, rows, n, depth, 1.0f, a32, depth, b32, n,
-           k0 == 0 ? 0.0f : 1.0f, c32, n);
+  auto widenB = [&](int64_t k0, int64_t n0, int64_t depth, int64_t cols) {
+    widenMatrix(transB, depth, cols,
+                transB ? b + n0 * ldb + k0 : b + k0 * ldb + n0, ldb, b32);
+  };
+  // An operand that is one tile is widened once.
+  bool wholeA = tiles.rows >= m && tiles.depth >= k;
+  bool wholeB = tiles.cols >= n && tiles.depth >= k;
+  if (wholeA)
+    widenA(0, 0, m, k);
+  if (wholeB)
+    widenB(0, 0, k, n);
+  for (int64_t n0 = 0; n0 < n; n0 += tiles.cols) {
+    int64_t cols = std::min(tiles.cols, n - n0);
+    for (int64_t m0 = 0; m0 < m; m0 += tiles.rows) {
+      int64_t rows = std::min(tiles.rows, m - m0);
+      for (int64_t k0 = 0; k0 < k; k0 += tiles.depth) {
+        int64_t depth = std::min(tiles.depth, k - k0);
+        if (!wholeA)
+          widenA(m0, k0, rows, depth);
+        if (!wholeB)
+          widenB(k0, n0, depth, cols);
+        gemm(false, false, rows, cols, depth, 1.0f, a32, depth, b32, cols,
+             k0 == 0 ? 0.0f : 1.0f, c32, cols);
+      }
+      parallelFor(rows,
+                  std::max<int64_t>(1, kGrain / std::max<int64_t>(1, cols)),
+                  [&](int64_t begin, int64_t end) {
+                    for (int64_t r = begin; r < end; ++r)
+                      for (int64_t j = 0; j < cols; ++j)
+                        c[(m0 + r) * ldc + n0 + j] = T(c32[r * cols + j]);
+                  });
     }
-    parallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n)),
-                [&](int64_t begin, int64_t end) {
-                  for (int64_t r = begin; r < end; ++r)
-                    for (int64_t j = 0; j < n; ++j)
-                      c[(m0 + r) * ldc + j] = T(c32[r * n + j]);
-                });
   }
 }
 

@@ -122,39 +122,59 @@ template <typename T> inline void widen(const T *x, int64_t n, float *out) {
   });
 }
 
-/// The tiles a GEMM on 16-bit storage works in: `rows` rows of C by
-/// `depth` of the reduction, so that each f32 copy (op(A)'s tile, op(B)'s
-/// `depth` rows, C's rows) stays near kHalfGemmTileFloats; a product that
-/// fits runs as one sgemm. Widening whole operands cost GPT-2 small's MLP
-/// 130 MiB of workspace at batch 8, more than its weights.
+/// The tiles a GEMM on 16-bit storage works in: `rows` x `cols` of C, by
+/// `depth` of the reduction, each f32 copy near kHalfGemmTileFloats at
+/// most. Widening whole operands cost GPT-2 small's MLP 130 MiB of
+/// workspace at batch 8, more than its weights. The tiles are chosen so
+/// that each element is widened once where one operand (or C) fits: op(B)
+/// whole and A by rows (a layer's product), op(A) whole and B by columns,
+/// or C whole and both by depth (a weight's gradient); otherwise large
+/// tiles, so that widening again stays a small fraction of the FLOPs. A
+/// product that fits is one sgemm.
 constexpr int64_t kHalfGemmTileFloats = int64_t(1) << 21; // 8 MiB
 struct HalfGemmTiles {
-  int64_t rows = 1, depth = 1;
+  int64_t rows = 1, cols = 1, depth = 1;
 };
+/// `total` in equal pieces of at most `most` (at least 64, or the sgemms get
+/// too thin to run well).
 inline int64_t evenSplit(int64_t total, int64_t most) {
-  int64_t pieces = (total + most - 1) / std::max<int64_t>(1, most);
-  return (total + pieces - 1) / std::max<int64_t>(1, pieces);
+  total = std::max<int64_t>(1, total);
+  most = std::max<int64_t>(64, most);
+  int64_t pieces = (total + most - 1) / most;
+  return (total + pieces - 1) / pieces;
 }
 inline HalfGemmTiles halfGemmTiles(int64_t m, int64_t n, int64_t k) {
-  // At least 64 rows and 64 deep, or the sgemms get too thin to run well.
+  const int64_t cap = kHalfGemmTileFloats;
   HalfGemmTiles t;
-  int64_t depth =
-      std::max<int64_t>(64, kHalfGemmTileFloats / std::max<int64_t>(1, n));
-  t.depth = evenSplit(std::max<int64_t>(1, k), depth);
-  int64_t rows = std::max<int64_t>(
-      64, kHalfGemmTileFloats / std::max<int64_t>(1, std::max(n, t.depth)));
-  t.rows = evenSplit(std::max<int64_t>(1, m), rows);
+  if (k * n <= cap) {
+    t.depth = std::max<int64_t>(1, k), t.cols = std::max<int64_t>(1, n);
+    t.rows = evenSplit(m, cap / std::max(t.cols, t.depth));
+  } else if (m * k <= cap) {
+    t.depth = std::max<int64_t>(1, k), t.rows = std::max<int64_t>(1, m);
+    t.cols = evenSplit(n, cap / std::max(t.rows, t.depth));
+  } else if (m * n <= cap) {
+    t.rows = std::max<int64_t>(1, m), t.cols = std::max<int64_t>(1, n);
+    t.depth = evenSplit(k, cap / std::max(t.rows, t.cols));
+  } else {
+    // Every operand is re-read: A once per column block, B once per row
+    // block, about 1/(2 cols) + 1/(2 rows) widenings a FLOP.
+    t.rows = evenSplit(m, 1024), t.cols = evenSplit(n, 2048);
+    t.depth = evenSplit(k, 1024);
+  }
+  t.rows = std::min(t.rows, std::max<int64_t>(1, m));
+  t.cols = std::min(t.cols, std::max<int64_t>(1, n));
+  t.depth = std::min(t.depth, std::max<int64_t>(1, k));
   return t;
 }
 /// The workspace gemmHalf needs, in floats.
 inline int64_t gemmHalfWorkspaceFloats(int64_t m, int64_t n, int64_t k) {
   HalfGemmTiles t = halfGemmTiles(m, n, k);
-  return t.rows * t.depth + t.depth * n + t.rows * n;
+  return t.rows * t.depth + t.depth * t.cols + t.rows * t.cols;
 }
 
 /// GEMMs on 16-bit storage (mixed precision): op(A) and op(B) widened to
 /// f32 in `workspace` a tile at a time (halfGemmTiles), f32 sgemms summing
-/// the tiles of the reduction in order into C's rows in f32, the rows
+/// the tiles of the reduction in order into a tile of C in f32, each tile
 /// narrowed into C. The workspace holds gemmHalfWorkspaceFloats floats.
 template <typename T>
 void gemmHalf(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

@@ -1,10 +1,10 @@
 //===- HalfGemmTest.cpp - GEMMs on 16-bit storage, tile by tile ----------===//
 //
-// runtime/cpu/Kernels.h's gemmHalf works in tiles of C's rows by the
-// reduction, so that its f32 copies stay small: a product large enough to
-// be split both ways, in every transposition, with a leading dimension
-// wider than the matrix, against the sum in double, in exactly the
-// workspace gemmHalfWorkspaceFloats gives it.
+// runtime/cpu/Kernels.h's gemmHalf works in tiles of C by the reduction,
+// so that its f32 copies stay small: a product for each way of tiling, in
+// every transposition, with a leading dimension wider than the matrix,
+// against the sum in double, in exactly the workspace
+// gemmHalfWorkspaceFloats gives it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +22,10 @@ using cpu::bf16_t;
 
 namespace {
 
-TEST(HalfGemm, TilesCoverRowsAndReduction) {
-  constexpr int64_t m = 1000, n = 8192, k = 600, ldc = n + 3;
-  cpu::HalfGemmTiles tiles = cpu::halfGemmTiles(m, n, k);
-  ASSERT_LT(tiles.rows, m);  // several row blocks
-  ASSERT_LT(tiles.depth, k); // and several blocks of the reduction
+/// gemmHalf on an m x n x k product against the sum in double at 3000
+/// sampled entries (and the corners), in every transposition.
+void checkProduct(int64_t m, int64_t n, int64_t k) {
+  const int64_t ldc = n + 3;
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<bf16_t> a(m * k), b(k * n);
@@ -60,14 +59,48 @@ TEST(HalfGemm, TilesCoverRowsAndReduction) {
           magnitude += std::abs(A(i, p) * B(p, j));
         }
         // The f32 sums' rounding (well below 1e-4 of the terms' magnitude
-        // over 600 terms) and C's rounding to bf16 (2^-9 of the value).
-        EXPECT_NEAR(float(c[i * ldc + j]), want,
+        // over a few thousand terms) and C's rounding to bf16 (2^-9 of the
+        // value).
+        ASSERT_NEAR(float(c[i * ldc + j]), want,
                     1e-4 * magnitude + std::abs(want) / 256)
             << transA << transB << " C[" << i << "," << j << "]";
       }
       // The padding between C's rows is not written.
       EXPECT_EQ(float(c[n]), -5.0f);
     }
+}
+
+// op(B) fits a tile: widened once, A by blocks of rows.
+TEST(HalfGemm, WholeBRowsOfA) {
+  cpu::HalfGemmTiles t = cpu::halfGemmTiles(5000, 300, 600);
+  EXPECT_LT(t.rows, 5000);
+  EXPECT_EQ(t.cols, 300);
+  EXPECT_EQ(t.depth, 600);
+  checkProduct(5000, 300, 600);
+}
+// op(A) fits: widened once, B by blocks of columns (a classifier's logits).
+TEST(HalfGemm, WholeAColumnsOfB) {
+  cpu::HalfGemmTiles t = cpu::halfGemmTiles(1000, 8192, 600);
+  EXPECT_EQ(t.rows, 1000);
+  EXPECT_LT(t.cols, 8192);
+  EXPECT_EQ(t.depth, 600);
+  checkProduct(1000, 8192, 600);
+}
+// C fits: both operands by blocks of the reduction (a weight's gradient).
+TEST(HalfGemm, WholeCDepthBlocks) {
+  cpu::HalfGemmTiles t = cpu::halfGemmTiles(500, 1000, 6000);
+  EXPECT_EQ(t.rows, 500);
+  EXPECT_EQ(t.cols, 1000);
+  EXPECT_LT(t.depth, 6000);
+  checkProduct(500, 1000, 6000);
+}
+// Nothing fits: tiles in all three dimensions.
+TEST(HalfGemm, TilesEverywhere) {
+  cpu::HalfGemmTiles t = cpu::halfGemmTiles(3000, 3000, 1100);
+  EXPECT_LT(t.rows, 3000);
+  EXPECT_LT(t.cols, 3000);
+  EXPECT_LT(t.depth, 1100);
+  checkProduct(3000, 3000, 1100);
 }
 
 } // namespace
