@@ -70,37 +70,31 @@ void checkProduct(int64_t m, int64_t n, int64_t k) {
     }
 }
 
-// op(B) fits a tile: widened once, A by blocks of rows.
-TEST(HalfGemm, WholeBRowsOfA) {
-  cpu::HalfGemmTiles t = cpu::halfGemmTiles(5000, 300, 600);
-  EXPECT_LT(t.rows, 5000);
-  EXPECT_EQ(t.cols, 300);
-  EXPECT_EQ(t.depth, 600);
-  checkProduct(5000, 300, 600);
-}
-// op(A) fits: widened once, B by blocks of columns (a classifier's logits).
-TEST(HalfGemm, WholeAColumnsOfB) {
-  cpu::HalfGemmTiles t = cpu::halfGemmTiles(1000, 8192, 600);
-  EXPECT_EQ(t.rows, 1000);
-  EXPECT_LT(t.cols, 8192);
-  EXPECT_EQ(t.depth, 600);
-  checkProduct(1000, 8192, 600);
-}
-// C fits: both operands by blocks of the reduction (a weight's gradient).
-TEST(HalfGemm, WholeCDepthBlocks) {
-  cpu::HalfGemmTiles t = cpu::halfGemmTiles(500, 1000, 6000);
-  EXPECT_EQ(t.rows, 500);
-  EXPECT_EQ(t.cols, 1000);
-  EXPECT_LT(t.depth, 6000);
-  checkProduct(500, 1000, 6000);
-}
-// Nothing fits: tiles in all three dimensions.
-TEST(HalfGemm, TilesEverywhere) {
-  cpu::HalfGemmTiles t = cpu::halfGemmTiles(3000, 3000, 1100);
-  EXPECT_LT(t.rows, 3000);
-  EXPECT_LT(t.cols, 3000);
-  EXPECT_LT(t.depth, 1100);
-  checkProduct(3000, 3000, 1100);
+/// A product's shape and which of its dimensions halfGemmTiles splits.
+struct Tiling {
+  const char *what;
+  int64_t m, n, k;
+  bool rowsSplit, colsSplit, depthSplit;
+};
+
+TEST(HalfGemm, EveryTiling) {
+  for (const Tiling &t : {
+           // op(B) fits a tile: widened once, A by blocks of rows.
+           Tiling{"whole B, rows of A", 5000, 300, 600, true, false, false},
+           // op(A) fits: widened once, B by columns (a classifier's logits).
+           Tiling{"whole A, columns of B", 1000, 8192, 600, false, true, false},
+           // C fits: both by blocks of the reduction (a weight's gradient).
+           Tiling{"whole C, depth blocks", 500, 1000, 6000, false, false, true},
+           // Nothing fits: tiles in all three dimensions.
+           Tiling{"tiles everywhere", 3000, 3000, 1100, true, true, true},
+       }) {
+    SCOPED_TRACE(t.what);
+    cpu::HalfGemmTiles tiles = cpu::halfGemmTiles(t.m, t.n, t.k);
+    EXPECT_EQ(tiles.rows < t.m, t.rowsSplit);
+    EXPECT_EQ(tiles.cols < t.n, t.colsSplit);
+    EXPECT_EQ(tiles.depth < t.k, t.depthSplit);
+    checkProduct(t.m, t.n, t.k);
+  }
 }
 
 } // namespace
