@@ -164,8 +164,8 @@ static std::array<int64_t, 3> gemmDims(Operation *op, bool transposeLhs) {
   return {m, n, k};
 }
 
-/// On 16-bit storage, sgemm reads tiles of op(A), op(B) and writes the
-/// product's rows widened to f32 in the workspace (runtime/cpu/Kernels.h
+/// On 16-bit storage, sgemm reads tiles of op(A), op(B) and writes tiles of
+/// the product, widened to f32 in the workspace (runtime/cpu/Kernels.h
 /// gemmHalf), one matrix of the batch at a time.
 static int64_t halfGemmBytes(Operation *op, bool transposeLhs) {
   Type element = tensorType(op->getResult(0)).getElementType();
