@@ -221,17 +221,23 @@ inline bool crossEntropy(const float *logits, const int32_t *targets,
   return true;
 }
 
-/// One row's logit gradient, zero where the row is ignored.
+/// The logit gradient of `count` classes of a row of `classes`, from class
+/// `first` (a block of the fused loss; all of them for cross_entropy),
+/// zero where the row is ignored.
 inline void rowGradient(const float *row, int32_t target, float logSumExp,
                         float scale, int64_t classes, int64_t ignoreIndex,
-                        float smoothing, float *out) {
+                        float smoothing, float *out, int64_t first = 0,
+                        int64_t count = -1) {
+  if (count < 0)
+    count = classes;
   if (!losses::countsTowardLoss(target, ignoreIndex)) {
-    std::fill(out, out + classes, 0.0f);
+    std::fill(out, out + count, 0.0f);
     return;
   }
-  for (int64_t c = 0; c < classes; ++c)
-    out[c] = losses::crossEntropyGradValue(row[c], logSumExp, c == target,
-                                           scale, float(classes), smoothing);
+  for (int64_t c = 0; c < count; ++c)
+    out[c] = losses::crossEntropyGradValue(row[c], logSumExp,
+                                           first + c == target, scale,
+                                           float(classes), smoothing);
 }
 
 /// The logits' gradient; false if a target is out of range.
@@ -456,18 +462,10 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
       gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
            0.0f, tile, classes);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          float *logits = tile + r * classes;
-          int32_t t = targets[r0 + r];
-          if (!losses::countsTowardLoss(t, ignoreIndex)) {
-            std::fill(logits, logits + classes, 0.0f);
-            continue;
-          }
-          float lse = logSumExp[r0 + r];
-          for (int64_t c = 0; c < classes; ++c)
-            logits[c] = losses::crossEntropyGradValue(
-                logits[c], lse, c0 + c == t, scale, float(C), float(smoothing));
-        }
+        for (int64_t r = begin; r < end; ++r)
+          rowGradient(tile + r * classes, targets[r0 + r], logSumExp[r0 + r],
+                      scale, C, ignoreIndex, float(smoothing),
+                      tile + r * classes, c0, classes);
       });
       float dhBeta = c0 == 0 ? 0.0f : 1.0f, dwBeta = r0 == 0 ? 0.0f : 1.0f;
       if (transposeWeight) {
