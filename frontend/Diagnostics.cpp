@@ -5,6 +5,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 using namespace mnemo;
 
 Diagnostics::Diagnostics(llvm::SourceMgr &sourceMgr, llvm::raw_ostream &os)
@@ -61,4 +63,21 @@ std::string mnemo::closestMatch(llvm::StringRef name,
     }
   }
   return best;
+}
+
+std::vector<std::string>
+mnemo::nearestMatches(llvm::StringRef name,
+                      llvm::ArrayRef<std::string> candidates, size_t count) {
+  std::vector<std::pair<unsigned, std::string>> scored;
+  for (const std::string &candidate : candidates) {
+    unsigned distance = name.edit_distance(candidate, true, name.size() + 1);
+    if (candidate != name && distance <= name.size())
+      scored.emplace_back(distance, candidate);
+  }
+  std::sort(scored.begin(), scored.end());
+  scored.erase(std::unique(scored.begin(), scored.end()), scored.end());
+  std::vector<std::string> nearest;
+  for (size_t i = 0; i < scored.size() && i < count; ++i)
+    nearest.push_back(scored[i].second);
+  return nearest;
 }

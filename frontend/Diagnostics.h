@@ -17,6 +17,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <string>
+#include <vector>
 
 namespace llvm {
 class raw_ostream;
@@ -59,6 +60,13 @@ private:
 /// be worth suggesting.
 std::string closestMatch(llvm::StringRef name,
                          llvm::ArrayRef<std::string> candidates);
+
+/// Up to `count` candidates nearest to `name` by edit distance, nearest
+/// first (ties in alphabetical order), leaving out those that share too
+/// little with it to help (more edits than `name` has characters).
+std::vector<std::string> nearestMatches(llvm::StringRef name,
+                                        llvm::ArrayRef<std::string> candidates,
+                                        size_t count);
 
 } // namespace mnemo
 

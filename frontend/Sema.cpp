@@ -46,10 +46,109 @@ void Sema::error(SMLoc loc, const Twine &message,
     if (!it->site.isValid() || !it->self || it->self->path.empty())
       continue;
     const char *verb = it->mode == Mode::Body ? "creating" : "calling";
-    diags.note(it->site, Twine("while ") + verb + " '" + it->self->path +
-                             "' (" + it->self->typeName + ")");
+    diags.note(it->site, Twine("while ") + verb + " '" +
+                             abbreviatePath(it->self->path) + "' (" +
+                             it->self->typeName + ")");
     ++shown;
   }
+}
+
+/// `rnn.rest.rest.rest.rest.cell` as `rnn.rest[4 times].cell`: a path
+/// through a recursive layer repeats one member many times over.
+std::string Sema::abbreviatePath(llvm::StringRef path) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  path.split(parts, '.');
+  std::string out;
+  for (size_t i = 0; i < parts.size();) {
+    size_t run = 1;
+    while (i + run < parts.size() && parts[i + run] == parts[i])
+      ++run;
+    out += (out.empty() ? "" : ".") + parts[i].str();
+    if (run > 3)
+      out += "[" + std::to_string(run) + " times]";
+    else
+      for (size_t k = 1; k < run; ++k)
+        out += "." + parts[i].str();
+    i += run;
+  }
+  return out;
+}
+
+void Sema::reportNestingLimit(SMLoc loc, SMRange range,
+                              const std::string &what) {
+  // The chain's outermost layer, where the user can see the recursion start.
+  const Frame *outermost = nullptr;
+  for (const Frame &f : frames)
+    if (f.site.isValid() && f.self && !f.self->path.empty()) {
+      outermost = &f;
+      break;
+    }
+  // Every level of the chain hits the limit again on its way out (each
+  // creates or calls more than one thing): one error per chain says it all.
+  if (outermost && !nestingReported.insert(outermost->self).second)
+    return;
+  diags.error(loc,
+              "layers nest more than " + std::to_string(kMaxDepth) +
+                  " deep, the limit (docs/language.md, 'Limits'), " + what,
+              range.isValid() ? llvm::ArrayRef<SMRange>(range)
+                              : llvm::ArrayRef<SMRange>());
+  if (outermost)
+    diags.note(outermost->site, "the chain starts at '" +
+                                    outermost->self->path + "' (" +
+                                    outermost->self->typeName + "), here");
+}
+
+bool Sema::containsItself(const LayerInstance &instance) {
+  // A layer's body depends only on its hyper-parameters, so one that creates
+  // a layer of its own kind with the same values would do so forever.
+  auto sameValue = [](const Val &a, const Val &b) {
+    if (a.kind != b.kind)
+      return false;
+    switch (a.kind) {
+    case Val::Kind::Int:
+    case Val::Kind::Size:
+      return a.i == b.i;
+    case Val::Kind::Float:
+      return a.f == b.f;
+    case Val::Kind::Bool:
+      return a.b == b.b;
+    case Val::Kind::String:
+    case Val::Kind::Symbol:
+      return a.s == b.s;
+    case Val::Kind::ElementType:
+      return a.dtype == b.dtype;
+    default:
+      return false; // tensors, lists, layers: not compared, never "the same"
+    }
+  };
+  // frames.back() is the new instance's own frame.
+  for (size_t f = 0; f + 1 < frames.size(); ++f) {
+    const LayerInstance *ancestor = frames[f].self;
+    if (frames[f].mode != Mode::Body || !ancestor ||
+        ancestor->def != instance.def)
+      continue;
+    bool same = true;
+    for (const HyperParam &hp : instance.def->hyperParams) {
+      auto mine = instance.members.vars.find(hp.name);
+      auto theirs = ancestor->members.vars.find(hp.name);
+      same = same && mine != instance.members.vars.end() &&
+             theirs != ancestor->members.vars.end() &&
+             sameValue(mine->second, theirs->second);
+    }
+    if (!same)
+      continue;
+    diags.error(frames.back().site,
+                "layer '" + instance.typeName + "' contains itself: '" +
+                    abbreviatePath(instance.path) +
+                    "' would be created with the same hyper-parameters as '" +
+                    abbreviatePath(ancestor->path) +
+                    "', which contains it, and so on without end");
+    if (frames[f].site.isValid())
+      diags.note(frames[f].site,
+                 "'" + abbreviatePath(ancestor->path) + "' is created here");
+    return true;
+  }
+  return false;
 }
 
 SourcePos Sema::position(SMLoc loc) const {
@@ -90,6 +189,22 @@ void Sema::suggestName(const std::string &name, SMRange range) {
   else
     error(range.Start,
           "unknown name '" + name + "'; did you mean '" + best + "'?", {range});
+  // A called name that is not a misspelt layer or variable: list the builtins
+  // nearest to it, since the one meant may be spelled quite differently
+  // (`sigmoid` for `logistic`), and say where the whole list is.
+  if (!evaluatingCallee || !(best.empty() || findBuiltin(best)))
+    return;
+  std::vector<std::string> builtins;
+  for (const Builtin &b : builtinTable())
+    builtins.push_back(b.name);
+  std::vector<std::string> nearest = nearestMatches(name, builtins, 4);
+  std::string list;
+  for (const std::string &candidate : nearest)
+    list += (list.empty() ? "'" : ", '") + candidate + "'";
+  diags.note(range.Start,
+             (list.empty() ? "" : "the nearest builtins are " + list + "; ") +
+                 "docs/language.md lists every builtin under 'Builtin "
+                 "operations'");
 }
 
 std::string Sema::describe(const Val &v) const {
@@ -791,7 +906,12 @@ Val Sema::evalCall(const CallExpr &call) {
   // take the pending name before evaluating anything nested.
   const std::string *name = pendingName;
   pendingName = nullptr;
+  // An unknown callee is most likely a builtin the user misremembers: the
+  // diagnostic then lists the nearest ones (suggestName).
+  bool wasCallee = evaluatingCallee;
+  evaluatingCallee = isa<NameExpr>(call.callee.get());
   Val callee = eval(*call.callee);
+  evaluatingCallee = wasCallee;
   switch (callee.kind) {
   case Val::Kind::Error:
     for (const Argument &arg : call.args)
@@ -1050,9 +1170,12 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
 Val Sema::construct(const Definition &def, const CallExpr &call,
                     const std::string &name) {
   if (frames.size() >= kMaxDepth) {
-    error(call.loc(),
-          "layers nest too deeply (does '" + def.name + "' contain itself?)",
-          {call.getRange()});
+    const std::string &prefix = frame().self ? frame().self->path : "";
+    reportNestingLimit(
+        call.loc(), call.getRange(),
+        "creating '" +
+            abbreviatePath(prefix.empty() ? name : prefix + "." + name) +
+            "' (" + def.name + ")");
     return Val::error();
   }
   if (!spendWork(call.loc()))
@@ -1071,7 +1194,7 @@ Val Sema::construct(const Definition &def, const CallExpr &call,
   frames.push_back({&instance, Mode::Body, &instance.members, call.loc()});
   // Defaults that were not given are evaluated in the new instance.
   unsigned errorsBefore = diags.errorCount();
-  if (bindHyperParams(def, instance, nullptr))
+  if (bindHyperParams(def, instance, nullptr) && !containsItself(instance))
     execBlock(def.body);
   frames.pop_back();
   // A layer whose body failed is unusable: calling it would only repeat the
@@ -1157,7 +1280,9 @@ Val Sema::apply(LayerInstance &layer, const CallExpr &call) {
 Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
                     const std::vector<SMRange> &ranges, SMLoc loc) {
   if (frames.size() >= kMaxDepth) {
-    error(loc, "layer calls nest too deeply");
+    reportNestingLimit(loc, SMRange(),
+                       "calling '" + abbreviatePath(layer.path) + "' (" +
+                           layer.typeName + ")");
     return Val::error();
   }
   if (!layer.def) {
@@ -1368,6 +1493,20 @@ void Sema::execBind(const BindStmt &bind) {
         existing = &it->second;
         break;
       }
+    }
+    if (!existing && stop && stop->vars.count(bind.name)) {
+      // A member is fixed when the layer is created: a forward that changed
+      // it would make the layer's next call compute something else.
+      error(bind.nameRange.Start,
+            "'" + bind.name + "' is a member of " +
+                (frame().self->def && frame().self->def->isModel ? "model '"
+                                                                 : "layer '") +
+                frame().self->typeName +
+                "', and a forward cannot rebind its layer's members; use "
+                "'let " +
+                bind.name + " = ...' for a value of this forward",
+            {bind.nameRange});
+      return;
     }
     if (!existing) {
       error(bind.nameRange.Start,

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace mnemo {
 namespace sema {
@@ -230,6 +231,18 @@ private:
                 const std::vector<llvm::SMRange> &ranges, llvm::SMLoc loc);
   std::optional<TensorType> evalType(const TypeSpec &type);
   void suggestName(const std::string &name, llvm::SMRange range);
+  static std::string abbreviatePath(llvm::StringRef path);
+  /// The error for a chain of creations or calls deeper than kMaxDepth;
+  /// `what` names the step that would pass it.
+  void reportNestingLimit(llvm::SMLoc loc, llvm::SMRange range,
+                          const std::string &what);
+  /// Whether `instance` (just bound, on top of the frames) has an enclosing
+  /// layer of the same definition and hyper-parameters; reports it if so.
+  bool containsItself(const LayerInstance &instance);
+  /// Outermost layers whose chain has hit the nesting limit (reported once).
+  std::set<const LayerInstance *> nestingReported;
+  /// Whether the name being evaluated is a call's callee (`name(...)`).
+  bool evaluatingCallee = false;
 
   // Settings: the train section and parameter initializers.
   std::optional<ConfigValue> evalSetting(const Expr &expr,
