@@ -628,6 +628,87 @@ const std::vector<Builtin> kBuiltins = {
                              {"step", bounds[2]}},
                             a.loc));
      }},
+    {"pad",
+     {"x", "pad", "value"},
+     2,
+     [](Sema &s, BoundArgs &a) {
+       // F.pad's constant mode: `pad` lists (before, after) amounts for the
+       // last axis, then the one before it, ...; a negative amount crops.
+       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the input of pad");
+       auto amounts = s.asIntList(a.values[1], a.ranges[1], "pad");
+       auto value = numberOr(s, a, 2, 0.0, "value");
+       if (!t || !amounts || !value)
+         return Val::error();
+       TensorType in = s.typeOf(*t);
+       size_t rank = in.shape.size();
+       if (amounts->size() % 2 || amounts->empty() ||
+           amounts->size() > 2 * rank) {
+         s.error(a.ranges[1].Start,
+                 "pad takes pairs of amounts (before, after), from the last "
+                 "axis backwards: at most " +
+                     std::to_string(rank) + " pairs for " + in.str() +
+                     ", not " + std::to_string(amounts->size()) + " numbers",
+                 {a.ranges[1]});
+         return Val::error();
+       }
+       // x's entries placed in zeros of the larger shape (slice_grad, whose
+       // gradient is the slice back out), axis by axis.
+       auto place = [&](int operand) -> std::optional<int> {
+         TensorType type = in;
+         for (size_t pair = 0; pair < amounts->size() / 2; ++pair) {
+           int64_t axis = int64_t(rank - 1 - pair);
+           int64_t before = (*amounts)[2 * pair],
+                   after = (*amounts)[2 * pair + 1];
+           int64_t dim = type.shape[axis];
+           int64_t start = std::max<int64_t>(-before, 0);
+           int64_t end = dim - std::max<int64_t>(-after, 0);
+           if (end <= start) {
+             s.error(a.ranges[1].Start,
+                     "padding (" + std::to_string(before) + ", " +
+                         std::to_string(after) + ") leaves nothing of axis " +
+                         std::to_string(axis) + " of " + in.str(),
+                     {a.ranges[1]});
+             return std::nullopt;
+           }
+           if (start > 0 || end < dim) {
+             type.shape[axis] = end - start;
+             operand = s.emit("slice", {operand}, type,
+                              {{"axis", axis},
+                               {"start", start},
+                               {"end", end},
+                               {"step", int64_t(1)}},
+                              a.loc);
+           }
+           int64_t kept = type.shape[axis];
+           int64_t head = std::max<int64_t>(before, 0);
+           int64_t tail = std::max<int64_t>(after, 0);
+           if (head > 0 || tail > 0) {
+             type.shape[axis] = head + kept + tail;
+             operand = s.emit("slice_grad", {operand}, type,
+                              {{"axis", axis},
+                               {"start", head},
+                               {"end", head + kept},
+                               {"step", int64_t(1)}},
+                              a.loc);
+           }
+         }
+         return operand;
+       };
+       auto placed = place(*t);
+       if (!placed)
+         return Val::error();
+       if (*value == 0.0)
+         return tensor(*placed);
+       // The border filled with `value` through the same placement of ones:
+       // x's entries stay exact (x + value * 0), the border is 0 + value * 1.
+       auto ones = place(s.splat(1.0, in, a.loc));
+       Val border = s.binary(BinaryOp::Sub, Val::ofFloat(1.0), tensor(*ones),
+                             a.loc, a.range, a.range);
+       Val fill = s.binary(BinaryOp::Mul, border, Val::ofFloat(*value), a.loc,
+                           a.range, a.range);
+       return s.binary(BinaryOp::Add, tensor(*placed), fill, a.loc, a.range,
+                       a.range);
+     }},
     {"concat",
      {"tensors", "axis"},
      1,

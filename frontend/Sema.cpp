@@ -117,6 +117,10 @@ bool Sema::containsItself(const LayerInstance &instance) {
       return a.s == b.s;
     case Val::Kind::ElementType:
       return a.dtype == b.dtype;
+    case Val::Kind::None:
+      return true;
+    case Val::Kind::Initializer:
+      return a.initializer.str() == b.initializer.str();
     default:
       return false; // tensors, lists, layers: not compared, never "the same"
     }
@@ -235,6 +239,10 @@ std::string Sema::describe(const Val &v) const {
     return "the layer definition '" + v.def->name + "'";
   case Val::Kind::Builtin:
     return std::string("the builtin '") + v.builtin->name + "'";
+  case Val::Kind::None:
+    return "none";
+  case Val::Kind::Initializer:
+    return "the initializer " + v.initializer.str();
   }
   return "a value";
 }
@@ -544,6 +552,9 @@ static std::optional<bool> compare(BinaryOp op, const Val &a, const Val &b) {
     return order(text(a)->compare(*text(b)));
   if (equality && a.kind == Val::Kind::Bool && b.kind == Val::Kind::Bool)
     return order(a.b == b.b ? 0 : 1);
+  // `init == none`: whether a hyper-parameter was given, whatever it holds.
+  if (equality && (a.kind == Val::Kind::None || b.kind == Val::Kind::None))
+    return order(a.kind == b.kind ? 0 : 1);
   return std::nullopt;
 }
 
@@ -832,6 +843,13 @@ Val Sema::evalName(const NameExpr &name) {
     return Val::ofFloat(std::numeric_limits<double>::infinity());
   if (name.name == "pi")
     return Val::ofFloat(M_PI);
+  if (name.name == "none") {
+    Val v;
+    v.kind = Val::Kind::None;
+    return v;
+  }
+  if (namesInitializer(name.name))
+    return evalInitializer(name);
   suggestName(name.name, name.getRange());
   return Val::error();
 }
@@ -906,6 +924,9 @@ Val Sema::evalCall(const CallExpr &call) {
   // take the pending name before evaluating anything nested.
   const std::string *name = pendingName;
   pendingName = nullptr;
+  if (auto *callee = dyn_cast<NameExpr>(call.callee.get()))
+    if (namesInitializer(callee->name))
+      return evalInitializer(call);
   // An unknown callee is most likely a builtin the user misremembers: the
   // diagnostic then lists the nearest ones (suggestName).
   bool wasCallee = evaluatingCallee;
@@ -1006,7 +1027,12 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
         continue;
       }
     }
-    args.values[slot] = eval(*arg.value);
+    Val value = eval(*arg.value);
+    // `mask = none` (often a layer's hyper-parameter passed on) leaves the
+    // argument to its default, as if it were not written.
+    if (value.kind == Val::Kind::None)
+      continue;
+    args.values[slot] = value;
     args.ranges[slot] = range;
     args.given[slot] = true;
     if (args.values[slot].isError())

@@ -46,6 +46,8 @@ struct Val {
     Layer,
     LayerDef,
     Builtin,
+    None,        // `none`: a hyper-parameter left to the layer's own default
+    Initializer, // `normal(std = 0.02)` as a value, for `param ... = init`
   };
   Kind kind = Kind::Error;
   int64_t i = 0; // Int, Size (bytes)
@@ -58,6 +60,7 @@ struct Val {
   LayerInstance *layer = nullptr;
   const Definition *def = nullptr;
   const Builtin *builtin = nullptr;
+  ConfigValue initializer; // Initializer: the call, defaults filled in
 
   static Val error() { return Val(); }
   static Val ofInt(int64_t v) {
@@ -231,6 +234,11 @@ private:
                 const std::vector<llvm::SMRange> &ranges, llvm::SMLoc loc);
   std::optional<TensorType> evalType(const TypeSpec &type);
   void suggestName(const std::string &name, llvm::SMRange range);
+  /// Whether `name`, unbound in the current scope, is an initializer's
+  /// (`normal`, `zeros`): then `normal(std = 0.02)` evaluates to a value.
+  bool namesInitializer(const std::string &name) const;
+  /// `normal(std = 0.02)` or `zeros` evaluated as a value (Kind::Initializer).
+  Val evalInitializer(const Expr &expr);
   static std::string abbreviatePath(llvm::StringRef path);
   /// The error for a chain of creations or calls deeper than kMaxDepth;
   /// `what` names the step that would pass it.

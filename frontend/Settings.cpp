@@ -120,6 +120,15 @@ const SettingFamily &initializerFamily() {
            {},
            {optional("low", ParamType::Number, 0.0),
             optional("high", ParamType::Number, 1.0)}},
+          // torch.nn.init.trunc_normal_: a normal(mean, std) limited to
+          // [a, b] (bounds in the tensor's units, not in standard
+          // deviations, as PyTorch's).
+          {"trunc_normal",
+           {},
+           {optional("std", ParamType::Positive, 1.0),
+            optional("mean", ParamType::Number, 0.0),
+            optional("a", ParamType::Number, -2.0),
+            optional("b", ParamType::Number, 2.0)}},
           {"xavier_uniform",
            {"glorot", "glorot_uniform", "xavier"},
            {optional("gain", ParamType::Positive, 1.0)}},
@@ -415,6 +424,36 @@ static ConfigValue defaultOf(const SettingParam &param) {
 std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
                                              const SettingFamily &family) {
   const NameExpr *name = llvm::dyn_cast<NameExpr>(&expr);
+  // `param weight: ... = init`, where `init` holds an initializer value (a
+  // layer's hyper-parameter, or a `let`).
+  auto isFunction = [&](const std::string &candidate) {
+    for (const SettingFunction &f : family.functions) {
+      if (candidate == f.name)
+        return true;
+      for (const char *alias : f.aliases)
+        if (candidate == alias)
+          return true;
+    }
+    return false;
+  };
+  const Val *bound =
+      name && !frames.empty() ? frame().scope->lookup(name->name) : nullptr;
+  if (bound && bound->isError())
+    return std::nullopt; // already diagnosed
+  if (bound && (bound->kind == Val::Kind::Initializer ||
+                bound->kind == Val::Kind::None || !isFunction(name->name))) {
+    if (bound->kind == Val::Kind::Initializer &&
+        &family == &initializerFamily())
+      return bound->initializer;
+    error(
+        expr.loc(),
+        "'" + name->name + "' is " + describe(*bound) + ", where " +
+            (llvm::StringRef("aeiou").contains(family.what[0]) ? "an " : "a ") +
+            family.what + " such as " + family.functions.front().name +
+            "(...) is expected",
+        {expr.getRange()});
+    return std::nullopt;
+  }
   const CallExpr *call = llvm::dyn_cast<CallExpr>(&expr);
   if (call)
     name = llvm::dyn_cast<NameExpr>(call->callee.get());
@@ -540,7 +579,42 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
     error(expr.loc(), "uniform needs low < high", {expr.getRange()});
     return std::nullopt;
   }
+  if (std::string(fn->name) == "trunc_normal" &&
+      !(result.arg("a")->number() < result.arg("b")->number())) {
+    error(expr.loc(), "trunc_normal needs a < b", {expr.getRange()});
+    return std::nullopt;
+  }
   return result;
+}
+
+bool Sema::namesInitializer(const std::string &name) const {
+  // A variable, layer or builtin of the same name comes first.
+  if (!frames.empty() && frames.back().scope->lookup(name))
+    return false;
+  const Module *from =
+      !frames.empty() && frames.back().self && frames.back().self->def
+          ? frames.back().self->def->module
+          : nullptr;
+  if (program.find(name, from) || findBuiltin(name))
+    return false;
+  for (const SettingFunction &f : initializerFamily().functions) {
+    if (name == f.name)
+      return true;
+    for (const char *alias : f.aliases)
+      if (name == alias)
+        return true;
+  }
+  return false;
+}
+
+Val Sema::evalInitializer(const Expr &expr) {
+  std::optional<ConfigValue> init = evalSetting(expr, initializerFamily());
+  if (!init)
+    return Val::error();
+  Val v;
+  v.kind = Val::Kind::Initializer;
+  v.initializer = std::move(*init);
+  return v;
 }
 
 /// `blocks.*.mlp.fc1.weight` against `blocks.3.mlp.fc1.weight`: `*` stands

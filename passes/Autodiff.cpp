@@ -129,6 +129,17 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     eval.setName("eval_step");
     // Evaluation reads the ranges training observed.
     eval.walk([](FakeQuantOp fake) { model::clearObserver(fake); });
+    // and runs the model as torch's model.eval() does: dropout is the
+    // identity, in attention too.
+    SmallVector<DropoutOp> dropouts;
+    eval.walk([&](DropoutOp dropout) { dropouts.push_back(dropout); });
+    for (DropoutOp dropout : dropouts) {
+      dropout.getResult().replaceAllUsesWith(dropout.getInput());
+      dropout.erase();
+    }
+    eval.walk([&](AttentionOp attention) {
+      attention.setDropoutP(llvm::APFloat(0.0));
+    });
     Block &body = eval.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     SmallVector<Value> results{ret.getOperand(sig.lossResult)};

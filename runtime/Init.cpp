@@ -2,6 +2,7 @@
 
 #include "runtime/Init.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mnemo::runtime;
@@ -35,6 +36,73 @@ Rng mnemo::runtime::rngFor(uint64_t seed, const std::string &name) {
     h = (h ^ uint8_t(c)) * 1099511628211ull;
   Rng mixer(seed ^ h);
   return Rng(mixer.next());
+}
+
+/// The standard normal's distribution function, Phi(x).
+static double normalCdf(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+
+/// Phi's inverse for p in (0, 1): Acklam's rational approximation (relative
+/// error 1.2e-9) and one Halley step on Phi, which makes it exact to double
+/// precision.
+static double normalQuantile(double p) {
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                             -2.759285104469687e+02, 1.383577518672690e+02,
+                             -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                             -1.556989798598866e+02, 6.680131188771972e+01,
+                             -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                             -2.400758277161838e+00, -2.549732539343734e+00,
+                             4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
+                             2.445134137142996e+00, 3.754408661907416e+00};
+  double x;
+  if (p < 0.02425) {
+    double q = std::sqrt(-2 * std::log(p));
+    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  } else if (p > 1 - 0.02425) {
+    double q = std::sqrt(-2 * std::log(1 - p));
+    x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  } else {
+    double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) *
+        q / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  }
+  double e = normalCdf(x) - p;
+  double u = e * std::sqrt(2 * M_PI) * std::exp(x * x / 2);
+  return x - u / (1 + x * u / 2);
+}
+
+/// One draw of a standard normal limited to [lo, hi], by inverting Phi over
+/// [Phi(lo), Phi(hi)] (as torch.nn.init.trunc_normal_ does with erfinv). An
+/// interval above the mean is drawn as its mirror image below it, where Phi
+/// is small and keeps its precision.
+static double truncatedNormal(Rng &rng, double lo, double hi) {
+  bool mirrored = lo > 0;
+  if (mirrored) {
+    double t = lo;
+    lo = -hi;
+    hi = -t;
+  }
+  double pLo = normalCdf(lo), pHi = normalCdf(hi);
+  double z;
+  if (!(pHi > pLo)) {
+    // So far into the tail (below -37 standard deviations) that Phi cannot
+    // tell the bounds apart: the density is then nearly flat on the
+    // interval's scale.
+    z = lo + (hi - lo) * rng.uniform();
+  } else {
+    // pLo may be 0 (lo = -100 for PyTorch's default bounds at std 0.02):
+    // p is then 0 with a probability below 1e-300, mapped to lo.
+    double p = pLo + (pHi - pLo) * rng.uniform();
+    z = p > 0 && p < 1 ? normalQuantile(p) : p <= 0 ? lo : hi;
+  }
+  z = std::min(std::max(z, lo), hi);
+  return mirrored ? -z : z;
 }
 
 /// torch.nn.init.calculate_gain.
@@ -116,6 +184,14 @@ bool mnemo::runtime::initialize(const InitSpec &spec,
     fillNormal(num("mean", 0), num("std", 1));
   } else if (k == "uniform") {
     fillUniform(num("low", 0), num("high", 1));
+  } else if (k == "trunc_normal") {
+    double mean = num("mean", 0), stddev = num("std", 1);
+    double lo = (num("a", -2) - mean) / stddev;
+    double hi = (num("b", 2) - mean) / stddev;
+    // Rounding to f32 must not leave [a, b] either (PyTorch clamps too).
+    float a = float(num("a", -2)), b = float(num("b", 2));
+    for (float &x : out)
+      x = std::clamp(float(mean + stddev * truncatedNormal(rng, lo, hi)), a, b);
   } else if (k == "xavier_uniform") {
     double a = num("gain", 1) * std::sqrt(6.0 / (fanIn + fanOut));
     fillUniform(-a, a);

@@ -175,6 +175,25 @@ class SoftplusMLP(MLP):
         return F.cross_entropy(self.fc2(h), batch["label"].long())
 
 
+class PadMLP(nn.Module):
+    """test/reference/models/pad.mn: F.pad in constant mode, cropping the
+    image's rows and padding its columns with zeros, then padding the
+    hidden activations with -0.25 (so that the gradient flows through a
+    pad with a value)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.fc1 = nn.Linear(26 * 30, hp["hidden"])
+        self.fc2 = nn.Linear(hp["hidden"] + 4, hp["classes"])
+
+    def forward(self, batch):
+        n = batch["image"].shape[0]
+        x = F.pad(batch["image"], (1, 1, -1, -1))
+        h = F.relu(self.fc1(x.reshape(n, 26 * 30)))
+        logits = self.fc2(F.pad(h, (3, 1), value=-0.25))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
 class LogSumExpMLP(nn.Module):
     """test/reference/models/logsumexp.mn: torch.logsumexp over groups of
     hidden features, along the innermost axis and along a middle one."""
@@ -313,4 +332,5 @@ class Llama(nn.Module):
 
 MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
+          "PadMLP": PadMLP,
           "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}

@@ -334,6 +334,11 @@ std::vector<GradientCase> allCases() {
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
       });
+  // pad's forward: [3,2] placed at columns 1 and 3 of zeros [3,6].
+  add("slice_grad", "mnemo.slice_grad", {{"f32[3,2]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<SliceGradOp>(l, like(in[0], {3, 6}), in[0], 1, 1, 5, 2);
+      });
   // Fused attention (the gradient rule is one attention_grad op, whose
   // interpreter model is the textbook softmax backward): plain, causal with
   // grouped key/value heads, an additive mask with a hidden key, a boolean

@@ -169,6 +169,53 @@ TEST(Init, FollowsPyTorchFormulas) {
       initialize(InitSpec{"orthogonal", {}, {}}, {2, 2}, rng, out, error));
 }
 
+// trunc_normal's draws have the truncated normal's moments (closed forms
+// below), stay within [a, b], and work far in a tail, where drawing normals
+// and rejecting those outside would take forever.
+TEST(Init, TruncNormalHasTheTruncatedDistribution) {
+  auto phi = [](double x) {
+    return std::exp(-x * x / 2) / std::sqrt(2 * M_PI);
+  };
+  auto cdf = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  struct Case {
+    double mean, std, a, b;
+  } cases[] = {{0, 1, -2, 2},        // PyTorch's defaults
+               {0, 0.02, -2, 2},     // ViT's: bounds 100 std out, a normal
+               {0, 0.02, 0.05, 0.1}, // 2.5 to 5 standard deviations out
+               {1, 0.5, -1, 1.25}};  // asymmetric around the mean
+  Rng rng(3);
+  for (const Case &c : cases) {
+    std::vector<float> out;
+    std::string error;
+    InitSpec spec{"trunc_normal",
+                  {{"mean", c.mean}, {"std", c.std}, {"a", c.a}, {"b", c.b}},
+                  {}};
+    ASSERT_TRUE(initialize(spec, {200000}, rng, out, error)) << error;
+    double alpha = (c.a - c.mean) / c.std, beta = (c.b - c.mean) / c.std;
+    double z = cdf(beta) - cdf(alpha);
+    double ratio = (phi(alpha) - phi(beta)) / z;
+    double mean = c.mean + c.std * ratio;
+    double variance =
+        c.std * c.std *
+        (1 + (alpha * phi(alpha) - beta * phi(beta)) / z - ratio * ratio);
+    double sum = 0, sq = 0;
+    for (float x : out) {
+      ASSERT_GE(x, float(c.a));
+      ASSERT_LE(x, float(c.b));
+      sum += x;
+    }
+    double sampleMean = sum / out.size();
+    for (float x : out)
+      sq += (x - sampleMean) * (x - sampleMean);
+    double sampleVariance = sq / (out.size() - 1);
+    // Standard errors for 200000 draws: sqrt(variance / n) for the mean and
+    // about variance * sqrt(2 / n) for the variance; allow 6 of each.
+    double n = double(out.size());
+    EXPECT_NEAR(sampleMean, mean, 6 * std::sqrt(variance / n));
+    EXPECT_NEAR(sampleVariance, variance, 6 * variance * std::sqrt(2 / n));
+  }
+}
+
 TEST(Init, SeedsAreReproducibleAndPerName) {
   std::vector<float> a, b, c;
   std::string error;

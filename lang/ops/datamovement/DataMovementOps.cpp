@@ -209,6 +209,18 @@ SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
               .getResult()};
 }
 
+// slice_grad is also `pad`'s forward (the frontend places a tensor in
+// zeros with it), so it has a gradient of its own: the slice back out.
+SmallVector<Value> SliceGradOp::buildGradient(OpBuilder &b,
+                                              ArrayRef<Value> grads) {
+  if (!grads[0])
+    return {Value()};
+  return {b.create<SliceOp>(getLoc(), getGrad().getType(), grads[0],
+                            getAxisAttr(), getStartAttr(), getEndAttr(),
+                            getStepAttr())
+              .getResult()};
+}
+
 SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b,
                                            ArrayRef<Value> grads) {
   SmallVector<Value> result(getInputs().size());

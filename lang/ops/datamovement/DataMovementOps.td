@@ -135,11 +135,16 @@ def Mnemo_ConcatOp : Mnemo_Op<"concat", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pu
   let hasVerifier = 1;
 }
 
-// The backward op: what slice's gradient rule emits.
+// The backward op of slice, which is also pad's forward (its own gradient
+// is the slice back out).
 
-def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient]> {
+def Mnemo_SliceGradOp : Mnemo_Op<"slice_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "a slice's gradient, placed in zeros of the input's shape";
   let description = [{
+    Places `grad` at `start:end:step` along `axis` of a zero tensor of the
+    result's shape: what slice's gradient rule emits, and the zero padding
+    of the `pad` builtin.
+
     ```mlir
     %dx = mnemo.slice_grad %dq {axis = 2 : i64, start = 0 : i64, end = 128 : i64, step = 1 : i64}
         : (tensor<16x64x128xf32>) -> tensor<16x64x384xf32>
