@@ -876,6 +876,41 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
                             {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc));
      }},
+    {"drop_path",
+     {"x", "p"},
+     1,
+     [](Sema &s, BoundArgs &a) {
+       // Stochastic depth, as timm's drop_path: each example's x is zeroed
+       // with probability p, the others scaled by 1 / (1 - p). The mask is
+       // a dropout of ones [batch, 1, ...] (one seed-drawn number per
+       // example, nothing stored), broadcast over the example.
+       auto t =
+           s.asFloatTensor(a.values[0], a.ranges[0], "the input of drop_path");
+       auto p = numberOr(s, a, 1, 0.1, "p");
+       if (!t || !p)
+         return Val::error();
+       if (!(*p >= 0 && *p < 1)) {
+         s.error(a.ranges[1].Start, "drop_path p must be in [0, 1)",
+                 {a.ranges[1]});
+         return Val::error();
+       }
+       TensorType in = s.typeOf(*t);
+       if (in.shape.empty()) {
+         s.error(a.ranges[0].Start,
+                 "drop_path needs a batch axis first, not " + in.str(),
+                 {a.ranges[0]});
+         return Val::error();
+       }
+       if (*p == 0)
+         return tensor(*t);
+       TensorType perExample = in;
+       std::fill(perExample.shape.begin() + 1, perExample.shape.end(), 1);
+       int keep =
+           s.emit("dropout", {s.splat(1.0, perExample, a.loc)}, perExample,
+                  {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc);
+       return s.binary(BinaryOp::Mul, tensor(*t), tensor(keep), a.loc,
+                       a.ranges[0], a.range);
+     }},
     {"attention",
      {"q", "k", "v", "mask", "causal", "dropout", "scale"},
      3,

@@ -558,11 +558,111 @@ static std::optional<bool> compare(BinaryOp op, const Val &a, const Val &b) {
   return std::nullopt;
 }
 
+/// Both operands as tensors of one shape (numpy broadcasting), a number
+/// becoming a constant of the other's type; nullopt after an error.
+std::optional<std::pair<int, int>>
+Sema::broadcastPair(const Val &lhs, const Val &rhs, SMLoc loc, SMRange lhsRange,
+                    SMRange rhsRange, const std::string &what) {
+  SMRange whole{lhsRange.Start, rhsRange.End};
+  auto constant = [&](const Val &number, const TensorType &like,
+                      SMRange range) -> std::optional<int> {
+    if (!number.isNumber() && number.kind != Val::Kind::Bool) {
+      error(range.Start,
+            "cannot " + what + " " + describe(number) + " and " + like.str(),
+            {range});
+      return std::nullopt;
+    }
+    if (!isFloat(like.dtype) && number.kind == Val::Kind::Float) {
+      error(range.Start,
+            "cannot " + what + " " + describe(number) +
+                " and the integer tensor " + like.str() + " (use cast)",
+            {range});
+      return std::nullopt;
+    }
+    double value =
+        number.kind == Val::Kind::Bool ? double(number.b) : number.number();
+    return splat(value, like, loc);
+  };
+  if (!lhs.isTensor()) {
+    auto c = constant(lhs, typeOf(rhs.tensor), lhsRange);
+    return c ? std::optional(std::pair(*c, rhs.tensor)) : std::nullopt;
+  }
+  if (!rhs.isTensor()) {
+    auto c = constant(rhs, typeOf(lhs.tensor), rhsRange);
+    return c ? std::optional(std::pair(lhs.tensor, *c)) : std::nullopt;
+  }
+  const TensorType &ta = typeOf(lhs.tensor), &tb = typeOf(rhs.tensor);
+  shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
+  if (!r.ok()) {
+    error(loc,
+          "cannot " + what + " " + ta.str() + " and " + tb.str() + ": " +
+              r.error,
+          {whole});
+    return std::nullopt;
+  }
+  return std::pair(broadcastTo(lhs.tensor, r.shape, loc),
+                   broadcastTo(rhs.tensor, r.shape, loc));
+}
+
+Val Sema::compareTensors(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
+                         SMRange lhsRange, SMRange rhsRange) {
+  SMRange whole{lhsRange.Start, rhsRange.End};
+  for (const Val *v : {&lhs, &rhs})
+    if (v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1) {
+      error(loc,
+            "cannot compare the boolean mask " + typeOf(v->tensor).str() +
+                "; combine masks with 'and', 'or' and 'not'",
+            {whole});
+      return Val::error();
+    }
+  if (lhs.isTensor() && rhs.isTensor()) {
+    ElementType a = typeOf(lhs.tensor).dtype, b = typeOf(rhs.tensor).dtype;
+    if (a != b && !(isFloat(a) && isFloat(b))) {
+      error(loc,
+            "cannot compare " + typeOf(lhs.tensor).str() + " with " +
+                typeOf(rhs.tensor).str() + ": element types differ (use cast)",
+            {whole});
+      return Val::error();
+    }
+  }
+  auto pair = broadcastPair(lhs, rhs, loc, lhsRange, rhsRange, "compare");
+  if (!pair)
+    return Val::error();
+  static const char *const predicates[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  std::string predicate = predicates[int(op) - int(BinaryOp::Eq)];
+  TensorType mask{ElementType::I1, typeOf(pair->first).shape};
+  return Val::ofTensor(emit("compare", {pair->first, pair->second}, mask,
+                            {{"predicate", predicate}}, loc));
+}
+
+Val Sema::logicalTensors(const char *kind, const Val &lhs, const Val &rhs,
+                         SMLoc loc, SMRange lhsRange, SMRange rhsRange) {
+  SMRange whole{lhsRange.Start, rhsRange.End};
+  if (lhs.isError() || rhs.isError())
+    return Val::error();
+  for (const Val *v : {&lhs, &rhs})
+    if (!(v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1)) {
+      error(loc,
+            std::string("'") + kind + "' of tensors takes two boolean masks " +
+                "(comparisons such as 'ids == 0'), not " + describe(*v),
+            {whole});
+      return Val::error();
+    }
+  auto pair = broadcastPair(lhs, rhs, loc, lhsRange, rhsRange, kind);
+  if (!pair)
+    return Val::error();
+  return Val::ofTensor(emit("logical", {pair->first, pair->second},
+                            typeOf(pair->first), {{"kind", std::string(kind)}},
+                            loc));
+}
+
 Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
                  SMRange lhsRange, SMRange rhsRange) {
   if (lhs.isError() || rhs.isError())
     return Val::error();
   SMRange whole{lhsRange.Start, rhsRange.End};
+  if (isComparison(op) && (lhs.isTensor() || rhs.isTensor()))
+    return compareTensors(op, lhs, rhs, loc, lhsRange, rhsRange);
   if (isComparison(op)) {
     if (auto result = compare(op, lhs, rhs))
       return Val::ofBool(*result);
@@ -756,6 +856,18 @@ Val Sema::eval(const Expr &expr) {
     Val v = eval(*u.operand);
     if (v.isError())
       return v;
+    if (u.op == '!' && v.isTensor()) {
+      if (typeOf(v.tensor).dtype != ElementType::I1) {
+        error(expr.loc(),
+              "'not' of a tensor takes a boolean mask (a comparison such as "
+              "'ids == 0'), not " +
+                  describe(v),
+              {expr.getRange()});
+        return Val::error();
+      }
+      return Val::ofTensor(emit("logical", {v.tensor}, typeOf(v.tensor),
+                                {{"kind", std::string("not")}}, expr.loc()));
+    }
     if (u.op == '!') {
       auto b = asBool(v, u.operand->getRange(), "the operand of 'not'");
       return b ? Val::ofBool(!*b) : Val::error();
@@ -781,7 +893,12 @@ Val Sema::eval(const Expr &expr) {
       // Short-circuit, so `use_bias and size(x, 0) > 1` can guard the rest.
       const char *what =
           b.op == BinaryOp::And ? "an operand of 'and'" : "an operand of 'or'";
-      auto lhs = asBool(eval(*b.lhs), b.lhs->getRange(), what);
+      Val first = eval(*b.lhs);
+      if (first.isTensor()) // masks: elementwise, both sides always
+        return logicalTensors(b.op == BinaryOp::And ? "and" : "or", first,
+                              eval(*b.rhs), b.opLoc, b.lhs->getRange(),
+                              b.rhs->getRange());
+      auto lhs = asBool(first, b.lhs->getRange(), what);
       if (!lhs)
         return Val::error();
       if (*lhs == (b.op == BinaryOp::Or))

@@ -189,6 +189,17 @@ public:
   /// "f32[128,784]", "the integer 3", "layer 'fc1' (Linear)".
   std::string describe(const Val &v) const;
 
+  /// Tensor comparisons (`ids == 0`) and boolean logic on masks.
+  Val compareTensors(BinaryOp op, const Val &lhs, const Val &rhs,
+                     llvm::SMLoc loc, llvm::SMRange lhsRange,
+                     llvm::SMRange rhsRange);
+  Val logicalTensors(const char *kind, const Val &lhs, const Val &rhs,
+                     llvm::SMLoc loc, llvm::SMRange lhsRange,
+                     llvm::SMRange rhsRange);
+  std::optional<std::pair<int, int>>
+  broadcastPair(const Val &lhs, const Val &rhs, llvm::SMLoc loc,
+                llvm::SMRange lhsRange, llvm::SMRange rhsRange,
+                const std::string &what);
   Val binary(BinaryOp op, const Val &lhs, const Val &rhs, llvm::SMLoc loc,
              llvm::SMRange lhsRange, llvm::SMRange rhsRange);
   Val matmul(int lhs, int rhs, llvm::SMLoc loc, llvm::SMRange range);

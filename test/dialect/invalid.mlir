@@ -263,3 +263,27 @@ func.func @apply_mask_words(%x: tensor<100xf32>, %m: tensor<3xi32>) {
   %0 = mnemo.apply_mask %x, %m : tensor<100xf32>, tensor<3xi32>
   return
 }
+
+// -----
+
+func.func @compare_predicate(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'mnemo.compare' op predicate must be one of eq ne lt le gt ge, not 'less'}}
+  %0 = mnemo.compare %a, %a {predicate = "less"} : tensor<4xf32>, tensor<4xf32> -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @compare_types(%a: tensor<4xf32>, %b: tensor<4xi32>) {
+  // expected-error @+1 {{'mnemo.compare' op cannot compare 'f32' with 'i32'}}
+  %0 = mnemo.compare %a, %b {predicate = "eq"} : tensor<4xf32>, tensor<4xi32> -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @logical_arity(%a: tensor<4xi1>) {
+  // expected-error @+1 {{'mnemo.logical' op 'and' takes 2 masks}}
+  %0 = mnemo.logical %a {kind = "and"} : (tensor<4xi1>) -> tensor<4xi1>
+  return
+}

@@ -72,6 +72,12 @@ func.func @casts_and_masks(%a: tensor<2x4x4xf32>) -> tensor<2x4x4xbf16> {
   %w = mnemo.where %mb, %a, %ninf : tensor<2x4x4xi1>, tensor<2x4x4xf32>
   // CHECK: mnemo.cast %{{.*}} : tensor<2x4x4xf32> -> tensor<2x4x4xbf16>
   %c = mnemo.cast %w : tensor<2x4x4xf32> -> tensor<2x4x4xbf16>
+  // CHECK: mnemo.compare %{{.*}}, %{{.*}} {predicate = "lt"} : tensor<2x4x4xf32>, tensor<2x4x4xbf16> -> tensor<2x4x4xi1>
+  %lt = mnemo.compare %w, %c {predicate = "lt"} : tensor<2x4x4xf32>, tensor<2x4x4xbf16> -> tensor<2x4x4xi1>
+  // CHECK: mnemo.logical %{{.*}}, %{{.*}} {kind = "and"} : (tensor<2x4x4xi1>, tensor<2x4x4xi1>) -> tensor<2x4x4xi1>
+  %both = mnemo.logical %lt, %mb {kind = "and"} : (tensor<2x4x4xi1>, tensor<2x4x4xi1>) -> tensor<2x4x4xi1>
+  // CHECK: mnemo.logical %{{.*}} {kind = "not"} : (tensor<2x4x4xi1>) -> tensor<2x4x4xi1>
+  %neither = mnemo.logical %both {kind = "not"} : (tensor<2x4x4xi1>) -> tensor<2x4x4xi1>
   return %c : tensor<2x4x4xbf16>
 }
 

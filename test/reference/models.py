@@ -194,6 +194,22 @@ class PadMLP(nn.Module):
         return F.cross_entropy(logits, batch["label"].long())
 
 
+class MaskMLP(MLP):
+    """test/reference/models/masks.mn: masks from comparisons of activations
+    and of the integer labels, combined with &, | and ~, used through
+    torch.where and as a float feature."""
+
+    def forward(self, batch):
+        n = batch["image"].shape[0]
+        h = self.fc1(batch["image"].reshape(n, 28 * 28))
+        inside = (h > -0.5) & ~(h >= 0.5)
+        g = torch.where(inside, h, 0.1 * h)
+        g = torch.where((h < -1.0) | (h > 1.0), g * 0.5, g)
+        three = (batch["label"] == 3).to(h.dtype)
+        logits = self.fc2(g + three.reshape(n, 1) * 0.25)
+        return F.cross_entropy(logits, batch["label"].long())
+
+
 class LogSumExpMLP(nn.Module):
     """test/reference/models/logsumexp.mn: torch.logsumexp over groups of
     hidden features, along the innermost axis and along a middle one."""
@@ -332,5 +348,5 @@ class Llama(nn.Module):
 
 MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
-          "PadMLP": PadMLP,
+          "PadMLP": PadMLP, "MaskMLP": MaskMLP,
           "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}

@@ -102,9 +102,12 @@ TEST(OpCompleteness, EveryOpHasExactlyOneFusionClass) {
         << " must declare exactly one of Mnemo_FusionElementwise, "
            "Mnemo_FusionKernel (MnemoInterfaces.td)";
     // What a fused loop needs: one result, the shape of its operands
-    // (where and cast have operands of other element types).
+    // (compare and logical have results of another element type, and say
+    // so with the shape-only trait; where and cast verify their shapes
+    // themselves, in the shape rules' words).
     if (elementwise)
       EXPECT_TRUE(op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                  op.hasTrait<OpTrait::SameOperandsAndResultShape>() ||
                   name == "mnemo.where" || name == "mnemo.cast")
           << name << " is elementwise but its operands and result differ";
   }
@@ -155,12 +158,12 @@ TEST(OpCompleteness, EveryFormulaOpHasItsFormula) {
     std::string name = op.getStringRef().str();
     if (op.hasTrait<FusionElementwise>() &&
         !op.hasInterface<ElementwiseFormulaOpInterface>()) {
-      // The operators, casts, selections and dropout: rendered by the
-      // family's own rules, which know exactly these.
-      EXPECT_TRUE(llvm::is_contained({"mnemo.add", "mnemo.sub", "mnemo.mul",
-                                      "mnemo.div", "mnemo.cast", "mnemo.where",
-                                      "mnemo.dropout"},
-                                     name))
+      // The operators, casts, selections, comparisons, logic and dropout:
+      // rendered by the family's own rules, which know exactly these.
+      EXPECT_TRUE(llvm::is_contained(
+          {"mnemo.add", "mnemo.sub", "mnemo.mul", "mnemo.div", "mnemo.cast",
+           "mnemo.where", "mnemo.compare", "mnemo.logical", "mnemo.dropout"},
+          name))
           << name << " is elementwise but declares no formula";
       continue;
     }

@@ -57,6 +57,26 @@ FailureOr<std::string> codegen::elementwiseExpression(Operation *op,
                x[0] + ")";
       })
       .Case([&](WhereOp) { return x[0] + " ? " + x[1] + " : " + x[2]; })
+      .Case([&](CompareOp c) {
+        // Loaded values compare as values (16-bit ones are loaded as f32).
+        StringRef predicate = c.getPredicate();
+        const char *op = predicate == "eq"   ? " == "
+                         : predicate == "ne" ? " != "
+                         : predicate == "lt" ? " < "
+                         : predicate == "le" ? " <= "
+                         : predicate == "gt" ? " > "
+                                             : " >= ";
+        return "(" + x[0] + op + x[1] + " ? 1 : 0)";
+      })
+      .Case([&](LogicalOp l) {
+        StringRef kind = l.getKind();
+        if (kind == "not")
+          return "(" + x[0] + " != 0 ? 0 : 1)";
+        const char *op = kind == "and"  ? " && "
+                         : kind == "or" ? " || "
+                                        : " != ";
+        return "((" + x[0] + " != 0)" + op + "(" + x[1] + " != 0) ? 1 : 0)";
+      })
       .Case([&](DropoutOp d) {
         // The step comes from the trainer at run time (dropoutStep); the
         // element is the flat index of the loop.

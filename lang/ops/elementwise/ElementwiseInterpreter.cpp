@@ -139,6 +139,40 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
         context.set(w.getResult(), std::move(out));
         return success();
       })
+      .Case([&](CompareOp c) {
+        StringRef predicate = c.getPredicate();
+        const Tensor &a = context.get(c.getLhs()), &b = context.get(c.getRhs());
+        Tensor out = context.like(c.getResult());
+        for (int64_t i = 0; i < out.numElements(); ++i) {
+          double x = a.data[i], y = b.data[i];
+          bool holds = predicate == "eq"   ? x == y
+                       : predicate == "ne" ? x != y
+                       : predicate == "lt" ? x < y
+                       : predicate == "le" ? x <= y
+                       : predicate == "gt" ? x > y
+                                           : x >= y;
+          out.data[i] = holds ? 1.0 : 0.0;
+        }
+        context.set(c.getResult(), std::move(out));
+        return success();
+      })
+      .Case([&](LogicalOp l) {
+        StringRef kind = l.getKind();
+        const Tensor &a = context.get(l.getInputs()[0]);
+        const Tensor *b =
+            kind == "not" ? nullptr : &context.get(l.getInputs()[1]);
+        Tensor out = context.like(l.getResult());
+        for (int64_t i = 0; i < out.numElements(); ++i) {
+          bool x = a.data[i] != 0, y = b && b->data[i] != 0;
+          bool holds = kind == "and"   ? x && y
+                       : kind == "or"  ? x || y
+                       : kind == "xor" ? x != y
+                                       : !x;
+          out.data[i] = holds ? 1.0 : 0.0;
+        }
+        context.set(l.getResult(), std::move(out));
+        return success();
+      })
       .Case([&](DropoutOp d) {
         double p = d.getP().convertToDouble();
         int64_t seed = d.getSeed(), step = context.options().dropoutStep;

@@ -99,6 +99,30 @@ LogicalResult WhereOp::verify() {
   return success();
 }
 
+LogicalResult CompareOp::verify() {
+  StringRef predicate = getPredicate();
+  if (!llvm::is_contained({"eq", "ne", "lt", "le", "gt", "ge"}, predicate))
+    return emitOpError() << "predicate must be one of eq ne lt le gt ge, not '"
+                         << predicate << "'";
+  Type lhs = getLhs().getType().getElementType(),
+       rhs = getRhs().getType().getElementType();
+  if (lhs != rhs && !(llvm::isa<FloatType>(lhs) && llvm::isa<FloatType>(rhs)))
+    return emitOpError() << "cannot compare " << lhs << " with " << rhs;
+  return success();
+}
+
+LogicalResult LogicalOp::verify() {
+  StringRef kind = getKind();
+  size_t arity = kind == "not" ? 1 : 2;
+  if (!llvm::is_contained({"and", "or", "xor", "not"}, kind))
+    return emitOpError() << "kind must be one of and or xor not, not '" << kind
+                         << "'";
+  if (getInputs().size() != arity)
+    return emitOpError() << "'" << kind << "' takes " << arity
+                         << (arity == 1 ? " mask" : " masks");
+  return success(); // shapes: SameOperandsAndResultShape
+}
+
 LogicalResult DropoutOp::verify() {
   double p = getP().convertToDouble();
   if (!(p >= 0.0 && p < 1.0))

@@ -215,6 +215,46 @@ def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Mnemo_FusionElementwise,
   let hasVerifier = 1;
 }
 
+// Masks from tensors: comparisons and boolean logic. Their results are
+// i1, so they have no gradient; `where` turns a mask into values.
+
+def Mnemo_CompareOp : Mnemo_Op<"compare", [SameOperandsAndResultShape, Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient]> {
+  let summary = "an elementwise comparison, to a boolean mask";
+  let description = [{
+    `lhs PREDICATE rhs` per element, as torch's `==`, `!=`, `<`, `<=`, `>`,
+    `>=` (predicates `eq ne lt le gt ge`). The operands have one shape and
+    are both integers of one type, or both floating-point (mixed precision
+    may leave them of different widths: they compare as values); NaN is
+    unequal to everything, as in IEEE 754.
+
+    ```mlir
+    %pad = mnemo.compare %ids, %zero {predicate = "eq"}
+        : tensor<8x128xi32>, tensor<8x128xi32> -> tensor<8x128xi1>
+    ```
+  }];
+  let arguments = (ins Mnemo_NumericTensor:$lhs, Mnemo_NumericTensor:$rhs,
+                       StrAttr:$predicate);
+  let results = (outs Mnemo_MaskTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_LogicalOp : Mnemo_Op<"logical", [SameOperandsAndResultShape, Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, Mnemo_NoGradient]> {
+  let summary = "elementwise boolean logic on masks";
+  let description = [{
+    `and`, `or` and `xor` of two masks, or `not` of one, as torch's `&`,
+    `|`, `^` and `~` on bool tensors.
+
+    ```mlir
+    %keep = mnemo.logical %a, %b {kind = "and"} : (tensor<8x128xi1>, tensor<8x128xi1>) -> tensor<8x128xi1>
+    ```
+  }];
+  let arguments = (ins Variadic<Mnemo_MaskTensor>:$inputs, StrAttr:$kind);
+  let results = (outs Mnemo_MaskTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 def Mnemo_DropoutOp : Mnemo_Op<"dropout", [Mnemo_AmpFollow, Mnemo_FusionElementwise, Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>]> {
   let summary = "inverted dropout with a fixed seed";
   let description = [{
