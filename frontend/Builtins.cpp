@@ -143,6 +143,17 @@ std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
   return s.asNumber(a.values[slot], a.ranges[slot], what);
 }
 
+/// A dropout probability at slot 1 (default 0.1), checked to be in [0, 1).
+std::optional<double> dropProbability(Sema &s, BoundArgs &a, const char *op) {
+  auto p = numberOr(s, a, 1, 0.1, "p");
+  if (p && !(*p >= 0 && *p < 1)) {
+    s.error(a.ranges[1].Start, std::string(op) + " p must be in [0, 1)",
+            {a.ranges[1]});
+    return std::nullopt;
+  }
+  return p;
+}
+
 /// An int or a pair of ints, as conv and pooling take them.
 std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
                                             std::vector<int64_t> dflt,
@@ -863,14 +874,9 @@ const std::vector<Builtin> kBuiltins = {
      [](Sema &s, BoundArgs &a) {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
-       auto p = numberOr(s, a, 1, 0.1, "p");
+       auto p = dropProbability(s, a, "dropout");
        if (!t || !p)
          return Val::error();
-       if (!(*p >= 0 && *p < 1)) {
-         s.error(a.ranges[1].Start, "dropout p must be in [0, 1)",
-                 {a.ranges[1]});
-         return Val::error();
-       }
        if (*p == 0)
          return tensor(*t);
        return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
@@ -886,14 +892,9 @@ const std::vector<Builtin> kBuiltins = {
        // example, nothing stored), broadcast over the example.
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of drop_path");
-       auto p = numberOr(s, a, 1, 0.1, "p");
+       auto p = dropProbability(s, a, "drop_path");
        if (!t || !p)
          return Val::error();
-       if (!(*p >= 0 && *p < 1)) {
-         s.error(a.ranges[1].Start, "drop_path p must be in [0, 1)",
-                 {a.ranges[1]});
-         return Val::error();
-       }
        TensorType in = s.typeOf(*t);
        if (in.shape.empty()) {
          s.error(a.ranges[0].Start,

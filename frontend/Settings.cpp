@@ -421,27 +421,31 @@ static ConfigValue defaultOf(const SettingParam &param) {
   }
 }
 
+/// The function of `family` called `name` or by an alias `name`, or null.
+static const SettingFunction *findFunction(const SettingFamily &family,
+                                           llvm::StringRef name) {
+  for (const SettingFunction &f : family.functions) {
+    if (name == f.name)
+      return &f;
+    for (const char *alias : f.aliases)
+      if (name == alias)
+        return &f;
+  }
+  return nullptr;
+}
+
 std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
                                              const SettingFamily &family) {
   const NameExpr *name = llvm::dyn_cast<NameExpr>(&expr);
   // `param weight: ... = init`, where `init` holds an initializer value (a
   // layer's hyper-parameter, or a `let`).
-  auto isFunction = [&](const std::string &candidate) {
-    for (const SettingFunction &f : family.functions) {
-      if (candidate == f.name)
-        return true;
-      for (const char *alias : f.aliases)
-        if (candidate == alias)
-          return true;
-    }
-    return false;
-  };
   const Val *bound =
       name && !frames.empty() ? frame().scope->lookup(name->name) : nullptr;
   if (bound && bound->isError())
     return std::nullopt; // already diagnosed
-  if (bound && (bound->kind == Val::Kind::Initializer ||
-                bound->kind == Val::Kind::None || !isFunction(name->name))) {
+  if (bound &&
+      (bound->kind == Val::Kind::Initializer ||
+       bound->kind == Val::Kind::None || !findFunction(family, name->name))) {
     if (bound->kind == Val::Kind::Initializer &&
         &family == &initializerFamily())
       return bound->initializer;
@@ -467,14 +471,7 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
           {expr.getRange()});
     return std::nullopt;
   }
-  const SettingFunction *fn = nullptr;
-  for (const SettingFunction &f : family.functions) {
-    if (name->name == f.name)
-      fn = &f;
-    for (const char *alias : f.aliases)
-      if (name->name == alias)
-        fn = &f;
-  }
+  const SettingFunction *fn = findFunction(family, name->name);
   if (!fn) {
     error(name->loc(), unknownMessage(family.what, name->name, known),
           {name->getRange()});
@@ -597,14 +594,7 @@ bool Sema::namesInitializer(const std::string &name) const {
           : nullptr;
   if (program.find(name, from) || findBuiltin(name))
     return false;
-  for (const SettingFunction &f : initializerFamily().functions) {
-    if (name == f.name)
-      return true;
-    for (const char *alias : f.aliases)
-      if (name == alias)
-        return true;
-  }
-  return false;
+  return findFunction(initializerFamily(), name) != nullptr;
 }
 
 Val Sema::evalInitializer(const Expr &expr) {
