@@ -274,16 +274,18 @@ struct CheckpointStmt : Stmt {
   }
 };
 
-/// param name: type = init
+/// param name: type = init, or buffer name: type = init (state that is not
+/// trained: running statistics, counters, constant tables).
 struct ParamStmt : Stmt {
   ParamStmt(llvm::SMLoc loc, std::string name, llvm::SMRange nameRange,
-            TypeSpec type, ExprPtr init)
+            TypeSpec type, ExprPtr init, bool isBuffer = false)
       : Stmt(Kind::Param, loc), name(std::move(name)), nameRange(nameRange),
-        type(std::move(type)), init(std::move(init)) {}
+        type(std::move(type)), init(std::move(init)), isBuffer(isBuffer) {}
   std::string name;
   llvm::SMRange nameRange;
   TypeSpec type;
   ExprPtr init; // may be null (diagnosed by Sema)
+  bool isBuffer;
   static bool classof(const Stmt *s) { return s->getKind() == Kind::Param; }
 };
 

@@ -122,7 +122,7 @@ private:
       os << "return ";
       printExpr(*ret->value);
     } else if (auto *param = dyn_cast<ParamStmt>(&stmt)) {
-      os << "param " << param->name << ": ";
+      os << (param->isBuffer ? "buffer " : "param ") << param->name << ": ";
       printType(param->type);
       if (param->init) {
         os << " = ";

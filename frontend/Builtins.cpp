@@ -202,6 +202,136 @@ Val reshapeTo(Sema &s, BoundArgs &a, int t, const shape::Shape &requested) {
   return tensor(s.emit("reshape", {t}, {in.dtype, r.shape}, {}, a.loc));
 }
 
+/// torch.nn.functional.batch_norm(x, running_mean, running_var, weight,
+/// bias, training, momentum, eps) over [N, C, ...]. In training: the batch's
+/// statistics (one batch_norm op), and running_mean and running_var, when
+/// given, updated in place as PyTorch does (the variance unbiased); they
+/// must then be buffers. In evaluation: the running statistics, as
+/// x * scale + shift with [C] scale and shift (elementwise, fused).
+Val batchNorm(Sema &s, BoundArgs &a) {
+  auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of batch_norm");
+  if (!x)
+    return Val::error();
+  TensorType in = s.typeOf(*x);
+  if (in.shape.size() < 2) {
+    s.error(a.ranges[0].Start,
+            "batch_norm needs [batch, channels, ...], not " + in.str(),
+            {a.ranges[0]});
+    return Val::error();
+  }
+  int64_t channels = in.shape[1];
+  TensorType perChannel{ElementType::F32, {channels}};
+  // Operand `slot` as a [C] f32 tensor, or nullopt after an error; -1
+  // when not given.
+  auto channelArg = [&](size_t slot, const char *what) -> std::optional<int> {
+    if (!a.has(slot))
+      return -1;
+    auto t = s.asFloatTensor(a.values[slot], a.ranges[slot], what);
+    if (!t)
+      return std::nullopt;
+    if (s.typeOf(*t) != perChannel) {
+      s.error(a.ranges[slot].Start,
+              std::string(what) + " must be " + perChannel.str() + " for " +
+                  in.str() + ", not " + s.typeOf(*t).str(),
+              {a.ranges[slot]});
+      return std::nullopt;
+    }
+    return *t;
+  };
+  auto mean = channelArg(1, "running_mean");
+  auto var = channelArg(2, "running_var");
+  auto weight = channelArg(3, "weight");
+  auto bias = channelArg(4, "bias");
+  std::optional<bool> training = false;
+  if (a.has(5))
+    training = s.asBool(a.values[5], a.ranges[5], "training");
+  auto momentum = numberOr(s, a, 6, 0.1, "momentum");
+  auto eps = numberOr(s, a, 7, 1e-5, "eps");
+  if (!mean || !var || !weight || !bias || !training || !momentum || !eps)
+    return Val::error();
+  if ((*mean < 0) != (*var < 0)) {
+    s.error(a.loc,
+            "batch_norm takes both running_mean and running_var, or "
+            "neither",
+            {a.range});
+    return Val::error();
+  }
+  if (!(*eps > 0) || !(*momentum >= 0 && *momentum <= 1)) {
+    s.error(a.loc, "batch_norm needs eps > 0 and momentum in [0, 1]",
+            {a.range});
+    return Val::error();
+  }
+  auto number = [](double v) { return Val::ofFloat(v); };
+  auto op = [&](BinaryOp kind, Val lhs, Val rhs) {
+    return s.binary(kind, lhs, rhs, a.loc, a.range, a.range);
+  };
+  // A [C] value as [C, 1, ...], which broadcasts over [N, C, ...].
+  auto spread = [&](Val v) {
+    shape::Shape column(in.shape.size() - 1, 1);
+    column[0] = channels;
+    return tensor(s.emit("reshape", {v.tensor},
+                         {s.typeOf(v.tensor).dtype, column}, {}, a.loc));
+  };
+  if (!*training) {
+    if (*mean < 0) {
+      s.error(a.loc,
+              "batch_norm in evaluation needs running_mean and running_var",
+              {a.range});
+      return Val::error();
+    }
+    // As PyTorch's kernel: scale = weight / sqrt(var + eps), shift = bias
+    // - mean * scale, y = x * scale + shift.
+    Val scale = tensor(
+        s.emit("rsqrt", {op(BinaryOp::Add, tensor(*var), number(*eps)).tensor},
+               perChannel, {}, a.loc));
+    if (*weight >= 0)
+      scale = op(BinaryOp::Mul, scale, tensor(*weight));
+    Val shift = op(BinaryOp::Mul, tensor(*mean), scale);
+    shift = *bias >= 0 ? op(BinaryOp::Sub, tensor(*bias), shift)
+                       : op(BinaryOp::Sub, number(0.0), shift);
+    if (scale.isError() || shift.isError())
+      return Val::error();
+    return op(BinaryOp::Add, op(BinaryOp::Mul, tensor(*x), spread(scale)),
+              spread(shift));
+  }
+  int64_t count = shape::numElements(in.shape).value_or(0) / channels;
+  if (count < 2) {
+    s.error(a.loc,
+            "batch_norm in training needs more than one value a channel, and " +
+                in.str() + " has " + std::to_string(count),
+            {a.range});
+    return Val::error();
+  }
+  int scale = *weight >= 0 ? *weight : s.splat(1.0, perChannel, a.loc);
+  int shift = *bias >= 0 ? *bias : s.splat(0.0, perChannel, a.loc);
+  std::vector<int> results =
+      s.emitResults("batch_norm", {*x, scale, shift},
+                    {in, perChannel, perChannel}, {{"epsilon", *eps}}, a.loc);
+  if (*mean >= 0) {
+    // running = momentum * batch + (1 - momentum) * running, with the
+    // batch's unbiased variance (PyTorch's order of operations).
+    double m = *momentum, unbias = double(count) / double(count - 1);
+    Val newMean =
+        op(BinaryOp::Add, op(BinaryOp::Mul, number(m), tensor(results[1])),
+           op(BinaryOp::Mul, number(1 - m), tensor(*mean)));
+    Val newVar = op(BinaryOp::Add,
+                    op(BinaryOp::Mul, number(m * unbias), tensor(results[2])),
+                    op(BinaryOp::Mul, number(1 - m), tensor(*var)));
+    if (newMean.isError() || newVar.isError())
+      return Val::error();
+    if (!s.updateBuffer(*mean, newMean.tensor) ||
+        !s.updateBuffer(*var, newVar.tensor)) {
+      s.error(a.loc,
+              "batch_norm in training updates running_mean and running_var "
+              "in place, so they must be buffers (declared 'buffer "
+              "running_mean: f32[C] = zeros')",
+              {a.range});
+      return Val::error();
+    }
+  }
+  return tensor(results[0]);
+}
+
 /// Loss operands: the prediction must be floating point.
 Val loss(Sema &s, BoundArgs &a, const char *op) {
   auto pred = s.asFloatTensor(a.values[0], a.ranges[0],
@@ -448,6 +578,11 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(
            s.emit("layernorm", {*x, *g, *b}, in, {{"epsilon", *eps}}, a.loc));
      }},
+    {"batch_norm",
+     {"x", "running_mean", "running_var", "weight", "bias", "training",
+      "momentum", "eps"},
+     1,
+     batchNorm},
     {"rmsnorm",
      {"x", "scale", "eps"},
      2,
@@ -877,7 +1012,8 @@ const std::vector<Builtin> kBuiltins = {
        auto p = dropProbability(s, a, "dropout");
        if (!t || !p)
          return Val::error();
-       if (*p == 0)
+       // Evaluation runs without dropout, as torch's model.eval().
+       if (*p == 0 || s.evaluating())
          return tensor(*t);
        return tensor(s.emit("dropout", {*t}, s.typeOf(*t),
                             {{"p", *p}, {"seed", s.nextDropoutSeed()}}, a.loc));
@@ -902,7 +1038,7 @@ const std::vector<Builtin> kBuiltins = {
                  {a.ranges[0]});
          return Val::error();
        }
-       if (*p == 0)
+       if (*p == 0 || s.evaluating())
          return tensor(*t);
        TensorType perExample = in;
        std::fill(perExample.shape.begin() + 1, perExample.shape.end(), 1);
@@ -967,6 +1103,8 @@ const std::vector<Builtin> kBuiltins = {
          s.error(a.ranges[5].Start, "dropout must be in [0, 1)", {a.ranges[5]});
          return Val::error();
        }
+       if (s.evaluating())
+         *p = 0;
        shape::ShapeResult r = shape::attention(
            qt.shape, kt.shape, vt.shape, maskShape ? &*maskShape : nullptr);
        if (!check(s, a, r,
@@ -1047,6 +1185,15 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        }
        return Val::ofInt(in.shape[*n]);
+     }},
+    {"rank",
+     {"x"},
+     1,
+     [](Sema &s, BoundArgs &a) {
+       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of rank");
+       if (!t)
+         return Val::error();
+       return Val::ofInt(int64_t(s.typeOf(*t).shape.size()));
      }},
 };
 

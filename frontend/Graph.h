@@ -89,15 +89,15 @@ struct NamedAttr {
   AttrValue value;
 };
 
-/// A model argument is an input, a target or a parameter (the step
-/// functions add the other roles).
+/// A model argument is an input, a target, a parameter or a buffer (the
+/// step functions add the other roles).
 using ArgRole = ArgumentRole;
 
 struct GraphArg {
   std::string name; // parameters: the module path, blocks.3.attn.wq
   ArgRole role;
   int value;        // id of the value this argument defines
-  ConfigValue init; // parameters only
+  ConfigValue init; // parameters and buffers
   SourcePos pos;
 };
 
@@ -106,6 +106,9 @@ struct Node {
   std::vector<int> operands;
   std::vector<NamedAttr> attrs;
   int result;
+  /// The results after the first, for ops with several (batch_norm's
+  /// statistics).
+  std::vector<int> moreResults;
   std::string scope; // the layer instance path ("blocks.3.attn"), may be empty
   SourceTrace trace;
   /// The `checkpoint { ... }` block the op was computed in (numbered in
@@ -118,10 +121,16 @@ struct Graph {
   std::string fileName;
   std::vector<Setting> hyperParams; // resolved, overrides applied
   std::vector<TensorType> values;   // indexed by value id
-  std::vector<GraphArg> args;       // inputs, then targets, then parameters
+  std::vector<GraphArg> args;       // inputs, targets, parameters, then buffers
   std::vector<Node> nodes;          // in program order
   std::vector<int> outputs;
-  std::vector<std::string> outputNames; // "loss", "output"
+  /// "loss", "output"; "eval_loss" and "eval_output" after them when the
+  /// forward differs in evaluation (it reads `training` or updates a
+  /// buffer): the nodes then hold both forwards, training's first.
+  std::vector<std::string> outputNames;
+  /// What the training forward leaves in each buffer it updates: (the
+  /// buffer's argument value, its value at the end of the forward).
+  std::vector<std::pair<int, int>> bufferUpdates;
   std::vector<Setting> train;           // the validated train section
 
   int addValue(TensorType type) {

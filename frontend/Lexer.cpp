@@ -36,6 +36,8 @@ const char *mnemo::spell(TokenKind kind) {
     return "'import'";
   case TokenKind::KwParam:
     return "'param'";
+  case TokenKind::KwBuffer:
+    return "'buffer'";
   case TokenKind::KwInput:
     return "'input'";
   case TokenKind::KwTarget:
@@ -130,6 +132,7 @@ bool mnemo::startsStatement(TokenKind kind) {
   switch (kind) {
   case TokenKind::KwLet:
   case TokenKind::KwParam:
+  case TokenKind::KwBuffer:
   case TokenKind::KwInput:
   case TokenKind::KwTarget:
   case TokenKind::KwForward:
@@ -282,6 +285,7 @@ Token Lexer::lexIdentifier(const char *start) {
                        .Case("layer", TokenKind::KwLayer)
                        .Case("import", TokenKind::KwImport)
                        .Case("param", TokenKind::KwParam)
+                       .Case("buffer", TokenKind::KwBuffer)
                        .Case("input", TokenKind::KwInput)
                        .Case("target", TokenKind::KwTarget)
                        .Case("forward", TokenKind::KwForward)

@@ -33,6 +33,7 @@ enum class TokenKind {
   KwLayer,
   KwImport,
   KwParam,
+  KwBuffer,
   KwInput,
   KwTarget,
   KwForward,

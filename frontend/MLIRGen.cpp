@@ -4,6 +4,7 @@
 #include "frontend/Graph.h"
 #include "lang/MnemoDialect.h"
 #include "lang/ModelAttributes.h"
+#include "lang/PlanAttributes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -40,6 +41,8 @@ public:
       argTypes.push_back(tensorType(graph.values[arg.value]));
     for (int out : graph.outputs)
       resultTypes.push_back(tensorType(graph.values[out]));
+    for (auto [buffer, updated] : graph.bufferUpdates)
+      resultTypes.push_back(tensorType(graph.values[updated]));
 
     builder.setInsertionPointToEnd(module->getBody());
     auto func = builder.create<func::FuncOp>(
@@ -55,7 +58,7 @@ public:
           NameLoc::get(builder.getStringAttr(arg.name), fileLoc(arg.pos)));
       argAttrs.push_back(model::argumentAttrs(
           builder, arg.role, arg.name,
-          arg.role == ArgRole::Param
+          arg.role == ArgRole::Param || arg.role == ArgRole::Buffer
               ? llvm::cast<DictionaryAttr>(config(arg.init))
               : DictionaryAttr()));
     }
@@ -64,6 +67,14 @@ public:
     for (const std::string &name : graph.outputNames)
       resultAttrs.push_back(
           builder.getDictionaryAttr(model::resultNameAttr(builder, name)));
+    // A buffer's new value is a result named after it, marked as the new
+    // value of its argument (what the training step writes back).
+    for (auto [buffer, updated] : graph.bufferUpdates)
+      for (auto [i, arg] : llvm::enumerate(graph.args))
+        if (arg.value == buffer)
+          resultAttrs.push_back(builder.getDictionaryAttr(
+              {model::resultNameAttr(builder, arg.name),
+               plan::reusedArgumentAttr(builder, i)}));
     func.setAllResultAttrs(resultAttrs);
 
     builder.setInsertionPointToEnd(entry);
@@ -73,6 +84,8 @@ public:
     SmallVector<Value> results;
     for (int out : graph.outputs)
       results.push_back(values.at(out));
+    for (auto [buffer, updated] : graph.bufferUpdates)
+      results.push_back(values.at(updated));
     builder.create<func::ReturnOp>(fileLoc({graph.fileName, 1, 1}), results);
 
     if (failed(verify(*module)))
@@ -210,6 +223,8 @@ private:
     for (int operand : node.operands)
       state.addOperands(values.at(operand));
     state.addTypes(resultType);
+    for (int more : node.moreResults)
+      state.addTypes(tensorType(graph.values[more]));
     // Fused attention also returns each query row's log-sum-exp (f32), which
     // only its gradient reads: the graph knows the output alone.
     if (node.op == "attention") {
@@ -221,6 +236,8 @@ private:
       state.addAttribute(attr.name, opAttr(attr, resultType));
     Operation *op = builder.create(state);
     values[node.result] = op->getResult(0);
+    for (auto [k, more] : llvm::enumerate(node.moreResults))
+      values[more] = op->getResult(k + 1);
     return true;
   }
 

@@ -277,7 +277,7 @@ bool Parser::parseBlock(Block &block, bool isTrain) {
 
 /// statement ::= 'let' NAME '=' expr | NAME '=' expr | 'return' expr
 ///             | 'if' expr block ('else' (block | if))?
-///             | 'param' NAME ':' type ('=' expr)?
+///             | ('param' | 'buffer') NAME ':' type ('=' expr)?
 ///             | ('input' | 'target') NAME ':' type
 ///             | 'forward' ('(' names ')')? block
 ///             | 'train' '{' setting* '}'
@@ -341,26 +341,32 @@ StmtPtr Parser::parseStatement() {
       return nullptr;
     return std::make_unique<CheckpointStmt>(start, std::move(body));
   }
-  case TokenKind::KwParam: {
+  case TokenKind::KwParam:
+  case TokenKind::KwBuffer: {
+    bool isBuffer = tok.is(TokenKind::KwBuffer);
     advance();
     if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(
-          llvm::Twine("expected a parameter name after 'param', found ") +
-          spell(tok.kind));
+      errorAtCurrent(llvm::Twine("expected a ") +
+                     (isBuffer ? "buffer name after 'buffer'"
+                               : "parameter name after 'param'") +
+                     ", found " + spell(tok.kind));
       return nullptr;
     }
     std::string name = tok.text.str();
     SMRange nameRange = tok.range();
     advance();
     TypeSpec type;
-    if (!expect(TokenKind::Colon, "and a type after the parameter name") ||
+    if (!expect(TokenKind::Colon,
+                isBuffer ? "and a type after the buffer name"
+                         : "and a type after the parameter name") ||
         !parseType(type))
       return nullptr;
     ExprPtr init;
     if (consumeIf(TokenKind::Assign) && !(init = parseExpr()))
       return nullptr;
     return std::make_unique<ParamStmt>(start, std::move(name), nameRange,
-                                       std::move(type), std::move(init));
+                                       std::move(type), std::move(init),
+                                       isBuffer);
   }
   case TokenKind::KwInput:
   case TokenKind::KwTarget: {

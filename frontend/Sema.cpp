@@ -266,6 +266,30 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
   return graph.nodes.back().result;
 }
 
+std::vector<int> Sema::emitResults(llvm::StringRef op,
+                                   std::vector<int> operands,
+                                   std::vector<TensorType> results,
+                                   std::vector<NamedAttr> attrs, SMLoc loc) {
+  std::vector<int> values{
+      emit(op, std::move(operands), results.front(), std::move(attrs), loc)};
+  for (size_t k = 1; k < results.size(); ++k) {
+    values.push_back(graph.addValue(std::move(results[k])));
+    graph.nodes.back().moreResults.push_back(values.back());
+  }
+  return values;
+}
+
+bool Sema::updateBuffer(int value, int updated) {
+  for (BufferMember &buffer : bufferMembers) {
+    Val &current = buffer.layer->members.vars[buffer.name];
+    if (current.isTensor() && current.tensor == value) {
+      current = Val::ofTensor(updated);
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Sema::spendWork(SMLoc loc) {
   if (++work <= kMaxWork)
     return true;
@@ -956,6 +980,18 @@ Val Sema::evalName(const NameExpr &name) {
     v.dtype = *d;
     return v;
   }
+  if (name.name == "training") {
+    // A compile-time bool: the forward is elaborated once for training and,
+    // when something reads this, once more for evaluation.
+    if (frames.empty() || frame().mode != Mode::Forward) {
+      error(name.loc(),
+            "'training' is known in a forward (true in the training step, "
+            "false in evaluation), not here",
+            {name.getRange()});
+      return Val::error();
+    }
+    return Val::ofBool(isTraining());
+  }
   if (name.name == "inf")
     return Val::ofFloat(std::numeric_limits<double>::infinity());
   if (name.name == "pi")
@@ -1561,8 +1597,11 @@ void Sema::execStmt(const Stmt &stmt) {
   }
   case Stmt::Kind::Param:
     if (mode != Mode::Body) {
-      error(stmt.loc(),
-            "parameters are declared in the layer body, not in a forward");
+      error(stmt.loc(), cast<ParamStmt>(stmt).isBuffer
+                            ? "buffers are declared in the layer body, not "
+                              "in a forward"
+                            : "parameters are declared in the layer body, "
+                              "not in a forward");
       return;
     }
     return execParam(cast<ParamStmt>(stmt));
@@ -1637,6 +1676,23 @@ void Sema::execBind(const BindStmt &bind) {
         break;
       }
     }
+    if (!existing && stop && frame().self->buffers.count(bind.name)) {
+      // A buffer's new value: read by what follows, and written back by
+      // the training step.
+      Val value = eval(*bind.value);
+      const TensorType &type = typeOf(frame().self->buffers[bind.name]);
+      if (value.isError())
+        return;
+      if (!value.isTensor() || typeOf(value.tensor) != type) {
+        error(bind.value->loc(),
+              "buffer '" + bind.name + "' is " + type.str() +
+                  ", and its new value must be too, not " + describe(value),
+              {bind.value->getRange()});
+        return;
+      }
+      stop->vars[bind.name] = value;
+      return;
+    }
     if (!existing && stop && stop->vars.count(bind.name)) {
       // A member is fixed when the layer is created: a forward that changed
       // it would make the layer's next call compute something else.
@@ -1647,7 +1703,10 @@ void Sema::execBind(const BindStmt &bind) {
                 frame().self->typeName +
                 "', and a forward cannot rebind its layer's members; use "
                 "'let " +
-                bind.name + " = ...' for a value of this forward",
+                bind.name +
+                " = ...' for a value of this forward, or declare state "
+                "that a forward updates as 'buffer " +
+                bind.name + ": TYPE = INIT'",
             {bind.nameRange});
       return;
     }
@@ -1694,7 +1753,7 @@ void Sema::execParam(const ParamStmt &param) {
     scope.vars[param.name] = Val::error();
     return;
   }
-  if (!isFloat(type->dtype)) {
+  if (!param.isBuffer && !isFloat(type->dtype)) {
     error(param.type.dtypeRange.Start,
           "parameters must have a floating-point type, not " + type->str(),
           {param.type.dtypeRange});
@@ -1703,8 +1762,11 @@ void Sema::execParam(const ParamStmt &param) {
   }
   if (!param.init) {
     error(param.nameRange.Start,
-          "parameter '" + param.name +
-              "' needs an initializer, such as '= normal(std=0.02)'",
+          param.isBuffer ? "buffer '" + param.name +
+                               "' needs an initializer, such as '= zeros'"
+                         : "parameter '" + param.name +
+                               "' needs an initializer, such as '= "
+                               "normal(std=0.02)'",
           {param.nameRange});
     scope.vars[param.name] = Val::error();
     return;
@@ -1718,12 +1780,16 @@ void Sema::execParam(const ParamStmt &param) {
   }
   GraphArg arg;
   arg.name = self.path.empty() ? param.name : self.path + "." + param.name;
-  arg.role = ArgRole::Param;
+  arg.role = param.isBuffer ? ArgRole::Buffer : ArgRole::Param;
   arg.value = graph.addValue(*type);
   arg.init = *init;
   arg.pos = position(param.loc());
   graph.args.push_back(arg);
   scope.vars[param.name] = Val::ofTensor(arg.value);
+  if (param.isBuffer) {
+    self.buffers[param.name] = arg.value;
+    bufferMembers.push_back({&self, param.name, arg.value});
+  }
 }
 
 void Sema::execData(const DataStmt &data) {
@@ -1857,5 +1923,60 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
     return std::nullopt;
   if (diags.hadError())
     return std::nullopt;
+
+  // What the training forward left in the buffers it updated; then each
+  // buffer is back to its value at the step's start.
+  for (BufferMember &buffer : bufferMembers) {
+    Val &value = buffer.layer->members.vars[buffer.name];
+    if (value.isTensor() && value.tensor != buffer.value)
+      graph.bufferUpdates.push_back({buffer.value, value.tensor});
+    value = Val::ofTensor(buffer.value);
+  }
+  if (modeDependent && !elaborateEvaluation(root, outputValue))
+    return std::nullopt;
   return std::move(graph);
+}
+
+bool Sema::elaborateEvaluation(LayerInstance &root, int trainingOutput) {
+  // The forward once more, with `training` false: its ops join the graph,
+  // its output (and loss) become the eval_ results. Buffer updates in it
+  // are dropped: evaluation never changes the model's state.
+  training = false;
+  Scope &locals = scopes.emplace_back();
+  locals.parent = &root.members;
+  frames.push_back({&root, Mode::Forward, &locals, SMLoc()});
+  execBlock(modelForward->body);
+  frames.pop_back();
+  std::optional<Val> output = std::move(returned);
+  returned.reset();
+  for (BufferMember &buffer : bufferMembers)
+    buffer.layer->members.vars[buffer.name] = Val::ofTensor(buffer.value);
+  if (diags.hadError())
+    return false;
+  if (!output || !output->isTensor() ||
+      typeOf(output->tensor) != typeOf(trainingOutput)) {
+    error(modelForward->loc(),
+          "in evaluation ('training' false) the model's forward must return " +
+              typeOf(trainingOutput).str() + ", as in training, not " +
+              (output ? describe(*output) : std::string("nothing")));
+    return false;
+  }
+  graph.outputs.push_back(output->tensor);
+  graph.outputNames.push_back("eval_output");
+  if (!trainStmt)
+    return true;
+  for (const StmtPtr &stmt : trainStmt->settings) {
+    auto *bind = llvm::dyn_cast<BindStmt>(stmt.get());
+    if (!bind || bind->name != "loss")
+      continue;
+    locals.vars["output"] = *output;
+    frames.push_back({&root, Mode::Train, &locals, SMLoc()});
+    std::optional<int> loss = evalLoss(*bind->value, output->tensor);
+    frames.pop_back();
+    if (!loss)
+      return false;
+    graph.outputs.push_back(*loss);
+    graph.outputNames.push_back("eval_loss");
+  }
+  return true;
 }

@@ -116,6 +116,8 @@ struct LayerInstance {
   Scope members;                   // hyper-parameters, params, sub-layers
   const ForwardStmt *forward = nullptr;
   std::vector<LayerInstance *> sequence; // the layers of a repeat
+  /// The buffers among the members: name -> the buffer's argument value.
+  std::map<std::string, int> buffers;
 };
 
 /// The arguments of a builtin call, bound to its parameters by position or
@@ -166,6 +168,22 @@ public:
   /// Appends op `op` to the graph and returns its result value.
   int emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
            std::vector<NamedAttr> attrs, llvm::SMLoc loc);
+  /// Appends op `op` with several results and returns their values.
+  std::vector<int> emitResults(llvm::StringRef op, std::vector<int> operands,
+                               std::vector<TensorType> results,
+                               std::vector<NamedAttr> attrs, llvm::SMLoc loc);
+  /// Whether the forward being elaborated is the training one; reading it
+  /// makes the model elaborate its forward a second time, for evaluation.
+  bool isTraining() {
+    modeDependent = true;
+    return training;
+  }
+  /// Whether this is the evaluation forward (which dropout skips); unlike
+  /// isTraining, asking does not make the model elaborate it.
+  bool evaluating() const { return !training; }
+  /// Gives the buffer whose current value is `value` the value `updated`
+  /// (as an in-place update in PyTorch); false if `value` is no buffer's.
+  bool updateBuffer(int value, int updated);
   int splat(double value, TensorType type, llvm::SMLoc loc);
   /// `value` broadcast to `shape` (no op when it already has that shape).
   int broadcastTo(int value, const shape::Shape &shape, llvm::SMLoc loc);
@@ -267,6 +285,8 @@ private:
   std::optional<ConfigValue> evalSetting(const Expr &expr,
                                          const SettingFamily &family);
   std::optional<ConfigValue> evalSettingValue(const Expr &expr);
+  /// The value of the train section's loss expression, given the output.
+  std::optional<int> evalLoss(const Expr &expr, int output);
   /// The train section, and the directives of the command line after it.
   void evalTrain(const TrainStmt &train, int output,
                  const std::vector<const Stmt *> &extraDirectives);
@@ -289,6 +309,19 @@ private:
   std::map<std::string, std::string> overrides;
   int64_t dropoutSeeds = 0;
   bool tooLarge = false;
+  /// The forward's mode (`training`), and whether anything depended on it.
+  bool training = true;
+  bool modeDependent = false;
+  /// Every buffer: its layer, member name and argument value.
+  struct BufferMember {
+    LayerInstance *layer;
+    std::string name;
+    int value;
+  };
+  std::vector<BufferMember> bufferMembers;
+  /// Runs the model's forward for evaluation (`training` false) after the
+  /// training one; adds its output and loss to the graph's outputs.
+  bool elaborateEvaluation(LayerInstance &root, int trainingOutput);
 
 public:
   /// Bounds that keep elaboration finite on any input.

@@ -621,6 +621,53 @@ static bool matchesPattern(llvm::StringRef pattern, llvm::StringRef path) {
   return true;
 }
 
+/// The train section's `loss = ...`, with the model's output `output`.
+std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
+  Val loss;
+  auto *name = llvm::dyn_cast<NameExpr>(&expr);
+  const Builtin *builtin = name ? findBuiltin(name->name) : nullptr;
+  if (builtin && output < 0) {
+    return std::nullopt; // the forward failed; its error was reported
+  } else if (builtin && (std::string(builtin->name) == "cross_entropy" ||
+                         std::string(builtin->name) == "mse")) {
+    // `loss = cross_entropy`: apply it to the output and the one target.
+    std::vector<const GraphArg *> targets;
+    for (const GraphArg &arg : graph.args)
+      if (arg.role == ArgRole::Target)
+        targets.push_back(&arg);
+    if (targets.size() != 1) {
+      error(expr.loc(),
+            "'loss = " + name->name + "' needs exactly one 'target'; with " +
+                std::to_string(targets.size()) +
+                ", write 'loss = " + name->name + "(output, <target>)'",
+            {expr.getRange()});
+      return std::nullopt;
+    }
+    BoundArgs args;
+    args.loc = expr.loc();
+    args.range = expr.getRange();
+    args.values = {Val::ofTensor(output),
+                   Val::ofTensor(targets.front()->value)};
+    args.ranges.assign(builtin->params.size(), expr.getRange());
+    args.given.assign(builtin->params.size(), false);
+    args.given[0] = args.given[1] = true;
+    args.values.resize(builtin->params.size());
+    loss = builtin->run(*this, args);
+  } else {
+    loss = eval(expr);
+  }
+  if (loss.isError())
+    return std::nullopt;
+  if (!loss.isTensor() || !typeOf(loss.tensor).shape.empty() ||
+      !isFloat(typeOf(loss.tensor).dtype)) {
+    error(expr.loc(),
+          "the loss must be a floating-point scalar, not " + describe(loss),
+          {expr.getRange()});
+    return std::nullopt;
+  }
+  return loss.tensor;
+}
+
 void Sema::evalTrain(const TrainStmt &train, int output,
                      const std::vector<const Stmt *> &extraDirectives) {
   // The loss sees the model's output as `output`, next to inputs and targets.
@@ -750,52 +797,12 @@ void Sema::evalTrain(const TrainStmt &train, int output,
       continue;
     }
     if (key == "loss") {
-      Val loss;
-      auto *name = llvm::dyn_cast<NameExpr>(&expr);
-      const Builtin *builtin = name ? findBuiltin(name->name) : nullptr;
-      if (builtin && output < 0) {
-        continue; // the forward failed; its error was reported
-      } else if (builtin && (std::string(builtin->name) == "cross_entropy" ||
-                             std::string(builtin->name) == "mse")) {
-        // `loss = cross_entropy`: apply it to the output and the one target.
-        std::vector<const GraphArg *> targets;
-        for (const GraphArg &arg : graph.args)
-          if (arg.role == ArgRole::Target)
-            targets.push_back(&arg);
-        if (targets.size() != 1) {
-          error(expr.loc(),
-                "'loss = " + name->name +
-                    "' needs exactly one 'target'; with " +
-                    std::to_string(targets.size()) +
-                    ", write 'loss = " + name->name + "(output, <target>)'",
-                {expr.getRange()});
-          continue;
-        }
-        BoundArgs args;
-        args.loc = expr.loc();
-        args.range = expr.getRange();
-        args.values = {Val::ofTensor(output),
-                       Val::ofTensor(targets.front()->value)};
-        args.ranges.assign(builtin->params.size(), expr.getRange());
-        args.given.assign(builtin->params.size(), false);
-        args.given[0] = args.given[1] = true;
-        args.values.resize(builtin->params.size());
-        loss = builtin->run(*this, args);
-      } else {
-        loss = eval(expr);
-      }
-      if (loss.isError())
+      std::optional<int> loss = evalLoss(expr, output);
+      if (!loss)
         continue;
-      if (!loss.isTensor() || !typeOf(loss.tensor).shape.empty() ||
-          !isFloat(typeOf(loss.tensor).dtype)) {
-        error(expr.loc(),
-              "the loss must be a floating-point scalar, not " + describe(loss),
-              {expr.getRange()});
-        continue;
-      }
-      lossValue = loss.tensor;
+      lossValue = *loss;
       std::string what =
-          graph.nodes.empty() || graph.nodes.back().result != loss.tensor
+          graph.nodes.empty() || graph.nodes.back().result != *loss
               ? std::string("custom")
               : graph.nodes.back().op;
       graph.train.push_back({key, ConfigValue::ofSymbol(what)});

@@ -333,6 +333,17 @@ ShapeResult lastDimNorm(const Shape &input, const Shape &scale) {
   return ShapeResult::success(input);
 }
 
+ShapeResult channelNorm(const Shape &input, const Shape &scale) {
+  if (input.size() < 2)
+    return ShapeResult::failure(
+        "the input must have rank >= 2 ([batch, channels, ...]), not " +
+        format(input));
+  if (scale.size() != 1 || scale[0] != input[1])
+    return ShapeResult::failure("the per-channel tensors must be [" +
+                                str(input[1]) + "], not " + format(scale));
+  return ShapeResult::success(input);
+}
+
 ShapeResult attention(const Shape &q, const Shape &k, const Shape &v,
                       const Shape *mask) {
   size_t rank = q.size();

@@ -102,6 +102,10 @@ ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
 /// Normalization over the last dimension with a [D] scale (and bias).
 ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
 
+/// Batch normalization of [N, C, ...] per channel (dim 1) with a [C] scale
+/// (and bias, mean, variance).
+ShapeResult channelNorm(const Shape &input, const Shape &scale);
+
 /// Scaled dot-product attention: q [..., H, Tq, D], k [..., Hkv, Tk, D] and
 /// v [..., Hkv, Tk, Dv] with the same leading dimensions and H a multiple of
 /// Hkv (grouped-query attention) -> [..., H, Tq, Dv]. A mask (`mask`, may

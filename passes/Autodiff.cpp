@@ -35,9 +35,15 @@ namespace {
 /// The role of each @forward argument, from its `mnemo.role` attribute.
 struct ForwardSignature {
   SmallVector<unsigned> inputs, targets, params;
-  /// State the forward reads but does not train: quantization observers.
+  /// State the forward reads but does not train: running statistics,
+  /// counters, quantization observers.
   SmallVector<unsigned> buffers;
   int lossResult = -1, outputResult = -1;
+  /// The evaluation forward's results, where the model's forward differs
+  /// in evaluation (it reads `training`); -1 otherwise.
+  int evalLossResult = -1, evalOutputResult = -1;
+  /// (result, argument): the training forward's new value of a buffer.
+  SmallVector<std::pair<unsigned, unsigned>> bufferUpdates;
 };
 
 FailureOr<ForwardSignature> readSignature(func::FuncOp forward) {
@@ -63,6 +69,19 @@ FailureOr<ForwardSignature> readSignature(func::FuncOp forward) {
       sig.lossResult = i;
     if (name == "output")
       sig.outputResult = i;
+    if (name == "eval_loss")
+      sig.evalLossResult = i;
+    if (name == "eval_output")
+      sig.evalOutputResult = i;
+    if (std::optional<unsigned> arg = plan::reusedArgument(forward, i)) {
+      if (*arg >= forward.getNumArguments() ||
+          model::argumentRole(forward, *arg) != ArgumentRole::Buffer) {
+        forward.emitError() << "result " << i << " updates argument " << *arg
+                            << ", which is not a buffer";
+        return failure();
+      }
+      sig.bufferUpdates.push_back({i, *arg});
+    }
   }
   return sig;
 }
@@ -142,7 +161,13 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
     });
     Block &body = eval.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-    SmallVector<Value> results{ret.getOperand(sig.lossResult)};
+    // The evaluation forward's results where it has its own (the training
+    // forward's ops are then dead here, and canonicalization drops them).
+    int lossResult =
+        sig.evalLossResult >= 0 ? sig.evalLossResult : sig.lossResult;
+    int outputResult =
+        sig.evalOutputResult >= 0 ? sig.evalOutputResult : sig.outputResult;
+    SmallVector<Value> results{ret.getOperand(lossResult)};
     SmallVector<Type> types{results[0].getType()};
     SmallVector<StringRef> names{"loss"};
     if (isClassification(forward, sig)) {
@@ -158,7 +183,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       }
       Value acc = b.create<AccuracyOp>(
           ret.getLoc(), RankedTensorType::get({}, b.getF32Type()),
-          ret.getOperand(sig.outputResult), targets, ignoreIndex);
+          ret.getOperand(outputResult), targets, ignoreIndex);
       results.push_back(acc);
       types.push_back(acc.getType());
       names.push_back("accuracy");
@@ -293,14 +318,27 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       }
     b.setInsertionPointToEnd(body);
     SmallVector<Operation *> forwardOps;
-    func::ReturnOp fwdReturn;
-    for (Operation &op : fwdBody) {
-      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
-        fwdReturn = ret;
-        continue;
+    auto fwdReturn = llvm::cast<func::ReturnOp>(fwdBody.getTerminator());
+    // Where the forward holds an evaluation forward too, only what the
+    // training results need is the training step's (the evaluation's
+    // fake-quant ops must not observe a second time).
+    llvm::DenseSet<Operation *> training;
+    if (sig.evalOutputResult >= 0) {
+      SmallVector<Value> roots{fwdReturn.getOperand(sig.outputResult)};
+      if (sig.lossResult >= 0)
+        roots.push_back(fwdReturn.getOperand(sig.lossResult));
+      for (auto [result, arg] : sig.bufferUpdates)
+        roots.push_back(fwdReturn.getOperand(result));
+      while (!roots.empty()) {
+        Operation *def = roots.pop_back_val().getDefiningOp();
+        if (def && training.insert(def).second)
+          llvm::append_range(roots, def->getOperands());
       }
-      forwardOps.push_back(b.clone(op, map));
     }
+    for (Operation &op : fwdBody)
+      if (&op != fwdReturn &&
+          (sig.evalOutputResult < 0 || training.contains(&op)))
+        forwardOps.push_back(b.clone(op, map));
     Value loss = map.lookup(fwdReturn.getOperand(sig.lossResult));
     // Training observes what it fake-quantizes: each observed range is
     // updated before its fake-quant reads it, and written back.
@@ -330,6 +368,12 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       observed.insert(observed.end() - 1, observe);
     }
     forwardOps = std::move(observed);
+    // What the forward leaves in the buffers it updates (running
+    // statistics), written back as the step's results.
+    for (auto [result, arg] : sig.bufferUpdates) {
+      unsigned k = llvm::find(sig.buffers, arg) - sig.buffers.begin();
+      bufferUpdates[bufferStart + k] = map.lookup(fwdReturn.getOperand(result));
+    }
     b.setInsertionPointToEnd(body);
 
     // The backward: seed d(loss)/d(loss) = 1, then each op's rule, in

@@ -95,24 +95,25 @@ bool checkValues(const StoredTensor &t, std::string &error) {
   return true;
 }
 
+StoredTensor storedArgument(const ArgumentInfo &a, const StepMemory &memory) {
+  StoredTensor t;
+  t.name = a.name;
+  t.dtype = safetensorsDtype(a.dtype);
+  t.shape.assign(a.shape, a.shape + a.rank);
+  int64_t bytes = elementCount(a) * dtypeSize(t.dtype);
+  const uint8_t *src = regionOf(a, memory);
+  t.bytes.assign(src, src + bytes);
+  return t;
+}
+
 bool saveCheckpoint(const std::string &path, const ModelInfo &model,
                     const StepMemory &memory, const RunPosition &position,
                     std::string &error) {
   SafetensorsFile file;
   const StepInfo &step = model.trainStep;
-  for (int i = 0; i < step.numArguments; ++i) {
-    const ArgumentInfo &a = step.arguments[i];
-    if (!isState(a))
-      continue;
-    StoredTensor t;
-    t.name = a.name;
-    t.dtype = safetensorsDtype(a.dtype);
-    t.shape.assign(a.shape, a.shape + a.rank);
-    int64_t bytes = elementCount(a) * dtypeSize(t.dtype);
-    const uint8_t *src = regionOf(a, memory);
-    t.bytes.assign(src, src + bytes);
-    file.tensors.push_back(std::move(t));
-  }
+  for (int i = 0; i < step.numArguments; ++i)
+    if (isState(step.arguments[i]))
+      file.tensors.push_back(storedArgument(step.arguments[i], memory));
   file.metadata["format"] = "mnemo-checkpoint-1";
   file.metadata["model"] = model.name;
   file.metadata["step"] = std::to_string(position.step);

@@ -1,11 +1,12 @@
 //===- Checkpoint.h - Training checkpoints ----------------------*- C++ -*-===//
 //
-// A checkpoint is a safetensors file: every parameter under its Mnemo path
-// ("blocks.3.attn.wq.weight", loadable by PyTorch's load_state_dict after
-// the usual renaming), the optimizer state under "<param>.<slot>", and the
-// run's position in the metadata (step, total steps, seed, threads). It is
-// written atomically; reading validates names, dtypes and shapes against
-// the model and names the first tensor that does not fit.
+// A checkpoint is a safetensors file: every parameter and buffer under its
+// Mnemo path ("blocks.3.attn.wq.weight", "bn1.running_mean", loadable by
+// PyTorch's load_state_dict after the usual renaming), the optimizer state
+// under "<param>.<slot>", and the run's position in the metadata (step, total
+// steps, seed, threads). It is written atomically; reading validates names,
+// dtypes and shapes against the model and names the first tensor that does not
+// fit.
 //
 // Part of the runtime: plain C++17, no LLVM.
 //
@@ -35,6 +36,11 @@ struct RunPosition {
 bool saveCheckpoint(const std::string &path, const ModelInfo &model,
                     const StepMemory &memory, const RunPosition &position,
                     std::string &error);
+
+/// A persistent argument's current value (a parameter, a buffer, optimizer
+/// state), from its region in `memory`, under its name and dtype.
+StoredTensor storedArgument(const ArgumentInfo &argument,
+                            const StepMemory &memory);
 
 /// A checkpoint read and checked against the model, not yet copied in.
 struct Checkpoint {

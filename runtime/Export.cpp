@@ -2,6 +2,7 @@
 
 #include "runtime/Export.h"
 #include "lang/ops/quantization/QuantizationFormulas.h"
+#include "runtime/Checkpoint.h"
 #include "runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -303,6 +304,18 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
     summary.denseBytes += byName[p.name].count() * (p.dtype == "f32" ? 4 : 2);
     for (size_t t = before; t < file.tensors.size(); ++t)
       summary.exportedBytes += int64_t(file.tensors[t].bytes.size());
+  }
+  // The model's buffers as they are (running statistics); quantization
+  // observers went into their weights' scales above.
+  for (int i = 0; i < step.numArguments; ++i) {
+    const ArgumentInfo &a = step.arguments[i];
+    std::string name = a.name;
+    if (a.role != ArgumentRole::Buffer ||
+        name.find(".observer.") != std::string::npos)
+      continue;
+    file.tensors.push_back(storedArgument(a, memory));
+    summary.denseBytes += int64_t(file.tensors.back().bytes.size());
+    summary.exportedBytes += int64_t(file.tensors.back().bytes.size());
   }
   return writeSafetensors(path, file, error);
 }

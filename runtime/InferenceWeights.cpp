@@ -291,7 +291,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
   std::set<std::string> owners;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (a.role != ArgumentRole::Param)
+    // Parameters, and buffers (BatchNorm's running statistics).
+    if (a.role != ArgumentRole::Param && a.role != ArgumentRole::Buffer)
       continue;
     std::string name = a.name;
     int64_t count = 1;

@@ -322,25 +322,15 @@ bool fileExists(const std::string &path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-/// The parameters (role param) of the train step as safetensors tensors.
+/// The parameters and buffers of the train step as safetensors tensors.
 SafetensorsFile parameterFile(const ModelInfo &model,
                               const StepMemory &memory) {
   SafetensorsFile file;
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
-    if (a.role != ArgumentRole::Param)
-      continue;
-    StoredTensor t;
-    t.name = a.name;
-    t.dtype = "F32";
-    t.shape.assign(a.shape, a.shape + a.rank);
-    int64_t n = 1;
-    for (int d = 0; d < a.rank; ++d)
-      n *= a.shape[d];
-    t.bytes.assign(memory.parameters + a.offset,
-                   memory.parameters + a.offset + 4 * n);
-    file.tensors.push_back(std::move(t));
+    if (a.role == ArgumentRole::Param || a.role == ArgumentRole::Buffer)
+      file.tensors.push_back(storedArgument(a, memory));
   }
   return file;
 }

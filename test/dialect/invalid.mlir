@@ -106,6 +106,14 @@ func.func @layernorm_scale(%a: tensor<2x8xf32>, %g: tensor<4xf32>) {
 
 // -----
 
+func.func @batch_norm_channels(%a: tensor<2x8x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{the per-channel tensors must be [8], not [4]}}
+  %0, %1, %2 = mnemo.batch_norm %a, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 func.func @rmsnorm_scale(%a: tensor<2x8xf32>, %g: tensor<2x8xf32>) {
   // expected-error @+1 {{the scale must be [8], not [2,8]}}
   %0 = mnemo.rmsnorm %a, %g {epsilon = 1.0e-6 : f64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -112,6 +112,12 @@ def trained_parameters(model):
             for name, p in model.named_parameters()}
 
 
+def is_observer(name):
+    """A quantization observer's range: Mnemo keeps it as a buffer of the
+    weight it observes, PyTorch inside the parametrization's FakeQuantize."""
+    return ".observer." in name
+
+
 def lr_schedule(train, total_steps):
     """The learning rate at each step (from 1) of the train section's
     schedule, as Mnemo's lr_schedule op computes it; `total_steps` is the
@@ -143,14 +149,19 @@ def replay(config, init, batches, wide):
     if wide:
         model = model.double()
     state = model.state_dict()
-    missing = set(state) ^ set(init)
+    missing = set(state) ^ {name for name in init if not is_observer(name)}
     if missing:
-        raise SystemExit(f"compare.py: parameter names differ: {sorted(missing)}")
-    model.load_state_dict({k: torch.from_numpy(v).to(torch.float64 if wide else torch.float32)
-                           for k, v in init.items()})
+        raise SystemExit(f"compare.py: parameter and buffer names differ: {sorted(missing)}")
+    # Floats in the run's precision; integer buffers (BatchNorm's
+    # num_batches_tracked, int64 in PyTorch) in PyTorch's type.
+    model.load_state_dict({
+        k: torch.from_numpy(v).to(state[k].dtype if not state[k].is_floating_point()
+                                  else torch.float64 if wide else torch.float32)
+        for k, v in init.items() if k in state})
 
     train = config["train"]
     total = config["steps"]
+    buffers = [name for name, _ in model.named_buffers()]
     apply_qat(model, train)
     optimizer = make_optimizer(train["optimizer"], model.parameters())
     lr_at = lr_schedule(train, config.get("total_steps", total))
@@ -170,7 +181,19 @@ def replay(config, init, batches, wide):
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["clip_grad_norm"])
         optimizer.step()
         losses.append(loss.item())
-    return losses, {name: p.detach().numpy() for name, p in trained_parameters(model).items()}
+    # Evaluation, as Mnemo's eval_step: model.eval() (running statistics, no
+    # dropout) on the last batch, with quantization ranges as training left
+    # them (a FakeQuantize observes in eval mode too unless disabled).
+    model.eval()
+    from torch.ao import quantization as tq
+    model.apply(tq.disable_observer)
+    with torch.no_grad():
+        eval_loss = model(batch).item() if total else None
+    trained = {name: p.detach().numpy() for name, p in trained_parameters(model).items()}
+    # The model's own buffers (running statistics), not the observers'.
+    named = dict(model.named_buffers())
+    trained.update({name: named[name].numpy() for name in buffers})
+    return losses, trained, eval_loss
 
 
 def adam_bound(train, steps, total_steps):
@@ -232,7 +255,7 @@ def main():
         args.atol = 1e-12 if wide else 1e-2 * config["train"]["optimizer"]["lr"]
     train = config["train"]
     total = config["steps"]
-    torch_losses, torch_params = replay(config, init, batches, wide)
+    torch_losses, torch_params, torch_eval_loss = replay(config, init, batches, wide)
 
     failures = 0
     mnemo_losses = losses["loss"]
@@ -248,6 +271,12 @@ def main():
             flipped += 1
         failures += not ok
         print(f"  step {step}: loss mnemo {ours:.7f}  pytorch {theirs:.7f}  {verdict}")
+    if "eval_loss" in losses and torch_eval_loss is not None:
+        ours = float(losses["eval_loss"][0])
+        ok = math.isclose(ours, torch_eval_loss, rel_tol=args.rtol, abs_tol=args.atol)
+        failures += not ok
+        print(f"  eval: loss mnemo {ours:.7f}  pytorch {torch_eval_loss:.7f}  "
+              f"{'ok' if ok else 'MISMATCH'}")
     worst = 0.0
     # A fake-quantized weight whose value lands on a rounding boundary (x /
     # scale = 127.5 at a range's end) keeps or loses its straight-through
@@ -257,7 +286,17 @@ def main():
     # than its steps can move it, at most at both ends of each range.
     bound = None if wide else adam_bound(train, total, config.get("total_steps", total))
     for name, theirs in torch_params.items():
+        if name not in final:
+            failures += 1
+            print(f"  {name}: MISSING from Mnemo's final state")
+            continue
         ours = final[name]
+        if not np.issubdtype(theirs.dtype, np.floating):
+            # A counter: exactly.
+            if not np.array_equal(ours.astype(np.int64), theirs.astype(np.int64)):
+                failures += 1
+                print(f"  {name}: MISMATCH, {ours} and {theirs}")
+            continue
         close = np.isclose(ours, theirs, rtol=args.rtol, atol=args.atol)
         rel = np.max(np.abs(ours - theirs) / (np.abs(theirs) + args.atol))
         far = int(np.count_nonzero(~close))
@@ -281,7 +320,7 @@ def main():
         # The mean absolute difference over every parameter element: the
         # largest is an element whose gradient is as small as eps, which
         # Adam moves by about lr either way on noise alone.
-        _, wide_params = replay(config, init, batches, True)
+        _, wide_params, _ = replay(config, init, batches, True)
         def drift(a, b):
             diffs = np.concatenate([np.abs(a[n].astype(np.float64) - b[n]).ravel() for n in b])
             return float(diffs.mean()), float(diffs.max())

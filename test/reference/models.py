@@ -346,7 +346,27 @@ class Llama(nn.Module):
                                batch["next"].long().reshape(-1))
 
 
-MODELS = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
+class BatchNormNet(nn.Module):
+    """test/reference/models/batch-norm.mn: BatchNorm2d after a convolution
+    without bias, BatchNorm1d without affine parameters after a linear
+    layer; their running statistics are buffers."""
+
+    def __init__(self, hp):
+        super().__init__()
+        c, hidden = hp["channels"], hp["hidden"]
+        self.conv = nn.Conv2d(1, c, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(c, momentum=0.2)
+        self.fc = nn.Linear(c * 6 * 6, hidden)
+        self.bn1d = nn.BatchNorm1d(hidden, affine=False)
+        self.head = nn.Linear(hidden, hp["classes"])
+
+    def forward(self, batch):
+        h = F.max_pool2d(F.relu(self.bn(self.conv(batch["image"]))), 2)
+        h = F.relu(self.bn1d(self.fc(torch.flatten(h, 1))))
+        return F.cross_entropy(self.head(h), batch["label"].long())
+
+
+MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
           "PadMLP": PadMLP, "MaskMLP": MaskMLP,
           "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}

@@ -265,6 +265,31 @@ std::vector<GradientCase> allCases() {
         return b.create<RmsNormOp>(l, in[0].getType(), in[0], in[1],
                                    b.getF64FloatAttr(1e-6));
       });
+  add("batch_norm", "mnemo.batch_norm",
+      {{"f32[4,3,2,2]"}, {"f32[3]"}, {"f32[3]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        auto stats = like(in[1], {3});
+        return b
+            .create<BatchNormOp>(l, in[0].getType(), stats, stats, in[0], in[1],
+                                 in[2], b.getF64FloatAttr(1e-5))
+            .getResult();
+      });
+  // A loss that reads the statistics too (their gradients reach the input).
+  add("batch_norm_statistics", "mnemo.batch_norm",
+      {{"f32[4,3,2]"}, {"f32[3]"}, {"f32[3]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        auto stats = like(in[1], {3});
+        auto op = b.create<BatchNormOp>(l, in[0].getType(), stats, stats, in[0],
+                                        in[1], in[2], b.getF64FloatAttr(1e-5));
+        Value meanTimesVar =
+            b.create<MulOp>(l, stats, op.getMean(), op.getVariance());
+        return b
+            .create<AddOp>(l, stats, meanTimesVar,
+                           b.create<SumOp>(l, stats, op.getResult(),
+                                           ArrayRef<int64_t>{0, 2},
+                                           /*keep_dims=*/false))
+            .getResult();
+      });
   // Losses.
   add("cross_entropy", "mnemo.cross_entropy",
       {{"f32[2,3,6]"}, {"i32[2,3]", Draw::Indices, 6}},

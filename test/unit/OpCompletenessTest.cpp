@@ -70,7 +70,8 @@ TEST(OpCompleteness, AmpCategoriesFollowAutocast) {
   for (const char *op :
        {"mnemo.sum", "mnemo.mean", "mnemo.exp", "mnemo.log", "mnemo.pow",
         "mnemo.rsqrt", "mnemo.softmax", "mnemo.log_softmax", "mnemo.layernorm",
-        "mnemo.rmsnorm", "mnemo.cross_entropy", "mnemo.mse", "mnemo.accuracy"})
+        "mnemo.rmsnorm", "mnemo.batch_norm", "mnemo.cross_entropy", "mnemo.mse",
+        "mnemo.accuracy"})
     EXPECT_EQ(categoryOf(op), "f32") << op;
   for (const char *op : {"mnemo.add", "mnemo.relu", "mnemo.gelu",
                          "mnemo.dropout", "mnemo.reshape", "mnemo.max"})

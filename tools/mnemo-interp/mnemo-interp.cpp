@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     values[i] = fromFloats(a, data);
-    if (a.role == ArgumentRole::Param)
+    if (a.role == ArgumentRole::Param || a.role == ArgumentRole::Buffer)
       initFile.tensors.push_back(store(a.name, values[i]));
   }
 
@@ -498,8 +498,32 @@ int main(int argc, char **argv) {
     }
     runtime::SafetensorsFile finalFile;
     for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].role == ArgumentRole::Param)
+      if (args[i].role == ArgumentRole::Param ||
+          args[i].role == ArgumentRole::Buffer)
         finalFile.tensors.push_back(store(args[i].name, values[i], exact));
+    // The trained model evaluated on the last batch (as torch's
+    // model.eval(): running statistics, no dropout).
+    if (evalStep && totalSteps > 0) {
+      std::vector<StepArgument> evalArgs = describeArguments(evalStep);
+      std::vector<Tensor> evalValues(evalArgs.size());
+      for (size_t i = 0; i < evalArgs.size(); ++i)
+        for (size_t j = 0; j < args.size(); ++j)
+          if (args[j].role == evalArgs[i].role &&
+              args[j].name == evalArgs[i].name)
+            evalValues[i] = values[j];
+      std::string error;
+      FailureOr<std::vector<Tensor>> results =
+          interpreter.run(evalStep, evalValues, error);
+      if (failed(results)) {
+        llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
+        return 1;
+      }
+      double evalLoss = (*results)[0].data[0];
+      lossesFile.tensors.push_back(
+          exact ? runtime::StoredTensor::f64("eval_loss", {1}, {evalLoss})
+                : runtime::StoredTensor::f32("eval_loss", {1},
+                                             {float(evalLoss)}));
+    }
     lossesFile.tensors.push_back(
         exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())},
                                            losses)

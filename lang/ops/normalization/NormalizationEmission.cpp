@@ -1,10 +1,10 @@
 //===- NormalizationEmission.cpp - Normalization in the CPU and CUDA code -===//
 //
-// The code generation models of layernorm, rmsnorm and their backward ops:
-// calls of the CPU kernels (NormalizationKernels.h), and on the GPU one
-// block per row, then (for the backward ops) the scale and bias gradients
-// as column sums over row chunks in the op's scratch
-// (NormalizationKernels.cuh).
+// The code generation models of layernorm, rmsnorm, batch_norm and their
+// backward ops: calls of the CPU kernels (NormalizationKernels.h), and on
+// the GPU one block per row (per channel for batch_norm), then (for the
+// backward ops) the scale and bias gradients as column sums over row chunks in
+// the op's scratch (NormalizationKernels.cuh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -148,6 +148,79 @@ LogicalResult emitNormalizationCuda(Op opOp, CudaKernelContext &context) {
   return success();
 }
 
+/// batch_norm and batch_norm_grad see their input as [n, c, inner].
+struct ChannelLayout {
+  int64_t n, c, inner;
+};
+ChannelLayout channelLayout(Value input) {
+  auto type = verification::tensorType(input);
+  int64_t n = type.getDimSize(0), c = type.getDimSize(1);
+  return {n, c, type.getNumElements() / (n * c)};
+}
+
+LogicalResult emitBatchNormCpu(BatchNormOp op, CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> in =
+      context.operands({op.getInput(), op.getScale(), op.getBias()});
+  if (failed(in))
+    return failure();
+  context.include(kCpuKernels);
+  ChannelLayout l = channelLayout(op.getInput());
+  context.out() << llvm::formatv(
+      "  batchNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});\n",
+      (*in)[0], (*in)[1], (*in)[2], context.result(0), context.result(1),
+      context.result(2), l.n, l.c, l.inner,
+      floatLiteral(op.getEpsilon().convertToDouble()));
+  return success();
+}
+
+LogicalResult emitBatchNormGradCpu(BatchNormGradOp op,
+                                   CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> in = context.operands(op->getOperands());
+  if (failed(in))
+    return failure();
+  context.include(kCpuKernels);
+  ChannelLayout l = channelLayout(op.getInput());
+  context.out() << llvm::formatv(
+      "  batchNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+      "{10}, {11});\n",
+      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], context.result(0),
+      context.result(1), context.result(2), l.n, l.c, l.inner,
+      floatLiteral(op.getEpsilon().convertToDouble()));
+  return success();
+}
+
+LogicalResult emitBatchNormCuda(BatchNormOp op, CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  ChannelLayout l = channelLayout(op.getInput());
+  context.launch(
+      llvm::formatv(
+          "batchNorm<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+          "{9}, {10});",
+          context.elementType(op.getInput()), context.operand(op.getInput()),
+          context.operand(op.getScale()), context.operand(op.getBias()),
+          context.result(0), context.result(1), context.result(2), l.n, l.c,
+          l.inner, floatLiteral(op.getEpsilon().convertToDouble())),
+      gridFor(l.c, 1), rowThreads(l.n * l.inner));
+  return success();
+}
+
+LogicalResult emitBatchNormGradCuda(BatchNormGradOp op,
+                                    CudaKernelContext &context) {
+  context.include(kCudaKernels);
+  ChannelLayout l = channelLayout(op.getInput());
+  context.launch(
+      llvm::formatv(
+          "batchNormGrad<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+          "{8}, {9}, {10}, {11}, {12});",
+          context.elementType(op.getInput()), context.operand(op.getGrad()),
+          context.operand(op.getInput()), context.operand(op.getScale()),
+          context.operand(op.getMean()), context.operand(op.getVariance()),
+          context.result(0), context.result(1), context.result(2), l.n, l.c,
+          l.inner, floatLiteral(op.getEpsilon().convertToDouble())),
+      gridFor(l.c, 1), rowThreads(l.n * l.inner));
+  return success();
+}
+
 template <typename Op> void attach(MLIRContext &context) {
   KernelFunctions<Op, emitNormalizationCpu<Op>,
                   emitNormalizationCuda<Op>>::attach(context);
@@ -163,6 +236,10 @@ void registerNormalizationEmissionModels(MLIRContext &context) {
   attach<RmsNormOp>(context);
   attach<LayerNormGradOp>(context);
   attach<RmsNormGradOp>(context);
+  KernelFunctions<BatchNormOp, emitBatchNormCpu, emitBatchNormCuda>::attach(
+      context);
+  KernelFunctions<BatchNormGradOp, emitBatchNormGradCpu,
+                  emitBatchNormGradCuda>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

@@ -1,14 +1,17 @@
 //===- NormalizationFormulas.h - What normalization computes ----*- C++ -*-===//
 //
-// The per-element formulas of layernorm and rmsnorm and of their gradients,
-// stated once. The reference interpreter evaluates them in double
-// (NormalizationInterpreter.cpp), the CPU kernels (NormalizationKernels.h)
-// and the CUDA kernels (NormalizationKernels.cuh, to which NVRTC gives this
-// file by name) in f32. What differs between them is only how a row's sums
-// are taken: in double on the host, by a block's reduction on the GPU.
+// The per-element formulas of layernorm, rmsnorm and batch_norm and of
+// their gradients, stated once. The reference interpreter evaluates them in
+// double (NormalizationInterpreter.cpp), the CPU kernels
+// (NormalizationKernels.h) and the CUDA kernels (NormalizationKernels.cuh, to
+// which NVRTC gives this file by name) in f32. What differs between them is
+// only how a row's sums are taken: in double on the host, by a block's
+// reduction on the GPU.
 //
 // RMS normalization is layer normalization with the mean taken as 0 and no
-// bias: the callers pass mean = 0, bias = 0 and meanDxhat = 0.
+// bias: the callers pass mean = 0, bias = 0 and meanDxhat = 0. Batch
+// normalization is the same arithmetic over a channel's elements instead of
+// a row's, with one scale a channel.
 //
 // It includes nothing but the formula macros: NVRTC compiles without a C++
 // standard library.

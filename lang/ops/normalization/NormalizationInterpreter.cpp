@@ -1,8 +1,8 @@
 //===- NormalizationInterpreter.cpp - Normalization in the interpreter ----===//
 //
-// The interpreter's model of layernorm, rmsnorm and their backward ops: in
-// double, each row's statistics in one pass of the textbook definitions,
-// the per-element arithmetic NormalizationFormulas.h's.
+// The interpreter's model of layernorm, rmsnorm, batch_norm and their
+// backward ops: in double, each row's (channel's) statistics by the
+// textbook definitions, the per-element arithmetic NormalizationFormulas.h's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +77,88 @@ LogicalResult interpretNormalization(Operation *op, OpContext &context,
   return success();
 }
 
+/// Batch normalization of [N, C, S...] per channel, or its gradients
+/// (operands grad, input, scale, mean, variance; results the input's, the
+/// scale's and the bias's gradients). The forward's statistics are
+/// computed here in double; the backward reads the forward's.
+LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
+                                 bool grad) {
+  const Tensor &x = context.get(op->getOperand(grad ? 1 : 0));
+  const Tensor &scale = context.get(op->getOperand(grad ? 2 : 1));
+  int64_t n = x.shape[0], c = x.shape[1];
+  int64_t inner = x.numElements() / (n * c), count = n * inner;
+  auto at = [&](int64_t i, int64_t ch, int64_t s) {
+    return (i * c + ch) * inner + s;
+  };
+  Tensor y = context.like(op->getResult(0));
+  if (!grad) {
+    const Tensor &bias = context.get(op->getOperand(2));
+    Tensor mean = context.like(op->getResult(1));
+    Tensor var = context.like(op->getResult(2));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t s = 0; s < inner; ++s)
+          m += x.data[at(i, ch, s)];
+      m /= double(count);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t s = 0; s < inner; ++s)
+          v += (x.data[at(i, ch, s)] - m) * (x.data[at(i, ch, s)] - m);
+      v /= double(count);
+      double rstd = 1.0 / std::sqrt(v + eps);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t s = 0; s < inner; ++s)
+          y.data[at(i, ch, s)] = normalize(x.data[at(i, ch, s)], m, rstd,
+                                           scale.data[ch], bias.data[ch]);
+      mean.data[ch] = m;
+      var.data[ch] = v;
+    }
+    context.set(op->getResult(0), std::move(y));
+    context.set(op->getResult(1), std::move(mean));
+    context.set(op->getResult(2), std::move(var));
+    return success();
+  }
+  const Tensor &g = context.get(op->getOperand(0));
+  const Tensor &mean = context.get(op->getOperand(3));
+  const Tensor &var = context.get(op->getOperand(4));
+  Tensor dscale(scale.type, scale.shape), dbias(scale.type, scale.shape);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double m = mean.data[ch], rstd = 1.0 / std::sqrt(var.data[ch] + eps);
+    double sumDy = 0, sumDyXhat = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < inner; ++s) {
+        int64_t k = at(i, ch, s);
+        sumDy += g.data[k];
+        sumDyXhat += g.data[k] * normalized(x.data[k], m, rstd);
+      }
+    dscale.data[ch] = sumDyXhat;
+    dbias.data[ch] = sumDy;
+    double meanDxhat = sumDy * scale.data[ch] / double(count);
+    double meanDxhatXhat = sumDyXhat * scale.data[ch] / double(count);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t s = 0; s < inner; ++s) {
+        int64_t k = at(i, ch, s);
+        y.data[k] = normalizeInputGrad(g.data[k], x.data[k], scale.data[ch], m,
+                                       rstd, meanDxhat, meanDxhatXhat);
+      }
+  }
+  context.set(op->getResult(0), std::move(y));
+  context.set(op->getResult(1), std::move(dscale));
+  context.set(op->getResult(2), std::move(dbias));
+  return success();
+}
+
+/// The model of batch_norm (`Grad`: batch_norm_grad).
+template <typename Op, bool Grad>
+struct BatchNormInterpreterModel
+    : InterpretedOpInterface::ExternalModel<BatchNormInterpreterModel<Op, Grad>,
+                                            Op> {
+  LogicalResult interpret(Operation *op, OpContext &context) const {
+    double eps = llvm::cast<Op>(op).getEpsilon().convertToDouble();
+    return interpretBatchNorm(op, context, eps, Grad);
+  }
+};
+
 /// The model of `Op`, an RMS norm when `Rms`, a backward op when `Grad`.
 template <typename Op, bool Rms, bool Grad>
 struct NormalizationInterpreterModel
@@ -102,6 +184,10 @@ void registerNormalizationInterpreterModels(MLIRContext &context) {
       NormalizationInterpreterModel<LayerNormGradOp, false, true>>(context);
   RmsNormGradOp::attachInterface<
       NormalizationInterpreterModel<RmsNormGradOp, true, true>>(context);
+  BatchNormOp::attachInterface<BatchNormInterpreterModel<BatchNormOp, false>>(
+      context);
+  BatchNormGradOp::attachInterface<
+      BatchNormInterpreterModel<BatchNormGradOp, true>>(context);
 }
 } // namespace interp
 } // namespace mnemo

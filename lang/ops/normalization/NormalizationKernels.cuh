@@ -124,6 +124,71 @@ __device__ void layerNormGradFinish(const float *partial, int64_t chunks,
     dbias[j] = st<T>(db);
 }
 
+/// Batch normalization of x [n, c, inner]: one block per channel, its mean
+/// and biased variance (two passes, the second over deviations) into
+/// `mean` and `var`, then y.
+template <typename T>
+__device__ void batchNorm(const T *x, const T *scale, const T *bias, T *y,
+                          float *mean, float *var, int64_t n, int64_t c,
+                          int64_t inner, float eps) {
+  int64_t count = n * inner;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    float sum = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x)
+      sum += ld(x[((k / inner) * c + ch) * inner + k % inner]);
+    float mu = blockSum(sum) / float(count);
+    float squares = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      float d = ld(x[((k / inner) * c + ch) * inner + k % inner]) - mu;
+      squares += d * d;
+    }
+    float v = blockSum(squares) / float(count);
+    float rstd = rsqrtf(v + eps);
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      int64_t at = ((k / inner) * c + ch) * inner + k % inner;
+      y[at] = st<T>(normalization::normalize(ld(x[at]), mu, rstd, ld(scale[ch]),
+                                             ld(bias[ch])));
+    }
+    if (threadIdx.x == 0) {
+      mean[ch] = mu;
+      var[ch] = v;
+    }
+  }
+}
+
+/// The gradients of batch normalization: one block per channel, from the
+/// forward's statistics.
+template <typename T>
+__device__ void batchNormGrad(const T *dy, const T *x, const T *scale,
+                              const float *mean, const float *var, T *dx,
+                              T *dscale, T *dbias, int64_t n, int64_t c,
+                              int64_t inner, float eps) {
+  int64_t count = n * inner;
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    float mu = mean[ch], rstd = rsqrtf(var[ch] + eps);
+    float sumDy = 0, sumDyXhat = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      int64_t at = ((k / inner) * c + ch) * inner + k % inner;
+      float g = ld(dy[at]);
+      sumDy += g;
+      sumDyXhat += g * normalization::normalized(ld(x[at]), mu, rstd);
+    }
+    sumDy = blockSum(sumDy);
+    sumDyXhat = blockSum(sumDyXhat);
+    float s = ld(scale[ch]);
+    float a = sumDy * s / float(count), b = sumDyXhat * s / float(count);
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      int64_t at = ((k / inner) * c + ch) * inner + k % inner;
+      dx[at] = st<T>(normalization::normalizeInputGrad(ld(dy[at]), ld(x[at]), s,
+                                                       mu, rstd, a, b));
+    }
+    if (threadIdx.x == 0) {
+      dscale[ch] = st<T>(sumDyXhat);
+      dbias[ch] = st<T>(sumDy);
+    }
+  }
+}
+
 } // namespace cuda
 } // namespace mnemo
 

@@ -107,6 +107,76 @@ inline void layerNormGrad(const float *dy, const float *x, const float *scale,
   });
 }
 
+/// Batch normalization of x [n, c, inner] per channel: each channel's mean
+/// and biased variance (summed in double, the variance over deviations)
+/// into `mean` and `var`, then y. Channels in parallel.
+inline void batchNorm(const float *x, const float *scale, const float *bias,
+                      float *y, float *mean, float *var, int64_t n, int64_t c,
+                      int64_t inner, float eps) {
+  double count = double(n * inner);
+  parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch) {
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float *p = x + (i * c + ch) * inner;
+        for (int64_t s = 0; s < inner; ++s)
+          sum += p[s];
+      }
+      double m = sum / count, squares = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float *p = x + (i * c + ch) * inner;
+        for (int64_t s = 0; s < inner; ++s)
+          squares += (p[s] - m) * (p[s] - m);
+      }
+      double v = squares / count;
+      float mu = float(m), rstd = float(1.0 / std::sqrt(v + eps));
+      for (int64_t i = 0; i < n; ++i) {
+        const float *p = x + (i * c + ch) * inner;
+        float *out = y + (i * c + ch) * inner;
+        for (int64_t s = 0; s < inner; ++s)
+          out[s] =
+              normalization::normalize(p[s], mu, rstd, scale[ch], bias[ch]);
+      }
+      mean[ch] = mu;
+      var[ch] = float(v);
+    }
+  });
+}
+
+/// The gradients of batch normalization from the forward's statistics.
+inline void batchNormGrad(const float *dy, const float *x, const float *scale,
+                          const float *mean, const float *var, float *dx,
+                          float *dscale, float *dbias, int64_t n, int64_t c,
+                          int64_t inner, float eps) {
+  double count = double(n * inner);
+  parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch) {
+      float mu = mean[ch], rstd = float(1.0 / std::sqrt(double(var[ch]) + eps));
+      double sumDy = 0, sumDyXhat = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float *p = x + (i * c + ch) * inner,
+                    *g = dy + (i * c + ch) * inner;
+        for (int64_t s = 0; s < inner; ++s) {
+          sumDy += g[s];
+          sumDyXhat += double(g[s]) * normalization::normalized(p[s], mu, rstd);
+        }
+      }
+      dscale[ch] = float(sumDyXhat);
+      dbias[ch] = float(sumDy);
+      float a = float(sumDy * scale[ch] / count);
+      float b = float(sumDyXhat * scale[ch] / count);
+      for (int64_t i = 0; i < n; ++i) {
+        const float *p = x + (i * c + ch) * inner,
+                    *g = dy + (i * c + ch) * inner;
+        float *out = dx + (i * c + ch) * inner;
+        for (int64_t s = 0; s < inner; ++s)
+          out[s] = normalization::normalizeInputGrad(g[s], p[s], scale[ch], mu,
+                                                     rstd, a, b);
+      }
+    }
+  });
+}
+
 } // namespace cpu
 } // namespace mnemo
 

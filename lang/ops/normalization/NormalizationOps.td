@@ -1,7 +1,8 @@
-//===- NormalizationOps.td - layernorm and rmsnorm -------*- tablegen -*-===//
+//===- NormalizationOps.td - layernorm, rmsnorm, batch_norm *- tablegen -*-===//
 //
 // Normalization over the last dimension, as torch.nn.LayerNorm and
-// torch.nn.RMSNorm, and the backward ops their gradient rules emit.
+// torch.nn.RMSNorm, over all but the channels, as torch.nn.BatchNorm2d in
+// training, and the backward ops their gradient rules emit.
 // Everything about them is in this folder: the ODS (here), the shape checks
 // and gradient rules (NormalizationOps.cpp), the per-element formulas every
 // implementation evaluates (NormalizationFormulas.h), the reference
@@ -67,6 +68,41 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pur
   let hasVerifier = 1;
 }
 
+def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>,
+    AllTypesMatch<["mean", "variance"]>]> {
+  let extraClassDeclaration = [{
+    /// About 7 FLOPs an element: two statistics passes, then the
+    /// normalized value.
+    int64_t getRecomputeFlops() {
+      return 7 * ::llvm::cast<::mlir::ShapedType>(getType(0)).getNumElements();
+    }
+  }];
+  let summary = "batch normalization over every dimension but the channels";
+  let description = [{
+    Training-mode batch normalization of `[N, C, ...]`, as
+    `torch.nn.BatchNorm1d/2d/3d` in `train()`: each channel `c` is
+    normalized by the mean and the biased variance of its `N * ...`
+    elements, `(x - mean) / sqrt(var + epsilon) * scale + bias`. The
+    channels' mean and biased variance are results too (f32, `[C]`): the
+    running statistics are updated from them, and the gradient reads them
+    instead of recomputing them (what PyTorch saves). Evaluation-mode
+    normalization, with the running statistics, is elementwise arithmetic.
+
+    ```mlir
+    %y, %mean, %var = mnemo.batch_norm %x, %g, %b {epsilon = 1.000000e-05 : f64}
+        : (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$input, Mnemo_FloatTensor:$scale,
+                       Mnemo_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Mnemo_FloatTensor:$result, Mnemo_FloatTensor:$mean,
+                      Mnemo_FloatTensor:$variance);
+  let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 // The backward ops: what the gradient rules emit, so that the forward keeps
 // nothing but its input alive. Neither is differentiated again.
 
@@ -116,6 +152,30 @@ def Mnemo_RmsNormGradOp : Mnemo_Op<"rmsnorm_grad", [Mnemo_AmpFollow, Mnemo_Fusio
     /// Row chunks of the CUDA kernels' parameter-gradient column sums.
     int64_t getCudaGradChunks();
   }];
+}
+
+def Mnemo_BatchNormGradOp : Mnemo_Op<"batch_norm_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    AllTypesMatch<["grad", "input", "input_grad"]>,
+    AllTypesMatch<["scale", "scale_grad", "bias_grad"]>,
+    AllTypesMatch<["mean", "variance"]>]> {
+  let summary = "gradients of batch_norm";
+  let description = [{
+    The gradients of a batch_norm's input, scale and bias, from the
+    channels' mean and biased variance that the forward returned.
+
+    ```mlir
+    %dx, %dg, %db = mnemo.batch_norm_grad %dy, %x, %g, %mean, %var {epsilon = 1.000000e-05 : f64}
+        : (tensor<8x16x4x4xf32>, tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input,
+                       Mnemo_FloatTensor:$scale, Mnemo_FloatTensor:$mean,
+                       Mnemo_FloatTensor:$variance, F64Attr:$epsilon);
+  let results = (outs Mnemo_FloatTensor:$input_grad, Mnemo_FloatTensor:$scale_grad,
+                      Mnemo_FloatTensor:$bias_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 #endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONOPS_TD
