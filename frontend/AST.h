@@ -175,11 +175,18 @@ struct ListExpr : Expr {
 
 /// repeat N { Layer(...) }: N instances named name.0 ... name.N-1, applied in
 /// sequence.
+/// repeat N { Layer(...) }, or repeat i in A..B { Layer(..., i) }: the
+/// layer created for each index (B - A of them; start is null in the
+/// first form).
 struct RepeatExpr : Expr {
-  RepeatExpr(llvm::SMRange r, ExprPtr count, ExprPtr body)
-      : Expr(Kind::Repeat, r), count(std::move(count)), body(std::move(body)) {}
-  ExprPtr count;
+  RepeatExpr(llvm::SMRange r, ExprPtr count, ExprPtr body,
+             std::string indexName = "", ExprPtr start = nullptr)
+      : Expr(Kind::Repeat, r), count(std::move(count)), body(std::move(body)),
+        indexName(std::move(indexName)), start(std::move(start)) {}
+  ExprPtr count; // N, or B: the end of the range
   ExprPtr body;
+  std::string indexName;
+  ExprPtr start;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Repeat; }
 };
 

@@ -237,6 +237,11 @@ private:
     case Expr::Kind::Repeat: {
       auto &r = llvm::cast<RepeatExpr>(expr);
       os << "(repeat ";
+      if (r.start) {
+        os << r.indexName << " in ";
+        printExpr(*r.start);
+        os << "..";
+      }
       printExpr(*r.count);
       os << " ";
       printExpr(*r.body);

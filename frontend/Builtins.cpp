@@ -900,6 +900,10 @@ const std::vector<Builtin> kBuiltins = {
      {"condition", "on_true", "on_false"},
      3,
      [](Sema &s, BoundArgs &a) {
+       // A compile-time condition chooses a compile-time value (a stride
+       // that depends on a repeat's index).
+       if (a.values[0].kind == Val::Kind::Bool)
+         return a.values[0].b ? a.values[1] : a.values[2];
        auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
        if (!c)
          return Val::error();

@@ -90,6 +90,8 @@ const char *mnemo::spell(TokenKind kind) {
     return "':'";
   case TokenKind::Semicolon:
     return "';'";
+  case TokenKind::DotDot:
+    return "'..'";
   case TokenKind::Dot:
     return "'.'";
   case TokenKind::Assign:
@@ -236,7 +238,7 @@ Token Lexer::next() {
   case ';':
     return make(TokenKind::Semicolon, start);
   case '.':
-    return make(TokenKind::Dot, start);
+    return make(peekIs('.') ? TokenKind::DotDot : TokenKind::Dot, start);
   case '=':
     return make(peekIs('=') ? TokenKind::EqEq : TokenKind::Assign, start);
   case '<':

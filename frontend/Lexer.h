@@ -62,6 +62,7 @@ enum class TokenKind {
   Colon,
   Semicolon,
   Dot,
+  DotDot,     // the range of an indexed repeat: 0..n
   Assign,     // =
   Plus,       // +
   Minus,      // -

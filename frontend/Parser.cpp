@@ -826,7 +826,24 @@ ExprPtr Parser::parsePrimary() {
   case TokenKind::KwRepeat: {
     advance();
     ExprPtr count = parseExpr();
-    if (!count || !expect(TokenKind::LBrace, "after the repeat count"))
+    if (!count)
+      return nullptr;
+    // repeat i in A..B: the name, then `in` (a name only here).
+    std::string indexName;
+    ExprPtr first;
+    auto *name = llvm::dyn_cast<NameExpr>(count.get());
+    if (name && tok.is(TokenKind::Identifier) && tok.text == "in") {
+      indexName = name->name;
+      advance();
+      if (!(first = parseExpr()) ||
+          !expect(TokenKind::DotDot, "between the range's start and end"))
+        return nullptr;
+      if (!(count = parseExpr()))
+        return nullptr;
+    }
+    if (!expect(TokenKind::LBrace, indexName.empty()
+                                       ? "after the repeat count"
+                                       : "after the repeat range"))
       return nullptr;
     skipNewlines();
     ExprPtr body = parseExpr();
@@ -836,7 +853,8 @@ ExprPtr Parser::parsePrimary() {
     if (!expect(TokenKind::RBrace, "to end the repeated layer"))
       return nullptr;
     return std::make_unique<RepeatExpr>(rangeFrom(start), std::move(count),
-                                        std::move(body));
+                                        std::move(body), std::move(indexName),
+                                        std::move(first));
   }
   default:
     errorAtCurrent(llvm::Twine("expected an expression, found ") +

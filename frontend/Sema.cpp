@@ -1024,7 +1024,7 @@ Val Sema::evalMember(const MemberExpr &member) {
         return v;
       }
       error(member.memberLoc,
-            "'" + layer->path + "' is a repeat of " +
+            "'" + layer->path + "' is a sequence of " +
                 std::to_string(layer->sequence.size()) +
                 " layers; index it with a number from 0 to " +
                 std::to_string(layer->sequence.size() - 1),
@@ -1388,9 +1388,15 @@ Val Sema::construct(const Definition &def, const CallExpr &call,
 
 Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   Val countVal = eval(*repeat.count);
-  auto count = asInt(countVal, repeat.count->getRange(), "the repeat count");
-  if (!count)
+  auto end = asInt(countVal, repeat.count->getRange(),
+                   repeat.start ? "the range's end" : "the repeat count");
+  std::optional<int64_t> first = 0;
+  if (repeat.start)
+    first = asInt(eval(*repeat.start), repeat.start->getRange(),
+                  "the range's start");
+  if (!end || !first)
     return Val::error();
+  std::optional<int64_t> count = *end - *first;
   if (*count < 1 || *count > kMaxRepeat) {
     error(repeat.count->loc(),
           "the repeat count must be between 1 and " +
@@ -1415,7 +1421,11 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   scope.parent = frame().scope;
   frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
   for (int64_t i = 0; i < *count && !tooLarge; ++i) {
+    // Children are numbered from 0, as nn.Sequential's; the index the body
+    // sees runs over the range.
     std::string index = std::to_string(i);
+    if (repeat.start)
+      scope.vars[repeat.indexName] = Val::ofInt(*first + i);
     pendingName = &index;
     Val child = eval(*ctor);
     pendingName = nullptr;
@@ -1433,6 +1443,53 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   frames.pop_back();
   sequence.typeName = "repeat " + std::to_string(*count) + " x " +
                       sequence.sequence.front()->typeName;
+  Val v;
+  v.kind = Val::Kind::Layer;
+  v.layer = &sequence;
+  return v;
+}
+
+bool Sema::createsLayers(const ListExpr &list) {
+  if (list.elements.empty())
+    return false;
+  const Module *from =
+      frame().self && frame().self->def ? frame().self->def->module : nullptr;
+  for (const ExprPtr &element : list.elements) {
+    auto *call = dyn_cast<CallExpr>(element.get());
+    auto *callee = call ? dyn_cast<NameExpr>(call->callee.get()) : nullptr;
+    const Definition *def = callee && !frame().scope->lookup(callee->name)
+                                ? program.find(callee->name, from)
+                                : nullptr;
+    if (!def || def->isModel)
+      return false;
+  }
+  return true;
+}
+
+Val Sema::constructSequence(const ListExpr &list, const std::string &name) {
+  // As nn.Sequential: the layers named name.0, name.1, ..., applied in
+  // order.
+  LayerInstance &sequence = instances.emplace_back();
+  const std::string &prefix = frame().self ? frame().self->path : "";
+  sequence.path = prefix.empty() ? name : prefix + "." + name;
+  Scope &scope = scopes.emplace_back();
+  scope.parent = frame().scope;
+  frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
+  std::string types;
+  for (size_t i = 0; i < list.elements.size() && !tooLarge; ++i) {
+    std::string index = std::to_string(i);
+    pendingName = &index;
+    Val child = eval(*list.elements[i]);
+    pendingName = nullptr;
+    if (child.kind != Val::Kind::Layer) {
+      frames.pop_back();
+      return Val::error();
+    }
+    sequence.sequence.push_back(child.layer);
+    types += (i ? ", " : "") + child.layer->typeName;
+  }
+  frames.pop_back();
+  sequence.typeName = "[" + types + "]";
   Val v;
   v.kind = Val::Kind::Layer;
   v.layer = &sequence;
@@ -1721,11 +1778,14 @@ void Sema::execBind(const BindStmt &bind) {
   }
 
   Val value;
+  auto *list = dyn_cast<ListExpr>(bind.value.get());
   if (auto *repeat = dyn_cast<RepeatExpr>(bind.value.get())) {
     if (frame().mode != Mode::Body)
       value = eval(*repeat); // diagnoses the misuse
     else
       value = constructRepeat(*repeat, bind.name);
+  } else if (list && frame().mode == Mode::Body && createsLayers(*list)) {
+    value = constructSequence(*list, bind.name);
   } else {
     pendingName = isa<CallExpr>(bind.value.get()) ? &bind.name : nullptr;
     value = eval(*bind.value);

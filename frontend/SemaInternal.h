@@ -258,6 +258,10 @@ private:
   Val construct(const Definition &def, const CallExpr &call,
                 const std::string &name);
   Val constructRepeat(const RepeatExpr &repeat, const std::string &name);
+  /// Whether every element of `list` creates a layer (`[Conv2d(...),
+  /// BatchNorm2d(...)]`): bound in a body, the list is a sequence.
+  bool createsLayers(const ListExpr &list);
+  Val constructSequence(const ListExpr &list, const std::string &name);
   Val apply(LayerInstance &layer, const CallExpr &call);
   Val applyWith(LayerInstance &layer, std::vector<Val> args,
                 const std::vector<llvm::SMRange> &ranges, llvm::SMLoc loc);

@@ -366,7 +366,59 @@ class BatchNormNet(nn.Module):
         return F.cross_entropy(self.head(h), batch["label"].long())
 
 
-MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
+class BasicBlock(nn.Module):
+    """torchvision.models.resnet.BasicBlock (torchvision is not installed
+    here; this is its structure and names)."""
+
+    def __init__(self, in_planes, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = None
+        if stride != 1 or in_planes != planes:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        shortcut = x if self.downsample is None else self.downsample(x)
+        h = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(h)) + shortcut)
+
+
+class ResNet18(nn.Module):
+    """examples/resnet18.mn: torchvision's resnet18, with a 3x3 stem and no
+    max pool when cifar_stem."""
+
+    def __init__(self, hp):
+        super().__init__()
+        w, cifar = hp["width"], hp["cifar_stem"]
+        kernel = 3 if cifar else 7
+        self.cifar = cifar
+        self.conv1 = nn.Conv2d(3, w, kernel, stride=1 if cifar else 2, padding=kernel // 2,
+                               bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        stages = []
+        for k, planes in enumerate([w, 2 * w, 4 * w, 8 * w]):
+            first = w if k == 0 else planes // 2
+            stride = 1 if k == 0 else 2
+            stages.append(nn.Sequential(BasicBlock(first, planes, stride),
+                                        BasicBlock(planes, planes)))
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.fc = nn.Linear(8 * w, hp["classes"])
+
+    def forward(self, batch):
+        h = F.relu(self.bn1(self.conv1(batch["image"])))
+        if not self.cifar:
+            h = F.max_pool2d(h, 3, stride=2, padding=1)
+        h = self.layer4(self.layer3(self.layer2(self.layer1(h))))
+        logits = self.fc(h.mean(dim=(2, 3)))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
+MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
           "PadMLP": PadMLP, "MaskMLP": MaskMLP,
           "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}
