@@ -40,7 +40,9 @@ def random_batch(model_name, hp):
         shape = (hp["batch"], hp["context"])
         return {"tokens": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32),
                 "next": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32)}
-    image = (hp["batch"], 1, 28, 28) if model_name == "CNN" else (hp["batch"], 28, 28)
+    image = ((hp["batch"], 1, 28, 28) if model_name == "CNN" else
+             (hp["batch"], 3, hp["size"], hp["size"]) if model_name == "ResNet18" else
+             (hp["batch"], 28, 28))
     return {"image": torch.rand(image, generator=g),
             "label": torch.randint(0, hp["classes"], (hp["batch"],), generator=g, dtype=torch.int32)}
 
@@ -63,6 +65,7 @@ CASES = [("mlp.mn", lambda hp: saved_on_cpu("MLP", hp)),
          ("cnn.mn", lambda hp: saved_on_cpu("CNN", hp)),
          ("deep-mlp.mn", lambda hp: saved_on_cpu("DeepMLP", hp)),
          ("gpt.mn", lambda hp: saved_on_cpu("GPT", hp)),
+         ("resnet18.mn", lambda hp: saved_on_cpu("ResNet18", hp)),
          ("llama.mn", lambda hp: saved_on_meta(Llama, hp)),
          ("gpt2-small.mn", lambda hp: saved_on_meta(GPT2, hp))]
 

@@ -274,7 +274,10 @@ def hyperparameters(build, path):
     for entry in first.split(","):
         key, value = entry.split("=")
         number = value.split(":")[0].strip()
-        hp[key.strip()] = float(number) if "." in number or "e" in number else int(number)
+        if number in ("true", "false"):
+            hp[key.strip()] = number == "true"
+        else:
+            hp[key.strip()] = float(number) if "." in number or "e" in number else int(number)
     return hp
 
 

@@ -57,9 +57,10 @@ namespace {
 /// Renders a pointer into a region of the plan as host C++.
 /// The generated code's name of a region (runtime/MemoryRegion.h).
 std::string regionEnumerator(MemoryRegion region) {
-  static const char *const names[] = {"Arena",     "Parameters",
-                                      "Gradients", "OptimizerState",
-                                      "Inputs",    "Workspace"};
+  static const char *const names[] = {
+      "Arena",  "Parameters", "Gradients", "OptimizerState",
+      "Inputs", "Workspace",  "Buffers"};
+  static_assert(std::size(names) == kMemoryRegionCount);
   return std::string("mnemo::MemoryRegion::") + names[int(region)];
 }
 
@@ -277,9 +278,10 @@ LogicalResult StepEmitter::emit() {
         << "                *const G = memory.gradients, *const S = "
            "memory.optimizerState,\n"
         << "                *const I = memory.inputs, *const W = "
-           "memory.workspace;\n"
-        << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; "
-           "(void)dropoutStep;\n";
+           "memory.workspace,\n"
+        << "                *const B = memory.buffers;\n"
+        << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; (void)B;\n"
+        << "  (void)dropoutStep;\n";
   for (Operation &op : body.without_terminator()) {
     if (failed(layouts.assign(&op)) || failed(emitOp(&op)))
       return failure();

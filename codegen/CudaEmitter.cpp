@@ -635,8 +635,9 @@ LogicalResult CudaStepEmitter::emit() {
        << "                *const G = L.regions.gradients, *const S = "
           "L.regions.optimizerState,\n"
        << "                *const I = L.regions.inputs, *const W = "
-          "L.regions.workspace;\n"
-       << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W;\n";
+          "L.regions.workspace,\n"
+       << "                *const B = L.regions.buffers;\n"
+       << "  (void)A; (void)P; (void)G; (void)S; (void)I; (void)W; (void)B;\n";
   std::vector<Operation *> ops;
   for (Operation &op : block.without_terminator())
     ops.push_back(&op);

@@ -239,6 +239,8 @@ struct BindStmt : Stmt {
   std::string name;
   llvm::SMRange nameRange;
   ExprPtr value;
+  /// `let a, b = ...`: the names after the first.
+  std::vector<std::pair<std::string, llvm::SMRange>> moreNames;
   static bool classof(const Stmt *s) {
     return s->getKind() == Kind::Let || s->getKind() == Kind::Assign;
   }

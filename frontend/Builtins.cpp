@@ -332,6 +332,116 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   return tensor(results[0]);
 }
 
+/// torch.nn.functional.interpolate(x, scale_factor = scale, mode) of
+/// [N, C, H, W] by an integer factor, written with ops that exist: nearest
+/// repeats each pixel (a broadcast between reshapes); bilinear is
+/// separable, one axis after the other, each output a weighted sum of two
+/// inputs at PyTorch's source index (clamped at 0, with align_corners or
+/// without). Their gradients are the ops'.
+Val upsample(Sema &s, BoundArgs &a) {
+  auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of upsample");
+  auto scale = s.asInt(a.values[1], a.ranges[1], "scale");
+  if (!x || !scale)
+    return Val::error();
+  std::string mode = "nearest";
+  if (a.has(2)) {
+    if (a.values[2].kind != Val::Kind::String ||
+        (a.values[2].s != "nearest" && a.values[2].s != "bilinear")) {
+      s.error(a.ranges[2].Start,
+              "mode must be \"nearest\" or \"bilinear\", not " +
+                  (a.values[2].kind == Val::Kind::String
+                       ? "\"" + a.values[2].s + "\""
+                       : s.describe(a.values[2])),
+              {a.ranges[2]});
+      return Val::error();
+    }
+    mode = a.values[2].s;
+  }
+  std::optional<bool> alignCorners = false;
+  if (a.has(3))
+    alignCorners = s.asBool(a.values[3], a.ranges[3], "align_corners");
+  if (!alignCorners)
+    return Val::error();
+  TensorType in = s.typeOf(*x);
+  if (in.shape.size() != 4 || *scale < 1) {
+    s.error(a.loc,
+            "upsample takes [N, C, H, W] and an integer scale >= 1, not " +
+                in.str() + " by " + std::to_string(*scale),
+            {a.range});
+    return Val::error();
+  }
+  int64_t n = in.shape[0], c = in.shape[1], h = in.shape[2], w = in.shape[3];
+  int64_t f = *scale;
+  if (mode == "nearest") {
+    int pixels =
+        s.emit("reshape", {*x}, {in.dtype, {n, c, h, 1, w, 1}}, {}, a.loc);
+    int repeated = s.broadcastTo(pixels, {n, c, h, f, w, f}, a.loc);
+    return tensor(s.emit("reshape", {repeated},
+                         {in.dtype, {n, c, h * f, w * f}}, {}, a.loc));
+  }
+  // Along one axis at a time, as PyTorch: output o reads inputs i0 and i1
+  // with weights 1 - lambda and lambda. The axis is moved first and the
+  // rest flattened, so two embedding lookups (with constant indices) fetch
+  // the rows, and their weighted sum is one fused loop; the lookups'
+  // gradient is a scatter-add.
+  auto alongFirst = [&](int value, int64_t size) -> Val {
+    TensorType t = s.typeOf(value); // a copy: emitting adds values
+    int64_t rest = shape::numElements(t.shape).value_or(0) / size;
+    int64_t out = size * f;
+    std::vector<double> first(out), second(out), w0(out), w1(out);
+    for (int64_t o = 0; o < out; ++o) {
+      double source =
+          *alignCorners
+              ? (out > 1 ? double(o) * double(size - 1) / double(out - 1) : 0)
+              : std::max(0.0, (double(o) + 0.5) / double(f) - 0.5);
+      int64_t i0 = std::min<int64_t>(int64_t(source), size - 1);
+      first[o] = double(i0);
+      second[o] = double(i0 + (i0 < size - 1 ? 1 : 0));
+      w1[o] = source - double(i0);
+      w0[o] = 1.0 - w1[o];
+    }
+    int table = s.emit("reshape", {value}, {t.dtype, {size, rest}}, {}, a.loc);
+    auto rows = [&](const std::vector<double> &indices) {
+      int idx = s.emit("constant", {}, {ElementType::I32, {out}},
+                       {{"value", indices}}, a.loc);
+      return tensor(
+          s.emit("embedding", {table, idx}, {t.dtype, {out, rest}}, {}, a.loc));
+    };
+    auto weight = [&](const std::vector<double> &w) {
+      return tensor(
+          s.emit("constant", {}, {t.dtype, {out, 1}}, {{"value", w}}, a.loc));
+    };
+    Val sum = s.binary(BinaryOp::Add,
+                       s.binary(BinaryOp::Mul, rows(first), weight(w0), a.loc,
+                                a.range, a.range),
+                       s.binary(BinaryOp::Mul, rows(second), weight(w1), a.loc,
+                                a.range, a.range),
+                       a.loc, a.range, a.range);
+    if (sum.isError())
+      return sum;
+    shape::Shape shape = t.shape;
+    shape[0] = out;
+    return tensor(s.emit("reshape", {sum.tensor}, {t.dtype, shape}, {}, a.loc));
+  };
+  auto permute = [&](int value, std::vector<int64_t> order) {
+    TensorType t = s.typeOf(value);
+    shape::Shape shape;
+    for (int64_t d : order)
+      shape.push_back(t.shape[d]);
+    return s.emit("transpose", {value}, {t.dtype, shape},
+                  {{"permutation", order}}, a.loc);
+  };
+  // [N, C, H, W] -> [H, N, C, W] -> (H*f) -> [W, N, C, H*f] -> (W*f) ->
+  // [N, C, H*f, W*f].
+  Val alongH = alongFirst(permute(*x, {2, 0, 1, 3}), h);
+  if (alongH.isError())
+    return alongH;
+  Val alongW = alongFirst(permute(alongH.tensor, {3, 1, 2, 0}), w);
+  if (alongW.isError())
+    return alongW;
+  return tensor(permute(alongW.tensor, {1, 2, 3, 0}));
+}
+
 /// Loss operands: the prediction must be floating point.
 Val loss(Sema &s, BoundArgs &a, const char *op) {
   auto pred = s.asFloatTensor(a.values[0], a.ranges[0],
@@ -996,6 +1106,39 @@ const std::vector<Builtin> kBuiltins = {
        if (!check(s, a, r, "conv2d " + in.str() + " with " + wt.str()))
          return Val::error();
        return tensor(s.emit("conv2d", {*x, *w}, {in.dtype, r.shape},
+                            {{"stride", *stride}, {"padding", *padding}},
+                            a.loc));
+     }},
+    {"upsample", {"x", "scale", "mode", "align_corners"}, 2, upsample},
+    {"conv_transpose2d",
+     {"x", "weight", "stride", "padding", "output_padding"},
+     2,
+     [](Sema &s, BoundArgs &a) {
+       // torch.nn.functional.conv_transpose2d: the gradient of conv2d's
+       // input, which is the op (mnemo.conv2d_input_grad).
+       auto x = s.asFloatTensor(a.values[0], a.ranges[0],
+                                "the input of conv_transpose2d");
+       auto w = s.asFloatTensor(a.values[1], a.ranges[1],
+                                "the weight of conv_transpose2d");
+       auto stride = pairArg(s, a, 2, {1, 1}, "stride");
+       auto padding = pairArg(s, a, 3, {0, 0}, "padding");
+       auto outputPadding = pairArg(s, a, 4, {0, 0}, "output_padding");
+       if (!x || !w || !stride || !padding || !outputPadding)
+         return Val::error();
+       TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
+       if (in.dtype != wt.dtype) {
+         s.error(a.loc,
+                 "cannot conv_transpose2d " + in.str() + " with " + wt.str() +
+                     ": element types differ",
+                 {a.range});
+         return Val::error();
+       }
+       shape::ShapeResult r = shape::convTranspose2d(
+           in.shape, wt.shape, *stride, *padding, *outputPadding);
+       if (!check(s, a, r,
+                  "conv_transpose2d " + in.str() + " with " + wt.str()))
+         return Val::error();
+       return tensor(s.emit("conv2d_input_grad", {*x, *w}, {in.dtype, r.shape},
                             {{"stride", *stride}, {"padding", *padding}},
                             a.loc));
      }},

@@ -206,10 +206,13 @@ private:
           else if constexpr (std::is_same_v<T, std::string>)
             return builder.getStringAttr(v);
           else if constexpr (std::is_same_v<T, std::vector<double>>) {
+            Type element = resultType.getElementType();
             SmallVector<Attribute> elements;
             for (double x : v)
               elements.push_back(
-                  builder.getFloatAttr(resultType.getElementType(), x));
+                  llvm::isa<FloatType>(element)
+                      ? Attribute(builder.getFloatAttr(element, x))
+                      : Attribute(builder.getIntegerAttr(element, int64_t(x))));
             return DenseElementsAttr::get(resultType, elements);
           } else
             return builder.getDenseI64ArrayAttr(v);

@@ -275,7 +275,8 @@ bool Parser::parseBlock(Block &block, bool isTrain) {
   return expect(TokenKind::RBrace, "to end the block");
 }
 
-/// statement ::= 'let' NAME '=' expr | NAME '=' expr | 'return' expr
+/// statement ::= 'let' names '=' expr | names '=' expr
+///             | 'return' expr (',' expr)*
 ///             | 'if' expr block ('else' (block | if))?
 ///             | ('param' | 'buffer') NAME ':' type ('=' expr)?
 ///             | ('input' | 'target') NAME ':' type
@@ -309,6 +310,17 @@ StmtPtr Parser::parseStatement() {
       }
       return std::make_unique<ExprStmt>(start, std::move(expr));
     }
+    // let a, b = ...: a tuple's values.
+    std::vector<std::pair<std::string, SMRange>> moreNames;
+    while (consumeIf(TokenKind::Comma)) {
+      if (!tok.is(TokenKind::Identifier)) {
+        errorAtCurrent(llvm::Twine("expected a name after ',', found ") +
+                       spell(tok.kind));
+        return nullptr;
+      }
+      moreNames.push_back({tok.text.str(), tok.range()});
+      advance();
+    }
     if (!tok.is(TokenKind::Assign)) {
       errorAtCurrent(llvm::Twine("expected '=' after '") + name +
                      "' (statements are 'let x = ...', 'x = ...' or "
@@ -320,15 +332,29 @@ StmtPtr Parser::parseStatement() {
     ExprPtr value = parseExpr();
     if (!value)
       return nullptr;
-    return std::make_unique<BindStmt>(
+    auto bind = std::make_unique<BindStmt>(
         isLet ? Stmt::Kind::Let : Stmt::Kind::Assign, start, std::move(name),
         nameRange, std::move(value));
+    bind->moreNames = std::move(moreNames);
+    return bind;
   }
   case TokenKind::KwReturn: {
     advance();
     ExprPtr value = parseExpr();
     if (!value)
       return nullptr;
+    // return a, b: a tuple, which is a list.
+    if (tok.is(TokenKind::Comma)) {
+      std::vector<ExprPtr> values;
+      values.push_back(std::move(value));
+      while (consumeIf(TokenKind::Comma)) {
+        if (!(value = parseExpr()))
+          return nullptr;
+        values.push_back(std::move(value));
+      }
+      SMLoc first = values.front()->getRange().Start;
+      value = std::make_unique<ListExpr>(rangeFrom(first), std::move(values));
+    }
     return std::make_unique<ReturnStmt>(start, std::move(value));
   }
   case TokenKind::KwIf:

@@ -1522,17 +1522,25 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
     return Val::error();
   }
   if (!layer.def) {
-    // A repeat: feed each layer's output to the next.
-    if (args.size() != 1) {
-      error(loc, "a repeat of layers takes exactly one argument, which flows "
-                 "through every layer in turn");
-      return Val::error();
-    }
-    Val value = args.front();
+    // A sequence: each layer's output is the next one's input. A layer
+    // that returns k values (a tuple) hands them to the next as its first
+    // k arguments; the arguments after them (a mask) reach every layer
+    // unchanged.
+    Val value;
     for (LayerInstance *child : layer.sequence) {
-      value = applyWith(*child, {value}, ranges, loc);
+      value = applyWith(*child, args, ranges, loc);
       if (value.isError())
         return value;
+      std::vector<Val> threaded =
+          value.kind == Val::Kind::List ? value.list : std::vector<Val>{value};
+      if (threaded.size() > args.size()) {
+        error(loc, "'" + abbreviatePath(child->path) + "' (" + child->typeName +
+                       ") returns " + std::to_string(threaded.size()) +
+                       " values, more than the " + std::to_string(args.size()) +
+                       " arguments its sequence passes on");
+        return Val::error();
+      }
+      std::copy(threaded.begin(), threaded.end(), args.begin());
     }
     return value;
   }
@@ -1708,75 +1716,94 @@ void Sema::execStmt(const Stmt &stmt) {
   }
 }
 
-void Sema::execBind(const BindStmt &bind) {
+Sema::BindTarget Sema::bindTarget(bool isLet, const std::string &name,
+                                  SMRange nameRange) {
   Scope &scope = *frame().scope;
-  bool isLet = bind.getKind() == Stmt::Kind::Let;
-  Val *existing = nullptr;
+  BindTarget target;
   if (isLet) {
-    auto it = scope.vars.find(bind.name);
-    if (it != scope.vars.end()) {
-      error(bind.nameRange.Start,
-            "'" + bind.name + "' is already defined here; use '" + bind.name +
+    if (scope.vars.count(name)) {
+      error(nameRange.Start,
+            "'" + name + "' is already defined here; use '" + name +
                 " = ...' to rebind it",
-            {bind.nameRange});
-      return;
+            {nameRange});
+      target.kind = BindTarget::Invalid;
     }
-  } else {
-    // Rebinding never reaches into a layer's members from its forward.
-    Scope *stop = frame().mode == Mode::Forward && frame().self
-                      ? &frame().self->members
-                      : nullptr;
-    for (Scope *s = &scope; s && s != stop; s = s->parent) {
-      auto it = s->vars.find(bind.name);
-      if (it != s->vars.end()) {
-        existing = &it->second;
-        break;
-      }
+    return target;
+  }
+  // Rebinding never reaches into a layer's members from its forward.
+  Scope *stop = frame().mode == Mode::Forward && frame().self
+                    ? &frame().self->members
+                    : nullptr;
+  for (Scope *s = &scope; s && s != stop; s = s->parent) {
+    auto it = s->vars.find(name);
+    if (it != s->vars.end()) {
+      target.kind = BindTarget::Existing;
+      target.existing = &it->second;
+      return target;
     }
-    if (!existing && stop && frame().self->buffers.count(bind.name)) {
-      // A buffer's new value: read by what follows, and written back by
-      // the training step.
-      Val value = eval(*bind.value);
-      const TensorType &type = typeOf(frame().self->buffers[bind.name]);
-      if (value.isError())
-        return;
-      if (!value.isTensor() || typeOf(value.tensor) != type) {
-        error(bind.value->loc(),
-              "buffer '" + bind.name + "' is " + type.str() +
-                  ", and its new value must be too, not " + describe(value),
-              {bind.value->getRange()});
-        return;
-      }
-      stop->vars[bind.name] = value;
-      return;
-    }
-    if (!existing && stop && stop->vars.count(bind.name)) {
-      // A member is fixed when the layer is created: a forward that changed
-      // it would make the layer's next call compute something else.
-      error(bind.nameRange.Start,
-            "'" + bind.name + "' is a member of " +
-                (frame().self->def && frame().self->def->isModel ? "model '"
-                                                                 : "layer '") +
-                frame().self->typeName +
-                "', and a forward cannot rebind its layer's members; use "
-                "'let " +
-                bind.name +
-                " = ...' for a value of this forward, or declare state "
-                "that a forward updates as 'buffer " +
-                bind.name + ": TYPE = INIT'",
-            {bind.nameRange});
-      return;
-    }
-    if (!existing) {
-      error(bind.nameRange.Start,
-            "'" + bind.name + "' is not defined; declare it with 'let " +
-                bind.name + " = ...'",
-            {bind.nameRange});
-      eval(*bind.value);
+  }
+  if (stop && frame().self->buffers.count(name)) {
+    // A buffer's new value: read by what follows, and written back by the
+    // training step.
+    target.kind = BindTarget::Buffer;
+    target.existing = &stop->vars[name];
+    return target;
+  }
+  target.kind = BindTarget::Invalid;
+  if (stop && stop->vars.count(name)) {
+    // A member is fixed when the layer is created: a forward that changed
+    // it would make the layer's next call compute something else.
+    error(nameRange.Start,
+          "'" + name + "' is a member of " +
+              (frame().self->def && frame().self->def->isModel ? "model '"
+                                                               : "layer '") +
+              frame().self->typeName +
+              "', and a forward cannot rebind its layer's members; use 'let " +
+              name +
+              " = ...' for a value of this forward, or declare state that a "
+              "forward updates as 'buffer " +
+              name + ": TYPE = INIT'",
+          {nameRange});
+    return target;
+  }
+  error(nameRange.Start,
+        "'" + name + "' is not defined; declare it with 'let " + name +
+            " = ...'",
+        {nameRange});
+  target.undefined = true;
+  return target;
+}
+
+void Sema::storeBinding(const BindTarget &target, const std::string &name,
+                        const Val &value, const Expr &valueExpr) {
+  if (target.kind == BindTarget::Buffer && !value.isError()) {
+    const TensorType &type = typeOf(frame().self->buffers[name]);
+    if (!value.isTensor() || typeOf(value.tensor) != type) {
+      error(valueExpr.loc(),
+            "buffer '" + name + "' is " + type.str() +
+                ", and its new value must be too, not " + describe(value),
+            {valueExpr.getRange()});
       return;
     }
   }
+  if (target.kind == BindTarget::Buffer && value.isError())
+    return;
+  if (target.existing)
+    *target.existing = value;
+  else
+    frame().scope->vars[name] = value;
+}
 
+void Sema::execBind(const BindStmt &bind) {
+  bool isLet = bind.getKind() == Stmt::Kind::Let;
+  if (!bind.moreNames.empty())
+    return execTupleBind(bind, isLet);
+  BindTarget target = bindTarget(isLet, bind.name, bind.nameRange);
+  if (target.kind == BindTarget::Invalid) {
+    if (target.undefined)
+      eval(*bind.value); // its own mistakes are reported too
+    return;
+  }
   Val value;
   auto *list = dyn_cast<ListExpr>(bind.value.get());
   if (auto *repeat = dyn_cast<RepeatExpr>(bind.value.get())) {
@@ -1791,10 +1818,41 @@ void Sema::execBind(const BindStmt &bind) {
     value = eval(*bind.value);
     pendingName = nullptr;
   }
-  if (existing)
-    *existing = value;
-  else
-    scope.vars[bind.name] = value;
+  storeBinding(target, bind.name, value, *bind.value);
+}
+
+void Sema::execTupleBind(const BindStmt &bind, bool isLet) {
+  // let a, b = f(...): the value is a tuple (a list) of as many values.
+  std::vector<std::pair<std::string, SMRange>> names{
+      {bind.name, bind.nameRange}};
+  names.insert(names.end(), bind.moreNames.begin(), bind.moreNames.end());
+  std::vector<BindTarget> targets;
+  bool ok = true;
+  for (const auto &[name, range] : names) {
+    targets.push_back(bindTarget(isLet, name, range));
+    ok = ok && targets.back().kind != BindTarget::Invalid;
+    for (size_t k = 0; isLet && k + 1 < targets.size(); ++k)
+      if (names[k].first == name) {
+        error(range.Start, "'" + name + "' is bound twice here", {range});
+        ok = false;
+      }
+  }
+  Val value = eval(*bind.value);
+  if (!ok || value.isError())
+    return;
+  if (value.kind != Val::Kind::List || value.list.size() != names.size()) {
+    error(bind.value->loc(),
+          "cannot bind " + std::to_string(names.size()) + " names to " +
+              (value.kind == Val::Kind::List
+                   ? std::to_string(value.list.size()) + " values"
+                   : describe(value) +
+                         "; a forward returns several values as 'return a, "
+                         "b'"),
+          {bind.value->getRange()});
+    return;
+  }
+  for (size_t k = 0; k < names.size(); ++k)
+    storeBinding(targets[k], names[k].first, value.list[k], *bind.value);
 }
 
 void Sema::execParam(const ParamStmt &param) {

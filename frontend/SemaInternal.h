@@ -246,6 +246,19 @@ private:
   void execBlock(const Block &block);
   void execStmt(const Stmt &stmt);
   void execBind(const BindStmt &bind);
+  /// `let a, b = e` and `a, b = e`: e is a tuple of as many values.
+  void execTupleBind(const BindStmt &bind, bool isLet);
+  /// Where a binding's value goes: a new local, an existing name, a
+  /// buffer (checked for its type), or nowhere after an error.
+  struct BindTarget {
+    enum Kind { New, Existing, Buffer, Invalid } kind = New;
+    Val *existing = nullptr;
+    bool undefined = false; // Invalid: the name is not defined at all
+  };
+  BindTarget bindTarget(bool isLet, const std::string &name,
+                        llvm::SMRange nameRange);
+  void storeBinding(const BindTarget &target, const std::string &name,
+                    const Val &value, const Expr &valueExpr);
   void execParam(const ParamStmt &param);
   void execData(const DataStmt &data);
 

@@ -42,7 +42,8 @@ FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
   if (!parseRegionName(name.c_str(), region))
     return parser.emitError(at) << "unknown memory region '" << name
                                 << "' (arena, parameters, gradients, "
-                                   "optimizer_state, inputs, workspace)";
+                                   "optimizer_state, inputs, workspace, "
+                                   "buffers)";
   return region;
 }
 
@@ -53,8 +54,9 @@ FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
 LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                MemoryRegion region, int64_t offset) {
   if (region != MemoryRegion::Parameters &&
-      region != MemoryRegion::OptimizerState && region != MemoryRegion::Inputs)
-    return emitError() << "a step argument lives in parameters, "
+      region != MemoryRegion::OptimizerState &&
+      region != MemoryRegion::Inputs && region != MemoryRegion::Buffers)
+    return emitError() << "a step argument lives in parameters, buffers, "
                           "optimizer_state or inputs, not "
                        << regionName(region);
   if (offset < 0)

@@ -287,6 +287,37 @@ ShapeResult conv2d(const Shape &input, const Shape &weight,
   return ShapeResult::success({input[0], weight[0], ho, wo});
 }
 
+ShapeResult convTranspose2d(const Shape &input, const Shape &weight,
+                            const std::vector<int64_t> &stride,
+                            const std::vector<int64_t> &padding,
+                            const std::vector<int64_t> &outputPadding) {
+  if (input.size() != 4)
+    return ShapeResult::failure("the input must be [N,C,H,W], not rank " +
+                                str(input.size()));
+  if (weight.size() != 4)
+    return ShapeResult::failure(
+        "the weight must be [C_in,C_out,KH,KW], not rank " +
+        str(weight.size()));
+  if (input[1] != weight[0])
+    return ShapeResult::failure("the input has " + str(input[1]) +
+                                " channels but the weight expects " +
+                                str(weight[0]));
+  std::string err = checkWindowParams({weight[2], weight[3]}, stride, padding);
+  if (!err.empty())
+    return ShapeResult::failure(err);
+  Shape out{input[0], weight[1], 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    if (outputPadding[d] < 0 || outputPadding[d] >= stride[d])
+      return ShapeResult::failure(
+          "output_padding must be at least 0 and smaller than the stride");
+    out[2 + d] = (input[2 + d] - 1) * stride[d] - 2 * padding[d] +
+                 weight[2 + d] + outputPadding[d];
+    if (out[2 + d] <= 0)
+      return ShapeResult::failure("the padding leaves no output");
+  }
+  return ShapeResult::success(out);
+}
+
 ShapeResult pool2d(const Shape &input, const std::vector<int64_t> &kernel,
                    const std::vector<int64_t> &stride,
                    const std::vector<int64_t> &padding) {

@@ -102,6 +102,15 @@ ShapeResult crossEntropy(const Shape &logits, const Shape &targets);
 /// Normalization over the last dimension with a [D] scale (and bias).
 ShapeResult lastDimNorm(const Shape &input, const Shape &scale);
 
+/// A transposed convolution of [N, Cin, H, W] with a [Cin, Cout, KH, KW]
+/// weight (torch.nn.ConvTranspose2d's layout): [N, Cout, (H - 1) * stride -
+/// 2 * padding + K + output_padding, ...]; output_padding must be smaller
+/// than the stride.
+ShapeResult convTranspose2d(const Shape &input, const Shape &weight,
+                            const std::vector<int64_t> &stride,
+                            const std::vector<int64_t> &padding,
+                            const std::vector<int64_t> &outputPadding);
+
 /// Batch normalization of [N, C, ...] per channel (dim 1) with a [C] scale
 /// (and bias, mean, variance).
 ShapeResult channelNorm(const Shape &input, const Shape &scale);

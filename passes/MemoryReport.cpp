@@ -55,8 +55,10 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     std::optional<ArgumentRole> role = model::argumentRole(func, i);
     int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
-    if (role == ArgumentRole::Param || role == ArgumentRole::Buffer)
-      r.parameterBytes += bytes; // (observers live with the parameters)
+    if (role == ArgumentRole::Param)
+      r.parameterBytes += bytes;
+    else if (role == ArgumentRole::Buffer)
+      r.bufferBytes += bytes;
     else if (role == ArgumentRole::OptState) {
       r.optimizerStateBytes += bytes;
       StringRef name = model::argumentName(func, i);
@@ -74,12 +76,13 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
       r.inputBytes += bytes;
   }
   r.gradientRegionBytes = stepPlan.getGradientBytes();
-  r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.gradientRegionBytes +
-                   r.optimizerStateBytes + r.inputBytes + r.workspaceBytes;
+  r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.bufferBytes +
+                   r.gradientRegionBytes + r.optimizerStateBytes +
+                   r.inputBytes + r.workspaceBytes;
   r.cudaWorkspaceBytes = stepPlan.getCudaWorkspaceBytes();
   r.cudaPeakBytes = cuda::deviceAllocationBytes(
       r.parameterBytes, r.gradientRegionBytes, r.optimizerStateBytes,
-      r.inputBytes, r.arenaBytes, r.cudaWorkspaceBytes);
+      r.inputBytes, r.arenaBytes, r.cudaWorkspaceBytes, r.bufferBytes);
   r.budgetDevice = stepPlan.getBudgetDevice().str();
   r.peakBytes = r.budgetDevice == "cuda" ? r.cudaPeakBytes : r.cpuPeakBytes;
   // The largest operand a GEMM packs (OpenBLAS's buffer, runtime/Overhead.h).
@@ -253,6 +256,8 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                        double(r.trainedParameterBytes) /
                            double(std::max<int64_t>(r.parameterBytes, 1)))
              .str());
+  if (r.bufferBytes)
+    line("buffers", r.bufferBytes);
   if (r.gradientRegionBytes)
     line("gradients", r.gradientRegionBytes);
   line("optimizer state", r.optimizerStateBytes);
@@ -403,6 +408,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
     functions.push_back(llvm::json::Object{
         {"function", r.function},
         {"parameter_bytes", r.parameterBytes},
+        {"buffer_bytes", r.bufferBytes},
         {"optimizer_state_bytes", r.optimizerStateBytes},
         {"prune_mask_bytes", r.pruneMaskBytes},
         {"trained_parameter_bytes", r.trainedParameterBytes},

@@ -24,6 +24,8 @@ namespace mnemo {
 struct MemoryReport {
   std::string function;
   int64_t parameterBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// State that is not trained: running statistics, quantization observers.
+  int64_t bufferBytes = 0;
   /// Of the optimizer state: pruning masks (1 bit per element), and the
   /// elements of the weights they mask.
   int64_t pruneMaskBytes = 0, maskedElements = 0;

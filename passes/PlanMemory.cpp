@@ -127,8 +127,8 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       std::optional<ArgumentRole> role = model::argumentRole(func, i);
       MemoryRegion region =
-          role == ArgumentRole::Param || role == ArgumentRole::Buffer
-              ? MemoryRegion::Parameters
+          role == ArgumentRole::Param      ? MemoryRegion::Parameters
+          : role == ArgumentRole::Buffer   ? MemoryRegion::Buffers
           : role == ArgumentRole::OptState ? MemoryRegion::OptimizerState
                                            : MemoryRegion::Inputs;
       int64_t &end = regionEnd[int(region)];

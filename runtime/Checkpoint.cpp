@@ -17,7 +17,8 @@ namespace {
 
 uint8_t *regionOf(const ArgumentInfo &a, const StepMemory &memory) {
   if (a.region != MemoryRegion::Parameters &&
-      a.region != MemoryRegion::OptimizerState)
+      a.region != MemoryRegion::OptimizerState &&
+      a.region != MemoryRegion::Buffers)
     return nullptr;
   return memory.base(a.region) + a.offset;
 }

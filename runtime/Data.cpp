@@ -3,6 +3,7 @@
 #include "runtime/Data.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
+#include "runtime/Npy.h"
 #include "runtime/Safetensors.h"
 
 #include <algorithm>
@@ -440,6 +441,292 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
+// Named arrays
+//===----------------------------------------------------------------------===//
+
+/// One split of named arrays: the model's batch tensors by name, each with
+/// the same number of examples (its first dimension).
+struct ArraySplit {
+  std::vector<const StoredTensor *> arrays; // in the layout's order
+  int64_t examples = 0;
+  std::vector<std::string> files;
+  SafetensorsFile storage; // owns the arrays
+};
+
+/// Arrays named after the model's inputs and targets: a .safetensors file,
+/// or a directory with train.safetensors (and test.safetensors), or with
+/// train/NAME.npy (and test/NAME.npy). Examples are shuffled each epoch as
+/// images are; the test split is evaluated in order.
+class ArraySource : public BatchSource {
+public:
+  ArraySource(BatchLayout train, BatchLayout eval, uint64_t seed)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
+  }
+
+  /// A .safetensors file already read (`file`), or a directory.
+  bool open(const std::string &path, SafetensorsFile *file,
+            std::string &error) {
+    name = path;
+    if (file) {
+      train.storage = std::move(*file);
+      train.files.push_back(path);
+      return check(path, trainLayout, train, error);
+    }
+    if (exists(path + "/train.safetensors"))
+      return load(path + "/train.safetensors", "", trainLayout, train, error) &&
+             (!exists(path + "/test.safetensors") ||
+              evalLayout.tensors.empty() ||
+              load(path + "/test.safetensors", "", evalLayout, test, error));
+    return load(path + "/train", ".npy", trainLayout, train, error) &&
+           (!isDirectory(path + "/test") || evalLayout.tensors.empty() ||
+            load(path + "/test", ".npy", evalLayout, test, error));
+  }
+
+  int64_t stepsPerEpoch() const override {
+    return train.examples / trainLayout.batchSize;
+  }
+
+  bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
+    int64_t perEpoch = stepsPerEpoch();
+    int64_t epoch = (step - 1) / perEpoch, within = (step - 1) % perEpoch;
+    if (epoch != orderEpoch) {
+      order = epochOrder(train.examples, seed, epoch);
+      orderEpoch = epoch;
+    }
+    fill(trainLayout, train, order.data() + within * trainLayout.batchSize,
+         inputs);
+    return true;
+  }
+
+  int64_t evalBatches() const override {
+    return evalLayout.tensors.empty() ? 0
+                                      : test.examples / evalLayout.batchSize;
+  }
+
+  bool evalBatch(int64_t index, uint8_t *inputs, std::string &) override {
+    std::vector<int32_t> rows(evalLayout.batchSize);
+    std::iota(rows.begin(), rows.end(), int32_t(index * evalLayout.batchSize));
+    fill(evalLayout, test, rows.data(), inputs);
+    return true;
+  }
+
+  std::string describe() const override {
+    return "arrays from " + name + ": " + std::to_string(train.examples) +
+           " for training, " +
+           (test.examples ? std::to_string(test.examples) + " for testing"
+                          : std::string("no test set"));
+  }
+
+  std::vector<std::string> files() const override {
+    std::vector<std::string> all = train.files;
+    all.insert(all.end(), test.files.begin(), test.files.end());
+    return all;
+  }
+
+private:
+  /// Whether an array of `stored` type can feed a tensor of `dtype`: floats
+  /// from floats and bytes (images, scaled to [0, 1]); integers from
+  /// integers and booleans.
+  static bool converts(const std::string &stored, const std::string &dtype) {
+    if (dtype == "f32")
+      return stored == "F32" || stored == "F64" || stored == "U8";
+    if (dtype == "i32" || dtype == "i8")
+      return stored == "I32" || stored == "I64" || stored == "I16" ||
+             stored == "U16" || stored == "I8" || stored == "U8" ||
+             stored == "BOOL";
+    return false;
+  }
+
+  /// "f32[N,3,32,32]": the array a model's batch tensor reads from.
+  static std::string arrayShape(const ArgumentInfo &a) {
+    std::string s = std::string(a.dtype) + "[N";
+    for (int i = 1; i < a.rank; ++i)
+      s += "," + std::to_string(a.shape[i]);
+    return s + "]";
+  }
+  static const char *roleName(const ArgumentInfo &a) {
+    return a.role == ArgumentRole::Target ? "target" : "input";
+  }
+
+  /// Reads the split's arrays from `where` (a .safetensors file, or a
+  /// directory of NAME`suffix` files) and checks them against `layout`.
+  bool load(const std::string &where, const std::string &suffix,
+            const BatchLayout &layout, ArraySplit &split, std::string &error) {
+    if (suffix.empty()) {
+      if (!readSafetensors(where, split.storage, error))
+        return false;
+      split.files.push_back(where);
+    }
+    for (const ArgumentInfo *a : suffix.empty()
+                                     ? std::vector<const ArgumentInfo *>()
+                                     : layout.tensors) {
+      std::string file = where + "/" + a->name + suffix;
+      if (!exists(file)) {
+        error = "'" + where + "' has no " + a->name + suffix +
+                " for the model's " + roleName(*a) + " '" + a->name + "' (" +
+                arrayShape(*a) + ")";
+        return false;
+      }
+      StoredTensor t;
+      if (!readNpy(file, a->name, t, error))
+        return false;
+      split.storage.tensors.push_back(std::move(t));
+      split.files.push_back(file);
+    }
+    return check(where, layout, split, error);
+  }
+
+  /// Checks the split's arrays against `layout`: one for each batch tensor,
+  /// of its per-example shape, a type that converts, in-range classes.
+  bool check(const std::string &where, const BatchLayout &layout,
+             ArraySplit &split, std::string &error) {
+    for (const ArgumentInfo *a : layout.tensors) {
+      std::string wanted = arrayShape(*a);
+      const StoredTensor *t = split.storage.find(a->name);
+      if (!t) {
+        std::string names;
+        for (const StoredTensor &s : split.storage.tensors)
+          names += (names.empty() ? "" : ", ") + s.name;
+        error = "'" + where + "' has no array '" + a->name +
+                "' for the model's " + roleName(*a) + " (" + wanted +
+                "); it holds " + (names.empty() ? "none" : names);
+        return false;
+      }
+      std::vector<int64_t> example(a->shape + 1, a->shape + a->rank);
+      std::string stored = t->dtype + "[";
+      for (size_t d = 0; d < t->shape.size(); ++d)
+        stored += (d ? "," : "") + std::to_string(t->shape[d]);
+      stored += "]";
+      if (t->shape.empty() || std::vector<int64_t>(t->shape.begin() + 1,
+                                                   t->shape.end()) != example) {
+        error = "array '" + std::string(a->name) + "' of '" + where + "' is " +
+                stored + ", and the model's " + a->name + " needs " + wanted +
+                " (N examples)";
+        return false;
+      }
+      if (!converts(t->dtype, a->dtype)) {
+        error = "array '" + std::string(a->name) + "' of '" + where + "' is " +
+                stored + ", which cannot feed the model's " + wanted +
+                (std::string(a->dtype) == "f32"
+                     ? " (floats need F32, F64 or U8 images)"
+                     : " (integers need an integer or bool array)");
+        return false;
+      }
+      if (split.arrays.empty())
+        split.examples = t->shape[0];
+      if (t->shape[0] != split.examples) {
+        error = "array '" + std::string(a->name) + "' of '" + where +
+                "' holds " + std::to_string(t->shape[0]) + " examples, and '" +
+                split.arrays.front()->name + "' " +
+                std::to_string(split.examples);
+        return false;
+      }
+      if (a->indexLimit > 0)
+        for (int64_t i = 0; i < int64_t(t->bytes.size()) / dtypeSize(t->dtype);
+             ++i) {
+          int64_t v = integerAt(*t, i);
+          if ((v < 0 || v >= a->indexLimit) &&
+              !(a->ignores && v == a->ignoredIndex)) {
+            error = "array '" + std::string(a->name) + "' of '" + where +
+                    "' holds " + std::to_string(v) + " at element " +
+                    std::to_string(i) + ", out of range for the model's " +
+                    std::to_string(a->indexLimit) + " classes";
+            return false;
+          }
+        }
+      split.arrays.push_back(t);
+    }
+    if (&layout == &trainLayout && split.examples < layout.batchSize) {
+      error = "'" + where + "' holds " + std::to_string(split.examples) +
+              " examples, fewer than one batch of " +
+              std::to_string(layout.batchSize);
+      return false;
+    }
+    return true;
+  }
+
+  static int64_t integerAt(const StoredTensor &t, int64_t i) {
+    const uint8_t *p = t.bytes.data() + i * dtypeSize(t.dtype);
+    if (t.dtype == "I64") {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    if (t.dtype == "I32") {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    if (t.dtype == "I16") {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    if (t.dtype == "U16") {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    if (t.dtype == "I8")
+      return int8_t(*p);
+    return *p; // U8, BOOL
+  }
+
+  static double floatAt(const StoredTensor &t, int64_t i) {
+    if (t.dtype == "F32") {
+      float v;
+      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+      return v;
+    }
+    if (t.dtype == "F64") {
+      double v;
+      std::memcpy(&v, t.bytes.data() + 8 * i, 8);
+      return v;
+    }
+    return double(t.bytes[i]) / 255.0; // U8 images, as IDX's
+  }
+
+  /// Copies the examples `rows` of each array into the batch, converted to
+  /// the model's types.
+  void fill(const BatchLayout &layout, const ArraySplit &split,
+            const int32_t *rows, uint8_t *inputs) {
+    for (size_t k = 0; k < layout.tensors.size(); ++k) {
+      const ArgumentInfo &a = *layout.tensors[k];
+      const StoredTensor &t = *split.arrays[k];
+      int64_t per = elements(a) / layout.batchSize;
+      std::string dtype = a.dtype;
+      for (int64_t b = 0; b < layout.batchSize; ++b) {
+        int64_t from = int64_t(rows[b]) * per, to = b * per;
+        if (dtype == "f32") {
+          float *out = reinterpret_cast<float *>(inputs + a.offset) + to;
+          if (t.dtype == "U8")
+            for (int64_t e = 0; e < per; ++e)
+              out[e] = float(t.bytes[from + e]) / 255.0f;
+          else
+            for (int64_t e = 0; e < per; ++e)
+              out[e] = float(floatAt(t, from + e));
+        } else if (dtype == "i32") {
+          int32_t *out = reinterpret_cast<int32_t *>(inputs + a.offset) + to;
+          for (int64_t e = 0; e < per; ++e)
+            out[e] = int32_t(integerAt(t, from + e));
+        } else {
+          int8_t *out = reinterpret_cast<int8_t *>(inputs + a.offset) + to;
+          for (int64_t e = 0; e < per; ++e)
+            out[e] = int8_t(integerAt(t, from + e));
+        }
+      }
+    }
+  }
+
+  BatchLayout trainLayout, evalLayout;
+  uint64_t seed;
+  ArraySplit train, test;
+  std::vector<int32_t> order;
+  int64_t orderEpoch = -1;
+  std::string name;
+};
+
+//===----------------------------------------------------------------------===//
 // Recorded batches
 //===----------------------------------------------------------------------===//
 
@@ -447,9 +734,9 @@ class ReplaySource : public BatchSource {
 public:
   explicit ReplaySource(BatchLayout train) : layout(std::move(train)) {}
 
-  bool open(const std::string &path, std::string &error) {
-    if (!readSafetensors(path, file, error))
-      return false;
+  bool open(const std::string &path, SafetensorsFile recorded,
+            std::string &error) {
+    file = std::move(recorded);
     // Count the steps recorded for every batch tensor.
     for (steps = 0;; ++steps) {
       bool all = true;
@@ -540,6 +827,14 @@ openBatchSource(const std::string &path, const BatchLayout &train,
     error = "'" + path + "' does not exist";
     return nullptr;
   }
+  // Named arrays: a directory holding train.safetensors or train/*.npy.
+  if (isDirectory(path) &&
+      (exists(path + "/train.safetensors") || isDirectory(path + "/train"))) {
+    auto source = std::make_unique<ArraySource>(train, eval, seed);
+    if (!source->open(path, nullptr, error))
+      return nullptr;
+    return source;
+  }
   if (isDirectory(path)) {
     auto source = std::make_unique<ImageSource>(train, eval, seed);
     if (!source->open(path, error))
@@ -547,8 +842,18 @@ openBatchSource(const std::string &path, const BatchLayout &train,
     return source;
   }
   if (endsWith(path, ".safetensors")) {
-    auto source = std::make_unique<ReplaySource>(train);
-    if (!source->open(path, error))
+    // Recorded batches are named NAME.1, NAME.2, ...; arrays NAME.
+    SafetensorsFile probe;
+    if (!readSafetensors(path, probe, error))
+      return nullptr;
+    if (probe.find(std::string(train.tensors[0]->name) + ".1")) {
+      auto source = std::make_unique<ReplaySource>(train);
+      if (!source->open(path, std::move(probe), error))
+        return nullptr;
+      return source;
+    }
+    auto source = std::make_unique<ArraySource>(train, eval, seed);
+    if (!source->open(path, &probe, error))
       return nullptr;
     return source;
   }

@@ -12,6 +12,11 @@
 //   with llm.c's 1024-byte header. An i32[B, T] input and target, the
 //   target shifted by one; windows start at positions drawn from (seed,
 //   step).
+// - Named arrays, for any inputs and targets (images, masks, float
+//   targets, several inputs; or no target at all): a .safetensors file, or
+//   a directory of train.safetensors (and test.safetensors) or
+//   train/NAME.npy (and test/NAME.npy), one array per batch tensor named
+//   after it. U8 arrays feed float inputs scaled to [0, 1], as images.
 // - Replay: the batches a reference run recorded (mnemo-interp --dump),
 //   named "<input>.<step>".
 //

@@ -21,7 +21,8 @@ PlanRegions mnemo::runtime::regionsOf(const ModelInfo &model) {
       int64_t &size = a.region == MemoryRegion::Parameters ? r.parameters
                       : a.region == MemoryRegion::OptimizerState
                           ? r.optimizerState
-                          : r.inputs;
+                      : a.region == MemoryRegion::Buffers ? r.buffers
+                                                          : r.inputs;
       size = std::max(size, end);
     }
     r.arena = std::max(r.arena, step->arenaBytes);
@@ -38,6 +39,7 @@ void mnemo::runtime::placeRegions(uint8_t *block, const PlanRegions &regions,
        {std::pair<uint8_t **, int64_t>{&memory.parameters, regions.parameters},
         {&memory.gradients, regions.gradients},
         {&memory.optimizerState, regions.optimizerState},
+        {&memory.buffers, regions.buffers},
         {&memory.inputs, regions.inputs},
         {&memory.arena, regions.arena},
         {&memory.workspace, regions.workspace}}) {

@@ -28,9 +28,10 @@ namespace runtime {
 /// steps').
 struct PlanRegions {
   int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0,
-          arena = 0, workspace = 0;
+          arena = 0, workspace = 0, buffers = 0;
   int64_t total() const {
-    return parameters + gradients + optimizerState + inputs + arena + workspace;
+    return parameters + gradients + optimizerState + inputs + arena +
+           workspace + buffers;
   }
 };
 PlanRegions regionsOf(const ModelInfo &model);

@@ -269,7 +269,8 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
     const uint8_t *base = a.region == MemoryRegion::Parameters ||
-                                  a.region == MemoryRegion::OptimizerState
+                                  a.region == MemoryRegion::OptimizerState ||
+                                  a.region == MemoryRegion::Buffers
                               ? memory.base(a.region)
                               : nullptr;
     if (base)

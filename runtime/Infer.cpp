@@ -45,8 +45,9 @@ MODEL.mn -o DIR) on the test split of PATH, forward only, with the weights
 checkpoint's dense weights, compressed on load by the same rules.
 
   --weights FILE       the weights: an export or a checkpoint (safetensors)
-  --data PATH          a directory of IDX files (Fashion-MNIST: t10k-*) or a
-                       token file (its held-out windows)
+  --data PATH          a directory of IDX files (Fashion-MNIST: t10k-*), of
+                       named arrays (its test split: test.safetensors or
+                       test/NAME.npy), or a token file (its held-out windows)
   --batches N          evaluate the first N test batches only
   --threads T          worker threads and OpenBLAS threads (default: all cores)
   --device cuda|cpu    where the steps run (default: the GPU when there is one)
@@ -184,8 +185,7 @@ int main(int argc, char **argv) {
       fail("the CUDA backend: " + error);
   }
   LoadedWeights weights;
-  if (!loadInferenceWeights(options.weights, model, memory.parameters, weights,
-                            error))
+  if (!loadInferenceWeights(options.weights, model, memory, weights, error))
     fail(error);
   if (executor && !executor->upload(memory, error))
     fail(error);
@@ -199,7 +199,8 @@ int main(int argc, char **argv) {
   std::printf("device: %s\n", device.c_str());
   std::printf("memory: %s allocated once = weights %s + batch %s + arena %s "
               "+ workspace %s (no gradients, no optimizer state)\n",
-              mib(allocated).c_str(), mib(regions.parameters).c_str(),
+              mib(allocated).c_str(),
+              mib(regions.parameters + regions.buffers).c_str(),
               mib(regions.inputs).c_str(), mib(regions.arena).c_str(),
               mib(regions.workspace).c_str());
   for (const std::string &line : weights.compressedOnLoad)

@@ -277,7 +277,7 @@ bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
 
 bool mnemo::runtime::loadInferenceWeights(const std::string &path,
                                           const ModelInfo &model,
-                                          uint8_t *parameters,
+                                          const StepMemory &memory,
                                           LoadedWeights &loaded,
                                           std::string &error) {
   SafetensorsFile file;
@@ -295,6 +295,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     if (a.role != ArgumentRole::Param && a.role != ArgumentRole::Buffer)
       continue;
     std::string name = a.name;
+    uint8_t *const at = memory.base(a.region) + a.offset;
     int64_t count = 1;
     for (int d = 0; d < a.rank; ++d)
       count *= a.shape[d];
@@ -311,7 +312,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
       std::vector<float> dense;
       std::string why;
       if (decompress(file, name, count, a.shape[0], dense, why)) {
-        std::memcpy(parameters + a.offset, dense.data(), size_t(bytes));
+        std::memcpy(at, dense.data(), size_t(bytes));
         if (owners.insert(owner).second)
           loaded.layouts.push_back(name + "  unpacked to dense f32 (this "
                                           "plan reads it dense)");
@@ -376,8 +377,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
                  "end step?)";
       return false;
     }
-    std::memcpy(parameters + a.offset, t->bytes.data(), size_t(stored));
-    std::memset(parameters + a.offset + stored, 0, size_t(bytes - stored));
+    std::memcpy(at, t->bytes.data(), size_t(stored));
+    std::memset(at + stored, 0, size_t(bytes - stored));
     if (owners.insert(owner).second) {
       auto layout = file.metadata.find(owner);
       if (layout != file.metadata.end())

@@ -34,14 +34,14 @@ struct LoadedWeights {
   std::vector<std::string> compressedOnLoad;
 };
 
-/// Copies the parameters of `model`'s eval step from the safetensors file
-/// at `path` into `parameters` (the plan's region). A weight the file holds
-/// dense (a checkpoint) where the plan reads it compressed is compressed
+/// Copies the parameters and buffers of `model`'s eval step from the
+/// safetensors file at `path` into their regions of `memory`. A weight the file
+/// holds dense (a checkpoint) where the plan reads it compressed is compressed
 /// first, by `train --export`'s rules and the model's directives:
 /// post-training quantization and pruning. False with `error` when a
 /// tensor is missing or does not fit.
 bool loadInferenceWeights(const std::string &path, const ModelInfo &model,
-                          uint8_t *parameters, LoadedWeights &loaded,
+                          const StepMemory &memory, LoadedWeights &loaded,
                           std::string &error);
 
 } // namespace runtime

@@ -19,14 +19,16 @@ namespace mnemo {
 
 enum class MemoryRegion : int {
   Arena = 0,          ///< the step's transient tensors, planned offsets
-  Parameters = 1,     ///< parameters and buffers (persistent)
+  Parameters = 1,     ///< trained parameters (persistent)
   Gradients = 2,      ///< parameter gradients, when persistent
   OptimizerState = 3, ///< moments, momentum buffers (persistent)
   Inputs = 4,         ///< one batch, the step counters
   Workspace = 5,      ///< kernels' scratch (im2col, GEMM workspaces)
+  Buffers = 6,        ///< state that is not trained: running statistics,
+                      ///< quantization observers (persistent)
 };
 
-constexpr int kMemoryRegionCount = 6;
+constexpr int kMemoryRegionCount = 7;
 
 /// The region's name in the IR, the plan JSON and the reports.
 constexpr const char *regionName(MemoryRegion region) {
@@ -43,12 +45,14 @@ constexpr const char *regionName(MemoryRegion region) {
     return "inputs";
   case MemoryRegion::Workspace:
     return "workspace";
+  case MemoryRegion::Buffers:
+    return "buffers";
   }
   return "?";
 }
 
 /// The base pointer that generated code names the region by (A, P, G, S,
-/// I, W: StepMemory's fields and the CUDA kernels' Regions).
+/// I, W, B: StepMemory's fields and the CUDA kernels' Regions).
 constexpr char regionLetter(MemoryRegion region) {
   switch (region) {
   case MemoryRegion::Arena:
@@ -63,6 +67,8 @@ constexpr char regionLetter(MemoryRegion region) {
     return 'I';
   case MemoryRegion::Workspace:
     return 'W';
+  case MemoryRegion::Buffers:
+    return 'B';
   }
   return '?';
 }

@@ -29,6 +29,7 @@ struct StepMemory {
   uint8_t *optimizerState;
   uint8_t *inputs;
   uint8_t *workspace;
+  uint8_t *buffers;
   /// The region's base (an argument's region, the arena, ...).
   uint8_t *base(MemoryRegion region) const {
     switch (region) {
@@ -44,6 +45,8 @@ struct StepMemory {
       return inputs;
     case MemoryRegion::Workspace:
       return workspace;
+    case MemoryRegion::Buffers:
+      return buffers;
     }
     return nullptr;
   }

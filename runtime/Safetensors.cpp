@@ -19,8 +19,8 @@ using json = nlohmann::json;
 
 int64_t mnemo::runtime::dtypeSize(const std::string &dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"F64", 8},  {"I64", 8}, {"F32", 4}, {"I32", 4}, {"F16", 2},
-      {"BF16", 2}, {"I16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
+      {"F64", 8}, {"I64", 8}, {"F32", 4}, {"I32", 4}, {"F16", 2}, {"BF16", 2},
+      {"I16", 2}, {"U16", 2}, {"I8", 1},  {"U8", 1},  {"BOOL", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }

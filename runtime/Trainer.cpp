@@ -58,8 +58,12 @@ const char *const kUsage = R"(usage: train --data PATH [options]
 Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
 
   --data PATH          a directory of IDX files (Fashion-MNIST: train-*, t10k-*),
-                       a token file (uint16, .bin), or recorded batches
-                       (.safetensors, from mnemo-interp --dump)
+                       arrays named after the model's inputs and targets (a
+                       .safetensors file, or a directory of train.safetensors
+                       and test.safetensors, or of train/NAME.npy and
+                       test/NAME.npy), a token file (uint16, .bin), or
+                       recorded batches (.safetensors, from mnemo-interp
+                       --dump)
   --epochs N           passes over the training data (default: the model's
                        train section, else 1)
   --steps N            train for N steps instead
@@ -528,8 +532,7 @@ int main(int argc, char **argv) {
              " tensor cannot be initialized by " + spec.kind);
       std::vector<int64_t> shape(a.shape, a.shape + a.rank);
       Rng rng = rngFor(position.seed, a.name);
-      uint8_t *base = a.role == ArgumentRole::OptState ? memory.optimizerState
-                                                       : memory.parameters;
+      uint8_t *base = memory.base(a.region);
       if (!initialize(spec, shape, rng,
                       reinterpret_cast<float *>(base + a.offset), error))
         fail(std::string(a.name) + ": " + error);
@@ -601,11 +604,13 @@ int main(int argc, char **argv) {
   else
     std::printf("memory: %s allocated once = arena %s + parameters %s + "
                 "gradients %s + optimizer state %s + batch %s + workspace "
-                "%s\n",
+                "%s%s\n",
                 mib(allocated).c_str(), mib(regions.arena).c_str(),
                 mib(regions.parameters).c_str(), mib(regions.gradients).c_str(),
                 mib(regions.optimizerState).c_str(),
-                mib(regions.inputs).c_str(), mib(regions.workspace).c_str());
+                mib(regions.inputs).c_str(), mib(regions.workspace).c_str(),
+                regions.buffers ? (" + buffers " + mib(regions.buffers)).c_str()
+                                : "");
   std::printf("training steps %lld to %lld of %lld (%lld per epoch, batch "
               "%lld)\n",
               (long long)firstStep, (long long)lastStep, (long long)totalSteps,
@@ -920,6 +925,7 @@ int main(int argc, char **argv) {
     summary["memory"] = {{"allocated_bytes", allocated},
                          {"arena_bytes", regions.arena},
                          {"parameter_bytes", regions.parameters},
+                         {"buffer_bytes", regions.buffers},
                          {"gradient_bytes", regions.gradients},
                          {"optimizer_state_bytes", regions.optimizerState},
                          {"input_bytes", regions.inputs},

@@ -84,7 +84,7 @@ struct Driver {
 /// The kernels' view of the regions: must match struct Regions in
 /// runtime/cuda/Kernels.cuh field for field.
 struct KernelRegions {
-  uint8_t *A, *P, *G, *S, *I, *W;
+  uint8_t *A, *P, *G, *S, *I, *W, *B;
   int64_t *control;
   int64_t index;
 };
@@ -461,6 +461,10 @@ bool CudaExecutor::upload(const StepMemory &host, std::string &error) {
                              size_t(sizes.optimizerState),
                              cudaMemcpyHostToDevice, compute),
              "uploading the optimizer state") ||
+      !check(cudaMemcpyAsync(regions.buffers, host.buffers,
+                             size_t(sizes.buffers), cudaMemcpyHostToDevice,
+                             compute),
+             "uploading the buffers") ||
       // The host buffers are pageable and may change once this returns.
       !check(cudaStreamSynchronize(compute), "uploading the parameters")) {
     error = failure;
@@ -478,6 +482,10 @@ bool CudaExecutor::download(StepMemory &host, std::string &error) {
                              size_t(sizes.optimizerState),
                              cudaMemcpyDeviceToHost, compute),
              "downloading the optimizer state") ||
+      !check(cudaMemcpyAsync(host.buffers, regions.buffers,
+                             size_t(sizes.buffers), cudaMemcpyDeviceToHost,
+                             compute),
+             "downloading the buffers") ||
       !check(cudaStreamSynchronize(compute), "the last step")) {
     error = failure;
     return false;
@@ -669,10 +677,10 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
                           uint32_t blockSize, int64_t index) {
   if (!failure.empty())
     return;
-  KernelRegions args = {regions.arena,     regions.parameters,
-                        regions.gradients, regions.optimizerState,
-                        regions.inputs,    regions.workspace,
-                        regions.control,   index};
+  KernelRegions args = {
+      regions.arena,          regions.parameters, regions.gradients,
+      regions.optimizerState, regions.inputs,     regions.workspace,
+      regions.buffers,        regions.control,    index};
   void *params[] = {&args};
   CUresult r =
       driver.launchKernel(functions[kernel], gridX, gridY, 1, blockSize, 1, 1,

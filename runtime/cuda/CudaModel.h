@@ -100,7 +100,8 @@ struct ConvCall {
 
 /// The plan's regions on the device.
 struct DeviceRegions {
-  uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs, *workspace;
+  uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs, *workspace,
+      *buffers;
   int64_t *control;
 };
 

@@ -36,9 +36,10 @@ inline int64_t deviceAligned(int64_t bytes) {
 /// as a step's peak on a GPU (mnemoc --device=cuda).
 inline int64_t deviceAllocationBytes(int64_t parameters, int64_t gradients,
                                      int64_t optimizerState, int64_t inputs,
-                                     int64_t arena, int64_t workspace) {
-  return deviceAligned(parameters) + deviceAligned(gradients) +
-         deviceAligned(optimizerState) +
+                                     int64_t arena, int64_t workspace,
+                                     int64_t buffers) {
+  return deviceAligned(parameters) + deviceAligned(buffers) +
+         deviceAligned(gradients) + deviceAligned(optimizerState) +
          2 * deviceAligned(std::max<int64_t>(inputs, 1)) +
          deviceAligned(arena) + deviceAligned(std::max<int64_t>(workspace, 1)) +
          deviceAligned(kControlSlots * 8);
@@ -46,15 +47,16 @@ inline int64_t deviceAllocationBytes(int64_t parameters, int64_t gradients,
 
 struct DeviceLayout {
   /// The parts' sizes, in allocation order.
-  int64_t parameters, gradients, optimizerState, inputs, arena, workspace,
-      control;
+  int64_t parameters, buffers, gradients, optimizerState, inputs, arena,
+      workspace, control;
   int64_t total() const {
-    return parameters + gradients + optimizerState + 2 * inputs + arena +
-           workspace + control;
+    return parameters + buffers + gradients + optimizerState + 2 * inputs +
+           arena + workspace + control;
   }
 
   DeviceLayout(const runtime::PlanRegions &plan, int64_t workspaceBytes)
       : parameters(deviceAligned(plan.parameters)),
+        buffers(deviceAligned(plan.buffers)),
         gradients(deviceAligned(plan.gradients)),
         optimizerState(deviceAligned(plan.optimizerState)),
         inputs(deviceAligned(std::max<int64_t>(plan.inputs, 1))),
@@ -72,6 +74,7 @@ struct DeviceLayout {
       at += bytes;
     };
     take(regions.parameters, parameters);
+    take(regions.buffers, buffers);
     take(regions.gradients, gradients);
     take(regions.optimizerState, optimizerState);
     take(batchBuffers[0], inputs);

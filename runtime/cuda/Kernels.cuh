@@ -73,6 +73,7 @@ struct Regions {
   uint8_t *S; // optimizer state
   uint8_t *I; // the batch
   uint8_t *W; // workspace (cuBLASLt, cuDNN, and the kernels' partial sums)
+  uint8_t *B; // buffers (running statistics)
   int64_t *control;
   /// The launch's index where an op launches one kernel in a host loop
   /// (linear_cross_entropy's chunks); 0 otherwise.
@@ -207,6 +208,8 @@ __device__ __forceinline__ uint8_t *regionBase(const Regions &r, int region) {
     return r.S;
   case 4:
     return r.I;
+  case 6:
+    return r.B;
   default:
     return r.W;
   }

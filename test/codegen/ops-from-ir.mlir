@@ -19,8 +19,8 @@
 // NOPLACEMENT: error: has no placement in the plan (run the default pipeline, or plan-memory, on it first)
 // SIZES: error: has 1 offsets and 2 sizes
 // OUTSIDE: error: result 0 is placed at [{{[0-9]+}}, +99999999), outside the arena of {{[0-9]+}} bytes
-// REGION: error: a step argument lives in parameters, optimizer_state or inputs, not arena
-// NOWHERE: error: unknown memory region 'nowhere' (arena, parameters, gradients, optimizer_state, inputs, workspace)
+// REGION: error: a step argument lives in parameters, buffers, optimizer_state or inputs, not arena
+// NOWHERE: error: unknown memory region 'nowhere' (arena, parameters, gradients, optimizer_state, inputs, workspace, buffers)
 
 module attributes {mnemo.model = "Ops"} {
   func.func @eval_step(%x: tensor<4x8xf32> {mnemo.name = "x", mnemo.role = "input"},

@@ -36,7 +36,7 @@ namespace {
 
 /// runtime/cuda/Kernels.cuh's Regions, field for field.
 struct KernelRegions {
-  uint8_t *A, *P, *G, *S, *I, *W;
+  uint8_t *A, *P, *G, *S, *I, *W, *B;
   int64_t *control;
   int64_t index;
 };
@@ -115,12 +115,14 @@ public:
     std::memcpy(regions.parameters, host.parameters, sizes.parameters);
     std::memcpy(regions.optimizerState, host.optimizerState,
                 sizes.optimizerState);
+    std::memcpy(regions.buffers, host.buffers, sizes.buffers);
     return true;
   }
   bool download(StepMemory &host, std::string &) override {
     std::memcpy(host.parameters, regions.parameters, sizes.parameters);
     std::memcpy(host.optimizerState, regions.optimizerState,
                 sizes.optimizerState);
+    std::memcpy(host.buffers, regions.buffers, sizes.buffers);
     return true;
   }
   bool train(int64_t step, int64_t, const FetchBatch &fetch, StepMemory &host,
@@ -149,7 +151,7 @@ public:
     Launch l{kernels[kernel],
              {regions.arena, regions.parameters, regions.gradients,
               regions.optimizerState, regions.inputs, regions.workspace,
-              regions.control, index}};
+              regions.buffers, regions.control, index}};
     emulator::launch(trampoline, &l, gridX, gridY, threads);
   }
 

@@ -11,6 +11,7 @@
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Idx.h"
+#include "runtime/Npy.h"
 #include "runtime/Safetensors.h"
 
 #include <cstdio>
@@ -131,7 +132,7 @@ std::string writeTemp(const uint8_t *data, size_t size, const char *suffix) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1)
     return 0;
-  uint8_t which = data[0] % 4;
+  uint8_t which = data[0] % 6;
   std::string error;
   switch (which) {
   case 0: { // a checkpoint, with its optimizer state
@@ -172,6 +173,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       source->trainBatch(1, inputs, error);
       if (source->evalBatches() > 0)
         source->evalBatch(0, inputs, error);
+    }
+    ::unlink(path.c_str());
+    break;
+  }
+  case 4: { // a .npy file
+    std::string path = writeTemp(data + 1, size - 1, ".npy");
+    StoredTensor tensor;
+    readNpy(path, "x", tensor, error);
+    ::unlink(path.c_str());
+    break;
+  }
+  case 5: { // named arrays in a .safetensors file, then one batch of each
+    std::string path = writeTemp(data + 1, size - 1, ".safetensors");
+    BatchLayout layout;
+    layout.tensors = {&kTokenArgs[0], &kTokenArgs[1]};
+    layout.batchSize = 2;
+    std::unique_ptr<BatchSource> source =
+        openBatchSource(path, layout, layout, 1, error);
+    if (source) {
+      alignas(64) uint8_t inputs[512];
+      source->trainBatch(1, inputs, error);
     }
     ::unlink(path.c_str());
     break;

@@ -383,9 +383,10 @@ class BasicBlock(nn.Module):
                 nn.BatchNorm2d(planes))
 
     def forward(self, x):
+        # In-place ReLUs, as torchvision's (what autograd saves depends on it).
         shortcut = x if self.downsample is None else self.downsample(x)
-        h = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(h)) + shortcut)
+        h = F.relu(self.bn1(self.conv1(x)), inplace=True)
+        return F.relu(self.bn2(self.conv2(h)) + shortcut, inplace=True)
 
 
 class ResNet18(nn.Module):
@@ -410,7 +411,7 @@ class ResNet18(nn.Module):
         self.fc = nn.Linear(8 * w, hp["classes"])
 
     def forward(self, batch):
-        h = F.relu(self.bn1(self.conv1(batch["image"])))
+        h = F.relu(self.bn1(self.conv1(batch["image"])), inplace=True)
         if not self.cifar:
             h = F.max_pool2d(h, 3, stride=2, padding=1)
         h = self.layer4(self.layer3(self.layer2(self.layer1(h))))
@@ -418,7 +419,56 @@ class ResNet18(nn.Module):
         return F.cross_entropy(logits, batch["label"].long())
 
 
-MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
+class Tuples(nn.Module):
+    """test/reference/models/tuples.mn: a sequence of blocks that take a
+    mask besides the stream, and one of blocks that carry two values."""
+
+    def __init__(self, hp):
+        super().__init__()
+        d = hp["dim"]
+        self.blocks = nn.ModuleList(nn.ModuleDict({"fc": nn.Linear(d, d)})
+                                    for _ in range(hp["layers"]))
+        self.pairs = nn.ModuleList(nn.ModuleDict({"fa": nn.Linear(d, d), "fb": nn.Linear(d, d)})
+                                   for _ in range(hp["layers"]))
+        self.head = nn.Linear(d, hp["classes"])
+
+    def forward(self, batch):
+        x = batch["x"]
+        keep = x > 0.0
+        h = x
+        for block in self.blocks:
+            h = torch.where(keep, F.relu(block["fc"](h)), h)
+        a, b = h, x
+        for pair in self.pairs:
+            a, b = pair["fa"](a) + b, torch.tanh(pair["fb"](b))
+        return F.cross_entropy(self.head(a * b), batch["y"].long())
+
+
+class UpNet(nn.Module):
+    """test/reference/models/upsample.mn: a U-Net's up-path ops."""
+
+    def __init__(self, hp):
+        super().__init__()
+        c = hp["channels"]
+        self.down = nn.Conv2d(2, c, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(c, c, 3, stride=2, padding=1, output_padding=1)
+        self.mix = nn.Conv2d(4 * c, c, 3, padding=1)
+        self.head = nn.Linear(c, hp["classes"])
+
+    def forward(self, batch):
+        d = F.relu(self.down(batch["image"]))
+        h = torch.cat([self.up(d),
+                       F.interpolate(d, scale_factor=2, mode="nearest"),
+                       F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=False),
+                       F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=True)],
+                      dim=1)
+        logits = self.head(F.relu(self.mix(h)).mean(dim=(2, 3)))
+        return F.cross_entropy(logits, batch["label"].long())
+
+
+MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18,
+          "UpNet": UpNet,
+          "Tuples": Tuples, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
           "PadMLP": PadMLP, "MaskMLP": MaskMLP,
           "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}

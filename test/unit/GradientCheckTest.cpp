@@ -209,6 +209,14 @@ std::vector<GradientCase> allCases() {
                                   ArrayRef<int64_t>{1, 1},
                                   ArrayRef<int64_t>{1, 1});
       });
+  // conv_transpose2d: stride 2, padding 1, output_padding 1 (3 -> 6).
+  add("conv_transpose2d", "mnemo.conv2d_input_grad",
+      {{"f32[2,3,3,3]"}, {"f32[3,2,3,3]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        return b.create<Conv2DInputGradOp>(l, like(in[0], {2, 2, 6, 6}), in[0],
+                                           in[1], ArrayRef<int64_t>{2, 2},
+                                           ArrayRef<int64_t>{1, 1});
+      });
   add("conv2d_strided", "mnemo.conv2d", {{"f32[1,2,7,7]"}, {"f32[3,2,3,3]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<Conv2DOp>(l, like(in[0], {1, 3, 3, 3}), in[0], in[1],

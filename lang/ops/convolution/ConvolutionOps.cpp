@@ -100,6 +100,21 @@ SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
   return {dx, dw};
 }
 
+SmallVector<Value> Conv2DInputGradOp::buildGradient(OpBuilder &b,
+                                                    ArrayRef<Value> grads) {
+  if (!grads[0])
+    return {Value(), Value()};
+  // result = convT(g, W): g has the shape conv2d(result, W) has, and W
+  // relates them as a convolution's weight relates its input (result's
+  // gradient here) to its output (g).
+  Value dg = b.create<Conv2DOp>(getLoc(), getGrad().getType(), grads[0],
+                                getWeight(), getStrideAttr(), getPaddingAttr());
+  Value dw =
+      b.create<Conv2DWeightGradOp>(getLoc(), getWeight().getType(), getGrad(),
+                                   grads[0], getStrideAttr(), getPaddingAttr());
+  return {dg, dw};
+}
+
 ConvGeometry Conv2DOp::getConvGeometry() {
   return geometryOf(getInput(), getWeight(), getResult(), getStride(),
                     getPadding());

@@ -49,17 +49,23 @@ def Mnemo_Conv2DOp : Mnemo_Op<"conv2d", [Mnemo_AmpLowPrecision, Mnemo_FusionKern
   let hasVerifier = 1;
 }
 
-def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+def Mnemo_Conv2DInputGradOp : Mnemo_Op<"conv2d_input_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure,
+    DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>,
     DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let extraClassDeclaration = [{
     /// The convolution in the forward's terms (ConvolutionOps.cpp).
     ::mnemo::ConvGeometry getConvGeometry();
   }];
-  let summary = "gradient of a 2-D convolution's input";
+  let summary = "gradient of a 2-D convolution's input; a transposed convolution";
   let description = [{
     The transposed convolution of the output gradient with the weight; the
-    result type is the forward input's.
+    result type is the forward input's. It is also the forward of
+    `conv_transpose2d` (torch.nn.ConvTranspose2d, whose weight layout
+    [C_in, C_out, KH, KW] is this op's [O, C, KH, KW]; output_padding is in
+    the result type), so it has a gradient of its own: a convolution of
+    the result's gradient for its operand, and a weight gradient with the
+    roles of input and output exchanged.
 
     ```mlir
     %dx = mnemo.conv2d_input_grad %dy, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
