@@ -2006,12 +2006,7 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   // mistakes in the forward and the train section are reported.
 
   Scope &locals = scopes.emplace_back();
-  locals.parent = &root.members;
-  frames.push_back({&root, Mode::Forward, &locals, SMLoc()});
-  execBlock(modelForward->body);
-  frames.pop_back();
-  std::optional<Val> output = std::move(returned);
-  returned.reset();
+  std::optional<Val> output = runModelForward(root, locals);
   int outputValue = output && output->isTensor() ? output->tensor : -1;
   if (!output)
     error(modelForward->loc(), "the model's forward does not return a value");
@@ -2055,18 +2050,23 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   return std::move(graph);
 }
 
-bool Sema::elaborateEvaluation(LayerInstance &root, int trainingOutput) {
-  // The forward once more, with `training` false: its ops join the graph,
-  // its output (and loss) become the eval_ results. Buffer updates in it
-  // are dropped: evaluation never changes the model's state.
-  training = false;
-  Scope &locals = scopes.emplace_back();
+std::optional<Val> Sema::runModelForward(LayerInstance &root, Scope &locals) {
   locals.parent = &root.members;
   frames.push_back({&root, Mode::Forward, &locals, SMLoc()});
   execBlock(modelForward->body);
   frames.pop_back();
   std::optional<Val> output = std::move(returned);
   returned.reset();
+  return output;
+}
+
+bool Sema::elaborateEvaluation(LayerInstance &root, int trainingOutput) {
+  // The forward once more, with `training` false: its ops join the graph,
+  // its output (and loss) become the eval_ results. Buffer updates in it
+  // are dropped: evaluation never changes the model's state.
+  training = false;
+  Scope &locals = scopes.emplace_back();
+  std::optional<Val> output = runModelForward(root, locals);
   for (BufferMember &buffer : bufferMembers)
     buffer.layer->members.vars[buffer.name] = Val::ofTensor(buffer.value);
   if (diags.hadError())

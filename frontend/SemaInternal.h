@@ -336,6 +336,9 @@ private:
     int value;
   };
   std::vector<BufferMember> bufferMembers;
+  /// Runs the model's forward with `locals` as its scope; its value, if it
+  /// returned one.
+  std::optional<Val> runModelForward(LayerInstance &root, Scope &locals);
   /// Runs the model's forward for evaluation (`training` false) after the
   /// training one; adds its output and loss to the graph's outputs.
   bool elaborateEvaluation(LayerInstance &root, int trainingOutput);

@@ -127,6 +127,24 @@ std::string writeTemp(const uint8_t *data, size_t size, const char *suffix) {
   return path;
 }
 
+/// Opens the bytes as the token model's data (a file with `suffix`), then
+/// reads a training batch and, if there is one, an evaluation batch.
+void readBatches(const uint8_t *data, size_t size, const char *suffix) {
+  std::string path = writeTemp(data, size, suffix), error;
+  BatchLayout layout;
+  layout.tensors = {&kTokenArgs[0], &kTokenArgs[1]};
+  layout.batchSize = 2;
+  std::unique_ptr<BatchSource> source =
+      openBatchSource(path, layout, layout, 1, error);
+  if (source) {
+    alignas(64) uint8_t inputs[512];
+    source->trainBatch(1, inputs, error);
+    if (source->evalBatches() > 0)
+      source->evalBatch(0, inputs, error);
+  }
+  ::unlink(path.c_str());
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -161,22 +179,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ::unlink(path.c_str());
     break;
   }
-  case 3: { // a token file, then one batch from it
-    std::string path = writeTemp(data + 1, size - 1, ".bin");
-    BatchLayout layout;
-    layout.tensors = {&kTokenArgs[0], &kTokenArgs[1]};
-    layout.batchSize = 2;
-    std::unique_ptr<BatchSource> source =
-        openBatchSource(path, layout, layout, 1, error);
-    if (source) {
-      alignas(64) uint8_t inputs[512];
-      source->trainBatch(1, inputs, error);
-      if (source->evalBatches() > 0)
-        source->evalBatch(0, inputs, error);
-    }
-    ::unlink(path.c_str());
+  case 3: // a token file, then one batch from it
+    readBatches(data + 1, size - 1, ".bin");
     break;
-  }
   case 4: { // a .npy file
     std::string path = writeTemp(data + 1, size - 1, ".npy");
     StoredTensor tensor;
@@ -184,20 +189,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ::unlink(path.c_str());
     break;
   }
-  case 5: { // named arrays in a .safetensors file, then one batch of each
-    std::string path = writeTemp(data + 1, size - 1, ".safetensors");
-    BatchLayout layout;
-    layout.tensors = {&kTokenArgs[0], &kTokenArgs[1]};
-    layout.batchSize = 2;
-    std::unique_ptr<BatchSource> source =
-        openBatchSource(path, layout, layout, 1, error);
-    if (source) {
-      alignas(64) uint8_t inputs[512];
-      source->trainBatch(1, inputs, error);
-    }
-    ::unlink(path.c_str());
+  case 5: // named arrays (or recorded batches) in a .safetensors file
+    readBatches(data + 1, size - 1, ".safetensors");
     break;
-  }
   }
   return 0;
 }

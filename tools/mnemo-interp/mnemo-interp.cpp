@@ -455,16 +455,34 @@ int main(int argc, char **argv) {
     llvm::outs() << "f16 loss scaling skipped " << skippedSteps
                  << " step(s) whose gradients overflowed\n";
 
-  if (evaluate && evalStep && test.count() >= batchSize) {
-    std::vector<StepArgument> evalArgs = describeArguments(evalStep);
+  // The eval step on `batch` (its inputs and targets, in the train step's
+  // order), with the trained parameters and buffers.
+  std::vector<StepArgument> evalArgs =
+      evalStep ? describeArguments(evalStep) : std::vector<StepArgument>();
+  auto evaluateOn =
+      [&](const std::vector<Tensor> &batch) -> FailureOr<std::vector<Tensor>> {
     std::vector<Tensor> evalValues(evalArgs.size());
-    for (size_t i = 0; i < evalArgs.size(); ++i)
-      if (evalArgs[i].role == ArgumentRole::Param ||
-          evalArgs[i].role == ArgumentRole::Buffer)
-        for (size_t j = 0; j < args.size(); ++j)
-          if (args[j].role == evalArgs[i].role &&
-              args[j].name == evalArgs[i].name)
-            evalValues[i] = values[j];
+    size_t next = 0;
+    for (size_t i = 0; i < evalArgs.size(); ++i) {
+      if (evalArgs[i].role == ArgumentRole::Input ||
+          evalArgs[i].role == ArgumentRole::Target) {
+        evalValues[i] = batch[next++];
+        continue;
+      }
+      for (size_t j = 0; j < args.size(); ++j)
+        if (args[j].role == evalArgs[i].role &&
+            args[j].name == evalArgs[i].name)
+          evalValues[i] = values[j];
+    }
+    std::string error;
+    FailureOr<std::vector<Tensor>> results =
+        interpreter.run(evalStep, evalValues, error);
+    if (failed(results))
+      llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
+    return results;
+  };
+
+  if (evaluate && evalStep && test.count() >= batchSize) {
     std::vector<int64_t> sequential(test.count());
     std::iota(sequential.begin(), sequential.end(), 0);
     double lossSum = 0, accuracySum = 0;
@@ -472,15 +490,9 @@ int main(int argc, char **argv) {
     for (int64_t b = 0; b < batches; ++b) {
       std::vector<Tensor> batch;
       fillBatch(test, sequential, b * batchSize, batch);
-      evalValues[0] = batch[0];
-      evalValues[1] = batch[1];
-      std::string error;
-      FailureOr<std::vector<Tensor>> results =
-          interpreter.run(evalStep, evalValues, error);
-      if (failed(results)) {
-        llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
+      FailureOr<std::vector<Tensor>> results = evaluateOn(batch);
+      if (failed(results))
         return 1;
-      }
       lossSum += (*results)[0].data[0];
       accuracySum += results->size() > 1 ? (*results)[1].data[0] : 0;
     }
@@ -503,21 +515,13 @@ int main(int argc, char **argv) {
         finalFile.tensors.push_back(store(args[i].name, values[i], exact));
     // The trained model evaluated on the last batch (as torch's
     // model.eval(): running statistics, no dropout).
+    std::vector<Tensor> lastBatch; // what the last step's arguments hold
+    for (size_t k : batchArgs)
+      lastBatch.push_back(values[k]);
     if (evalStep && totalSteps > 0) {
-      std::vector<StepArgument> evalArgs = describeArguments(evalStep);
-      std::vector<Tensor> evalValues(evalArgs.size());
-      for (size_t i = 0; i < evalArgs.size(); ++i)
-        for (size_t j = 0; j < args.size(); ++j)
-          if (args[j].role == evalArgs[i].role &&
-              args[j].name == evalArgs[i].name)
-            evalValues[i] = values[j];
-      std::string error;
-      FailureOr<std::vector<Tensor>> results =
-          interpreter.run(evalStep, evalValues, error);
-      if (failed(results)) {
-        llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
+      FailureOr<std::vector<Tensor>> results = evaluateOn(lastBatch);
+      if (failed(results))
         return 1;
-      }
       double evalLoss = (*results)[0].data[0];
       lossesFile.tensors.push_back(
           exact ? runtime::StoredTensor::f64("eval_loss", {1}, {evalLoss})
