@@ -1,6 +1,7 @@
 #!/bin/bash
 # Mnemo's CPU trainer next to PyTorch (Debian's python3-torch, CPU) on the
-# three examples and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
+# examples (the LSTM language model as word_language_model writes it) and a
+# GPT-2-class model (examples/gpt.mn at GPT-2 small's
 # width and depth: 12 layers, dim 768, 12 heads, byte vocabulary; context 256
 # at batch 2, and GPT-2's context, 1024, at batch 2): same model, batch,
 # optimizer, initial weights, batches and thread count. Prints one table: median ms per step, peak RSS growth during
@@ -50,6 +51,8 @@ CASES=(
   "mlp mlp $FASHION 200"
   "cnn cnn $FASHION 60"
   "gpt gpt $WORK/tokens/train.bin 40"
+  # Without dropout, so that PyTorch draws no masks of its own.
+  "lstm lstm $WORK/tokens/train.bin 40 -D drop=0.0"
   "gpt2-class-256 gpt $WORK/tokens/train.bin 12 -D context=256 $GPT2_CLASS"
   # PyTorch takes about 36 s a step here: 5 steps (an odd count, so the
   # median is one step's time) keep the row within a few minutes.

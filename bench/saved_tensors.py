@@ -36,7 +36,7 @@ from transformer_memory import (GPT2, Llama, gib, hyperparameters,  # noqa: E402
 def random_batch(model_name, hp):
     """A batch of the model's inputs (values do not change what is saved)."""
     g = torch.Generator().manual_seed(0)
-    if model_name in ("GPT", "GPT2", "Llama"):
+    if model_name in ("GPT", "GPT2", "Llama", "LSTMLanguageModel"):
         shape = (hp["batch"], hp["context"])
         return {"tokens": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32),
                 "next": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32)}
@@ -66,6 +66,7 @@ CASES = [("mlp.mn", lambda hp: saved_on_cpu("MLP", hp)),
          ("deep-mlp.mn", lambda hp: saved_on_cpu("DeepMLP", hp)),
          ("gpt.mn", lambda hp: saved_on_cpu("GPT", hp)),
          ("resnet18.mn", lambda hp: saved_on_cpu("ResNet18", hp)),
+         ("lstm.mn", lambda hp: saved_on_cpu("LSTMLanguageModel", hp)),
          ("llama.mn", lambda hp: saved_on_meta(Llama, hp)),
          ("gpt2-small.mn", lambda hp: saved_on_meta(GPT2, hp))]
 

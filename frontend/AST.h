@@ -215,7 +215,8 @@ public:
     Forward,
     Train,
     Directive,
-    Checkpoint
+    Checkpoint,
+    For
   };
   Stmt(Kind kind, llvm::SMLoc loc) : kind(kind), location(loc) {}
   virtual ~Stmt() = default;
@@ -285,6 +286,21 @@ struct CheckpointStmt : Stmt {
 
 /// param name: type = init, or buffer name: type = init (state that is not
 /// trained: running statistics, counters, constant tables).
+/// for i in A..B { ... }: the block once per index, decided at compile
+/// time (the loop is unrolled).
+struct ForStmt : Stmt {
+  ForStmt(llvm::SMLoc loc, std::string indexName, llvm::SMRange indexRange,
+          ExprPtr start, ExprPtr end, Block body)
+      : Stmt(Kind::For, loc), indexName(std::move(indexName)),
+        indexRange(indexRange), start(std::move(start)), end(std::move(end)),
+        body(std::move(body)) {}
+  std::string indexName;
+  llvm::SMRange indexRange;
+  ExprPtr start, end;
+  Block body;
+  static bool classof(const Stmt *s) { return s->getKind() == Kind::For; }
+};
+
 struct ParamStmt : Stmt {
   ParamStmt(llvm::SMLoc loc, std::string name, llvm::SMRange nameRange,
             TypeSpec type, ExprPtr init, bool isBuffer = false)

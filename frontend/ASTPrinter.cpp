@@ -138,6 +138,14 @@ private:
       os << "checkpoint " << where(stmt.loc()) << "\n";
       printBlock(cp->body, depth + 1);
       return;
+    } else if (auto *loop = dyn_cast<ForStmt>(&stmt)) {
+      os << "for " << loop->indexName << " in ";
+      printExpr(*loop->start);
+      os << "..";
+      printExpr(*loop->end);
+      os << " " << where(stmt.loc()) << "\n";
+      printBlock(loop->body, depth + 1);
+      return;
     } else if (auto *ifStmt = dyn_cast<IfStmt>(&stmt)) {
       os << "if ";
       printExpr(*ifStmt->cond);

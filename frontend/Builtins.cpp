@@ -567,6 +567,28 @@ const std::vector<Builtin> kBuiltins = {
      1,
      [](Sema &s, BoundArgs &a) { return unary(s, a, "cos", foldCos); }},
     {"arange", {"start", "end", "step"}, 1, arange},
+    {"full",
+     {"shape", "value", "dtype"},
+     2,
+     [](Sema &s, BoundArgs &a) {
+       // torch.full: a constant tensor (an RNN's zero initial state).
+       auto dims = s.asIntList(a.values[0], a.ranges[0], "the shape of full");
+       auto value = s.asNumber(a.values[1], a.ranges[1], "the value of full");
+       std::optional<ElementType> dtype = ElementType::F32;
+       if (a.has(2))
+         dtype = s.asDType(a.values[2], a.ranges[2], "the dtype of full");
+       if (!dims || !value || !dtype)
+         return Val::error();
+       for (int64_t d : *dims)
+         if (d < 1) {
+           s.error(a.ranges[0].Start,
+                   "the dimensions of full must be positive, not " +
+                       std::to_string(d),
+                   {a.ranges[0]});
+           return Val::error();
+         }
+       return tensor(s.splat(*value, {*dtype, *dims}, a.loc));
+     }},
     {"relu",
      {"x"},
      1,
@@ -1110,6 +1132,10 @@ const std::vector<Builtin> kBuiltins = {
                             a.loc));
      }},
     {"upsample", {"x", "scale", "mode", "align_corners"}, 2, upsample},
+    {"scan",
+     {"cell", "xs", "state", "args", "axis", "reverse"},
+     3,
+     scanBuiltin},
     {"conv_transpose2d",
      {"x", "weight", "stride", "padding", "output_padding"},
      2,

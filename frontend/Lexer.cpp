@@ -52,6 +52,8 @@ const char *mnemo::spell(TokenKind kind) {
     return "'return'";
   case TokenKind::KwRepeat:
     return "'repeat'";
+  case TokenKind::KwFor:
+    return "'for'";
   case TokenKind::KwIf:
     return "'if'";
   case TokenKind::KwElse:
@@ -281,6 +283,22 @@ Token Lexer::next() {
 Token Lexer::lexIdentifier(const char *start) {
   while (cur < buffer.end() && isIdentChar(*cur))
     ++cur;
+  // A name template, `weight_ih_l{k}`: `{name}` right after the name's
+  // characters (no space between) is part of the name, to be filled in
+  // with a compile-time integer (a `for` loop's index). `if flag {` has a
+  // space; a brace group that is not one name is a block.
+  while (cur < buffer.end() && *cur == '{') {
+    const char *p = cur + 1;
+    if (p >= buffer.end() || !isIdentStart(*p))
+      break;
+    while (p < buffer.end() && isIdentChar(*p))
+      ++p;
+    if (p >= buffer.end() || *p != '}')
+      break;
+    cur = p + 1;
+    while (cur < buffer.end() && isIdentChar(*cur))
+      ++cur;
+  }
   llvm::StringRef text(start, cur - start);
   TokenKind kind = llvm::StringSwitch<TokenKind>(text)
                        .Case("model", TokenKind::KwModel)
@@ -295,6 +313,7 @@ Token Lexer::lexIdentifier(const char *start) {
                        .Case("let", TokenKind::KwLet)
                        .Case("return", TokenKind::KwReturn)
                        .Case("repeat", TokenKind::KwRepeat)
+                       .Case("for", TokenKind::KwFor)
                        .Case("if", TokenKind::KwIf)
                        .Case("else", TokenKind::KwElse)
                        .Case("true", TokenKind::KwTrue)

@@ -41,6 +41,7 @@ enum class TokenKind {
   KwLet,
   KwReturn,
   KwRepeat,
+  KwFor,
   KwIf,
   KwElse,
   KwTrue,

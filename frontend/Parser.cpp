@@ -359,6 +359,35 @@ StmtPtr Parser::parseStatement() {
   }
   case TokenKind::KwIf:
     return parseIf();
+  case TokenKind::KwFor: {
+    // for ::= 'for' name 'in' expr '..' expr block
+    advance();
+    if (!tok.is(TokenKind::Identifier)) {
+      errorAtCurrent("expected the loop's index name after 'for'");
+      return nullptr;
+    }
+    std::string index = tok.text.str();
+    SMRange indexRange = tok.range();
+    advance();
+    if (!tok.is(TokenKind::Identifier) || tok.text != "in") {
+      errorAtCurrent("expected 'in' after the loop's index name");
+      return nullptr;
+    }
+    advance();
+    ExprPtr first = parseExpr();
+    if (!first ||
+        !expect(TokenKind::DotDot, "between the range's start and end"))
+      return nullptr;
+    ExprPtr last = parseExpr();
+    if (!last)
+      return nullptr;
+    Block body;
+    if (!parseBlock(body))
+      return nullptr;
+    return std::make_unique<ForStmt>(start, std::move(index), indexRange,
+                                     std::move(first), std::move(last),
+                                     std::move(body));
+  }
   case TokenKind::KwCheckpoint: {
     // checkpoint ::= 'checkpoint' block
     advance();

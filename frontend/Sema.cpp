@@ -697,6 +697,14 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
           {whole});
     return Val::error();
   }
+  if (op == BinaryOp::Add && lhs.kind == Val::Kind::List &&
+      rhs.kind == Val::Kind::List) {
+    // [a, b] + [c]: one list after the other, as in Python (a forward
+    // collecting per-layer states in a `for` loop).
+    Val joined = lhs;
+    joined.list.insert(joined.list.end(), rhs.list.begin(), rhs.list.end());
+    return joined;
+  }
   if (lhs.isNumber() && rhs.isNumber()) {
     std::string why;
     if (auto v = foldNumbers(op, lhs, rhs, why))
@@ -955,32 +963,62 @@ Val Sema::eval(const Expr &expr) {
   return Val::error();
 }
 
+std::string Sema::expandName(const std::string &name, SMRange range) {
+  size_t open = name.find('{');
+  if (open == std::string::npos)
+    return name;
+  std::string expanded = name.substr(0, open);
+  while (open != std::string::npos) {
+    size_t close = name.find('}', open);
+    std::string index = name.substr(open + 1, close - open - 1);
+    Val *v = frames.empty() ? nullptr : frame().scope->lookup(index);
+    if (!v || v->kind != Val::Kind::Int) {
+      error(range.Start,
+            "'{" + index + "}' in the name '" + name +
+                "' must name a compile-time integer (a 'for' loop's "
+                "index), not " +
+                (v ? describe(*v) : "an unknown name"),
+            {range});
+      return "";
+    }
+    expanded += std::to_string(v->i);
+    open = name.find('{', close);
+    expanded +=
+        name.substr(close + 1, open == std::string::npos ? std::string::npos
+                                                         : open - close - 1);
+  }
+  return expanded;
+}
+
 Val Sema::evalName(const NameExpr &name) {
+  std::string expanded = expandName(name.name, name.getRange());
+  if (expanded.empty())
+    return Val::error();
   if (!frames.empty())
-    if (Val *v = frame().scope->lookup(name.name))
+    if (Val *v = frame().scope->lookup(expanded))
       return *v;
   const Module *from = !frames.empty() && frame().self && frame().self->def
                            ? frame().self->def->module
                            : nullptr;
-  if (const Definition *def = program.find(name.name, from)) {
+  if (const Definition *def = program.find(expanded, from)) {
     Val v;
     v.kind = Val::Kind::LayerDef;
     v.def = def;
     return v;
   }
-  if (const Builtin *b = findBuiltin(name.name)) {
+  if (const Builtin *b = findBuiltin(expanded)) {
     Val v;
     v.kind = Val::Kind::Builtin;
     v.builtin = b;
     return v;
   }
-  if (auto d = parseElementType(name.name)) {
+  if (auto d = parseElementType(expanded)) {
     Val v;
     v.kind = Val::Kind::ElementType;
     v.dtype = *d;
     return v;
   }
-  if (name.name == "training") {
+  if (expanded == "training") {
     // A compile-time bool: the forward is elaborated once for training and,
     // when something reads this, once more for evaluation.
     if (frames.empty() || frame().mode != Mode::Forward) {
@@ -992,18 +1030,18 @@ Val Sema::evalName(const NameExpr &name) {
     }
     return Val::ofBool(isTraining());
   }
-  if (name.name == "inf")
+  if (expanded == "inf")
     return Val::ofFloat(std::numeric_limits<double>::infinity());
-  if (name.name == "pi")
+  if (expanded == "pi")
     return Val::ofFloat(M_PI);
-  if (name.name == "none") {
+  if (expanded == "none") {
     Val v;
     v.kind = Val::Kind::None;
     return v;
   }
-  if (namesInitializer(name.name))
+  if (namesInitializer(expanded))
     return evalInitializer(name);
-  suggestName(name.name, name.getRange());
+  suggestName(expanded, name.getRange());
   return Val::error();
 }
 
@@ -1031,16 +1069,19 @@ Val Sema::evalMember(const MemberExpr &member) {
             {memberRange});
       return Val::error();
     }
-    auto it = layer->members.vars.find(member.member);
+    std::string memberName = expandName(member.member, memberRange);
+    if (memberName.empty())
+      return Val::error();
+    auto it = layer->members.vars.find(memberName);
     if (it != layer->members.vars.end())
       return it->second;
     std::vector<std::string> members;
     for (const auto &entry : layer->members.vars)
       members.push_back(entry.first);
-    std::string best = closestMatch(member.member, members);
+    std::string best = closestMatch(memberName, members);
     error(member.memberLoc,
           "layer '" + layer->path + "' (" + layer->typeName +
-              ") has no member '" + member.member + "'" +
+              ") has no member '" + memberName + "'" +
               (best.empty() ? "" : "; did you mean '" + best + "'?"),
           {memberRange});
     return Val::error();
@@ -1647,6 +1688,8 @@ void Sema::execStmt(const Stmt &stmt) {
     execBlock(*cond ? ifStmt.thenBlock : ifStmt.elseBlock);
     return;
   }
+  case Stmt::Kind::For:
+    return execFor(cast<ForStmt>(stmt));
   case Stmt::Kind::Checkpoint: {
     if (mode != Mode::Forward) {
       error(stmt.loc(), "'checkpoint' belongs in a forward");
@@ -1722,10 +1765,19 @@ Sema::BindTarget Sema::bindTarget(bool isLet, const std::string &name,
   BindTarget target;
   if (isLet) {
     if (scope.vars.count(name)) {
-      error(nameRange.Start,
-            "'" + name + "' is already defined here; use '" + name +
-                " = ...' to rebind it",
-            {nameRange});
+      if (bodyLoops > 0)
+        error(nameRange.Start,
+              "'" + name +
+                  "' is already defined in this layer: what a 'for' in a "
+                  "layer body declares are the layer's members, so each "
+                  "pass's needs the index in its name ('" +
+                  name + "_{i}')",
+              {nameRange});
+      else
+        error(nameRange.Start,
+              "'" + name + "' is already defined here; use '" + name +
+                  " = ...' to rebind it",
+              {nameRange});
       target.kind = BindTarget::Invalid;
     }
     return target;
@@ -1798,7 +1850,12 @@ void Sema::execBind(const BindStmt &bind) {
   bool isLet = bind.getKind() == Stmt::Kind::Let;
   if (!bind.moreNames.empty())
     return execTupleBind(bind, isLet);
-  BindTarget target = bindTarget(isLet, bind.name, bind.nameRange);
+  std::string name = expandName(bind.name, bind.nameRange);
+  if (name.empty()) {
+    eval(*bind.value);
+    return;
+  }
+  BindTarget target = bindTarget(isLet, name, bind.nameRange);
   if (target.kind == BindTarget::Invalid) {
     if (target.undefined)
       eval(*bind.value); // its own mistakes are reported too
@@ -1810,15 +1867,15 @@ void Sema::execBind(const BindStmt &bind) {
     if (frame().mode != Mode::Body)
       value = eval(*repeat); // diagnoses the misuse
     else
-      value = constructRepeat(*repeat, bind.name);
+      value = constructRepeat(*repeat, name);
   } else if (list && frame().mode == Mode::Body && createsLayers(*list)) {
-    value = constructSequence(*list, bind.name);
+    value = constructSequence(*list, name);
   } else {
-    pendingName = isa<CallExpr>(bind.value.get()) ? &bind.name : nullptr;
+    pendingName = isa<CallExpr>(bind.value.get()) ? &name : nullptr;
     value = eval(*bind.value);
     pendingName = nullptr;
   }
-  storeBinding(target, bind.name, value, *bind.value);
+  storeBinding(target, name, value, *bind.value);
 }
 
 void Sema::execTupleBind(const BindStmt &bind, bool isLet) {
@@ -1855,58 +1912,105 @@ void Sema::execTupleBind(const BindStmt &bind, bool isLet) {
     storeBinding(targets[k], names[k].first, value.list[k], *bind.value);
 }
 
+void Sema::execFor(const ForStmt &loop) {
+  auto first = asInt(eval(*loop.start), loop.start->getRange(),
+                     "the start of a 'for' range");
+  auto last =
+      asInt(eval(*loop.end), loop.end->getRange(), "the end of a 'for' range");
+  if (!first || !last)
+    return;
+  if (*last - *first > kMaxRepeat) {
+    error(loop.loc(),
+          "a 'for' loop runs at most " + std::to_string(kMaxRepeat) +
+              " times (it is unrolled at compile time), not " +
+              std::to_string(*last - *first),
+          {SMRange(loop.start->getRange().Start, loop.end->getRange().End)});
+    return;
+  }
+  Scope *outer = frame().scope;
+  bool inBody = frame().mode == Mode::Body;
+  if (inBody && outer->vars.count(loop.indexName)) {
+    error(loop.indexRange.Start,
+          "'" + loop.indexName + "' is already defined in this layer",
+          {loop.indexRange});
+    return;
+  }
+  for (int64_t i = *first; i < *last && !returned && !tooLarge; ++i) {
+    if (!spendWork(loop.loc()))
+      return;
+    if (inBody) {
+      // What the block declares are the layer's members; only the index
+      // is the loop's.
+      outer->vars[loop.indexName] = Val::ofInt(i);
+      ++bodyLoops;
+      execBlock(loop.body);
+      --bodyLoops;
+      outer->vars.erase(loop.indexName);
+      continue;
+    }
+    Scope &scope = scopes.emplace_back();
+    scope.parent = outer;
+    scope.vars[loop.indexName] = Val::ofInt(i);
+    frame().scope = &scope;
+    execBlock(loop.body);
+    frame().scope = outer;
+  }
+}
+
 void Sema::execParam(const ParamStmt &param) {
+  std::string name = expandName(param.name, param.nameRange);
+  if (name.empty())
+    return;
   LayerInstance &self = *frame().self;
   Scope &scope = *frame().scope;
   if (!spendWork(param.loc()))
     return;
-  if (scope.vars.count(param.name)) {
+  if (scope.vars.count(name)) {
     error(param.nameRange.Start,
-          "'" + param.name + "' is already defined in this layer",
-          {param.nameRange});
+          "'" + name + "' is already defined in this layer", {param.nameRange});
     return;
   }
   std::optional<TensorType> type = evalType(param.type);
   if (!type) {
-    scope.vars[param.name] = Val::error();
+    scope.vars[name] = Val::error();
     return;
   }
   if (!param.isBuffer && !isFloat(type->dtype)) {
     error(param.type.dtypeRange.Start,
           "parameters must have a floating-point type, not " + type->str(),
           {param.type.dtypeRange});
-    scope.vars[param.name] = Val::error();
+    scope.vars[name] = Val::error();
     return;
   }
   if (!param.init) {
     error(param.nameRange.Start,
-          param.isBuffer ? "buffer '" + param.name +
-                               "' needs an initializer, such as '= zeros'"
-                         : "parameter '" + param.name +
-                               "' needs an initializer, such as '= "
-                               "normal(std=0.02)'",
+          param.isBuffer
+              ? "buffer '" + name + "' needs an initializer, such as '= zeros'"
+              : "parameter '" + name +
+                    "' needs an initializer, such as '= "
+                    "normal(std=0.02)'",
           {param.nameRange});
-    scope.vars[param.name] = Val::error();
+    scope.vars[name] = Val::error();
     return;
   }
   extern const SettingFamily &initializerFamily();
   std::optional<ConfigValue> init =
       evalSetting(*param.init, initializerFamily());
   if (!init) {
-    scope.vars[param.name] = Val::error();
+    scope.vars[name] = Val::error();
     return;
   }
   GraphArg arg;
-  arg.name = self.path.empty() ? param.name : self.path + "." + param.name;
+  arg.name = self.path.empty() ? name : self.path + "." + name;
   arg.role = param.isBuffer ? ArgRole::Buffer : ArgRole::Param;
   arg.value = graph.addValue(*type);
   arg.init = *init;
   arg.pos = position(param.loc());
   graph.args.push_back(arg);
-  scope.vars[param.name] = Val::ofTensor(arg.value);
+  scope.vars[name] = Val::ofTensor(arg.value);
   if (param.isBuffer) {
-    self.buffers[param.name] = arg.value;
-    bufferMembers.push_back({&self, param.name, arg.value});
+    self.buffers[name] = arg.value;
+    bufferMembers.push_back({&self, name, arg.value});
   }
 }
 

@@ -142,6 +142,8 @@ struct Builtin {
 };
 
 const std::vector<Builtin> &builtinTable();
+/// scan(cell, xs, state, args = [], axis = 1, reverse = false) (Scan.cpp).
+Val scanBuiltin(Sema &sema, BoundArgs &args);
 const Builtin *findBuiltin(llvm::StringRef name);
 
 /// A family of named setting functions (initializers, optimizers, ...), for
@@ -222,6 +224,12 @@ public:
              llvm::SMRange lhsRange, llvm::SMRange rhsRange);
   Val matmul(int lhs, int rhs, llvm::SMLoc loc, llvm::SMRange range);
 
+  /// Calls `layer`'s forward with `args` (as `layer(args...)` would).
+  Val callLayer(LayerInstance &layer, std::vector<Val> args, llvm::SMLoc loc) {
+    std::vector<llvm::SMRange> ranges(args.size());
+    return applyWith(layer, std::move(args), ranges, loc);
+  }
+
   int64_t nextDropoutSeed() { return dropoutSeeds++; }
 
   Graph graph;
@@ -260,6 +268,16 @@ private:
   void storeBinding(const BindTarget &target, const std::string &name,
                     const Val &value, const Expr &valueExpr);
   void execParam(const ParamStmt &param);
+  /// for i in A..B { }: in a body the block runs in the layer's scope (what
+  /// it declares are members, named with templates: `weight_l{i}`); in a
+  /// forward each pass gets a scope of its own.
+  void execFor(const ForStmt &loop);
+  /// `weight_ih_l{k}` with k's value filled in (k a compile-time integer);
+  /// a name without braces as it is; "" after reporting an error.
+  std::string expandName(const std::string &name, llvm::SMRange range);
+  /// How many `for` loops of layer bodies are running (their passes
+  /// declare members, so a plain name declared twice gets a hint).
+  int bodyLoops = 0;
   void execData(const DataStmt &data);
 
   // Expressions.

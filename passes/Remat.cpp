@@ -670,6 +670,18 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       }
       return std::make_pair(first, last);
     };
+    // Arguments the forward overwrites (buffers it updates in place, an
+    // LSTM's carried state): a recomputation in the backward would read
+    // the new value, so what reads them is never recomputed.
+    llvm::DenseSet<Value> overwritten;
+    Block &body = train.getBody().front();
+    Operation *ret = body.getTerminator();
+    for (unsigned r = 0; r < ret->getNumOperands(); ++r)
+      if (std::optional<unsigned> arg = plan::reusedArgument(train, r)) {
+        Operation *writer = ret->getOperand(r).getDefiningOp();
+        if (writer && split.index.lookup(writer) < split.start)
+          overwritten.insert(body.getArgument(*arg));
+      }
     std::vector<Value> roots;
     // What is recomputed, and which of those from kept values alone.
     llvm::DenseSet<Value> chosen, leaves;
@@ -691,7 +703,9 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       std::function<bool(Value, int)> available = [&](Value operand,
                                                       int depth) {
         Operation *def = operand.getDefiningOp();
-        if (!def || llvm::isa<ConstantOp>(def))
+        if (!def)
+          return !overwritten.contains(operand);
+        if (llvm::isa<ConstantOp>(def))
           return true;
         auto [operandFirst, operandLast] = backwardUses(operand);
         // A value recomputed itself serves once its own recomputation has

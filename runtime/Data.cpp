@@ -312,9 +312,9 @@ struct TokenSpan {
 
 class TokenSource : public BatchSource {
 public:
-  TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
-  }
+  TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed, bool streams)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed),
+        streams(streams) {}
 
   bool open(const std::string &path, std::string &error) {
     for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
@@ -370,21 +370,38 @@ public:
               ", fewer than one context of " + std::to_string(context + 1);
       return false;
     }
+    if (streams && streamLength() < context + 1) {
+      error = "--streams: " + std::to_string(trainTokens.count) +
+              " training tokens in " + std::to_string(trainLayout.batchSize) +
+              " streams leave fewer than one context of " +
+              std::to_string(context + 1) + " per stream";
+      return false;
+    }
     name = path;
     return true;
   }
 
   int64_t stepsPerEpoch() const override {
+    if (streams)
+      return windowsPerStream();
     return std::max<int64_t>(1, trainTokens.count /
                                     (trainLayout.batchSize * context));
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
-    Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 1 | 1));
-    int64_t windows = trainTokens.count - context;
     std::vector<int64_t> starts(trainLayout.batchSize);
-    for (int64_t &s : starts)
-      s = int64_t(rng.uniform() * double(windows));
+    if (streams) {
+      // PyTorch's word_language_model batchify: the tokens cut into one
+      // stream per row; step s reads each stream's window (s - 1) mod W.
+      int64_t window = (step - 1) % windowsPerStream();
+      for (int64_t b = 0; b < trainLayout.batchSize; ++b)
+        starts[b] = b * streamLength() + window * context;
+    } else {
+      Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 1 | 1));
+      int64_t windows = trainTokens.count - context;
+      for (int64_t &s : starts)
+        s = int64_t(rng.uniform() * double(windows));
+    }
     fill(trainLayout, trainTokens, starts, inputs);
     return true;
   }
@@ -407,8 +424,11 @@ public:
 
   std::string describe() const override {
     return "tokens from " + name + ": " + std::to_string(trainTokens.count) +
-           " for training, " + std::to_string(valTokens.count) + " (" + split +
-           ")";
+           " for training" +
+           (streams ? " in " + std::to_string(trainLayout.batchSize) +
+                          " contiguous streams"
+                    : std::string()) +
+           ", " + std::to_string(valTokens.count) + " (" + split + ")";
   }
 
   std::vector<std::string> files() const override {
@@ -432,8 +452,18 @@ private:
       }
   }
 
+  /// --streams: the training tokens cut into batchSize streams, each read
+  /// a window of `context` (and its next token) at a time.
+  int64_t streamLength() const {
+    return trainTokens.count / trainLayout.batchSize;
+  }
+  int64_t windowsPerStream() const {
+    return std::max<int64_t>(1, (streamLength() - 1) / context);
+  }
+
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
+  bool streams;
   int64_t context = 0;
   TokenFile trainFile, valFile;
   TokenSpan trainTokens, valTokens;
@@ -816,15 +846,22 @@ BatchLayout batchLayoutOf(const StepInfo &step) {
   return layout;
 }
 
-std::unique_ptr<BatchSource>
-openBatchSource(const std::string &path, const BatchLayout &train,
-                const BatchLayout &eval, uint64_t seed, std::string &error) {
+std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
+                                             const BatchLayout &train,
+                                             const BatchLayout &eval,
+                                             uint64_t seed, std::string &error,
+                                             bool tokenStreams) {
   if (train.tensors.empty() || train.batchSize == 0) {
     error = "the model has no batched input to train on";
     return nullptr;
   }
   if (!exists(path)) {
     error = "'" + path + "' does not exist";
+    return nullptr;
+  }
+  if (tokenStreams && (isDirectory(path) || endsWith(path, ".safetensors"))) {
+    error = "--streams reads token data (a .bin file of uint16 tokens), not '" +
+            path + "'";
     return nullptr;
   }
   // Named arrays: a directory holding train.safetensors or train/*.npy.
@@ -857,7 +894,7 @@ openBatchSource(const std::string &path, const BatchLayout &train,
       return nullptr;
     return source;
   }
-  auto source = std::make_unique<TokenSource>(train, eval, seed);
+  auto source = std::make_unique<TokenSource>(train, eval, seed, tokenStreams);
   if (!source->open(path, error))
     return nullptr;
   return source;

@@ -70,10 +70,14 @@ public:
 /// files, a token file, or a .safetensors file of recorded batches. Returns
 /// null with `error` set when the data is missing, corrupt or does not fit
 /// the model.
+/// With `tokenStreams`, token data is read as contiguous streams (row b of
+/// each batch continues row b of the one before), for models that carry
+/// their state across batches; other data refuses it.
 std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
                                              const BatchLayout &train,
                                              const BatchLayout &eval,
-                                             uint64_t seed, std::string &error);
+                                             uint64_t seed, std::string &error,
+                                             bool tokenStreams = false);
 
 } // namespace runtime
 } // namespace mnemo

@@ -75,6 +75,9 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
   --resume FILE        continue a run from its checkpoint, bit-identically
   --init FILE          start from the parameters in FILE (safetensors)
   --seed S             seed for initialization, shuffling and dropout (default 0)
+  --streams            token data as contiguous streams: row b of each batch
+                       continues row b of the previous one (for a model that
+                       carries its state across batches, truncated BPTT)
   --threads T          worker threads and OpenBLAS threads (default: all cores)
   --summary-json FILE  write the run's figures (losses, speed, memory) as JSON
   --dump DIR           write initial and final weights, batches and losses in
@@ -96,6 +99,7 @@ struct Options {
   uint64_t seed = 0;
   int threads = 0;
   bool eval = false, quiet = false, profile = false, seedGiven = false;
+  bool streams = false;
 };
 
 [[noreturn]] void fail(const std::string &message) {
@@ -173,6 +177,8 @@ Options parseOptions(int argc, char **argv) {
       o.dump = path();
     } else if (arg == "--quiet") {
       o.quiet = true;
+    } else if (arg == "--streams") {
+      o.streams = true;
     } else if (arg == "--profile") {
       o.profile = true;
     } else if (arg == "--matmul-precision") {
@@ -480,8 +486,9 @@ int main(int argc, char **argv) {
     fail("--init: " + error);
   BatchLayout trainBatch = batchLayoutOf(train);
   BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
-  std::unique_ptr<BatchSource> source = openBatchSource(
-      options.data, trainBatch, evalBatch, position.seed, error);
+  std::unique_ptr<BatchSource> source =
+      openBatchSource(options.data, trainBatch, evalBatch, position.seed, error,
+                      options.streams);
   if (!source)
     fail(error);
   checkOutputsOf(options, *source);

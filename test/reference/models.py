@@ -466,7 +466,59 @@ class UpNet(nn.Module):
         return F.cross_entropy(logits, batch["label"].long())
 
 
-MODELS = {"MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18,
+class Recurrent(nn.Module):
+    """test/reference/models/recurrent.mn: a two-layer batch-first LSTM
+    whose final state is carried to the next batch in buffers (rebound,
+    not copied in place: autograd keeps the old state for the backward),
+    then a bidirectional time-major GRU from zeros."""
+
+    def __init__(self, hp):
+        super().__init__()
+        b, h, layers = hp["batch"], hp["hidden"], hp["layers"]
+        self.embed = nn.Embedding(hp["vocab"], hp["dim"])
+        self.lstm = nn.LSTM(hp["dim"], h, num_layers=layers, batch_first=True)
+        self.gru = nn.GRU(h, h, bidirectional=True)
+        self.head = nn.Linear(2 * h, hp["vocab"])
+        self.register_buffer("h_state", torch.zeros(layers, b, h))
+        self.register_buffer("c_state", torch.zeros(layers, b, h))
+
+    def forward(self, batch):
+        y, (h, c) = self.lstm(self.embed(batch["ids"].long()), (self.h_state, self.c_state))
+        if self.training:
+            self.h_state = h.detach()
+            self.c_state = c.detach()
+        h0 = torch.zeros(2, y.shape[0], y.shape[2], dtype=y.dtype)
+        z, _ = self.gru(y.transpose(0, 1), h0)
+        logits = self.head(z.transpose(0, 1))
+        return F.cross_entropy(logits.flatten(0, 1), batch["next"].long().flatten())
+
+
+class LSTMLanguageModel(nn.Module):
+    """examples/lstm.mn: word_language_model's RNNModel (LSTM), its state
+    carried across batches as buffers (repackage_hidden)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        b, h, layers = hp["batch"], hp["hidden"], hp["layers"]
+        self.drop = nn.Dropout(hp["drop"])
+        self.encoder = nn.Embedding(hp["vocab"], hp["dim"])
+        self.rnn = nn.LSTM(hp["dim"], h, num_layers=layers, batch_first=True,
+                           dropout=hp["drop"])
+        self.decoder = nn.Linear(h, hp["vocab"])
+        self.register_buffer("h_state", torch.zeros(layers, b, h))
+        self.register_buffer("c_state", torch.zeros(layers, b, h))
+
+    def forward(self, batch):
+        x = self.drop(self.encoder(batch["tokens"].long()))
+        y, (h, c) = self.rnn(x, (self.h_state, self.c_state))
+        if self.training:
+            self.h_state = h.detach()
+            self.c_state = c.detach()
+        logits = self.decoder(self.drop(y))
+        return F.cross_entropy(logits.flatten(0, 1), batch["next"].long().flatten())
+
+
+MODELS = {"LSTMLanguageModel": LSTMLanguageModel, "Recurrent": Recurrent, "MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18,
           "UpNet": UpNet,
           "Tuples": Tuples, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,

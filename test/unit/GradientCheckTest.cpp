@@ -367,6 +367,19 @@ std::vector<GradientCase> allCases() {
       [](OpBuilder &b, Location l, ValueRange in) {
         return b.create<SliceOp>(l, like(in[0], {3, 2}), in[0], 1, 1, 5, 2);
       });
+  // Slices that tile their input (a scan's steps, an LSTM's gates): the
+  // backward joins their gradients with one concat (passes/Backward.cpp).
+  add("slices_tiling", "mnemo.slice", {{"f32[3,6]"}},
+      [](OpBuilder &b, Location l, ValueRange in) {
+        Type piece = like(in[0], {3, 2});
+        Value s2 = b.create<SliceOp>(l, piece, in[0], 1, 4, 6, 1);
+        Value s0 = b.create<SliceOp>(l, piece, in[0], 1, 0, 2, 1);
+        Value s1 = b.create<SliceOp>(l, piece, in[0], 1, 2, 4, 1);
+        Value t0 = b.create<TanhOp>(l, piece, s0);
+        Value p = b.create<MulOp>(l, piece, t0, s1);
+        Value q = b.create<MulOp>(l, piece, s2, s2);
+        return b.create<AddOp>(l, piece, p, q).getResult();
+      });
   // pad's forward: [3,2] placed at columns 1 and 3 of zeros [3,6].
   add("slice_grad", "mnemo.slice_grad", {{"f32[3,2]"}},
       [](OpBuilder &b, Location l, ValueRange in) {
