@@ -625,7 +625,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     for (unsigned i = 0; i < split.start; ++i) {
       Operation *op = split.ops[i];
       if (op->getNumResults() != 1 || llvm::isa<ConstantOp>(op) ||
-          !split.readByBackward(op->getResult(0)))
+          !split.readByBackward(op->getResult(0)) || split.readsOverwritten(op))
         continue;
       result.push_back(
           {op->getResult(0), storageBytes(op->getResult(0).getType())});
@@ -670,18 +670,6 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       }
       return std::make_pair(first, last);
     };
-    // Arguments the forward overwrites (buffers it updates in place, an
-    // LSTM's carried state): a recomputation in the backward would read
-    // the new value, so what reads them is never recomputed.
-    llvm::DenseSet<Value> overwritten;
-    Block &body = train.getBody().front();
-    Operation *ret = body.getTerminator();
-    for (unsigned r = 0; r < ret->getNumOperands(); ++r)
-      if (std::optional<unsigned> arg = plan::reusedArgument(train, r)) {
-        Operation *writer = ret->getOperand(r).getDefiningOp();
-        if (writer && split.index.lookup(writer) < split.start)
-          overwritten.insert(body.getArgument(*arg));
-      }
     std::vector<Value> roots;
     // What is recomputed, and which of those from kept values alone.
     llvm::DenseSet<Value> chosen, leaves;
@@ -704,7 +692,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                                                       int depth) {
         Operation *def = operand.getDefiningOp();
         if (!def)
-          return !overwritten.contains(operand);
+          return !split.overwritten.contains(operand);
         if (llvm::isa<ConstantOp>(def))
           return true;
         auto [operandFirst, operandLast] = backwardUses(operand);
@@ -827,12 +815,28 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       start = backwardStart(train, ops);
       for (unsigned i = 0; i < ops.size(); ++i)
         index[ops[i]] = i;
+      Block &body = train.getBody().front();
+      Operation *ret = body.getTerminator();
+      for (unsigned r = 0; r < ret->getNumOperands(); ++r)
+        if (std::optional<unsigned> arg = plan::reusedArgument(train, r)) {
+          Operation *writer = ret->getOperand(r).getDefiningOp();
+          if (writer && index.lookup(writer) < start)
+            overwritten.insert(body.getArgument(*arg));
+        }
     }
     bool readByBackward(Value v) const {
       return llvm::any_of(v.getUsers(), [&](Operation *user) {
         return index.lookup(user) >= start;
       });
     }
+    /// Whether `op` reads an argument the forward overwrites in place (a
+    /// buffer it updates, an LSTM's carried state): recomputed in the
+    /// backward it would read the new value, so it is never recomputed.
+    bool readsOverwritten(Operation *op) const {
+      return llvm::any_of(op->getOperands(),
+                          [&](Value v) { return overwritten.contains(v); });
+    }
+    llvm::DenseSet<Value> overwritten;
   };
 
   /// The values recomputing `roots` recomputes: each root and, back from
@@ -851,7 +855,8 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         Operation *def = operand.getDefiningOp();
         bool kept =
             !def || llvm::isa<ConstantOp>(def) ||
-            (split.readByBackward(operand) && !rootSet.contains(operand));
+            (split.readByBackward(operand) && !rootSet.contains(operand)) ||
+            split.readsOverwritten(def);
         if (!kept)
           work.push_back(operand);
       }
