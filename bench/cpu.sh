@@ -1,7 +1,8 @@
 #!/bin/bash
 # Mnemo's CPU trainer next to PyTorch (Debian's python3-torch, CPU) on the
-# examples (the LSTM language model as word_language_model writes it) and a
-# GPT-2-class model (examples/gpt.mn at GPT-2 small's
+# examples (the LSTM language model as word_language_model writes it;
+# ResNet-18, the ViT, BERT and the U-Net on random arrays of their data's
+# shapes) and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
 # width and depth: 12 layers, dim 768, 12 heads, byte vocabulary; context 256
 # at batch 2, and GPT-2's context, 1024, at batch 2): same model, batch,
 # optimizer, initial weights, batches and thread count. Prints one table: median ms per step, peak RSS growth during
@@ -42,6 +43,22 @@ mnemo_build >/dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 /usr/bin/python3 "$ROOT/scripts/make-tokens.py" "$WORK/tokens" >/dev/null
+/usr/bin/python3 - "$WORK" <<'PY'
+import os, sys
+import numpy as np
+work, rng = sys.argv[1], np.random.default_rng(0)
+def save(name, arrays):
+    os.makedirs(f"{work}/{name}/train", exist_ok=True)
+    for key, value in arrays.items():
+        np.save(f"{work}/{name}/train/{key}.npy", value)
+save("cifar", {"image": rng.integers(0, 256, (2048, 3, 32, 32), dtype=np.uint8),
+               "label": rng.integers(0, 10, 2048, dtype=np.int64)})
+ids = rng.integers(1, 30522, (256, 128), dtype=np.int32)
+labels = np.where(rng.random((256, 128)) < 0.15, ids, -100).astype(np.int32)
+save("mlm", {"ids": ids, "labels": labels})
+save("segmentation", {"image": rng.random((256, 3, 64, 64), dtype=np.float32),
+                      "mask": rng.integers(0, 2, (256, 64, 64), dtype=np.int32)})
+PY
 FASHION=/usr/share/datasets/fashion-mnist
 
 # row  example  data  steps  [mnemoc options]
@@ -53,6 +70,13 @@ CASES=(
   "gpt gpt $WORK/tokens/train.bin 40"
   # Without dropout, so that PyTorch draws no masks of its own.
   "lstm lstm $WORK/tokens/train.bin 40 -D drop=0.0"
+  # Named arrays of random data in the examples' shapes (the CIFAR-10 and
+  # segmentation files are not on these machines); reduced batches keep
+  # PyTorch's side within a minute.
+  "resnet18 resnet18 $WORK/cifar 10 -D batch=32"
+  "vit vit $WORK/cifar 10 -D batch=32 -D drop_path=0.0"
+  "bert bert $WORK/mlm 10 -D batch=8 -D drop=0.0"
+  "unet unet $WORK/segmentation 10"
   "gpt2-class-256 gpt $WORK/tokens/train.bin 12 -D context=256 $GPT2_CLASS"
   # PyTorch takes about 36 s a step here: 5 steps (an odd count, so the
   # median is one step's time) keep the row within a few minutes.

@@ -40,8 +40,16 @@ def random_batch(model_name, hp):
         shape = (hp["batch"], hp["context"])
         return {"tokens": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32),
                 "next": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32)}
+    if model_name == "BertForMaskedLM":
+        shape = (hp["batch"], hp["context"])
+        return {"ids": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32),
+                "labels": torch.randint(0, hp["vocab"], shape, generator=g, dtype=torch.int32)}
+    if model_name == "UNet":
+        return {"image": torch.rand((hp["batch"], hp["channels"], hp["size"], hp["size"]), generator=g),
+                "mask": torch.randint(0, hp["classes"], (hp["batch"], hp["size"], hp["size"]),
+                                      generator=g, dtype=torch.int32)}
     image = ((hp["batch"], 1, 28, 28) if model_name == "CNN" else
-             (hp["batch"], 3, hp["size"], hp["size"]) if model_name == "ResNet18" else
+             (hp["batch"], 3, hp["size"], hp["size"]) if model_name in ("ResNet18", "VisionTransformer") else
              (hp["batch"], 28, 28))
     return {"image": torch.rand(image, generator=g),
             "label": torch.randint(0, hp["classes"], (hp["batch"],), generator=g, dtype=torch.int32)}
@@ -67,6 +75,9 @@ CASES = [("mlp.mn", lambda hp: saved_on_cpu("MLP", hp)),
          ("gpt.mn", lambda hp: saved_on_cpu("GPT", hp)),
          ("resnet18.mn", lambda hp: saved_on_cpu("ResNet18", hp)),
          ("lstm.mn", lambda hp: saved_on_cpu("LSTMLanguageModel", hp)),
+         ("vit.mn", lambda hp: saved_on_cpu("VisionTransformer", hp)),
+         ("bert.mn", lambda hp: saved_on_cpu("BertForMaskedLM", hp)),
+         ("unet.mn", lambda hp: saved_on_cpu("UNet", hp)),
          ("llama.mn", lambda hp: saved_on_meta(Llama, hp)),
          ("gpt2-small.mn", lambda hp: saved_on_meta(GPT2, hp))]
 

@@ -251,8 +251,62 @@ std::string Sema::describe(const Val &v) const {
 // Graph construction
 //===----------------------------------------------------------------------===//
 
+std::optional<std::vector<double>> Sema::constantValues(int value) const {
+  auto it = constantNodes.find(value);
+  if (it == constantNodes.end())
+    return std::nullopt;
+  const Node &node = graph.nodes[it->second];
+  if (node.op == "broadcast") {
+    // A broadcast of a constant stays an op (a table added to every
+    // example of a batch is not copied batch times), but an op of it and
+    // other constants folds.
+    std::optional<std::vector<double>> source =
+        constantValues(node.operands[0]);
+    if (!source)
+      return std::nullopt;
+    return foldConstant("broadcast", {&*source}, {typeOf(node.operands[0])},
+                        typeOf(value), node.attrs);
+  }
+  for (const NamedAttr &attr : node.attrs) {
+    if (attr.name != "value")
+      continue;
+    if (const auto *elements = std::get_if<std::vector<double>>(&attr.value))
+      return *elements;
+    if (const auto *splat = std::get_if<double>(&attr.value)) {
+      int64_t n = 1;
+      for (int64_t d : typeOf(value).shape)
+        n *= d;
+      return std::vector<double>(size_t(n), *splat);
+    }
+  }
+  return std::nullopt;
+}
+
 int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
                std::vector<NamedAttr> attrs, SMLoc loc) {
+  // An op of constants is computed now (ConstantFolding.cpp): a table the
+  // model builds from arange and numbers is baked into the program.
+  int64_t count = 1;
+  for (int64_t d : result.shape)
+    count *= d;
+  if (op != "constant" && op != "broadcast" && !operands.empty() &&
+      count <= kMaxFoldedElements && llvm::all_of(operands, [&](int v) {
+        return constantNodes.count(v) != 0;
+      })) {
+    std::vector<std::vector<double>> data;
+    std::vector<TensorType> types;
+    for (int v : operands) {
+      data.push_back(*constantValues(v));
+      types.push_back(typeOf(v));
+    }
+    std::vector<const std::vector<double> *> pointers;
+    for (const std::vector<double> &d : data)
+      pointers.push_back(&d);
+    if (std::optional<std::vector<double>> folded =
+            foldConstant(op, pointers, types, result, attrs))
+      return emit("constant", {}, std::move(result),
+                  {{"value", std::move(*folded)}}, loc);
+  }
   spendWork(loc);
   Node node;
   node.op = op.str();
@@ -262,6 +316,10 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
   node.scope = frames.empty() || !frame().self ? "" : frame().self->path;
   node.trace = traceAt(loc);
   node.checkpoint = checkpointBlock;
+  if (node.op == "constant" ||
+      (node.op == "broadcast" && constantNodes.count(node.operands[0]) &&
+       count <= kMaxFoldedElements))
+    constantNodes[node.result] = graph.nodes.size();
   graph.nodes.push_back(std::move(node));
   return graph.nodes.back().result;
 }
@@ -755,7 +813,8 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
   }
 
   const char *name = opName(op);
-  if (!name) {
+  bool integerOnly = op == BinaryOp::FloorDiv || op == BinaryOp::Mod;
+  if (!name && !integerOnly) {
     error(loc, Twine("'") + spell(op) + "' works on numbers, not tensors",
           {whole});
     return Val::error();
@@ -813,7 +872,84 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     return Val::error();
   }
   TensorType result = typeOf(a);
+  if (!isFloat(result.dtype) && (op == BinaryOp::Div || integerOnly))
+    return integerDivision(op, a, b, loc);
+  if (integerOnly) {
+    error(loc,
+          Twine("'") + spell(op) +
+              "' of floating-point tensors is not supported (there is no "
+              "floor op yet); it works on integer tensors, as "
+              "torch.floor_divide and torch.remainder",
+          {whole});
+    return Val::error();
+  }
   return Val::ofTensor(emit(name, {a, b}, result, {}, loc));
+}
+
+Val Sema::integerDivision(BinaryOp op, int a, int b, SMLoc loc) {
+  TensorType type = typeOf(a);
+  if (op == BinaryOp::Div) {
+    // torch's true division: integers divide as f32.
+    TensorType real{ElementType::F32, type.shape};
+    return Val::ofTensor(emit(
+        "div",
+        {emit("cast", {a}, real, {}, loc), emit("cast", {b}, real, {}, loc)},
+        real, {}, loc));
+  }
+  // A zero divisor: an error when it is a constant; in data, the kernels
+  // must not trap (SIGFPE), so a zero divides as one and the quotient and
+  // remainder are then 0 (PyTorch raises instead).
+  if (std::optional<std::vector<double>> divisor = constantValues(b)) {
+    if (llvm::is_contained(*divisor, 0.0)) {
+      error(loc, "integer division by zero");
+      return Val::error();
+    }
+  } else {
+    TensorType maskType{ElementType::I1, type.shape};
+    int isZero = emit("compare", {b, splat(0, type, loc)}, maskType,
+                      {{"predicate", std::string("eq")}}, loc);
+    b = emit("where", {isZero, splat(1, type, loc), b}, type, {}, loc);
+    return Val::ofTensor(emit(
+        "where", {isZero, splat(0, type, loc), flooredDivision(op, a, b, loc)},
+        type, {}, loc));
+  }
+  return Val::ofTensor(flooredDivision(op, a, b, loc));
+}
+
+int Sema::flooredDivision(BinaryOp op, int a, int b, SMLoc loc) {
+  TensorType type = typeOf(a);
+  // The kernels' integer division truncates toward zero (C's); Python's
+  // floors. Where the remainder is nonzero and its sign differs from the
+  // divisor's, the floored quotient is one less and the floored remainder
+  // is the truncated one plus the divisor.
+  int quotient = emit("div", {a, b}, type, {}, loc);
+  int remainder = emit("sub", {a, emit("mul", {quotient, b}, type, {}, loc)},
+                       type, {}, loc);
+  TensorType mask{ElementType::I1, type.shape};
+  int zero = splat(0, type, loc);
+  auto compare = [&](const char *predicate, int x, int y) {
+    return emit("compare", {x, y}, mask,
+                {{"predicate", std::string(predicate)}}, loc);
+  };
+  auto logical = [&](const char *kind, std::vector<int> masks) {
+    return emit("logical", std::move(masks), mask,
+                {{"kind", std::string(kind)}}, loc);
+  };
+  // (r < 0 and b >= 0) or (r > 0 and b < 0)
+  int divisorNegative = compare("lt", b, zero);
+  int adjust = logical(
+      "or",
+      {logical("and", {compare("lt", remainder, zero),
+                       logical("not", {divisorNegative})}),
+       logical("and", {compare("gt", remainder, zero), divisorNegative})});
+  if (op == BinaryOp::FloorDiv)
+    return emit("sub",
+                {quotient, emit("where", {adjust, splat(1, type, loc), zero},
+                                type, {}, loc)},
+                type, {}, loc);
+  return emit("add",
+              {remainder, emit("where", {adjust, b, zero}, type, {}, loc)},
+              type, {}, loc);
 }
 
 Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {

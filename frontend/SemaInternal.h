@@ -142,6 +142,14 @@ struct Builtin {
 };
 
 const std::vector<Builtin> &builtinTable();
+/// The values of op `op` on constant operands (`operands`, row-major, of
+/// `types`), computed at compile time; nullopt when it is not folded
+/// (ConstantFolding.cpp).
+std::optional<std::vector<double>>
+foldConstant(llvm::StringRef op,
+             const std::vector<const std::vector<double> *> &operands,
+             const std::vector<TensorType> &types, const TensorType &result,
+             const std::vector<NamedAttr> &attrs);
 /// scan(cell, xs, state, args = [], axis = 1, reverse = false) (Scan.cpp).
 Val scanBuiltin(Sema &sema, BoundArgs &args);
 const Builtin *findBuiltin(llvm::StringRef name);
@@ -167,7 +175,8 @@ public:
              llvm::ArrayRef<llvm::SMRange> ranges = {});
 
   const TensorType &typeOf(int value) const { return graph.values[value]; }
-  /// Appends op `op` to the graph and returns its result value.
+  /// Appends op `op` to the graph and returns its result value; an op of
+  /// constants becomes the constant it computes.
   int emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
            std::vector<NamedAttr> attrs, llvm::SMLoc loc);
   /// Appends op `op` with several results and returns their values.
@@ -223,6 +232,11 @@ public:
   Val binary(BinaryOp op, const Val &lhs, const Val &rhs, llvm::SMLoc loc,
              llvm::SMRange lhsRange, llvm::SMRange rhsRange);
   Val matmul(int lhs, int rhs, llvm::SMLoc loc, llvm::SMRange range);
+  /// `/`, `//` and `%` of integer tensors (of one shape), as torch's: true
+  /// division in f32, torch.floor_divide, torch.remainder.
+  Val integerDivision(BinaryOp op, int lhs, int rhs, llvm::SMLoc loc);
+  /// `//` or `%` of integer tensors whose divisor has no zero.
+  int flooredDivision(BinaryOp op, int lhs, int rhs, llvm::SMLoc loc);
 
   /// Calls `layer`'s forward with `args` (as `layer(args...)` would).
   Val callLayer(LayerInstance &layer, std::vector<Val> args, llvm::SMLoc loc) {
@@ -231,6 +245,12 @@ public:
   }
 
   int64_t nextDropoutSeed() { return dropoutSeeds++; }
+
+  /// The elements of a constant value (a splat expanded), or nullopt.
+  std::optional<std::vector<double>> constantValues(int value) const;
+  /// Tables larger than this are computed by the step instead (as arange's
+  /// limit).
+  static constexpr int64_t kMaxFoldedElements = int64_t(1) << 20;
 
   Graph graph;
 
@@ -343,6 +363,8 @@ private:
   const ForwardStmt *modelForward = nullptr;
   std::map<std::string, std::string> overrides;
   int64_t dropoutSeeds = 0;
+  /// Constant values: value id -> the node that defines it.
+  std::map<int, size_t> constantNodes;
   bool tooLarge = false;
   /// The forward's mode (`training`), and whether anything depended on it.
   bool training = true;

@@ -518,7 +518,194 @@ class LSTMLanguageModel(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), batch["next"].long().flatten())
 
 
-MODELS = {"LSTMLanguageModel": LSTMLanguageModel, "Recurrent": Recurrent, "MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18,
+class BertForMaskedLM(nn.Module):
+    """examples/bert.mn: Hugging Face's BertForMaskedLM structure and names
+    (but `encoder.layers`), post-norm blocks, exact GELU, a padding mask on
+    the keys, the decoder tied to the word embeddings with its own bias;
+    attention written out (1.13 has no fused one)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        d, v, eps = hp["dim"], hp["vocab"], hp["eps"]
+        self.heads, self.pad_id, self.drop = hp["heads"], hp["pad_id"], hp["drop"]
+        self.embeddings = nn.ModuleDict({
+            "word_embeddings": nn.Embedding(v, d),
+            "position_embeddings": nn.Embedding(hp["context"], d),
+            "LayerNorm": nn.LayerNorm(d, eps=eps)})
+
+        def output(fan_in):
+            return nn.ModuleDict({"dense": nn.Linear(fan_in, d), "LayerNorm": nn.LayerNorm(d, eps=eps)})
+
+        self.encoder = nn.ModuleDict({"layers": nn.ModuleList(nn.ModuleDict({
+            "attention": nn.ModuleDict({
+                "self": nn.ModuleDict({"query": nn.Linear(d, d), "key": nn.Linear(d, d),
+                                       "value": nn.Linear(d, d)}),
+                "output": output(d)}),
+            "intermediate": nn.ModuleDict({"dense": nn.Linear(d, hp["hidden"])}),
+            "output": output(hp["hidden"])}) for _ in range(hp["layers"]))})
+        self.cls = nn.ModuleDict({"predictions": nn.ModuleDict({
+            "transform": nn.ModuleDict({"dense": nn.Linear(d, d),
+                                        "LayerNorm": nn.LayerNorm(d, eps=eps)})})})
+        self.cls["predictions"].register_parameter("bias", nn.Parameter(torch.zeros(v)))
+
+    def forward(self, batch):
+        ids = batch["ids"].long()
+        B, T = ids.shape
+        emb = self.embeddings
+        h = emb["word_embeddings"](ids) + emb["position_embeddings"].weight
+        h = F.dropout(emb["LayerNorm"](h), self.drop, self.training)
+        keep = (ids != self.pad_id).reshape(B, 1, 1, T)
+        for layer in self.encoder["layers"]:
+            att = layer["attention"]["self"]
+
+            def heads(x):
+                return x.reshape(B, T, self.heads, -1).permute(0, 2, 1, 3)
+            q, k, v = heads(att["query"](h)), heads(att["key"](h)), heads(att["value"](h))
+            scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            p = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)
+            y = (F.dropout(p, self.drop, self.training) @ v).permute(0, 2, 1, 3).reshape(B, T, -1)
+            out = layer["attention"]["output"]
+            a = out["LayerNorm"](F.dropout(out["dense"](y), self.drop, self.training) + h)
+            mid = F.gelu(layer["intermediate"]["dense"](a))
+            out = layer["output"]
+            h = out["LayerNorm"](F.dropout(out["dense"](mid), self.drop, self.training) + a)
+        pred = self.cls["predictions"]
+        t = pred["transform"]
+        x = t["LayerNorm"](F.gelu(t["dense"](h)))
+        logits = x @ emb["word_embeddings"].weight.T + pred.bias
+        return F.cross_entropy(logits.flatten(0, 1), batch["labels"].long().flatten(),
+                               ignore_index=-100)
+
+
+class VisionTransformer(nn.Module):
+    """examples/vit.mn: timm's VisionTransformer structure and names (a
+    fused qkv projection, a class token, learned position embeddings,
+    pre-norm blocks, exact GELU, LayerNorm eps 1e-6); attention written
+    out, no dropout or drop_path (the test runs without them)."""
+
+    def __init__(self, hp):
+        super().__init__()
+        d, p, c = hp["dim"], hp["patch"], hp["channels"]
+        n = (hp["size"] // p) ** 2
+        self.heads = hp["heads"]
+        self.patch_embed = nn.ModuleDict({"proj": nn.Conv2d(c, d, p, stride=p)})
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos_embed = nn.Parameter(torch.zeros(1, n + 1, d))
+        hidden = hp["mlp_ratio"] * d
+        self.blocks = nn.ModuleList(nn.ModuleDict({
+            "norm1": nn.LayerNorm(d, eps=1e-6),
+            "attn": nn.ModuleDict({"qkv": nn.Linear(d, 3 * d), "proj": nn.Linear(d, d)}),
+            "norm2": nn.LayerNorm(d, eps=1e-6),
+            "mlp": nn.ModuleDict({"fc1": nn.Linear(d, hidden), "fc2": nn.Linear(hidden, d)}),
+        }) for _ in range(hp["depth"]))
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.head = nn.Linear(d, hp["classes"])
+
+    def forward(self, batch):
+        image = batch["image"]
+        B = image.shape[0]
+        x = self.patch_embed["proj"](image).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(B, -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            h = block["norm1"](x)
+            T, D = h.shape[1], h.shape[2]
+            qkv = block["attn"]["qkv"](h).reshape(B, T, 3, self.heads, D // self.heads)
+            q, k, v = qkv.permute(2, 0, 3, 1, 4)
+            p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+            y = (p @ v).transpose(1, 2).reshape(B, T, D)
+            x = x + block["attn"]["proj"](y)
+            mlp = block["mlp"]
+            x = x + mlp["fc2"](F.gelu(mlp["fc1"](block["norm2"](x))))
+        logits = self.head(self.norm(x)[:, 0])
+        return F.cross_entropy(logits, batch["label"].long(), label_smoothing=0.1)
+
+
+class UNet(nn.Module):
+    """examples/unet.mn: milesial/Pytorch-UNet's UNet (its module names),
+    with `base` channels at the first level, transposed convolutions or
+    bilinear upsampling (align_corners) on the way up."""
+
+    def __init__(self, hp):
+        super().__init__()
+        c, b, bilinear = hp["channels"], hp["base"], hp["bilinear"]
+        self.bilinear = bilinear
+
+        def double(i, o, mid=None):
+            mid = mid or o
+            return nn.ModuleDict({"double_conv": nn.Sequential(
+                nn.Conv2d(i, mid, 3, padding=1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(),
+                nn.Conv2d(mid, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU())})
+
+        def down(i, o):
+            return nn.ModuleDict({"maxpool_conv": nn.Sequential(nn.MaxPool2d(2), DoubleConv(double(i, o)))})
+
+        def up(i, o):
+            if bilinear:
+                return nn.ModuleDict({"conv": double(i, o, i // 2)})
+            return nn.ModuleDict({"up": nn.ConvTranspose2d(i, i // 2, 2, stride=2),
+                                  "conv": double(i, o)})
+
+        f = 2 if bilinear else 1
+        self.inc = double(c, b)
+        self.down1, self.down2 = down(b, 2 * b), down(2 * b, 4 * b)
+        self.down3, self.down4 = down(4 * b, 8 * b), down(8 * b, 16 * b // f)
+        self.up1, self.up2 = up(16 * b, 8 * b // f), up(8 * b, 4 * b // f)
+        self.up3, self.up4 = up(4 * b, 2 * b // f), up(2 * b, b)
+        self.outc = nn.Conv2d(b, hp["classes"], 1)
+
+    def upward(self, block, x, skip):
+        if self.bilinear:
+            x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
+        else:
+            x = block["up"](x)
+        return block["conv"]["double_conv"](torch.cat([skip, x], dim=1))
+
+    def forward(self, batch):
+        x1 = self.inc["double_conv"](batch["image"])
+        x2 = self.down1["maxpool_conv"](x1)
+        x3 = self.down2["maxpool_conv"](x2)
+        x4 = self.down3["maxpool_conv"](x3)
+        x = self.upward(self.up1, self.down4["maxpool_conv"](x4), x4)
+        x = self.upward(self.up4, self.upward(self.up3, self.upward(self.up2, x, x3), x2), x1)
+        return F.cross_entropy(self.outc(x), batch["mask"].long())
+
+
+class DoubleConv(nn.Module):
+    """A ModuleDict's double_conv, callable (examples/unet.mn's Down holds
+    one in its nn.Sequential)."""
+
+    def __init__(self, modules):
+        super().__init__()
+        self.double_conv = modules["double_conv"]
+
+    def forward(self, x):
+        return self.double_conv(x)
+
+
+class Integers(nn.Module):
+    """test/reference/models/integers.mn: torch.floor_divide (also by a
+    negative divisor), torch.remainder and true division of int tensors."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.embed = nn.Embedding(hp["vocab"], hp["dim"])
+        self.buckets = nn.Embedding(hp["vocab"], hp["dim"])
+        self.head = nn.Linear(hp["dim"] + 3, hp["classes"])
+
+    def forward(self, batch):
+        ids = batch["ids"].long()
+        shifted = ids - 7
+        up = torch.div(shifted, 3, rounding_mode="floor") + 3
+        down = torch.div(shifted, -2, rounding_mode="floor") + 6
+        h = self.embed(ids) + self.buckets(up) + self.buckets(down)
+        real = h.dtype
+        features = torch.cat([h, torch.remainder(shifted, 3).to(real).unsqueeze(-1),
+                              torch.remainder(shifted, -4).to(real).unsqueeze(-1),
+                              (shifted / 4).to(real).unsqueeze(-1)], dim=-1)
+        return F.cross_entropy(self.head(features.mean(dim=1)), batch["y"].long())
+
+
+MODELS = {"Integers": Integers, "UNet": UNet, "VisionTransformer": VisionTransformer, "BertForMaskedLM": BertForMaskedLM, "LSTMLanguageModel": LSTMLanguageModel, "Recurrent": Recurrent, "MLP": MLP, "BatchNormNet": BatchNormNet, "ResNet18": ResNet18,
           "UpNet": UpNet,
           "Tuples": Tuples, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
