@@ -340,9 +340,56 @@ Val batchNorm(Sema &s, BoundArgs &a) {
 /// without). Their gradients are the ops'.
 Val upsample(Sema &s, BoundArgs &a) {
   auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of upsample");
-  auto scale = s.asInt(a.values[1], a.ranges[1], "scale");
-  if (!x || !scale)
+  if (!x)
     return Val::error();
+  TensorType in = s.typeOf(*x);
+  if (in.shape.size() != 4) {
+    s.error(a.ranges[0].Start, "upsample takes [N, C, H, W], not " + in.str(),
+            {a.ranges[0]});
+    return Val::error();
+  }
+  int64_t n = in.shape[0], c = in.shape[1], h = in.shape[2], w = in.shape[3];
+  // F.interpolate: a scale factor (an output of floor(size * scale)), or
+  // the output's size; the source coordinate of an output pixel is its
+  // coordinate times 1 / scale (as PyTorch, which uses the given factor)
+  // or times in / out (a size).
+  if (a.has(1) == a.has(4)) {
+    s.error(a.loc, "upsample takes a scale or a size (one of them)", {a.range});
+    return Val::error();
+  }
+  int64_t outH = 0, outW = 0;
+  double ratioH = 0, ratioW = 0;
+  if (a.has(1)) {
+    auto scale = s.asNumber(a.values[1], a.ranges[1], "scale");
+    if (!scale)
+      return Val::error();
+    outH = int64_t(std::floor(double(h) * *scale));
+    outW = int64_t(std::floor(double(w) * *scale));
+    if (!(*scale > 0) || outH < 1 || outW < 1 || outH > (int64_t(1) << 20) ||
+        outW > (int64_t(1) << 20)) {
+      s.error(a.ranges[1].Start,
+              "a scale of " + s.describe(a.values[1]) + " gives no image of " +
+                  in.str() + " (an output of 1 to 2^20 pixels a side)",
+              {a.ranges[1]});
+      return Val::error();
+    }
+    ratioH = ratioW = 1.0 / *scale;
+  } else {
+    auto size = s.asIntList(a.values[4], a.ranges[4], "size");
+    if (!size)
+      return Val::error();
+    if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1) {
+      s.error(a.ranges[4].Start,
+              "size is [height, width], both positive, not " +
+                  s.describe(a.values[4]),
+              {a.ranges[4]});
+      return Val::error();
+    }
+    outH = (*size)[0];
+    outW = (*size)[1];
+    ratioH = double(h) / double(outH);
+    ratioW = double(w) / double(outW);
+  }
   std::string mode = "nearest";
   if (a.has(2)) {
     if (a.values[2].kind != Val::Kind::String ||
@@ -362,38 +409,40 @@ Val upsample(Sema &s, BoundArgs &a) {
     alignCorners = s.asBool(a.values[3], a.ranges[3], "align_corners");
   if (!alignCorners)
     return Val::error();
-  TensorType in = s.typeOf(*x);
-  if (in.shape.size() != 4 || *scale < 1) {
-    s.error(a.loc,
-            "upsample takes [N, C, H, W] and an integer scale >= 1, not " +
-                in.str() + " by " + std::to_string(*scale),
-            {a.range});
-    return Val::error();
-  }
-  int64_t n = in.shape[0], c = in.shape[1], h = in.shape[2], w = in.shape[3];
-  int64_t f = *scale;
-  if (mode == "nearest") {
+  if (mode == "nearest" && outH % h == 0 && outW % w == 0 &&
+      outH / h == outW / w && ratioH * double(outH / h) == 1.0) {
+    // An integer factor: each pixel repeated f x f times, a broadcast.
+    int64_t f = outH / h;
     int pixels =
         s.emit("reshape", {*x}, {in.dtype, {n, c, h, 1, w, 1}}, {}, a.loc);
     int repeated = s.broadcastTo(pixels, {n, c, h, f, w, f}, a.loc);
     return tensor(s.emit("reshape", {repeated},
                          {in.dtype, {n, c, h * f, w * f}}, {}, a.loc));
   }
-  // Along one axis at a time, as PyTorch: output o reads inputs i0 and i1
-  // with weights 1 - lambda and lambda. The axis is moved first and the
-  // rest flattened, so two embedding lookups (with constant indices) fetch
-  // the rows, and their weighted sum is one fused loop; the lookups'
-  // gradient is a scatter-add.
-  auto alongFirst = [&](int value, int64_t size) -> Val {
+  // Along one axis at a time, as PyTorch: output o reads input i0 (and,
+  // bilinear, i1, with weights 1 - lambda and lambda). The axis is moved
+  // first and the rest flattened, so embedding lookups (with constant
+  // indices) fetch the rows, and a bilinear weighted sum is one fused
+  // loop; the lookups' gradient is a scatter-add.
+  bool nearest = mode == "nearest";
+  auto alongFirst = [&](int value, int64_t size, int64_t out,
+                        double ratio) -> Val {
     TensorType t = s.typeOf(value); // a copy: emitting adds values
     int64_t rest = shape::numElements(t.shape).value_or(0) / size;
-    int64_t out = size * f;
     std::vector<double> first(out), second(out), w0(out), w1(out);
     for (int64_t o = 0; o < out; ++o) {
+      if (nearest) {
+        // In float, as PyTorch's nearest_idx computes it (an output on a
+        // multiple of the ratio must land on the same input pixel).
+        float scale = float(ratio);
+        first[o] = double(
+            std::min<int64_t>(int64_t(std::floor(float(o) * scale)), size - 1));
+        continue;
+      }
       double source =
           *alignCorners
               ? (out > 1 ? double(o) * double(size - 1) / double(out - 1) : 0)
-              : std::max(0.0, (double(o) + 0.5) / double(f) - 0.5);
+              : std::max(0.0, (double(o) + 0.5) * ratio - 0.5);
       int64_t i0 = std::min<int64_t>(int64_t(source), size - 1);
       first[o] = double(i0);
       second[o] = double(i0 + (i0 < size - 1 ? 1 : 0));
@@ -407,6 +456,11 @@ Val upsample(Sema &s, BoundArgs &a) {
       return tensor(
           s.emit("embedding", {table, idx}, {t.dtype, {out, rest}}, {}, a.loc));
     };
+    shape::Shape shape = t.shape;
+    shape[0] = out;
+    if (nearest)
+      return tensor(
+          s.emit("reshape", {rows(first).tensor}, {t.dtype, shape}, {}, a.loc));
     auto weight = [&](const std::vector<double> &w) {
       return tensor(
           s.emit("constant", {}, {t.dtype, {out, 1}}, {{"value", w}}, a.loc));
@@ -419,8 +473,6 @@ Val upsample(Sema &s, BoundArgs &a) {
                        a.loc, a.range, a.range);
     if (sum.isError())
       return sum;
-    shape::Shape shape = t.shape;
-    shape[0] = out;
     return tensor(s.emit("reshape", {sum.tensor}, {t.dtype, shape}, {}, a.loc));
   };
   auto permute = [&](int value, std::vector<int64_t> order) {
@@ -431,12 +483,13 @@ Val upsample(Sema &s, BoundArgs &a) {
     return s.emit("transpose", {value}, {t.dtype, shape},
                   {{"permutation", order}}, a.loc);
   };
-  // [N, C, H, W] -> [H, N, C, W] -> (H*f) -> [W, N, C, H*f] -> (W*f) ->
-  // [N, C, H*f, W*f].
-  Val alongH = alongFirst(permute(*x, {2, 0, 1, 3}), h);
+  // [N, C, H, W] -> [H, N, C, W] -> (H') -> [W, N, C, H'] -> (W') ->
+  // [N, C, H', W'].
+  Val alongH = alongFirst(permute(*x, {2, 0, 1, 3}), h, outH, ratioH);
   if (alongH.isError())
     return alongH;
-  Val alongW = alongFirst(permute(alongH.tensor, {3, 1, 2, 0}), w);
+  Val alongW =
+      alongFirst(permute(alongH.tensor, {3, 1, 2, 0}), w, outW, ratioW);
   if (alongW.isError())
     return alongW;
   return tensor(permute(alongW.tensor, {1, 2, 3, 0}));
@@ -1131,7 +1184,7 @@ const std::vector<Builtin> kBuiltins = {
                             {{"stride", *stride}, {"padding", *padding}},
                             a.loc));
      }},
-    {"upsample", {"x", "scale", "mode", "align_corners"}, 2, upsample},
+    {"upsample", {"x", "scale", "mode", "align_corners", "size"}, 1, upsample},
     {"scan",
      {"cell", "xs", "state", "args", "axis", "reverse"},
      3,

@@ -452,7 +452,7 @@ class UpNet(nn.Module):
         c = hp["channels"]
         self.down = nn.Conv2d(2, c, 3, stride=2, padding=1)
         self.up = nn.ConvTranspose2d(c, c, 3, stride=2, padding=1, output_padding=1)
-        self.mix = nn.Conv2d(4 * c, c, 3, padding=1)
+        self.mix = nn.Conv2d(5 * c, c, 3, padding=1)
         self.head = nn.Linear(c, hp["classes"])
 
     def forward(self, batch):
@@ -460,7 +460,9 @@ class UpNet(nn.Module):
         h = torch.cat([self.up(d),
                        F.interpolate(d, scale_factor=2, mode="nearest"),
                        F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=False),
-                       F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=True)],
+                       F.interpolate(d, scale_factor=2, mode="bilinear", align_corners=True),
+                       F.interpolate(F.interpolate(d, scale_factor=1.5, mode="nearest"),
+                                     size=(8, 8), mode="bilinear", align_corners=False)],
                       dim=1)
         logits = self.head(F.relu(self.mix(h)).mean(dim=(2, 3)))
         return F.cross_entropy(logits, batch["label"].long())
@@ -658,6 +660,8 @@ class UNet(nn.Module):
             x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True)
         else:
             x = block["up"](x)
+        dy, dx = skip.shape[2] - x.shape[2], skip.shape[3] - x.shape[3]
+        x = F.pad(x, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])
         return block["conv"]["double_conv"](torch.cat([skip, x], dim=1))
 
     def forward(self, batch):
