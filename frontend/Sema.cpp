@@ -1589,14 +1589,8 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
           {repeat.body->getRange()});
     return Val::error();
   }
-  LayerInstance &sequence = instances.emplace_back();
-  const std::string &prefix = frame().self ? frame().self->path : "";
-  sequence.path = prefix.empty() ? name : prefix + "." + name;
-  // Children are named name.0, name.1, ...: their paths hang off the
-  // sequence, so construct them with the sequence as the enclosing layer.
-  Scope &scope = scopes.emplace_back();
-  scope.parent = frame().scope;
-  frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
+  LayerInstance &sequence = beginSequence(name);
+  Scope &scope = *frame().scope;
   for (int64_t i = 0; i < *count && !tooLarge; ++i) {
     // Children are numbered from 0, as nn.Sequential's; the index the body
     // sees runs over the range.
@@ -1626,6 +1620,19 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   return v;
 }
 
+LayerInstance &Sema::beginSequence(const std::string &name) {
+  LayerInstance &sequence = instances.emplace_back();
+  const std::string &prefix = frame().self ? frame().self->path : "";
+  sequence.path = prefix.empty() ? name : prefix + "." + name;
+  // Children are named name.0, name.1, ...: their paths hang off the
+  // sequence, so they are constructed with the sequence as the enclosing
+  // layer, in a scope of its own.
+  Scope &scope = scopes.emplace_back();
+  scope.parent = frame().scope;
+  frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
+  return sequence;
+}
+
 bool Sema::createsLayers(const ListExpr &list) {
   if (list.elements.empty())
     return false;
@@ -1646,12 +1653,7 @@ bool Sema::createsLayers(const ListExpr &list) {
 Val Sema::constructSequence(const ListExpr &list, const std::string &name) {
   // As nn.Sequential: the layers named name.0, name.1, ..., applied in
   // order.
-  LayerInstance &sequence = instances.emplace_back();
-  const std::string &prefix = frame().self ? frame().self->path : "";
-  sequence.path = prefix.empty() ? name : prefix + "." + name;
-  Scope &scope = scopes.emplace_back();
-  scope.parent = frame().scope;
-  frames.push_back({&sequence, Mode::Body, &scope, SMLoc()});
+  LayerInstance &sequence = beginSequence(name);
   std::string types;
   for (size_t i = 0; i < list.elements.size() && !tooLarge; ++i) {
     std::string index = std::to_string(i);

@@ -313,6 +313,10 @@ private:
   /// BatchNorm2d(...)]`): bound in a body, the list is a sequence.
   bool createsLayers(const ListExpr &list);
   Val constructSequence(const ListExpr &list, const std::string &name);
+  /// A sequence instance named `name` in the current layer, with a frame
+  /// (and scope) of its own pushed for constructing its children; the
+  /// caller pops it.
+  LayerInstance &beginSequence(const std::string &name);
   Val apply(LayerInstance &layer, const CallExpr &call);
   Val applyWith(LayerInstance &layer, std::vector<Val> args,
                 const std::vector<llvm::SMRange> &ranges, llvm::SMLoc loc);

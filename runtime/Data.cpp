@@ -675,44 +675,33 @@ private:
     return true;
   }
 
+  /// The element at byte `p` of an array (unaligned: arrays are packed).
+  template <typename T> static T load(const uint8_t *p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+
   static int64_t integerAt(const StoredTensor &t, int64_t i) {
     const uint8_t *p = t.bytes.data() + i * dtypeSize(t.dtype);
-    if (t.dtype == "I64") {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    if (t.dtype == "I32") {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    if (t.dtype == "I16") {
-      int16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    if (t.dtype == "U16") {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
+    if (t.dtype == "I64")
+      return load<int64_t>(p);
+    if (t.dtype == "I32")
+      return load<int32_t>(p);
+    if (t.dtype == "I16")
+      return load<int16_t>(p);
+    if (t.dtype == "U16")
+      return load<uint16_t>(p);
     if (t.dtype == "I8")
       return int8_t(*p);
     return *p; // U8, BOOL
   }
 
   static double floatAt(const StoredTensor &t, int64_t i) {
-    if (t.dtype == "F32") {
-      float v;
-      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-      return v;
-    }
-    if (t.dtype == "F64") {
-      double v;
-      std::memcpy(&v, t.bytes.data() + 8 * i, 8);
-      return v;
-    }
+    if (t.dtype == "F32")
+      return load<float>(t.bytes.data() + 4 * i);
+    if (t.dtype == "F64")
+      return load<double>(t.bytes.data() + 8 * i);
     return double(t.bytes[i]) / 255.0; // U8 images, as IDX's
   }
 
