@@ -86,7 +86,8 @@ public:
       : func(func), current(&os),
         layouts(func, hostPointer, "alignas(64) const", constants,
                 constantCount, "CPU"),
-        includes(includes) {}
+        constants(constants), constantCount(constantCount), includes(includes) {
+  }
 
   LogicalResult emit();
 
@@ -112,6 +113,11 @@ private:
   std::string constantArray(ArrayRef<int64_t> values) override {
     return layouts.shapeArray(Shape(values.begin(), values.end()));
   }
+  std::string fileScopeObject(StringRef type, StringRef arguments) override {
+    std::string name = "site" + std::to_string(constantCount++);
+    constants << type << " " << name << "(" << arguments << ");\n";
+    return name;
+  }
   FailureOr<std::string> workspace(int64_t bytes) override {
     auto declared = llvm::dyn_cast<CpuWorkspaceOpInterface>(kernelOp);
     if (!declared || bytes > declared.getCpuWorkspaceBytes())
@@ -136,6 +142,9 @@ private:
   StepLayouts layouts;
   /// The op a family's model is emitting.
   Operation *kernelOp = nullptr;
+  /// File-scope declarations, and the counter that names them.
+  llvm::raw_ostream &constants;
+  int &constantCount;
   /// The family kernel headers the file includes.
   std::set<std::string> &includes;
 };

@@ -53,6 +53,12 @@ public:
   /// The name of a static int64_t array holding `values` (a shape, for
   /// kernels that take one).
   virtual std::string constantArray(llvm::ArrayRef<int64_t> values) = 0;
+  /// The name of a namespace-scope object of the generated file, of
+  /// `type` and built from `arguments` (a constructor's argument list)
+  /// before main: state an op sets up once, before the first step (its
+  /// library primitives).
+  virtual std::string fileScopeObject(llvm::StringRef type,
+                                      llvm::StringRef arguments) = 0;
   /// Where the op's statements go (inside its profiling scope).
   virtual llvm::raw_ostream &out() = 0;
   /// Makes the generated file include `header`, a path from the source

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/InferenceWeights.h"
@@ -139,6 +140,8 @@ int main(int argc, char **argv) {
   std::string error;
   if (!cpu::setThreads(options.threads, error))
     fail(error);
+  // The convolutions' primitives, for these threads, before any step.
+  cpu::prepareConvolutions(cpu::threads());
   BatchLayout batch = batchLayoutOf(eval);
   std::unique_ptr<BatchSource> source =
       openBatchSource(options.data, batch, batch, 0, error);

@@ -13,7 +13,8 @@
 # system's copy (MNEMO_DEPS_DIR is still searched): the test suite builds a
 # project as a CUDA-only machine would.
 #
-#   mnemo_find_host_libraries()  sets MNEMO_HAVE_BLAS, MNEMO_BLAS_LIBRARY,
+#   mnemo_find_host_libraries()  sets MNEMO_HAVE_ONEDNN, MNEMO_DNNL_INCLUDE,
+#                                MNEMO_HAVE_BLAS, MNEMO_BLAS_LIBRARY,
 #                                MNEMO_CBLAS_INCLUDE, MNEMO_HAVE_ZLIB and
 #                                MNEMO_HOST_LIBRARIES (what to link), and
 #                                defines nlohmann_json::nlohmann_json
@@ -141,6 +142,24 @@ macro(mnemo_find_host_libraries)
     set(MNEMO_CBLAS_INCLUDE "")
     message(STATUS "Mnemo: no OpenBLAS; the trainer has no CPU backend and "
       "runs on the GPU only")
+  endif()
+  # oneDNN (Debian's libdnnl-dev), optional: the CPU convolutions'
+  # primitives (lang/ops/convolution/ConvolutionSiteKernels.cpp); without
+  # it they run im2col and sgemm. -DMNEMO_ONEDNN=OFF leaves it out.
+  option(MNEMO_ONEDNN "Use oneDNN for the CPU convolutions when found" ON)
+  set(MNEMO_HAVE_ONEDNN OFF)
+  if(MNEMO_ONEDNN AND MNEMO_HAVE_BLAS)
+    find_library(MNEMO_DNNL_LIBRARY dnnl)
+    find_path(MNEMO_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+    if(MNEMO_DNNL_LIBRARY AND MNEMO_DNNL_INCLUDE)
+      set(MNEMO_HAVE_ONEDNN ON)
+      list(APPEND MNEMO_HOST_LIBRARIES ${MNEMO_DNNL_LIBRARY})
+      message(STATUS "Mnemo: oneDNN from ${MNEMO_DNNL_LIBRARY}")
+    endif()
+  endif()
+  if(NOT MNEMO_HAVE_ONEDNN)
+    set(MNEMO_DNNL_INCLUDE "")
+    message(STATUS "Mnemo: no oneDNN; the CPU convolutions run im2col")
   endif()
   if(MNEMO_DEPS_RPATH)
     list(REMOVE_DUPLICATES MNEMO_DEPS_RPATH)

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
@@ -303,10 +304,14 @@ std::atomic<int> interrupted{0};
 /// Heap allocations made while a step runs (by the step's threads): the
 /// plan promises there are none, and --summary-json reports the count.
 std::atomic<int64_t> stepAllocations{0};
+/// Those a library made inside its call (cpu::LibraryCallScope: oneDNN's
+/// execute), transient and reported apart.
+std::atomic<int64_t> libraryAllocations{0};
 
 void *allocate(std::size_t bytes) {
   if (cpu::inStep())
-    stepAllocations.fetch_add(1, std::memory_order_relaxed);
+    (cpu::inLibraryCall() ? libraryAllocations : stepAllocations)
+        .fetch_add(1, std::memory_order_relaxed);
   if (void *p = std::malloc(bytes ? bytes : 1))
     return p;
   throw std::bad_alloc();
@@ -459,6 +464,8 @@ int main(int argc, char **argv) {
   std::string error;
   if (!cpu::setThreads(options.threads, error))
     fail(error);
+  // The convolutions' primitives, for these threads, before any step.
+  cpu::prepareConvolutions(cpu::threads());
   nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
 
   // The checkpoint and the data first: a bad file is reported before
@@ -604,6 +611,8 @@ int main(int argc, char **argv) {
           : "CPU, " + std::to_string(cpu::threads()) + " threads" +
                 (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
   std::printf("device: %s\n", device.c_str());
+  if (!executor && !cpu::convolutionSummary().empty())
+    std::printf("%s\n", cpu::convolutionSummary().c_str());
   if (executor)
     std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",
                 executor->allocationSummary().c_str(),
@@ -929,19 +938,21 @@ int main(int argc, char **argv) {
     for (const MaskSparsity &m : sparsity)
       summary["sparsity"][m.weight] = {{"pruned", m.pruned},
                                        {"elements", m.elements}};
-    summary["memory"] = {{"allocated_bytes", allocated},
-                         {"arena_bytes", regions.arena},
-                         {"parameter_bytes", regions.parameters},
-                         {"buffer_bytes", regions.buffers},
-                         {"gradient_bytes", regions.gradients},
-                         {"optimizer_state_bytes", regions.optimizerState},
-                         {"input_bytes", regions.inputs},
-                         {"workspace_bytes", regions.workspace},
-                         {"prefetch_bytes", 2 * regions.inputs},
-                         {"rss_before_bytes", rssBefore},
-                         {"rss_peak_bytes", rssPeak},
-                         {"rss_growth_bytes", rssPeak - rssBefore},
-                         {"allocations_during_steps", stepAllocations.load()}};
+    summary["memory"] = {
+        {"allocated_bytes", allocated},
+        {"arena_bytes", regions.arena},
+        {"parameter_bytes", regions.parameters},
+        {"buffer_bytes", regions.buffers},
+        {"gradient_bytes", regions.gradients},
+        {"optimizer_state_bytes", regions.optimizerState},
+        {"input_bytes", regions.inputs},
+        {"workspace_bytes", regions.workspace},
+        {"prefetch_bytes", 2 * regions.inputs},
+        {"rss_before_bytes", rssBefore},
+        {"rss_peak_bytes", rssPeak},
+        {"rss_growth_bytes", rssPeak - rssBefore},
+        {"allocations_during_steps", stepAllocations.load()},
+        {"library_allocations_during_steps", libraryAllocations.load()}};
     if (executor) {
       summary["memory"]["device_allocated_bytes"] = executor->allocatedBytes();
       summary["memory"]["device_measured_bytes"] =

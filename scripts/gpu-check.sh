@@ -30,6 +30,10 @@
 #       scaled_dot_product_attention) and torch.compile on the same weights
 #       and batches.
 #
+# A shorter lease can run a part: MNEMO_GPU_MODELS (the models build
+# tracks, default all), MNEMO_GPU_BENCH (the bench rows' models, default
+# all) and MNEMO_GPU_TORCH_MODES (default "eager compile").
+#
 # Each GPU command builds what it needs if an earlier one has not (the
 # machine keeps /tmp while it stays warm), and writes only small files to
 # $OUT: STAGE.log (the summary) and STAGE-logs.tar.gz (the full logs), and
@@ -49,7 +53,7 @@ DIR=$(realpath -m "${2:-$ROOT/gpu-inputs}")
 
 # What the commands run on: the models (tracked and sanitized), the
 # inference program, and the benchmark's GPT-2-small-sized GPT.
-MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer"
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer attn"
 BENCH_MODELS="gpt2 gpt2bf16"
 PROJECTS="$MODELS infer $BENCH_MODELS"
 DEBS="nlohmann-json3-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 zlib1g zlib1g-dev"
@@ -139,7 +143,13 @@ if [ "$STAGE" = --prepare ]; then
   # mlpinfer: an int8 GEMM (cuBLASLt), int4 and CSR weights; its trainer
   # exports the weights the inference program reads.
   cp "$ROOT/test/trainer/inference-gpu.mn" "$DIR/mlpinfer.mn"
-  for model in gpt8 mlpprune mlpqat mlpinfer; do
+  # attn: fused attention in every variant the op takes (grouped key/value
+  # heads, dropout, boolean and additive masks, causal, partial tiles), on
+  # the batches and weights the reference interpreter dumps.
+  cp "$ROOT/test/reference/models/attention.mn" "$DIR/attn.mn"
+  "$(dirname "$(command -v "$MNEMOC")")/mnemo-interp" "$DIR/attn.mn" --steps 20 --dump "$DIR/data/attn" > /dev/null
+  rm -f "$DIR/data/attn/final.safetensors" "$DIR/data/attn/losses.safetensors"
+  for model in gpt8 mlpprune mlpqat mlpinfer attn; do
     emit "$model" "$DIR/$model.mn"
   done
   emit infer "$DIR/mlpinfer.mn" --mode=inference
@@ -261,7 +271,7 @@ build_project() {
   # as on the GPU machine, so that the dry run rehearses the real build.
   cmake -S "$DIR/$project" -B "$build" -G Ninja -DMNEMO_DEPS_DIR="$WORK/deps" \
     -DCMAKE_DISABLE_FIND_PACKAGE_OpenBLAS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON \
-    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON \
+    -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON -DMNEMO_ONEDNN=OFF \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$WORK/logs/configure-$project.log" 2>&1 &&
     cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
 }
@@ -293,7 +303,30 @@ build_all() {
 data_of() {
   case "$1" in
     gpt | gpt8 | gpt2 | gpt2bf16) echo "$DIR/data/tokens/train.bin" ;;
+    attn) echo "$DIR/data/attn/batches.safetensors --init $DIR/data/attn/init.safetensors" ;;
     *) echo "$DIR/data/fashion-mnist" ;;
+  esac
+}
+
+# Steps of a tracking run (the attention model's dump has 20 batches).
+steps_of() {
+  case "$1" in
+    attn) echo 20 ;;
+    *) echo 50 ;;
+  esac
+}
+
+# How closely the GPU's losses track the CPU's. f32 models: 2e-3, far
+# above summation order (1e-7 to 1e-5 seen on an H200). mlpinfer rounds
+# fc2's weights to 16 int4 levels every step and prunes fc3 by magnitude:
+# a weight one f32 ulp from a rounding boundary or a pruning tie moves by a
+# whole int4 step on one side only, so after tens of steps the losses
+# drift apart by up to about 5e-3 (seen: 5.3e-3 at step 47 of 50) while
+# the trained weights' inference agrees to 1e-3 (checked below): 1e-2.
+rtol_of() {
+  case "$1" in
+    mlpinfer) echo 1e-2 ;;
+    *) echo 2e-3 ;;
   esac
 }
 
@@ -328,16 +361,18 @@ warm_kernels() {
 }
 
 stage_build() {
-  build_all $MODELS infer
+  local models=${MNEMO_GPU_MODELS:-$MODELS} inference=""
+  [[ " $models " = *" mlpinfer "* ]] && inference=infer
+  build_all $models $inference
   [ "$FAILED" = 0 ] || return
   first_cuda_call
   [ $DRY = 1 ] && return
-  warm_kernels $MODELS infer
+  warm_kernels $models $inference
   # CPU and GPU from the same seed: same weights, same batches; f32 GEMMs
   # on the GPU (--matmul-precision highest), as the CPU computes.
-  for model in $MODELS; do
+  for model in $models; do
     in_time "$model's CPU/GPU tracking" || continue
-    local train="$WORK/build-$model/train --data $(data_of $model) --steps 50 --quiet"
+    local train="$WORK/build-$model/train --data $(data_of $model) --steps $(steps_of $model) --quiet"
     timeout 120 $train --device cpu --summary-json "$WORK/$model-cpu.json" > "$WORK/logs/$model-cpu.log" 2>&1 || fail "$model on the CPU: $(tail -2 "$WORK/logs/$model-cpu.log")"
     timeout 120 $train --device cuda --matmul-precision highest --summary-json "$WORK/$model-cuda.json" > "$WORK/logs/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$WORK/logs/$model-cuda.log")"
     grep -h "device:\|memory:\|^gpu:" "$WORK/logs/$model-cuda.log" | sed "s/^/$model: /" | tee -a "$LOG"
@@ -348,7 +383,7 @@ stage_build() {
       fail "$model: the GPU's sparsity differs from the CPU's"
     fi
     [ -f "$WORK/$model-cuda.json" ] && [ -f "$WORK/$model-cpu.json" ] || continue
-    "$PYTHON" "$ROOT/scripts/compare-losses.py" "$WORK/$model-cpu.json" "$WORK/$model-cuda.json" --rtol 2e-3 |
+    "$PYTHON" "$ROOT/scripts/compare-losses.py" "$WORK/$model-cpu.json" "$WORK/$model-cuda.json" --rtol "$(rtol_of $model)" |
       sed "s/^/$model: /" | tee -a "$LOG"
     [ "${PIPESTATUS[0]}" = 0 ] || fail "$model: the GPU's losses do not track the CPU's"
   done
@@ -356,6 +391,7 @@ stage_build() {
   # Inference on compressed weights: the CPU's and the GPU's (cuBLASLt's
   # int8 GEMM, int4 dequantization, CSR) test loss and accuracy agree.
   local fm="$DIR/data/fashion-mnist" weights="$WORK/mlpinfer.safetensors"
+  [ -n "$inference" ] || return
   in_time "the inference check" || return
   if timeout 120 "$WORK/build-mlpinfer/train" --data "$fm" --steps 300 --device cpu --quiet \
     --export "$weights" > "$WORK/logs/mlpinfer-export.log" 2>&1; then
@@ -397,13 +433,13 @@ stage_sanitize() {
   # Most telling first: memcheck over the examples, then racecheck and
   # synccheck over them, then memcheck over the rest.
   local runs=() run tool model
-  for model in mlp cnn gpt; do runs+=("memcheck $model 3"); done
-  for model in mlp cnn gpt; do runs+=("racecheck $model 2" "synccheck $model 2"); done
+  for model in mlp cnn gpt attn; do runs+=("memcheck $model 3"); done
+  for model in mlp cnn gpt attn; do runs+=("racecheck $model 2" "synccheck $model 2"); done
   for model in gpt8 mlpprune mlpqat mlpinfer; do runs+=("memcheck $model 3"); done
   for run in "${runs[@]}"; do
     read -r tool model steps <<< "$run"
     in_time "$tool over $model" || continue
-    run_tool "$tool" "$model" "$WORK/build-$model/train" --data "$(data_of $model)" --steps "$steps" --device cuda --quiet
+    run_tool "$tool" "$model" "$WORK/build-$model/train" --data $(data_of $model) --steps "$steps" --device cuda --quiet
   done
   in_time "memcheck over the inference program" || return
   if timeout 120 "$WORK/build-mlpinfer/train" --data "$DIR/data/fashion-mnist" --steps 20 --device cpu --quiet \
@@ -416,25 +452,29 @@ stage_sanitize() {
 }
 
 stage_bench() {
-  build_all mlp cnn gpt $BENCH_MODELS
+  local models=${MNEMO_GPU_BENCH:-mlp cnn gpt $BENCH_MODELS}
+  build_all $models
   [ "$FAILED" = 0 ] || return
   first_cuda_call
   [ $DRY = 1 ] && return
-  warm_kernels mlp cnn gpt $BENCH_MODELS
+  warm_kernels $models
   # Rows: model, steps, what a step processes, PyTorch's precision.
-  local rows=("mlp 300 128 tf32" "cnn 100 128 tf32" "gpt 100 1024 tf32" "gpt2 30 8192 tf32" "gpt2bf16 30 8192 bf16")
-  local row model steps items precision mode
+  local all=("mlp 300 128 tf32" "cnn 100 128 tf32" "gpt 100 1024 tf32" "gpt2 30 8192 tf32" "gpt2bf16 30 8192 bf16")
+  local rows=() row model steps items precision mode
+  for row in "${all[@]}"; do
+    [[ " $models " = *" ${row%% *} "* ]] && rows+=("$row")
+  done
   # Ours first, then PyTorch eager (SDPA attention), then torch.compile,
   # GPT-2 first: cold compilations are the slow part; past the deadline the
   # rest are skipped and the log says so.
   for row in "${rows[@]}"; do
     read -r model steps items precision <<< "$row"
     in_time "the Mnemo run of $model" || continue
-    timeout 150 "$WORK/build-$model/train" --data "$(data_of $model)" --steps "$steps" --device cuda --quiet \
+    timeout 150 "$WORK/build-$model/train" --data $(data_of $model) --steps "$steps" --device cuda --quiet \
       --dump "$WORK/$model-dump" --summary-json "$WORK/$model-bench.json" > "$WORK/logs/$model-bench.log" 2>&1 ||
       fail "$model benchmark run: $(tail -2 "$WORK/logs/$model-bench.log")"
   done
-  for mode in eager compile; do
+  for mode in ${MNEMO_GPU_TORCH_MODES:-eager compile}; do
     for model in gpt2 gpt2bf16 gpt cnn mlp; do
       for row in "${rows[@]}"; do
         read -r m steps items precision <<< "$row"

@@ -17,6 +17,7 @@ MNEMO_PACKAGES=(
   python3-numpy python3-torch   # the reference peer for numerics
   dataset-fashion-mnist         # real data, /usr/share/datasets/fashion-mnist
   libopenblas-dev g++           # the CPU backend: GEMMs, and the trainer's compiler
+  libdnnl-dev                   # oneDNN: the CPU backend's convolutions
   coinor-libcbc-dev             # the MILP solver behind --remat=optimal
   fortunes                      # ~2.5 MB of English for the GPT example
 )

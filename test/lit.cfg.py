@@ -44,6 +44,9 @@ if config.mnemo_cuda in ("ON", "1", "TRUE"):
             config.available_features.add("cuda-device")
     except (OSError, subprocess.SubprocessError):
         pass
+# Trainers built with oneDNN (libdnnl-dev) run their convolutions through it.
+if getattr(config, "mnemo_onednn", ""):
+    config.available_features.add("onednn")
 if "cuda-device" not in config.available_features:
     lit_config.note("no CUDA device: tests that need a GPU are reported as UNSUPPORTED")
 

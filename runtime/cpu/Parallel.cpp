@@ -193,6 +193,13 @@ bool inStep() { return stepThread; }
 StepScope::StepScope() { stepThread = true; }
 StepScope::~StepScope() { stepThread = false; }
 
+namespace {
+thread_local bool libraryCall = false;
+} // namespace
+bool inLibraryCall() { return libraryCall; }
+LibraryCallScope::LibraryCallScope() { libraryCall = true; }
+LibraryCallScope::~LibraryCallScope() { libraryCall = false; }
+
 void parallelFor(int64_t n, int64_t grain,
                  FunctionRef<void(int64_t, int64_t)> body) {
   if (n <= 0)

@@ -74,6 +74,17 @@ public:
   ~StepScope();
 };
 
+/// Whether the calling thread is inside a library's call that allocates on
+/// its own (oneDNN's execute builds an argument map, some 20 small
+/// allocations, freed before it returns): the trainer counts those apart
+/// from the step's own, which must stay none. Marked with LibraryCallScope.
+bool inLibraryCall();
+class LibraryCallScope {
+public:
+  LibraryCallScope();
+  ~LibraryCallScope();
+};
+
 /// Runs body(begin, end) over [0, n) split into at most threads() chunks.
 /// Ranges below `grain` elements per chunk run on fewer threads; tiny ones,
 /// and calls from inside another parallelFor, inline on the caller.

@@ -26,8 +26,11 @@ module attributes {mnemo.model = "ConvNet"} {
 
 // Each kernel reads where its producer wrote; the GEMM reads the pooled,
 // reshaped view (no copy) and the weight in the parameters.
+// The convolution is a site set up before the first step (oneDNN's
+// primitive where the trainer has oneDNN) with the op's planned workspace.
+// CPU: ConvSite [[SITE:site[0-9]+]](ConvShape{2, 1, 8, 8, 4, 3, 3, 8, 8, 1, 1, 1, 1, 2}, ConvKind::Forward, {{[0-9]+}});
 // CPU: mnemo.conv2d
-// CPU: conv2d(conv, f32(I + 0), f32(P + 0), f32(A + [[CONV:[0-9]+]]), f32(W));
+// CPU: [[SITE]].run(f32(I + 0), f32(P + 0), f32(A + [[CONV:[0-9]+]]), f32(W));
 // CPU: mnemo.relu
 // CPU: auto *const p0 = f32(A + [[CONV]]);
 // CPU-NEXT: auto *const p1 = f32(A + [[RELU:[0-9]+]]);

@@ -45,6 +45,10 @@ def main():
         print(f"RSS grew by {growth / 2**20:.2f} MiB <= plan {allocated / 2**20:.2f} MiB "
               f"+ overhead {overhead / 2**20:.2f} MiB "
               f"(measured overhead {(growth - allocated) / 2**20:.2f} MiB)")
+    library = memory.get("library_allocations_during_steps", 0)
+    if library:
+        print(f"{library} allocations inside library calls (oneDNN's "
+              "argument maps, transient)")
     allocations = memory["allocations_during_steps"]
     if allocations:
         print(f"FAIL: {allocations} heap allocations while steps ran")

@@ -121,8 +121,8 @@ LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
                     context.operand(op.getValue()),
                     op.getMask() ? context.operand(op.getMask()) : "nullptr",
                     context.result(0), context.result(1), geometryLiteral(g)),
-      ceilDiv(g.queries, attention::kCudaRowsPerBlock),
-      attention::kCudaRowsPerBlock, g.batch * g.heads);
+      ceilDiv(g.queries, attention::cudaRowsPerBlock(bounds->maxDim)),
+      attention::kCudaAttentionThreads, g.batch * g.heads);
   return success();
 }
 
@@ -144,7 +144,8 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
               lse = context.operand(op.getLogSumExp()),
               dOut = context.operand(op.getGradOutput()),
               geometry = geometryLiteral(g);
-  int rows = attention::kCudaRowsPerBlock;
+  int rows = attention::cudaRowsPerBlock(bounds->maxDim);
+  int threads = attention::kCudaAttentionThreads;
   int64_t queryRows = g.batch * g.heads * g.queries;
   context.launch(llvm::formatv("attentionBackwardDelta<{0}>({1}, {2}, {3}, "
                                "{4}, {5});",
@@ -156,13 +157,13 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
                     "{7}, {8}, {9}, {10}, r.control[kDropoutStep]);",
                     templateArgs, q, k, v, lse, delta, dOut, mask,
                     context.result(1), context.result(2), geometry),
-      ceilDiv(g.keys, rows), rows, g.batch * g.kvHeads);
+      ceilDiv(g.keys, rows), threads, g.batch * g.kvHeads);
   context.launch(
       llvm::formatv("attentionBackwardQueries<{0}>({1}, {2}, {3}, {4}, {5}, "
                     "{6}, {7}, {8}, {9}, r.control[kDropoutStep]);",
                     templateArgs, q, k, v, lse, delta, dOut, mask,
                     context.result(0), geometry),
-      ceilDiv(g.queries, rows), rows, g.batch * g.heads);
+      ceilDiv(g.queries, rows), threads, g.batch * g.heads);
   return success();
 }
 

@@ -43,6 +43,15 @@ struct AttentionGeometry {
   long long maskBatchStride, maskHeadStride, maskQueryStride, maskKeyStride;
 };
 
+/// Elements of a row each thread of the CUDA kernels holds in registers
+/// (AttentionKernels.cuh): a head of MaxD elements is MaxD / kCudaSliceWidth
+/// threads per row.
+constexpr int kCudaSliceWidth = 32;
+
+/// Threads per block of the CUDA kernels; a block takes
+/// kCudaAttentionThreads / (MaxD / kCudaSliceWidth) rows.
+constexpr int kCudaAttentionThreads = 128;
+
 /// The key/value head query head `h` reads (grouped-query attention).
 MNEMO_FORMULA long long kvHeadOf(const AttentionGeometry &g, long long h) {
   return h / (g.heads / g.kvHeads);

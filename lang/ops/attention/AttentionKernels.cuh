@@ -2,13 +2,14 @@
 //
 // Mnemo's own tiled attention kernels, for every type and head dimension up
 // to 256 (cuDNN's fused flash attention, for the shapes it takes, is the
-// fast path to come): a thread per query row (forward, query gradient) or
-// per key row (key and value gradients), key or query tiles staged in
-// shared memory, the online softmax of AttentionFormulas.h in f32. Each
-// thread's rows (its query or key, its accumulators) are arrays of the
-// head-dimension bound that the loops over the head dimension index: they
-// unroll by 4 only, so the arrays stay in local memory (L1) instead of
-// claiming 4 x 64 registers a thread and spilling. The
+// fast path to come): MaxD / 32 threads per query row (forward, query
+// gradient) or per key row (key and value gradients), each holding 32 of
+// the row's elements and its accumulators in registers (loops of
+// compile-time length, fully unrolled), key or query tiles staged in shared
+// memory, the online softmax of AttentionFormulas.h in f32, one rescale per
+// chunk of 8 keys. (The first version indexed arrays of the bound with
+// run-time loops, which put them in local memory: 11 ms for a GPT-2-small
+// layer's forward on an H200, 1.2 TFLOP/s; docs/performance.md.) The
 // backward is three deterministic launches and no atomics: rowsum(dO * O),
 // then the key/value gradients per key tile, then the query gradients per
 // query tile, each recomputing the probabilities from the log-sum-exp.
@@ -48,80 +49,155 @@ attentionMaskedScore(float score, const attention::AttentionGeometry &g,
   return score + m;
 }
 
-/// Forward: block (query tile, batch * head), a thread per query row; key
-/// and value tiles of KeyTile rows in shared memory.
+/// Each thread holds kCudaSliceWidth consecutive elements of a row (its
+/// query, key or value, and its accumulators) in registers: the loops over
+/// them have compile-time bounds and unroll fully. A row of a MaxD-bounded
+/// head is MaxD / kCudaSliceWidth neighbouring threads of one warp, which sum
+/// their partial dot products with xor shuffles. Every thread of the block
+/// reaches every shuffle and barrier (threads past the last row compute on
+/// zeros and store nothing).
+template <int Lanes> __device__ __forceinline__ float attentionRowSum(float x) {
+#pragma unroll
+  for (int offset = 1; offset < Lanes; offset *= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+/// A slice's dot product with a tile row's matching slice.
+__device__ __forceinline__ float attentionSliceDot(const float *slice,
+                                                   const float *tileRow) {
+  float x = 0;
+#pragma unroll
+  for (int d = 0; d < attention::kCudaSliceWidth; ++d)
+    x += slice[d] * tileRow[d];
+  return x;
+}
+
+/// slice += factor * tileRow.
+__device__ __forceinline__ void attentionSliceAdd(float *slice, float factor,
+                                                  const float *tileRow) {
+#pragma unroll
+  for (int d = 0; d < attention::kCudaSliceWidth; ++d)
+    slice[d] += factor * tileRow[d];
+}
+
+/// Rows [0, count) of a row-major [*, cols] matrix, times `scale`, into a
+/// [Rows, MaxD] tile in shared memory; zero past `cols` and `count`, so
+/// that whole slices of any row can be read.
+template <int MaxD, int Rows, typename T>
+__device__ __forceinline__ void
+attentionLoadTile(float *tile, const T *rows, long long count, long long cols,
+                  float scale = 1.0f) {
+  for (int n = threadIdx.x; n < Rows * MaxD; n += blockDim.x) {
+    int r = n / MaxD, d = n % MaxD;
+    tile[n] = r < count && d < cols ? ld(rows[r * cols + d]) * scale : 0.0f;
+  }
+}
+
+/// This thread's slice of row `row` of a [*, cols] matrix, times `scale`
+/// (zero past `cols`, and for a row that does not exist).
+template <typename T>
+__device__ __forceinline__ void
+attentionLoadSlice(float *slice, const T *m, long long row, bool exists,
+                   long long cols, int first, float scale = 1.0f) {
+#pragma unroll
+  for (int d = 0; d < attention::kCudaSliceWidth; ++d)
+    slice[d] = exists && first + d < cols
+                   ? ld(m[row * cols + first + d]) * scale
+                   : 0.0f;
+}
+
+/// Stores this thread's slice of row `row` of a [*, cols] matrix, times
+/// `scale`.
+template <typename T>
+__device__ __forceinline__ void
+attentionStoreSlice(T *m, const float *slice, long long row, long long cols,
+                    int first, float scale = 1.0f) {
+#pragma unroll
+  for (int d = 0; d < attention::kCudaSliceWidth; ++d)
+    if (first + d < cols)
+      m[row * cols + first + d] = st<T>(slice[d] * scale);
+}
+
+/// Keys whose scores a forward thread takes at once: one online-softmax
+/// rescale per chunk instead of per key.
+constexpr int kAttentionScoreChunk = 8;
+
+/// Forward: block (query rows, batch * head), Lanes threads per query row;
+/// key and value tiles of KeyTile rows in shared memory.
 template <typename T, typename MaskT, int MaxD, int KeyTile>
 __device__ void attentionForward(const T *q, const T *k, const T *v,
                                  const MaskT *mask, T *out, float *logSumExp,
                                  attention::AttentionGeometry g,
                                  long long dropoutStep) {
-  __shared__ float kTile[KeyTile * MaxD];
-  __shared__ float vTile[KeyTile * MaxD];
+  constexpr int Lanes = MaxD / attention::kCudaSliceWidth;
+  static_assert(KeyTile % kAttentionScoreChunk == 0, "whole chunks");
+  __shared__ __align__(16) float kTile[KeyTile * MaxD];
+  __shared__ __align__(16) float vTile[KeyTile * MaxD];
   const long long D = g.headDim, Dv = g.valueDim;
   const long long bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads;
   const long long kvh = b * g.kvHeads + attention::kvHeadOf(g, h);
-  const long long first = (long long)blockIdx.x * blockDim.x;
-  const long long i = first + threadIdx.x;
+  const long long rowsPerBlock = blockDim.x / Lanes;
+  const long long first = (long long)blockIdx.x * rowsPerBlock;
+  const long long i = first + threadIdx.x / Lanes;
+  const int slice = threadIdx.x % Lanes * attention::kCudaSliceWidth;
   const bool active = i < g.queries;
   const T *kHead = k + kvh * g.keys * D, *vHead = v + kvh * g.keys * Dv;
-  float qRow[MaxD], acc[MaxD];
-#pragma unroll 4
-  for (long long d = 0; d < D; ++d)
-    qRow[d] = active ? ld(q[(bh * g.queries + i) * D + d]) * float(g.scale) : 0;
-#pragma unroll 4
-  for (long long e = 0; e < Dv; ++e)
+  float qSlice[attention::kCudaSliceWidth], acc[attention::kCudaSliceWidth];
+  attentionLoadSlice(qSlice, q, bh * g.queries + i, active, D, slice,
+                     float(g.scale));
+#pragma unroll
+  for (int e = 0; e < attention::kCudaSliceWidth; ++e)
     acc[e] = 0;
   float rowMax = -INFINITY, rowSum = 0;
   long long last =
-      first + blockDim.x < g.queries ? first + blockDim.x : g.queries;
+      first + rowsPerBlock < g.queries ? first + rowsPerBlock : g.queries;
   long long keyEnd = g.causal && last < g.keys ? last : g.keys;
   for (long long j0 = 0; j0 < keyEnd; j0 += KeyTile) {
     int cols = int(keyEnd - j0 < KeyTile ? keyEnd - j0 : KeyTile);
     __syncthreads();
-    for (long long n = threadIdx.x; n < cols * D; n += blockDim.x)
-      kTile[n] = ld(kHead[j0 * D + n]);
-    for (long long n = threadIdx.x; n < cols * Dv; n += blockDim.x)
-      vTile[n] = ld(vHead[j0 * Dv + n]);
+    attentionLoadTile<MaxD, KeyTile>(kTile, kHead + j0 * D, cols, D);
+    attentionLoadTile<MaxD, KeyTile>(vTile, vHead + j0 * Dv, cols, Dv);
     __syncthreads();
-    if (!active)
-      continue;
-    float s[KeyTile];
-    float tileMax = -INFINITY;
-    for (int c = 0; c < cols; ++c) {
-      float x = 0;
-#pragma unroll 4
-      for (long long d = 0; d < D; ++d)
-        x += qRow[d] * kTile[c * D + d];
-      s[c] = attentionMaskedScore(x, g, mask, b, h, i, j0 + c);
-      tileMax = fmaxf(tileMax, s[c]);
-    }
-    float factor = attention::absorbTileMax(rowMax, tileMax);
-    if (attention::isMinusInfinity(rowMax))
-      continue;
-    if (factor != 1.0f) {
-      rowSum *= factor;
-#pragma unroll 4
-      for (long long e = 0; e < Dv; ++e)
-        acc[e] *= factor;
-    }
-    for (int c = 0; c < cols; ++c) {
-      float p = elementwise::fastExp(s[c] - rowMax);
-      rowSum += p;
-      p *= attention::dropoutFactor<float>(
-          g, dropoutStep, attention::probabilityIndex(g, b, h, i, j0 + c));
-      if (p != 0)
-#pragma unroll 4
-        for (long long e = 0; e < Dv; ++e)
-          acc[e] += p * vTile[c * Dv + e];
+    for (int c0 = 0; c0 < cols; c0 += kAttentionScoreChunk) {
+      float s[kAttentionScoreChunk];
+      float chunkMax = -INFINITY;
+#pragma unroll
+      for (int u = 0; u < kAttentionScoreChunk; ++u) {
+        float x = attentionRowSum<Lanes>(
+            attentionSliceDot(qSlice, kTile + (c0 + u) * MaxD + slice));
+        s[u] = active && c0 + u < cols
+                   ? attentionMaskedScore(x, g, mask, b, h, i, j0 + c0 + u)
+                   : -INFINITY;
+        chunkMax = fmaxf(chunkMax, s[u]);
+      }
+      float factor = attention::absorbTileMax(rowMax, chunkMax);
+      if (attention::isMinusInfinity(rowMax))
+        continue; // no visible key yet (no shuffle follows in this chunk)
+      if (factor != 1.0f) {
+        rowSum *= factor;
+#pragma unroll
+        for (int e = 0; e < attention::kCudaSliceWidth; ++e)
+          acc[e] *= factor;
+      }
+#pragma unroll
+      for (int u = 0; u < kAttentionScoreChunk; ++u) {
+        float p = elementwise::fastExp(s[u] - rowMax);
+        rowSum += p;
+        if (p != 0)
+          p *= attention::dropoutFactor<float>(
+              g, dropoutStep,
+              attention::probabilityIndex(g, b, h, i, j0 + c0 + u));
+        attentionSliceAdd(acc, p, vTile + (c0 + u) * MaxD + slice);
+      }
     }
   }
   if (!active)
     return;
   float inverse = rowSum > 0 ? 1.0f / rowSum : 0.0f;
-#pragma unroll 4
-  for (long long e = 0; e < Dv; ++e)
-    out[(bh * g.queries + i) * Dv + e] = st<T>(acc[e] * inverse);
-  logSumExp[bh * g.queries + i] = attention::logSumExp(rowMax, rowSum);
+  attentionStoreSlice(out, acc, bh * g.queries + i, Dv, slice, inverse);
+  if (slice == 0)
+    logSumExp[bh * g.queries + i] = attention::logSumExp(rowMax, rowSum);
 }
 
 /// Backward, first: delta = rowsum(dO * O) per query row, a thread a row.
@@ -139,90 +215,79 @@ __device__ void attentionBackwardDelta(const T *out, const T *gradOut,
   delta[r] = sum;
 }
 
-/// Backward, second: block (key tile, batch * key/value head), a thread per
-/// key row; the group's query tiles (queries scaled, output gradients) in
-/// shared memory. dV = sum P~^T dO, dK = sum dS^T (scale Q).
+/// Backward, second: block (key rows, batch * key/value head), Lanes
+/// threads per key row; the group's query tiles (queries scaled, output
+/// gradients) in shared memory. dV = sum P~^T dO, dK = sum dS^T (scale Q).
 template <typename T, typename MaskT, int MaxD, int QueryTile>
 __device__ void
 attentionBackwardKeys(const T *q, const T *k, const T *v,
                       const float *logSumExp, const float *delta,
                       const T *gradOut, const MaskT *mask, T *gradK, T *gradV,
                       attention::AttentionGeometry g, long long dropoutStep) {
-  __shared__ float qTile[QueryTile * MaxD];
-  __shared__ float doTile[QueryTile * MaxD];
+  constexpr int Lanes = MaxD / attention::kCudaSliceWidth;
+  constexpr int W = attention::kCudaSliceWidth;
+  __shared__ __align__(16) float qTile[QueryTile * MaxD];
+  __shared__ __align__(16) float doTile[QueryTile * MaxD];
   __shared__ float lseTile[QueryTile], deltaTile[QueryTile];
   const long long D = g.headDim, Dv = g.valueDim;
   const long long kvh = blockIdx.y, b = kvh / g.kvHeads;
   const long long group = g.heads / g.kvHeads;
-  const long long first = (long long)blockIdx.x * blockDim.x;
-  const long long j = first + threadIdx.x;
+  const long long rowsPerBlock = blockDim.x / Lanes;
+  const long long first = (long long)blockIdx.x * rowsPerBlock;
+  const long long j = first + threadIdx.x / Lanes;
+  const int slice = threadIdx.x % Lanes * W;
   const bool active = j < g.keys;
-  float kRow[MaxD], vRow[MaxD], dk[MaxD], dv[MaxD];
-#pragma unroll 4
-  for (long long d = 0; d < D; ++d) {
-    kRow[d] = active ? ld(k[(kvh * g.keys + j) * D + d]) : 0;
-    dk[d] = 0;
-  }
-#pragma unroll 4
-  for (long long e = 0; e < Dv; ++e) {
-    vRow[e] = active ? ld(v[(kvh * g.keys + j) * Dv + e]) : 0;
-    dv[e] = 0;
-  }
-  // Causal: queries before the tile's first key see none of it.
+  float kSlice[W], vSlice[W], dk[W], dv[W];
+  attentionLoadSlice(kSlice, k, kvh * g.keys + j, active, D, slice);
+  attentionLoadSlice(vSlice, v, kvh * g.keys + j, active, Dv, slice);
+#pragma unroll
+  for (int d = 0; d < W; ++d)
+    dk[d] = dv[d] = 0;
+  // Causal: queries before the block's first key see none of its keys.
   long long queryStart = g.causal ? first / QueryTile * QueryTile : 0;
   for (long long member = 0; member < group; ++member) {
     long long h = (kvh % g.kvHeads) * group + member, bh = b * g.heads + h;
     for (long long i0 = queryStart; i0 < g.queries; i0 += QueryTile) {
       int rows = int(g.queries - i0 < QueryTile ? g.queries - i0 : QueryTile);
       __syncthreads();
-      for (long long n = threadIdx.x; n < rows * D; n += blockDim.x)
-        qTile[n] = ld(q[(bh * g.queries + i0) * D + n]) * float(g.scale);
-      for (long long n = threadIdx.x; n < rows * Dv; n += blockDim.x)
-        doTile[n] = ld(gradOut[(bh * g.queries + i0) * Dv + n]);
-      for (long long n = threadIdx.x; n < rows; n += blockDim.x) {
+      attentionLoadTile<MaxD, QueryTile>(qTile, q + (bh * g.queries + i0) * D,
+                                         rows, D, float(g.scale));
+      attentionLoadTile<MaxD, QueryTile>(
+          doTile, gradOut + (bh * g.queries + i0) * Dv, rows, Dv);
+      for (int n = threadIdx.x; n < rows; n += blockDim.x) {
         lseTile[n] = logSumExp[bh * g.queries + i0 + n];
         deltaTile[n] = delta[bh * g.queries + i0 + n];
       }
       __syncthreads();
-      if (!active)
-        continue;
       for (int r = 0; r < rows; ++r) {
         long long i = i0 + r;
-        float x = 0, dpDropped = 0;
-#pragma unroll 4
-        for (long long d = 0; d < D; ++d)
-          x += qTile[r * D + d] * kRow[d];
+        const float *qRow = qTile + r * MaxD + slice;
+        const float *doRow = doTile + r * MaxD + slice;
+        float x = attentionRowSum<Lanes>(attentionSliceDot(kSlice, qRow));
+        float dpDropped =
+            attentionRowSum<Lanes>(attentionSliceDot(vSlice, doRow));
+        if (!active)
+          continue;
         float p = attention::probability(
             attentionMaskedScore(x, g, mask, b, h, i, j), lseTile[r]);
         if (p == 0)
           continue;
         float z = attention::dropoutFactor<float>(
             g, dropoutStep, attention::probabilityIndex(g, b, h, i, j));
-#pragma unroll 4
-        for (long long e = 0; e < Dv; ++e)
-          dpDropped += doTile[r * Dv + e] * vRow[e];
         float ds = p * (z * dpDropped - deltaTile[r]);
-#pragma unroll 4
-        for (long long e = 0; e < Dv; ++e)
-          dv[e] += z * p * doTile[r * Dv + e];
-#pragma unroll 4
-        for (long long d = 0; d < D; ++d)
-          dk[d] += ds * qTile[r * D + d];
+        attentionSliceAdd(dv, z * p, doRow);
+        attentionSliceAdd(dk, ds, qRow);
       }
     }
   }
   if (!active)
     return;
-#pragma unroll 4
-  for (long long d = 0; d < D; ++d)
-    gradK[(kvh * g.keys + j) * D + d] = st<T>(dk[d]);
-#pragma unroll 4
-  for (long long e = 0; e < Dv; ++e)
-    gradV[(kvh * g.keys + j) * Dv + e] = st<T>(dv[e]);
+  attentionStoreSlice(gradK, dk, kvh * g.keys + j, D, slice);
+  attentionStoreSlice(gradV, dv, kvh * g.keys + j, Dv, slice);
 }
 
-/// Backward, third: block (query tile, batch * head), a thread per query
-/// row; key and value tiles in shared memory. dQ = scale * sum dS K.
+/// Backward, third: block (query rows, batch * head), Lanes threads per
+/// query row; key and value tiles in shared memory. dQ = scale * sum dS K.
 template <typename T, typename MaskT, int MaxD, int KeyTile>
 __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
                                          const float *logSumExp,
@@ -230,64 +295,57 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
                                          const MaskT *mask, T *gradQ,
                                          attention::AttentionGeometry g,
                                          long long dropoutStep) {
-  __shared__ float kTile[KeyTile * MaxD];
-  __shared__ float vTile[KeyTile * MaxD];
+  constexpr int Lanes = MaxD / attention::kCudaSliceWidth;
+  constexpr int W = attention::kCudaSliceWidth;
+  __shared__ __align__(16) float kTile[KeyTile * MaxD];
+  __shared__ __align__(16) float vTile[KeyTile * MaxD];
   const long long D = g.headDim, Dv = g.valueDim;
   const long long bh = blockIdx.y, b = bh / g.heads, h = bh % g.heads;
   const long long kvh = b * g.kvHeads + attention::kvHeadOf(g, h);
-  const long long first = (long long)blockIdx.x * blockDim.x;
-  const long long i = first + threadIdx.x;
+  const long long rowsPerBlock = blockDim.x / Lanes;
+  const long long first = (long long)blockIdx.x * rowsPerBlock;
+  const long long i = first + threadIdx.x / Lanes;
+  const int slice = threadIdx.x % Lanes * W;
   const bool active = i < g.queries;
   const T *kHead = k + kvh * g.keys * D, *vHead = v + kvh * g.keys * Dv;
-  float qRow[MaxD], doRow[MaxD], dq[MaxD];
-#pragma unroll 4
-  for (long long d = 0; d < D; ++d) {
-    qRow[d] = active ? ld(q[(bh * g.queries + i) * D + d]) * float(g.scale) : 0;
+  float qSlice[W], doSlice[W], dq[W];
+  attentionLoadSlice(qSlice, q, bh * g.queries + i, active, D, slice,
+                     float(g.scale));
+  attentionLoadSlice(doSlice, gradOut, bh * g.queries + i, active, Dv, slice);
+#pragma unroll
+  for (int d = 0; d < W; ++d)
     dq[d] = 0;
-  }
-#pragma unroll 4
-  for (long long e = 0; e < Dv; ++e)
-    doRow[e] = active ? ld(gradOut[(bh * g.queries + i) * Dv + e]) : 0;
   float lse = active ? logSumExp[bh * g.queries + i] : 0;
   float rowDelta = active ? delta[bh * g.queries + i] : 0;
   long long last =
-      first + blockDim.x < g.queries ? first + blockDim.x : g.queries;
+      first + rowsPerBlock < g.queries ? first + rowsPerBlock : g.queries;
   long long keyEnd = g.causal && last < g.keys ? last : g.keys;
   for (long long j0 = 0; j0 < keyEnd; j0 += KeyTile) {
     int cols = int(keyEnd - j0 < KeyTile ? keyEnd - j0 : KeyTile);
     __syncthreads();
-    for (long long n = threadIdx.x; n < cols * D; n += blockDim.x)
-      kTile[n] = ld(kHead[j0 * D + n]);
-    for (long long n = threadIdx.x; n < cols * Dv; n += blockDim.x)
-      vTile[n] = ld(vHead[j0 * Dv + n]);
+    attentionLoadTile<MaxD, KeyTile>(kTile, kHead + j0 * D, cols, D);
+    attentionLoadTile<MaxD, KeyTile>(vTile, vHead + j0 * Dv, cols, Dv);
     __syncthreads();
-    if (!active)
-      continue;
     for (int c = 0; c < cols; ++c) {
-      float x = 0, dpDropped = 0;
-#pragma unroll 4
-      for (long long d = 0; d < D; ++d)
-        x += qRow[d] * kTile[c * D + d];
+      const float *kRow = kTile + c * MaxD + slice;
+      float x = attentionRowSum<Lanes>(attentionSliceDot(qSlice, kRow));
+      float dpDropped = attentionRowSum<Lanes>(
+          attentionSliceDot(doSlice, vTile + c * MaxD + slice));
+      if (!active)
+        continue;
       float p = attention::probability(
           attentionMaskedScore(x, g, mask, b, h, i, j0 + c), lse);
       if (p == 0)
         continue;
       float z = attention::dropoutFactor<float>(
           g, dropoutStep, attention::probabilityIndex(g, b, h, i, j0 + c));
-#pragma unroll 4
-      for (long long e = 0; e < Dv; ++e)
-        dpDropped += doRow[e] * vTile[c * Dv + e];
       float ds = p * (z * dpDropped - rowDelta);
-#pragma unroll 4
-      for (long long d = 0; d < D; ++d)
-        dq[d] += ds * kTile[c * D + d];
+      attentionSliceAdd(dq, ds, kRow);
     }
   }
   if (!active)
     return;
-#pragma unroll 4
-  for (long long d = 0; d < D; ++d)
-    gradQ[(bh * g.queries + i) * D + d] = st<T>(dq[d] * float(g.scale));
+  attentionStoreSlice(gradQ, dq, bh * g.queries + i, D, slice, float(g.scale));
 }
 
 } // namespace cuda

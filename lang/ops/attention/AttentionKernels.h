@@ -92,8 +92,11 @@ inline int64_t cpuWorkspaceFloats(const AttentionGeometry &g, bool backward) {
   return cpuSlots(g, backward) * cpuSlotFloats(g, backward);
 }
 
-/// Threads (rows) per block of the CUDA kernels (AttentionKernels.cuh).
-constexpr int kCudaRowsPerBlock = 64;
+/// Rows (queries or keys) per block of the CUDA kernels
+/// (AttentionKernels.cuh) for heads of at most `maxDim` elements.
+constexpr int cudaRowsPerBlock(int maxDim) {
+  return kCudaAttentionThreads / (maxDim / kCudaSliceWidth);
+}
 
 inline int64_t cudaBackwardScratchBytes(const AttentionGeometry &g) {
   return (g.batch * g.heads * g.queries * 4 + 255) / 256 * 256;

@@ -1,9 +1,10 @@
 //===- ConvolutionEmission.cpp - Convolutions in the CPU and CUDA code ----===//
 //
 // The code generation models of conv2d and its backward ops: on the CPU a
-// call of the im2col kernels (ConvolutionKernels.h) with the geometry as a
-// static ConvShape and the workspace the op declares; on the GPU one cuDNN
-// call (CudaKernelContext::convolution).
+// ConvSite of the generated file (oneDNN's primitive, or im2col;
+// ConvolutionKernels.h) run on the workspace the op declares, and on
+// 16-bit storage the im2col kernels around widened operands; on the GPU
+// one cuDNN call (CudaKernelContext::convolution).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,21 +22,21 @@ using namespace mnemo::codegen;
 
 namespace {
 
-/// What each op computes: the CPU kernel's name and its kind for the
-/// 16-bit path (0, 1, 2), and cuDNN's kind.
+/// What each op computes: its ConvKind on the CPU (and its number for the
+/// 16-bit path), and cuDNN's kind.
 struct ConvKindNames {
-  const char *kernel;
+  const char *site; // ConvKind
   int halfKind;
   const char *cudnn;
 };
 
 template <typename Op> constexpr ConvKindNames kindOf() {
   if constexpr (std::is_same_v<Op, Conv2DOp>)
-    return {"conv2d", 0, "Forward"};
+    return {"Forward", 0, "Forward"};
   else if constexpr (std::is_same_v<Op, Conv2DInputGradOp>)
-    return {"conv2dInputGrad", 1, "InputGrad"};
+    return {"InputGrad", 1, "InputGrad"};
   else
-    return {"conv2dWeightGrad", 2, "WeightGrad"};
+    return {"WeightGrad", 2, "WeightGrad"};
 }
 
 template <typename Op>
@@ -49,18 +50,27 @@ LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
   if (failed(first) || failed(second) || failed(workspace))
     return failure();
   context.include("lang/ops/convolution/ConvolutionKernels.h");
-  // 16-bit storage: widened around the f32 kernel.
-  std::string call =
-      ctypeOf(op->getResult(0).getType()).isHalf
-          ? llvm::formatv("conv2dHalf({0}, ", kind.halfKind).str()
-          : std::string(kind.kernel) + "(";
-  context.out() << llvm::formatv(
-      "  {{\n    static const ConvShape conv = {{{0}, {1}, {2}, {3}, {4}, {5}, "
-      "{6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}};\n    {14}conv, {15}, "
-      "{16}, {17}, {18});\n  }\n",
+  std::string shape = llvm::formatv(
+      "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
+      "{13}}",
       g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ho, g.wo, g.strideH, g.strideW,
-      g.padH, g.padW, g.imagesPerGemm, call, *first, *second, context.result(),
-      *workspace);
+      g.padH, g.padW, g.imagesPerGemm);
+  // 16-bit storage: widened around the f32 kernel.
+  if (ctypeOf(op->getResult(0).getType()).isHalf) {
+    context.out() << llvm::formatv(
+        "  {{\n    static const ConvShape conv = {0};\n    conv2dHalf({1}, "
+        "conv, {2}, {3}, {4}, {5});\n  }\n",
+        shape, kind.halfKind, *first, *second, context.result(), *workspace);
+    return success();
+  }
+  // f32: a site set up before the first step (oneDNN's primitive where
+  // the trainer has oneDNN).
+  std::string site = context.fileScopeObject(
+      "ConvSite", llvm::formatv("ConvShape{0}, ConvKind::{1}, {2}", shape,
+                                kind.site, op.getCpuWorkspaceBytes())
+                      .str());
+  context.out() << llvm::formatv("  {0}.run({1}, {2}, {3}, {4});\n", site,
+                                 *first, *second, context.result(), *workspace);
   return success();
 }
 

@@ -12,6 +12,8 @@
 #define MNEMO_LANG_OPS_CONVOLUTION_CONVOLUTIONKERNELS_H
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 namespace mnemo {
 namespace cpu {
@@ -34,6 +36,63 @@ void conv2dInputGrad(const ConvShape &s, const float *dy, const float *w,
                      float *dx, float *workspace);
 void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
                       float *dw, float *workspace);
+
+/// Which computation of a convolution a site runs: Forward (x, w) -> y,
+/// InputGrad (dy, w) -> dx, WeightGrad (dy, x) -> dw.
+enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
+
+/// One f32 convolution op of the generated code (the generated file holds
+/// it as a namespace-scope object), set up before the first step by
+/// prepareConvolutions. With oneDNN (a trainer built
+/// where libdnnl-dev is installed): oneDNN's primitive for this shape on
+/// this CPU, reading and writing the layouts oneDNN picks (nChw16c on
+/// AVX-512, nChw8c on AVX2), with reorders from and to the plan's NCHW
+/// activations and OIHW weights each call, split over the step's threads
+/// (ConvolutionSiteKernels.cpp says how); the blocked copies live in the
+/// workspace the plan gave the op, and a site whose needs do not fit there
+/// (or whose primitive would need a scratchpad) runs im2col and
+/// sgemm instead (as does every site without oneDNN, and every site when
+/// MNEMO_ONEDNN=0 is in the environment). Either way a step uses exactly
+/// the plan's memory.
+class ConvSite {
+public:
+  ConvSite(const ConvShape &shape, ConvKind kind, int64_t workspaceBytes);
+  ~ConvSite();
+  ConvSite(const ConvSite &) = delete;
+  ConvSite &operator=(const ConvSite &) = delete;
+
+  /// Sets up oneDNN's primitives for `threads` parts (see
+  /// prepareConvolutions); until then the site runs im2col.
+  void prepare(int threads);
+
+  /// Forward: first = x, second = w, result = y; InputGrad: dy, w, dx;
+  /// WeightGrad: dy, x, dw. `workspace` holds workspaceBytes.
+  void run(const float *first, const float *second, float *result,
+           float *workspace) const;
+
+  /// oneDNN's implementation ("jit:avx512_core"), or why im2col runs.
+  const std::string &implementation() const { return how; }
+  bool usesOneDnn() const { return dnn != nullptr; }
+
+  struct OneDnn;
+
+private:
+  ConvShape shape;
+  ConvKind kind;
+  int64_t workspaceBytes;
+  std::string how;
+  std::unique_ptr<OneDnn> dnn;
+};
+
+/// Sets up every site of the program for the step's threads: the trainer
+/// and the inference program call it once, after setting the thread count
+/// and before the first step.
+void prepareConvolutions(int threads);
+
+/// What the program's convolution sites run, for the trainer's start-up
+/// lines: "oneDNN (jit:avx512_core) at 6 of 6 convolutions", or empty
+/// when it has none.
+std::string convolutionSummary();
 
 /// A convolution (kind 0 forward, 1 input gradient, 2 weight gradient) on
 /// 16-bit storage: operands widened into `workspace` after the f32

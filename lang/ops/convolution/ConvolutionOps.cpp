@@ -4,8 +4,8 @@
 // frontend's; its gradient is the two backward ops, each stated as the
 // forward convolution it differentiates. getConvGeometry() gives the three
 // ops in the forward's terms to the CPU and CUDA emitters; the CPU
-// kernels' workspace (im2col columns, and 16-bit operands widened to f32)
-// follows from it.
+// kernels' workspace (oneDNN's blocked copies or im2col columns, and
+// 16-bit operands widened to f32) follows from it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,17 +43,33 @@ ConvGeometry geometryOf(Value x, Value w, Value y, ArrayRef<int64_t> stride,
   return g;
 }
 
-/// The CPU kernels' workspace: the columns of imagesPerGemm images and
-/// their output rows; on 16-bit storage the operands and the result
-/// widened to f32 too.
+/// What oneDNN's primitive of an f32 convolution needs beside the plan's
+/// tensors (ConvSite, ConvolutionSiteKernels.cpp): the blocked copies of
+/// the input, the output (or their gradients) and the weights, channels
+/// padded to oneDNN's widest block (16 floats, AVX-512), each aligned to
+/// 64 bytes, with 64 KiB for the alignment of the per-thread parts the
+/// copies are split into. A site whose primitive needs more on the machine
+/// that runs it falls back to im2col, which fits in any case.
+int64_t oneDnnBytesOf(const ConvGeometry &g) {
+  auto padded = [](int64_t channels) { return (channels + 15) / 16 * 16; };
+  int64_t input = 4 * g.n * padded(g.c) * g.h * g.w;
+  int64_t output = 4 * g.n * padded(g.o) * g.ho * g.wo;
+  int64_t weights = 4 * padded(g.o) * padded(g.c) * g.kh * g.kw;
+  return input + output + weights + (64 << 10);
+}
+
+/// The CPU kernels' workspace: on f32, the larger of im2col's (the
+/// columns of imagesPerGemm images and their output rows) and oneDNN's;
+/// on 16-bit storage im2col's and the operands and the result widened to
+/// f32.
 int64_t workspaceOf(Operation *op, const ConvGeometry &g) {
   int64_t bytes = 4 * g.imagesPerGemm * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
   Type element = tensorType(op->getResult(0)).getElementType();
   if (element.isBF16() || element.isF16())
-    bytes += 4 * (tensorType(op->getOperand(0)).getNumElements() +
-                  tensorType(op->getOperand(1)).getNumElements() +
-                  tensorType(op->getResult(0)).getNumElements());
-  return bytes;
+    return bytes + 4 * (tensorType(op->getOperand(0)).getNumElements() +
+                        tensorType(op->getOperand(1)).getNumElements() +
+                        tensorType(op->getResult(0)).getNumElements());
+  return std::max(bytes, oneDnnBytesOf(g));
 }
 
 } // namespace

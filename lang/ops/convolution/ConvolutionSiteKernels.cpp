@@ -1,0 +1,542 @@
+//===- ConvolutionSiteKernels.cpp - A convolution op, set up once ---------===//
+//
+// ConvSite (ConvolutionKernels.h): a convolution of the generated code,
+// built before main. Where the trainer is built with oneDNN
+// (MNEMO_HAVE_ONEDNN), it creates oneDNN's primitive for the op's shape in
+// the layouts oneDNN picks for this CPU, the reorders between those and
+// the plan's NCHW / OIHW tensors, and checks that the blocked copies and
+// the user-managed scratchpad fit in the op's planned workspace; every
+// call then only points the memories at the step's buffers and executes.
+// Through oneDNN's C API, which reports failures by status, not by
+// exceptions (the C API's execute still allocates an argument map inside
+// the library, some 20 small allocations a call, freed before it returns:
+// the trainer counts them apart from the step's own). Otherwise, and for a site
+// that does not fit, the im2col kernels (ConvolutionKernels.cpp). In the
+// trainer's library.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lang/ops/convolution/ConvolutionKernels.h"
+#include "runtime/cpu/Parallel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#if MNEMO_HAVE_ONEDNN
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+namespace mnemo {
+namespace cpu {
+
+namespace {
+
+/// Every site of the program (built before main, one thread), for
+/// convolutionSummary.
+std::vector<ConvSite *> &sites() {
+  static std::vector<ConvSite *> all;
+  return all;
+}
+
+} // namespace
+
+#if MNEMO_HAVE_ONEDNN
+
+namespace {
+
+/// The CPU engine and the stream every site executes on.
+struct OneDnnContext {
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  /// libgomp's omp_set_num_threads (oneDNN's threads are OpenMP's), found
+  /// at run time: libgomp comes with libdnnl.
+  void (*setThreads)(int) = nullptr;
+  std::string failure;
+
+  OneDnnContext() {
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+      failure = "oneDNN has no CPU engine";
+      return;
+    }
+    if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) !=
+        dnnl_success)
+      failure = "oneDNN cannot create a stream";
+    setThreads = reinterpret_cast<void (*)(int)>(
+        dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+    alone();
+  }
+
+  /// oneDNN runs on the thread that calls it, alone: an OpenMP team of its
+  /// own would spin beside the step's threads (on 2 cores it made every
+  /// other op of a CNN's step 2-4x slower). The setting is per thread.
+  void alone() const {
+    if (setThreads)
+      setThreads(1);
+  }
+};
+
+OneDnnContext &context() {
+  static OneDnnContext c;
+  return c;
+}
+
+/// A plain 4-d f32 memory descriptor (tag nchw, oihw, or any).
+dnnl_memory_desc_t plainDesc(int64_t a, int64_t b, int64_t c, int64_t d,
+                             dnnl_format_tag_t tag) {
+  dnnl_memory_desc_t md;
+  dnnl_dims_t dims = {a, b, c, d};
+  dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag);
+  return md;
+}
+
+} // namespace
+
+/// A site's primitives and memories. The work is split into parts, one
+/// per thread of the step's pool: the forward and the input gradient by
+/// images (each part a contiguous run of images of the NCHW tensors), the
+/// weight gradient by output channels (each part its own rows of the OIHW
+/// gradient, from a strided view of the output gradient), so no part
+/// reduces into another's result and the sums do not depend on which
+/// thread runs a part. Each part runs oneDNN single-threaded.
+struct ConvSite::OneDnn {
+  /// One convolution of a part's size (at most two sizes: the parts', and
+  /// the last part's), with the reorders of its split operand and result.
+  struct Primitive {
+    dnnl_primitive_t conv = nullptr, in = nullptr, out = nullptr;
+  };
+  struct Part {
+    int64_t begin = 0; // first image or output channel
+    int primitive = 0;
+    // The split operand (x, dy; dy's channels for the weight gradient) and
+    // the result: the plan's memory and the blocked copy.
+    dnnl_memory_t in = nullptr, inBlocked = nullptr;
+    dnnl_memory_t out = nullptr, outBlocked = nullptr;
+    // The shared operand's blocked copy (weights; x for the weight
+    // gradient): a memory per part, since executing sets handles.
+    dnnl_memory_t shared = nullptr;
+    dnnl_memory_t scratchpad = nullptr; // null: the primitive needs none
+    dnnl_stream_t stream = nullptr;
+    int64_t inOffset = 0, outOffset = 0, scratchpadOffset = 0; // bytes
+    int64_t inStep = 0, outStep = 0; // plan's pointer offset, floats
+  };
+  Primitive primitives[2];
+  std::vector<Part> parts;
+  dnnl_memory_t sharedPlain = nullptr, sharedBlocked = nullptr;
+  dnnl_primitive_t sharedReorder = nullptr; // null: the plan's layout
+  int inArg = 0, sharedArg = 0, outArg = 0;
+  std::vector<dnnl_primitive_desc_t> descs;
+  std::vector<dnnl_memory_t> memories;
+
+  ~OneDnn() {
+    for (Primitive &p : primitives)
+      for (dnnl_primitive_t q : {p.conv, p.in, p.out})
+        if (q)
+          dnnl_primitive_destroy(q);
+    if (sharedReorder)
+      dnnl_primitive_destroy(sharedReorder);
+    for (Part &part : parts)
+      if (part.stream)
+        dnnl_stream_destroy(part.stream);
+    for (dnnl_memory_t m : memories)
+      dnnl_memory_destroy(m);
+    for (dnnl_primitive_desc_t d : descs)
+      dnnl_primitive_desc_destroy(d);
+  }
+};
+
+namespace {
+
+using OneDnn = ConvSite::OneDnn;
+
+/// Sets up `dnn` for the site split into at most `maxParts` parts; an
+/// empty string on success, else why not.
+std::string createOneDnn(const ConvShape &s, ConvKind kind,
+                         int64_t workspaceBytes, int64_t maxParts, OneDnn &dnn,
+                         std::string &implementation) {
+  OneDnnContext &c = context();
+  if (!c.failure.empty())
+    return c.failure;
+  c.alone();
+  bool byChannels = kind == ConvKind::WeightGrad;
+  int64_t total = byChannels ? s.o : s.n;
+  // Parts of `size` (channel parts in whole 16-channel blocks), the last
+  // one shorter.
+  int64_t size;
+  if (byChannels) {
+    int64_t blocks = (s.o + 15) / 16;
+    size = 16 * ((blocks + maxParts - 1) / std::max<int64_t>(1, maxParts));
+  } else {
+    size = (s.n + maxParts - 1) / std::max<int64_t>(1, maxParts);
+  }
+  size = std::min(std::max<int64_t>(1, size), total);
+  int64_t count = (total + size - 1) / size;
+  int64_t last = total - (count - 1) * size;
+
+  dnnl_dims_t strides = {s.strideH, s.strideW};
+  dnnl_dims_t padL = {s.padH, s.padW};
+  // The right padding that gives the planned output size.
+  dnnl_dims_t padR = {(s.ho - 1) * s.strideH + s.kh - s.h - s.padH,
+                      (s.wo - 1) * s.strideW + s.kw - s.w - s.padW};
+  dnnl_primitive_attr_t attr;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+    return "oneDNN cannot create attributes";
+  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  auto create = [&](const void *desc, const_dnnl_primitive_desc_t hint) {
+    dnnl_primitive_desc_t pd = nullptr;
+    if (dnnl_primitive_desc_create(&pd, desc, attr, c.engine, hint) !=
+        dnnl_success)
+      return static_cast<dnnl_primitive_desc_t>(nullptr);
+    dnn.descs.push_back(pd);
+    return pd;
+  };
+  auto any = [](int64_t a, int64_t b, int64_t h, int64_t w) {
+    return plainDesc(a, b, h, w, dnnl_format_tag_any);
+  };
+  // The convolution of a part of `n` images and `o` output channels.
+  auto convolution = [&](int64_t n, int64_t o) {
+    dnnl_memory_desc_t x = any(n, s.c, s.h, s.w), w = any(o, s.c, s.kh, s.kw),
+                       y = any(n, o, s.ho, s.wo);
+    dnnl_convolution_desc_t forwardDesc;
+    dnnl_convolution_forward_desc_init(&forwardDesc, dnnl_forward_training,
+                                       dnnl_convolution_direct, &x, &w, nullptr,
+                                       &y, strides, padL, padR);
+    dnnl_primitive_desc_t forward = create(&forwardDesc, nullptr);
+    if (!forward || kind == ConvKind::Forward)
+      return forward;
+    dnnl_convolution_desc_t d;
+    if (kind == ConvKind::InputGrad)
+      dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &x,
+                                               &w, &y, strides, padL, padR);
+    else
+      dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct,
+                                                  &x, &w, nullptr, &y, strides,
+                                                  padL, padR);
+    return create(&d, forward);
+  };
+  // The queries of the split operand, the shared one and the result.
+  dnnl_query_t inQuery, sharedQuery, outQuery;
+  if (kind == ConvKind::Forward) {
+    inQuery = dnnl_query_src_md, sharedQuery = dnnl_query_weights_md,
+    outQuery = dnnl_query_dst_md;
+    dnn.inArg = DNNL_ARG_SRC, dnn.sharedArg = DNNL_ARG_WEIGHTS,
+    dnn.outArg = DNNL_ARG_DST;
+  } else if (kind == ConvKind::InputGrad) {
+    inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_weights_md,
+    outQuery = dnnl_query_diff_src_md;
+    dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_WEIGHTS,
+    dnn.outArg = DNNL_ARG_DIFF_SRC;
+  } else {
+    inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_src_md,
+    outQuery = dnnl_query_diff_weights_md;
+    dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_SRC,
+    dnn.outArg = DNNL_ARG_DIFF_WEIGHTS;
+  }
+  // The plan's (plain) layout of a part's split operand and result, and
+  // of the shared operand.
+  int64_t xImage = s.c * s.h * s.w, yImage = s.o * s.ho * s.wo;
+  auto plainIn = [&](int64_t n) {
+    if (!byChannels)
+      return kind == ConvKind::Forward
+                 ? plainDesc(n, s.c, s.h, s.w, dnnl_nchw)
+                 : plainDesc(n, s.o, s.ho, s.wo, dnnl_nchw);
+    // dy's channels [begin, begin + n) of every image: a strided view.
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {s.n, n, s.ho, s.wo};
+    dnnl_dims_t steps = {yImage, s.ho * s.wo, s.wo, 1};
+    dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, steps);
+    return md;
+  };
+  auto plainOut = [&](int64_t n) {
+    if (byChannels)
+      return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw);
+    return kind == ConvKind::Forward ? plainDesc(n, s.o, s.ho, s.wo, dnnl_nchw)
+                                     : plainDesc(n, s.c, s.h, s.w, dnnl_nchw);
+  };
+  dnnl_memory_desc_t sharedPlain =
+      byChannels ? plainDesc(s.n, s.c, s.h, s.w, dnnl_nchw)
+                 : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
+  int64_t inStep = byChannels                  ? s.ho * s.wo
+                   : kind == ConvKind::Forward ? xImage
+                                               : yImage;
+  int64_t outStep = byChannels                  ? s.c * s.kh * s.kw
+                    : kind == ConvKind::Forward ? yImage
+                                                : xImage;
+
+  auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  auto bytesOf = [](const dnnl_memory_desc_t *md) {
+    return int64_t(dnnl_memory_desc_get_size(md));
+  };
+  auto memory = [&](const dnnl_memory_desc_t *md, dnnl_memory_t &m) {
+    if (dnnl_memory_create(&m, md, c.engine, DNNL_MEMORY_NONE) != dnnl_success)
+      return false;
+    dnn.memories.push_back(m);
+    return true;
+  };
+  auto reorder = [&](const dnnl_memory_desc_t *from,
+                     const dnnl_memory_desc_t *to, dnnl_primitive_t &r) {
+    dnnl_primitive_desc_t pd = nullptr;
+    if (dnnl_reorder_primitive_desc_create(&pd, from, c.engine, to, c.engine,
+                                           nullptr) != dnnl_success)
+      return false;
+    dnn.descs.push_back(pd);
+    // Plain <-> blocked f32 reorders need no scratchpad.
+    const dnnl_memory_desc_t *scratch =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (scratch && bytesOf(scratch) != 0)
+      return false;
+    return dnnl_primitive_create(&r, pd) == dnnl_success;
+  };
+
+  // The (at most two) primitives.
+  int64_t sizes[2] = {size, last};
+  dnnl_primitive_desc_t pds[2] = {nullptr, nullptr};
+  for (int k = 0; k < (last != size ? 2 : 1); ++k) {
+    pds[k] =
+        byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
+    if (!pds[k])
+      return "oneDNN has no convolution for this shape";
+  }
+  dnnl_primitive_attr_destroy(attr);
+  const char *impl = nullptr;
+  dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
+  implementation = impl ? impl : "?";
+
+  // The shared operand: one blocked copy, the same for every part.
+  const dnnl_memory_desc_t *shared =
+      dnnl_primitive_desc_query_md(pds[0], sharedQuery, 0);
+  if (pds[1] && !dnnl_memory_desc_equal(shared, dnnl_primitive_desc_query_md(
+                                                    pds[1], sharedQuery, 0)))
+    return "oneDNN picks different layouts for the parts";
+  int64_t used = 0;
+  if (!memory(&sharedPlain, dnn.sharedPlain))
+    return "oneDNN cannot describe the convolution's tensors";
+  if (dnnl_memory_desc_equal(shared, &sharedPlain)) {
+    dnn.sharedBlocked = dnn.sharedPlain;
+  } else {
+    if (!memory(shared, dnn.sharedBlocked) ||
+        !reorder(&sharedPlain, shared, dnn.sharedReorder))
+      return "oneDNN has no reorder for the convolution's layouts";
+    used = align(bytesOf(shared));
+  }
+  // Each primitive's reorders of its split operand and result.
+  for (int k = 0; k < 2 && pds[k]; ++k) {
+    dnnl_memory_desc_t in = plainIn(sizes[k]), out = plainOut(sizes[k]);
+    const dnnl_memory_desc_t *inBlocked =
+        dnnl_primitive_desc_query_md(pds[k], inQuery, 0);
+    const dnnl_memory_desc_t *outBlocked =
+        dnnl_primitive_desc_query_md(pds[k], outQuery, 0);
+    if (!dnnl_memory_desc_equal(inBlocked, &in) &&
+        !reorder(&in, inBlocked, dnn.primitives[k].in))
+      return "oneDNN has no reorder for the convolution's layouts";
+    if (!dnnl_memory_desc_equal(outBlocked, &out) &&
+        !reorder(outBlocked, &out, dnn.primitives[k].out))
+      return "oneDNN has no reorder for the convolution's layouts";
+    if (dnnl_primitive_create(&dnn.primitives[k].conv, pds[k]) != dnnl_success)
+      return "oneDNN cannot create the convolution";
+  }
+  // The parts: their memories and their places in the workspace.
+  for (int64_t p = 0; p < count; ++p) {
+    OneDnn::Part part;
+    part.begin = p * size;
+    part.primitive = p == count - 1 && last != size ? 1 : 0;
+    int64_t n = sizes[part.primitive];
+    dnnl_primitive_desc_t pd = pds[part.primitive];
+    dnnl_memory_desc_t in = plainIn(n), out = plainOut(n);
+    const dnnl_memory_desc_t *inBlocked =
+        dnnl_primitive_desc_query_md(pd, inQuery, 0);
+    const dnnl_memory_desc_t *outBlocked =
+        dnnl_primitive_desc_query_md(pd, outQuery, 0);
+    if (!memory(&in, part.in) || !memory(&out, part.out) ||
+        !memory(shared, part.shared))
+      return "oneDNN cannot describe the convolution's tensors";
+    part.inBlocked = part.in;
+    part.outBlocked = part.out;
+    if (dnn.primitives[part.primitive].in) {
+      if (!memory(inBlocked, part.inBlocked))
+        return "oneDNN cannot describe the convolution's tensors";
+      part.inOffset = used;
+      used += align(bytesOf(inBlocked));
+    }
+    if (dnn.primitives[part.primitive].out) {
+      if (!memory(outBlocked, part.outBlocked))
+        return "oneDNN cannot describe the convolution's tensors";
+      part.outOffset = used;
+      used += align(bytesOf(outBlocked));
+    }
+    // A scratchpad of its own (user-managed: in the workspace too).
+    const dnnl_memory_desc_t *scratch =
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (scratch && bytesOf(scratch) != 0) {
+      if (!memory(scratch, part.scratchpad))
+        return "oneDNN cannot describe the scratchpad";
+      part.scratchpadOffset = used;
+      used += align(bytesOf(scratch));
+    }
+    part.inStep = inStep;
+    part.outStep = outStep;
+    if (dnnl_stream_create(&part.stream, c.engine, dnnl_stream_default_flags) !=
+        dnnl_success)
+      return "oneDNN cannot create a stream";
+    dnn.parts.push_back(part);
+  }
+  if (used > workspaceBytes)
+    return "the blocked copies and scratchpads (" + std::to_string(used) +
+           " bytes) exceed the op's planned workspace (" +
+           std::to_string(workspaceBytes) + ")";
+  return "";
+}
+
+} // namespace
+
+#else
+
+struct ConvSite::OneDnn {};
+
+#endif
+
+ConvSite::ConvSite(const ConvShape &shape, ConvKind kind,
+                   int64_t workspaceBytes)
+    : shape(shape), kind(kind), workspaceBytes(workspaceBytes),
+      how("im2col + sgemm: not prepared") {
+  sites().push_back(this);
+}
+
+ConvSite::~ConvSite() {
+  auto &all = sites();
+  all.erase(std::remove(all.begin(), all.end(), this), all.end());
+}
+
+void ConvSite::prepare(int threads) {
+  dnn.reset();
+#if MNEMO_HAVE_ONEDNN
+  // MNEMO_ONEDNN=0 in the environment: im2col everywhere (to compare).
+  const char *use = std::getenv("MNEMO_ONEDNN");
+  if (use && std::string(use) == "0") {
+    how = "im2col + sgemm: MNEMO_ONEDNN=0";
+    return;
+  }
+  // As many parts as threads; where those do not fit in the workspace
+  // (or oneDNN refuses them), one.
+  std::string why;
+  for (int64_t parts : {int64_t(threads), int64_t(1)}) {
+    auto made = std::make_unique<OneDnn>();
+    std::string implementation;
+    why =
+        createOneDnn(shape, kind, workspaceBytes, parts, *made, implementation);
+    if (why.empty()) {
+      dnn = std::move(made);
+      how = implementation;
+      return;
+    }
+    if (threads == 1)
+      break;
+  }
+  how = "im2col + sgemm: " + why;
+#else
+  (void)threads;
+  how = "im2col + sgemm: the trainer was built without oneDNN";
+#endif
+}
+
+void ConvSite::run(const float *first, const float *second, float *result,
+                   float *workspace) const {
+#if MNEMO_HAVE_ONEDNN
+  if (dnn) {
+    OneDnnContext &c = context();
+    auto *base = reinterpret_cast<uint8_t *>(workspace);
+    // The shared operand's blocked copy, once, on this thread.
+    {
+      c.alone();
+      LibraryCallScope library;
+      dnnl_memory_set_data_handle(dnn->sharedPlain,
+                                  const_cast<float *>(second));
+      if (dnn->sharedReorder) {
+        dnnl_memory_set_data_handle(dnn->sharedBlocked, base);
+        dnnl_exec_arg_t move[2] = {{DNNL_ARG_FROM, dnn->sharedPlain},
+                                   {DNNL_ARG_TO, dnn->sharedBlocked}};
+        dnnl_primitive_execute(dnn->sharedReorder, c.stream, 2, move);
+        dnnl_stream_wait(c.stream);
+      }
+    }
+    void *shared = dnn->sharedReorder ? static_cast<void *>(base)
+                                      : const_cast<float *>(second);
+    parallelFor(int64_t(dnn->parts.size()), 1, [&](int64_t begin, int64_t end) {
+      c.alone();
+      // oneDNN's execute allocates its argument map: counted apart.
+      LibraryCallScope library;
+      for (int64_t k = begin; k < end; ++k) {
+        const OneDnn::Part &part = dnn->parts[k];
+        const OneDnn::Primitive &p = dnn->primitives[part.primitive];
+        dnnl_memory_set_data_handle(part.in, const_cast<float *>(first) +
+                                                 part.begin * part.inStep);
+        dnnl_memory_set_data_handle(part.out,
+                                    result + part.begin * part.outStep);
+        dnnl_memory_set_data_handle(part.shared, shared);
+        if (p.in) {
+          dnnl_memory_set_data_handle(part.inBlocked, base + part.inOffset);
+          dnnl_exec_arg_t move[2] = {{DNNL_ARG_FROM, part.in},
+                                     {DNNL_ARG_TO, part.inBlocked}};
+          dnnl_primitive_execute(p.in, part.stream, 2, move);
+        }
+        if (p.out)
+          dnnl_memory_set_data_handle(part.outBlocked, base + part.outOffset);
+        dnnl_exec_arg_t args[4] = {{dnn->inArg, part.inBlocked},
+                                   {dnn->sharedArg, part.shared},
+                                   {dnn->outArg, part.outBlocked},
+                                   {DNNL_ARG_SCRATCHPAD, part.scratchpad}};
+        if (part.scratchpad)
+          dnnl_memory_set_data_handle(part.scratchpad,
+                                      base + part.scratchpadOffset);
+        dnnl_primitive_execute(p.conv, part.stream, part.scratchpad ? 4 : 3,
+                               args);
+        if (p.out) {
+          dnnl_exec_arg_t move[2] = {{DNNL_ARG_FROM, part.outBlocked},
+                                     {DNNL_ARG_TO, part.out}};
+          dnnl_primitive_execute(p.out, part.stream, 2, move);
+        }
+        dnnl_stream_wait(part.stream);
+      }
+    });
+    return;
+  }
+#endif
+  if (kind == ConvKind::Forward)
+    conv2d(shape, first, second, result, workspace);
+  else if (kind == ConvKind::InputGrad)
+    conv2dInputGrad(shape, first, second, result, workspace);
+  else
+    conv2dWeightGrad(shape, first, second, result, workspace);
+}
+
+void prepareConvolutions(int threads) {
+  for (ConvSite *site : sites())
+    site->prepare(threads);
+}
+
+std::string convolutionSummary() {
+  const auto &all = sites();
+  if (all.empty())
+    return "";
+  std::map<std::string, int> byImplementation;
+  int withOneDnn = 0;
+  for (const ConvSite *site : all) {
+    if (site->usesOneDnn())
+      ++withOneDnn;
+    ++byImplementation[site->implementation()];
+  }
+  std::string text;
+  for (const auto &[implementation, count] : byImplementation)
+    text += (text.empty() ? "" : "; ") + std::to_string(count) + " " +
+            implementation;
+  return "convolutions: " +
+         (withOneDnn ? "oneDNN at " + std::to_string(withOneDnn) + " of "
+                     : std::string("im2col at ")) +
+         std::to_string(all.size()) + " sites (" + text + ")";
+}
+
+} // namespace cpu
+} // namespace mnemo
