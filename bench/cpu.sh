@@ -137,11 +137,14 @@ begin, end = "<!-- bench/cpu.sh -->", "<!-- /bench/cpu.sh -->"
 block = f"{begin}\n{table}\n{end}"
 if only:
     # One row measured again (same threads and repeats as the table says).
+    # Only inside this table's block: other tables have rows named alike.
     row = table.splitlines()[-1]
     pattern = re.compile(r"^\| " + re.escape(only) + r" \|.*$", re.M)
-    if not pattern.search(text):
-        sys.exit(f"bench/cpu.sh: docs/performance.md has no row '{only}' to replace")
-    text = pattern.sub(lambda m: row, text, count=1)
+    start, stop = text.find(begin), text.find(end)
+    inside = text[start:stop] if 0 <= start < stop else ""
+    if not pattern.search(inside):
+        sys.exit(f"bench/cpu.sh: docs/performance.md's table has no row '{only}' to replace")
+    text = text[:start] + pattern.sub(lambda m: row, inside, count=1) + text[stop:]
 elif begin in text:
     text = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda m: block, text, flags=re.S)
 else:

@@ -47,15 +47,17 @@ ConvGeometry geometryOf(Value x, Value w, Value y, ArrayRef<int64_t> stride,
 /// tensors (ConvSite, ConvolutionSiteKernels.cpp): the blocked copies of
 /// the input, the output (or their gradients) and the weights, channels
 /// padded to oneDNN's widest block (16 floats, AVX-512), each aligned to
-/// 64 bytes, with 64 KiB for the alignment of the per-thread parts the
-/// copies are split into. A site whose primitive needs more on the machine
-/// that runs it falls back to im2col, which fits in any case.
+/// 64 bytes; and 512 KiB for the alignment of the per-thread parts and
+/// small scratchpads (ResNet-18's strided 1x1 projections need about 64
+/// KiB on AVX-512). A site whose primitive needs more on the machine that
+/// runs it falls back to im2col, which fits in any case, and the trainer's
+/// `convolutions:` line says so.
 int64_t oneDnnBytesOf(const ConvGeometry &g) {
   auto padded = [](int64_t channels) { return (channels + 15) / 16 * 16; };
   int64_t input = 4 * g.n * padded(g.c) * g.h * g.w;
   int64_t output = 4 * g.n * padded(g.o) * g.ho * g.wo;
   int64_t weights = 4 * padded(g.o) * padded(g.c) * g.kh * g.kw;
-  return input + output + weights + (64 << 10);
+  return input + output + weights + (512 << 10);
 }
 
 /// The CPU kernels' workspace: on f32, the larger of im2col's (the
