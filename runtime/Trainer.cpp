@@ -611,8 +611,9 @@ int main(int argc, char **argv) {
           : "CPU, " + std::to_string(cpu::threads()) + " threads" +
                 (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
   std::printf("device: %s\n", device.c_str());
-  if (!executor && !cpu::convolutionSummary().empty())
-    std::printf("%s\n", cpu::convolutionSummary().c_str());
+  if (std::string convolutions = cpu::convolutionSummary();
+      !executor && !convolutions.empty())
+    std::printf("%s\n", convolutions.c_str());
   if (executor)
     std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",
                 executor->allocationSummary().c_str(),

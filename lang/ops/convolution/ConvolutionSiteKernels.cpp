@@ -1,12 +1,13 @@
 //===- ConvolutionSiteKernels.cpp - A convolution op, set up once ---------===//
 //
 // ConvSite (ConvolutionKernels.h): a convolution of the generated code,
-// built before main. Where the trainer is built with oneDNN
-// (MNEMO_HAVE_ONEDNN), it creates oneDNN's primitive for the op's shape in
-// the layouts oneDNN picks for this CPU, the reorders between those and
-// the plan's NCHW / OIHW tensors, and checks that the blocked copies and
-// the user-managed scratchpad fit in the op's planned workspace; every
-// call then only points the memories at the step's buffers and executes.
+// prepared before the first step (prepareConvolutions). Where the trainer
+// is built with oneDNN (MNEMO_HAVE_ONEDNN), it creates oneDNN's primitives
+// for the op's shape split over the step's threads, in the layouts oneDNN
+// picks for this CPU, the reorders between those and the plan's NCHW /
+// OIHW tensors, and checks that the blocked copies and the user-managed
+// scratchpads fit in the op's planned workspace; every call then only
+// points the memories at the step's buffers and executes.
 // Through oneDNN's C API, which reports failures by status, not by
 // exceptions (the C API's execute still allocates an argument map inside
 // the library, some 20 small allocations a call, freed before it returns:
@@ -35,8 +36,8 @@ namespace cpu {
 
 namespace {
 
-/// Every site of the program (built before main, one thread), for
-/// convolutionSummary.
+/// Every site of the program (built before main, on one thread), for
+/// prepareConvolutions and convolutionSummary.
 std::vector<ConvSite *> &sites() {
   static std::vector<ConvSite *> all;
   return all;
@@ -48,7 +49,8 @@ std::vector<ConvSite *> &sites() {
 
 namespace {
 
-/// The CPU engine and the stream every site executes on.
+/// The CPU engine, and the stream the shared operands' reorders run on
+/// (each part has a stream of its own).
 struct OneDnnContext {
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
@@ -121,13 +123,15 @@ struct ConvSite::OneDnn {
     dnnl_memory_t scratchpad = nullptr; // null: the primitive needs none
     dnnl_stream_t stream = nullptr;
     int64_t inOffset = 0, outOffset = 0, scratchpadOffset = 0; // bytes
-    int64_t inStep = 0, outStep = 0; // plan's pointer offset, floats
   };
   Primitive primitives[2];
   std::vector<Part> parts;
   dnnl_memory_t sharedPlain = nullptr, sharedBlocked = nullptr;
   dnnl_primitive_t sharedReorder = nullptr; // null: the plan's layout
   int inArg = 0, sharedArg = 0, outArg = 0;
+  // Floats between the plan's pointers of consecutive images (or output
+  // channels) of the split operand and of the result.
+  int64_t inStep = 0, outStep = 0;
   std::vector<dnnl_primitive_desc_t> descs;
   std::vector<dnnl_memory_t> memories;
 
@@ -259,12 +263,12 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   dnnl_memory_desc_t sharedPlain =
       byChannels ? plainDesc(s.n, s.c, s.h, s.w, dnnl_nchw)
                  : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
-  int64_t inStep = byChannels                  ? s.ho * s.wo
-                   : kind == ConvKind::Forward ? xImage
-                                               : yImage;
-  int64_t outStep = byChannels                  ? s.c * s.kh * s.kw
-                    : kind == ConvKind::Forward ? yImage
-                                                : xImage;
+  dnn.inStep = byChannels                  ? s.ho * s.wo
+               : kind == ConvKind::Forward ? xImage
+                                           : yImage;
+  dnn.outStep = byChannels                  ? s.c * s.kh * s.kw
+                : kind == ConvKind::Forward ? yImage
+                                            : xImage;
 
   auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   auto bytesOf = [](const dnnl_memory_desc_t *md) {
@@ -294,13 +298,12 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   // The (at most two) primitives.
   int64_t sizes[2] = {size, last};
   dnnl_primitive_desc_t pds[2] = {nullptr, nullptr};
-  for (int k = 0; k < (last != size ? 2 : 1); ++k) {
+  for (int k = 0; k < (last != size ? 2 : 1); ++k)
     pds[k] =
         byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
-    if (!pds[k])
-      return "oneDNN has no convolution for this shape";
-  }
   dnnl_primitive_attr_destroy(attr);
+  if (!pds[0] || (last != size && !pds[1]))
+    return "oneDNN has no convolution for this shape";
   const char *impl = nullptr;
   dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
   implementation = impl ? impl : "?";
@@ -376,8 +379,6 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
       part.scratchpadOffset = used;
       used += align(bytesOf(scratch));
     }
-    part.inStep = inStep;
-    part.outStep = outStep;
     if (dnnl_stream_create(&part.stream, c.engine, dnnl_stream_default_flags) !=
         dnnl_success)
       return "oneDNN cannot create a stream";
@@ -472,9 +473,9 @@ void ConvSite::run(const float *first, const float *second, float *result,
         const OneDnn::Part &part = dnn->parts[k];
         const OneDnn::Primitive &p = dnn->primitives[part.primitive];
         dnnl_memory_set_data_handle(part.in, const_cast<float *>(first) +
-                                                 part.begin * part.inStep);
+                                                 part.begin * dnn->inStep);
         dnnl_memory_set_data_handle(part.out,
-                                    result + part.begin * part.outStep);
+                                    result + part.begin * dnn->outStep);
         dnnl_memory_set_data_handle(part.shared, shared);
         if (p.in) {
           dnnl_memory_set_data_handle(part.inBlocked, base + part.inOffset);
