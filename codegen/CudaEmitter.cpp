@@ -72,12 +72,13 @@ public:
   CudaStepEmitter(func::FuncOp func, llvm::raw_ostream &kernels,
                   llvm::raw_ostream &host, int &constantCount,
                   std::vector<std::string> &kernelNames, int &gemmSites,
-                  int &convSites, std::set<std::string> &includes)
+                  int &convSites, int &attentionSites,
+                  std::set<std::string> &includes)
       : func(func), kernels(kernels), host(host),
         layouts(func, devicePointer, "__device__ const", kernels, constantCount,
                 "CUDA"),
         kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites),
-        includes(includes) {}
+        attentionSites(attentionSites), includes(includes) {}
 
   LogicalResult emit();
 
@@ -218,6 +219,26 @@ private:
          << "    L.conv(call, " << first << ", " << second << ", " << out
          << ");\n  }\n";
   }
+  void cudnnAttentionOrElse(const CudaAttention &a) override {
+    auto pointer = [&](Value v) {
+      return v ? hostPointer(v, kernelOp) : std::string("nullptr");
+    };
+    int site = attentionSites++;
+    body << "  static const AttentionCall attention" << site << " = {" << site
+         << ", AttentionKind::" << (a.forward ? "Forward" : "Backward") << ", "
+         << dtypeOf(ctypeOf(a.query.getType())) << ", " << a.batch << ", "
+         << a.heads << ", " << a.kvHeads << ", " << a.queries << ", " << a.keys
+         << ", " << a.headDim << ", " << a.valueDim << ", "
+         << (a.causal ? "true" : "false") << ", "
+         << llvm::formatv("{0:e9}f", a.scale).str() << ", "
+         << llvm::formatv("{0:e17}", a.dropoutP).str() << ", " << a.seed
+         << "};\n  if (!L.attention(attention" << site << ", {"
+         << pointer(a.query) << ", " << pointer(a.key) << ", "
+         << pointer(a.value) << ", " << pointer(a.output) << ", "
+         << pointer(a.logSumExp) << ", " << pointer(a.gradOutput) << ", "
+         << pointer(a.gradQuery) << ", " << pointer(a.gradKey) << ", "
+         << pointer(a.gradValue) << "})) {\n";
+  }
   FailureOr<std::string> tensorRef(Value v) override {
     Layout l = layouts.lookup(v);
     if (l.isSplat() || !l.region)
@@ -288,7 +309,7 @@ private:
   llvm::raw_ostream &kernels, &host;
   StepLayouts layouts;
   std::vector<std::string> &kernelNames;
-  int &gemmSites, &convSites;
+  int &gemmSites, &convSites, &attentionSites;
   /// The family headers the kernels' source includes (every step's).
   std::set<std::string> &includes;
   /// The body of the current op's host code.
@@ -706,7 +727,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
 
   std::string kernelText, hostText;
   llvm::raw_string_ostream kernels(kernelText), host(hostText);
-  int constantCount = 0, gemmSites = 0, convSites = 0;
+  int constantCount = 0, gemmSites = 0, convSites = 0, attentionSites = 0;
   std::vector<std::string> kernelNames;
   std::map<std::string, std::vector<std::string>> opNames;
   std::set<std::string> includes;
@@ -722,7 +743,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
           << "using namespace mnemo::cuda;\n\n";
   for (func::FuncOp f : steps) {
     CudaStepEmitter emitter(f, kernels, host, constantCount, kernelNames,
-                            gemmSites, convSites, includes);
+                            gemmSites, convSites, attentionSites, includes);
     if (failed(emitter.emit()))
       return failure();
     opNames[f.getName().str()] = emitter.opNames;

@@ -126,6 +126,20 @@ struct CudaConvolution {
   ConvGeometry geometry;
 };
 
+/// A 16-bit fused attention that cuDNN may run (AttentionCall,
+/// runtime/cuda/CudaModel.h): `forward` or the backward; the tensors are
+/// those of an attention (query, key, value -> output, logSumExp) or an
+/// attention_grad (and gradOutput -> gradQuery, gradKey, gradValue).
+struct CudaAttention {
+  bool forward;
+  mlir::Value query, key, value, output, logSumExp, gradOutput, gradQuery,
+      gradKey, gradValue;
+  long long batch, heads, kvHeads, queries, keys, headDim, valueDim;
+  bool causal;
+  double scale, dropoutP;
+  long long seed;
+};
+
 class CudaKernelContext {
 public:
   virtual ~CudaKernelContext() = default;
@@ -163,6 +177,11 @@ public:
   /// A cuDNN convolution on the step's stream, in order with the op's
   /// kernels.
   virtual void convolution(const CudaConvolution &convolution) = 0;
+  /// Opens host code that runs `attention` through cuDNN or else (the
+  /// launches that follow, up to hostCode("}")) Mnemo's kernels: the
+  /// executor decides once per problem (StepLauncher::attention). Sites
+  /// are numbered across the steps.
+  virtual void cudnnAttentionOrElse(const CudaAttention &attention) = 0;
   /// Where `v` lives as a TensorRef initializer ("{region, offset,
   /// elements}", runtime/cuda/Kernels.cuh), for device tables of tensors
   /// that one kernel walks (the kernel resolves it against its Regions

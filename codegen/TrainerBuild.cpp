@@ -227,9 +227,9 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
   std::string root = setting("MNEMO_RUNTIME_INCLUDE", MNEMO_RUNTIME_INCLUDE);
   std::string error;
   // The runtime, and the op families' runtime side: the formula and kernel
-  // headers that the runtime and the generated code include, and the CPU
-  // kernels' sources (plain C++ and CUDA; the families' other files are
-  // the compiler's).
+  // headers that the runtime and the generated code include, the CPU
+  // kernels' sources and the CUDA library calls (AttentionCudnn.h/.cpp; the
+  // families' other files are the compiler's).
   std::vector<std::string> folders = {"runtime", "runtime/cpu", "runtime/cuda"};
   {
     llvm::SmallString<256> families(root);
@@ -261,7 +261,8 @@ TrainerBuildResult mnemo::writeProject(llvm::StringRef directory,
       bool wanted =
           family
               ? name.ends_with("Formulas.h") || name.ends_with("Kernels.h") ||
-                    name.ends_with("Kernels.cpp") || name.ends_with(".cuh")
+                    name.ends_with("Kernels.cpp") || name.ends_with(".cuh") ||
+                    name.ends_with("Cudnn.h") || name.ends_with("Cudnn.cpp")
               : name.ends_with(".cpp") || name.ends_with(".h") ||
                     name.ends_with(".cu") || name.ends_with(".cuh") ||
                     name.ends_with(".cmake");

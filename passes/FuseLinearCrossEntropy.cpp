@@ -48,6 +48,7 @@ MatmulOp fusableProduct(CrossEntropyOp loss) {
 struct FuseLinearCrossEntropyPass
     : public mnemo::impl::FuseLinearCrossEntropyBase<
           FuseLinearCrossEntropyPass> {
+  using FuseLinearCrossEntropyBase::FuseLinearCrossEntropyBase;
   void runOnOperation() override {
     auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
     if (!forward)
@@ -73,7 +74,7 @@ struct FuseLinearCrossEntropyPass
           hidden, weight, loss.getTargets(),
           builder.getBoolAttr(product.getTransposeRhs()),
           builder.getI64IntegerAttr(
-              losses::classifierChunkRows(rows, dim, classes)),
+              losses::classifierChunkRows(rows, dim, classes, minChunkRows)),
           loss.getIgnoreIndexAttr(), loss.getLabelSmoothingAttr());
       loss.getResult().replaceAllUsesWith(fused.getResult());
       loss.erase();

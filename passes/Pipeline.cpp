@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - The mnemoc pass pipeline ----------------------------===//
 
 #include "passes/Pipeline.h"
+#include "lang/ops/losses/LossesKernels.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,8 +22,12 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
     pm.addPass(createFuseAttention());
   // The classifier's product and its cross-entropy become one op that
   // holds a chunk of the logits at a time, before amp and autodiff see them.
-  if (options.fuseLinearCrossEntropy)
-    pm.addPass(createFuseLinearCrossEntropy());
+  if (options.fuseLinearCrossEntropy) {
+    FuseLinearCrossEntropyOptions chunking;
+    if (options.budgetDevice == "cuda")
+      chunking.minChunkRows = losses::kMinGpuChunkRows;
+    pm.addPass(createFuseLinearCrossEntropy(chunking));
+  }
   // Mixed precision before autodiff, so that what the backward saves is
   // stored in low precision; CSE leaves one cast per parameter.
   AmpOptions ampOptions;

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lang/ops/attention/AttentionCudnn.h"
 #include "runtime/Executor.h"
 #include "runtime/cuda/CudaModel.h"
 #include "runtime/cuda/DeviceLayout.h"
@@ -33,8 +34,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
 #include <vector>
 
 using namespace mnemo;
@@ -168,6 +173,16 @@ struct ConvPlan {
   int algo = 0;
 };
 
+/// An attention problem's cuDNN plans (both, or neither: the forward's
+/// dropout mask and the backward's must come from the same generator), and
+/// the Philox offset on the device that keeps its dropout stream apart
+/// from other sites' (the seed is the step).
+struct AttentionPlans {
+  std::unique_ptr<attention::CudnnAttentionPlan> forward, backward;
+  int64_t *offset = nullptr;
+  int64_t scratch = 0;
+};
+
 class CudaExecutor final : public DeviceExecutor, public StepLauncher {
 public:
   CudaExecutor(const ModelInfo &model, const CudaModelInfo &cudaModel,
@@ -199,6 +214,8 @@ public:
             uint8_t *c, const uint8_t *bias) override;
   void conv(const ConvCall &call, const uint8_t *first, const uint8_t *second,
             uint8_t *result) override;
+  bool attention(const AttentionCall &call,
+                 const AttentionTensors &tensors) override;
   void zero(uint8_t *p, int64_t bytes) override;
   void beginOp(int op) override;
   void endOp(int op) override;
@@ -223,6 +240,11 @@ private:
   void launchLibraryKernel(CUfunction function, uint32_t blocks,
                            uint32_t threads, void **args, const char *name);
   bool planConv(const ConvCall &call, ConvPlan &plan);
+  /// cuDNN's handle, made at the first call that needs it: a model
+  /// without convolutions or 16-bit attention runs where cuDNN is broken.
+  bool haveCudnn(std::string &why);
+  /// The cuDNN plans of an attention problem, or none (Mnemo's kernels).
+  AttentionPlans &planAttention(const AttentionCall &call);
 
   const ModelInfo &model;
   const CudaModelInfo &cudaModel;
@@ -240,6 +262,9 @@ private:
   cudnnHandle_t dnn = nullptr;
   std::vector<GemmPlan> gemms;
   std::vector<ConvPlan> convs;
+  /// By problem (AttentionCall less its site and kind): forward and
+  /// backward decide together.
+  std::map<std::string, AttentionPlans> attentions;
 
   uint8_t *block = nullptr;
   int64_t allocation = 0, workspaceBytes = 0;
@@ -281,6 +306,10 @@ CudaExecutor::~CudaExecutor() {
       cudaGraphExecDestroy(g);
   for (GemmPlan &p : gemms)
     destroyGemmPlan(p);
+  for (auto &entry : attentions)
+    if (entry.second.offset)
+      cudaFree(entry.second.offset);
+  attentions.clear();
   for (ConvPlan &p : convs)
     if (p.ready) {
       cudnnDestroyTensorDescriptor(p.x);
@@ -978,19 +1007,29 @@ void CudaExecutor::launchLibraryKernel(CUfunction function, uint32_t blocks,
     failure = std::string("launching ") + name + ": " + driver.message(r);
 }
 
+bool CudaExecutor::haveCudnn(std::string &why) {
+  if (dnn)
+    return true;
+  cudnnStatus_t made = cudnnCreate(&dnn);
+  if (made != CUDNN_STATUS_SUCCESS ||
+      cudnnSetStream(dnn, compute) != CUDNN_STATUS_SUCCESS) {
+    why = std::string("cannot create a cuDNN handle (") +
+          cudnnGetErrorString(made) + ", cuDNN " +
+          std::to_string(cudnnGetVersion()) + ")";
+    if (made == CUDNN_STATUS_SUCCESS)
+      cudnnDestroy(dnn);
+    dnn = nullptr;
+    return false;
+  }
+  return true;
+}
+
 bool CudaExecutor::planConv(const ConvCall &call, ConvPlan &plan) {
-  if (!dnn) {
-    cudnnStatus_t made = cudnnCreate(&dnn);
-    if (made != CUDNN_STATUS_SUCCESS ||
-        cudnnSetStream(dnn, compute) != CUDNN_STATUS_SUCCESS) {
-      if (failure.empty())
-        failure = std::string("cannot create a cuDNN handle for the first "
-                              "convolution (") +
-                  cudnnGetErrorString(made) + ", cuDNN " +
-                  std::to_string(cudnnGetVersion()) + ")";
-      dnn = nullptr;
-      return false;
-    }
+  std::string why;
+  if (!haveCudnn(why)) {
+    if (failure.empty())
+      failure = why + " for the first convolution";
+    return false;
   }
   cudnnDataType_t type = cudnnType(call.dtype);
   bool ok =
@@ -1091,6 +1130,119 @@ void CudaExecutor::conv(const ConvCall &call, const uint8_t *first,
   if (s != CUDNN_STATUS_SUCCESS)
     failure = std::string("cuDNN convolution failed at site ") +
               std::to_string(call.site) + ": " + cudnnGetErrorString(s);
+}
+
+AttentionPlans &CudaExecutor::planAttention(const AttentionCall &call) {
+  char key[256];
+  std::snprintf(
+      key, sizeof(key), "%d %lld %lld %lld %lld %lld %lld %lld %d %a %a %lld",
+      int(call.dtype), (long long)call.batch, (long long)call.heads,
+      (long long)call.kvHeads, (long long)call.queries, (long long)call.keys,
+      (long long)call.headDim, (long long)call.valueDim, int(call.causal),
+      double(call.scale), call.dropoutP, (long long)call.seed);
+  auto [it, inserted] = attentions.try_emplace(key);
+  AttentionPlans &plans = it->second;
+  if (!inserted)
+    return plans;
+  char problem[160];
+  std::snprintf(
+      problem, sizeof(problem),
+      "%lld x %lld heads (%lld kv) %lld x %lld, d %lld%s%s, %s",
+      (long long)call.batch, (long long)call.heads, (long long)call.kvHeads,
+      (long long)call.queries, (long long)call.keys, (long long)call.headDim,
+      call.causal ? ", causal" : "", call.dropoutP > 0 ? ", dropout" : "",
+      call.dtype == DType::BF16 ? "bf16" : "f16");
+  attention::CudnnAttentionShape shape{
+      call.batch, call.heads,    call.kvHeads,         call.queries,
+      call.keys,  call.headDim,  call.valueDim,        call.causal,
+      call.scale, call.dropoutP, cudnnType(call.dtype)};
+  std::string why;
+  const char *disabled = std::getenv("MNEMO_CUDNN_ATTENTION");
+  if (disabled && std::string(disabled) == "0")
+    why = "MNEMO_CUDNN_ATTENTION=0";
+  else if (haveCudnn(why)) {
+    plans.forward = attention::CudnnAttentionPlan::forward(dnn, shape, why);
+    if (plans.forward)
+      plans.backward = attention::CudnnAttentionPlan::backward(dnn, shape, why);
+    plans.scratch = attention::CudnnAttentionPlan::scratchBytes(shape);
+    int64_t need =
+        plans.forward && plans.backward
+            ? plans.scratch + std::max(plans.forward->workspaceBytes(),
+                                       plans.backward->workspaceBytes())
+            : 0;
+    if (need > workspaceBytes)
+      why = "cuDNN's plans need " + mib(need) + " of workspace, the step " +
+            "planned " + mib(workspaceBytes);
+    // Philox offsets 2^32 apart per site: a step draws fewer numbers.
+    int64_t offset = (call.seed & 0x7fffffff) << 32;
+    if (need <= workspaceBytes && plans.backward &&
+        (!check(cudaMalloc(&plans.offset, sizeof(int64_t)), "cudaMalloc") ||
+         !check(cudaMemcpy(plans.offset, &offset, sizeof(int64_t),
+                           cudaMemcpyHostToDevice),
+                "cudaMemcpy")))
+      return plans;
+  }
+  if (!plans.offset) {
+    plans.forward.reset();
+    plans.backward.reset();
+    std::fprintf(stderr, "gpu: attention %s: Mnemo's kernels (%s)\n", problem,
+                 why.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "gpu: attention %s: cuDNN (forward: %s; backward: %s)\n",
+                 problem, plans.forward->description().c_str(),
+                 plans.backward->description().c_str());
+  }
+  return plans;
+}
+
+bool CudaExecutor::attention(const AttentionCall &call,
+                             const AttentionTensors &t) {
+  if (!failure.empty())
+    return true; // the step is abandoned; nothing else is enqueued
+  AttentionPlans &plans = planAttention(call);
+  if (!plans.offset)
+    return !failure.empty();
+  // Philox's seed is the step (read on the device when the step runs, so a
+  // captured graph draws a new mask each step).
+  const int64_t *seed = regions.control + kDropoutStepSlot;
+  float *rowDot = reinterpret_cast<float *>(regions.workspace);
+  float *accumulator = reinterpret_cast<float *>(
+      regions.workspace + attention::CudnnAttentionPlan::rowDotBytes(
+                              call.batch * call.heads * call.queries));
+  void *cudnnWorkspace = regions.workspace + plans.scratch;
+  cudnnStatus_t s;
+  if (call.kind == AttentionKind::Forward) {
+    attention::CudnnAttentionForwardArgs args{
+        t.query,
+        t.key,
+        t.value,
+        t.output,
+        reinterpret_cast<float *>(t.logSumExp),
+        seed,
+        plans.offset};
+    s = plans.forward->run(dnn, compute, args, cudnnWorkspace);
+  } else {
+    attention::CudnnAttentionBackwardArgs args{
+        t.query,
+        t.key,
+        t.value,
+        t.output,
+        reinterpret_cast<const float *>(t.logSumExp),
+        t.gradOutput,
+        t.gradQuery,
+        t.gradKey,
+        t.gradValue,
+        seed,
+        plans.offset,
+        rowDot,
+        accumulator};
+    s = plans.backward->run(dnn, compute, args, cudnnWorkspace);
+  }
+  if (s != CUDNN_STATUS_SUCCESS && failure.empty())
+    failure = std::string("cuDNN attention failed at site ") +
+              std::to_string(call.site) + ": " + cudnnGetErrorString(s);
+  return true;
 }
 
 void CudaExecutor::zero(uint8_t *p, int64_t bytes) {

@@ -4,8 +4,8 @@
 // from the same planned IR: the kernels' source (compiled by NVRTC when the
 // trainer starts) and host functions that enqueue the step's work through
 // a StepLauncher: kernel launches by index, cuBLASLt GEMMs, cuDNN
-// convolutions and memsets, all at the plan's offsets. The runtime
-// implements the launcher (runtime/cuda/CudaExecutor.cu); the generated
+// convolutions and attention, and memsets, all at the plan's offsets. The
+// runtime implements the launcher (runtime/cuda/CudaExecutor.cu); the generated
 // code needs no CUDA header and compiles with any C++ compiler.
 //
 //===----------------------------------------------------------------------===//
@@ -98,6 +98,31 @@ struct ConvCall {
   DType dtype;
 };
 
+enum class AttentionKind : int { Forward = 0, Backward = 1 };
+
+/// A 16-bit fused attention that cuDNN's flash-attention engines may run
+/// (lang/ops/attention/AttentionCudnn.h): q [b, h, sq, d], k and v [b, hk,
+/// skv, d or dv], packed. `seed` is the op's dropout seed.
+struct AttentionCall {
+  int site;
+  AttentionKind kind;
+  DType dtype;
+  int64_t batch, heads, kvHeads, queries, keys, headDim, valueDim;
+  bool causal;
+  float scale;
+  double dropoutP;
+  int64_t seed;
+};
+
+/// An attention's tensors: the forward writes output and logSumExp, the
+/// backward reads them with gradOutput and writes the three gradients.
+struct AttentionTensors {
+  const uint8_t *query, *key, *value;
+  uint8_t *output, *logSumExp;
+  const uint8_t *gradOutput;
+  uint8_t *gradQuery, *gradKey, *gradValue;
+};
+
 /// The plan's regions on the device.
 struct DeviceRegions {
   uint8_t *arena, *parameters, *gradients, *optimizerState, *inputs, *workspace,
@@ -120,6 +145,11 @@ public:
   /// (dy, x) -> dw.
   virtual void conv(const ConvCall &call, const uint8_t *first,
                     const uint8_t *second, uint8_t *result) = 0;
+  /// Runs `call` through cuDNN and returns true, or returns false and the
+  /// caller launches Mnemo's own attention kernels. The choice is made
+  /// once per problem (forward and backward alike) at its first call.
+  virtual bool attention(const AttentionCall &call,
+                         const AttentionTensors &tensors) = 0;
   virtual void zero(uint8_t *p, int64_t bytes) = 0;
   /// Brackets each op for --profile (events); no-ops otherwise.
   virtual void beginOp(int op) = 0;

@@ -26,6 +26,8 @@ namespace cuda {
 constexpr int64_t kDeviceAlignment = 256;
 /// Control block slots: dropout step, error flag, error value, spare.
 constexpr int kControlSlots = 4;
+/// The dropout step's slot (Kernels.cuh's kDropoutStep).
+constexpr int kDropoutStepSlot = 0;
 
 inline int64_t deviceAligned(int64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;

@@ -148,9 +148,13 @@ function(mnemo_add_cuda_library name runtime_dir)
     "const char *const mnemo::cuda::kKernelLibrary = R\"mnemo(${kernels})mnemo\";\n"
     "const char *const mnemo::cuda::kFamilyKernelNames[] = {${family_names}nullptr};\n"
     "const char *const mnemo::cuda::kFamilyKernelSources[] = {${family_sources}nullptr};\n")
+  # The op families' host code over CUDA libraries, which the executor
+  # calls (lang/ops/FAMILY/*Cudnn.cpp: attention through cuDNN's graph API).
+  file(GLOB family_library_sources ${root}/lang/ops/*/*Cudnn.cpp)
   add_library(${name} STATIC
     ${runtime_dir}/cuda/CudaExecutor.cu
     ${runtime_dir}/cuda/Nvrtc.cpp
+    ${family_library_sources}
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/KernelLibrary.cpp)
   target_include_directories(${name} PUBLIC ${root}
     PRIVATE ${MNEMO_CUDNN_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})

@@ -288,6 +288,11 @@ public:
     return reinterpret_cast<const T *>(p);
   }
 
+  /// cuDNN is not emulated: every attention runs Mnemo's kernels, which
+  /// is what the emulator checks.
+  bool attention(const AttentionCall &, const AttentionTensors &) override {
+    return false;
+  }
   void zero(uint8_t *p, int64_t bytes) override { std::memset(p, 0, bytes); }
   void beginOp(int) override {}
   void endOp(int) override {}

@@ -5,7 +5,9 @@
 // workspace, and on the GPU launches of Mnemo's tiled kernels
 // (AttentionKernels.cuh), instantiated for the smallest head-dimension
 // bound that holds the op's (64, 128 or 256) and the tile that keeps two
-// tiles in 32 KiB of shared memory.
+// tiles in 32 KiB of shared memory. A 16-bit attention without a mask
+// operand first offers itself to cuDNN's flash-attention engines
+// (AttentionCudnn.h); Mnemo's launches are the else branch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +107,29 @@ std::string maskType(Value mask, CudaKernelContext &context) {
   return mask ? context.elementType(mask) : "float";
 }
 
+/// The problem as the executor's cuDNN path takes it (CudaAttention).
+CudaAttention cudnnProblem(const AttentionGeometry &g, bool forward) {
+  CudaAttention a;
+  a.forward = forward;
+  a.batch = g.batch;
+  a.heads = g.heads;
+  a.kvHeads = g.kvHeads;
+  a.queries = g.queries;
+  a.keys = g.keys;
+  a.headDim = g.headDim;
+  a.valueDim = g.valueDim;
+  a.causal = g.causal;
+  a.scale = g.scale;
+  a.dropoutP = g.dropoutP;
+  a.seed = g.seed;
+  return a;
+}
+
+bool onCudnn(const AttentionGeometry &g, Value query) {
+  return attention::cudnnCandidate(
+      g, llvm::cast<ShapedType>(query.getType()).getElementTypeBitWidth());
+}
+
 LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
   AttentionGeometry g = op.getGeometry();
   FailureOr<CudaBounds> bounds = cudaBounds(g, context);
@@ -112,6 +137,16 @@ LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
     return failure();
   context.include(kCudaKernels);
   std::string type = context.elementType(op.getQuery());
+  bool cudnn = onCudnn(g, op.getQuery());
+  if (cudnn) {
+    CudaAttention a = cudnnProblem(g, /*forward=*/true);
+    a.query = op.getQuery();
+    a.key = op.getKey();
+    a.value = op.getValue();
+    a.output = op.getResult();
+    a.logSumExp = op.getLogSumExp();
+    context.cudnnAttentionOrElse(a);
+  }
   context.launch(
       llvm::formatv("attentionForward<{0}, {1}, {2}, {3}>({4}, {5}, {6}, {7}, "
                     "{8}, {9}, {10}, r.control[kDropoutStep]);",
@@ -123,6 +158,8 @@ LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
                     context.result(0), context.result(1), geometryLiteral(g)),
       ceilDiv(g.queries, attention::cudaRowsPerBlock(bounds->maxDim)),
       attention::kCudaAttentionThreads, g.batch * g.heads);
+  if (cudnn)
+    context.hostCode("}");
   return success();
 }
 
@@ -147,6 +184,20 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
   int rows = attention::cudaRowsPerBlock(bounds->maxDim);
   int threads = attention::kCudaAttentionThreads;
   int64_t queryRows = g.batch * g.heads * g.queries;
+  bool cudnn = onCudnn(g, op.getQuery());
+  if (cudnn) {
+    CudaAttention a = cudnnProblem(g, /*forward=*/false);
+    a.query = op.getQuery();
+    a.key = op.getKey();
+    a.value = op.getValue();
+    a.output = op.getOutput();
+    a.logSumExp = op.getLogSumExp();
+    a.gradOutput = op.getGradOutput();
+    a.gradQuery = op->getResult(0);
+    a.gradKey = op->getResult(1);
+    a.gradValue = op->getResult(2);
+    context.cudnnAttentionOrElse(a);
+  }
   context.launch(llvm::formatv("attentionBackwardDelta<{0}>({1}, {2}, {3}, "
                                "{4}, {5});",
                                type, context.operand(op.getOutput()), dOut,
@@ -164,6 +215,8 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
                     templateArgs, q, k, v, lse, delta, dOut, mask,
                     context.result(0), geometry),
       ceilDiv(g.queries, rows), threads, g.batch * g.heads);
+  if (cudnn)
+    context.hostCode("}");
   return success();
 }
 

@@ -52,6 +52,22 @@ constexpr int kCudaSliceWidth = 32;
 /// kCudaAttentionThreads / (MaxD / kCudaSliceWidth) rows.
 constexpr int kCudaAttentionThreads = 128;
 
+/// The CUDA workspace of a 16-bit attention on cuDNN's engines
+/// (AttentionCudnn.h): the backward's row dots (one f32 per query row,
+/// rounded up to 256 bytes), an f32 query-gradient accumulator of
+/// [rows, headDim], and as much again for cuDNN's own workspace (its flash
+/// backward accumulates the query gradient there). A site whose plans ask
+/// for more runs Mnemo's kernels.
+MNEMO_FORMULA long long cudnnRowDotBytes(long long rows) {
+  return (rows * 4 + 255) / 256 * 256;
+}
+MNEMO_FORMULA long long cudnnScratchBytes(long long rows, long long headDim) {
+  return cudnnRowDotBytes(rows) + rows * headDim * 4;
+}
+MNEMO_FORMULA long long cudnnWorkspaceBytes(long long rows, long long headDim) {
+  return cudnnScratchBytes(rows, headDim) + rows * headDim * 4;
+}
+
 /// The key/value head query head `h` reads (grouped-query attention).
 MNEMO_FORMULA long long kvHeadOf(const AttentionGeometry &g, long long h) {
   return h / (g.heads / g.kvHeads);

@@ -102,6 +102,25 @@ inline int64_t cudaBackwardScratchBytes(const AttentionGeometry &g) {
   return (g.batch * g.heads * g.queries * 4 + 255) / 256 * 256;
 }
 
+/// Whether the GPU may run this attention on cuDNN's flash-attention
+/// engines (AttentionCudnn.h): 16-bit tensors and no mask operand (the
+/// causal rule is part of the graph). The executor still falls back to
+/// Mnemo's kernels where cuDNN has no engine.
+inline bool cudnnCandidate(const AttentionGeometry &g, unsigned elementBits) {
+  return elementBits == 16 && g.maskKind == kNoMask;
+}
+
+/// The CUDA scratch of an attention or attention_grad: Mnemo's backward's
+/// row dots, and for a cuDNN candidate what cuDNN's plans are given.
+inline int64_t cudaScratchBytes(const AttentionGeometry &g,
+                                unsigned elementBits, bool backward) {
+  int64_t ours = backward ? cudaBackwardScratchBytes(g) : 0;
+  if (!cudnnCandidate(g, elementBits))
+    return ours;
+  return std::max<int64_t>(
+      ours, cudnnWorkspaceBytes(g.batch * g.heads * g.queries, g.headDim));
+}
+
 } // namespace attention
 } // namespace mnemo
 

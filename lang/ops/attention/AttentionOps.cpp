@@ -165,9 +165,19 @@ int64_t AttentionGradOp::getCpuWorkspaceBytes() {
   return 4 * attention::cpuWorkspaceFloats(getGeometry(), /*backward=*/true);
 }
 
-int64_t AttentionOp::getCudaScratchBytes() { return 0; }
+namespace {
+unsigned elementBits(Value v) {
+  return llvm::cast<ShapedType>(v.getType()).getElementTypeBitWidth();
+}
+} // namespace
+
+int64_t AttentionOp::getCudaScratchBytes() {
+  return attention::cudaScratchBytes(getGeometry(), elementBits(getQuery()),
+                                     /*backward=*/false);
+}
 int64_t AttentionGradOp::getCudaScratchBytes() {
-  return attention::cudaBackwardScratchBytes(getGeometry());
+  return attention::cudaScratchBytes(getGeometry(), elementBits(getQuery()),
+                                     /*backward=*/true);
 }
 
 SmallVector<Value> AttentionOp::buildGradient(OpBuilder &b,

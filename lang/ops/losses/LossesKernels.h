@@ -39,12 +39,15 @@ struct ClassifierGeometry {
 /// chunk's logits about as large as the hidden states they come from
 /// (Liger-Kernel's rule: rows * dim / classes, rounded up to a power of
 /// two), so the fused loss never holds more than about twice its input;
-/// at least kMinChunkRows rows, so each sgemm or cuBLASLt call stays
-/// efficient; at most every row.
+/// at least `minRows` (kMinChunkRows, so that each sgemm call stays
+/// efficient; kMinGpuChunkRows for a plan made for a GPU, where cuBLASLt
+/// needs about a thousand rows to use its large tiles); at most every row.
 constexpr int64_t kMinChunkRows = 64;
-inline int64_t classifierChunkRows(int64_t rows, int64_t dim, int64_t classes) {
+constexpr int64_t kMinGpuChunkRows = 1024;
+inline int64_t classifierChunkRows(int64_t rows, int64_t dim, int64_t classes,
+                                   int64_t minRows = kMinChunkRows) {
   int64_t target = (rows * dim + classes - 1) / std::max<int64_t>(1, classes);
-  int64_t chunk = kMinChunkRows;
+  int64_t chunk = std::max<int64_t>(1, minRows);
   while (chunk < target)
     chunk *= 2;
   return std::max<int64_t>(1, std::min(chunk, rows));
