@@ -41,9 +41,11 @@ struct ClassifierGeometry {
 /// two), so the fused loss never holds more than about twice its input;
 /// at least `minRows` (kMinChunkRows, so that each sgemm call stays
 /// efficient; kMinGpuChunkRows for a plan made for a GPU, where cuBLASLt
-/// needs about a thousand rows to use its large tiles); at most every row.
+/// ran GPT-2 small's 128-row chunks on its small-tile kernels; 512 keeps
+/// GPT-2 small's bf16 plan on a GPU under 4 GiB, 1024 would not); at most
+/// every row.
 constexpr int64_t kMinChunkRows = 64;
-constexpr int64_t kMinGpuChunkRows = 1024;
+constexpr int64_t kMinGpuChunkRows = 512;
 inline int64_t classifierChunkRows(int64_t rows, int64_t dim, int64_t classes,
                                    int64_t minRows = kMinChunkRows) {
   int64_t target = (rows * dim + classes - 1) / std::max<int64_t>(1, classes);
