@@ -625,8 +625,12 @@ cudnnStatus_t
 CudnnAttentionPlan::execute(cudnnHandle_t handle,
                             const std::vector<std::pair<int64_t, void *>> &data,
                             void *workspacePointer) {
-  // The pack is built once: the planned buffers keep their addresses, and
-  // rebuilding it every step would cost host time in the step.
+  // The last pack is kept while the pointers stay the same (one site a
+  // problem). The executor shares a plan among the sites of one problem
+  // (every layer of a GPT), whose pointers differ, so there the pack is
+  // rebuilt at each call: host time in an eager step only, since a
+  // captured step replays cuDNN's kernels without it. A pack per site
+  // would remove that; not done.
   std::vector<void *> pointers;
   for (const auto &entry : data)
     pointers.push_back(entry.second);
