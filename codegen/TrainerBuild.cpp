@@ -187,11 +187,12 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "target_include_directories(" << program
      << " PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}\n"
      << "                           ${MNEMO_CBLAS_INCLUDE} "
-        "${MNEMO_DNNL_INCLUDE})\n"
+        "${MNEMO_DNNL_INCLUDE} ${MNEMO_MPI_INCLUDE})\n"
      << "target_compile_definitions(" << program << " PRIVATE\n"
      << "  MNEMO_HAVE_BLAS=$<BOOL:${MNEMO_HAVE_BLAS}>\n"
      << "  MNEMO_HAVE_ZLIB=$<BOOL:${MNEMO_HAVE_ZLIB}>\n"
-     << "  MNEMO_HAVE_ONEDNN=$<BOOL:${MNEMO_HAVE_ONEDNN}>)\n"
+     << "  MNEMO_HAVE_ONEDNN=$<BOOL:${MNEMO_HAVE_ONEDNN}>\n"
+     << "  MNEMO_HAVE_MPI=$<BOOL:${MNEMO_HAVE_MPI}>)\n"
      << "target_compile_options(" << program
      << " PRIVATE -O3 -fno-math-errno -ffp-contract=off)\n"
      << "if(MNEMO_NATIVE)\n"

@@ -106,4 +106,39 @@ def Mnemo_RematAttr : Mnemo_Attr<"Remat", "remat"> {
   let genVerifyDecl = 1;
 }
 
+def Mnemo_GradientBucketsAttr : Mnemo_Attr<"GradientBuckets", "gradient_buckets"> {
+  let summary = "a data-parallel step's gradient buckets";
+  let description = [{
+    On @train_step when it was planned for `world_size` > 1 ranks
+    (mnemoc --world-size): the buckets of the gradient region that the ranks
+    sum in one collective each, as byte `offsets` and `sizes`, in the order
+    the step makes them ready. Each op where buckets become ready or are
+    first read carries a #mnemo.gradient_sync.
+    ```mlir
+    func.func @train_step(...) attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0, 4096], sizes = [4096, 512]>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$world_size,
+                        ArrayRefParameter<"int64_t">:$offsets,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def Mnemo_GradientSyncAttr : Mnemo_Attr<"GradientSync", "gradient_sync"> {
+  let summary = "where a data-parallel step starts and awaits gradient sums";
+  let description = [{
+    On an op of a data-parallel @train_step: the buckets (indices into
+    #mnemo.gradient_buckets) whose gradients are all final once the op has
+    run (`ready`: their sums over the ranks start after it), and those it is
+    the first to read (`await`: their sums must have finished before it).
+    ```mlir
+    %7 = mnemo.adam_update ... {mnemo.gradient_sync = #mnemo.gradient_sync<ready = [], await = [0]>}
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"int64_t">:$ready,
+                        ArrayRefParameter<"int64_t">:$await);
+  let hasCustomAssemblyFormat = 1;
+}
+
 #endif // MNEMO_ATTRS_TD

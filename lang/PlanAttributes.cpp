@@ -32,6 +32,9 @@ static constexpr llvm::StringLiteral kRecomputed = "mnemo.recomputed";
 static constexpr llvm::StringLiteral kRewrittenAttention =
     "mnemo.rewritten_attention";
 static constexpr llvm::StringLiteral kReusesArg = "mnemo.reuses_arg";
+static constexpr llvm::StringLiteral kGradientBuckets =
+    "mnemo.gradient_buckets";
+static constexpr llvm::StringLiteral kGradientSync = "mnemo.gradient_sync";
 
 FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
   std::string name;
@@ -118,6 +121,22 @@ LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+GradientBucketsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                            int64_t worldSize, ArrayRef<int64_t> offsets,
+                            ArrayRef<int64_t> sizes) {
+  if (worldSize < 2)
+    return emitError() << "gradient buckets are for 2 or more ranks, not "
+                       << worldSize;
+  if (offsets.size() != sizes.size() || offsets.empty())
+    return emitError() << "gradient buckets need one offset and one size each";
+  for (auto [offset, size] : llvm::zip(offsets, sizes))
+    if (offset < 0 || size <= 0 || offset % 4 || size % 4)
+      return emitError() << "a gradient bucket holds f32 values at a "
+                            "non-negative offset";
+  return success();
+}
+
 LogicalResult MnemoDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
   if (model::isModelAttribute(attr))
@@ -142,6 +161,28 @@ LogicalResult MnemoDialect::verifyOperationAttribute(Operation *op,
       return op->emitError()
              << "'" << name << "' must be a #"
              << (name == kStepPlan ? "mnemo.step_plan" : "mnemo.remat");
+    return success();
+  }
+  if (name == kGradientBuckets &&
+      (!llvm::isa<func::FuncOp>(op) ||
+       !llvm::isa<GradientBucketsAttr>(attr.getValue())))
+    return op->emitError() << "'" << name
+                           << "' is a #mnemo.gradient_buckets on a step";
+  if (name == kGradientSync) {
+    auto sync = llvm::dyn_cast<GradientSyncAttr>(attr.getValue());
+    if (!sync)
+      return op->emitError()
+             << "'" << name << "' must be a #mnemo.gradient_sync";
+    auto func = op->getParentOfType<func::FuncOp>();
+    GradientBucketsAttr buckets =
+        func ? func->getAttrOfType<GradientBucketsAttr>(kGradientBuckets)
+             : nullptr;
+    int64_t count = buckets ? int64_t(buckets.getOffsets().size()) : 0;
+    for (int64_t b :
+         llvm::concat<const int64_t>(sync.getReady(), sync.getAwait()))
+      if (b < 0 || b >= count)
+        return op->emitError() << "gradient bucket " << b
+                               << " is not one of its step's " << count;
     return success();
   }
   if ((name == kFused || name == kRecomputed || name == kRewrittenAttention) &&
@@ -251,6 +292,59 @@ void PlacementAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
+static void printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> values) {
+  printer << "[";
+  llvm::interleaveComma(values, printer);
+  printer << "]";
+}
+
+//===----------------------------------------------------------------------===//
+// #mnemo.gradient_buckets<world_size = N, offsets = [...], sizes = [...]>
+// #mnemo.gradient_sync<ready = [...], await = [...]>
+//===----------------------------------------------------------------------===//
+
+Attribute GradientBucketsAttr::parse(AsmParser &parser, Type) {
+  int64_t worldSize = 0;
+  SmallVector<int64_t> offsets, sizes;
+  if (parser.parseLess() || parser.parseKeyword("world_size") ||
+      parser.parseEqual() || parser.parseInteger(worldSize) ||
+      parser.parseComma() || parser.parseKeyword("offsets") ||
+      parser.parseEqual() || parseIntegerList(parser, offsets) ||
+      parser.parseComma() || parser.parseKeyword("sizes") ||
+      parser.parseEqual() || parseIntegerList(parser, sizes) ||
+      parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                    parser.getContext(), worldSize, offsets, sizes);
+}
+
+void GradientBucketsAttr::print(AsmPrinter &printer) const {
+  printer << "<world_size = " << getWorldSize() << ", offsets = ";
+  printIntegerList(printer, getOffsets());
+  printer << ", sizes = ";
+  printIntegerList(printer, getSizes());
+  printer << ">";
+}
+
+Attribute GradientSyncAttr::parse(AsmParser &parser, Type) {
+  SmallVector<int64_t> ready, await;
+  if (parser.parseLess() || parser.parseKeyword("ready") ||
+      parser.parseEqual() || parseIntegerList(parser, ready) ||
+      parser.parseComma() || parser.parseKeyword("await") ||
+      parser.parseEqual() || parseIntegerList(parser, await) ||
+      parser.parseGreater())
+    return {};
+  return get(parser.getContext(), ready, await);
+}
+
+void GradientSyncAttr::print(AsmPrinter &printer) const {
+  printer << "<ready = ";
+  printIntegerList(printer, getReady());
+  printer << ", await = ";
+  printIntegerList(printer, getAwait());
+  printer << ">";
+}
+
 //===----------------------------------------------------------------------===//
 // A whole plan
 //===----------------------------------------------------------------------===//
@@ -294,6 +388,22 @@ StepPlanAttr plan::stepPlan(func::FuncOp func) {
 
 void plan::setStepPlan(func::FuncOp func, StepPlanAttr plan) {
   func->setAttr(kStepPlan, plan);
+}
+
+GradientBucketsAttr plan::gradientBuckets(func::FuncOp func) {
+  return func->getAttrOfType<GradientBucketsAttr>(kGradientBuckets);
+}
+
+void plan::setGradientBuckets(func::FuncOp func, GradientBucketsAttr buckets) {
+  func->setAttr(kGradientBuckets, buckets);
+}
+
+GradientSyncAttr plan::gradientSync(Operation *op) {
+  return op->getAttrOfType<GradientSyncAttr>(kGradientSync);
+}
+
+void plan::setGradientSync(Operation *op, GradientSyncAttr sync) {
+  op->setAttr(kGradientSync, sync);
 }
 
 RematAttr plan::remat(func::FuncOp func) {

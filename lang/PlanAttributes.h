@@ -42,6 +42,10 @@ void setStepPlan(mlir::func::FuncOp func, StepPlanAttr plan);
 RematAttr remat(mlir::func::FuncOp func);
 void setRemat(mlir::func::FuncOp func, RematAttr remat);
 
+/// A data-parallel step's gradient buckets (null: one rank).
+GradientBucketsAttr gradientBuckets(mlir::func::FuncOp func);
+void setGradientBuckets(mlir::func::FuncOp func, GradientBucketsAttr buckets);
+
 /// Where argument `index` lives (null before plan-memory).
 SlotAttr slot(mlir::func::FuncOp func, unsigned index);
 /// Every argument's slot at once (one per argument; setting them one by
@@ -75,6 +79,11 @@ void setPlacement(mlir::Operation *op, PlacementAttr placement);
 /// The arena offset of result `index` of a planned op (-1: not in the
 /// arena, or not planned).
 int64_t arenaOffset(mlir::Operation *op, unsigned index);
+
+/// The gradient buckets whose sums start after the op and those awaited
+/// before it (null: none).
+GradientSyncAttr gradientSync(mlir::Operation *op);
+void setGradientSync(mlir::Operation *op, GradientSyncAttr sync);
 
 /// fuse-attention's mark: the attention op replaced a written-out
 /// softmax(q @ k^T ...) @ v (the memory report lists where).

@@ -76,6 +76,11 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
       r.inputBytes += bytes;
   }
   r.gradientRegionBytes = stepPlan.getGradientBytes();
+  if (GradientBucketsAttr buckets = plan::gradientBuckets(func)) {
+    r.worldSize = buckets.getWorldSize();
+    r.gradientBuckets.assign(buckets.getSizes().begin(),
+                             buckets.getSizes().end());
+  }
   r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.bufferBytes +
                    r.gradientRegionBytes + r.optimizerStateBytes +
                    r.inputBytes + r.workspaceBytes;
@@ -320,6 +325,22 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  chosen by " << r.rematSolver << "\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS's packing, 2 staging batches");
+  if (r.worldSize > 1) {
+    // A ring all-reduce (Open MPI's and NCCL's for large buckets) sends
+    // and receives 2 (N - 1) / N of the summed bytes on each rank.
+    int64_t summed = 0;
+    for (int64_t b : r.gradientBuckets)
+      summed += b;
+    int64_t n = r.worldSize;
+    line("data parallel, each rank", summed,
+         llvm::formatv("of gradients summed over {0} ranks in {1} bucket{2} "
+                       "per step (a ring all-reduce sends {3} and receives as "
+                       "much per rank); every rank holds the whole plan",
+                       n, r.gradientBuckets.size(),
+                       r.gradientBuckets.size() == 1 ? "" : "s",
+                       formatBytes(2 * (n - 1) * summed / n))
+             .str());
+  }
   if (!r.attention.empty()) {
     // One line a layer's attention: a step holds dozens.
     size_t rewritten =
@@ -415,6 +436,8 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"input_bytes", r.inputBytes},
         {"gradient_bytes", r.gradientRegionBytes + r.gradientBytes},
         {"gradients_persistent", r.gradientRegionBytes > 0},
+        {"world_size", r.worldSize},
+        {"gradient_bucket_bytes", llvm::json::Array(r.gradientBuckets)},
         {"activation_bytes", r.activationBytes},
         {"temporary_bytes", r.temporaryBytes},
         {"workspace_bytes", r.workspaceBytes},

@@ -34,6 +34,10 @@ struct MemoryReport {
   int64_t trainedParameterBytes = 0;
   /// The persistent gradient region (0 when gradients are in the arena).
   int64_t gradientRegionBytes = 0;
+  /// Data parallelism (mnemoc --world-size): the ranks, and the bytes of
+  /// each gradient bucket summed over them every step.
+  int64_t worldSize = 1;
+  std::vector<int64_t> gradientBuckets;
   /// Arena bytes by kind, live at the peak step.
   int64_t gradientBytes = 0, activationBytes = 0, temporaryBytes = 0;
   int64_t workspaceBytes = 0;

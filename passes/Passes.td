@@ -316,6 +316,39 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
            "The device whose memory the report's peak counts: cpu, or cuda (the plan, the CUDA workspace, a second batch buffer and the control block, as the one cudaMalloc)">,
     Option<"transientGradients", "transient-gradients", "bool", "false",
            "Plan parameter gradients in the arena instead of a persistent region">,
+    Option<"gradientsByReadiness", "gradients-by-readiness", "bool", "false",
+           "Lay gradients out in the order the step finishes them (data parallelism: contiguous buckets that become ready one after another)">,
+  ];
+}
+
+def PlanGradientExchange : Pass<"plan-gradient-exchange", "mlir::ModuleOp"> {
+  let summary = "Buckets a data-parallel step's gradients and places their sums in the schedule";
+  let description = [{
+    For a plan made for `world-size` > 1 ranks: every rank holds the whole
+    model, computes the gradients of its rows of the global batch, and sums
+    them with the other ranks' before any op reads them. This pass cuts the
+    gradient region (laid out in the order the step finishes its gradients,
+    plan-memory's `gradients-by-readiness`) into contiguous buckets of at
+    most `bucket-bytes` (a larger gradient is a bucket alone), each ready at the op that finishes its last gradient and
+    needed at the first op that reads one of them (the gradient norm, an
+    optimizer update), and marks both places, so that a bucket's sum runs
+    while the rest of the backward computes (PyTorch DDP's buckets, at
+    compile time):
+
+    ```mlir
+    func.func @train_step(...) attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0, 8192], sizes = [8192, 256]>}
+    %9 = mnemo.matmul ... {mnemo.gradient_sync = #mnemo.gradient_sync<ready = [0], await = []>}
+    ```
+
+    A bucket never holds a gradient that is read before another of its
+    gradients is final. The gradients must be f32 in a persistent region
+    (not `transient-gradients`).
+  }];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "The ranks of the data-parallel run (1: nothing to do)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
+           "The gradient bytes a bucket collects before its sum starts">,
   ];
 }
 

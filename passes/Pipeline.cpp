@@ -70,12 +70,18 @@ void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;
   planOptions.transientGradients = options.transientGradients;
+  planOptions.gradientsByReadiness = options.worldSize > 1;
   planOptions.budgetDevice = options.budgetDevice;
   if (effort == PlannerEffort::Quick) {
     planOptions.localSearchWork = 0;
     planOptions.exactMaxBuffers = 0;
   }
   pm.addPass(createPlanMemory(planOptions));
+  // Data parallelism: where the gradients' sums over the ranks start and
+  // are awaited (which moves no byte: remat's checks need not).
+  if (options.worldSize > 1 && effort == PlannerEffort::Full)
+    pm.addPass(createPlanGradientExchange(
+        {options.worldSize, options.gradientBucketBytes}));
 }
 
 namespace {
@@ -123,6 +129,15 @@ struct DefaultPipelineTextOptions
       llvm::cl::desc("Recompute cheap ops' results in the backward when "
                      "their operands are kept anyway"),
       llvm::cl::init(true)};
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("Ranks of a data-parallel run (gradients summed over "
+                     "them)"),
+      llvm::cl::init(1)};
+  Option<int64_t> gradientBucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Gradient bytes per sum over the ranks"),
+      llvm::cl::init(4 << 20)};
   Option<bool> inference{
       *this, "inference",
       llvm::cl::desc("The inference program: @eval_step alone, compressed"),
@@ -141,6 +156,8 @@ struct DefaultPipelineTextOptions
     o.fuseAttention = fuseAttention;
     o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
     o.recomputeCheap = recomputeCheap;
+    o.worldSize = worldSize;
+    o.gradientBucketBytes = gradientBucketBytes;
     return o;
   }
 };

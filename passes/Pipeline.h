@@ -48,6 +48,10 @@ struct PipelineOptions {
   double rematTimeLimit = 60;
   /// mnemoc --mode=inference: @eval_step alone, with compressed weights.
   bool inference = false;
+  /// Data parallelism: the ranks the plan is for (mnemoc --world-size), and
+  /// the gradient bytes each of their sums collects (plan-gradient-exchange).
+  int64_t worldSize = 1;
+  int64_t gradientBucketBytes = 4 << 20;
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

@@ -38,17 +38,50 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     // Gradients go to their persistent region, one slot each, in order;
     // everything else is planned in the arena.
     std::vector<int64_t> gradientOffset(analysis->buffers.size(), -1);
-    std::vector<size_t> inArena;
+    std::vector<size_t> inArena, gradients;
     std::vector<BufferInterval> intervals;
-    int64_t gradientBytes = 0;
     for (auto [i, b] : llvm::enumerate(analysis->buffers)) {
       if (!transientGradients && b.kind == BufferKind::Gradient) {
-        gradientOffset[i] = gradientBytes;
-        gradientBytes += b.interval.size;
+        gradients.push_back(i);
         continue;
       }
       inArena.push_back(i);
       intervals.push_back(b.interval);
+    }
+    // For data parallelism, in the order the step finishes them (the last
+    // op writing each), so that buckets of neighbours become ready one
+    // after another.
+    if (gradientsByReadiness) {
+      llvm::DenseMap<Operation *, unsigned> position;
+      for (Operation *op : analysis->order)
+        position[op] = position.size();
+      // A gradient is finished at its last write before its first read
+      // by another op (writes after it, gradient clipping's scaling in
+      // place, work on the finished sum).
+      auto finished = [&](size_t i) {
+        const auto &values = analysis->buffers[i].values;
+        llvm::DenseSet<Operation *> writers;
+        for (Value v : values)
+          if (Operation *def = v.getDefiningOp())
+            writers.insert(def);
+        unsigned firstRead = ~0u, last = 0;
+        for (Value v : values)
+          for (Operation *user : v.getUsers())
+            if (!writers.contains(user) && position.count(user))
+              firstRead = std::min(firstRead, position.lookup(user));
+        for (Operation *def : writers)
+          if (position.lookup(def) < firstRead)
+            last = std::max(last, position.lookup(def));
+        return last;
+      };
+      std::stable_sort(
+          gradients.begin(), gradients.end(),
+          [&](size_t a, size_t b) { return finished(a) < finished(b); });
+    }
+    int64_t gradientBytes = 0;
+    for (size_t i : gradients) {
+      gradientOffset[i] = gradientBytes;
+      gradientBytes += analysis->buffers[i].interval.size;
     }
     MemoryPlan plan = planHeuristic(intervals);
     // Above the lower bound, a local search over the greedy placement order

@@ -62,9 +62,10 @@ std::vector<int32_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
 
 class ImageSource : public BatchSource {
 public:
-  ImageSource(BatchLayout train, BatchLayout eval, uint64_t seed)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
-  }
+  ImageSource(BatchLayout train, BatchLayout eval, uint64_t seed,
+              DataShard shard)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed),
+        shard(shard) {}
 
   bool open(const std::string &dir, std::string &error) {
     auto find = [&](const std::string &stem) {
@@ -141,10 +142,10 @@ public:
                   std::to_string(classes) + " classes";
           return false;
         }
-    if (trainLabels.shape[0] < trainLayout.batchSize) {
+    if (trainLabels.shape[0] < globalBatch()) {
       error = std::to_string(trainLabels.shape[0]) +
               " training examples do not fill one batch of " +
-              std::to_string(trainLayout.batchSize);
+              std::to_string(globalBatch());
       return false;
     }
     name = dir;
@@ -152,7 +153,7 @@ public:
   }
 
   int64_t stepsPerEpoch() const override {
-    return trainLabels.shape[0] / trainLayout.batchSize;
+    return trainLabels.shape[0] / globalBatch();
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
@@ -163,7 +164,9 @@ public:
       orderEpoch = epoch;
     }
     fill(trainLayout, trainImages, trainLabels,
-         order.data() + within * trainLayout.batchSize, inputs);
+         order.data() + within * globalBatch() +
+             shard.rank * trainLayout.batchSize,
+         inputs);
     return true;
   }
 
@@ -205,8 +208,11 @@ private:
     }
   }
 
+  int64_t globalBatch() const { return trainLayout.batchSize * shard.ranks; }
+
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
+  DataShard shard;
   IdxArray trainImages, trainLabels, testImages, testLabels;
   std::vector<std::string> paths;
   int64_t pixels = 0;
@@ -312,9 +318,10 @@ struct TokenSpan {
 
 class TokenSource : public BatchSource {
 public:
-  TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed, bool streams)
+  TokenSource(BatchLayout train, BatchLayout eval, uint64_t seed, bool streams,
+              DataShard shard)
       : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed),
-        streams(streams) {}
+        streams(streams), shard(shard) {}
 
   bool open(const std::string &path, std::string &error) {
     for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
@@ -372,7 +379,8 @@ public:
     }
     if (streams && streamLength() < context + 1) {
       error = "--streams: " + std::to_string(trainTokens.count) +
-              " training tokens in " + std::to_string(trainLayout.batchSize) +
+              " training tokens in " +
+              std::to_string(trainLayout.batchSize * shard.ranks) +
               " streams leave fewer than one context of " +
               std::to_string(context + 1) + " per stream";
       return false;
@@ -384,8 +392,8 @@ public:
   int64_t stepsPerEpoch() const override {
     if (streams)
       return windowsPerStream();
-    return std::max<int64_t>(1, trainTokens.count /
-                                    (trainLayout.batchSize * context));
+    return std::max<int64_t>(
+        1, trainTokens.count / (trainLayout.batchSize * shard.ranks * context));
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
@@ -393,14 +401,22 @@ public:
     if (streams) {
       // PyTorch's word_language_model batchify: the tokens cut into one
       // stream per row; step s reads each stream's window (s - 1) mod W.
+      // Rank r reads streams [r * b, (r + 1) * b) of the global batch's.
       int64_t window = (step - 1) % windowsPerStream();
+      int64_t first = shard.rank * trainLayout.batchSize;
       for (int64_t b = 0; b < trainLayout.batchSize; ++b)
-        starts[b] = b * streamLength() + window * context;
+        starts[b] = (first + b) * streamLength() + window * context;
     } else {
+      // The global batch's windows, drawn in order; this rank's are its
+      // rows'.
       Rng rng(seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) << 1 | 1));
       int64_t windows = trainTokens.count - context;
-      for (int64_t &s : starts)
-        s = int64_t(rng.uniform() * double(windows));
+      for (int64_t row = 0; row < trainLayout.batchSize * shard.ranks; ++row) {
+        int64_t start = int64_t(rng.uniform() * double(windows));
+        int64_t local = row - shard.rank * trainLayout.batchSize;
+        if (local >= 0 && local < trainLayout.batchSize)
+          starts[local] = start;
+      }
     }
     fill(trainLayout, trainTokens, starts, inputs);
     return true;
@@ -455,7 +471,7 @@ private:
   /// --streams: the training tokens cut into batchSize streams, each read
   /// a window of `context` (and its next token) at a time.
   int64_t streamLength() const {
-    return trainTokens.count / trainLayout.batchSize;
+    return trainTokens.count / (trainLayout.batchSize * shard.ranks);
   }
   int64_t windowsPerStream() const {
     return std::max<int64_t>(1, (streamLength() - 1) / context);
@@ -464,6 +480,7 @@ private:
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
   bool streams;
+  DataShard shard;
   int64_t context = 0;
   TokenFile trainFile, valFile;
   TokenSpan trainTokens, valTokens;
@@ -489,9 +506,10 @@ struct ArraySplit {
 /// images are; the test split is evaluated in order.
 class ArraySource : public BatchSource {
 public:
-  ArraySource(BatchLayout train, BatchLayout eval, uint64_t seed)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed) {
-  }
+  ArraySource(BatchLayout train, BatchLayout eval, uint64_t seed,
+              DataShard shard)
+      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed),
+        shard(shard) {}
 
   /// A .safetensors file already read (`file`), or a directory.
   bool open(const std::string &path, SafetensorsFile *file,
@@ -513,7 +531,7 @@ public:
   }
 
   int64_t stepsPerEpoch() const override {
-    return train.examples / trainLayout.batchSize;
+    return train.examples / (trainLayout.batchSize * shard.ranks);
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
@@ -523,7 +541,10 @@ public:
       order = epochOrder(train.examples, seed, epoch);
       orderEpoch = epoch;
     }
-    fill(trainLayout, train, order.data() + within * trainLayout.batchSize,
+    int64_t globalBatch = trainLayout.batchSize * shard.ranks;
+    fill(trainLayout, train,
+         order.data() + within * globalBatch +
+             shard.rank * trainLayout.batchSize,
          inputs);
     return true;
   }
@@ -666,10 +687,11 @@ private:
         }
       split.arrays.push_back(t);
     }
-    if (&layout == &trainLayout && split.examples < layout.batchSize) {
+    int64_t batch = &layout == &trainLayout ? layout.batchSize * shard.ranks
+                                            : layout.batchSize;
+    if (&layout == &trainLayout && split.examples < batch) {
       error = "'" + where + "' holds " + std::to_string(split.examples) +
-              " examples, fewer than one batch of " +
-              std::to_string(layout.batchSize);
+              " examples, fewer than one batch of " + std::to_string(batch);
       return false;
     }
     return true;
@@ -739,6 +761,7 @@ private:
 
   BatchLayout trainLayout, evalLayout;
   uint64_t seed;
+  DataShard shard;
   ArraySplit train, test;
   std::vector<int32_t> order;
   int64_t orderEpoch = -1;
@@ -751,7 +774,8 @@ private:
 
 class ReplaySource : public BatchSource {
 public:
-  explicit ReplaySource(BatchLayout train) : layout(std::move(train)) {}
+  ReplaySource(BatchLayout train, DataShard shard)
+      : layout(std::move(train)), shard(shard) {}
 
   bool open(const std::string &path, SafetensorsFile recorded,
             std::string &error) {
@@ -784,14 +808,21 @@ public:
       std::string key = std::string(a->name) + "." + std::to_string(recorded);
       const StoredTensor *t = file.find(key);
       std::string dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
-      if (t->dtype != dtype || int64_t(t->bytes.size()) != elements(*a) * 4) {
-        error = "recorded batch '" + key + "' is not " + shapeString(*a);
+      // A recorded batch is a global batch: this rank reads its rows.
+      int64_t bytes = elements(*a) * 4;
+      if (t->dtype != dtype ||
+          int64_t(t->bytes.size()) != bytes * shard.ranks) {
+        error = "recorded batch '" + key + "' is not " + shapeString(*a) +
+                (shard.ranks > 1 ? " times " + std::to_string(shard.ranks) +
+                                       " ranks in its first dimension"
+                                 : std::string());
         return false;
       }
+      const uint8_t *rows = t->bytes.data() + shard.rank * bytes;
       if (dtype == "I32" && a->indexLimit > 0)
-        for (size_t i = 0; i < t->bytes.size(); i += 4) {
+        for (int64_t i = 0; i < bytes; i += 4) {
           int32_t v;
-          std::memcpy(&v, t->bytes.data() + i, 4);
+          std::memcpy(&v, rows + i, 4);
           if ((v < 0 || v >= a->indexLimit) &&
               !(a->ignores && v == a->ignoredIndex)) {
             error = "recorded batch '" + key + "' holds " + std::to_string(v) +
@@ -799,7 +830,7 @@ public:
             return false;
           }
         }
-      std::memcpy(inputs + a->offset, t->bytes.data(), t->bytes.size());
+      std::memcpy(inputs + a->offset, rows, bytes);
     }
     return true;
   }
@@ -816,6 +847,7 @@ public:
 
 private:
   BatchLayout layout;
+  DataShard shard;
   SafetensorsFile file;
   int64_t steps = 0;
   std::string name;
@@ -835,11 +867,10 @@ BatchLayout batchLayoutOf(const StepInfo &step) {
   return layout;
 }
 
-std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
-                                             const BatchLayout &train,
-                                             const BatchLayout &eval,
-                                             uint64_t seed, std::string &error,
-                                             bool tokenStreams) {
+std::unique_ptr<BatchSource>
+openBatchSource(const std::string &path, const BatchLayout &train,
+                const BatchLayout &eval, uint64_t seed, std::string &error,
+                bool tokenStreams, DataShard shard) {
   if (train.tensors.empty() || train.batchSize == 0) {
     error = "the model has no batched input to train on";
     return nullptr;
@@ -856,13 +887,13 @@ std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
   // Named arrays: a directory holding train.safetensors or train/*.npy.
   if (isDirectory(path) &&
       (exists(path + "/train.safetensors") || isDirectory(path + "/train"))) {
-    auto source = std::make_unique<ArraySource>(train, eval, seed);
+    auto source = std::make_unique<ArraySource>(train, eval, seed, shard);
     if (!source->open(path, nullptr, error))
       return nullptr;
     return source;
   }
   if (isDirectory(path)) {
-    auto source = std::make_unique<ImageSource>(train, eval, seed);
+    auto source = std::make_unique<ImageSource>(train, eval, seed, shard);
     if (!source->open(path, error))
       return nullptr;
     return source;
@@ -873,17 +904,18 @@ std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
     if (!readSafetensors(path, probe, error))
       return nullptr;
     if (probe.find(std::string(train.tensors[0]->name) + ".1")) {
-      auto source = std::make_unique<ReplaySource>(train);
+      auto source = std::make_unique<ReplaySource>(train, shard);
       if (!source->open(path, std::move(probe), error))
         return nullptr;
       return source;
     }
-    auto source = std::make_unique<ArraySource>(train, eval, seed);
+    auto source = std::make_unique<ArraySource>(train, eval, seed, shard);
     if (!source->open(path, &probe, error))
       return nullptr;
     return source;
   }
-  auto source = std::make_unique<TokenSource>(train, eval, seed, tokenStreams);
+  auto source =
+      std::make_unique<TokenSource>(train, eval, seed, tokenStreams, shard);
   if (!source->open(path, error))
     return nullptr;
   return source;

@@ -48,12 +48,23 @@ struct BatchLayout {
 };
 BatchLayout batchLayoutOf(const StepInfo &step);
 
+/// Which rows of each global batch this process reads: in a data-parallel
+/// run of `ranks` processes, global batch s is the batch one process with
+/// ranks times the model's batch would read at step s (the same examples in
+/// the same order), and rank r reads its rows [r * b, (r + 1) * b). One rank
+/// reads the whole batch.
+struct DataShard {
+  int rank = 0;
+  int ranks = 1;
+};
+
 class BatchSource {
 public:
   virtual ~BatchSource() = default;
-  /// Batches per epoch of the training split.
+  /// Batches per epoch of the training split (global batches, when sharded).
   virtual int64_t stepsPerEpoch() const = 0;
-  /// Writes the training batch of `step` (counting from 1) into `inputs`.
+  /// Writes the training batch of `step` (counting from 1) into `inputs`:
+  /// this rank's rows of the global batch.
   virtual bool trainBatch(int64_t step, uint8_t *inputs,
                           std::string &error) = 0;
   /// Held-out batches for evaluation (0 when there are none).
@@ -69,15 +80,15 @@ public:
 /// Opens `path` for a model whose batch is `layout`: a directory of IDX
 /// files, a token file, or a .safetensors file of recorded batches. Returns
 /// null with `error` set when the data is missing, corrupt or does not fit
-/// the model.
+/// the model. `shard` says which rows of each global batch to read; held-out
+/// batches are not sharded (the trainer gives each rank whole batches).
 /// With `tokenStreams`, token data is read as contiguous streams (row b of
 /// each batch continues row b of the one before), for models that carry
 /// their state across batches; other data refuses it.
-std::unique_ptr<BatchSource> openBatchSource(const std::string &path,
-                                             const BatchLayout &train,
-                                             const BatchLayout &eval,
-                                             uint64_t seed, std::string &error,
-                                             bool tokenStreams = false);
+std::unique_ptr<BatchSource>
+openBatchSource(const std::string &path, const BatchLayout &train,
+                const BatchLayout &eval, uint64_t seed, std::string &error,
+                bool tokenStreams = false, DataShard shard = {});
 
 } // namespace runtime
 } // namespace mnemo

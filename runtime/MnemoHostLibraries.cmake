@@ -14,6 +14,7 @@
 # project as a CUDA-only machine would.
 #
 #   mnemo_find_host_libraries()  sets MNEMO_HAVE_ONEDNN, MNEMO_DNNL_INCLUDE,
+#                                MNEMO_HAVE_MPI, MNEMO_MPI_INCLUDE,
 #                                MNEMO_HAVE_BLAS, MNEMO_BLAS_LIBRARY,
 #                                MNEMO_CBLAS_INCLUDE, MNEMO_HAVE_ZLIB and
 #                                MNEMO_HOST_LIBRARIES (what to link), and
@@ -160,6 +161,24 @@ macro(mnemo_find_host_libraries)
   if(NOT MNEMO_HAVE_ONEDNN)
     set(MNEMO_DNNL_INCLUDE "")
     message(STATUS "Mnemo: no oneDNN; the CPU convolutions run im2col")
+  endif()
+  # MPI (Debian's libopenmpi-dev), optional: data parallelism under mpirun
+  # (runtime/Ranks.cpp); without it the trainer runs as one process.
+  # -DMNEMO_MPI=OFF leaves it out.
+  option(MNEMO_MPI "Use MPI for data parallelism when found" ON)
+  set(MNEMO_HAVE_MPI OFF)
+  set(MNEMO_MPI_INCLUDE "")
+  if(MNEMO_MPI)
+    find_package(MPI COMPONENTS C QUIET)
+    if(MPI_C_FOUND)
+      set(MNEMO_HAVE_MPI ON)
+      set(MNEMO_MPI_INCLUDE ${MPI_C_INCLUDE_DIRS})
+      list(APPEND MNEMO_HOST_LIBRARIES ${MPI_C_LIBRARIES})
+      message(STATUS "Mnemo: MPI from ${MPI_C_LIBRARIES}")
+    endif()
+  endif()
+  if(NOT MNEMO_HAVE_MPI)
+    message(STATUS "Mnemo: no MPI; the trainer runs as one process")
   endif()
   if(MNEMO_DEPS_RPATH)
     list(REMOVE_DUPLICATES MNEMO_DEPS_RPATH)

@@ -21,6 +21,20 @@
 namespace mnemo {
 namespace runtime {
 
+/// How a data-parallel training step sums its gradients over the ranks
+/// (runtime/Ranks.h). The step calls gradientsReady(k) as soon as the
+/// planned schedule has finished every gradient of bucket k (a contiguous
+/// range of the gradient region), so that the sum runs while the backward
+/// goes on, and awaitGradients(k) before the first op that reads one of
+/// them (the optimizer's update, the gradient norm). Every rank runs the
+/// same plan, so the buckets become ready in the same order everywhere.
+class GradientExchange {
+public:
+  virtual ~GradientExchange() = default;
+  virtual void gradientsReady(int bucket) = 0;
+  virtual void awaitGradients(int bucket) = 0;
+};
+
 /// The memory a step runs in: one pointer per region of the plan.
 struct StepMemory {
   uint8_t *arena;
@@ -53,6 +67,15 @@ struct StepMemory {
   /// Seconds spent in each op, accumulated when profiling (--profile);
   /// null otherwise.
   double *opSeconds;
+  /// The other ranks of a data-parallel run; null in a single process.
+  GradientExchange *exchange = nullptr;
+};
+
+/// A bucket of gradients summed over the ranks in one collective: f32
+/// values at a byte offset of the gradient region.
+struct GradientBucket {
+  int64_t offset;
+  int64_t bytes;
 };
 
 /// One argument of a step function.
@@ -97,6 +120,10 @@ struct StepInfo {
   /// indexing StepMemory::opSeconds.
   int numOps;
   const char *const *opNames;
+  /// Data parallelism (mnemoc --world-size N, N > 1): the train step's
+  /// gradient buckets, in the order the step makes them ready.
+  int numGradientBuckets = 0;
+  const GradientBucket *gradientBuckets = nullptr;
 };
 
 struct ModelInfo {
@@ -106,6 +133,12 @@ struct ModelInfo {
   const char *train;       // JSON object: the train section's settings
   StepInfo trainStep;
   StepInfo evalStep;
+  /// The ranks the plan was made for (mnemoc --world-size): a data-parallel
+  /// launch must start exactly as many.
+  int worldSize = 1;
+  /// A hash of the generated step code: ranks of one run must agree on it
+  /// (another build or another -D makes another plan).
+  const char *planHash = "";
 };
 
 } // namespace runtime

@@ -27,6 +27,7 @@
 #include "runtime/Model.h"
 #include "runtime/OutputFiles.h"
 #include "runtime/Progress.h"
+#include "runtime/Ranks.h"
 #include "runtime/Safetensors.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -462,7 +463,40 @@ int main(int argc, char **argv) {
   const StepInfo &train = model.trainStep;
   const StepInfo &eval = model.evalStep;
   std::string error;
-  if (!cpu::setThreads(options.threads, error))
+  // A data-parallel run: one rank of those the launcher started, running
+  // the plan they all run.
+  std::unique_ptr<Ranks> ranks = Ranks::join(error);
+  if (!ranks)
+    fail(error);
+  if (ranks->size() != model.worldSize)
+    fail(model.worldSize == 1
+             ? "launched as " + std::to_string(ranks->size()) +
+                   " ranks, but this trainer was compiled for one process "
+                   "(compile it with mnemoc --world-size " +
+                   std::to_string(ranks->size()) + ")"
+             : "this trainer was compiled for " +
+                   std::to_string(model.worldSize) +
+                   " ranks (mnemoc --world-size " +
+                   std::to_string(model.worldSize) +
+                   "); launch it with mpirun "
+                   "-np " +
+                   std::to_string(model.worldSize) + ", not as " +
+                   std::to_string(ranks->size()));
+  if (!ranks->agreeOnPlan(model.planHash, error))
+    fail(error);
+  // Only rank 0 prints (the others' errors still reach stderr) and writes
+  // files.
+  if (!ranks->leader()) {
+    options.quiet = true;
+    if (!std::freopen("/dev/null", "w", stdout))
+      fail("cannot silence rank " + std::to_string(ranks->rank()) +
+           "'s output");
+  }
+  // Ranks on one machine share its cores.
+  int threads = options.threads;
+  if (threads == 0 && ranks->localSize() > 1 && !std::getenv("OMP_NUM_THREADS"))
+    threads = std::max(1, cpu::availableCores() / ranks->localSize());
+  if (!cpu::setThreads(threads, error))
     fail(error);
   // The convolutions' primitives, for these threads, before any step.
   cpu::prepareConvolutions(cpu::threads());
@@ -495,10 +529,11 @@ int main(int argc, char **argv) {
   BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
   std::unique_ptr<BatchSource> source =
       openBatchSource(options.data, trainBatch, evalBatch, position.seed, error,
-                      options.streams);
+                      options.streams, {ranks->rank(), ranks->size()});
   if (!source)
     fail(error);
-  checkOutputsOf(options, *source);
+  if (ranks->leader())
+    checkOutputsOf(options, *source);
 
   // One allocation for the whole plan, touched once so that its pages are
   // resident before the first step (the step loop then allocates nothing).
@@ -516,6 +551,10 @@ int main(int argc, char **argv) {
   // Large enough for the CPU step or the device step, whichever runs.
   std::vector<double> opSeconds(std::max(1, 4 * train.numOps + 64), 0.0);
   placeRegions(block, regions, memory);
+  // The step sums its gradients with the other ranks' (null alone).
+  std::unique_ptr<GradientExchange> exchange =
+      ranks->gradientExchange(train, memory.gradients);
+  memory.exchange = exchange.get();
 
   // Parameters: initialized from the seed, or loaded.
   if (!options.resume.empty()) {
@@ -598,6 +637,10 @@ int main(int argc, char **argv) {
     fail(options.device == "cpu"
              ? "--device cpu: " + noCpu
              : "no device to run on: " + noGpu + "; and " + noCpu);
+  if (gpu && options.device != "cpu" && ranks->size() > 1)
+    fail("data-parallel runs sum their gradients with MPI on the CPU; on "
+         "the GPU (NCCL) they are not supported yet: train with --device "
+         "cpu");
   if (gpu && options.device != "cpu") {
     executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)
@@ -610,6 +653,8 @@ int main(int argc, char **argv) {
           ? executor->describe()
           : "CPU, " + std::to_string(cpu::threads()) + " threads" +
                 (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
+  if (ranks->size() > 1)
+    device += "; " + ranks->describe() + ", each with these threads";
   std::printf("device: %s\n", device.c_str());
   if (std::string convolutions = cpu::convolutionSummary();
       !executor && !convolutions.empty())
@@ -629,9 +674,15 @@ int main(int argc, char **argv) {
                 regions.buffers ? (" + buffers " + mib(regions.buffers)).c_str()
                                 : "");
   std::printf("training steps %lld to %lld of %lld (%lld per epoch, batch "
-              "%lld)\n",
+              "%lld%s)\n",
               (long long)firstStep, (long long)lastStep, (long long)totalSteps,
-              (long long)perEpoch, (long long)trainBatch.batchSize);
+              (long long)perEpoch,
+              (long long)(trainBatch.batchSize * ranks->size()),
+              ranks->size() > 1
+                  ? (": " + std::to_string(trainBatch.batchSize) +
+                     " on each of " + std::to_string(ranks->size()) + " ranks")
+                        .c_str()
+                  : "");
   std::fflush(stdout);
 
   SafetensorsFile dumpInit, dumpBatches;
@@ -645,8 +696,9 @@ int main(int argc, char **argv) {
     int64_t batches = source->evalBatches();
     if (!eval.run || batches == 0)
       return std::string("no held-out data to evaluate on");
+    // Ranks evaluate every ranks-th batch and add up.
     double lossSum = 0, accuracySum = 0;
-    for (int64_t b = 0; b < batches; ++b) {
+    for (int64_t b = ranks->rank(); b < batches; b += ranks->size()) {
       if (!source->evalBatch(b, memory.inputs, error))
         fail(error);
       if (executor) {
@@ -661,6 +713,10 @@ int main(int argc, char **argv) {
       lossSum += resultOf(eval, memory, "loss");
       accuracySum += resultOf(eval, memory, "accuracy");
     }
+    double sums[2] = {lossSum, accuracySum};
+    ranks->sum(sums, 2);
+    lossSum = sums[0];
+    accuracySum = sums[1];
     double loss = lossSum / double(batches);
     double acc = accuracySum / double(batches);
     into.push_back({{"step", afterStep},
@@ -739,9 +795,21 @@ int main(int argc, char **argv) {
         dumpBatches.tensors.push_back(std::move(t));
       }
     double loss = resultOf(train, memory, "loss");
+    double skipped = resultOf(train, memory, "skipped");
+    if (ranks->size() > 1) {
+      // The global batch's mean loss (each rank's is its rows' mean), and
+      // one decision to stop: a rank interrupted stops them all after this
+      // step, as they must take part in every step's sums.
+      double shared[3] = {loss, skipped, double(interrupted != 0)};
+      ranks->sum(shared, 3);
+      loss = shared[0] / double(ranks->size());
+      skipped = shared[1];
+      if (shared[2] > 0 && !interrupted)
+        interrupted = SIGTERM;
+    }
     // f16 loss scaling: a step whose scaled gradients overflowed updated
     // nothing (and halved the scale).
-    if (resultOf(train, memory, "skipped") > 0)
+    if (skipped > 0)
       ++skippedSteps;
     if (!std::isfinite(loss)) {
       // f16 with loss scaling skips a step whose gradients overflowed and
@@ -816,6 +884,10 @@ int main(int argc, char **argv) {
                   100 * opSeconds[i] / total, opNames[i]);
     }
   }
+
+  // The other ranks hold the same parameters: rank 0 saves and reports.
+  if (!ranks->leader())
+    return interrupted ? 128 + interrupted : 0;
 
   position.step = step;
   position.totalSteps = totalSteps;

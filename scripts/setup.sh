@@ -19,6 +19,7 @@ MNEMO_PACKAGES=(
   libopenblas-dev g++           # the CPU backend: GEMMs, and the trainer's compiler
   libdnnl-dev                   # oneDNN: the CPU backend's convolutions
   coinor-libcbc-dev             # the MILP solver behind --remat=optimal
+  libopenmpi-dev openmpi-bin    # data parallelism: MPI collectives, mpirun
   fortunes                      # ~2.5 MB of English for the GPT example
 )
 

@@ -2,6 +2,7 @@
 # lit configuration for Mnemo: .mn model files and .mlir dialect tests.
 
 import os
+import shutil
 import subprocess
 
 import lit.formats
@@ -47,6 +48,12 @@ if config.mnemo_cuda in ("ON", "1", "TRUE"):
 # Trainers built with oneDNN (libdnnl-dev) run their convolutions through it.
 if getattr(config, "mnemo_onednn", ""):
     config.available_features.add("onednn")
+# Trainers built with MPI (libopenmpi-dev) run data-parallel under mpirun.
+# As root (CI, the development machines) Open MPI asks to be told so.
+if getattr(config, "mnemo_mpi", "") and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+    config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 if "cuda-device" not in config.available_features:
     lit_config.note("no CUDA device: tests that need a GPU are reported as UNSUPPORTED")
 

@@ -152,6 +152,8 @@ Pool &pool() {
 /// runs inline instead of waiting for itself.
 thread_local bool insideChunk = false;
 
+} // namespace
+
 /// The cores this process may use: the CPUs of its affinity mask, fewer
 /// under a cgroup CPU quota (a container's --cpus: cgroup v2's cpu.max,
 /// v1's cfs quota), at least 1. hardware_concurrency() counts the host's
@@ -198,8 +200,6 @@ int availableCores() {
     n = std::min(n, quota);
   return std::max(1, n);
 }
-
-} // namespace
 
 bool setThreads(int n, std::string &error) {
   if (n <= 0) {

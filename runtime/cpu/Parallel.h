@@ -63,6 +63,9 @@ constexpr int kMaxThreads = 1024;
 /// one, or threads the system refuses to start.
 bool setThreads(int threads, std::string &error);
 int threads();
+/// The cores this process may use: its affinity mask, capped by a cgroup
+/// CPU quota; at least 1.
+int availableCores();
 
 /// Whether the calling thread runs step work: a pool worker, or a thread
 /// that marked itself with StepScope. The trainer counts heap allocations

@@ -69,3 +69,26 @@ func.func @step(%x: tensor<2xf32> {mnemo.slot = 0 : i64}) {
 func.func @step(%x: tensor<2xf32>) -> (tensor<2xf32> {mnemo.reuses_arg = "x"}) {
   return %x : tensor<2xf32>
 }
+
+// -----
+
+// A data-parallel step's buckets hold f32 values, for two or more ranks.
+// expected-error@+1 {{gradient buckets are for 2 or more ranks, not 1}}
+func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 1, offsets = [0], sizes = [256]>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{a gradient bucket holds f32 values at a non-negative offset}}
+func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0], sizes = [6]>} {
+  return
+}
+
+// -----
+
+// A sync point names buckets of its step.
+func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0], sizes = [256]>} {
+  // expected-error@+1 {{gradient bucket 1 is not one of its step's 1}}
+  return {mnemo.gradient_sync = #mnemo.gradient_sync<ready = [], await = [1]>}
+}

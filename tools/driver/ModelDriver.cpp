@@ -87,6 +87,17 @@ cl::opt<bool> transientGradients(
     cl::desc(
         "Plan parameter gradients in the arena instead of a persistent region"),
     cl::cat(modelFlagsCategory()));
+cl::opt<int64_t> worldSize(
+    "world-size",
+    cl::desc("Plan for a data-parallel run of N ranks (mpirun -np N): each "
+             "reads its rows of a global batch N times the model's, and the "
+             "gradients are summed over the ranks (docs/distributed.md)"),
+    cl::value_desc("N"), cl::init(1), cl::cat(modelFlagsCategory()));
+cl::opt<std::string> gradientBucketBytes(
+    "gradient-bucket",
+    cl::desc("With --world-size: the gradient bytes each sum over the ranks "
+             "collects before it starts (default 4MiB)"),
+    cl::value_desc("size"), cl::init("4MiB"), cl::cat(modelFlagsCategory()));
 } // namespace
 
 std::vector<std::string> mnemo::modelSearchPaths() {
@@ -181,6 +192,28 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
     return std::nullopt;
   }
   options.rematTimeLimit = rematTimeLimit;
+  if (worldSize < 1 || worldSize > 65536) {
+    llvm::errs() << tool << ": error: --world-size is a number of ranks "
+                 << "from 1 to 65536, not " << worldSize << "\n";
+    return std::nullopt;
+  }
+  if (worldSize > 1 && transientGradients) {
+    llvm::errs() << tool
+                 << ": error: --world-size sums the gradients in their own "
+                    "region: it cannot be combined with "
+                    "--transient-gradients\n";
+    return std::nullopt;
+  }
+  options.worldSize = worldSize;
+  std::optional<int64_t> bucket = parseSize(gradientBucketBytes);
+  if (!bucket || *bucket < 4) {
+    llvm::errs() << tool
+                 << ": error: --gradient-bucket must be a size such as "
+                    "4MiB or 65536, not '"
+                 << gradientBucketBytes << "'\n";
+    return std::nullopt;
+  }
+  options.gradientBucketBytes = *bucket;
   if (!memoryBudget.empty()) {
     std::optional<int64_t> bytes = parseSize(memoryBudget);
     if (!bytes || *bytes <= 0) {
