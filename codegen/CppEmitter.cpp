@@ -319,6 +319,10 @@ LogicalResult StepEmitter::emit() {
     for (int64_t bucket : sync.getAwait())
       out() << "  if (memory.exchange) memory.exchange->awaitGradients("
             << bucket << ");\n";
+  // ZeRO-1: each rank updated its part; all of them get every parameter.
+  if (GradientBucketsAttr buckets = plan::gradientBuckets(func);
+      buckets && buckets.getShardBytes())
+    out() << "  if (memory.exchange) memory.exchange->gatherParameters();\n";
   out() << "}\n\n";
   return success();
 }
@@ -416,6 +420,26 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
       os << "    {" << offset << ", " << bytes << "},\n";
     os << "};\n";
   }
+  // ZeRO-1: the parameters the updates write, and their gradients' places.
+  int places = 0;
+  if (buckets && buckets.getShardBytes()) {
+    os << "const mnemo::runtime::ParameterPlace " << prefix
+       << "ParameterPlaces[] = {\n";
+    for (Operation &op : body) {
+      if (!llvm::isa<AdamUpdateOp, SgdUpdateOp>(op))
+        continue;
+      auto param = llvm::cast<BlockArgument>(op.getOperand(0));
+      auto grad = llvm::cast<OpResult>(op.getOperand(1));
+      os << "    {" << plan::slot(func, param.getArgNumber()).getOffset()
+         << ", "
+         << plan::placement(grad.getOwner())
+                .getGradientOffsets()[grad.getResultNumber()]
+         << ", " << 4 * llvm::cast<ShapedType>(param.getType()).getNumElements()
+         << "},\n";
+      ++places;
+    }
+    os << "};\n";
+  }
   StepPlanAttr stepPlan = plan::stepPlan(func);
   os << "const StepInfo " << prefix << "Info = {" << func.getName() << ", "
      << stepPlan.getArenaBytes() << ", " << stepPlan.getGradientBytes() << ", "
@@ -425,6 +449,9 @@ void emitStepInfo(func::FuncOp func, StringRef prefix,
   if (buckets)
     os << ", " << buckets.getOffsets().size() << ", " << prefix
        << "GradientBuckets";
+  if (places)
+    os << ", " << buckets.getShardBytes() << ", " << buckets.getStateTensors()
+       << ", " << places << ", " << prefix << "ParameterPlaces";
   os << "};\n\n";
 }
 

@@ -113,14 +113,21 @@ def Mnemo_GradientBucketsAttr : Mnemo_Attr<"GradientBuckets", "gradient_buckets"
     (mnemoc --world-size): the buckets of the gradient region that the ranks
     sum in one collective each, as byte `offsets` and `sizes`, in the order
     the step makes them ready. Each op where buckets become ready or are
-    first read carries a #mnemo.gradient_sync.
+    first read carries a #mnemo.gradient_sync. With the optimizer state
+    sharded (ZeRO-1, mnemoc --shard-optimizer), `shard_bytes` is the part of
+    the (padded) gradient region each rank owns: rank r updates the
+    parameter elements whose gradients lie in [r * shard_bytes, (r + 1) *
+    shard_bytes) and keeps their `state_tensors` optimizer states (Adam's
+    exp_avg and exp_avg_sq: 2), each a copy of its part's layout.
     ```mlir
-    func.func @train_step(...) attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0, 4096], sizes = [4096, 512]>}
+    func.func @train_step(...) attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 2, offsets = [0, 4096], sizes = [4096, 512], shard_bytes = 2304, state_tensors = 2>}
     ```
   }];
   let parameters = (ins "int64_t":$world_size,
                         ArrayRefParameter<"int64_t">:$offsets,
-                        ArrayRefParameter<"int64_t">:$sizes);
+                        ArrayRefParameter<"int64_t">:$sizes,
+                        DefaultValuedParameter<"int64_t", "0">:$shard_bytes,
+                        DefaultValuedParameter<"int64_t", "0">:$state_tensors);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

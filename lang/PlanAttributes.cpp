@@ -124,7 +124,11 @@ LogicalResult RematAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 GradientBucketsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                             int64_t worldSize, ArrayRef<int64_t> offsets,
-                            ArrayRef<int64_t> sizes) {
+                            ArrayRef<int64_t> sizes, int64_t shardBytes,
+                            int64_t stateTensors) {
+  if (shardBytes < 0 || shardBytes % 64 || stateTensors < 0)
+    return emitError() << "a rank's shard is a multiple of 64 bytes and its "
+                          "optimizer states are counted, not negative";
   if (worldSize < 2)
     return emitError() << "gradient buckets are for 2 or more ranks, not "
                        << worldSize;
@@ -311,11 +315,20 @@ Attribute GradientBucketsAttr::parse(AsmParser &parser, Type) {
       parser.parseComma() || parser.parseKeyword("offsets") ||
       parser.parseEqual() || parseIntegerList(parser, offsets) ||
       parser.parseComma() || parser.parseKeyword("sizes") ||
-      parser.parseEqual() || parseIntegerList(parser, sizes) ||
-      parser.parseGreater())
+      parser.parseEqual() || parseIntegerList(parser, sizes))
+    return {};
+  int64_t shardBytes = 0, stateTensors = 0;
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("shard_bytes") || parser.parseEqual() ||
+       parser.parseInteger(shardBytes) || parser.parseComma() ||
+       parser.parseKeyword("state_tensors") || parser.parseEqual() ||
+       parser.parseInteger(stateTensors)))
+    return {};
+  if (parser.parseGreater())
     return {};
   return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
-                    parser.getContext(), worldSize, offsets, sizes);
+                    parser.getContext(), worldSize, offsets, sizes, shardBytes,
+                    stateTensors);
 }
 
 void GradientBucketsAttr::print(AsmPrinter &printer) const {
@@ -323,6 +336,9 @@ void GradientBucketsAttr::print(AsmPrinter &printer) const {
   printIntegerList(printer, getOffsets());
   printer << ", sizes = ";
   printIntegerList(printer, getSizes());
+  if (getShardBytes())
+    printer << ", shard_bytes = " << getShardBytes()
+            << ", state_tensors = " << getStateTensors();
   printer << ">";
 }
 

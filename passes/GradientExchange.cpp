@@ -11,6 +11,7 @@
 #include "passes/Passes.h"
 
 #include "lang/MnemoOps.h"
+#include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 
 #include <map>
@@ -149,6 +150,10 @@ struct PlanGradientExchangePass
     }
 
     MLIRContext *context = func.getContext();
+    int64_t shardBytes = 0, stateTensors = 0;
+    if (shardOptimizer &&
+        failed(shardState(func, ops, shardBytes, stateTensors)))
+      return failure();
     SmallVector<int64_t> offsets, sizes;
     std::vector<SmallVector<int64_t>> ready(ops.size()), await(ops.size());
     for (auto [k, b] : llvm::enumerate(buckets)) {
@@ -158,11 +163,91 @@ struct PlanGradientExchangePass
       await[b.needed].push_back(k);
     }
     plan::setGradientBuckets(
-        func, GradientBucketsAttr::get(context, worldSize, offsets, sizes));
+        func, GradientBucketsAttr::get(context, worldSize, offsets, sizes,
+                                       shardBytes, stateTensors));
     for (auto [i, op] : llvm::enumerate(ops))
       if (!ready[i].empty() || !await[i].empty())
         plan::setGradientSync(
             op, GradientSyncAttr::get(context, ready[i], await[i]));
+    return success();
+  }
+
+  /// ZeRO-1: the ranks' parts of the gradient region and the optimizer
+  /// state's slots in the full layout (each rank allocates its parts).
+  LogicalResult shardState(func::FuncOp func, ArrayRef<Operation *> ops,
+                           int64_t &shardBytes, int64_t &stateTensors) {
+    StepPlanAttr stepPlan = plan::stepPlan(func);
+    int64_t gradientBytes = stepPlan.getGradientBytes();
+    shardBytes = llvm::alignTo(llvm::divideCeil(gradientBytes, worldSize), 64);
+    int64_t padded = shardBytes * worldSize;
+    SmallVector<SlotAttr> slots;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      slots.push_back(plan::slot(func, i));
+    llvm::DenseSet<unsigned> sharded;
+    for (Operation *op : ops) {
+      if (llvm::isa<Adam8bitUpdateOp>(op))
+        return op->emitError()
+               << "--shard-optimizer: adamw8bit's block-quantized moments "
+                  "are not sharded yet; use adamw, adam or sgd";
+      SmallVector<Value> states;
+      Value grad, skip;
+      if (auto adam = llvm::dyn_cast<AdamUpdateOp>(op)) {
+        states = {adam.getExpAvg(), adam.getExpAvgSq()};
+        grad = adam.getGrad();
+        skip = adam.getSkip();
+      } else if (auto sgd = llvm::dyn_cast<SgdUpdateOp>(op)) {
+        states = {sgd.getMomentumBuffer()};
+        grad = sgd.getGrad();
+        skip = sgd.getSkip();
+      } else {
+        continue;
+      }
+      if (skip)
+        return op->emitError()
+               << "--shard-optimizer: f16 loss scaling decides on every "
+                  "rank whether a step's gradients overflowed, which needs "
+                  "them all; train in bf16 or f32";
+      int64_t gradientOffset = -1;
+      if (auto result = llvm::dyn_cast<OpResult>(grad))
+        if (PlacementAttr placed = plan::placement(result.getOwner());
+            placed && !placed.getGradientOffsets().empty())
+          gradientOffset =
+              placed.getGradientOffsets()[result.getResultNumber()];
+      if (gradientOffset < 0)
+        return op->emitError() << "internal error: an update whose gradient "
+                                  "is not in the gradient region";
+      for (auto [t, state] : llvm::enumerate(states)) {
+        auto arg = llvm::dyn_cast<BlockArgument>(state);
+        if (!arg || model::argumentRole(func, arg.getArgNumber()) !=
+                        ArgumentRole::OptState)
+          return op->emitError() << "internal error: an optimizer state that "
+                                    "is not a step argument";
+        slots[arg.getArgNumber()] =
+            SlotAttr::get(func.getContext(), MemoryRegion::OptimizerState,
+                          int64_t(t) * padded + gradientOffset);
+        sharded.insert(arg.getArgNumber());
+      }
+      stateTensors = std::max<int64_t>(stateTensors, states.size());
+    }
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (model::argumentRole(func, i) == ArgumentRole::OptState &&
+          !sharded.count(i))
+        return func.emitError()
+               << "--shard-optimizer shards the optimizer's per-element "
+                  "state; '"
+               << model::argumentName(func, i)
+               << "' is not one (pruning masks and f16's loss scale are "
+                  "not sharded)";
+    plan::setSlots(func, slots);
+    // The gradient region, padded to whole parts: reduce-scatter and
+    // all-gather move equal parts.
+    plan::setStepPlan(
+        func,
+        StepPlanAttr::get(
+            func.getContext(), stepPlan.getArenaBytes(),
+            stepPlan.getLowerBoundBytes(), stepPlan.getNaiveBytes(), padded,
+            stepPlan.getWorkspaceBytes(), stepPlan.getCudaWorkspaceBytes(),
+            stepPlan.getPlanner(), stepPlan.getBudgetDevice()));
     return success();
   }
 };

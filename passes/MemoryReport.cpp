@@ -80,6 +80,12 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     r.worldSize = buckets.getWorldSize();
     r.gradientBuckets.assign(buckets.getSizes().begin(),
                              buckets.getSizes().end());
+    // ZeRO-1: each rank keeps its parts of the optimizer state.
+    if (buckets.getShardBytes()) {
+      r.unshardedStateBytes = r.optimizerStateBytes;
+      r.optimizerStateBytes =
+          buckets.getStateTensors() * buckets.getShardBytes();
+    }
   }
   r.cpuPeakBytes = r.arenaBytes + r.parameterBytes + r.bufferBytes +
                    r.gradientRegionBytes + r.optimizerStateBytes +
@@ -265,7 +271,12 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     line("buffers", r.bufferBytes);
   if (r.gradientRegionBytes)
     line("gradients", r.gradientRegionBytes);
-  line("optimizer state", r.optimizerStateBytes);
+  line("optimizer state", r.optimizerStateBytes,
+       r.unshardedStateBytes
+           ? llvm::formatv("this rank's part (ZeRO-1) of {0} over {1} ranks",
+                           formatBytes(r.unshardedStateBytes), r.worldSize)
+                 .str()
+           : std::string());
   if (r.pruneMaskBytes)
     line(
         "  pruning masks", r.pruneMaskBytes,
@@ -333,13 +344,24 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
       summed += b;
     int64_t n = r.worldSize;
     line("data parallel, each rank", summed,
-         llvm::formatv("of gradients summed over {0} ranks in {1} bucket{2} "
-                       "per step (a ring all-reduce sends {3} and receives as "
-                       "much per rank); every rank holds the whole plan",
-                       n, r.gradientBuckets.size(),
-                       r.gradientBuckets.size() == 1 ? "" : "s",
-                       formatBytes(2 * (n - 1) * summed / n))
-             .str());
+         r.unshardedStateBytes
+             ? llvm::formatv(
+                   "of gradients reduce-scattered over {0} ranks in {1} "
+                   "bucket{2} and {3} of parameters all-gathered per step (a "
+                   "ring sends {4} and receives as much per rank)",
+                   n, r.gradientBuckets.size(),
+                   r.gradientBuckets.size() == 1 ? "" : "s",
+                   formatBytes(r.gradientRegionBytes),
+                   formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n))
+                   .str()
+             : llvm::formatv(
+                   "of gradients summed over {0} ranks in {1} bucket{2} per "
+                   "step (a ring all-reduce sends {3} and receives as much "
+                   "per rank); every rank holds the whole plan",
+                   n, r.gradientBuckets.size(),
+                   r.gradientBuckets.size() == 1 ? "" : "s",
+                   formatBytes(2 * (n - 1) * summed / n))
+                   .str());
   }
   if (!r.attention.empty()) {
     // One line a layer's attention: a step holds dozens.
@@ -437,6 +459,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"gradient_bytes", r.gradientRegionBytes + r.gradientBytes},
         {"gradients_persistent", r.gradientRegionBytes > 0},
         {"world_size", r.worldSize},
+        {"unsharded_optimizer_state_bytes", r.unshardedStateBytes},
         {"gradient_bucket_bytes", llvm::json::Array(r.gradientBuckets)},
         {"activation_bytes", r.activationBytes},
         {"temporary_bytes", r.temporaryBytes},

@@ -38,6 +38,9 @@ struct MemoryReport {
   /// each gradient bucket summed over them every step.
   int64_t worldSize = 1;
   std::vector<int64_t> gradientBuckets;
+  /// ZeRO-1: the optimizer state of one process (optimizerStateBytes is
+  /// then one rank's part); 0 unsharded.
+  int64_t unshardedStateBytes = 0;
   /// Arena bytes by kind, live at the peak step.
   int64_t gradientBytes = 0, activationBytes = 0, temporaryBytes = 0;
   int64_t workspaceBytes = 0;

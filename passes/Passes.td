@@ -231,6 +231,12 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     Option<"recomputeCheap", "recompute-cheap", "bool", "true",
            "Recompute in the backward what an elementwise or normalization "
            "op computes from values the backward keeps anyway">,
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "Plan candidates for this many data-parallel ranks, as "
+           "plan-gradient-exchange will">,
+    Option<"shardOptimizer", "shard-optimizer", "bool", "false",
+           "With world-size: candidates keep 1/world-size of the optimizer "
+           "state (ZeRO-1), as the emitted plan will">,
   ];
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
@@ -343,12 +349,22 @@ def PlanGradientExchange : Pass<"plan-gradient-exchange", "mlir::ModuleOp"> {
     A bucket never holds a gradient that is read before another of its
     gradients is final. The gradients must be f32 in a persistent region
     (not `transient-gradients`).
+
+    With `shard-optimizer` (ZeRO-1), the gradient region is padded to
+    world-size equal parts of a multiple of 64 bytes; rank r owns part r. The
+    optimizer's per-element states (Adam's two moments, SGD's momentum)
+    get slots in a full layout of `state_tensors` copies of the gradient
+    region (state t of the element whose gradient is at byte x at t * G +
+    x), of which each rank holds its parts: the plan's optimizer state is
+    1/world-size of the unsharded one.
   }];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1",
            "The ranks of the data-parallel run (1: nothing to do)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
            "The gradient bytes a bucket collects before its sum starts">,
+    Option<"shardOptimizer", "shard-optimizer", "bool", "false",
+           "ZeRO-1: each rank keeps the optimizer state of 1/world-size of the gradient region and updates those parameter elements; buckets are reduce-scattered and the parameters all-gathered">,
   ];
 }
 

@@ -55,6 +55,8 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
   rematOptions.timeLimit = options.rematTimeLimit;
   rematOptions.budgetDevice = options.budgetDevice;
   rematOptions.transientGradients = options.transientGradients;
+  rematOptions.worldSize = options.worldSize;
+  rematOptions.shardOptimizer = options.shardOptimizer;
   rematOptions.recomputeCheap = options.recomputeCheap;
   pm.addPass(createRemat(rematOptions));
   buildPlanningPipeline(pm, options, PlannerEffort::Full);
@@ -78,10 +80,12 @@ void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
   }
   pm.addPass(createPlanMemory(planOptions));
   // Data parallelism: where the gradients' sums over the ranks start and
-  // are awaited (which moves no byte: remat's checks need not).
-  if (options.worldSize > 1 && effort == PlannerEffort::Full)
-    pm.addPass(createPlanGradientExchange(
-        {options.worldSize, options.gradientBucketBytes}));
+  // are awaited, and under ZeRO-1 each rank's part of the optimizer state
+  // (which remat's candidates must count).
+  if (options.worldSize > 1)
+    pm.addPass(createPlanGradientExchange({options.worldSize,
+                                           options.gradientBucketBytes,
+                                           options.shardOptimizer}));
 }
 
 namespace {
@@ -138,6 +142,11 @@ struct DefaultPipelineTextOptions
       *this, "bucket-bytes",
       llvm::cl::desc("Gradient bytes per sum over the ranks"),
       llvm::cl::init(4 << 20)};
+  Option<bool> shardOptimizer{
+      *this, "shard-optimizer",
+      llvm::cl::desc("ZeRO-1: each rank keeps 1/world-size of the optimizer "
+                     "state"),
+      llvm::cl::init(false)};
   Option<bool> inference{
       *this, "inference",
       llvm::cl::desc("The inference program: @eval_step alone, compressed"),
@@ -158,6 +167,7 @@ struct DefaultPipelineTextOptions
     o.recomputeCheap = recomputeCheap;
     o.worldSize = worldSize;
     o.gradientBucketBytes = gradientBucketBytes;
+    o.shardOptimizer = shardOptimizer;
     return o;
   }
 };

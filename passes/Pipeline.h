@@ -52,6 +52,9 @@ struct PipelineOptions {
   /// the gradient bytes each of their sums collects (plan-gradient-exchange).
   int64_t worldSize = 1;
   int64_t gradientBucketBytes = 4 << 20;
+  /// ZeRO-1: each rank keeps 1/worldSize of the optimizer state
+  /// (mnemoc --shard-optimizer).
+  bool shardOptimizer = false;
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module

@@ -935,6 +935,8 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     PipelineOptions tail;
     tail.transientGradients = transientGradients;
     tail.budgetDevice = budgetDevice;
+    tail.worldSize = worldSize;
+    tail.shardOptimizer = shardOptimizer;
     buildPlanningPipeline(pm, tail, effort);
     if (failed(pm.run(*copy)))
       return failure();

@@ -25,6 +25,10 @@ PlanRegions mnemo::runtime::regionsOf(const ModelInfo &model) {
                                                           : r.inputs;
       size = std::max(size, end);
     }
+    // ZeRO-1: the arguments' offsets are in the full layout; a rank keeps
+    // its parts.
+    if (step->shardBytes)
+      r.optimizerState = step->stateTensors * step->shardBytes;
     r.arena = std::max(r.arena, step->arenaBytes);
     r.gradients = std::max(r.gradients, step->gradientBytes);
     r.workspace = std::max(r.workspace, step->workspaceBytes);

@@ -28,11 +28,29 @@ namespace runtime {
 /// goes on, and awaitGradients(k) before the first op that reads one of
 /// them (the optimizer's update, the gradient norm). Every rank runs the
 /// same plan, so the buckets become ready in the same order everywhere.
+///
+/// With the optimizer state sharded (ZeRO-1), a bucket is reduce-scattered:
+/// each rank gets the sums of its part of the gradient region only, the
+/// step's gradient norm adds the ranks' sums of squares (sumOverRanks), the
+/// updates run on the rank's part, and gatherParameters() at the end of
+/// the step gives every rank every updated parameter.
 class GradientExchange {
 public:
   virtual ~GradientExchange() = default;
   virtual void gradientsReady(int bucket) = 0;
   virtual void awaitGradients(int bucket) = 0;
+  virtual void sumOverRanks(double *values, int count) = 0;
+  virtual void gatherParameters() = 0;
+};
+
+/// The elements of a tensor that a rank updates under ZeRO-1: those whose
+/// gradients lie in its part of the gradient region.
+struct ShardPart {
+  int64_t first = 0, count = 0;
+  /// Bytes into the rank's optimizer state where state 0 of `first` lies;
+  /// state t lies t * stateStride further.
+  int64_t stateOffset = 0, stateStride = 0;
+  int64_t state(int t) const { return t * stateStride + stateOffset; }
 };
 
 /// The memory a step runs in: one pointer per region of the plan.
@@ -69,6 +87,34 @@ struct StepMemory {
   double *opSeconds;
   /// The other ranks of a data-parallel run; null in a single process.
   GradientExchange *exchange = nullptr;
+  /// ZeRO-1: this rank's part of the gradient region (shardBytes 0: the
+  /// optimizer state is not sharded).
+  int64_t shardRank = 0, shardBytes = 0;
+
+  /// The part of a tensor of `elements` f32 values, whose gradient lies at
+  /// `gradientOffset`, that this rank updates.
+  ShardPart shardPart(int64_t gradientOffset, int64_t elements) const {
+    ShardPart part;
+    int64_t begin = shardRank * shardBytes, end = begin + shardBytes;
+    int64_t lo = gradientOffset > begin ? gradientOffset : begin;
+    int64_t hi = gradientOffset + 4 * elements;
+    hi = hi < end ? hi : end;
+    if (lo >= hi)
+      return part;
+    part.first = (lo - gradientOffset) / 4;
+    part.count = (hi - lo) / 4;
+    part.stateOffset = lo - begin;
+    part.stateStride = shardBytes;
+    return part;
+  }
+};
+
+/// Under ZeRO-1, where each updated parameter lies in the parameter region
+/// and where its gradient lies in the gradient region.
+struct ParameterPlace {
+  int64_t parameterOffset;
+  int64_t gradientOffset;
+  int64_t bytes;
 };
 
 /// A bucket of gradients summed over the ranks in one collective: f32
@@ -124,6 +170,15 @@ struct StepInfo {
   /// gradient buckets, in the order the step makes them ready.
   int numGradientBuckets = 0;
   const GradientBucket *gradientBuckets = nullptr;
+  /// ZeRO-1 (mnemoc --shard-optimizer): each rank's part of the (padded)
+  /// gradient region, the optimizer states per element (each rank keeps
+  /// stateTensors * shardBytes), and the parameters the update writes.
+  /// The optimizer state arguments' offsets are in the full layout
+  /// (stateTensors copies of the gradient region).
+  int64_t shardBytes = 0;
+  int stateTensors = 0;
+  int numParameterPlaces = 0;
+  const ParameterPlace *parameterPlaces = nullptr;
 };
 
 struct ModelInfo {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #if MNEMO_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1 // the C API only
 #include <mpi.h>
 
 #include <condition_variable>
@@ -37,9 +38,13 @@ public:
   std::string describe() const override { return ""; }
   bool agreeOnPlan(const std::string &, std::string &) override { return true; }
   void sum(double *, int) override {}
-  std::unique_ptr<GradientExchange> gradientExchange(const StepInfo &,
-                                                     uint8_t *) override {
+  std::unique_ptr<GradientExchange>
+  gradientExchange(const StepInfo &, const StepMemory &) override {
     return nullptr;
+  }
+  void gatherState(const uint8_t *part, int64_t bytes,
+                   std::vector<uint8_t> &all) override {
+    all.assign(part, part + bytes);
   }
 };
 
@@ -60,12 +65,21 @@ uint64_t fnv1a(const std::string &text) {
 /// between ops). All MPI calls during a step are this thread's; the
 /// trainer calls MPI only between steps, when every bucket has been
 /// awaited (MPI_THREAD_SERIALIZED).
+///
+/// ZeRO-1 (a step with shardBytes): a bucket is reduce-scattered in place
+/// (each rank's sums land at the bucket's start, then move to its part),
+/// and the parameters are all-gathered through the gradient region, which
+/// the step no longer needs by then: each rank writes its updated part
+/// there, the parts are gathered, and every parameter is copied back.
 class MpiGradientExchange : public GradientExchange {
 public:
-  MpiGradientExchange(const StepInfo &step, uint8_t *gradients, int ranks)
+  MpiGradientExchange(const StepInfo &step, const StepMemory &memory, int rank,
+                      int ranks)
       : buckets(step.gradientBuckets,
                 step.gradientBuckets + step.numGradientBuckets),
-        gradients(gradients), scale(1.0f / float(ranks)),
+        places(step.parameterPlaces,
+               step.parameterPlaces + step.numParameterPlaces),
+        memory(memory), rank(rank), ranks(ranks), scale(1.0f / float(ranks)),
         requested(buckets.size(), 0), completed(buckets.size(), 0),
         worker([this] { run(); }) {}
 
@@ -92,6 +106,33 @@ public:
     done.wait(lock, [&] { return completed[bucket] == requested[bucket]; });
   }
 
+  // Called by the step's thread once every bucket it started has been
+  // awaited (the gradient norm reads every gradient; the parameters are
+  // gathered at the step's end): the worker is idle, so the calls stay
+  // serialized.
+  void sumOverRanks(double *values, int count) override {
+    awaitAll();
+    MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+
+  void gatherParameters() override {
+    awaitAll();
+    uint8_t *gradients = memory.gradients;
+    for (const ParameterPlace &p : places) {
+      ShardPart part = memory.shardPart(p.gradientOffset, p.bytes / 4);
+      std::memcpy(gradients + p.gradientOffset + 4 * part.first,
+                  memory.parameters + p.parameterOffset + 4 * part.first,
+                  4 * part.count);
+    }
+    int64_t count = memory.shardBytes / 4;
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gradients, int(count),
+                  MPI_FLOAT, MPI_COMM_WORLD);
+    for (const ParameterPlace &p : places)
+      std::memcpy(memory.parameters + p.parameterOffset,
+                  gradients + p.gradientOffset, p.bytes);
+  }
+
 private:
   void run() {
     for (;;) {
@@ -105,19 +146,10 @@ private:
         queue.pop_front();
       }
       const GradientBucket &b = buckets[bucket];
-      float *values = reinterpret_cast<float *>(gradients + b.offset);
-      int64_t count = b.bytes / 4;
-      // Buckets are planned well under 2^31 values; a sum in pieces would
-      // be the same sum.
-      for (int64_t at = 0; at < count; at += (int64_t(1) << 30)) {
-        int n = int(std::min<int64_t>(count - at, int64_t(1) << 30));
-        MPI_Allreduce(MPI_IN_PLACE, values + at, n, MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
-      }
-      // The mean over the ranks: each rank's loss is the mean over its
-      // rows, so this is the mean over the global batch's.
-      for (int64_t i = 0; i < count; ++i)
-        values[i] *= scale;
+      if (memory.shardBytes)
+        reduceScatter(b);
+      else
+        allReduce(b);
       {
         std::lock_guard<std::mutex> lock(mutex);
         ++completed[bucket];
@@ -126,8 +158,56 @@ private:
     }
   }
 
+  void allReduce(const GradientBucket &b) {
+    float *values = reinterpret_cast<float *>(memory.gradients + b.offset);
+    int64_t count = b.bytes / 4;
+    // Buckets are planned well under 2^31 values; a sum in pieces would
+    // be the same sum.
+    for (int64_t at = 0; at < count; at += (int64_t(1) << 30)) {
+      int n = int(std::min<int64_t>(count - at, int64_t(1) << 30));
+      MPI_Allreduce(MPI_IN_PLACE, values + at, n, MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+    }
+    // The mean over the ranks: each rank's loss is the mean over its
+    // rows, so this is the mean over the global batch's.
+    for (int64_t i = 0; i < count; ++i)
+      values[i] *= scale;
+  }
+
+  void reduceScatter(const GradientBucket &b) {
+    // Each rank's share of the bucket: where it meets the rank's part.
+    std::vector<int> counts(ranks);
+    int64_t ownBegin = 0, ownBytes = 0;
+    for (int r = 0; r < ranks; ++r) {
+      int64_t lo = std::max(b.offset, r * memory.shardBytes);
+      int64_t hi = std::min(b.offset + b.bytes, (r + 1) * memory.shardBytes);
+      counts[r] = int(std::max<int64_t>(0, hi - lo) / 4);
+      if (r == rank) {
+        ownBegin = lo;
+        ownBytes = std::max<int64_t>(0, hi - lo);
+      }
+    }
+    uint8_t *bucket = memory.gradients + b.offset;
+    MPI_Reduce_scatter(MPI_IN_PLACE, bucket, counts.data(), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD);
+    // In place, the rank's sums land at the bucket's start.
+    uint8_t *own = memory.gradients + ownBegin;
+    if (ownBytes && own != bucket)
+      std::memmove(own, bucket, ownBytes);
+    float *values = reinterpret_cast<float *>(own);
+    for (int64_t i = 0; i < ownBytes / 4; ++i)
+      values[i] *= scale;
+  }
+
+  void awaitAll() {
+    std::unique_lock<std::mutex> lock(mutex);
+    done.wait(lock, [&] { return queue.empty() && completed == requested; });
+  }
+
   std::vector<GradientBucket> buckets;
-  uint8_t *gradients;
+  std::vector<ParameterPlace> places;
+  const StepMemory &memory;
+  int rank, ranks;
   float scale;
   std::mutex mutex;
   std::condition_variable ready, done;
@@ -180,11 +260,19 @@ public:
                   MPI_COMM_WORLD);
   }
 
-  std::unique_ptr<GradientExchange> gradientExchange(const StepInfo &step,
-                                                     uint8_t *gradients) {
+  std::unique_ptr<GradientExchange>
+  gradientExchange(const StepInfo &step, const StepMemory &memory) override {
     if (size() == 1)
       return nullptr;
-    return std::make_unique<MpiGradientExchange>(step, gradients, size());
+    return std::make_unique<MpiGradientExchange>(step, memory, rank(), size());
+  }
+
+  void gatherState(const uint8_t *part, int64_t bytes,
+                   std::vector<uint8_t> &all) override {
+    if (leader())
+      all.resize(bytes * size());
+    MPI_Gather(part, int(bytes), MPI_BYTE, leader() ? all.data() : nullptr,
+               int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
   }
 };
 

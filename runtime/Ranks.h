@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mnemo {
 namespace runtime {
@@ -49,12 +50,16 @@ public:
   /// same sums.
   virtual void sum(double *values, int count) = 0;
   /// The exchange a training step calls for its gradient buckets, which
-  /// lie in `gradients` (the plan's gradient region): each bucket is
-  /// summed over the ranks and divided by their number, so that every rank
-  /// holds the mean gradient, as one process with the whole global batch
-  /// computes it. Null alone.
+  /// lie in the plan's gradient region of `memory`: each bucket is summed
+  /// over the ranks and divided by their number, so that every rank holds
+  /// the mean gradient (under ZeRO-1, of its part), as one process with the
+  /// whole global batch computes it. `memory` must outlive it. Null alone.
   virtual std::unique_ptr<GradientExchange>
-  gradientExchange(const StepInfo &step, uint8_t *gradients) = 0;
+  gradientExchange(const StepInfo &step, const StepMemory &memory) = 0;
+  /// Every rank's `bytes` at `part`, in rank order, into `all` on rank 0
+  /// (ZeRO-1's optimizer state, for the checkpoint). Collective.
+  virtual void gatherState(const uint8_t *part, int64_t bytes,
+                           std::vector<uint8_t> &all) = 0;
 
 protected:
   Ranks(int rank, int size, int local)

@@ -422,6 +422,42 @@ std::string rescueCheckpoint(const ModelInfo &model, const StepMemory &memory,
   return "";
 }
 
+/// ZeRO-1: the optimizer state in the full layout (stateTensors copies of
+/// the padded gradient region) and a rank's parts of it.
+int64_t fullStateBytes(const StepInfo &train) {
+  int64_t end = 0;
+  for (int i = 0; i < train.numArguments; ++i)
+    if (train.arguments[i].role == ArgumentRole::OptState)
+      end = std::max(end, train.arguments[i].offset + train.arguments[i].bytes);
+  return end;
+}
+
+/// Rank `rank`'s parts of a full optimizer state: part `rank` of each
+/// state's copy of the gradient region.
+void takeStateParts(const StepInfo &train, const std::vector<uint8_t> &full,
+                    int rank, int ranks, uint8_t *parts) {
+  int64_t shard = train.shardBytes, region = shard * ranks;
+  for (int t = 0; t < train.stateTensors; ++t) {
+    int64_t from = t * region + rank * shard;
+    int64_t bytes = std::clamp<int64_t>(int64_t(full.size()) - from, 0, shard);
+    std::memcpy(parts + t * shard, full.data() + from, bytes);
+  }
+}
+
+/// The inverse, from every rank's parts in rank order.
+void joinStateParts(const StepInfo &train, const std::vector<uint8_t> &parts,
+                    int ranks, uint8_t *full) {
+  int64_t shard = train.shardBytes, region = shard * ranks;
+  int64_t perRank = shard * train.stateTensors;
+  int64_t fullBytes = fullStateBytes(train);
+  for (int r = 0; r < ranks; ++r)
+    for (int t = 0; t < train.stateTensors; ++t) {
+      int64_t to = t * region + r * shard;
+      int64_t bytes = std::clamp<int64_t>(fullBytes - to, 0, shard);
+      std::memcpy(full + to, parts.data() + r * perRank + t * shard, bytes);
+    }
+}
+
 /// The files --dump writes into its directory.
 const char *const kDumpFiles[] = {"init.safetensors", "batches.safetensors",
                                   "final.safetensors", "losses.safetensors",
@@ -552,13 +588,26 @@ int main(int argc, char **argv) {
   std::vector<double> opSeconds(std::max(1, 4 * train.numOps + 64), 0.0);
   placeRegions(block, regions, memory);
   // The step sums its gradients with the other ranks' (null alone).
+  memory.shardRank = ranks->rank();
+  memory.shardBytes = train.shardBytes;
   std::unique_ptr<GradientExchange> exchange =
-      ranks->gradientExchange(train, memory.gradients);
+      ranks->gradientExchange(train, memory);
   memory.exchange = exchange.get();
 
   // Parameters: initialized from the seed, or loaded.
   if (!options.resume.empty()) {
-    applyCheckpoint(resume, model, memory);
+    if (train.shardBytes) {
+      // ZeRO-1: the checkpoint holds every state whole; this rank keeps
+      // its parts (whatever world size wrote it).
+      std::vector<uint8_t> full(fullStateBytes(train));
+      StepMemory whole = memory;
+      whole.optimizerState = full.data();
+      applyCheckpoint(resume, model, whole);
+      takeStateParts(train, full, ranks->rank(), ranks->size(),
+                     memory.optimizerState);
+    } else {
+      applyCheckpoint(resume, model, memory);
+    }
   } else {
     for (int i = 0; i < train.numArguments; ++i) {
       const ArgumentInfo &a = train.arguments[i];
@@ -885,6 +934,18 @@ int main(int argc, char **argv) {
     }
   }
 
+  // ZeRO-1: rank 0 gathers the optimizer state whole, for a checkpoint
+  // that one process (and any world size) resumes.
+  std::vector<uint8_t> fullState;
+  if (train.shardBytes) {
+    std::vector<uint8_t> parts;
+    ranks->gatherState(memory.optimizerState, regions.optimizerState, parts);
+    if (ranks->leader()) {
+      fullState.resize(fullStateBytes(train));
+      joinStateParts(train, parts, ranks->size(), fullState.data());
+      memory.optimizerState = fullState.data();
+    }
+  }
   // The other ranks hold the same parameters: rank 0 saves and reports.
   if (!ranks->leader())
     return interrupted ? 128 + interrupted : 0;

@@ -29,6 +29,9 @@ def main():
     parser.add_argument("ranks")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--resumed", action="store_true",
+                        help="RANKS resumed a checkpoint: compare its losses "
+                             "with ONE's last steps")
     parser.add_argument("--summaries", nargs=2, metavar=("ONE", "RANKS"),
                         help="train --summary-json files whose evaluations "
                              "must agree too (loss to rtol, accuracy to 1e-3)")
@@ -54,6 +57,9 @@ def main():
 
     one_losses = load(os.path.join(args.one, "losses.safetensors"))[0]["loss"]
     rank_losses = load(os.path.join(args.ranks, "losses.safetensors"))[0]["loss"]
+    if args.resumed:
+        # RANKS resumed from a checkpoint: its steps are ONE's last.
+        one_losses = one_losses[-rank_losses.size:]
     if one_losses.shape != rank_losses.shape:
         print(f"FAIL: {one_losses.size} steps against {rank_losses.size}")
         return 1

@@ -98,6 +98,12 @@ cl::opt<std::string> gradientBucketBytes(
     cl::desc("With --world-size: the gradient bytes each sum over the ranks "
              "collects before it starts (default 4MiB)"),
     cl::value_desc("size"), cl::init("4MiB"), cl::cat(modelFlagsCategory()));
+cl::opt<bool> shardOptimizer(
+    "shard-optimizer",
+    cl::desc("With --world-size: ZeRO-1, each rank keeps the optimizer state "
+             "of 1/N of the parameters and updates them; gradients are "
+             "reduce-scattered and the parameters all-gathered"),
+    cl::cat(modelFlagsCategory()));
 } // namespace
 
 std::vector<std::string> mnemo::modelSearchPaths() {
@@ -205,6 +211,13 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
     return std::nullopt;
   }
   options.worldSize = worldSize;
+  if (shardOptimizer && worldSize < 2) {
+    llvm::errs() << tool
+                 << ": error: --shard-optimizer shards the optimizer state "
+                    "over the ranks of --world-size N, N of at least 2\n";
+    return std::nullopt;
+  }
+  options.shardOptimizer = shardOptimizer;
   std::optional<int64_t> bucket = parseSize(gradientBucketBytes);
   if (!bucket || *bucket < 4) {
     llvm::errs() << tool

@@ -14,6 +14,7 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -37,6 +38,33 @@ int64_t elements(Value v) { return product(shapeOf(v)); }
 //===----------------------------------------------------------------------===//
 // The CPU
 //===----------------------------------------------------------------------===//
+
+/// ZeRO-1 (plan-gradient-exchange's shard-optimizer): where `grad`, an
+/// update's gradient, lies in the gradient region; nullopt when the step's
+/// optimizer state is not sharded.
+std::optional<int64_t> shardedGradientOffset(Operation *op, Value grad) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  GradientBucketsAttr buckets = func ? plan::gradientBuckets(func) : nullptr;
+  if (!buckets || !buckets.getShardBytes())
+    return std::nullopt;
+  auto result = llvm::cast<OpResult>(grad);
+  return plan::placement(result.getOwner())
+      .getGradientOffsets()[result.getResultNumber()];
+}
+
+/// Opens the block that updates this rank's part of a tensor: `part` in
+/// the generated code; its parameter and gradient pointers are offset by
+/// part.first and its states lie in the rank's optimizer state.
+void openShardPart(CpuKernelContext &context, int64_t gradientOffset,
+                   int64_t elements) {
+  context.out() << llvm::formatv(
+      "  if (const mnemo::runtime::ShardPart part = memory.shardPart({0}, "
+      "{1}); part.count > 0) {{\n",
+      gradientOffset, elements);
+}
+std::string shardState(int t) {
+  return "f32(S + part.state(" + std::to_string(t) + "))";
+}
 
 /// An update's skip flag (f16 loss scaling), its last operand: a pointer,
 /// or nullptr without one.
@@ -66,6 +94,25 @@ LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
   for (Value v : op.getInputs())
     sizes.push_back(std::to_string(elements(v)));
   context.include(kCpuKernels);
+  if (shardedGradientOffset(op, op.getInputs().front())) {
+    // ZeRO-1: each rank holds the sums of its part of the gradients; the
+    // squares of the parts add up over the ranks.
+    SmallVector<std::string> offsets;
+    for (Value v : op.getInputs())
+      offsets.push_back(std::to_string(*shardedGradientOffset(op, v)));
+    context.out() << llvm::formatv(
+        "  {{\n    const float *tensors[] = {{{0}};\n    int64_t sizes[] = "
+        "{{{1}};\n    static const int64_t gradientOffsets[] = {{{2}};\n"
+        "    for (int i = 0; i < {3}; ++i) {{\n      const "
+        "mnemo::runtime::ShardPart part = memory.shardPart(gradientOffsets[i], "
+        "sizes[i]);\n      tensors[i] += part.first;\n      sizes[i] = "
+        "part.count;\n    }\n    double squares = sumOfSquares(tensors, "
+        "sizes, {3});\n    memory.exchange->sumOverRanks(&squares, 1);\n    "
+        "*{4} = float(std::sqrt(squares));\n  }\n",
+        llvm::join(*p, ", "), llvm::join(sizes, ", "),
+        llvm::join(offsets, ", "), sizes.size(), context.result());
+    return success();
+  }
   context.out() << llvm::formatv(
       "  {{\n    const float *const tensors[] = {{{0}};\n    static const "
       "int64_t sizes[] = {{{1}};\n    *{2} = globalNorm(tensors, sizes, "
@@ -107,6 +154,16 @@ LogicalResult emitSgdCpu(SgdUpdateOp op, CpuKernelContext &context) {
   if (failed(p))
     return failure();
   context.include(kCpuKernels);
+  if (std::optional<int64_t> at = shardedGradientOffset(op, op.getGrad())) {
+    openShardPart(context, *at, elements(op.getParam()));
+    context.out() << llvm::formatv(
+        "    sgdUpdate(part.count, {0} + part.first, {1} + part.first, {2}, "
+        "{0} + part.first, {2}, *{3}, *{4}, {5}, {6}, {7}, {8});\n  }\n",
+        (*p)[0], (*p)[1], shardState(0), (*p)[3], (*p)[4],
+        literal(op.getMomentum()), literal(op.getDampening()),
+        literal(op.getWeightDecay()), boolean(op.getNesterov()));
+    return success();
+  }
   context.out() << llvm::formatv(
       "  sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, *{6}, *{7}, {8}, {9}, {10}, "
       "{11}, {12});\n",
@@ -123,6 +180,19 @@ LogicalResult emitAdamCpu(AdamUpdateOp op, CpuKernelContext &context) {
   if (failed(p))
     return failure();
   context.include(kCpuKernels);
+  if (std::optional<int64_t> at = shardedGradientOffset(op, op.getGrad())) {
+    // In place: the parameter's part, and the moments in this rank's
+    // optimizer state.
+    openShardPart(context, *at, elements(op.getParam()));
+    context.out() << llvm::formatv(
+        "    adamUpdate(part.count, {0} + part.first, {1} + part.first, {2}, "
+        "{3}, {0} + part.first, {2}, {3}, *{4}, *{5}, {6}, {7}, {8}, {9}, "
+        "{10});\n  }\n",
+        (*p)[0], (*p)[1], shardState(0), shardState(1), (*p)[4], (*p)[5],
+        literal(op.getBeta1()), literal(op.getBeta2()), literal(op.getEps()),
+        literal(op.getWeightDecay()), boolean(op.getDecoupled()));
+    return success();
+  }
   context.out() << llvm::formatv(
       "  adamUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, *{8}, *{9}, {10}, "
       "{11}, {12}, {13}, {14}, {15});\n",

@@ -24,6 +24,11 @@ float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
 }
 
 float globalNorm(const float *const *tensors, const int64_t *sizes, int count) {
+  return float(std::sqrt(sumOfSquares(tensors, sizes, count)));
+}
+
+double sumOfSquares(const float *const *tensors, const int64_t *sizes,
+                    int count) {
   // Each tensor in a fixed number of chunks (a function of its size and
   // the thread count only), summed in chunk order: deterministic.
   double total = 0;
@@ -45,7 +50,7 @@ float globalNorm(const float *const *tensors, const int64_t *sizes, int count) {
     for (int64_t c = 0; c < chunks; ++c)
       total += partial[c];
   }
-  return float(std::sqrt(total));
+  return total;
 }
 
 void lossScaleUpdate(float norm, float scale, float count, float *newScale,

@@ -204,6 +204,9 @@ float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
                  int64_t warmup, int64_t steps, double minLr);
 /// sqrt(sum of squares) over several tensors, accumulated in double.
 float globalNorm(const float *const *tensors, const int64_t *sizes, int count);
+/// The sum of squares itself (ZeRO-1 adds the ranks' parts).
+double sumOfSquares(const float *const *tensors, const int64_t *sizes,
+                    int count);
 /// torch.cuda.amp.GradScaler.update for f16 training (scalars; the count
 /// of consecutive finite steps is held in a float).
 void lossScaleUpdate(float norm, float scale, float count, float *newScale,
