@@ -185,8 +185,10 @@ struct PlanGradientExchangePass
       slots.push_back(plan::slot(func, i));
     llvm::DenseSet<unsigned> sharded;
     for (Operation *op : ops) {
+      // Errors about the train section, at the model (the updates carry
+      // their parameters' locations, in the std library's layers).
       if (llvm::isa<Adam8bitUpdateOp>(op))
-        return op->emitError()
+        return func.emitError()
                << "--shard-optimizer: adamw8bit's block-quantized moments "
                   "are not sharded yet; use adamw, adam or sgd";
       SmallVector<Value> states;
@@ -203,7 +205,7 @@ struct PlanGradientExchangePass
         continue;
       }
       if (skip)
-        return op->emitError()
+        return func.emitError()
                << "--shard-optimizer: f16 loss scaling decides on every "
                   "rank whether a step's gradients overflowed, which needs "
                   "them all; train in bf16 or f32";
