@@ -9,7 +9,10 @@
 #define OMPI_SKIP_MPICXX 1 // the C API only
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -38,6 +41,8 @@ public:
   std::string describe() const override { return ""; }
   bool agreeOnPlan(const std::string &, std::string &) override { return true; }
   void sum(double *, int) override {}
+  void setTimeout(double) override {}
+  void setStep(int64_t) override {}
   std::unique_ptr<GradientExchange>
   gradientExchange(const StepInfo &, const StepMemory &) override {
     return nullptr;
@@ -58,13 +63,118 @@ uint64_t fnv1a(const std::string &text) {
   return h;
 }
 
+/// Waits for collectives with a deadline, so that a rank that stops or
+/// hangs ends the run with its name instead of leaving the others blocked
+/// for ever (a rank that dies is mpirun's to report: it ends the job and
+/// names it). Nothing is sent while collectives finish in time: a rank
+/// that has waited half the timeout tells every other rank which
+/// collective it waits in, and at the timeout the ranks that said nothing
+/// are the ones that never arrived.
+class Deadline {
+public:
+  Deadline(int rank, int size, double seconds)
+      : rank(rank), size(size), seconds(seconds), heard(size, -1) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &notices);
+    listen();
+  }
+  ~Deadline() {
+    MPI_Cancel(&notice);
+    MPI_Wait(&notice, MPI_STATUS_IGNORE);
+    MPI_Comm_free(&notices);
+  }
+
+  /// The step the trainer is in, for the message.
+  std::atomic<int64_t> step{0};
+
+  /// Completes `request`, the collective `what` (MPI_Test drives Open
+  /// MPI's progress; the first polls spin, later ones sleep 20 us).
+  void wait(MPI_Request &request, const char *what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    long long sequence = ++collectives;
+    auto start = std::chrono::steady_clock::now();
+    bool told = false;
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done)
+        return;
+      hear();
+      if (polls < 1000)
+        continue;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+      if (!told && waited > seconds / 2) {
+        tell(sequence);
+        told = true;
+      }
+      if (waited > seconds)
+        giveUp(sequence, what, waited);
+    }
+  }
+
+private:
+  void listen() {
+    MPI_Irecv(&received, 1, MPI_LONG_LONG, MPI_ANY_SOURCE, 0, notices, &notice);
+  }
+  void hear() {
+    int arrived = 0;
+    MPI_Status status;
+    MPI_Test(&notice, &arrived, &status);
+    if (!arrived)
+      return;
+    heard[status.MPI_SOURCE] = received;
+    listen();
+  }
+  void tell(long long sequence) {
+    sent = sequence;
+    for (int r = 0; r < size; ++r)
+      if (r != rank) {
+        MPI_Request request;
+        MPI_Isend(&sent, 1, MPI_LONG_LONG, r, 0, notices, &request);
+        MPI_Request_free(&request);
+      }
+  }
+  [[noreturn]] void giveUp(long long sequence, const char *what,
+                           double waited) {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < size; ++r)
+      if (r != rank && heard[r] != sequence) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        ++count;
+      }
+    std::fprintf(stderr,
+                 "train: error: rank %d: %s in step %lld waited %.0f s for "
+                 "%s%s%s: stopping every rank (--collective-timeout)\n",
+                 rank, what, (long long)step.load(), waited,
+                 count == 0 ? "a rank inside it (every rank arrived)"
+                            : (count == 1 ? "rank " : "ranks "),
+                 missing.c_str(),
+                 count == 0 ? ""
+                            : ", which never arrived: stopped, hung or "
+                              "far slower than the others");
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);
+  }
+
+  int rank, size;
+  double seconds;
+  std::mutex mutex;
+  MPI_Comm notices;
+  MPI_Request notice;
+  long long received = 0, sent = 0, collectives = 0;
+  std::vector<long long> heard;
+};
+
 /// Sums buckets on a thread of its own, in the order the step makes them
-/// ready: MPI's blocking all-reduce progresses by itself there while the
-/// step's thread computes the rest of the backward (a non-blocking
-/// MPI_Iallreduce would only progress when this thread called into MPI
-/// between ops). All MPI calls during a step are this thread's; the
-/// trainer calls MPI only between steps, when every bucket has been
-/// awaited (MPI_THREAD_SERIALIZED).
+/// ready, while the step's thread computes the rest of the backward: the
+/// thread polls the collective (Deadline::wait), which is what makes Open
+/// MPI's non-blocking collectives progress. All MPI calls during a step
+/// are this thread's; the trainer calls MPI only between steps, when every
+/// bucket has been awaited (MPI_THREAD_SERIALIZED).
 ///
 /// ZeRO-1 (a step with shardBytes): a bucket is reduce-scattered in place
 /// (each rank's sums land at the bucket's start, then move to its part),
@@ -73,9 +183,10 @@ uint64_t fnv1a(const std::string &text) {
 /// there, the parts are gathered, and every parameter is copied back.
 class MpiGradientExchange : public GradientExchange {
 public:
-  MpiGradientExchange(const StepInfo &step, const StepMemory &memory, int rank,
-                      int ranks)
-      : buckets(step.gradientBuckets,
+  MpiGradientExchange(const StepInfo &step, const StepMemory &memory,
+                      Deadline &deadline, int rank, int ranks)
+      : deadline(deadline),
+        buckets(step.gradientBuckets,
                 step.gradientBuckets + step.numGradientBuckets),
         places(step.parameterPlaces,
                step.parameterPlaces + step.numParameterPlaces),
@@ -112,8 +223,10 @@ public:
   // serialized.
   void sumOverRanks(double *values, int count) override {
     awaitAll();
-    MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
+                   MPI_COMM_WORLD, &request);
+    deadline.wait(request, "the gradient norm's sum");
   }
 
   void gatherParameters() override {
@@ -126,8 +239,10 @@ public:
                   4 * part.count);
     }
     int64_t count = memory.shardBytes / 4;
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gradients, int(count),
-                  MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gradients, int(count),
+                   MPI_FLOAT, MPI_COMM_WORLD, &request);
+    deadline.wait(request, "the parameters' all-gather");
     for (const ParameterPlace &p : places)
       std::memcpy(memory.parameters + p.parameterOffset,
                   gradients + p.gradientOffset, p.bytes);
@@ -165,8 +280,10 @@ private:
     // be the same sum.
     for (int64_t at = 0; at < count; at += (int64_t(1) << 30)) {
       int n = int(std::min<int64_t>(count - at, int64_t(1) << 30));
-      MPI_Allreduce(MPI_IN_PLACE, values + at, n, MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, values + at, n, MPI_FLOAT, MPI_SUM,
+                     MPI_COMM_WORLD, &request);
+      deadline.wait(request, "a gradient bucket's sum");
     }
     // The mean over the ranks: each rank's loss is the mean over its
     // rows, so this is the mean over the global batch's.
@@ -188,8 +305,10 @@ private:
       }
     }
     uint8_t *bucket = memory.gradients + b.offset;
-    MPI_Reduce_scatter(MPI_IN_PLACE, bucket, counts.data(), MPI_FLOAT, MPI_SUM,
-                       MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Ireduce_scatter(MPI_IN_PLACE, bucket, counts.data(), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD, &request);
+    deadline.wait(request, "a gradient bucket's reduce-scatter");
     // In place, the rank's sums land at the bucket's start.
     uint8_t *own = memory.gradients + ownBegin;
     if (ownBytes && own != bucket)
@@ -204,6 +323,7 @@ private:
     done.wait(lock, [&] { return queue.empty() && completed == requested; });
   }
 
+  Deadline &deadline;
   std::vector<GradientBucket> buckets;
   std::vector<ParameterPlace> places;
   const StepMemory &memory;
@@ -219,8 +339,11 @@ private:
 
 class MpiRanks : public Ranks {
 public:
-  MpiRanks(int rank, int size, int local) : Ranks(rank, size, local) {}
+  MpiRanks(int rank, int size, int local)
+      : Ranks(rank, size, local),
+        deadline(std::make_unique<Deadline>(rank, size, 300)) {}
   ~MpiRanks() override {
+    deadline.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized)
@@ -239,8 +362,10 @@ public:
   bool agreeOnPlan(const std::string &planHash, std::string &error) override {
     unsigned long long mine = fnv1a(planHash);
     std::vector<unsigned long long> all(size());
-    MPI_Allgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
-                  MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
+                   MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD, &request);
+    deadline->wait(request, "the plans' comparison");
     std::string differing;
     for (int r = 1; r < size(); ++r)
       if (all[r] != all[0])
@@ -256,24 +381,37 @@ public:
   }
 
   void sum(double *values, int count) override {
-    MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
+                   MPI_COMM_WORLD, &request);
+    deadline->wait(request, "the ranks' sum of results");
   }
+
+  void setTimeout(double seconds) override {
+    deadline = std::make_unique<Deadline>(rank(), size(), seconds);
+  }
+  void setStep(int64_t step) override { deadline->step = step; }
 
   std::unique_ptr<GradientExchange>
   gradientExchange(const StepInfo &step, const StepMemory &memory) override {
     if (size() == 1)
       return nullptr;
-    return std::make_unique<MpiGradientExchange>(step, memory, rank(), size());
+    return std::make_unique<MpiGradientExchange>(step, memory, *deadline,
+                                                 rank(), size());
   }
 
   void gatherState(const uint8_t *part, int64_t bytes,
                    std::vector<uint8_t> &all) override {
     if (leader())
       all.resize(bytes * size());
-    MPI_Gather(part, int(bytes), MPI_BYTE, leader() ? all.data() : nullptr,
-               int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Igather(part, int(bytes), MPI_BYTE, leader() ? all.data() : nullptr,
+                int(bytes), MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+    deadline->wait(request, "the optimizer state's gather");
   }
+
+private:
+  std::unique_ptr<Deadline> deadline;
 };
 
 #endif // MNEMO_HAVE_MPI

@@ -46,6 +46,11 @@ public:
   /// Succeeds when every rank runs the same plan (its hash); otherwise
   /// fails on every rank with `error` naming those that differ.
   virtual bool agreeOnPlan(const std::string &planHash, std::string &error) = 0;
+  /// Seconds a collective may wait for the other ranks before the run
+  /// stops, naming those that never arrived (default 300).
+  virtual void setTimeout(double seconds) = 0;
+  /// The step the run is in, for that message.
+  virtual void setStep(int64_t step) = 0;
   /// Sums `count` values over the ranks, in place; every rank gets the
   /// same sums.
   virtual void sum(double *values, int count) = 0;

@@ -80,7 +80,12 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
   --streams            token data as contiguous streams: row b of each batch
                        continues row b of the previous one (for a model that
                        carries its state across batches, truncated BPTT)
-  --threads T          worker threads and OpenBLAS threads (default: all cores)
+  --threads T          worker threads and OpenBLAS threads (default: all cores;
+                       under mpirun, the cores over the ranks on the machine)
+  --collective-timeout S
+                       under mpirun: seconds a rank waits for the others in a
+                       collective before the run stops, naming the ranks
+                       that never arrived (default 300)
   --summary-json FILE  write the run's figures (losses, speed, memory) as JSON
   --dump DIR           write initial and final weights, batches and losses in
                        the format test/reference/compare.py reads
@@ -100,6 +105,7 @@ struct Options {
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
   int threads = 0;
+  double collectiveTimeout = 300;
   bool eval = false, quiet = false, profile = false, seedGiven = false;
   bool streams = false;
 };
@@ -171,6 +177,8 @@ Options parseOptions(int argc, char **argv) {
       o.seedGiven = true;
     } else if (arg == "--threads") {
       o.threads = int(number(1, cpu::kMaxThreads));
+    } else if (arg == "--collective-timeout") {
+      o.collectiveTimeout = double(number(1, 24 * 3600));
     } else if (arg == "--export") {
       o.exportPath = path();
     } else if (arg == "--summary-json") {
@@ -518,6 +526,7 @@ int main(int argc, char **argv) {
                    "-np " +
                    std::to_string(model.worldSize) + ", not as " +
                    std::to_string(ranks->size()));
+  ranks->setTimeout(options.collectiveTimeout);
   if (!ranks->agreeOnPlan(model.planHash, error))
     fail(error);
   // Only rank 0 prints (the others' errors still reach stderr) and writes
@@ -808,6 +817,7 @@ int main(int argc, char **argv) {
     // choosing algorithms): not profiled.
     double *profileInto =
         options.profile && s > firstStep ? opSeconds.data() : nullptr;
+    ranks->setStep(s);
     auto begin = std::chrono::steady_clock::now();
     if (executor) {
       if (!executor->train(s, lastStep, fetch, memory, profileInto, error))
