@@ -662,23 +662,50 @@ LogicalResult CudaStepEmitter::emit() {
   std::vector<Operation *> ops;
   for (Operation &op : block.without_terminator())
     ops.push_back(&op);
+  // Data parallelism: a bucket's sum is awaited before the first op that
+  // reads it and starts after the op that finishes it (for ops emitted
+  // together, before and after the group).
+  auto awaits = [&](Operation *op) {
+    if (GradientSyncAttr sync = plan::gradientSync(op))
+      for (int64_t bucket : sync.getAwait())
+        host << "  L.awaitGradients(" << bucket << ");\n";
+  };
+  auto readies = [&](Operation *op) {
+    if (GradientSyncAttr sync = plan::gradientSync(op))
+      for (int64_t bucket : sync.getReady())
+        host << "  L.gradientsReady(" << bucket << ");\n";
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
     if (failed(layouts.assign(op)))
       return failure();
-    if (layouts.isView(op))
+    if (layouts.isView(op)) {
+      awaits(op);
+      readies(op);
       continue;
+    }
     std::string name = describeLocation(op->getLoc()) + ": " +
                        op->getName().getStringRef().str();
+    size_t first = i;
     bodyText.clear();
     LogicalResult emitted = success();
     if (llvm::isa<CudaMultiTensorOpInterface>(op)) {
+      for (size_t k = i; k < ops.size() &&
+                         (llvm::isa<CudaMultiTensorOpInterface>(ops[k]) ||
+                          layouts.isView(ops[k]) || foldsIntoUpdate(ops[k]));
+           ++k)
+        awaits(ops[k]);
       if (failed(emitMultiTensorRun(ops, i)))
         return failure();
+      for (size_t k = first; k <= i; ++k)
+        readies(ops[k]);
       continue;
     }
-    if (foldsIntoUpdate(op)) // scaled by the launch that reads it
+    if (foldsIntoUpdate(op)) { // scaled by the launch that reads it
+      awaits(op);
+      readies(op);
       continue;
+    }
     if (auto matmul = llvm::dyn_cast<MatmulOp>(op)) {
       // The next op that writes: a bias add (and ReLU) that cuBLASLt's
       // epilogue computes while the product is in registers. Only the
@@ -697,17 +724,24 @@ LogicalResult CudaStepEmitter::emit() {
         name += " + " + absorbed->getName().getStringRef().str() +
                 " (cuBLASLt epilogue " + absorbedEpilogue + ")";
       }
+      size_t last = absorbed ? j : i;
+      for (size_t k = i; k <= last; ++k)
+        awaits(ops[k]);
       emitted = emitOp(op);
-      if (absorbed)
-        i = j;
+      i = last;
       absorbed = nullptr;
     } else {
+      awaits(op);
       emitted = emitOp(op);
     }
     if (failed(emitted))
       return failure();
+    // record writes the op's code: the sums it completes start after it.
     record(name);
+    for (size_t k = first; k <= i; ++k)
+      readies(ops[k]);
   }
+  awaits(block.getTerminator());
   host << "}\n\n";
   return success();
 }

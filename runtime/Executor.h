@@ -51,6 +51,8 @@ void placeRegions(uint8_t *block, const PlanRegions &regions,
 using FetchBatch =
     std::function<bool(int64_t step, uint8_t *inputs, std::string &error)>;
 
+class Ranks;
+
 class DeviceExecutor {
 public:
   virtual ~DeviceExecutor() = default;
@@ -78,6 +80,11 @@ public:
                      std::string &error) = 0;
   /// The eval step on the batch in host.inputs; results into host.arena.
   virtual bool eval(StepMemory &host, std::string &error) = 0;
+
+  /// A data-parallel run (runtime/Ranks.h): the train step's gradient
+  /// buckets are summed with the other ranks'. False with `error` where
+  /// this executor cannot.
+  virtual bool joinRanks(Ranks &ranks, std::string &error) = 0;
 
   /// The op names of the device's train step (for --profile).
   virtual int numTrainOps() const = 0;

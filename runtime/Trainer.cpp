@@ -695,15 +695,14 @@ int main(int argc, char **argv) {
     fail(options.device == "cpu"
              ? "--device cpu: " + noCpu
              : "no device to run on: " + noGpu + "; and " + noCpu);
-  if (gpu && options.device != "cpu" && ranks->size() > 1)
-    fail("data-parallel runs sum their gradients with MPI on the CPU; on "
-         "the GPU (NCCL) they are not supported yet: train with --device "
-         "cpu");
+
   if (gpu && options.device != "cpu") {
     executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)
       fail("the CUDA backend: " + error);
     if (!executor->upload(memory, error))
+      fail(error);
+    if (ranks->size() > 1 && !executor->joinRanks(*ranks, error))
       fail(error);
   }
   std::string device =

@@ -206,6 +206,12 @@ public:
   const char *const *trainOpNames() const override {
     return cudaModel.trainStep.opNames;
   }
+  bool joinRanks(Ranks &, std::string &error) override {
+    error = "data-parallel runs sum their gradients with MPI on the CPU (and "
+            "on the CUDA emulator); on a GPU they need NCCL, which is not "
+            "built yet: train with --device cpu";
+    return false;
+  }
 
   // StepLauncher
   void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t block,
@@ -217,6 +223,9 @@ public:
   bool attention(const AttentionCall &call,
                  const AttentionTensors &tensors) override;
   void zero(uint8_t *p, int64_t bytes) override;
+  // Only data-parallel plans call these, and joinRanks refuses them.
+  void gradientsReady(int) override {}
+  void awaitGradients(int) override {}
   void beginOp(int op) override;
   void endOp(int op) override;
 

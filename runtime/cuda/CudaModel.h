@@ -151,6 +151,10 @@ public:
   virtual bool attention(const AttentionCall &call,
                          const AttentionTensors &tensors) = 0;
   virtual void zero(uint8_t *p, int64_t bytes) = 0;
+  /// Data parallelism (runtime/Model.h's GradientExchange): bucket k's
+  /// gradients are final / about to be read.
+  virtual void gradientsReady(int bucket) = 0;
+  virtual void awaitGradients(int bucket) = 0;
   /// Brackets each op for --profile (events); no-ops otherwise.
   virtual void beginOp(int op) = 0;
   virtual void endOp(int op) = 0;

@@ -17,6 +17,7 @@
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/Executor.h"
+#include "runtime/Ranks.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CudaModel.h"
 #include "runtime/cuda/DeviceLayout.h"
@@ -144,6 +145,28 @@ public:
   int numTrainOps() const override { return cudaModel.trainStep.numOps; }
   const char *const *trainOpNames() const override {
     return cudaModel.trainStep.opNames;
+  }
+  // Data parallelism: the emulated device's gradient region is host
+  // memory, so the host's exchange (MPI) sums it, where a GPU would use
+  // NCCL on the step's stream.
+  bool joinRanks(Ranks &ranks, std::string &error) override {
+    if (model.trainStep.shardBytes) {
+      error = "ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
+              "steps' updates are not sharded yet; train with --device cpu";
+      return false;
+    }
+    exchangeMemory.gradients = regions.gradients;
+    exchangeMemory.parameters = regions.parameters;
+    exchange = ranks.gradientExchange(model.trainStep, exchangeMemory);
+    return true;
+  }
+  void gradientsReady(int bucket) override {
+    if (exchange)
+      exchange->gradientsReady(bucket);
+  }
+  void awaitGradients(int bucket) override {
+    if (exchange)
+      exchange->awaitGradients(bucket);
   }
 
   void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t threads,
@@ -316,6 +339,10 @@ private:
 
   const ModelInfo &model;
   const CudaModelInfo &cudaModel;
+  // The data-parallel exchange over the emulated gradient region (it keeps
+  // a reference to exchangeMemory).
+  StepMemory exchangeMemory{};
+  std::unique_ptr<GradientExchange> exchange;
   PlanRegions sizes;
   std::vector<Kernel> kernels;
   uint8_t *block = nullptr;
