@@ -74,9 +74,12 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
             last = std::max(last, position.lookup(def));
         return last;
       };
+      llvm::DenseMap<size_t, unsigned> finishedAt;
+      for (size_t i : gradients)
+        finishedAt[i] = finished(i);
       std::stable_sort(
           gradients.begin(), gradients.end(),
-          [&](size_t a, size_t b) { return finished(a) < finished(b); });
+          [&](size_t a, size_t b) { return finishedAt[a] < finishedAt[b]; });
     }
     int64_t gradientBytes = 0;
     for (size_t i : gradients) {

@@ -55,14 +55,6 @@ public:
 
 #if MNEMO_HAVE_MPI
 
-/// 64-bit FNV-1a: the plan hashes compared across ranks.
-uint64_t fnv1a(const std::string &text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 /// Waits for collectives with a deadline, so that a rank that stops or
 /// hangs ends the run with its name instead of leaving the others blocked
 /// for ever (a rank that dies is mpirun's to report: it ends the job and
@@ -360,7 +352,8 @@ public:
   }
 
   bool agreeOnPlan(const std::string &planHash, std::string &error) override {
-    unsigned long long mine = fnv1a(planHash);
+    // The hash is the compiler's (64 bits, in hex).
+    unsigned long long mine = std::strtoull(planHash.c_str(), nullptr, 16);
     std::vector<unsigned long long> all(size());
     MPI_Request request;
     MPI_Iallgather(&mine, 1, MPI_UNSIGNED_LONG_LONG, all.data(), 1,
