@@ -648,6 +648,13 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     constexpr int64_t kCheapFlopsPerElement = 8;
     constexpr int kCheapChain = 3;
     constexpr int64_t kEarlyRecomputationOps = 8;
+    // "Small": at most 1/64 of the value recomputed from it.
+    constexpr int64_t kSmallOperandRatio = 64;
+    auto numElements = [](Value v) {
+      auto type = llvm::dyn_cast<ShapedType>(v.getType());
+      return type && type.hasStaticShape() ? type.getNumElements()
+                                           : int64_t(1) << 40;
+    };
     Split split(train);
     auto cheap = [&](Operation *op) {
       auto type = op->getNumResults() == 1
@@ -708,6 +715,13 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           if (operandFirst <= firstBackwardUse)
             return true;
           readsEarlyRecomputation = true;
+          // A small value recomputed from kept values alone (a layer
+          // norm's scale cast to bf16, from its parameter) is pulled
+          // forward as far as needed: holding it longer costs next to
+          // nothing, where a chain of large ones would hold them all.
+          if (leaves.contains(operand) &&
+              numElements(operand) * kSmallOperandRatio <= numElements(result))
+            return true;
           return leaves.contains(operand) &&
                  operandFirst - firstBackwardUse <= kEarlyRecomputationOps;
         }

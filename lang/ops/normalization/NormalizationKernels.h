@@ -22,42 +22,55 @@
 namespace mnemo {
 namespace cpu {
 
+/// The type of an argument that may be nullptr (RMS norm's bias), taken
+/// from the other arguments rather than deduced from it.
+template <typename T> struct TakenFromOthers { using type = T; };
+template <typename T> using NotDeduced = typename TakenFromOthers<T>::type;
+
 /// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
-inline void layerNormRowStatistics(const float *row, int64_t d, float eps,
-                                   bool rms, float &mu, float &rstd) {
+/// T: the activations' storage (float, or bf16_t / f16_t where a
+/// mixed-precision policy runs layer norm in 16 bits); the arithmetic is
+/// f32 and double either way.
+template <typename T>
+inline void layerNormRowStatistics(const T *row, int64_t d, float eps, bool rms,
+                                   float &mu, float &rstd) {
   double mean = 0;
   if (!rms) {
     for (int64_t j = 0; j < d; ++j)
-      mean += row[j];
+      mean += float(row[j]);
     mean /= double(d);
   }
   double var = 0;
   for (int64_t j = 0; j < d; ++j)
-    var += (row[j] - mean) * (row[j] - mean);
+    var += (float(row[j]) - mean) * (float(row[j]) - mean);
   var /= double(d);
   mu = float(mean);
   rstd = float(1.0 / std::sqrt(var + eps));
 }
 
-/// Layer norm (bias may be null) or RMS norm over rows of `d`.
-inline void layerNorm(const float *x, const float *scale, const float *bias,
-                      float *y, int64_t rows, int64_t d, float eps, bool rms) {
+/// Layer norm (bias may be null) or RMS norm over rows of `d`. T: the
+/// activations' storage, P: the scale's and bias's.
+template <typename T, typename P>
+inline void layerNorm(const T *x, const P *scale, const NotDeduced<P> *bias,
+                      T *y, int64_t rows, int64_t d, float eps, bool rms) {
   parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *row = x + r * d;
+      const T *row = x + r * d;
       float mu, rstd;
       layerNormRowStatistics(row, d, eps, rms, mu, rstd);
-      float *out = y + r * d;
+      T *out = y + r * d;
       for (int64_t j = 0; j < d; ++j)
-        out[j] = normalization::normalize(row[j], mu, rstd, scale[j],
-                                          bias ? bias[j] : 0.0f);
+        out[j] =
+            T(normalization::normalize(float(row[j]), mu, rstd, float(scale[j]),
+                                       bias ? float(bias[j]) : 0.0f));
     }
   });
 }
 
 /// The gradients of layer norm (or RMS norm: dbias null) over rows of `d`.
-inline void layerNormGrad(const float *dy, const float *x, const float *scale,
-                          float *dx, float *dscale, float *dbias, int64_t rows,
+template <typename T, typename P>
+inline void layerNormGrad(const T *dy, const T *x, const P *scale, T *dx,
+                          P *dscale, NotDeduced<P> *dbias, int64_t rows,
                           int64_t d, float eps, bool rms) {
   // A row's statistics are recomputed where needed: cheaper than storing
   // them, and nothing to allocate. Rows in parallel; the scale and bias
@@ -65,22 +78,22 @@ inline void layerNormGrad(const float *dy, const float *x, const float *scale,
   // two threads add into one sum.
   parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *row = x + r * d, *g = dy + r * d;
+      const T *row = x + r * d, *g = dy + r * d;
       float mu, rstd;
       layerNormRowStatistics(row, d, eps, rms, mu, rstd);
       double meanDxhat = 0, meanDxhatXhat = 0;
       for (int64_t j = 0; j < d; ++j) {
-        float dxhat = g[j] * scale[j];
+        float dxhat = float(g[j]) * float(scale[j]);
         meanDxhat += dxhat;
         meanDxhatXhat +=
-            double(dxhat) * normalization::normalized(row[j], mu, rstd);
+            double(dxhat) * normalization::normalized(float(row[j]), mu, rstd);
       }
       float a = rms ? 0.0f : float(meanDxhat / double(d));
       float b = float(meanDxhatXhat / double(d));
-      float *out = dx + r * d;
+      T *out = dx + r * d;
       for (int64_t j = 0; j < d; ++j)
-        out[j] = normalization::normalizeInputGrad(g[j], row[j], scale[j], mu,
-                                                   rstd, a, b);
+        out[j] = T(normalization::normalizeInputGrad(
+            float(g[j]), float(row[j]), float(scale[j]), mu, rstd, a, b));
     }
   });
   constexpr int64_t kBlock = 64;
@@ -89,19 +102,19 @@ inline void layerNormGrad(const float *dy, const float *x, const float *scale,
       int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
       double ds[kBlock] = {}, db[kBlock] = {};
       for (int64_t r = 0; r < rows; ++r) {
-        const float *row = x + r * d, *g = dy + r * d;
+        const T *row = x + r * d, *g = dy + r * d;
         float mu, rstd;
         layerNormRowStatistics(row, d, eps, rms, mu, rstd);
         for (int64_t j = j0; j < j1; ++j) {
-          ds[j - j0] +=
-              double(g[j]) * normalization::normalized(row[j], mu, rstd);
-          db[j - j0] += g[j];
+          ds[j - j0] += double(float(g[j])) *
+                        normalization::normalized(float(row[j]), mu, rstd);
+          db[j - j0] += float(g[j]);
         }
       }
       for (int64_t j = j0; j < j1; ++j) {
-        dscale[j] = float(ds[j - j0]);
+        dscale[j] = P(float(ds[j - j0]));
         if (dbias)
-          dbias[j] = float(db[j - j0]);
+          dbias[j] = P(float(db[j - j0]));
       }
     }
   });
