@@ -109,7 +109,7 @@ def Mnemo_RematAttr : Mnemo_Attr<"Remat", "remat"> {
 def Mnemo_GradientBucketsAttr : Mnemo_Attr<"GradientBuckets", "gradient_buckets"> {
   let summary = "a data-parallel step's gradient buckets";
   let description = [{
-    On @train_step when it was planned for `world_size` > 1 ranks
+    On @train_step when it was planned for `world_size` >= 1 ranks
     (mnemoc --world-size): the buckets of the gradient region that the ranks
     sum in one collective each, as byte `offsets` and `sizes`, in the order
     the step makes them ready. Each op where buckets become ready or are

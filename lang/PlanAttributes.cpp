@@ -129,8 +129,8 @@ GradientBucketsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (shardBytes < 0 || shardBytes % 64 || stateTensors < 0)
     return emitError() << "a rank's shard is a multiple of 64 bytes and its "
                           "optimizer states are counted, not negative";
-  if (worldSize < 2)
-    return emitError() << "gradient buckets are for 2 or more ranks, not "
+  if (worldSize < 1)
+    return emitError() << "gradient buckets are for 1 or more ranks, not "
                        << worldSize;
   if (offsets.size() != sizes.size() || offsets.empty())
     return emitError() << "gradient buckets need one offset and one size each";

@@ -42,7 +42,7 @@ struct PlanGradientExchangePass
   using PlanGradientExchangeBase::PlanGradientExchangeBase;
 
   void runOnOperation() override {
-    if (worldSize <= 1)
+    if (worldSize < 1)
       return;
     func::FuncOp train =
         getOperation().lookupSymbol<func::FuncOp>("train_step");

@@ -336,7 +336,7 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  chosen by " << r.rematSolver << "\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS's packing, 2 staging batches");
-  if (r.worldSize > 1) {
+  if (!r.gradientBuckets.empty()) {
     // A ring all-reduce (Open MPI's and NCCL's for large buckets) sends
     // and receives 2 (N - 1) / N of the summed bytes on each rank.
     int64_t summed = 0;
@@ -355,12 +355,12 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                    formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n))
                    .str()
              : llvm::formatv(
-                   "of gradients summed over {0} ranks in {1} bucket{2} per "
-                   "step (a ring all-reduce sends {3} and receives as much "
-                   "per rank); every rank holds the whole plan",
+                   "of gradients summed over {0} rank{4} in {1} bucket{2} "
+                   "per step (a ring all-reduce sends {3} and receives as "
+                   "much per rank); every rank holds the whole plan",
                    n, r.gradientBuckets.size(),
                    r.gradientBuckets.size() == 1 ? "" : "s",
-                   formatBytes(2 * (n - 1) * summed / n))
+                   formatBytes(2 * (n - 1) * summed / n), n == 1 ? "" : "s")
                    .str());
   }
   if (!r.attention.empty()) {

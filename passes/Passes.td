@@ -231,9 +231,9 @@ def Remat : Pass<"remat", "mlir::ModuleOp"> {
     Option<"recomputeCheap", "recompute-cheap", "bool", "true",
            "Recompute in the backward what an elementwise or normalization "
            "op computes from values the backward keeps anyway">,
-    Option<"worldSize", "world-size", "int64_t", "1",
+    Option<"worldSize", "world-size", "int64_t", "0",
            "Plan candidates for this many data-parallel ranks, as "
-           "plan-gradient-exchange will">,
+           "plan-gradient-exchange will (0: not data-parallel)">,
     Option<"shardOptimizer", "shard-optimizer", "bool", "false",
            "With world-size: candidates keep 1/world-size of the optimizer "
            "state (ZeRO-1), as the emitted plan will">,
@@ -330,7 +330,7 @@ def PlanMemory : Pass<"plan-memory", "mlir::ModuleOp"> {
 def PlanGradientExchange : Pass<"plan-gradient-exchange", "mlir::ModuleOp"> {
   let summary = "Buckets a data-parallel step's gradients and places their sums in the schedule";
   let description = [{
-    For a plan made for `world-size` > 1 ranks: every rank holds the whole
+    For a plan made for `world-size` >= 1 ranks: every rank holds the whole
     model, computes the gradients of its rows of the global batch, and sums
     them with the other ranks' before any op reads them. This pass cuts the
     gradient region (laid out in the order the step finishes its gradients,
@@ -359,8 +359,9 @@ def PlanGradientExchange : Pass<"plan-gradient-exchange", "mlir::ModuleOp"> {
     1/world-size of the unsharded one.
   }];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "1",
-           "The ranks of the data-parallel run (1: nothing to do)">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "The ranks of the data-parallel run (0: nothing to do; 1: one "
+           "rank, which runs the collectives' path)">,
     Option<"bucketBytes", "bucket-bytes", "int64_t", "4194304",
            "The gradient bytes a bucket collects before its sum starts">,
     Option<"shardOptimizer", "shard-optimizer", "bool", "false",

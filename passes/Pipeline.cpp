@@ -72,7 +72,7 @@ void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFuseElementwise());
   PlanMemoryOptions planOptions;
   planOptions.transientGradients = options.transientGradients;
-  planOptions.gradientsByReadiness = options.worldSize > 1;
+  planOptions.gradientsByReadiness = options.worldSize >= 1;
   planOptions.budgetDevice = options.budgetDevice;
   if (effort == PlannerEffort::Quick) {
     planOptions.localSearchWork = 0;
@@ -82,7 +82,7 @@ void mnemo::buildPlanningPipeline(mlir::OpPassManager &pm,
   // Data parallelism: where the gradients' sums over the ranks start and
   // are awaited, and under ZeRO-1 each rank's part of the optimizer state
   // (which remat's candidates must count).
-  if (options.worldSize > 1)
+  if (options.worldSize >= 1)
     pm.addPass(createPlanGradientExchange({options.worldSize,
                                            options.gradientBucketBytes,
                                            options.shardOptimizer}));
@@ -136,8 +136,8 @@ struct DefaultPipelineTextOptions
   Option<int64_t> worldSize{
       *this, "world-size",
       llvm::cl::desc("Ranks of a data-parallel run (gradients summed over "
-                     "them)"),
-      llvm::cl::init(1)};
+                     "them; 0: not data-parallel)"),
+      llvm::cl::init(0)};
   Option<int64_t> gradientBucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("Gradient bytes per sum over the ranks"),

@@ -48,9 +48,11 @@ struct PipelineOptions {
   double rematTimeLimit = 60;
   /// mnemoc --mode=inference: @eval_step alone, with compressed weights.
   bool inference = false;
-  /// Data parallelism: the ranks the plan is for (mnemoc --world-size), and
-  /// the gradient bytes each of their sums collects (plan-gradient-exchange).
-  int64_t worldSize = 1;
+  /// Data parallelism: the ranks the plan is for (mnemoc --world-size; 0: a
+  /// plan for one process that sums nothing, 1: the data-parallel plan on
+  /// one rank, which runs the collectives' path), and the gradient bytes
+  /// each of their sums collects (plan-gradient-exchange).
+  int64_t worldSize = 0;
   int64_t gradientBucketBytes = 4 << 20;
   /// ZeRO-1: each rank keeps 1/worldSize of the optimizer state
   /// (mnemoc --shard-optimizer).

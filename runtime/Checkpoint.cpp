@@ -121,6 +121,8 @@ bool saveCheckpoint(const std::string &path, const ModelInfo &model,
   file.metadata["total_steps"] = std::to_string(position.totalSteps);
   file.metadata["seed"] = std::to_string(position.seed);
   file.metadata["threads"] = std::to_string(position.threads);
+  file.metadata["global_batch"] = std::to_string(position.globalBatch);
+  file.metadata["ranks"] = std::to_string(position.ranks);
   return writeSafetensors(path, file, error);
 }
 
@@ -192,6 +194,19 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   checkpoint.position.totalSteps = total;
   checkpoint.position.seed = uint64_t(seed);
   checkpoint.position.threads = int(threads);
+  // Optional: checkpoints written before data parallelism lack them.
+  int64_t globalBatch = 0, ranks = 0;
+  bool hasBatch = file.metadata.count("global_batch") != 0;
+  bool hasRanks = file.metadata.count("ranks") != 0;
+  if ((hasBatch && !number("global_batch", globalBatch)) ||
+      (hasRanks && !number("ranks", ranks))) {
+    error = "'" + path +
+            "' has a damaged run position (global_batch, ranks) in its "
+            "metadata";
+    return false;
+  }
+  checkpoint.position.globalBatch = globalBatch;
+  checkpoint.position.ranks = int(ranks);
   return true;
 }
 

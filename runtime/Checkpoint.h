@@ -29,6 +29,10 @@ struct RunPosition {
   int64_t totalSteps = 0; // the run's length (the schedule depends on it)
   uint64_t seed = 0;
   int threads = 0;
+  /// The writing run's global batch (every rank's rows) and ranks, which
+  /// decide the batches each step reads; 0 in checkpoints older than them.
+  int64_t globalBatch = 0;
+  int ranks = 0;
 };
 
 /// Writes the parameters and optimizer state of `step`'s arguments from

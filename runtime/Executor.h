@@ -102,6 +102,10 @@ struct CudaSettings {
   /// convolutions and its torch.set_float32_matmul_precision("high");
   /// false: full f32 ("highest"). --matmul-precision sets it.
   bool tf32 = true;
+  /// The GPU this process uses (modulo the machine's GPUs): a
+  /// data-parallel rank's place among the ranks on its machine, so that
+  /// each has its own.
+  int device = 0;
 };
 /// The "--matmul-precision" option's value as settings: "high" (TF32) or
 /// "highest" (f32); false for anything else.

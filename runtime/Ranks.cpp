@@ -2,20 +2,20 @@
 
 #include "runtime/Ranks.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #if MNEMO_HAVE_MPI
 #define OMPI_SKIP_MPICXX 1 // the C API only
 #include <mpi.h>
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <mutex>
-#include <thread>
 #include <vector>
 #endif
 
@@ -37,10 +37,16 @@ int launchedWorldSize() {
 
 class SingleProcess : public Ranks {
 public:
-  SingleProcess() : Ranks(0, 1, 1) {}
+  SingleProcess() : Ranks(0, 1, 1, 0) {}
   std::string describe() const override { return ""; }
   bool agreeOnPlan(const std::string &, std::string &) override { return true; }
   void sum(double *, int) override {}
+  void broadcast(void *, int) override {}
+  // Alone, nothing waits on another process.
+  void awaitDevice(const std::function<bool()> &done, const char *) override {
+    while (!done())
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
   void setTimeout(double) override {}
   void setStep(int64_t) override {}
   std::unique_ptr<GradientExchange>
@@ -79,16 +85,26 @@ public:
   std::atomic<int64_t> step{0};
 
   /// Completes `request`, the collective `what` (MPI_Test drives Open
-  /// MPI's progress; the first polls spin, later ones sleep 20 us).
+  /// MPI's progress).
   void wait(MPI_Request &request, const char *what) {
+    waitUntil(
+        [&] {
+          int done = 0;
+          MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        what);
+  }
+
+  /// Polls `done` (the first polls spin, later ones sleep 20 us) under
+  /// the deadline.
+  void waitUntil(const std::function<bool()> &done, const char *what) {
     std::lock_guard<std::mutex> lock(mutex);
     long long sequence = ++collectives;
     auto start = std::chrono::steady_clock::now();
     bool told = false;
     for (int polls = 0;; ++polls) {
-      int done = 0;
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (done)
+      if (done())
         return;
       hear();
       if (polls < 1000)
@@ -331,8 +347,8 @@ private:
 
 class MpiRanks : public Ranks {
 public:
-  MpiRanks(int rank, int size, int local)
-      : Ranks(rank, size, local),
+  MpiRanks(int rank, int size, int local, int localRank)
+      : Ranks(rank, size, local, localRank),
         deadline(std::make_unique<Deadline>(rank, size, 300)) {}
   ~MpiRanks() override {
     deadline.reset();
@@ -378,6 +394,17 @@ public:
     MPI_Iallreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_SUM,
                    MPI_COMM_WORLD, &request);
     deadline->wait(request, "the ranks' sum of results");
+  }
+
+  void broadcast(void *data, int bytes) override {
+    MPI_Request request;
+    MPI_Ibcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &request);
+    deadline->wait(request, "a broadcast from rank 0");
+  }
+
+  void awaitDevice(const std::function<bool()> &done,
+                   const char *what) override {
+    deadline->waitUntil(done, what);
   }
 
   void setTimeout(double seconds) override {
@@ -433,13 +460,14 @@ std::unique_ptr<Ranks> Ranks::join(std::string &error) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   // The ranks that share this machine's memory (and cores).
   MPI_Comm local;
-  int localSize = 1;
+  int localSize = 1, localRank = 0;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
                           MPI_INFO_NULL, &local) == MPI_SUCCESS) {
     MPI_Comm_size(local, &localSize);
+    MPI_Comm_rank(local, &localRank);
     MPI_Comm_free(&local);
   }
-  return std::make_unique<MpiRanks>(rank, size, localSize);
+  return std::make_unique<MpiRanks>(rank, size, localSize, localRank);
 #else
   if (launched == 1)
     return std::make_unique<SingleProcess>();

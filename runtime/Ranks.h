@@ -18,6 +18,7 @@
 #include "runtime/Model.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +37,10 @@ public:
 
   int rank() const { return rankIndex; }
   int size() const { return rankCount; }
-  /// Ranks on this machine (they share its cores).
+  /// Ranks on this machine (they share its cores and GPUs), and this one's
+  /// place among them (its GPU).
   int localSize() const { return localCount; }
+  int localRank() const { return localIndex; }
   /// Rank 0 prints, evaluates the summary and writes every output file.
   bool leader() const { return rankIndex == 0; }
   /// "rank 1 of 2 (Open MPI v4.1.4)"; "" alone.
@@ -54,6 +57,14 @@ public:
   /// Sums `count` values over the ranks, in place; every rank gets the
   /// same sums.
   virtual void sum(double *values, int count) = 0;
+  /// Rank 0's `bytes` at `data` to every rank (NCCL's unique id).
+  virtual void broadcast(void *data, int bytes) = 0;
+  /// Polls `done` until it holds, under the collective timeout: work that
+  /// waits on the other ranks outside MPI (a GPU step whose NCCL sums need
+  /// them) ends the run as a collective would, naming the ranks that never
+  /// arrived. Every rank calls it at the same point.
+  virtual void awaitDevice(const std::function<bool()> &done,
+                           const char *what) = 0;
   /// The exchange a training step calls for its gradient buckets, which
   /// lie in the plan's gradient region of `memory`: each bucket is summed
   /// over the ranks and divided by their number, so that every rank holds
@@ -67,11 +78,12 @@ public:
                            std::vector<uint8_t> &all) = 0;
 
 protected:
-  Ranks(int rank, int size, int local)
-      : rankIndex(rank), rankCount(size), localCount(local) {}
+  Ranks(int rank, int size, int local, int localRank)
+      : rankIndex(rank), rankCount(size), localCount(local),
+        localIndex(localRank) {}
 
 private:
-  int rankIndex, rankCount, localCount;
+  int rankIndex, rankCount, localCount, localIndex;
 };
 
 } // namespace runtime

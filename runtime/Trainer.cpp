@@ -571,6 +571,27 @@ int main(int argc, char **argv) {
       !readCheckpoint(options.init, model, false, init, error))
     fail("--init: " + error);
   BatchLayout trainBatch = batchLayoutOf(train);
+  // The data order follows the global batch: another one reads other
+  // batches from the checkpoint's step on; other ranks with the same global
+  // batch read the same ones.
+  if (!options.resume.empty()) {
+    int64_t globalBatch = trainBatch.batchSize * ranks->size();
+    if (position.globalBatch != 0 && position.globalBatch != globalBatch)
+      std::printf("note: the checkpoint was written by a run with global "
+                  "batch %lld (%d rank%s) and this run's is %lld (%d "
+                  "rank%s): from step %lld on it reads other batches than "
+                  "the run that wrote it would have\n",
+                  (long long)position.globalBatch, position.ranks,
+                  position.ranks == 1 ? "" : "s", (long long)globalBatch,
+                  ranks->size(), ranks->size() == 1 ? "" : "s",
+                  (long long)position.step + 1);
+    else if (position.ranks != 0 && position.ranks != ranks->size())
+      std::printf("note: the checkpoint was written by %d rank%s and this "
+                  "run has %d, with the same global batch %lld: the same "
+                  "batches, their gradients summed in another order\n",
+                  position.ranks, position.ranks == 1 ? "" : "s", ranks->size(),
+                  (long long)globalBatch);
+  }
   BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
   std::unique_ptr<BatchSource> source =
       openBatchSource(options.data, trainBatch, evalBatch, position.seed, error,
@@ -697,12 +718,15 @@ int main(int argc, char **argv) {
              : "no device to run on: " + noGpu + "; and " + noCpu);
 
   if (gpu && options.device != "cpu") {
+    options.cuda.device = ranks->localRank();
     executor = makeCudaExecutor(model, options.cuda, error);
     if (!executor)
       fail("the CUDA backend: " + error);
     if (!executor->upload(memory, error))
       fail(error);
-    if (ranks->size() > 1 && !executor->joinRanks(*ranks, error))
+    // A data-parallel plan (one rank too: mnemoc --world-size 1 runs the
+    // device's collectives alone).
+    if (train.numGradientBuckets > 0 && !executor->joinRanks(*ranks, error))
       fail(error);
   }
   std::string device =
@@ -962,6 +986,8 @@ int main(int argc, char **argv) {
   position.step = step;
   position.totalSteps = totalSteps;
   position.threads = cpu::threads();
+  position.globalBatch = trainBatch.batchSize * ranks->size();
+  position.ranks = ranks->size();
   bool stoppedEarly = step < totalSteps;
   std::string savePath = options.save;
   if (stoppedEarly && savePath.empty()) {

@@ -24,7 +24,9 @@
 #       50 steps on the GPU from the seed of the dry run's CPU run (same
 #       weights, same batches, --matmul-precision highest) and checks that
 #       the losses track (and, for a model on cuDNN's attention, that the
-#       GPU's losses with Mnemo's own attention kernels track them too);
+#       GPU's losses with Mnemo's own attention kernels track them too;
+#       and for the GPT's data-parallel plan on one rank, that its gradient
+#       sums went through NCCL inside the captured graph);
 #       runs the inference program on the int8/int4/CSR weights the dry
 #       run trained and checks that its figures agree with the CPU's.
 #   scripts/gpu-check.sh sanitize [DIR]    on the GPU: compute-sanitizer's
@@ -60,7 +62,7 @@ DIR=$(realpath -m "${2:-$ROOT/gpu-inputs}")
 
 # What the commands run on: the models (tracked and sanitized), the
 # inference program, and the benchmark's GPT-2-small-sized GPT.
-MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer attn gptbf16"
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer attn gptbf16 gptnccl"
 BENCH_MODELS="gpt2 gpt2bf16"
 PROJECTS="$MODELS infer $BENCH_MODELS"
 DEBS="nlohmann-json3-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 zlib1g zlib1g-dev"
@@ -162,6 +164,10 @@ if [ "$STAGE" = --prepare ]; then
   # gptbf16: the GPT in bf16, whose attention runs on cuDNN's fused
   # flash-attention engines (lang/ops/attention/AttentionCudnn.h).
   emit gptbf16 "$ROOT/examples/gpt.mn" --precision=bf16
+  # gptnccl: the GPT's data-parallel plan on one rank (one GPU): its
+  # gradient buckets (64 KiB: about 30) are averaged by NCCL on their own
+  # stream, inside the captured graph, while the backward goes on.
+  emit gptnccl "$ROOT/examples/gpt.mn" --world-size 1 --gradient-bucket 64KiB
   emit infer "$DIR/mlpinfer.mn" --mode=inference
   # The benchmark's GPT-2-small-sized GPT, f32 and bf16; their plans on a
   # GPU, as mnemoc reports them (--device=cuda counts the CUDA workspace).
@@ -312,7 +318,7 @@ build_all() {
 
 data_of() {
   case "$1" in
-    gpt | gpt8 | gptbf16 | gpt2 | gpt2bf16) echo "$DIR/data/tokens/train.bin" ;;
+    gpt | gpt8 | gptbf16 | gptnccl | gpt2 | gpt2bf16) echo "$DIR/data/tokens/train.bin" ;;
     attn) echo "$DIR/data/attn/batches.safetensors --init $DIR/data/attn/init.safetensors" ;;
     *) echo "$DIR/data/fashion-mnist" ;;
   esac
@@ -453,6 +459,13 @@ stage_build() {
     cp "$REFERENCE/$model.log" "$WORK/logs/$model-cpu.log"
     timeout 120 $train --device cuda --matmul-precision highest --summary-json "$WORK/$model-cuda.json" > "$WORK/logs/$model-cuda.log" 2>&1 || fail "$model on the GPU: $(tail -3 "$WORK/logs/$model-cuda.log")"
     grep -h "device:\|memory:\|^gpu:" "$WORK/logs/$model-cuda.log" | sed "s/^/$model: /" | tee -a "$LOG"
+    # The data-parallel plan sums through NCCL, inside the captured graph.
+    if [ "$model" = gptnccl ]; then
+      grep -q "^device: .*NCCL [0-9]" "$WORK/logs/$model-cuda.log" ||
+        fail "gptnccl: the step did not sum its gradients through NCCL"
+      ! grep -q "capturing the step as a CUDA graph failed" "$WORK/logs/$model-cuda.log" ||
+        fail "gptnccl: the step with NCCL's sums was not captured as a CUDA graph"
+    fi
     # Pruning reaches the same sparsity on both (the counts follow the
     # schedule; which elements go may differ with the GEMMs' rounding).
     if [ "$(grep -h '^pruned:' "$WORK/logs/$model-cpu.log" | awk '{print $2, $3}')" != \
@@ -518,7 +531,7 @@ stage_sanitize() {
   # Most telling first: memcheck over the examples, then racecheck and
   # synccheck over them, then memcheck over the rest.
   local runs=() run tool model
-  for model in mlp cnn gpt attn gptbf16; do runs+=("memcheck $model 3"); done
+  for model in mlp cnn gpt attn gptbf16 gptnccl; do runs+=("memcheck $model 3"); done
   for model in mlp cnn gpt attn; do runs+=("racecheck $model 2" "synccheck $model 2"); done
   for model in gpt8 mlpprune mlpqat mlpinfer; do runs+=("memcheck $model 3"); done
   for run in "${runs[@]}"; do

@@ -18,11 +18,21 @@
 // - Batches: two pinned host buffers and two device buffers; while step s
 //   computes, the batch of step s + 1 is fetched and copied on a second
 //   stream into the other buffer.
+// - Data parallelism (runtime/Ranks.h): the ranks form an NCCL communicator
+//   (rank 0's id reaches the others through MPI). Each gradient bucket is
+//   averaged over the ranks by ncclAllReduce on a third stream, which waits
+//   for an event recorded where the step makes the bucket ready; the step's
+//   stream waits for the sum's event where it first reads the bucket. The
+//   collectives are part of the captured graph (NCCL 2.9 and later support
+//   stream capture), so the sums overlap the rest of the backward in every
+//   replay. A step that waits on its sums waits under the collective
+//   timeout.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/attention/AttentionCudnn.h"
 #include "runtime/Executor.h"
+#include "runtime/Ranks.h"
 #include "runtime/cuda/CudaModel.h"
 #include "runtime/cuda/DeviceLayout.h"
 #include "runtime/cuda/Nvrtc.h"
@@ -31,6 +41,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#if MNEMO_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -206,12 +219,7 @@ public:
   const char *const *trainOpNames() const override {
     return cudaModel.trainStep.opNames;
   }
-  bool joinRanks(Ranks &, std::string &error) override {
-    error = "data-parallel runs sum their gradients with MPI on the CPU (and "
-            "on the CUDA emulator); on a GPU they need NCCL, which is not "
-            "built yet: train with --device cpu";
-    return false;
-  }
+  bool joinRanks(Ranks &ranks, std::string &error) override;
 
   // StepLauncher
   void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t block,
@@ -223,15 +231,17 @@ public:
   bool attention(const AttentionCall &call,
                  const AttentionTensors &tensors) override;
   void zero(uint8_t *p, int64_t bytes) override;
-  // Only data-parallel plans call these, and joinRanks refuses them.
-  void gradientsReady(int) override {}
-  void awaitGradients(int) override {}
+  void gradientsReady(int bucket) override;
+  void awaitGradients(int bucket) override;
   void beginOp(int op) override;
   void endOp(int op) override;
 
 private:
   bool check(cudaError_t status, const char *what);
   bool checkStep(std::string &error);
+  /// Waits for the step's stream: a data-parallel step under the
+  /// collective timeout (its NCCL sums wait on the other ranks).
+  bool finishStep(const char *what, std::string &error);
   bool readResults(const StepInfo &step, StepMemory &host, std::string &error);
   bool stage(int64_t step, const FetchBatch &fetch, std::string &error);
   void useSlot(int slot);
@@ -299,6 +309,16 @@ private:
 
   /// The first failure inside a launcher call (they cannot return one).
   std::string failure;
+
+  // Data parallelism: the ranks, the communicator, the stream the sums run
+  // on, and per bucket the events that order them with the step.
+  Ranks *ranks = nullptr;
+#if MNEMO_HAVE_NCCL
+  ncclComm_t comm = nullptr;
+  bool ncclCheck(ncclResult_t status, const char *what);
+#endif
+  cudaStream_t collectives = nullptr;
+  std::vector<cudaEvent_t> bucketReady, bucketSummed;
 };
 
 bool CudaExecutor::check(cudaError_t status, const char *what) {
@@ -333,6 +353,16 @@ CudaExecutor::~CudaExecutor() {
   for (cudaEvent_t e : uploaded)
     if (e)
       cudaEventDestroy(e);
+#if MNEMO_HAVE_NCCL
+  if (comm)
+    ncclCommDestroy(comm);
+#endif
+  for (cudaEvent_t e : bucketReady)
+    cudaEventDestroy(e);
+  for (cudaEvent_t e : bucketSummed)
+    cudaEventDestroy(e);
+  if (collectives)
+    cudaStreamDestroy(collectives);
   if (lt)
     cublasLtDestroy(lt);
   if (dnn)
@@ -355,8 +385,15 @@ CudaExecutor::~CudaExecutor() {
 bool CudaExecutor::start(std::string &error) {
   sizes = regionsOf(model);
   cudaDeviceProp props;
-  if (!check(cudaSetDevice(0), "cudaSetDevice") ||
-      !check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties") ||
+  int devices = 1;
+  if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount")) {
+    error = failure;
+    return false;
+  }
+  int device = settings.device % std::max(devices, 1);
+  if (!check(cudaSetDevice(device), "cudaSetDevice") ||
+      !check(cudaGetDeviceProperties(&props, device),
+             "cudaGetDeviceProperties") ||
       !check(cudaFree(nullptr), "creating the CUDA context")) {
     error = failure;
     return false;
@@ -364,7 +401,8 @@ bool CudaExecutor::start(std::string &error) {
   std::string arch =
       "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   description = std::string("CUDA: ") + props.name + " (" + arch + ", " +
-                std::to_string(props.multiProcessorCount) + " SMs)";
+                std::to_string(props.multiProcessorCount) + " SMs" +
+                (devices > 1 ? ", GPU " + std::to_string(device) : "") + ")";
   if (!driver.load(error))
     return false;
 
@@ -588,6 +626,174 @@ bool CudaExecutor::checkStep(std::string &error) {
   return true;
 }
 
+bool CudaExecutor::finishStep(const char *what, std::string &error) {
+  cudaError_t status = cudaSuccess;
+  if (!ranks) {
+    status = cudaStreamSynchronize(compute);
+  } else {
+    // Polled: a sum that waits on a rank that stopped never completes, and
+    // every rank waits here at the same point, so the ranks that never
+    // arrive are named (runtime/Ranks.h).
+#if MNEMO_HAVE_NCCL
+    ncclResult_t broken = ncclSuccess;
+#endif
+    ranks->awaitDevice(
+        [&] {
+          status = cudaStreamQuery(compute);
+#if MNEMO_HAVE_NCCL
+          ncclResult_t state = ncclSuccess;
+          if (status == cudaErrorNotReady &&
+              ncclCommGetAsyncError(comm, &state) == ncclSuccess &&
+              state != ncclSuccess && state != ncclInProgress) {
+            broken = state;
+            return true;
+          }
+#endif
+          return status != cudaErrorNotReady;
+        },
+        "the step's gradient sums (NCCL)");
+#if MNEMO_HAVE_NCCL
+    if (broken != ncclSuccess) {
+      ncclCheck(broken, "the step's gradient sums (NCCL)");
+      // The communicator's kernels cannot finish: end them, so that the
+      // process can exit.
+      ncclCommAbort(comm);
+      comm = nullptr;
+      error = failure;
+      return false;
+    }
+#endif
+  }
+  check(status, what);
+  return checkStep(error);
+}
+
+bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
+  if (model.trainStep.shardBytes) {
+    error = "ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
+            "steps' updates are not sharded yet; train with --device cpu";
+    return false;
+  }
+#if !MNEMO_HAVE_NCCL
+  (void)joined;
+  error = "this trainer was built without NCCL, which sums a data-parallel "
+          "step's gradients on GPUs (from the CUDA toolkit or PyTorch's "
+          "nvidia-nccl package; set NCCL_ROOT and rebuild), or train with "
+          "--device cpu";
+  return false;
+#else
+  int devices = 0;
+  if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount")) {
+    error = failure;
+    return false;
+  }
+  if (joined.localSize() > devices) {
+    error = std::to_string(joined.localSize()) + " ranks share this " +
+            "machine's " + std::to_string(devices) + " GPU" +
+            (devices == 1 ? "" : "s") +
+            ": NCCL needs a GPU for each rank (launch at most " +
+            std::to_string(devices) +
+            " per machine, or train with --device cpu)";
+    return false;
+  }
+  // Rank 0's id reaches the others through MPI, with whether it has one
+  // (so that a failure there does not leave the others waiting).
+  struct {
+    ncclUniqueId id;
+    int32_t made;
+  } message;
+  std::memset(&message, 0, sizeof(message));
+  if (joined.leader())
+    message.made = ncclGetUniqueId(&message.id) == ncclSuccess;
+  joined.broadcast(&message, int(sizeof(message)));
+  if (!message.made) {
+    error = "NCCL: rank 0 could not make the communicator's id "
+            "(ncclGetUniqueId; NCCL_DEBUG=WARN says why)";
+    return false;
+  }
+  // Every rank reached the broadcast, so every rank is here: the
+  // initialization (blocking) finds them all.
+  if (!ncclCheck(
+          ncclCommInitRank(&comm, joined.size(), message.id, joined.rank()),
+          "ncclCommInitRank")) {
+    comm = nullptr;
+    error = failure;
+    return false;
+  }
+  int buckets = model.trainStep.numGradientBuckets;
+  bucketReady.assign(buckets, nullptr);
+  bucketSummed.assign(buckets, nullptr);
+  if (!check(cudaStreamCreateWithFlags(&collectives, cudaStreamNonBlocking),
+             "cudaStreamCreate")) {
+    error = failure;
+    return false;
+  }
+  for (int k = 0; k < buckets; ++k)
+    if (!check(
+            cudaEventCreateWithFlags(&bucketReady[k], cudaEventDisableTiming),
+            "cudaEventCreate") ||
+        !check(
+            cudaEventCreateWithFlags(&bucketSummed[k], cudaEventDisableTiming),
+            "cudaEventCreate")) {
+      error = failure;
+      return false;
+    }
+  int version = 0;
+  ncclGetVersion(&version);
+  description += "; NCCL " + std::to_string(version / 10000) + "." +
+                 std::to_string(version / 100 % 100) + "." +
+                 std::to_string(version % 100) + ", " +
+                 std::to_string(buckets) + " gradient bucket" +
+                 (buckets == 1 ? "" : "s");
+  ranks = &joined;
+  return true;
+#endif
+}
+
+#if MNEMO_HAVE_NCCL
+bool CudaExecutor::ncclCheck(ncclResult_t status, const char *what) {
+  if (status == ncclSuccess)
+    return true;
+  if (failure.empty()) {
+    failure = std::string(what) + ": " + ncclGetErrorString(status);
+    const char *detail = comm ? ncclGetLastError(comm) : nullptr;
+    if (detail && *detail)
+      failure += std::string(" (") + detail + ")";
+  }
+  return false;
+}
+#endif
+
+void CudaExecutor::gradientsReady(int bucket) {
+#if MNEMO_HAVE_NCCL
+  if (!comm || !failure.empty())
+    return;
+  // The bucket's gradients are final once what the step has enqueued so
+  // far has run: the sum starts then, on its own stream, in place.
+  // ncclAvg: the mean over the ranks, as each rank's loss is the mean over
+  // its rows (so one process with the global batch computes the same).
+  const GradientBucket &b = model.trainStep.gradientBuckets[bucket];
+  float *values = reinterpret_cast<float *>(regions.gradients + b.offset);
+  if (check(cudaEventRecord(bucketReady[bucket], compute), "cudaEventRecord") &&
+      check(cudaStreamWaitEvent(collectives, bucketReady[bucket], 0),
+            "cudaStreamWaitEvent") &&
+      ncclCheck(ncclAllReduce(values, values, size_t(b.bytes / 4), ncclFloat32,
+                              ncclAvg, comm, collectives),
+                "ncclAllReduce"))
+    check(cudaEventRecord(bucketSummed[bucket], collectives),
+          "cudaEventRecord");
+#else
+  (void)bucket; // joinRanks refused the plan
+#endif
+}
+
+void CudaExecutor::awaitGradients(int bucket) {
+  // What the step enqueues from here runs after the sum.
+  if (ranks && failure.empty())
+    check(cudaStreamWaitEvent(compute, bucketSummed[bucket], 0),
+          "cudaStreamWaitEvent");
+}
+
 bool CudaExecutor::train(int64_t step, int64_t lastStep,
                          const FetchBatch &fetch, StepMemory &host,
                          double *opSeconds, std::string &error) {
@@ -623,9 +829,7 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
   // The next batch goes to the other buffer while this step computes.
   if (step < lastStep && !stage(step + 1, fetch, error))
     return false;
-  if (!check(cudaStreamSynchronize(compute), "the step"))
-    return checkStep(error);
-  if (!checkStep(error))
+  if (!finishStep("the step", error))
     return false;
   for (int i = 0; i < model.trainStep.numResults; ++i)
     std::memcpy(host.arena + model.trainStep.results[i].arenaOffset,

@@ -9,6 +9,8 @@
 #
 # Needs the CUDA toolkit (nvcc, cudart, NVRTC, cuBLASLt) and cuDNN, from the
 # toolkit's folders or from PyTorch's pip packages (site-packages/nvidia/).
+# NCCL, found the same way, is optional: without it a data-parallel trainer
+# refuses to run on GPUs (MNEMO_NCCL_LIBRARY, MNEMO_HAVE_NCCL).
 
 macro(mnemo_find_cuda)
   set(MNEMO_CUDA_FOUND OFF)
@@ -23,20 +25,14 @@ endmacro()
 # The parts beyond the toolkit (a macro, so that what it finds is visible to
 # the caller; "return" would leave the caller's scope, hence the flag).
 #
-# cuDNN is looked for, in this order, and the configure log says where it
-# was found: CUDNN_ROOT (a CMake or environment variable), the toolkit's
-# folders, the pip package nvidia-cudnn in PyTorch's virtual environment
+# cuDNN (and NCCL, the same way) is looked for, in this order, and the
+# configure log says where it was found: CUDNN_ROOT (NCCL_ROOT; a CMake or
+# environment variable), the toolkit's folders, the pip package
+# nvidia-cudnn (nvidia-nccl) in PyTorch's virtual environment
 # (/opt/torch/.venv, or VIRTUAL_ENV), then in the site-packages of every
 # python3 on the PATH and of the Python CMake finds. A GPU machine whose
 # python3 is not the one with PyTorch still finds the venv's cuDNN.
 macro(mnemo_find_cuda_parts)
-  set(cudnn_roots "")
-  foreach(root "${CUDNN_ROOT}" "$ENV{CUDNN_ROOT}")
-    if(root)
-      list(APPEND cudnn_roots ${root})
-    endif()
-  endforeach()
-  list(APPEND cudnn_roots ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
   set(sites "")
   foreach(venv "$ENV{VIRTUAL_ENV}" /opt/torch/.venv)
     if(venv)
@@ -55,26 +51,11 @@ macro(mnemo_find_cuda_parts)
       list(APPEND sites ${site})
     endif()
   endforeach()
-  foreach(site ${sites})
-    list(APPEND cudnn_roots ${site}/nvidia/cudnn ${site}/nvidia/cu13)
-  endforeach()
-  list(REMOVE_DUPLICATES cudnn_roots)
-  if(NOT MNEMO_CUDNN_LIBRARY OR NOT MNEMO_CUDNN_INCLUDE)
-    unset(MNEMO_CUDNN_LIBRARY CACHE)
-    unset(MNEMO_CUDNN_INCLUDE CACHE)
-    # The first root that has both the library and its header.
-    foreach(root ${cudnn_roots})
-      find_library(MNEMO_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
-        PATHS ${root} PATH_SUFFIXES lib64 lib lib/x64 NO_DEFAULT_PATH)
-      find_path(MNEMO_CUDNN_INCLUDE cudnn.h PATHS ${root}
-        PATH_SUFFIXES include NO_DEFAULT_PATH)
-      if(MNEMO_CUDNN_LIBRARY AND MNEMO_CUDNN_INCLUDE)
-        break()
-      endif()
-      unset(MNEMO_CUDNN_LIBRARY CACHE)
-      unset(MNEMO_CUDNN_INCLUDE CACHE)
-    endforeach()
-  endif()
+  mnemo_library_roots(cudnn_roots CUDNN_ROOT cudnn cu13)
+  mnemo_library_roots(nccl_roots NCCL_ROOT nccl cu13)
+  mnemo_find_in_roots(MNEMO_CUDNN "cudnn;libcudnn.so.9" cudnn.h
+    "${cudnn_roots}")
+  mnemo_find_in_roots(MNEMO_NCCL "nccl;libnccl.so.2" nccl.h "${nccl_roots}")
   if(NOT MNEMO_CUDNN_LIBRARY)
     string(REPLACE ";" ", " searched "${cudnn_roots}")
     message(STATUS "Mnemo: cuDNN not found (searched ${searched}; set "
@@ -92,7 +73,53 @@ macro(mnemo_find_cuda_parts)
   else()
     message(STATUS "Mnemo: CUDA ${CUDAToolkit_VERSION} "
       "(${CUDAToolkit_INCLUDE_DIRS}), cuDNN ${MNEMO_CUDNN_LIBRARY}")
+    if(MNEMO_NCCL_LIBRARY)
+      message(STATUS "Mnemo: NCCL ${MNEMO_NCCL_LIBRARY}")
+    else()
+      string(REPLACE ";" ", " searched "${nccl_roots}")
+      message(STATUS "Mnemo: NCCL not found (searched ${searched}; set "
+        "NCCL_ROOT): data-parallel trainers run on the CPU only")
+    endif()
     set(MNEMO_CUDA_FOUND ON)
+  endif()
+endmacro()
+
+# OUT: where to look for a library: the folder in ROOT_VARIABLE (a CMake or
+# an environment variable), the toolkit's folders, then nvidia/SUBDIR of
+# each site-packages in `sites` for each SUBDIR given after it.
+macro(mnemo_library_roots out root_variable)
+  set(${out} "")
+  foreach(root "${${root_variable}}" "$ENV{${root_variable}}")
+    if(root)
+      list(APPEND ${out} ${root})
+    endif()
+  endforeach()
+  list(APPEND ${out} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+  foreach(site ${sites})
+    foreach(subdir ${ARGN})
+      list(APPEND ${out} ${site}/nvidia/${subdir})
+    endforeach()
+  endforeach()
+  list(REMOVE_DUPLICATES ${out})
+endmacro()
+
+# PREFIX_LIBRARY and PREFIX_INCLUDE (cached): the first of `roots` that has
+# one of `names` and `header`; unset when none has both.
+macro(mnemo_find_in_roots prefix names header roots)
+  if(NOT ${prefix}_LIBRARY OR NOT ${prefix}_INCLUDE)
+    unset(${prefix}_LIBRARY CACHE)
+    unset(${prefix}_INCLUDE CACHE)
+    foreach(root ${roots})
+      find_library(${prefix}_LIBRARY NAMES ${names}
+        PATHS ${root} PATH_SUFFIXES lib64 lib lib/x64 NO_DEFAULT_PATH)
+      find_path(${prefix}_INCLUDE ${header} PATHS ${root}
+        PATH_SUFFIXES include NO_DEFAULT_PATH)
+      if(${prefix}_LIBRARY AND ${prefix}_INCLUDE)
+        break()
+      endif()
+      unset(${prefix}_LIBRARY CACHE)
+      unset(${prefix}_INCLUDE CACHE)
+    endforeach()
   endif()
 endmacro()
 
@@ -169,7 +196,17 @@ function(mnemo_add_cuda_library name runtime_dir)
   target_compile_definitions(${name} PRIVATE
     MNEMO_CUDA_INCLUDE="${cuda_include}")
   get_filename_component(cudnn_dir ${MNEMO_CUDNN_LIBRARY} DIRECTORY)
-  target_link_libraries(${name} PUBLIC ${CUDA_cudart_LIBRARY}
-    ${CUDA_nvrtc_LIBRARY} ${CUDA_cublasLt_LIBRARY} ${MNEMO_CUDNN_LIBRARY}
+  set(link_items ${CUDA_cudart_LIBRARY} ${CUDA_nvrtc_LIBRARY}
+    ${CUDA_cublasLt_LIBRARY} ${MNEMO_CUDNN_LIBRARY}
     -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${cudnn_dir})
+  if(MNEMO_NCCL_LIBRARY AND MNEMO_NCCL_INCLUDE)
+    get_filename_component(nccl_dir ${MNEMO_NCCL_LIBRARY} DIRECTORY)
+    target_include_directories(${name} PRIVATE ${MNEMO_NCCL_INCLUDE})
+    target_compile_definitions(${name} PRIVATE MNEMO_HAVE_NCCL=1)
+    list(APPEND link_items ${MNEMO_NCCL_LIBRARY} -Wl,-rpath,${nccl_dir})
+  endif()
+  target_link_libraries(${name} PUBLIC ${link_items})
+  # What a program that links the library by file needs besides it (mnemoc
+  # links generated trainers so).
+  set(${name}_LINK_ITEMS ${link_items} PARENT_SCOPE)
 endfunction()

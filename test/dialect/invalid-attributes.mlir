@@ -72,9 +72,9 @@ func.func @step(%x: tensor<2xf32>) -> (tensor<2xf32> {mnemo.reuses_arg = "x"}) {
 
 // -----
 
-// A data-parallel step's buckets hold f32 values, for two or more ranks.
-// expected-error@+1 {{gradient buckets are for 2 or more ranks, not 1}}
-func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 1, offsets = [0], sizes = [256]>} {
+// A data-parallel step's buckets hold f32 values, for one or more ranks.
+// expected-error@+1 {{gradient buckets are for 1 or more ranks, not 0}}
+func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buckets<world_size = 0, offsets = [0], sizes = [256]>} {
   return
 }
 

@@ -91,8 +91,9 @@ cl::opt<int64_t> worldSize(
     "world-size",
     cl::desc("Plan for a data-parallel run of N ranks (mpirun -np N): each "
              "reads its rows of a global batch N times the model's, and the "
-             "gradients are summed over the ranks (docs/distributed.md)"),
-    cl::value_desc("N"), cl::init(1), cl::cat(modelFlagsCategory()));
+             "gradients are summed over the ranks (docs/distributed.md); "
+             "--world-size 1 runs that path on one rank"),
+    cl::value_desc("N"), cl::init(0), cl::cat(modelFlagsCategory()));
 cl::opt<std::string> gradientBucketBytes(
     "gradient-bucket",
     cl::desc("With --world-size: the gradient bytes each sum over the ranks "
@@ -198,12 +199,12 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
     return std::nullopt;
   }
   options.rematTimeLimit = rematTimeLimit;
-  if (worldSize < 1 || worldSize > 65536) {
+  if (worldSize.getNumOccurrences() && (worldSize < 1 || worldSize > 65536)) {
     llvm::errs() << tool << ": error: --world-size is a number of ranks "
                  << "from 1 to 65536, not " << worldSize << "\n";
     return std::nullopt;
   }
-  if (worldSize > 1 && transientGradients) {
+  if (worldSize >= 1 && transientGradients) {
     llvm::errs() << tool
                  << ": error: --world-size sums the gradients in their own "
                     "region: it cannot be combined with "
