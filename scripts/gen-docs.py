@@ -26,7 +26,10 @@ A Markdown file marks generated regions like this:
     <!-- end -->
 
 Commands run from the repository root; the root's absolute path is removed
-from their output so the docs read the same on every machine.
+from their output so the docs read the same on every machine. A command
+whose shell or text tools complain (a quoting mistake: `sed: -e expression
+...`) stops the run: a Mnemo tool's error may be what a doc shows, theirs
+never is.
 
 Usage: gen-docs.py BUILD_DIR [--check]
   --check  change nothing; exit 1 and name the stale files if any doc is out
@@ -57,10 +60,21 @@ def mnemoc_output(build: pathlib.Path, args: str) -> str:
     return "```\n$ mnemoc " + args + "\n" + text.rstrip("\n") + "\n```\n"
 
 
+# A complaint of the shell or of a text tool in a command's pipeline: the
+# command is written wrong (quoting, a flag), which a doc must never show
+# as the output it documents (a Mnemo tool's own errors are fine to show).
+PIPELINE_ERROR = re.compile(r"^(bash|sh|sed|awk|grep|sort|head|tail|cut|tr|xargs|python3?): ",
+                            re.M)
+
+
 def command_output(build: pathlib.Path, command: str) -> str:
     env = dict(os.environ, PATH=f"{build / 'bin'}:{os.environ.get('PATH', '')}")
     run = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
                          env=env)
+    bad = PIPELINE_ERROR.search(run.stderr)
+    if bad:
+        complaint = run.stderr[bad.start():].splitlines()[0]
+        raise SystemExit(f"gen-docs: the command '{command}' is written wrong: {complaint}")
     text = (run.stdout + run.stderr).replace(str(ROOT) + "/", "")
     if run.returncode != 0:
         text += f"(exit status {run.returncode})\n"
