@@ -719,10 +719,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
           // norm's scale cast to bf16, from its parameter) is pulled
           // forward as far as needed: holding it longer costs next to
           // nothing, where a chain of large ones would hold them all.
-          if (leaves.contains(operand) &&
-              numElements(operand) * kSmallOperandRatio <= numElements(result))
-            return true;
-          return leaves.contains(operand) &&
+          if (!leaves.contains(operand))
+            return false;
+          return numElements(operand) * kSmallOperandRatio <=
+                     numElements(result) ||
                  operandFirst - firstBackwardUse <= kEarlyRecomputationOps;
         }
         if (operandFirst >= 0)

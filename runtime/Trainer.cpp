@@ -726,8 +726,13 @@ int main(int argc, char **argv) {
       fail(error);
     // A data-parallel plan (one rank too: mnemoc --world-size 1 runs the
     // device's collectives alone).
-    if (train.numGradientBuckets > 0 && !executor->joinRanks(*ranks, error))
-      fail(error);
+    if (train.numGradientBuckets > 0) {
+      if (train.shardBytes)
+        fail("ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
+             "steps' updates are not sharded yet; train with --device cpu");
+      if (!executor->joinRanks(*ranks, error))
+        fail(error);
+    }
   }
   std::string device =
       executor

@@ -268,6 +268,8 @@ private:
   const ModelInfo &model;
   const CudaModelInfo &cudaModel;
   const CudaSettings settings;
+  /// The machine's GPUs (this process uses settings.device modulo them).
+  int devices = 1;
   PlanRegions sizes;
   std::string description;
   Driver driver;
@@ -385,7 +387,6 @@ CudaExecutor::~CudaExecutor() {
 bool CudaExecutor::start(std::string &error) {
   sizes = regionsOf(model);
   cudaDeviceProp props;
-  int devices = 1;
   if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount")) {
     error = failure;
     return false;
@@ -669,11 +670,6 @@ bool CudaExecutor::finishStep(const char *what, std::string &error) {
 }
 
 bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
-  if (model.trainStep.shardBytes) {
-    error = "ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
-            "steps' updates are not sharded yet; train with --device cpu";
-    return false;
-  }
 #if !MNEMO_HAVE_NCCL
   (void)joined;
   error = "this trainer was built without NCCL, which sums a data-parallel "
@@ -682,11 +678,6 @@ bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
           "--device cpu";
   return false;
 #else
-  int devices = 0;
-  if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount")) {
-    error = failure;
-    return false;
-  }
   if (joined.localSize() > devices) {
     error = std::to_string(joined.localSize()) + " ranks share this " +
             "machine's " + std::to_string(devices) + " GPU" +

@@ -149,12 +149,7 @@ public:
   // Data parallelism: the emulated device's gradient region is host
   // memory, so the host's exchange (MPI) sums it, where a GPU would use
   // NCCL on the step's stream.
-  bool joinRanks(Ranks &ranks, std::string &error) override {
-    if (model.trainStep.shardBytes) {
-      error = "ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
-              "steps' updates are not sharded yet; train with --device cpu";
-      return false;
-    }
+  bool joinRanks(Ranks &ranks, std::string &) override {
     exchangeMemory.gradients = regions.gradients;
     exchangeMemory.parameters = regions.parameters;
     exchange = ranks.gradientExchange(model.trainStep, exchangeMemory);
