@@ -239,14 +239,22 @@ private:
          << pointer(a.gradQuery) << ", " << pointer(a.gradKey) << ", "
          << pointer(a.gradValue) << "})) {\n";
   }
-  FailureOr<std::string> tensorRef(Value v) override {
+  using CudaKernelContext::tensorRef;
+  FailureOr<std::string> tensorRef(Value v, int64_t first,
+                                   int64_t count) override {
     Layout l = layouts.lookup(v);
     if (l.isSplat() || !l.region)
       return error(kernelOp, "internal error: a tensor a device table "
                              "refers to is a constant");
+    int64_t elements = product(l.shape);
+    if (count < 0)
+      count = elements - first;
+    if (first < 0 || first + count > elements)
+      return error(kernelOp, "internal error: a device table's piece lies "
+                             "outside its tensor");
     return "{" + std::to_string(int(*l.region)) + ", " +
-           std::to_string(l.offset) + ", " + std::to_string(product(l.shape)) +
-           "}";
+           std::to_string(l.offset + first * ctypeOf(v.getType()).bytes) +
+           ", " + std::to_string(count) + "}";
   }
   std::string deviceTable(StringRef type,
                           ArrayRef<std::string> entries) override {
@@ -742,6 +750,10 @@ LogicalResult CudaStepEmitter::emit() {
       readies(ops[k]);
   }
   awaits(block.getTerminator());
+  // ZeRO-1: each rank updated its part; all of them get every parameter.
+  if (GradientBucketsAttr buckets = plan::gradientBuckets(func);
+      buckets && buckets.getShardBytes())
+    host << "  L.gatherParameters();\n";
   host << "}\n\n";
   return success();
 }

@@ -186,7 +186,13 @@ public:
   /// elements}", runtime/cuda/Kernels.cuh), for device tables of tensors
   /// that one kernel walks (the kernel resolves it against its Regions
   /// `r`); an error on the op when `v` is a constant, not in the plan.
-  virtual mlir::FailureOr<std::string> tensorRef(mlir::Value v) = 0;
+  mlir::FailureOr<std::string> tensorRef(mlir::Value v) {
+    return tensorRef(v, 0, -1);
+  }
+  /// As tensorRef(v), for `count` elements of `v` from element `first`
+  /// (count -1: to its end): ZeRO-1's updates walk a rank's parts.
+  virtual mlir::FailureOr<std::string> tensorRef(mlir::Value v, int64_t first,
+                                                 int64_t count) = 0;
   /// Declares `__device__ const type name[] = {entries};` at file scope,
   /// before the op's kernels, and returns its name (unique in the file).
   virtual std::string deviceTable(llvm::StringRef type,

@@ -273,8 +273,10 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     line("gradients", r.gradientRegionBytes);
   line("optimizer state", r.optimizerStateBytes,
        r.unshardedStateBytes
-           ? llvm::formatv("this rank's part (ZeRO-1) of {0} over {1} ranks",
-                           formatBytes(r.unshardedStateBytes), r.worldSize)
+           ? llvm::formatv("this rank's part (ZeRO-1) of {0} over {1} "
+                           "rank{2}",
+                           formatBytes(r.unshardedStateBytes), r.worldSize,
+                           r.worldSize == 1 ? "" : "s")
                  .str()
            : std::string());
   if (r.pruneMaskBytes)
@@ -346,13 +348,14 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     line("data parallel, each rank", summed,
          r.unshardedStateBytes
              ? llvm::formatv(
-                   "of gradients reduce-scattered over {0} ranks in {1} "
+                   "of gradients reduce-scattered over {0} rank{5} in {1} "
                    "bucket{2} and {3} of parameters all-gathered per step (a "
                    "ring sends {4} and receives as much per rank)",
                    n, r.gradientBuckets.size(),
                    r.gradientBuckets.size() == 1 ? "" : "s",
                    formatBytes(r.gradientRegionBytes),
-                   formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n))
+                   formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n),
+                   n == 1 ? "" : "s")
                    .str()
              : llvm::formatv(
                    "of gradients summed over {0} rank{4} in {1} bucket{2} "

@@ -53,6 +53,27 @@ struct ShardPart {
   int64_t state(int t) const { return t * stateStride + stateOffset; }
 };
 
+/// The part of a tensor of `elements` f32 values, whose gradient lies at
+/// `gradientOffset`, that rank `rank` updates when each rank owns
+/// `shardBytes` of the gradient region. The plan fixes both, so the CUDA
+/// emitter computes every rank's parts at compile time, and the CPU step
+/// its own at run time.
+inline ShardPart shardPartOf(int64_t rank, int64_t shardBytes,
+                             int64_t gradientOffset, int64_t elements) {
+  ShardPart part;
+  int64_t begin = rank * shardBytes, end = begin + shardBytes;
+  int64_t lo = gradientOffset > begin ? gradientOffset : begin;
+  int64_t hi = gradientOffset + 4 * elements;
+  hi = hi < end ? hi : end;
+  if (lo >= hi)
+    return part;
+  part.first = (lo - gradientOffset) / 4;
+  part.count = (hi - lo) / 4;
+  part.stateOffset = lo - begin;
+  part.stateStride = shardBytes;
+  return part;
+}
+
 /// The memory a step runs in: one pointer per region of the plan.
 struct StepMemory {
   uint8_t *arena;
@@ -94,18 +115,7 @@ struct StepMemory {
   /// The part of a tensor of `elements` f32 values, whose gradient lies at
   /// `gradientOffset`, that this rank updates.
   ShardPart shardPart(int64_t gradientOffset, int64_t elements) const {
-    ShardPart part;
-    int64_t begin = shardRank * shardBytes, end = begin + shardBytes;
-    int64_t lo = gradientOffset > begin ? gradientOffset : begin;
-    int64_t hi = gradientOffset + 4 * elements;
-    hi = hi < end ? hi : end;
-    if (lo >= hi)
-      return part;
-    part.first = (lo - gradientOffset) / 4;
-    part.count = (hi - lo) / 4;
-    part.stateOffset = lo - begin;
-    part.stateStride = shardBytes;
-    return part;
+    return shardPartOf(shardRank, shardBytes, gradientOffset, elements);
   }
 };
 

@@ -726,13 +726,8 @@ int main(int argc, char **argv) {
       fail(error);
     // A data-parallel plan (one rank too: mnemoc --world-size 1 runs the
     // device's collectives alone).
-    if (train.numGradientBuckets > 0) {
-      if (train.shardBytes)
-        fail("ZeRO-1 (--shard-optimizer) runs on the CPU so far: the CUDA "
-             "steps' updates are not sharded yet; train with --device cpu");
-      if (!executor->joinRanks(*ranks, error))
-        fail(error);
-    }
+    if (train.numGradientBuckets > 0 && !executor->joinRanks(*ranks, error))
+      fail(error);
   }
   std::string device =
       executor
@@ -976,6 +971,10 @@ int main(int argc, char **argv) {
   // that one process (and any world size) resumes.
   std::vector<uint8_t> fullState;
   if (train.shardBytes) {
+    // Each rank's parts from its device (and the parameters, for what
+    // follows: the state must not be downloaded again once it is whole).
+    if (executor && !executor->download(memory, error))
+      fail(error);
     std::vector<uint8_t> parts;
     ranks->gatherState(memory.optimizerState, regions.optimizerState, parts);
     if (ranks->leader()) {
@@ -1004,9 +1003,10 @@ int main(int argc, char **argv) {
                  "-" + std::to_string(n) + ".safetensors";
   }
   // The device's parameters and optimizer state, for the checkpoint, the
-  // dump and the pruning report.
+  // dump and the pruning report (under ZeRO-1, downloaded before the
+  // gather).
   std::vector<MaskSparsity> sparsity = maskSparsity(model, nullptr);
-  if (executor &&
+  if (executor && !train.shardBytes &&
       (!savePath.empty() || !options.dump.empty() || !sparsity.empty() ||
        !options.exportPath.empty()) &&
       !executor->download(memory, error))

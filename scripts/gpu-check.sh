@@ -25,8 +25,8 @@
 #       weights, same batches, --matmul-precision highest) and checks that
 #       the losses track (and, for a model on cuDNN's attention, that the
 #       GPU's losses with Mnemo's own attention kernels track them too;
-#       and for the GPT's data-parallel plan on one rank, that its gradient
-#       sums went through NCCL inside the captured graph);
+#       and for the GPT's data-parallel plan with ZeRO-1 on one rank, that
+#       its collectives went through NCCL inside the captured graph);
 #       runs the inference program on the int8/int4/CSR weights the dry
 #       run trained and checks that its figures agree with the CPU's.
 #   scripts/gpu-check.sh sanitize [DIR]    on the GPU: compute-sanitizer's
@@ -164,10 +164,13 @@ if [ "$STAGE" = --prepare ]; then
   # gptbf16: the GPT in bf16, whose attention runs on cuDNN's fused
   # flash-attention engines (lang/ops/attention/AttentionCudnn.h).
   emit gptbf16 "$ROOT/examples/gpt.mn" --precision=bf16
-  # gptnccl: the GPT's data-parallel plan on one rank (one GPU): its
-  # gradient buckets (64 KiB: about 30) are averaged by NCCL on their own
-  # stream, inside the captured graph, while the backward goes on.
-  emit gptnccl "$ROOT/examples/gpt.mn" --world-size 1 --gradient-bucket 64KiB
+  # gptnccl: the GPT's data-parallel plan with ZeRO-1 on one rank (one
+  # GPU): its gradient buckets (64 KiB: about 30) are reduced by NCCL on
+  # their own stream, inside the captured graph, while the backward goes
+  # on; the updates read their rank's rows of the sharded tables, the
+  # norm's sum and the parameters' all-gather go through NCCL on the
+  # step's stream. One rank owns the one part, so it trains as the GPT.
+  emit gptnccl "$ROOT/examples/gpt.mn" --world-size 1 --shard-optimizer --gradient-bucket 64KiB
   emit infer "$DIR/mlpinfer.mn" --mode=inference
   # The benchmark's GPT-2-small-sized GPT, f32 and bf16; their plans on a
   # GPU, as mnemoc reports them (--device=cuda counts the CUDA workspace).

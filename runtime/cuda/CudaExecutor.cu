@@ -27,6 +27,13 @@
 //   stream capture), so the sums overlap the rest of the backward in every
 //   replay. A step that waits on its sums waits under the collective
 //   timeout.
+// - ZeRO-1 (the plan's shardBytes): a bucket is reduced to the ranks that
+//   own its pieces (one ncclReduce per piece, in one NCCL group, averaged
+//   in place), the gradient norm sums the ranks' sums of squares
+//   (ncclAllReduce of one value), each rank updates its part (the
+//   generated launches read the rank's rows of their tables), and the
+//   parameters are all-gathered through the gradient region, which the
+//   step no longer needs by then, and copied back.
 //
 //===----------------------------------------------------------------------===//
 
@@ -233,6 +240,8 @@ public:
   void zero(uint8_t *p, int64_t bytes) override;
   void gradientsReady(int bucket) override;
   void awaitGradients(int bucket) override;
+  void sumOverRanks(uint8_t *value) override;
+  void gatherParameters() override;
   void beginOp(int op) override;
   void endOp(int op) override;
 
@@ -737,6 +746,7 @@ bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
                  std::to_string(buckets) + " gradient bucket" +
                  (buckets == 1 ? "" : "s");
   ranks = &joined;
+  shardRank = joined.rank();
   return true;
 #endif
 }
@@ -764,13 +774,35 @@ void CudaExecutor::gradientsReady(int bucket) {
   // ncclAvg: the mean over the ranks, as each rank's loss is the mean over
   // its rows (so one process with the global batch computes the same).
   const GradientBucket &b = model.trainStep.gradientBuckets[bucket];
-  float *values = reinterpret_cast<float *>(regions.gradients + b.offset);
-  if (check(cudaEventRecord(bucketReady[bucket], compute), "cudaEventRecord") &&
-      check(cudaStreamWaitEvent(collectives, bucketReady[bucket], 0),
-            "cudaStreamWaitEvent") &&
-      ncclCheck(ncclAllReduce(values, values, size_t(b.bytes / 4), ncclFloat32,
-                              ncclAvg, comm, collectives),
-                "ncclAllReduce"))
+  if (!check(cudaEventRecord(bucketReady[bucket], compute),
+             "cudaEventRecord") ||
+      !check(cudaStreamWaitEvent(collectives, bucketReady[bucket], 0),
+             "cudaStreamWaitEvent"))
+    return;
+  bool summed;
+  if (int64_t shard = model.trainStep.shardBytes) {
+    // ZeRO-1: each piece of the bucket (where it meets a rank's part)
+    // goes to that rank alone, in place. NCCL's reduce-scatter needs
+    // equal pieces; a bucket's are not.
+    summed = ncclCheck(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; summed && r < ranks->size(); ++r) {
+      int64_t lo = std::max(b.offset, r * shard);
+      int64_t hi = std::min(b.offset + b.bytes, (r + 1) * shard);
+      if (lo >= hi)
+        continue;
+      float *piece = reinterpret_cast<float *>(regions.gradients + lo);
+      summed = ncclCheck(ncclReduce(piece, piece, size_t(hi - lo) / 4,
+                                    ncclFloat32, ncclAvg, r, comm, collectives),
+                         "ncclReduce");
+    }
+    summed = ncclCheck(ncclGroupEnd(), "ncclGroupEnd") && summed;
+  } else {
+    float *values = reinterpret_cast<float *>(regions.gradients + b.offset);
+    summed = ncclCheck(ncclAllReduce(values, values, size_t(b.bytes / 4),
+                                     ncclFloat32, ncclAvg, comm, collectives),
+                       "ncclAllReduce");
+  }
+  if (summed)
     check(cudaEventRecord(bucketSummed[bucket], collectives),
           "cudaEventRecord");
 #else
@@ -783,6 +815,53 @@ void CudaExecutor::awaitGradients(int bucket) {
   if (ranks && failure.empty())
     check(cudaStreamWaitEvent(compute, bucketSummed[bucket], 0),
           "cudaStreamWaitEvent");
+}
+
+void CudaExecutor::sumOverRanks(uint8_t *value) {
+#if MNEMO_HAVE_NCCL
+  if (comm && failure.empty())
+    ncclCheck(
+        ncclAllReduce(value, value, 1, ncclFloat32, ncclSum, comm, compute),
+        "ncclAllReduce");
+#else
+  (void)value;  // joinRanks refused the plan
+#endif
+}
+
+void CudaExecutor::gatherParameters() {
+#if MNEMO_HAVE_NCCL
+  if (!comm || !failure.empty())
+    return;
+  // Each rank's updated parts go to its part of the gradient region, the
+  // parts are gathered in place, and every parameter is copied back.
+  const StepInfo &step = model.trainStep;
+  int64_t shard = step.shardBytes;
+  uint8_t *gradients = regions.gradients, *parameters = regions.parameters;
+  for (int i = 0; i < step.numParameterPlaces; ++i) {
+    const ParameterPlace &p = step.parameterPlaces[i];
+    ShardPart part =
+        shardPartOf(shardRank, shard, p.gradientOffset, p.bytes / 4);
+    if (part.count > 0 &&
+        !check(cudaMemcpyAsync(gradients + p.gradientOffset + 4 * part.first,
+                               parameters + p.parameterOffset + 4 * part.first,
+                               size_t(4 * part.count), cudaMemcpyDeviceToDevice,
+                               compute),
+               "cudaMemcpyAsync"))
+      return;
+  }
+  if (!ncclCheck(ncclAllGather(gradients + shardRank * shard, gradients,
+                               size_t(shard / 4), ncclFloat32, comm, compute),
+                 "ncclAllGather"))
+    return;
+  for (int i = 0; i < step.numParameterPlaces; ++i) {
+    const ParameterPlace &p = step.parameterPlaces[i];
+    if (!check(cudaMemcpyAsync(parameters + p.parameterOffset,
+                               gradients + p.gradientOffset, size_t(p.bytes),
+                               cudaMemcpyDeviceToDevice, compute),
+               "cudaMemcpyAsync"))
+      return;
+  }
+#endif
 }
 
 bool CudaExecutor::train(int64_t step, int64_t lastStep,

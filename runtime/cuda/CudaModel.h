@@ -155,11 +155,21 @@ public:
   /// gradients are final / about to be read.
   virtual void gradientsReady(int bucket) = 0;
   virtual void awaitGradients(int bucket) = 0;
+  /// ZeRO-1 (the plan's shardBytes): sums an f32 scalar at `value` over the
+  /// ranks in place, in order on the step's stream (the sums of squares of
+  /// the ranks' parts of the gradients, for the gradient norm).
+  virtual void sumOverRanks(uint8_t *value) = 0;
+  /// ZeRO-1: each rank updated its part of the parameters; after this,
+  /// every rank has all of them (in order on the step's stream).
+  virtual void gatherParameters() = 0;
   /// Brackets each op for --profile (events); no-ops otherwise.
   virtual void beginOp(int op) = 0;
   virtual void endOp(int op) = 0;
 
   DeviceRegions regions;
+  /// ZeRO-1: this process's rank, whose parts of the gradient region and
+  /// optimizer state its updates take (the kernels' Regions::index there).
+  int64_t shardRank = 0;
 };
 
 struct CudaStepInfo {

@@ -148,12 +148,30 @@ public:
   }
   // Data parallelism: the emulated device's gradient region is host
   // memory, so the host's exchange (MPI) sums it, where a GPU would use
-  // NCCL on the step's stream.
+  // NCCL on the step's stream. Under ZeRO-1 it reduce-scatters the
+  // buckets and gathers the parameters as the CPU step's exchange does.
   bool joinRanks(Ranks &ranks, std::string &) override {
     exchangeMemory.gradients = regions.gradients;
     exchangeMemory.parameters = regions.parameters;
+    exchangeMemory.shardRank = shardRank = ranks.rank();
+    exchangeMemory.shardBytes = model.trainStep.shardBytes;
     exchange = ranks.gradientExchange(model.trainStep, exchangeMemory);
     return true;
+  }
+  void sumOverRanks(uint8_t *value) override {
+    if (!exchange) // one rank: its sum is the sum
+      return;
+    // The launches before it ran (the emulator runs each as it comes).
+    float f;
+    std::memcpy(&f, value, 4);
+    double sum = f;
+    exchange->sumOverRanks(&sum, 1);
+    f = float(sum);
+    std::memcpy(value, &f, 4);
+  }
+  void gatherParameters() override {
+    if (exchange)
+      exchange->gatherParameters();
   }
   void gradientsReady(int bucket) override {
     if (exchange)

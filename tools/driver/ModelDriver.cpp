@@ -212,10 +212,13 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
     return std::nullopt;
   }
   options.worldSize = worldSize;
-  if (shardOptimizer && worldSize < 2) {
+  // --world-size 1 --shard-optimizer: one part, the whole state; the
+  // sharded step on one rank (how one GPU checks it).
+  if (shardOptimizer && worldSize < 1) {
     llvm::errs() << tool
                  << ": error: --shard-optimizer shards the optimizer state "
-                    "over the ranks of --world-size N, N of at least 2\n";
+                    "over the ranks of a data-parallel plan: give "
+                    "--world-size N\n";
     return std::nullopt;
   }
   options.shardOptimizer = shardOptimizer;

@@ -9,12 +9,19 @@
 // clip_grad_norm's multiply of each gradient folded in (the launch scales
 // the gradient as it reads it).
 //
+// ZeRO-1 (--shard-optimizer): each rank updates the elements whose
+// gradients lie in its part of the gradient region. The CPU step finds its
+// parts at run time (StepMemory::shardPart); the plan fixes the world size
+// and the parts, so the CUDA launches read their rank's row of a device
+// table of every rank's parts, and the graph a rank captures is its own.
+//
 //===----------------------------------------------------------------------===//
 
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
 #include "lang/PlanAttributes.h"
+#include "runtime/Model.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -107,7 +114,8 @@ LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
         "mnemo::runtime::ShardPart part = memory.shardPart(gradientOffsets[i], "
         "sizes[i]);\n      tensors[i] += part.first;\n      sizes[i] = "
         "part.count;\n    }\n    double squares = sumOfSquares(tensors, "
-        "sizes, {3});\n    memory.exchange->sumOverRanks(&squares, 1);\n    "
+        "sizes, {3});\n    if (memory.exchange)\n      "
+        "memory.exchange->sumOverRanks(&squares, 1);\n    "
         "*{4} = float(std::sqrt(squares));\n  }\n",
         llvm::join(*p, ", "), llvm::join(sizes, ", "),
         llvm::join(offsets, ", "), sizes.size(), context.result());
@@ -252,11 +260,101 @@ LogicalResult emitLrScheduleCuda(LrScheduleOp op, CudaKernelContext &context) {
   return success();
 }
 
+/// ZeRO-1 on the GPU: the world size and each rank's share of the gradient
+/// region, from the plan; none when the optimizer state is not sharded.
+struct Shards {
+  int64_t worldSize = 0, shardBytes = 0;
+  runtime::ShardPart part(int64_t rank, int64_t gradientOffset,
+                          int64_t elements) const {
+    return runtime::shardPartOf(rank, shardBytes, gradientOffset, elements);
+  }
+};
+std::optional<Shards> shardsOf(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  GradientBucketsAttr buckets = func ? plan::gradientBuckets(func) : nullptr;
+  if (!buckets || !buckets.getShardBytes())
+    return std::nullopt;
+  return Shards{buckets.getWorldSize(), buckets.getShardBytes()};
+}
+/// The host expression a sharded launch passes as its Regions::index.
+constexpr const char *kShardRank = "L.shardRank";
+
+/// Every rank's rows of a sharded launch's device table: `entries`, with
+/// rank r's from rowStart[r] to rowStart[r + 1], and its element count.
+struct RankRows {
+  SmallVector<std::string> entries;
+  SmallVector<int64_t> rowStart{0}, elements;
+  int64_t largest = 0;
+  void endRank(int64_t count) {
+    rowStart.push_back(int64_t(entries.size()));
+    elements.push_back(count);
+    largest = std::max(largest, count);
+  }
+  /// The per-rank table {first row, rows, elements} (int64_t triples).
+  std::string ranksTable(CudaKernelContext &context) const {
+    SmallVector<std::string> rows;
+    for (size_t r = 0; r + 1 < rowStart.size(); ++r)
+      rows.push_back(llvm::formatv("{0}, {1}, {2}", rowStart[r],
+                                   rowStart[r + 1] - rowStart[r], elements[r]));
+    return context.deviceTable("int64_t", rows);
+  }
+};
+
+/// ZeRO-1: the sum of squares of this rank's parts of the gradients, summed
+/// over the ranks (on the step's stream), then square-rooted.
+LogicalResult emitShardedGlobalNormCuda(GlobalNormOp op,
+                                        CudaKernelContext &context,
+                                        const Shards &shards) {
+  RankRows rows;
+  for (int64_t r = 0; r < shards.worldSize; ++r) {
+    int64_t count = 0;
+    for (Value v : op.getInputs()) {
+      std::optional<int64_t> at = shardedGradientOffset(op, v);
+      if (!at)
+        return context.error("internal error: a sharded gradient norm over a "
+                             "tensor outside the gradient region");
+      runtime::ShardPart part = shards.part(r, *at, elements(v));
+      if (part.count == 0)
+        continue;
+      FailureOr<std::string> ref = context.tensorRef(v, part.first, part.count);
+      if (failed(ref))
+        return failure();
+      rows.entries.push_back(*ref);
+      count += part.count;
+    }
+    rows.endRank(count);
+  }
+  int64_t blocks = op.getCudaBlocks();
+  std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
+  std::string table = context.deviceTable("TensorRef", rows.entries);
+  std::string ranks = rows.ranksTable(context);
+  context.launchIndexed(
+      llvm::formatv("{{ const int64_t *row = {0} + 3 * r.index; "
+                    "sumOfSquaresPartial<{1}>(r, {2} + row[0], int(row[1]), "
+                    "{3}); }",
+                    ranks, context.elementType(op.getInputs().front()), table,
+                    partial),
+      blocks, kCudaThreads, kShardRank);
+  context.launch(
+      llvm::formatv("finishSumOfSquares({0}, {1}, 1.0f, false, {2});", partial,
+                    blocks, context.result()),
+      1, 1024);
+  context.hostCode("L.sumOverRanks(" + context.hostOperand(op.getResult()) +
+                   ");");
+  // The square root of the sum, in place (a sum of one partial).
+  context.launch(llvm::formatv("finishSumOfSquares({0}, 1, 1.0f, true, {0});",
+                               context.result()),
+                 1, 32);
+  return success();
+}
+
 /// Partial sums of squares per block over a table of the gradients, then
 /// their sum in order, square-rooted.
 LogicalResult emitGlobalNormCuda(GlobalNormOp op, CudaKernelContext &context) {
   // Before the table: the table's type is the kernels'.
   context.include(kCudaKernels);
+  if (std::optional<Shards> shards = shardsOf(op))
+    return emitShardedGlobalNormCuda(op, context, *shards);
   SmallVector<std::string> refs;
   for (Value v : op.getInputs()) {
     FailureOr<std::string> ref = context.tensorRef(v);
@@ -302,9 +400,54 @@ LogicalResult emitClipCoefficientCuda(ClipCoefficientOp op,
   return success();
 }
 
+/// ZeRO-1's updates read and write f32 parameters and states in place.
+LogicalResult checkShardedParameter(Operation *op, Value param,
+                                    CudaKernelContext &context) {
+  if (!llvm::cast<ShapedType>(param.getType()).getElementType().isF32())
+    return context.error("--shard-optimizer updates f32 parameters; this one "
+                         "is not (train with f32 master weights)");
+  return success();
+}
+
+/// ZeRO-1: the update of this rank's part of the parameter, in place, its
+/// momentum in the rank's optimizer state.
+LogicalResult emitShardedSgdCuda(SgdUpdateOp op, CudaKernelContext &context,
+                                 const Shards &shards) {
+  if (failed(checkShardedParameter(op, op.getParam(), context)))
+    return failure();
+  std::optional<int64_t> at = shardedGradientOffset(op, op.getGrad());
+  SmallVector<std::string> rows;
+  int64_t largest = 0;
+  for (int64_t r = 0; r < shards.worldSize; ++r) {
+    runtime::ShardPart part = shards.part(r, *at, elements(op.getParam()));
+    rows.push_back(
+        llvm::formatv("{0}, {1}, {2}", part.first, part.count, part.state(0)));
+    largest = std::max(largest, part.count);
+  }
+  if (largest == 0)
+    return success();
+  std::string table = context.deviceTable("int64_t", rows);
+  std::string param = context.operand(op.getParam()),
+              grad = context.operand(op.getGrad());
+  context.launchIndexed(
+      llvm::formatv(
+          "{{ const int64_t *part = {0} + 3 * r.index; float *param = {1} + "
+          "part[0]; float *momentum = f32(r.S + part[2]); "
+          "sgdUpdate<float>(part[1], param, {2} + part[0], momentum, param, "
+          "momentum, {3}, {4}, {5}, {6}, {7}, {8}); }",
+          table, param, grad, context.operand(op.getLr()),
+          context.operand(op.getStep()), literal(op.getMomentum()),
+          literal(op.getDampening()), literal(op.getWeightDecay()),
+          boolean(op.getNesterov())),
+      ceilDiv(largest, kCudaThreads), kCudaThreads, kShardRank);
+  return success();
+}
+
 LogicalResult emitSgdCuda(SgdUpdateOp op, CudaKernelContext &context) {
   int64_t n = elements(op.getParam());
   context.include(kCudaKernels);
+  if (std::optional<Shards> shards = shardsOf(op))
+    return emitShardedSgdCuda(op, context, *shards);
   context.launch(
       llvm::formatv(
           "sgdUpdate<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, "
@@ -346,10 +489,63 @@ FailureOr<std::string> tableEntry(CudaKernelContext &context,
   return "{" + llvm::join(fields, ", ") + "}";
 }
 
+/// ZeRO-1: one launch over this rank's parts of the group's tensors,
+/// updated in place, their moments in the rank's optimizer state.
+LogicalResult emitShardedAdamCuda(AdamUpdateOp op, CudaKernelContext &context,
+                                  const Shards &shards) {
+  const std::string state = std::to_string(int(MemoryRegion::OptimizerState));
+  RankRows rows;
+  for (int64_t r = 0; r < shards.worldSize; ++r) {
+    int64_t first = 0;
+    for (Operation *member : context.group()) {
+      auto u = llvm::cast<AdamUpdateOp>(member);
+      if (failed(checkShardedParameter(u, u.getParam(), context)))
+        return failure();
+      std::optional<int64_t> at = shardedGradientOffset(u, u.getGrad());
+      runtime::ShardPart part = shards.part(r, *at, elements(u.getParam()));
+      if (part.count == 0)
+        continue;
+      FailureOr<std::string> param =
+          context.tensorRef(u.getParam(), part.first, part.count);
+      FailureOr<std::string> grad = context.tensorRef(
+          context.foldedScale(u.getGrad()).value, part.first, part.count);
+      if (failed(param) || failed(grad))
+        return failure();
+      auto moment = [&](int t) {
+        return "{" + state + ", " + std::to_string(part.state(t)) + ", " +
+               std::to_string(part.count) + "}";
+      };
+      rows.entries.push_back(llvm::formatv("{{{0}, {1}, {2}, {3}, {0}, {2}, "
+                                           "{3}, {4}}",
+                                           *param, *grad, moment(0), moment(1),
+                                           first));
+      first += part.count;
+    }
+    rows.endRank(first);
+  }
+  if (rows.largest == 0)
+    return success();
+  std::string table = context.deviceTable("AdamTensor", rows.entries);
+  std::string ranks = rows.ranksTable(context);
+  context.launchIndexed(
+      llvm::formatv("{{ const int64_t *row = {0} + 3 * r.index; "
+                    "adamMultiTensor<float>(r, {1} + row[0], int(row[1]), "
+                    "row[2], {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}); }",
+                    ranks, table, context.operand(op.getLr()),
+                    context.operand(op.getStep()), literal(op.getBeta1()),
+                    literal(op.getBeta2()), literal(op.getEps()),
+                    literal(op.getWeightDecay()), boolean(op.getDecoupled()),
+                    skipAndClip(context, op.getSkip(), op.getGrad())),
+      gridFor(rows.largest), kCudaThreads, kShardRank);
+  return success();
+}
+
 /// One launch over the group's tensors, concatenated (adamMultiTensor).
 LogicalResult emitAdamCuda(AdamUpdateOp op, CudaKernelContext &context) {
   // Before the table: the table's type is the kernels'.
   context.include(kCudaKernels);
+  if (std::optional<Shards> shards = shardsOf(op))
+    return emitShardedAdamCuda(op, context, *shards);
   SmallVector<std::string> entries;
   int64_t first = 0;
   for (Operation *member : context.group()) {
