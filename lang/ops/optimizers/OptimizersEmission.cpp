@@ -290,13 +290,25 @@ struct RankRows {
     elements.push_back(count);
     largest = std::max(largest, count);
   }
-  /// The per-rank table {first row, rows, elements} (int64_t triples).
-  std::string ranksTable(CudaKernelContext &context) const {
-    SmallVector<std::string> rows;
+  /// Declares the tables (the entries as `entryType`, and per rank {first
+  /// row, rows, elements}) and launches `call` on `blocks` blocks, which
+  /// sees its rank's rows as `rows` and `count`, their elements as
+  /// `rank[2]`.
+  void launch(CudaKernelContext &context, StringRef entryType,
+              const std::string &call, int64_t blocks) const {
+    std::string table = context.deviceTable(entryType, entries);
+    SmallVector<std::string> ranks;
     for (size_t r = 0; r + 1 < rowStart.size(); ++r)
-      rows.push_back(llvm::formatv("{0}, {1}, {2}", rowStart[r],
-                                   rowStart[r + 1] - rowStart[r], elements[r]));
-    return context.deviceTable("int64_t", rows);
+      ranks.push_back(llvm::formatv("{0}, {1}, {2}", rowStart[r],
+                                    rowStart[r + 1] - rowStart[r],
+                                    elements[r]));
+    std::string rankTable = context.deviceTable("int64_t", ranks);
+    context.launchIndexed(
+        llvm::formatv(
+            "{{ const int64_t *rank = {0} + 3 * r.index; const "
+            "{1} *rows = {2} + rank[0]; int count = int(rank[1]); {3} }",
+            rankTable, entryType, table, call),
+        blocks, kCudaThreads, kShardRank);
   }
 };
 
@@ -326,15 +338,11 @@ LogicalResult emitShardedGlobalNormCuda(GlobalNormOp op,
   }
   int64_t blocks = op.getCudaBlocks();
   std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
-  std::string table = context.deviceTable("TensorRef", rows.entries);
-  std::string ranks = rows.ranksTable(context);
-  context.launchIndexed(
-      llvm::formatv("{{ const int64_t *row = {0} + 3 * r.index; "
-                    "sumOfSquaresPartial<{1}>(r, {2} + row[0], int(row[1]), "
-                    "{3}); }",
-                    ranks, context.elementType(op.getInputs().front()), table,
-                    partial),
-      blocks, kCudaThreads, kShardRank);
+  rows.launch(context, "TensorRef",
+              llvm::formatv("sumOfSquaresPartial<{0}>(r, rows, count, {1});",
+                            context.elementType(op.getInputs().front()),
+                            partial),
+              blocks);
   context.launch(
       llvm::formatv("finishSumOfSquares({0}, {1}, 1.0f, false, {2});", partial,
                     blocks, context.result()),
@@ -525,18 +533,16 @@ LogicalResult emitShardedAdamCuda(AdamUpdateOp op, CudaKernelContext &context,
   }
   if (rows.largest == 0)
     return success();
-  std::string table = context.deviceTable("AdamTensor", rows.entries);
-  std::string ranks = rows.ranksTable(context);
-  context.launchIndexed(
-      llvm::formatv("{{ const int64_t *row = {0} + 3 * r.index; "
-                    "adamMultiTensor<float>(r, {1} + row[0], int(row[1]), "
-                    "row[2], {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}); }",
-                    ranks, table, context.operand(op.getLr()),
-                    context.operand(op.getStep()), literal(op.getBeta1()),
-                    literal(op.getBeta2()), literal(op.getEps()),
-                    literal(op.getWeightDecay()), boolean(op.getDecoupled()),
-                    skipAndClip(context, op.getSkip(), op.getGrad())),
-      gridFor(rows.largest), kCudaThreads, kShardRank);
+  rows.launch(context, "AdamTensor",
+              llvm::formatv("adamMultiTensor<float>(r, rows, count, rank[2], "
+                            "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});",
+                            context.operand(op.getLr()),
+                            context.operand(op.getStep()),
+                            literal(op.getBeta1()), literal(op.getBeta2()),
+                            literal(op.getEps()), literal(op.getWeightDecay()),
+                            boolean(op.getDecoupled()),
+                            skipAndClip(context, op.getSkip(), op.getGrad())),
+              gridFor(rows.largest));
   return success();
 }
 
