@@ -501,14 +501,16 @@ FailureOr<std::string> tableEntry(CudaKernelContext &context,
 /// updated in place, their moments in the rank's optimizer state.
 LogicalResult emitShardedAdamCuda(AdamUpdateOp op, CudaKernelContext &context,
                                   const Shards &shards) {
+  for (Operation *member : context.group())
+    if (failed(checkShardedParameter(
+            member, llvm::cast<AdamUpdateOp>(member).getParam(), context)))
+      return failure();
   const std::string state = std::to_string(int(MemoryRegion::OptimizerState));
   RankRows rows;
   for (int64_t r = 0; r < shards.worldSize; ++r) {
     int64_t first = 0;
     for (Operation *member : context.group()) {
       auto u = llvm::cast<AdamUpdateOp>(member);
-      if (failed(checkShardedParameter(u, u.getParam(), context)))
-        return failure();
       std::optional<int64_t> at = shardedGradientOffset(u, u.getGrad());
       runtime::ShardPart part = shards.part(r, *at, elements(u.getParam()));
       if (part.count == 0)
