@@ -51,7 +51,11 @@ def Mnemo_PlacementAttr : Mnemo_Attr<"Placement", "placement"> {
     one) names the argument a result is written into (-1: none);
     `gradient_offsets` (when any) places a parameter gradient in the
     gradient region; `strided_view` marks a transpose that the backends read
-    through strides instead of copying.
+    through strides instead of copying; `channel_blocked` marks a 4-d f32
+    activation that the CPU stores in blocks of channels (nChw16c or
+    nChw8c, the block chosen at run time for the CPU's convolutions;
+    passes/ChannelLayout.cpp), read and written only by ops that take that
+    layout. The CUDA backend keeps every tensor plain.
 
     ```mlir
     %5 = mnemo.relu %4 {mnemo.placement = #mnemo.placement<offsets = [1024], sizes = [1024]>}
@@ -61,7 +65,8 @@ def Mnemo_PlacementAttr : Mnemo_Attr<"Placement", "placement"> {
                         ArrayRefParameter<"int64_t">:$sizes,
                         OptionalArrayRefParameter<"int64_t">:$aliases,
                         OptionalArrayRefParameter<"int64_t">:$gradient_offsets,
-                        DefaultValuedParameter<"bool", "false">:$strided_view);
+                        DefaultValuedParameter<"bool", "false">:$strided_view,
+                        DefaultValuedParameter<"bool", "false">:$channel_blocked);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }

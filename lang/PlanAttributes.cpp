@@ -67,11 +67,10 @@ LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
-LogicalResult
-PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
-                      ArrayRef<int64_t> aliases,
-                      ArrayRef<int64_t> gradientOffsets, bool stridedView) {
+LogicalResult PlacementAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, ArrayRef<int64_t> offsets,
+    ArrayRef<int64_t> sizes, ArrayRef<int64_t> aliases,
+    ArrayRef<int64_t> gradientOffsets, bool stridedView, bool channelBlocked) {
   if (sizes.size() != offsets.size())
     return emitError() << "has " << offsets.size() << " offsets and "
                        << sizes.size() << " sizes";
@@ -81,6 +80,8 @@ PlacementAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     if (!list.empty() && list.size() != offsets.size())
       return emitError() << "has " << list.size() << " " << name << " for "
                          << offsets.size() << " results";
+  if (channelBlocked && stridedView)
+    return emitError() << "a strided view is not channel-blocked";
   for (size_t r = 0; r < offsets.size(); ++r)
     if (offsets[r] < -1 || sizes[r] < 0)
       return emitError() << "result " << r << " is placed at " << offsets[r]
@@ -223,7 +224,8 @@ LogicalResult MnemoDialect::verifyRegionResultAttribute(Operation *op,
 
 //===----------------------------------------------------------------------===//
 // #mnemo.placement<offsets = [...], sizes = [...], aliases = [...],
-//                  gradient_offsets = [...], strided_view>
+//                  gradient_offsets = [...], strided_view,
+//                  channel_blocked>
 //===----------------------------------------------------------------------===//
 
 static ParseResult parseIntegerList(AsmParser &parser,
@@ -240,7 +242,7 @@ static ParseResult parseIntegerList(AsmParser &parser,
 
 Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   SmallVector<int64_t> offsets, sizes, aliases, gradientOffsets;
-  bool stridedView = false;
+  bool stridedView = false, channelBlocked = false;
   if (parser.parseLess() || parser.parseKeyword("offsets") ||
       parser.parseEqual() || parseIntegerList(parser, offsets) ||
       parser.parseComma() || parser.parseKeyword("sizes") ||
@@ -249,6 +251,10 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   while (succeeded(parser.parseOptionalComma())) {
     if (succeeded(parser.parseOptionalKeyword("strided_view"))) {
       stridedView = true;
+      continue;
+    }
+    if (succeeded(parser.parseOptionalKeyword("channel_blocked"))) {
+      channelBlocked = true;
       continue;
     }
     std::string key;
@@ -269,8 +275,8 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   if (parser.parseGreater())
     return {};
   return parser.getChecked<PlacementAttr>(parser.getContext(), offsets, sizes,
-                                          aliases, gradientOffsets,
-                                          stridedView);
+                                          aliases, gradientOffsets, stridedView,
+                                          channelBlocked);
 }
 
 void PlacementAttr::print(AsmPrinter &printer) const {
@@ -293,6 +299,8 @@ void PlacementAttr::print(AsmPrinter &printer) const {
   }
   if (getStridedView())
     printer << ", strided_view";
+  if (getChannelBlocked())
+    printer << ", channel_blocked";
   printer << ">";
 }
 
@@ -472,6 +480,14 @@ void plan::setPlacement(Operation *op, PlacementAttr placement) {
 int64_t plan::arenaOffset(Operation *op, unsigned index) {
   PlacementAttr p = placement(op);
   return p && index < p.getOffsets().size() ? p.getOffsets()[index] : -1;
+}
+
+bool plan::isChannelBlocked(Value v) {
+  auto result = llvm::dyn_cast<OpResult>(v);
+  if (!result || result.getResultNumber() != 0)
+    return false;
+  PlacementAttr p = placement(result.getOwner());
+  return p && p.getChannelBlocked();
 }
 
 bool plan::isRewrittenAttention(Operation *op) {

@@ -80,6 +80,11 @@ void setPlacement(mlir::Operation *op, PlacementAttr placement);
 /// arena, or not planned).
 int64_t arenaOffset(mlir::Operation *op, unsigned index);
 
+/// Whether `v` is stored in blocks of channels on the CPU (the first
+/// result of an op whose placement says channel_blocked; never an
+/// argument).
+bool isChannelBlocked(mlir::Value v);
+
 /// The gradient buckets whose sums start after the op and those awaited
 /// before it (null: none).
 GradientSyncAttr gradientSync(mlir::Operation *op);

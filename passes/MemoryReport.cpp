@@ -126,6 +126,12 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
         r.recomputed.begin(), r.recomputed.end(),
         [](const auto &a, const auto &b) { return a.second > b.second; });
   }
+  func.walk([&](Operation *op) {
+    if (op->getNumResults() == 0 || !plan::isChannelBlocked(op->getResult(0)))
+      return;
+    if (plan::arenaOffset(op, 0) >= 0) // not computed in a consumer's loop
+      ++r.channelBlockedValues;
+  });
   func.walk([&](AttentionOp op) {
     MemoryReport::Attention entry;
     SourcePlace place = sourcePlaceOf(op->getLoc());
@@ -336,6 +342,10 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
   }
   if (!r.rematSolver.empty())
     os << "  chosen by " << r.rematSolver << "\n";
+  if (r.channelBlockedValues)
+    os << "  CPU layout: " << r.channelBlockedValues
+       << " activations in blocks of channels, which the convolutions read "
+          "and write without reorders\n";
   line("CPU trainer, on top, <=", r.trainerOverheadBytes,
        "threads, OpenBLAS's packing, 2 staging batches");
   if (!r.gradientBuckets.empty()) {
@@ -481,6 +491,7 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
         {"step_flops", r.stepFlops},
         {"remat_peak_bytes", r.rematPeakBytes},
         {"remat_solver", r.rematSolver},
+        {"channel_blocked_values", r.channelBlockedValues},
         {"cpu_trainer_overhead_bytes", r.trainerOverheadBytes},
         {"peak_op", r.peakStep},
         {"ops", r.steps},

@@ -100,6 +100,9 @@ struct MemoryReport {
   std::vector<KeptF32> keptF32;
   /// What is recomputed, by op: "mnemo.gelu" x 4, most first.
   std::vector<std::pair<std::string, int64_t>> recomputed;
+  /// How many of the arena's activations the CPU keeps in blocks of
+  /// channels (passes/ChannelLayout.h).
+  int64_t channelBlockedValues = 0;
 
   struct Buffer {
     std::string location; // in the model file: "examples/gpt.mn:14:9"

@@ -1,6 +1,7 @@
 //===- PlanMemory.cpp - Arena offsets for the step functions --------------===//
 
 #include "passes/BufferAnalysis.h"
+#include "passes/ChannelLayout.h"
 #include "passes/MemoryPlanner.h"
 #include "passes/Passes.h"
 #include "passes/Workspace.h"
@@ -123,6 +124,7 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
       arenaOffset[i] = plan.offsets[k];
 
     MLIRContext *context = func.getContext();
+    llvm::DenseSet<Value> blocked = channelBlockedValues(*analysis);
     for (Operation *op : analysis->order) {
       SmallVector<int64_t> offsets, sizes, aliases, gradients;
       bool anyAlias = false, anyGradient = false;
@@ -146,7 +148,8 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
               context, offsets, sizes,
               anyAlias ? ArrayRef<int64_t>(aliases) : ArrayRef<int64_t>(),
               anyGradient ? ArrayRef<int64_t>(gradients) : ArrayRef<int64_t>(),
-              stridedView));
+              stridedView,
+              op->getNumResults() > 0 && blocked.count(op->getResult(0))));
     }
     // One workspace serves every op that needs scratch (they run one at a
     // time): as large as the largest need.

@@ -11,6 +11,7 @@
 #include "codegen/KernelContext.h"
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
+#include "lang/PlanAttributes.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -65,9 +66,17 @@ LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
   }
   // f32: a site set up before the first step (oneDNN's primitive where
   // the trainer has oneDNN).
+  // The activations the plan keeps in blocks of channels.
+  bool blocked[3] = {plan::isChannelBlocked(op->getOperand(0)),
+                     plan::isChannelBlocked(op->getOperand(1)),
+                     plan::isChannelBlocked(op->getResult(0))};
+  std::string layouts;
+  if (blocked[0] || blocked[1] || blocked[2])
+    layouts = llvm::formatv(", ConvLayouts{{{0}, {1}, {2}}", blocked[0],
+                            blocked[1], blocked[2]);
   std::string site = context.fileScopeObject(
-      "ConvSite", llvm::formatv("ConvShape{0}, ConvKind::{1}, {2}", shape,
-                                kind.site, op.getCpuWorkspaceBytes())
+      "ConvSite", llvm::formatv("ConvShape{0}, ConvKind::{1}, {2}{3}", shape,
+                                kind.site, op.getCpuWorkspaceBytes(), layouts)
                       .str());
   context.out() << llvm::formatv("  {0}.run({1}, {2}, {3}, {4});\n", site,
                                  *first, *second, context.result(), *workspace);

@@ -41,6 +41,23 @@ void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
 /// InputGrad (dy, w) -> dx, WeightGrad (dy, x) -> dw.
 enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
 
+/// Which of a site's activations the plan keeps in blocks of channels
+/// (#mnemo.placement's channel_blocked; never the weights or their
+/// gradient): Forward's x and y, InputGrad's dy and dx, WeightGrad's dy
+/// and x, as first / second / result.
+struct ConvLayouts {
+  bool firstBlocked = false, secondBlocked = false, resultBlocked = false;
+  bool any() const { return firstBlocked || secondBlocked || resultBlocked; }
+};
+
+/// The channels one block of a channel-blocked activation holds in this
+/// run: 16 (nChw16c) or 8 (nChw8c), the layout oneDNN's convolutions take
+/// on this CPU, when every site that reads or writes such activations runs
+/// through oneDNN in it; else 1, and those activations are plain NCHW like
+/// all others. prepareConvolutions decides it before the first step; batch
+/// norm's kernels read it.
+int64_t channelBlock();
+
 /// One f32 convolution op of the generated code (the generated file holds
 /// it as a namespace-scope object), set up before the first step by
 /// prepareConvolutions. With oneDNN (a trainer built
@@ -48,7 +65,8 @@ enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
 /// this CPU, reading and writing the layouts oneDNN picks (nChw16c on
 /// AVX-512, nChw8c on AVX2), with reorders from and to the plan's NCHW
 /// activations and OIHW weights each call, split over the step's threads
-/// (ConvolutionSiteKernels.cpp says how); the blocked copies live in the
+/// (ConvolutionSiteKernels.cpp says how), none for an activation the plan
+/// already keeps blocked (ConvLayouts); the blocked copies live in the
 /// workspace the plan gave the op, and a site whose needs do not fit there
 /// (or whose primitive would need a scratchpad) runs im2col and
 /// sgemm instead (as does every site without oneDNN, and every site when
@@ -56,14 +74,16 @@ enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
 /// the plan's memory.
 class ConvSite {
 public:
-  ConvSite(const ConvShape &shape, ConvKind kind, int64_t workspaceBytes);
+  ConvSite(const ConvShape &shape, ConvKind kind, int64_t workspaceBytes,
+           ConvLayouts layouts = {});
   ~ConvSite();
   ConvSite(const ConvSite &) = delete;
   ConvSite &operator=(const ConvSite &) = delete;
 
-  /// Sets up oneDNN's primitives for `threads` parts (see
-  /// prepareConvolutions); until then the site runs im2col.
-  void prepare(int threads);
+  /// Sets up oneDNN's primitives for `threads` parts, its blocked
+  /// activations in blocks of `block` channels (see prepareConvolutions);
+  /// until then the site runs im2col.
+  void prepare(int threads, int64_t block);
 
   /// Forward: first = x, second = w, result = y; InputGrad: dy, w, dx;
   /// WeightGrad: dy, x, dw. `workspace` holds workspaceBytes.
@@ -73,6 +93,8 @@ public:
   /// oneDNN's implementation ("jit:avx512_core"), or why im2col runs.
   const std::string &implementation() const { return how; }
   bool usesOneDnn() const { return dnn != nullptr; }
+  /// Whether the plan keeps any of its activations channel-blocked.
+  bool readsBlocked() const { return layouts.any(); }
 
   struct OneDnn;
 
@@ -80,13 +102,17 @@ private:
   ConvShape shape;
   ConvKind kind;
   int64_t workspaceBytes;
+  ConvLayouts layouts;
   std::string how;
   std::unique_ptr<OneDnn> dnn;
 };
 
-/// Sets up every site of the program for the step's threads: the trainer
-/// and the inference program call it once, after setting the thread count
-/// and before the first step.
+/// Sets up every site of the program for the step's threads, and decides
+/// channelBlock(): the block oneDNN prefers on this CPU, or 1 where a
+/// site that reads or writes blocked activations cannot run through
+/// oneDNN in it (then every site is set up again for plain activations).
+/// The trainer and the inference program call it once, after setting the
+/// thread count and before the first step.
 void prepareConvolutions(int threads);
 
 /// What the program's convolution sites run, for the trainer's start-up

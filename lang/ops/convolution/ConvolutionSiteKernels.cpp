@@ -95,6 +95,44 @@ dnnl_memory_desc_t plainDesc(int64_t a, int64_t b, int64_t c, int64_t d,
   return md;
 }
 
+/// The tag of activations in blocks of `block` channels (0: none).
+dnnl_format_tag_t blockedTag(int64_t block) {
+  return block == 16  ? dnnl_nChw16c
+         : block == 8 ? dnnl_nChw8c
+                      : dnnl_format_tag_undef;
+}
+
+/// The channel block oneDNN's convolutions take on this CPU: that of the
+/// source it picks for a 64-channel 3x3 convolution (16 on AVX-512, 8 on
+/// AVX2), or 1 where it picks neither.
+int64_t preferredChannelBlock() {
+  OneDnnContext &c = context();
+  if (!c.failure.empty())
+    return 1;
+  dnnl_memory_desc_t x = plainDesc(2, 64, 8, 8, dnnl_format_tag_any),
+                     w = plainDesc(64, 64, 3, 3, dnnl_format_tag_any),
+                     y = plainDesc(2, 64, 8, 8, dnnl_format_tag_any);
+  dnnl_dims_t strides = {1, 1}, padding = {1, 1};
+  dnnl_convolution_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  if (dnnl_convolution_forward_desc_init(
+          &desc, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
+          nullptr, &y, strides, padding, padding) != dnnl_success ||
+      dnnl_primitive_desc_create(&pd, &desc, nullptr, c.engine, nullptr) !=
+          dnnl_success)
+    return 1;
+  const dnnl_memory_desc_t *picked =
+      dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+  int64_t block = 1;
+  for (int64_t candidate : {16, 8}) {
+    dnnl_memory_desc_t tagged = plainDesc(2, 64, 8, 8, blockedTag(candidate));
+    if (dnnl_memory_desc_equal(picked, &tagged))
+      block = candidate;
+  }
+  dnnl_primitive_desc_destroy(pd);
+  return block;
+}
+
 } // namespace
 
 /// A site's primitives and memories. The work is split into parts, one
@@ -234,11 +272,17 @@ void sliceSharedReorder(const dnnl_memory_desc_t &plain,
   dnn.sharedSlices.clear();
 }
 
-/// Sets up `dnn` for the site split into at most `maxParts` parts; an
-/// empty string on success, else why not.
+/// Sets up `dnn` for the site split into at most `maxParts` parts, the
+/// activations `layouts` names in blocks of `block` channels (1: every
+/// activation plain). `directness` 2: the primitive takes those as they
+/// are, a weight gradient's slice of dy's channels too; 1: all but that
+/// slice, which is copied; 0: none, they are reordered to the layouts
+/// oneDNN picks like plain ones (where the blocked layout would cost
+/// oneDNN its fast kernels). An empty string on success, else why not.
 std::string createOneDnn(const ConvShape &s, ConvKind kind,
-                         int64_t workspaceBytes, int64_t maxParts, OneDnn &dnn,
-                         std::string &implementation) {
+                         int64_t workspaceBytes, int64_t maxParts,
+                         ConvLayouts layouts, int64_t block, int directness,
+                         OneDnn &dnn, std::string &implementation) {
   OneDnnContext &c = context();
   if (!c.failure.empty())
     return c.failure;
@@ -278,10 +322,43 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   auto any = [](int64_t a, int64_t b, int64_t h, int64_t w) {
     return plainDesc(a, b, h, w, dnnl_format_tag_any);
   };
+  // Which of x and y (or their gradients) the plan keeps blocked: their
+  // descriptors in the plan, and the primitive's where it takes them as
+  // they are.
+  if (block == 1)
+    layouts = {};
+  bool xBlocked = kind == ConvKind::Forward     ? layouts.firstBlocked
+                  : kind == ConvKind::InputGrad ? layouts.resultBlocked
+                                                : layouts.secondBlocked;
+  bool yBlocked =
+      kind == ConvKind::Forward ? layouts.resultBlocked : layouts.firstBlocked;
+  auto activation = [&](bool blocked, int64_t n, int64_t channels, int64_t h,
+                        int64_t w) {
+    return plainDesc(n, channels, h, w,
+                     blocked ? blockedTag(block) : dnnl_nchw);
+  };
+  // A weight gradient's part reads dy's channels [begin, begin + n) of
+  // every image, whole blocks of the blocked dy: its sub-memory at channel
+  // 0, moved to `begin` by the handle (begin * HO * WO floats on, as in
+  // NCHW).
+  auto blockedSlice = [&](int64_t n) {
+    dnnl_memory_desc_t whole = activation(true, s.n, s.o, s.ho, s.wo), md;
+    dnnl_dims_t dims = {s.n, n, s.ho, s.wo}, offsets = {0, 0, 0, 0};
+    dnnl_memory_desc_init_submemory(&md, &whole, dims, offsets);
+    return md;
+  };
+  bool direct = directness > 0;
+  bool sliceDirect = directness > 1 && byChannels && yBlocked;
   // The convolution of a part of `n` images and `o` output channels.
   auto convolution = [&](int64_t n, int64_t o) {
-    dnnl_memory_desc_t x = any(n, s.c, s.h, s.w), w = any(o, s.c, s.kh, s.kw),
-                       y = any(n, o, s.ho, s.wo);
+    dnnl_memory_desc_t x = xBlocked && direct
+                               ? activation(true, n, s.c, s.h, s.w)
+                               : any(n, s.c, s.h, s.w),
+                       w = any(o, s.c, s.kh, s.kw),
+                       y = yBlocked && direct && !byChannels
+                               ? activation(true, n, o, s.ho, s.wo)
+                               : any(n, o, s.ho, s.wo),
+                       dySlice = sliceDirect ? blockedSlice(o) : y;
     dnnl_convolution_desc_t forwardDesc;
     dnnl_convolution_forward_desc_init(&forwardDesc, dnnl_forward_training,
                                        dnnl_convolution_direct, &x, &w, nullptr,
@@ -295,8 +372,8 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
                                                &w, &y, strides, padL, padR);
     else
       dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct,
-                                                  &x, &w, nullptr, &y, strides,
-                                                  padL, padR);
+                                                  &x, &w, nullptr, &dySlice,
+                                                  strides, padL, padR);
     return create(&d, forward);
   };
   // The queries of the split operand, the shared one and the result.
@@ -323,8 +400,10 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   auto plainIn = [&](int64_t n) {
     if (!byChannels)
       return kind == ConvKind::Forward
-                 ? plainDesc(n, s.c, s.h, s.w, dnnl_nchw)
-                 : plainDesc(n, s.o, s.ho, s.wo, dnnl_nchw);
+                 ? activation(xBlocked, n, s.c, s.h, s.w)
+                 : activation(yBlocked, n, s.o, s.ho, s.wo);
+    if (yBlocked)
+      return blockedSlice(n);
     // dy's channels [begin, begin + n) of every image: a strided view.
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {s.n, n, s.ho, s.wo};
@@ -335,11 +414,11 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   auto plainOut = [&](int64_t n) {
     if (byChannels)
       return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw);
-    return kind == ConvKind::Forward ? plainDesc(n, s.o, s.ho, s.wo, dnnl_nchw)
-                                     : plainDesc(n, s.c, s.h, s.w, dnnl_nchw);
+    return kind == ConvKind::Forward ? activation(yBlocked, n, s.o, s.ho, s.wo)
+                                     : activation(xBlocked, n, s.c, s.h, s.w);
   };
   dnnl_memory_desc_t sharedPlain =
-      byChannels ? plainDesc(s.n, s.c, s.h, s.w, dnnl_nchw)
+      byChannels ? activation(xBlocked, s.n, s.c, s.h, s.w)
                  : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
   dnn.inStep = byChannels                  ? s.ho * s.wo
                : kind == ConvKind::Forward ? xImage
@@ -385,6 +464,10 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   const char *impl = nullptr;
   dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
   implementation = impl ? impl : "?";
+  // A layout the plan imposes must not cost oneDNN's fast kernels.
+  if (direct && (xBlocked || yBlocked) && implementation.rfind("ref", 0) == 0)
+    return "oneDNN has only its reference convolution for the blocked "
+           "activations";
 
   // The shared operand: one blocked copy, the same for every part.
   const dnnl_memory_desc_t *shared =
@@ -479,9 +562,9 @@ struct ConvSite::OneDnn {};
 #endif
 
 ConvSite::ConvSite(const ConvShape &shape, ConvKind kind,
-                   int64_t workspaceBytes)
+                   int64_t workspaceBytes, ConvLayouts layouts)
     : shape(shape), kind(kind), workspaceBytes(workspaceBytes),
-      how("im2col + sgemm: not prepared") {
+      layouts(layouts), how("im2col + sgemm: not prepared") {
   sites().push_back(this);
 }
 
@@ -490,7 +573,7 @@ ConvSite::~ConvSite() {
   all.erase(std::remove(all.begin(), all.end(), this), all.end());
 }
 
-void ConvSite::prepare(int threads) {
+void ConvSite::prepare(int threads, int64_t block) {
   dnn.reset();
 #if MNEMO_HAVE_ONEDNN
   // MNEMO_ONEDNN=0 in the environment: im2col everywhere (to compare).
@@ -500,17 +583,25 @@ void ConvSite::prepare(int threads) {
     return;
   }
   // As many parts as threads; where those do not fit in the workspace
-  // (or oneDNN refuses them), one.
+  // (or oneDNN refuses them), one. Blocked activations as they are, else
+  // reordered.
   std::string why;
   for (int64_t parts : {int64_t(threads), int64_t(1)}) {
-    auto made = std::make_unique<OneDnn>();
-    std::string implementation;
-    why =
-        createOneDnn(shape, kind, workspaceBytes, parts, *made, implementation);
-    if (why.empty()) {
-      dnn = std::move(made);
-      how = implementation;
-      return;
+    for (int directness : {2, 1, 0}) {
+      if (directness == 2 &&
+          !(kind == ConvKind::WeightGrad && layouts.firstBlocked))
+        continue;
+      auto made = std::make_unique<OneDnn>();
+      std::string implementation;
+      why = createOneDnn(shape, kind, workspaceBytes, parts, layouts, block,
+                         directness, *made, implementation);
+      if (why.empty()) {
+        dnn = std::move(made);
+        how = implementation;
+        return;
+      }
+      if (block == 1 || !layouts.any())
+        break;
     }
     if (threads == 1)
       break;
@@ -518,6 +609,7 @@ void ConvSite::prepare(int threads) {
   how = "im2col + sgemm: " + why;
 #else
   (void)threads;
+  (void)block;
   how = "im2col + sgemm: the trainer was built without oneDNN";
 #endif
 }
@@ -609,9 +701,38 @@ void ConvSite::run(const float *first, const float *second, float *result,
     conv2dWeightGrad(shape, first, second, result, workspace);
 }
 
+namespace {
+/// channelBlock()'s value, which prepareConvolutions sets, and why the
+/// plan's blocked activations are plain in this run (empty: they are not).
+int64_t runChannelBlock = 1;
+std::string whyPlain;
+} // namespace
+
+int64_t channelBlock() { return runChannelBlock; }
+
 void prepareConvolutions(int threads) {
+  int64_t block = 1;
+#if MNEMO_HAVE_ONEDNN
+  const char *use = std::getenv("MNEMO_ONEDNN");
+  if (!use || std::string(use) != "0")
+    block = preferredChannelBlock();
+#endif
   for (ConvSite *site : sites())
-    site->prepare(threads);
+    site->prepare(threads, block);
+  // The blocked activations are one layout for the whole step: where a site
+  // that touches them runs im2col (which reads NCHW), all are plain.
+  whyPlain.clear();
+  auto refused = std::find_if(sites().begin(), sites().end(), [](ConvSite *s) {
+    return s->readsBlocked() && !s->usesOneDnn();
+  });
+  if (block > 1 && refused != sites().end()) {
+    whyPlain = "a convolution in " + std::to_string(block) +
+               "-channel blocks runs " + (*refused)->implementation();
+    block = 1;
+    for (ConvSite *site : sites())
+      site->prepare(threads, block);
+  }
+  runChannelBlock = block;
 }
 
 std::string convolutionSummary() {
@@ -619,10 +740,12 @@ std::string convolutionSummary() {
   if (all.empty())
     return "";
   std::map<std::string, int> byImplementation;
-  int withOneDnn = 0;
+  int withOneDnn = 0, blocked = 0;
   for (const ConvSite *site : all) {
     if (site->usesOneDnn())
       ++withOneDnn;
+    if (site->readsBlocked())
+      ++blocked;
     ++byImplementation[site->implementation()];
   }
   std::string text;
@@ -632,7 +755,13 @@ std::string convolutionSummary() {
   return "convolutions: " +
          (withOneDnn ? "oneDNN at " + std::to_string(withOneDnn) + " of "
                      : std::string("im2col at ")) +
-         std::to_string(all.size()) + " sites (" + text + ")";
+         std::to_string(all.size()) + " sites (" + text + ")" +
+         (blocked && runChannelBlock > 1
+              ? "; " + std::to_string(blocked) +
+                    " keep activations in blocks of " +
+                    std::to_string(runChannelBlock) + " channels"
+          : blocked && !whyPlain.empty() ? "; activations plain: " + whyPlain
+                                         : std::string());
 }
 
 } // namespace cpu

@@ -12,6 +12,7 @@
 #include "codegen/StepLayout.h"
 #include "lang/MnemoOps.h"
 #include "lang/OpVerification.h"
+#include "lang/PlanAttributes.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -158,6 +159,16 @@ ChannelLayout channelLayout(Value input) {
   return {n, c, type.getNumElements() / (n * c)};
 }
 
+/// The layout batch norm's kernels index (the input, its output and their
+/// gradients share it, passes/ChannelLayout.cpp): the run's channel block
+/// where the plan keeps the input channel-blocked, else 1 (NCHW).
+std::string channelBlock(Value input, CpuKernelContext &context) {
+  if (!plan::isChannelBlocked(input))
+    return "1";
+  context.include("lang/ops/convolution/ConvolutionKernels.h");
+  return "channelBlock()";
+}
+
 LogicalResult emitBatchNormCpu(BatchNormOp op, CpuKernelContext &context) {
   FailureOr<std::vector<std::string>> in =
       context.operands({op.getInput(), op.getScale(), op.getBias()});
@@ -166,10 +177,11 @@ LogicalResult emitBatchNormCpu(BatchNormOp op, CpuKernelContext &context) {
   context.include(kCpuKernels);
   ChannelLayout l = channelLayout(op.getInput());
   context.out() << llvm::formatv(
-      "  batchNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});\n",
+      "  batchNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});\n",
       (*in)[0], (*in)[1], (*in)[2], context.result(0), context.result(1),
       context.result(2), l.n, l.c, l.inner,
-      floatLiteral(op.getEpsilon().convertToDouble()));
+      floatLiteral(op.getEpsilon().convertToDouble()),
+      channelBlock(op.getInput(), context));
   return success();
 }
 
@@ -182,10 +194,11 @@ LogicalResult emitBatchNormGradCpu(BatchNormGradOp op,
   ChannelLayout l = channelLayout(op.getInput());
   context.out() << llvm::formatv(
       "  batchNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10}, {11});\n",
+      "{10}, {11}, {12});\n",
       (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], context.result(0),
       context.result(1), context.result(2), l.n, l.c, l.inner,
-      floatLiteral(op.getEpsilon().convertToDouble()));
+      floatLiteral(op.getEpsilon().convertToDouble()),
+      channelBlock(op.getInput(), context));
   return success();
 }
 

@@ -162,12 +162,129 @@ struct LaneSums {
   }
 };
 
-/// Batch normalization of x [n, c, inner] per channel: each channel's mean
-/// and biased variance (summed in double, the variance over deviations)
-/// into `mean` and `var`, then y. Channels in parallel.
-inline void batchNorm(const float *x, const float *scale, const float *bias,
+/// Batch normalization's data in blocks of `Block` channels (nChw16c,
+/// nChw8c: #mnemo.placement's channel_blocked): the element of image i,
+/// channel cb * Block + k and place s at ((i * blocks + cb) * inner + s) *
+/// Block + k. A block's channels are summed side by side (their sums
+/// vectorize across the block), each channel's in the order of its
+/// elements.
+template <int Block> struct ChannelBlocks {
+  int64_t n, blocks, inner;
+  template <typename Visit>
+  void forEach(const float *data, int64_t cb, Visit visit) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const float *p = data + (i * blocks + cb) * inner * Block;
+      for (int64_t s = 0; s < inner; ++s)
+        visit(i, s, p + s * Block);
+    }
+  }
+  int64_t offset(int64_t i, int64_t cb, int64_t s) const {
+    return ((i * blocks + cb) * inner + s) * Block;
+  }
+};
+
+template <int Block>
+void batchNormBlocked(const float *x, const float *scale, const float *bias,
                       float *y, float *mean, float *var, int64_t n, int64_t c,
                       int64_t inner, float eps) {
+  ChannelBlocks<Block> layout{n, c / Block, inner};
+  double count = double(n * inner);
+  parallelFor(
+      layout.blocks, rowGrain(Block * n * inner),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t cb = begin; cb < end; ++cb) {
+          double sum[Block] = {}, squares[Block] = {}, m[Block];
+          layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+            for (int k = 0; k < Block; ++k)
+              sum[k] += p[k];
+          });
+          for (int k = 0; k < Block; ++k)
+            m[k] = sum[k] / count;
+          layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+            for (int k = 0; k < Block; ++k) {
+              double deviation = p[k] - m[k];
+              squares[k] += deviation * deviation;
+            }
+          });
+          float mu[Block], rstd[Block], gamma[Block], beta[Block];
+          for (int k = 0; k < Block; ++k) {
+            int64_t ch = cb * Block + k;
+            double v = squares[k] / count;
+            mu[k] = float(m[k]);
+            rstd[k] = float(1.0 / std::sqrt(v + eps));
+            gamma[k] = scale[ch];
+            beta[k] = bias[ch];
+            mean[ch] = mu[k];
+            var[ch] = float(v);
+          }
+          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+            float *out = y + layout.offset(i, cb, s);
+            for (int k = 0; k < Block; ++k)
+              out[k] = normalization::normalize(p[k], mu[k], rstd[k], gamma[k],
+                                                beta[k]);
+          });
+        }
+      });
+}
+
+template <int Block>
+void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
+                          const float *mean, const float *var, float *dx,
+                          float *dscale, float *dbias, int64_t n, int64_t c,
+                          int64_t inner, float eps) {
+  ChannelBlocks<Block> layout{n, c / Block, inner};
+  double count = double(n * inner);
+  parallelFor(
+      layout.blocks, rowGrain(Block * n * inner),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t cb = begin; cb < end; ++cb) {
+          float mu[Block], rstd[Block];
+          for (int k = 0; k < Block; ++k) {
+            int64_t ch = cb * Block + k;
+            mu[k] = mean[ch];
+            rstd[k] = float(1.0 / std::sqrt(double(var[ch]) + eps));
+          }
+          double sumDy[Block] = {}, sumDyXhat[Block] = {};
+          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+            const float *g = dy + layout.offset(i, cb, s);
+            for (int k = 0; k < Block; ++k) {
+              sumDy[k] += g[k];
+              sumDyXhat[k] += double(g[k]) *
+                              normalization::normalized(p[k], mu[k], rstd[k]);
+            }
+          });
+          float gamma[Block], a[Block], b[Block];
+          for (int k = 0; k < Block; ++k) {
+            int64_t ch = cb * Block + k;
+            dscale[ch] = float(sumDyXhat[k]);
+            dbias[ch] = float(sumDy[k]);
+            gamma[k] = scale[ch];
+            a[k] = float(sumDy[k] * scale[ch] / count);
+            b[k] = float(sumDyXhat[k] * scale[ch] / count);
+          }
+          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+            const float *g = dy + layout.offset(i, cb, s);
+            float *out = dx + layout.offset(i, cb, s);
+            for (int k = 0; k < Block; ++k)
+              out[k] = normalization::normalizeInputGrad(
+                  g[k], p[k], gamma[k], mu[k], rstd[k], a[k], b[k]);
+          });
+        }
+      });
+}
+
+/// Batch normalization of x [n, c, inner] per channel: each channel's mean
+/// and biased variance (summed in double, the variance over deviations)
+/// into `mean` and `var`, then y. Channels in parallel. `block`: the
+/// channels a block of x and y holds (1: plain NCHW; 8 or 16: blocked, as
+/// the run's convolutions chose, cpu::channelBlock()).
+inline void batchNorm(const float *x, const float *scale, const float *bias,
+                      float *y, float *mean, float *var, int64_t n, int64_t c,
+                      int64_t inner, float eps, int64_t block) {
+  if (block == 16)
+    return batchNormBlocked<16>(x, scale, bias, y, mean, var, n, c, inner, eps);
+  if (block == 8)
+    return batchNormBlocked<8>(x, scale, bias, y, mean, var, n, c, inner, eps);
   double count = double(n * inner);
   parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
@@ -200,11 +317,18 @@ inline void batchNorm(const float *x, const float *scale, const float *bias,
   });
 }
 
-/// The gradients of batch normalization from the forward's statistics.
+/// The gradients of batch normalization from the forward's statistics, in
+/// the layout batchNorm's `block` names.
 inline void batchNormGrad(const float *dy, const float *x, const float *scale,
                           const float *mean, const float *var, float *dx,
                           float *dscale, float *dbias, int64_t n, int64_t c,
-                          int64_t inner, float eps) {
+                          int64_t inner, float eps, int64_t block) {
+  if (block == 16)
+    return batchNormGradBlocked<16>(dy, x, scale, mean, var, dx, dscale, dbias,
+                                    n, c, inner, eps);
+  if (block == 8)
+    return batchNormGradBlocked<8>(dy, x, scale, mean, var, dx, dscale, dbias,
+                                   n, c, inner, eps);
   double count = double(n * inner);
   parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
