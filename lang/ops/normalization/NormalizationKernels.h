@@ -181,6 +181,14 @@ template <int Block> struct ChannelBlocks {
   int64_t offset(int64_t i, int64_t cb, int64_t s) const {
     return ((i * blocks + cb) * inner + s) * Block;
   }
+  /// body(cb) for every block of channels, blocks in parallel.
+  template <typename Body> void forEachBlock(Body body) const {
+    parallelFor(blocks, rowGrain(Block * n * inner),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t cb = begin; cb < end; ++cb)
+                    body(cb);
+                });
+  }
 };
 
 template <int Block>
@@ -189,42 +197,38 @@ void batchNormBlocked(const float *x, const float *scale, const float *bias,
                       int64_t inner, float eps) {
   ChannelBlocks<Block> layout{n, c / Block, inner};
   double count = double(n * inner);
-  parallelFor(
-      layout.blocks, rowGrain(Block * n * inner),
-      [&](int64_t begin, int64_t end) {
-        for (int64_t cb = begin; cb < end; ++cb) {
-          double sum[Block] = {}, squares[Block] = {}, m[Block];
-          layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
-            for (int k = 0; k < Block; ++k)
-              sum[k] += p[k];
-          });
-          for (int k = 0; k < Block; ++k)
-            m[k] = sum[k] / count;
-          layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
-            for (int k = 0; k < Block; ++k) {
-              double deviation = p[k] - m[k];
-              squares[k] += deviation * deviation;
-            }
-          });
-          float mu[Block], rstd[Block], gamma[Block], beta[Block];
-          for (int k = 0; k < Block; ++k) {
-            int64_t ch = cb * Block + k;
-            double v = squares[k] / count;
-            mu[k] = float(m[k]);
-            rstd[k] = float(1.0 / std::sqrt(v + eps));
-            gamma[k] = scale[ch];
-            beta[k] = bias[ch];
-            mean[ch] = mu[k];
-            var[ch] = float(v);
-          }
-          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-            float *out = y + layout.offset(i, cb, s);
-            for (int k = 0; k < Block; ++k)
-              out[k] = normalization::normalize(p[k], mu[k], rstd[k], gamma[k],
-                                                beta[k]);
-          });
-        }
-      });
+  layout.forEachBlock([&](int64_t cb) {
+    double sum[Block] = {}, squares[Block] = {}, m[Block];
+    layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+      for (int k = 0; k < Block; ++k)
+        sum[k] += p[k];
+    });
+    for (int k = 0; k < Block; ++k)
+      m[k] = sum[k] / count;
+    layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+      for (int k = 0; k < Block; ++k) {
+        double deviation = p[k] - m[k];
+        squares[k] += deviation * deviation;
+      }
+    });
+    float mu[Block], rstd[Block], gamma[Block], beta[Block];
+    for (int k = 0; k < Block; ++k) {
+      int64_t ch = cb * Block + k;
+      double v = squares[k] / count;
+      mu[k] = float(m[k]);
+      rstd[k] = float(1.0 / std::sqrt(v + eps));
+      gamma[k] = scale[ch];
+      beta[k] = bias[ch];
+      mean[ch] = mu[k];
+      var[ch] = float(v);
+    }
+    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+      float *out = y + layout.offset(i, cb, s);
+      for (int k = 0; k < Block; ++k)
+        out[k] =
+            normalization::normalize(p[k], mu[k], rstd[k], gamma[k], beta[k]);
+    });
+  });
 }
 
 template <int Block>
@@ -234,43 +238,39 @@ void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
                           int64_t inner, float eps) {
   ChannelBlocks<Block> layout{n, c / Block, inner};
   double count = double(n * inner);
-  parallelFor(
-      layout.blocks, rowGrain(Block * n * inner),
-      [&](int64_t begin, int64_t end) {
-        for (int64_t cb = begin; cb < end; ++cb) {
-          float mu[Block], rstd[Block];
-          for (int k = 0; k < Block; ++k) {
-            int64_t ch = cb * Block + k;
-            mu[k] = mean[ch];
-            rstd[k] = float(1.0 / std::sqrt(double(var[ch]) + eps));
-          }
-          double sumDy[Block] = {}, sumDyXhat[Block] = {};
-          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-            const float *g = dy + layout.offset(i, cb, s);
-            for (int k = 0; k < Block; ++k) {
-              sumDy[k] += g[k];
-              sumDyXhat[k] += double(g[k]) *
-                              normalization::normalized(p[k], mu[k], rstd[k]);
-            }
-          });
-          float gamma[Block], a[Block], b[Block];
-          for (int k = 0; k < Block; ++k) {
-            int64_t ch = cb * Block + k;
-            dscale[ch] = float(sumDyXhat[k]);
-            dbias[ch] = float(sumDy[k]);
-            gamma[k] = scale[ch];
-            a[k] = float(sumDy[k] * scale[ch] / count);
-            b[k] = float(sumDyXhat[k] * scale[ch] / count);
-          }
-          layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-            const float *g = dy + layout.offset(i, cb, s);
-            float *out = dx + layout.offset(i, cb, s);
-            for (int k = 0; k < Block; ++k)
-              out[k] = normalization::normalizeInputGrad(
-                  g[k], p[k], gamma[k], mu[k], rstd[k], a[k], b[k]);
-          });
-        }
-      });
+  layout.forEachBlock([&](int64_t cb) {
+    float mu[Block], rstd[Block];
+    for (int k = 0; k < Block; ++k) {
+      int64_t ch = cb * Block + k;
+      mu[k] = mean[ch];
+      rstd[k] = float(1.0 / std::sqrt(double(var[ch]) + eps));
+    }
+    double sumDy[Block] = {}, sumDyXhat[Block] = {};
+    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+      const float *g = dy + layout.offset(i, cb, s);
+      for (int k = 0; k < Block; ++k) {
+        sumDy[k] += g[k];
+        sumDyXhat[k] +=
+            double(g[k]) * normalization::normalized(p[k], mu[k], rstd[k]);
+      }
+    });
+    float gamma[Block], a[Block], b[Block];
+    for (int k = 0; k < Block; ++k) {
+      int64_t ch = cb * Block + k;
+      dscale[ch] = float(sumDyXhat[k]);
+      dbias[ch] = float(sumDy[k]);
+      gamma[k] = scale[ch];
+      a[k] = float(sumDy[k] * scale[ch] / count);
+      b[k] = float(sumDyXhat[k] * scale[ch] / count);
+    }
+    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+      const float *g = dy + layout.offset(i, cb, s);
+      float *out = dx + layout.offset(i, cb, s);
+      for (int k = 0; k < Block; ++k)
+        out[k] = normalization::normalizeInputGrad(g[k], p[k], gamma[k], mu[k],
+                                                   rstd[k], a[k], b[k]);
+    });
+  });
 }
 
 /// Batch normalization of x [n, c, inner] per channel: each channel's mean
