@@ -95,7 +95,7 @@ dnnl_memory_desc_t plainDesc(int64_t a, int64_t b, int64_t c, int64_t d,
   return md;
 }
 
-/// The tag of activations in blocks of `block` channels (0: none).
+/// The tag of activations in blocks of `block` channels (undef: none).
 dnnl_format_tag_t blockedTag(int64_t block) {
   return block == 16  ? dnnl_nChw16c
          : block == 8 ? dnnl_nChw8c
