@@ -278,21 +278,43 @@ PY
   touch "$deps/.unpacked"
 }
 
-# Configures and builds one project in $WORK/build-NAME, as a machine with
-# only the CUDA toolkit, CMake, Ninja and a C++ compiler would.
-build_project() {
-  local project=$1 jobs=$2 build="$WORK/build-$1"
-  if [ -x "$build/train" ] || [ -x "$build/infer" ]; then
-    cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
-    return
-  fi
-  # The system's copies are hidden: the carried packages are used here
-  # as on the GPU machine, so that the dry run rehearses the real build.
-  cmake -S "$DIR/$project" -B "$build" -G Ninja -DMNEMO_DEPS_DIR="$WORK/deps" \
+# Configures a project's tree SOURCE in BUILD as a machine with only the
+# CUDA toolkit, CMake, Ninja and a C++ compiler would: the system's copies
+# of the host libraries are hidden and the carried packages used, here as
+# on the GPU machine, so that the dry run rehearses the real build.
+configure_project() {
+  local source=$1 build=$2 log=$3
+  shift 3
+  cmake -S "$source" -B "$build" -G Ninja -DMNEMO_DEPS_DIR="$WORK/deps" \
     -DCMAKE_DISABLE_FIND_PACKAGE_OpenBLAS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON \
     -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON -DMNEMO_ONEDNN=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > "$WORK/logs/configure-$project.log" 2>&1 &&
-    cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
+    -DCMAKE_CUDA_ARCHITECTURES=90 "$@" > "$log" 2>&1
+}
+
+# The runtime does not depend on the model, and every project carries the
+# same copy: it is built once, in $WORK/build-runtime from the MLP's tree,
+# and each project links it (-DMNEMO_RUNTIME_FROM, which checks that the
+# copies and settings match; runtime/MnemoProject.cmake). A dozen trainers
+# build in about the time of two.
+RUNTIME_BUILD="$WORK/build-runtime"
+build_runtime() {
+  local jobs=$1
+  if [ ! -f "$RUNTIME_BUILD/build.ninja" ]; then
+    configure_project "$DIR/mlp" "$RUNTIME_BUILD" "$WORK/logs/configure-runtime.log" || return 1
+  fi
+  cmake --build "$RUNTIME_BUILD" -j "$jobs" --target mnemo_runtime mnemo_train_main mnemo_cuda \
+    > "$WORK/logs/build-runtime.log" 2>&1
+}
+
+# Configures and builds one project in $WORK/build-NAME, on the runtime
+# built once.
+build_project() {
+  local project=$1 jobs=$2 build="$WORK/build-$1"
+  if [ ! -f "$build/build.ninja" ]; then
+    configure_project "$DIR/$project" "$build" "$WORK/logs/configure-$project.log" \
+      -DMNEMO_RUNTIME_FROM="$RUNTIME_BUILD" || return 1
+  fi
+  cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
 }
 
 # Builds the projects given, in parallel; fails for each that did not.
@@ -302,6 +324,11 @@ build_all() {
     fail "unpacking the Debian packages in $DIR/deps"
     return
   }
+  if ! build_runtime "$(nproc)"; then
+    fail "the runtime did not build"
+    tail -20 "$WORK/logs/configure-runtime.log" "$WORK/logs/build-runtime.log" 2> /dev/null | tee -a "$LOG"
+    return
+  fi
   jobs=$(($(nproc) / 2 + 1))
   for project in $projects; do
     build_project "$project" "$jobs" &

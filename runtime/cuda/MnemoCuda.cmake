@@ -33,24 +33,12 @@ endmacro()
 # python3 on the PATH and of the Python CMake finds. A GPU machine whose
 # python3 is not the one with PyTorch still finds the venv's cuDNN.
 macro(mnemo_find_cuda_parts)
+  # The site-packages are searched only for what is not known yet (a
+  # project that reuses another's runtime build knows both).
   set(sites "")
-  foreach(venv "$ENV{VIRTUAL_ENV}" /opt/torch/.venv)
-    if(venv)
-      file(GLOB venv_sites ${venv}/lib/python3*/site-packages)
-      list(APPEND sites ${venv_sites})
-    endif()
-  endforeach()
-  find_program(MNEMO_PATH_PYTHON3 python3)
-  find_package(Python3 QUIET COMPONENTS Interpreter)
-  foreach(python ${MNEMO_PATH_PYTHON3} ${Python3_EXECUTABLE})
-    execute_process(
-      COMMAND ${python} -c
-        "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-      OUTPUT_VARIABLE site OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-    if(site)
-      list(APPEND sites ${site})
-    endif()
-  endforeach()
+  if(NOT MNEMO_CUDNN_LIBRARY OR NOT MNEMO_NCCL_LIBRARY)
+    mnemo_python_sites(sites)
+  endif()
   mnemo_library_roots(cudnn_roots CUDNN_ROOT cudnn cu13)
   mnemo_library_roots(nccl_roots NCCL_ROOT nccl cu13)
   mnemo_find_in_roots(MNEMO_CUDNN "cudnn;libcudnn.so.9" cudnn.h
@@ -83,6 +71,29 @@ macro(mnemo_find_cuda_parts)
     set(MNEMO_CUDA_FOUND ON)
   endif()
 endmacro()
+
+# OUT: the site-packages folders to look for pip's nvidia/ packages in.
+function(mnemo_python_sites out)
+  set(sites "")
+  foreach(venv "$ENV{VIRTUAL_ENV}" /opt/torch/.venv)
+    if(venv)
+      file(GLOB venv_sites ${venv}/lib/python3*/site-packages)
+      list(APPEND sites ${venv_sites})
+    endif()
+  endforeach()
+  find_program(MNEMO_PATH_PYTHON3 python3)
+  find_package(Python3 QUIET COMPONENTS Interpreter)
+  foreach(python ${MNEMO_PATH_PYTHON3} ${Python3_EXECUTABLE})
+    execute_process(
+      COMMAND ${python} -c
+        "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+      OUTPUT_VARIABLE site OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(site)
+      list(APPEND sites ${site})
+    endif()
+  endforeach()
+  set(${out} ${sites} PARENT_SCOPE)
+endfunction()
 
 # OUT: where to look for a library: the folder in ROOT_VARIABLE (a CMake or
 # an environment variable), the toolkit's folders, then nvidia/SUBDIR of
@@ -195,18 +206,29 @@ function(mnemo_add_cuda_library name runtime_dir)
   list(GET CUDAToolkit_INCLUDE_DIRS 0 cuda_include)
   target_compile_definitions(${name} PRIVATE
     MNEMO_CUDA_INCLUDE="${cuda_include}")
+  if(MNEMO_NCCL_LIBRARY AND MNEMO_NCCL_INCLUDE)
+    target_include_directories(${name} PRIVATE ${MNEMO_NCCL_INCLUDE})
+    target_compile_definitions(${name} PRIVATE MNEMO_HAVE_NCCL=1)
+  endif()
+  mnemo_cuda_link_items(link_items)
+  target_link_libraries(${name} PUBLIC ${link_items})
+  # What a program that links the library by file needs besides it (mnemoc
+  # links generated trainers so).
+  set(${name}_LINK_ITEMS ${link_items} PARENT_SCOPE)
+endfunction()
+
+# OUT: what a program that links the CUDA library needs besides it: the
+# libraries by file and the folders to find them in at run time (also for
+# a project that links another project's build of the library,
+# runtime/MnemoProject.cmake).
+function(mnemo_cuda_link_items out)
   get_filename_component(cudnn_dir ${MNEMO_CUDNN_LIBRARY} DIRECTORY)
   set(link_items ${CUDA_cudart_LIBRARY} ${CUDA_nvrtc_LIBRARY}
     ${CUDA_cublasLt_LIBRARY} ${MNEMO_CUDNN_LIBRARY}
     -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${cudnn_dir})
   if(MNEMO_NCCL_LIBRARY AND MNEMO_NCCL_INCLUDE)
     get_filename_component(nccl_dir ${MNEMO_NCCL_LIBRARY} DIRECTORY)
-    target_include_directories(${name} PRIVATE ${MNEMO_NCCL_INCLUDE})
-    target_compile_definitions(${name} PRIVATE MNEMO_HAVE_NCCL=1)
     list(APPEND link_items ${MNEMO_NCCL_LIBRARY} -Wl,-rpath,${nccl_dir})
   endif()
-  target_link_libraries(${name} PUBLIC ${link_items})
-  # What a program that links the library by file needs besides it (mnemoc
-  # links generated trainers so).
-  set(${name}_LINK_ITEMS ${link_items} PARENT_SCOPE)
+  set(${out} ${link_items} PARENT_SCOPE)
 endfunction()
