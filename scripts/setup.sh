@@ -21,6 +21,7 @@ MNEMO_PACKAGES=(
   coinor-libcbc-dev             # the MILP solver behind --remat=optimal
   libopenmpi-dev openmpi-bin    # data parallelism: MPI collectives, mpirun
   fortunes                      # ~2.5 MB of English for the GPT example
+  libboost-context-dev          # the CUDA emulator's fibers (test/cuda-emulator)
 )
 
 mnemo_install_packages() {

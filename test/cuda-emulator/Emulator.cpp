@@ -2,39 +2,51 @@
 
 #include "test/cuda-emulator/Emulator.h"
 
+#include <boost/context/fiber.hpp>
+#include <boost/context/pooled_fixedsize_stack.hpp>
+
 #include <cstdio>
 #include <cstdlib>
-#include <ucontext.h>
 #include <vector>
 
 using namespace mnemo::emulator;
+namespace context = boost::context;
 
 namespace {
 
+// Boost.Context's fibers switch in user space; glibc's swapcontext makes a
+// system call per switch (it saves the signal mask), which was 85% of an
+// emulated step's time.
 constexpr size_t kStackBytes = 64 * 1024;
 
 struct Fiber {
   ThreadContext context;
-  ucontext_t ucontext;
+  context::fiber suspended; // where the thread resumes; empty once it ended
   bool done = false, waiting = false;
 };
 
 struct Block {
   std::vector<Fiber> fibers;
   std::vector<float> exchange; // one slot per thread, for shuffles
-  ucontext_t scheduler;
+  context::fiber scheduler;    // held by the running thread: where it yields
   int running = -1;
   void (*kernel)(const void *) = nullptr;
   const void *argument = nullptr;
 };
 
 Block block;
-std::vector<std::vector<char>> stacks;
 
-void fiberMain() {
+/// The threads' stacks, reused from block to block and launch to launch.
+context::pooled_fixedsize_stack &stacks() {
+  static context::pooled_fixedsize_stack pool(kStackBytes);
+  return pool;
+}
+
+context::fiber threadMain(context::fiber &&scheduler) {
+  block.scheduler = std::move(scheduler);
   block.kernel(block.argument);
   block.fibers[block.running].done = true;
-  // Returning resumes the scheduler (uc_link).
+  return std::move(block.scheduler);
 }
 
 } // namespace
@@ -44,9 +56,8 @@ const ThreadContext &mnemo::emulator::current() {
 }
 
 void mnemo::emulator::barrier() {
-  Fiber &self = block.fibers[block.running];
-  self.waiting = true;
-  swapcontext(&self.ucontext, &block.scheduler);
+  block.fibers[block.running].waiting = true;
+  block.scheduler = std::move(block.scheduler).resume();
 }
 
 float mnemo::emulator::shuffleXor(float value, int laneMask) {
@@ -67,26 +78,21 @@ void mnemo::emulator::launch(void (*kernel)(const void *), const void *argument,
                  gridX, gridY, threads);
     std::abort();
   }
-  if (stacks.size() < threads)
-    stacks.resize(threads, std::vector<char>(kStackBytes));
   block.kernel = kernel;
   block.argument = argument;
-  block.fibers.assign(threads, Fiber());
+  block.fibers.clear();
+  block.fibers.resize(threads);
   block.exchange.assign(threads, 0.0f);
   for (unsigned by = 0; by < gridY; ++by)
     for (unsigned bx = 0; bx < gridX; ++bx) {
       for (unsigned t = 0; t < threads; ++t) {
         Fiber &f = block.fibers[t];
-        f = Fiber();
+        f.done = f.waiting = false;
         f.context.thread = {t, 0, 0};
         f.context.block = {bx, by, 0};
         f.context.blockDim = {threads, 1, 1};
         f.context.gridDim = {gridX, gridY, 1};
-        getcontext(&f.ucontext);
-        f.ucontext.uc_stack.ss_sp = stacks[t].data();
-        f.ucontext.uc_stack.ss_size = kStackBytes;
-        f.ucontext.uc_link = &block.scheduler;
-        makecontext(&f.ucontext, fiberMain, 0);
+        f.suspended = context::fiber(std::allocator_arg, stacks(), threadMain);
       }
       // Run every live fiber until it waits or ends; release a barrier
       // when every live fiber waits at it.
@@ -97,7 +103,7 @@ void mnemo::emulator::launch(void (*kernel)(const void *), const void *argument,
           if (f.done || f.waiting)
             continue;
           block.running = int(t);
-          swapcontext(&block.scheduler, &f.ucontext);
+          f.suspended = std::move(f.suspended).resume();
         }
         for (Fiber &f : block.fibers)
           if (!f.done) {

@@ -1,7 +1,7 @@
 //===- Emulator.h - Running CUDA blocks as fibers on the CPU ----*- C++ -*-===//
 //
 // The emulator's block scheduler: a kernel launch runs its blocks one after
-// another; the threads of a block are fibers (ucontext) on the calling
+// another; the threads of a block are fibers (Boost.Context) on the calling
 // thread, switched at barriers, so __syncthreads and warp shuffles have
 // their CUDA meaning for kernels whose every thread reaches them.
 //
