@@ -306,6 +306,26 @@ build_runtime() {
     > "$WORK/logs/build-runtime.log" 2>&1
 }
 
+# Runs FUNCTION ITEM for each ITEM, at most LIMIT (at least 1) at once: a
+# dozen compilers (or NVRTCs) at once on a machine of 2 cores ran its
+# memory short, and the test suite's other tests beside it 30 times slower.
+for_each_at_once() {
+  local limit=$1 function=$2 item running=0
+  shift 2
+  [ "$limit" -ge 1 ] || limit=1
+  for item in "$@"; do
+    if [ "$running" -ge "$limit" ]; then
+      wait -n
+      running=$((running - 1))
+    fi
+    "$function" "$item" &
+    running=$((running + 1))
+  done
+  wait
+}
+
+build_project_with_2_jobs() { build_project "$1" 2; }
+
 # Configures and builds one project in $WORK/build-NAME, on the runtime
 # built once.
 build_project() {
@@ -319,7 +339,7 @@ build_project() {
 
 # Builds the projects given, in parallel; fails for each that did not.
 build_all() {
-  local projects="$*" project jobs
+  local projects="$*" project
   unpack_deps || {
     fail "unpacking the Debian packages in $DIR/deps"
     return
@@ -329,11 +349,7 @@ build_all() {
     tail -20 "$WORK/logs/configure-runtime.log" "$WORK/logs/build-runtime.log" 2> /dev/null | tee -a "$LOG"
     return
   fi
-  jobs=$(($(nproc) / 2 + 1))
-  for project in $projects; do
-    build_project "$project" "$jobs" &
-  done
-  wait
+  for_each_at_once $(($(nproc) / 2)) build_project_with_2_jobs $projects
   for project in $projects; do
     local program=train
     [ "$project" = infer ] && program=infer
@@ -395,16 +411,15 @@ first_cuda_call() {
 }
 
 # The projects' kernels compiled for sm_90 into the trainers' NVRTC cache,
-# all at once: the trainers would compile them one at a time at start-up
+# one per core at once: the trainers would compile them one at a time at start-up
 # (the GPT-2-sized ones take 15-30 s each), and the later commands find
 # them while the machine stays warm.
+cache_kernels() {
+  "$WORK/build-$1/mnemo-nvrtc" --cache --arch sm_90 "$DIR/kernels/$1.cu" > "$WORK/logs/nvrtc-cache-$1.log" 2>&1
+}
 warm_kernels() {
   local project
-  for project in "$@"; do
-    "$WORK/build-$project/mnemo-nvrtc" --cache --arch sm_90 "$DIR/kernels/$project.cu" \
-      > "$WORK/logs/nvrtc-cache-$project.log" 2>&1 &
-  done
-  wait
+  for_each_at_once "$(nproc)" cache_kernels "$@"
   for project in "$@"; do
     grep -q "sm_90 cubin" "$WORK/logs/nvrtc-cache-$project.log" ||
       fail "$project's kernels do not compile here: $(tail -3 "$WORK/logs/nvrtc-cache-$project.log")"
@@ -651,10 +666,7 @@ if [ $DRY = 1 ]; then
       exit $FAILED
     ) || FAILED=1
   done
-  for project in $PROJECTS; do
-    compile_kernels "$project" &
-  done
-  wait
+  for_each_at_once "$(nproc)" compile_kernels $PROJECTS
   for project in $PROJECTS; do
     if grep -q "sm_90: [0-9]* kernels" "$WORK/logs/nvrtc-$project.log"; then
       sed "s|^$DIR/kernels/||" "$WORK/logs/nvrtc-$project.log" | sed 's/; stack frames:.*//' | tee -a "$LOG"
