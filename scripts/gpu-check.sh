@@ -306,9 +306,10 @@ build_runtime() {
     > "$WORK/logs/build-runtime.log" 2>&1
 }
 
-# Runs FUNCTION ITEM for each ITEM, at most LIMIT (at least 1) at once: a
-# dozen compilers (or NVRTCs) at once on a machine of 2 cores ran its
-# memory short, and the test suite's other tests beside it 30 times slower.
+# Runs FUNCTION ITEM for each ITEM, at most LIMIT (at least 1) at once: with
+# a dozen builds of two jobs each at once on a machine of 2 cores, the test
+# suite's other tests beside the dry run ran 30 to 80 times slower than
+# alone.
 for_each_at_once() {
   local limit=$1 function=$2 item running=0
   shift 2
