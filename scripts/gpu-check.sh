@@ -325,17 +325,15 @@ for_each_at_once() {
   wait
 }
 
-build_project_with_2_jobs() { build_project "$1" 2; }
-
 # Configures and builds one project in $WORK/build-NAME, on the runtime
-# built once.
+# built once, with 2 jobs.
 build_project() {
-  local project=$1 jobs=$2 build="$WORK/build-$1"
+  local project=$1 build="$WORK/build-$1"
   if [ ! -f "$build/build.ninja" ]; then
     configure_project "$DIR/$project" "$build" "$WORK/logs/configure-$project.log" \
       -DMNEMO_RUNTIME_FROM="$RUNTIME_BUILD" || return 1
   fi
-  cmake --build "$build" -j "$jobs" > "$WORK/logs/build-$project.log" 2>&1
+  cmake --build "$build" -j 2 > "$WORK/logs/build-$project.log" 2>&1
 }
 
 # Builds the projects given, in parallel; fails for each that did not.
@@ -350,7 +348,7 @@ build_all() {
     tail -20 "$WORK/logs/configure-runtime.log" "$WORK/logs/build-runtime.log" 2> /dev/null | tee -a "$LOG"
     return
   fi
-  for_each_at_once $(($(nproc) / 2)) build_project_with_2_jobs $projects
+  for_each_at_once $(($(nproc) / 2)) build_project $projects
   for project in $projects; do
     local program=train
     [ "$project" = infer ] && program=infer

@@ -52,7 +52,7 @@ thread_local bool stepThread = false;
 /// most of them; but a thread that spins longer takes its core from the
 /// thread it waits for when the cores are shared (another process, another
 /// trainer, a test suite's other test): two trainers of 2 threads each on
-/// 2 cores, spinning until done, each ran 4 times slower than alone.
+/// 2 cores, spinning until done, each ran 4 to 5 times slower than alone.
 class Pool {
 public:
   ~Pool() { resize(1); }
