@@ -1,10 +1,14 @@
-//===- Executor.cpp - The plan's regions ----------------------------------===//
+//===- Executor.cpp - The plan's regions and the device -------------------===//
 
 #include "runtime/Executor.h"
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -67,4 +71,54 @@ float mnemo::runtime::resultOf(const StepInfo &step, const StepMemory &memory,
       return v;
     }
   return NAN;
+}
+
+bool mnemo::runtime::startDevice(const ModelInfo &model,
+                                 const DeviceOptions &options, Device &device,
+                                 std::string &error) {
+  std::string noGpu, noCpu;
+  bool gpu = cudaDeviceAvailable(noGpu);
+  if (options.device == "cuda" && !gpu) {
+    error = "--device cuda: " + noGpu;
+    return false;
+  }
+  bool cpu = options.device == "cpu" || !gpu;
+  if (cpu && !cpu::backendAvailable(noCpu)) {
+    error = options.device == "cpu"
+                ? "--device cpu: " + noCpu
+                : "no device to run on: " + noGpu + "; and " + noCpu;
+    return false;
+  }
+  if (cpu) {
+    device.executor.reset();
+    device.description =
+        "CPU, " + std::to_string(cpu::threads()) + " threads" +
+        (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
+    return true;
+  }
+  device.executor = makeCudaExecutor(model, options.cuda, error);
+  if (!device.executor) {
+    error = "the CUDA backend: " + error;
+    return false;
+  }
+  device.description = device.executor->describe();
+  return true;
+}
+
+HostPlanMemory::HostPlanMemory(const ModelInfo &model)
+    : sizes(regionsOf(model)) {}
+
+HostPlanMemory::~HostPlanMemory() { std::free(block); }
+
+bool HostPlanMemory::allocate(StepMemory &memory, std::string &error) {
+  int64_t total = bytes();
+  block = static_cast<uint8_t *>(std::aligned_alloc(
+      4096, std::max<int64_t>(4096, (total + 4095) / 4096 * 4096)));
+  if (!block) {
+    error = "cannot allocate the plan's " + mib(total);
+    return false;
+  }
+  std::memset(block, 0, total);
+  placeRegions(block, sizes, memory);
+  return true;
 }

@@ -122,6 +122,51 @@ std::unique_ptr<DeviceExecutor> makeCudaExecutor(const ModelInfo &model,
                                                  const CudaSettings &settings,
                                                  std::string &error);
 
+/// Where a program's steps run, as its options say (runtime/CommandLine.h
+/// reads them).
+struct DeviceOptions {
+  /// "cuda", "cpu", or "" for the GPU when there is one.
+  std::string device;
+  CudaSettings cuda;
+  /// Worker threads; 0 for the default (cpu::setThreads).
+  int threads = 0;
+};
+
+/// The device the steps run on: the GPU when there is one (or when
+/// --device cuda asks for it), else the CPU.
+struct Device {
+  /// Null on the CPU.
+  std::unique_ptr<DeviceExecutor> executor;
+  /// The "device:" line: "CUDA: NVIDIA H200 (...)", or "CPU, 2 threads"
+  /// and why not the GPU when nobody chose the CPU.
+  std::string description;
+};
+/// Chooses and starts the device for the model after cpu::setThreads; false
+/// with `error` when the device asked for (or either, when none was) cannot
+/// run it.
+bool startDevice(const ModelInfo &model, const DeviceOptions &options,
+                 Device &device, std::string &error);
+
+/// The host's one allocation of the plan's regions, zeroed: the pages are
+/// resident before the first step, and the steps allocate nothing.
+class HostPlanMemory {
+public:
+  explicit HostPlanMemory(const ModelInfo &model);
+  ~HostPlanMemory();
+  HostPlanMemory(const HostPlanMemory &) = delete;
+  HostPlanMemory &operator=(const HostPlanMemory &) = delete;
+
+  /// Allocates the block and points `memory`'s regions into it; false with
+  /// `error` when it cannot be allocated.
+  bool allocate(StepMemory &memory, std::string &error);
+  const PlanRegions &regions() const { return sizes; }
+  int64_t bytes() const { return sizes.total(); }
+
+private:
+  PlanRegions sizes;
+  uint8_t *block = nullptr;
+};
+
 } // namespace runtime
 } // namespace mnemo
 

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
+#include "runtime/CommandLine.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/InferenceWeights.h"
@@ -60,66 +61,31 @@ checkpoint's dense weights, compressed on load by the same rules.
 )";
 
 struct Options {
-  CudaSettings cuda;
-  std::string weights, data, device, summaryJson;
+  DeviceOptions devices;
+  std::string weights, data, summaryJson;
   int64_t batches = 0;
-  int threads = 0;
 };
 
 [[noreturn]] void fail(const std::string &message) {
-  std::fprintf(stderr, "infer: error: %s\n", message.c_str());
-  std::exit(1);
+  exitWithError("infer", message);
 }
 
 Options parseOptions(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        fail(arg + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&](long long max) {
-      std::string text = value();
-      char *end = nullptr;
-      errno = 0;
-      long long v = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end || errno || v < 1 || v > max)
-        fail(arg + " needs a whole number from 1 to " + std::to_string(max) +
-             ", not '" + text + "'");
-      return int64_t(v);
-    };
-    auto path = [&]() {
-      std::string text = value();
-      if (text.empty())
-        fail(arg + " needs a path, not ''");
-      return text;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (arg == "--weights") {
-      o.weights = path();
-    } else if (arg == "--data") {
-      o.data = path();
-    } else if (arg == "--batches") {
-      o.batches = number(LLONG_MAX);
-    } else if (arg == "--threads") {
-      o.threads = int(number(cpu::kMaxThreads));
-    } else if (arg == "--summary-json") {
-      o.summaryJson = path();
-    } else if (arg == "--matmul-precision") {
-      std::string precision = value();
-      if (!parseMatmulPrecision(precision, o.cuda))
-        fail("--matmul-precision is high or highest, not '" + precision + "'");
-    } else if (arg == "--device") {
-      o.device = value();
-      if (o.device != "cuda" && o.device != "cpu")
-        fail("--device is cuda or cpu, not '" + o.device + "'");
-    } else {
-      fail("unknown option '" + arg + "' (see --help)");
-    }
+  CommandLine args("infer", kUsage, argc, argv);
+  while (args.next()) {
+    if (args.deviceOption(o.devices))
+      continue;
+    if (args.is("--weights"))
+      o.weights = args.path();
+    else if (args.is("--data"))
+      o.data = args.path();
+    else if (args.is("--batches"))
+      o.batches = args.number(1, INT64_MAX);
+    else if (args.is("--summary-json"))
+      o.summaryJson = args.path();
+    else
+      args.unknown();
   }
   if (o.weights.empty())
     fail("--weights is required: the file `train --export FILE` wrote, or "
@@ -138,7 +104,7 @@ int main(int argc, char **argv) {
   if (!eval.run)
     fail("this program was compiled without an evaluation step");
   std::string error;
-  if (!cpu::setThreads(options.threads, error))
+  if (!cpu::setThreads(options.devices.threads, error))
     fail(error);
   // The convolutions' primitives, for these threads, before any step.
   cpu::prepareConvolutions(cpu::threads());
@@ -161,48 +127,27 @@ int main(int argc, char **argv) {
   }
 
   // One allocation for the plan: weights, batch, arena.
-  PlanRegions regions = regionsOf(model);
-  int64_t allocated = regions.total();
-  uint8_t *block = static_cast<uint8_t *>(std::aligned_alloc(
-      4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
-  if (!block)
-    fail("cannot allocate the plan's " + mib(allocated));
-  std::memset(block, 0, allocated);
+  HostPlanMemory plan(model);
   StepMemory memory{};
-  placeRegions(block, regions, memory);
+  if (!plan.allocate(memory, error))
+    fail(error);
+  const PlanRegions &regions = plan.regions();
   // The device first: a plan it cannot run is reported before the weights
   // are read.
-  std::unique_ptr<DeviceExecutor> executor;
-  std::string noGpu;
-  bool gpu = cudaDeviceAvailable(noGpu);
-  if (options.device == "cuda" && !gpu)
-    fail("--device cuda: " + noGpu);
-  std::string noCpu;
-  if ((options.device == "cpu" || !gpu) && !cpu::backendAvailable(noCpu))
-    fail(options.device == "cpu"
-             ? "--device cpu: " + noCpu
-             : "no device to run on: " + noGpu + "; and " + noCpu);
-  if (gpu && options.device != "cpu") {
-    executor = makeCudaExecutor(model, options.cuda, error);
-    if (!executor)
-      fail("the CUDA backend: " + error);
-  }
+  Device device;
+  if (!startDevice(model, options.devices, device, error))
+    fail(error);
   LoadedWeights weights;
   if (!loadInferenceWeights(options.weights, model, memory, weights, error))
     fail(error);
-  if (executor && !executor->upload(memory, error))
+  if (device.executor && !device.executor->upload(memory, error))
     fail(error);
-  std::string device =
-      executor
-          ? executor->describe()
-          : "CPU, " + std::to_string(cpu::threads()) + " threads" +
-                (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
   std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
               source->describe().c_str());
-  std::printf("device: %s\n", device.c_str());
+  std::printf("device: %s\n", device.description.c_str());
   std::printf("memory: %s allocated once = weights %s + batch %s + arena %s "
               "+ workspace %s (no gradients, no optimizer state)\n",
-              mib(allocated).c_str(),
+              mib(plan.bytes()).c_str(),
               mib(regions.parameters + regions.buffers).c_str(),
               mib(regions.inputs).c_str(), mib(regions.arena).c_str(),
               mib(regions.workspace).c_str());
@@ -222,8 +167,8 @@ int main(int argc, char **argv) {
     if (!source->evalBatch(b, memory.inputs, error))
       fail(error);
     auto start = std::chrono::steady_clock::now();
-    if (executor) {
-      if (!executor->eval(memory, error))
+    if (device.executor) {
+      if (!device.executor->eval(memory, error))
         fail(error);
     } else {
       cpu::StepScope scope;
@@ -250,7 +195,7 @@ int main(int argc, char **argv) {
               (long long)batch.batchSize);
   if (!options.summaryJson.empty()) {
     nlohmann::json summary = {{"model", model.name},
-                              {"device", device},
+                              {"device", device.description},
                               {"loss", loss},
                               {"accuracy", std::isnan(accuracy)
                                                ? nlohmann::json()
@@ -258,7 +203,7 @@ int main(int argc, char **argv) {
                               {"examples", examples},
                               {"ms_per_batch", msPerBatch},
                               {"memory",
-                               {{"allocated_bytes", allocated},
+                               {{"allocated_bytes", plan.bytes()},
                                 {"weight_bytes", regions.parameters},
                                 {"batch_bytes", regions.inputs},
                                 {"arena_bytes", regions.arena},
@@ -268,6 +213,5 @@ int main(int argc, char **argv) {
                          error))
       fail(error);
   }
-  std::free(block);
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include "runtime/Init.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -210,4 +212,20 @@ bool mnemo::runtime::initialize(const InitSpec &spec,
     return false;
   }
   return true;
+}
+
+InitSpec mnemo::runtime::initSpecOf(const std::string &json) {
+  InitSpec spec;
+  spec.kind = "zeros";
+  nlohmann::json parsed = nlohmann::json::parse(json, nullptr, false);
+  if (parsed.is_object())
+    for (auto &[key, value] : parsed.items()) {
+      if (key == "kind" && value.is_string())
+        spec.kind = value.get<std::string>();
+      else if (value.is_string())
+        spec.symbols[key] = value.get<std::string>();
+      else if (value.is_number())
+        spec.numbers[key] = value.get<double>();
+    }
+  return spec;
 }

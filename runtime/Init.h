@@ -43,6 +43,10 @@ struct InitSpec {
   std::map<std::string, std::string> symbols;
 };
 
+/// The initializer the compiler recorded for a tensor (ArgumentInfo::init,
+/// JSON: {"kind": "normal", "std": 0.02, ...}); zeros when none.
+InitSpec initSpecOf(const std::string &json);
+
 /// Fills `out` (the shape's element count) per `spec`. Returns false with
 /// `error` for an unknown kind or a shape it does not apply to.
 bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape,

@@ -20,6 +20,7 @@
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/Checkpoint.h"
+#include "runtime/CommandLine.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Export.h"
@@ -28,8 +29,10 @@
 #include "runtime/OutputFiles.h"
 #include "runtime/Progress.h"
 #include "runtime/Ranks.h"
-#include "runtime/Safetensors.h"
+#include "runtime/RunDump.h"
+#include "runtime/StepProfile.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Parallel.h"
 
 #include <nlohmann/json.hpp>
 
@@ -43,7 +46,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -101,108 +104,60 @@ Trains the model this program was compiled from (mnemoc MODEL.mn -o DIR).
 )";
 
 struct Options {
-  CudaSettings cuda;
-  std::string data, save, resume, init, summaryJson, dump, device, exportPath;
+  DeviceOptions devices;
+  std::string data, save, resume, init, summaryJson, dump, exportPath;
   int64_t epochs = 0, steps = 0, stopAfter = 0;
   uint64_t seed = 0;
-  int threads = 0;
   double collectiveTimeout = 300;
   bool eval = false, quiet = false, profile = false, seedGiven = false;
   bool streams = false;
 };
 
 [[noreturn]] void fail(const std::string &message) {
-  std::fprintf(stderr, "train: error: %s\n", message.c_str());
-  std::exit(1);
-}
-
-bool parseInt(const std::string &text, int64_t &value) {
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno || !end || *end || text.empty())
-    return false;
-  value = v;
-  return true;
+  exitWithError("train", message);
 }
 
 Options parseOptions(int argc, char **argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc)
-        fail(arg + " needs a value");
-      return argv[++i];
-    };
-    // A file or directory: an empty name is a mistake (--save "" would
-    // otherwise mean "no checkpoint").
-    auto path = [&]() {
-      std::string text = value();
-      if (text.empty())
-        fail(arg + " needs a path, not ''");
-      return text;
-    };
-    auto number = [&](int64_t min, int64_t max) {
-      std::string text = value();
-      int64_t v;
-      if (!parseInt(text, v) || v < min || v > max)
-        fail(arg + " needs a whole number " +
-             (max < INT64_MAX
-                  ? "from " + std::to_string(min) + " to " + std::to_string(max)
-                  : "of at least " + std::to_string(min)) +
-             ", not '" + text + "'");
-      return v;
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (arg == "--data") {
-      o.data = path();
-    } else if (arg == "--epochs") {
-      o.epochs = number(1, INT64_MAX);
-    } else if (arg == "--steps") {
-      o.steps = number(1, INT64_MAX);
-    } else if (arg == "--stop-after") {
-      o.stopAfter = number(1, INT64_MAX);
-    } else if (arg == "--eval") {
+  CommandLine args("train", kUsage, argc, argv);
+  while (args.next()) {
+    if (args.deviceOption(o.devices))
+      continue;
+    if (args.is("--data"))
+      o.data = args.path();
+    else if (args.is("--epochs"))
+      o.epochs = args.number(1, INT64_MAX);
+    else if (args.is("--steps"))
+      o.steps = args.number(1, INT64_MAX);
+    else if (args.is("--stop-after"))
+      o.stopAfter = args.number(1, INT64_MAX);
+    else if (args.is("--eval"))
       o.eval = true;
-    } else if (arg == "--save") {
-      o.save = path();
-    } else if (arg == "--resume") {
-      o.resume = path();
-    } else if (arg == "--init") {
-      o.init = path();
-    } else if (arg == "--seed") {
-      o.seed = uint64_t(number(0, INT64_MAX));
+    else if (args.is("--save"))
+      o.save = args.path();
+    else if (args.is("--resume"))
+      o.resume = args.path();
+    else if (args.is("--init"))
+      o.init = args.path();
+    else if (args.is("--seed")) {
+      o.seed = uint64_t(args.number(0, INT64_MAX));
       o.seedGiven = true;
-    } else if (arg == "--threads") {
-      o.threads = int(number(1, cpu::kMaxThreads));
-    } else if (arg == "--collective-timeout") {
-      o.collectiveTimeout = double(number(1, 24 * 3600));
-    } else if (arg == "--export") {
-      o.exportPath = path();
-    } else if (arg == "--summary-json") {
-      o.summaryJson = path();
-    } else if (arg == "--dump") {
-      o.dump = path();
-    } else if (arg == "--quiet") {
+    } else if (args.is("--collective-timeout"))
+      o.collectiveTimeout = double(args.number(1, 24 * 3600));
+    else if (args.is("--export"))
+      o.exportPath = args.path();
+    else if (args.is("--summary-json"))
+      o.summaryJson = args.path();
+    else if (args.is("--dump"))
+      o.dump = args.path();
+    else if (args.is("--quiet"))
       o.quiet = true;
-    } else if (arg == "--streams") {
+    else if (args.is("--streams"))
       o.streams = true;
-    } else if (arg == "--profile") {
+    else if (args.is("--profile"))
       o.profile = true;
-    } else if (arg == "--matmul-precision") {
-      std::string precision = value();
-      if (!parseMatmulPrecision(precision, o.cuda))
-        fail("--matmul-precision is high or highest, not '" + precision + "'");
-    } else if (arg == "--device") {
-      o.device = value();
-      if (o.device != "cuda" && o.device != "cpu")
-        fail("--device is cuda or cpu, not '" + o.device + "'");
-    } else {
-      fail("unknown option '" + arg + "' (see --help)");
-    }
+    else
+      args.unknown();
   }
   if (o.data.empty())
     fail("--data is required (see --help)");
@@ -347,19 +302,6 @@ bool fileExists(const std::string &path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-/// The parameters and buffers of the train step as safetensors tensors.
-SafetensorsFile parameterFile(const ModelInfo &model,
-                              const StepMemory &memory) {
-  SafetensorsFile file;
-  const StepInfo &step = model.trainStep;
-  for (int i = 0; i < step.numArguments; ++i) {
-    const ArgumentInfo &a = step.arguments[i];
-    if (a.role == ArgumentRole::Param || a.role == ArgumentRole::Buffer)
-      file.tensors.push_back(storedArgument(a, memory));
-  }
-  return file;
-}
-
 } // namespace
 
 // Every operator new of the program goes through the counter.
@@ -467,11 +409,6 @@ void joinStateParts(const StepInfo &train, const std::vector<uint8_t> &parts,
     }
 }
 
-/// The files --dump writes into its directory.
-const char *const kDumpFiles[] = {"init.safetensors", "batches.safetensors",
-                                  "final.safetensors", "losses.safetensors",
-                                  "config.json"};
-
 /// Before step 1: every output can be written, none is another output or
 /// an input (runtime/OutputFiles.h); what a killed save left is removed.
 void checkOutputsOf(const Options &options, const BatchSource &source) {
@@ -484,8 +421,7 @@ void checkOutputsOf(const Options &options, const BatchSource &source) {
       outputs.push_back({option, *path});
   std::vector<OutputDirectory> directories;
   if (!options.dump.empty())
-    directories.push_back({{"--dump", options.dump},
-                           {std::begin(kDumpFiles), std::end(kDumpFiles)}});
+    directories.push_back({{"--dump", options.dump}, RunDump::files()});
   inputs.push_back({"--data", options.data});
   for (const std::string &file : source.files())
     inputs.push_back({"--data", file});
@@ -502,15 +438,121 @@ void checkOutputsOf(const Options &options, const BatchSource &source) {
 
 } // namespace
 
-int main(int argc, char **argv) {
-  Options options = parseOptions(argc, argv);
-  const ModelInfo &model = *mnemoModel();
-  const StepInfo &train = model.trainStep;
-  const StepInfo &eval = model.evalStep;
+namespace {
+
+/// One run of the trainer, from its options to its outputs. run() calls
+/// the phases in order; each one reports what it cannot do and exits.
+class TrainingRun {
+public:
+  explicit TrainingRun(Options options)
+      : options(std::move(options)), model(*mnemoModel()),
+        train(model.trainStep), eval(model.evalStep), plan(model) {}
+
+  /// The program's exit status.
+  int run();
+
+private:
+  void joinRanks();
+  void readCheckpoints();
+  void noteGlobalBatchChange() const;
+  void openData();
+  void allocatePlan();
+  void initializeParameters();
+  void decideLength();
+  void startDevice();
+  void printStart() const;
+  void trainSteps();
+  void runStep(int64_t s, const FetchBatch &fetch);
+  void afterStep(int64_t s);
+  std::string evaluate(int64_t afterStep);
+  void gatherShardedState();
+  int writeOutputs();
+  void saveCheckpoint(std::vector<std::string> &writeErrors);
+  void exportWeights(std::vector<std::string> &writeErrors);
+  void writeSummary(const std::vector<MaskSparsity> &sparsity,
+                    std::vector<std::string> &writeErrors);
+  void rescueState() const;
+  int exitStatus() const { return interrupted ? 128 + interrupted : 0; }
+
+  Options options;
+  const ModelInfo &model;
+  const StepInfo &train, &eval;
   std::string error;
-  // A data-parallel run: one rank of those the launcher started, running
-  // the plan they all run.
-  std::unique_ptr<Ranks> ranks = Ranks::join(error);
+
+  std::unique_ptr<Ranks> ranks;
+  Checkpoint resume, init;
+  RunPosition position;
+  BatchLayout trainBatch, evalBatch;
+  std::unique_ptr<BatchSource> source;
+  // The process's resident memory before the plan is allocated, and its
+  // peak when the steps are done.
+  int64_t rssBefore = 0, rssPeak = 0;
+  HostPlanMemory plan;
+  StepMemory memory;
+  // Every op's time for --profile, large enough for the CPU step or the
+  // device step, whichever runs.
+  std::vector<double> opSeconds;
+  std::unique_ptr<GradientExchange> exchange;
+  Device device;
+
+  // The run's length: steps first to last of total (an interrupted run's
+  // total), perEpoch a pass over the data.
+  int64_t perEpoch = 0, totalSteps = 0, firstStep = 0, lastStep = 0;
+  // The last step done.
+  int64_t step = 0;
+  std::unique_ptr<Progress> progress;
+  std::unique_ptr<RunDump> dump;
+  std::vector<double> losses, stepMs;
+  nlohmann::json evaluations = nlohmann::json::array();
+  double epochLoss = 0;
+  int64_t epochSteps = 0, skippedSteps = 0;
+  bool lossScaling = false, nanReported = false;
+  // ZeRO-1: the optimizer state whole on rank 0, for the checkpoint.
+  std::vector<uint8_t> fullState;
+  // Where a checkpoint goes: --save, or a new file when interrupted.
+  std::string savePath;
+  bool stateSaved = false;
+};
+
+int TrainingRun::run() {
+  joinRanks();
+  // The convolutions' primitives, for these threads, before any step.
+  cpu::prepareConvolutions(cpu::threads());
+  // The checkpoint and the data first: a bad file is reported before
+  // anything else happens.
+  readCheckpoints();
+  openData();
+  allocatePlan();
+  initializeParameters();
+  decideLength();
+  // From here on, Ctrl-C, SIGTERM and SIGHUP finish the current step and
+  // save.
+  for (int signal : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(signal, onInterrupt);
+  std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
+              source->describe().c_str());
+  startDevice();
+  printStart();
+  if (!options.dump.empty())
+    dump = std::make_unique<RunDump>(model, memory);
+  trainSteps();
+  if (options.profile && step > firstStep)
+    printStepProfile(
+        opSeconds.data(),
+        device.executor ? device.executor->trainOpNames() : train.opNames,
+        device.executor ? device.executor->numTrainOps() : train.numOps,
+        step - firstStep);
+  gatherShardedState();
+  // The other ranks hold the same parameters: rank 0 saves and reports.
+  if (!ranks->leader())
+    return exitStatus();
+  return writeOutputs();
+}
+
+/// A data-parallel run: one rank of those the launcher started, running the
+/// plan they all run. Alone, a run of one rank.
+void TrainingRun::joinRanks() {
+  ranks = Ranks::join(error);
   if (!ranks)
     fail(error);
   if (ranks->size() != model.worldSize)
@@ -539,20 +581,16 @@ int main(int argc, char **argv) {
            "'s output");
   }
   // Ranks on one machine share its cores.
-  int threads = options.threads;
+  int threads = options.devices.threads;
   if (threads == 0 && ranks->localSize() > 1 && !std::getenv("OMP_NUM_THREADS"))
     threads = std::max(1, cpu::availableCores() / ranks->localSize());
   if (!cpu::setThreads(threads, error))
     fail(error);
-  // The convolutions' primitives, for these threads, before any step.
-  cpu::prepareConvolutions(cpu::threads());
-  nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
+}
 
-  // The checkpoint and the data first: a bad file is reported before
-  // anything else happens. A resumed run takes the checkpoint's seed, which
-  // decides the data order.
-  Checkpoint resume, init;
-  RunPosition position;
+/// --resume's and --init's checkpoints. A resumed run takes the
+/// checkpoint's seed, which decides the data order.
+void TrainingRun::readCheckpoints() {
   position.seed = options.seed;
   if (!options.resume.empty()) {
     if (!readCheckpoint(options.resume, model, true, resume, error))
@@ -571,158 +609,138 @@ int main(int argc, char **argv) {
   if (!options.init.empty() &&
       !readCheckpoint(options.init, model, false, init, error))
     fail("--init: " + error);
-  BatchLayout trainBatch = batchLayoutOf(train);
-  // The data order follows the global batch: another one reads other
-  // batches from the checkpoint's step on; other ranks with the same global
-  // batch read the same ones.
-  if (!options.resume.empty()) {
-    int64_t globalBatch = trainBatch.batchSize * ranks->size();
-    if (position.globalBatch != 0 && position.globalBatch != globalBatch)
-      std::printf("note: the checkpoint was written by a run with global "
-                  "batch %lld (%d rank%s) and this run's is %lld (%d "
-                  "rank%s): from step %lld on it reads other batches than "
-                  "the run that wrote it would have\n",
-                  (long long)position.globalBatch, position.ranks,
-                  position.ranks == 1 ? "" : "s", (long long)globalBatch,
-                  ranks->size(), ranks->size() == 1 ? "" : "s",
-                  (long long)position.step + 1);
-    else if (position.ranks != 0 && position.ranks != ranks->size())
-      std::printf("note: the checkpoint was written by %d rank%s and this "
-                  "run has %d, with the same global batch %lld: the same "
-                  "batches, their gradients summed in another order\n",
-                  position.ranks, position.ranks == 1 ? "" : "s", ranks->size(),
-                  (long long)globalBatch);
-  }
-  BatchLayout evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
-  std::unique_ptr<BatchSource> source =
+}
+
+/// The data order follows the global batch: another one reads other
+/// batches from the checkpoint's step on; other ranks with the same global
+/// batch read the same ones.
+void TrainingRun::noteGlobalBatchChange() const {
+  int64_t globalBatch = trainBatch.batchSize * ranks->size();
+  if (position.globalBatch != 0 && position.globalBatch != globalBatch)
+    std::printf("note: the checkpoint was written by a run with global "
+                "batch %lld (%d rank%s) and this run's is %lld (%d "
+                "rank%s): from step %lld on it reads other batches than "
+                "the run that wrote it would have\n",
+                (long long)position.globalBatch, position.ranks,
+                position.ranks == 1 ? "" : "s", (long long)globalBatch,
+                ranks->size(), ranks->size() == 1 ? "" : "s",
+                (long long)position.step + 1);
+  else if (position.ranks != 0 && position.ranks != ranks->size())
+    std::printf("note: the checkpoint was written by %d rank%s and this "
+                "run has %d, with the same global batch %lld: the same "
+                "batches, their gradients summed in another order\n",
+                position.ranks, position.ranks == 1 ? "" : "s", ranks->size(),
+                (long long)globalBatch);
+}
+
+void TrainingRun::openData() {
+  trainBatch = batchLayoutOf(train);
+  if (!options.resume.empty())
+    noteGlobalBatchChange();
+  evalBatch = eval.run ? batchLayoutOf(eval) : BatchLayout{};
+  source =
       openBatchSource(options.data, trainBatch, evalBatch, position.seed, error,
                       options.streams, {ranks->rank(), ranks->size()});
   if (!source)
     fail(error);
   if (ranks->leader())
     checkOutputsOf(options, *source);
+}
 
-  // One allocation for the whole plan, touched once so that its pages are
-  // resident before the first step (the step loop then allocates nothing).
+/// One allocation for the whole plan (the step loop then allocates
+/// nothing), and the gradient exchange with the other ranks that reads it.
+void TrainingRun::allocatePlan() {
   resetPeakRss();
-  int64_t rssBefore = statusKb("VmRSS") * 1024;
-  PlanRegions regions = regionsOf(model);
-  int64_t allocated = regions.total();
-  uint8_t *block = static_cast<uint8_t *>(std::aligned_alloc(
-      4096, std::max<int64_t>(4096, (allocated + 4095) / 4096 * 4096)));
-  if (!block)
-    fail("cannot allocate the plan's " + mib(allocated));
-  std::memset(block, 0, allocated);
-  StepMemory memory;
+  rssBefore = statusKb("VmRSS") * 1024;
+  if (!plan.allocate(memory, error))
+    fail(error);
   memory.opSeconds = nullptr;
-  // Large enough for the CPU step or the device step, whichever runs.
-  std::vector<double> opSeconds(std::max(1, 4 * train.numOps + 64), 0.0);
-  placeRegions(block, regions, memory);
+  opSeconds.assign(std::max(1, 4 * train.numOps + 64), 0.0);
   // The step sums its gradients with the other ranks' (null alone).
   memory.shardRank = ranks->rank();
   memory.shardBytes = train.shardBytes;
-  std::unique_ptr<GradientExchange> exchange =
-      ranks->gradientExchange(train, memory);
+  exchange = ranks->gradientExchange(train, memory);
   memory.exchange = exchange.get();
+}
 
-  // Parameters: initialized from the seed, or loaded.
+/// Parameters and buffers: from the seed, or loaded.
+void TrainingRun::initializeParameters() {
   if (!options.resume.empty()) {
-    if (train.shardBytes) {
-      // ZeRO-1: the checkpoint holds every state whole; this rank keeps
-      // its parts (whatever world size wrote it).
-      std::vector<uint8_t> full(fullStateBytes(train));
-      StepMemory whole = memory;
-      whole.optimizerState = full.data();
-      applyCheckpoint(resume, model, whole);
-      takeStateParts(train, full, ranks->rank(), ranks->size(),
-                     memory.optimizerState);
-    } else {
+    if (!train.shardBytes) {
       applyCheckpoint(resume, model, memory);
+      return;
     }
-  } else {
-    for (int i = 0; i < train.numArguments; ++i) {
-      const ArgumentInfo &a = train.arguments[i];
-      if (!isPersistentRole(a.role))
-        continue;
-      InitSpec spec;
-      spec.kind = "zeros";
-      nlohmann::json initJson = nlohmann::json::parse(a.init, nullptr, false);
-      if (initJson.is_object())
-        for (auto &[key, value] : initJson.items()) {
-          if (key == "kind" && value.is_string())
-            spec.kind = value.get<std::string>();
-          else if (value.is_string())
-            spec.symbols[key] = value.get<std::string>();
-          else if (value.is_number())
-            spec.numbers[key] = value.get<double>();
-        }
-      // The plan's memory starts zeroed: zeros need no writing, and a
-      // tensor that is not f32 (adamw8bit's codes) can only be zeros.
-      if (spec.kind == "zeros")
-        continue;
-      if (std::string(a.dtype) != "f32")
-        fail(std::string(a.name) + ": a " + a.dtype +
-             " tensor cannot be initialized by " + spec.kind);
-      std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-      Rng rng = rngFor(position.seed, a.name);
-      uint8_t *base = memory.base(a.region);
-      if (!initialize(spec, shape, rng,
-                      reinterpret_cast<float *>(base + a.offset), error))
-        fail(std::string(a.name) + ": " + error);
-    }
-    if (!options.init.empty())
-      applyCheckpoint(init, model, memory);
+    // ZeRO-1: the checkpoint holds every state whole; this rank keeps its
+    // parts (whatever world size wrote it).
+    std::vector<uint8_t> full(fullStateBytes(train));
+    StepMemory whole = memory;
+    whole.optimizerState = full.data();
+    applyCheckpoint(resume, model, whole);
+    takeStateParts(train, full, ranks->rank(), ranks->size(),
+                   memory.optimizerState);
+    return;
   }
+  for (int i = 0; i < train.numArguments; ++i) {
+    const ArgumentInfo &a = train.arguments[i];
+    if (!isPersistentRole(a.role))
+      continue;
+    InitSpec spec = initSpecOf(a.init);
+    // The plan's memory starts zeroed: zeros need no writing, and a tensor
+    // that is not f32 (adamw8bit's codes) can only be zeros.
+    if (spec.kind == "zeros")
+      continue;
+    if (std::string(a.dtype) != "f32")
+      fail(std::string(a.name) + ": a " + a.dtype +
+           " tensor cannot be initialized by " + spec.kind);
+    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+    Rng rng = rngFor(position.seed, a.name);
+    uint8_t *base = memory.base(a.region);
+    if (!initialize(spec, shape, rng,
+                    reinterpret_cast<float *>(base + a.offset), error))
+      fail(std::string(a.name) + ": " + error);
+  }
+  if (!options.init.empty())
+    applyCheckpoint(init, model, memory);
+}
 
-  // The run's length.
-  int64_t perEpoch = source->stepsPerEpoch();
-  int64_t totalSteps = options.steps;
+/// The run's length: --steps, --epochs, the model's train section, or the
+/// interrupted run's that --resume continues.
+void TrainingRun::decideLength() {
+  nlohmann::json settings = nlohmann::json::parse(model.train, nullptr, false);
+  auto setting = [&](const char *name) -> int64_t {
+    if (settings.is_object() && settings.contains(name) &&
+        settings[name].is_number_integer())
+      return settings[name].get<int64_t>();
+    return 0;
+  };
+  perEpoch = source->stepsPerEpoch();
+  totalSteps = options.steps;
   if (!totalSteps) {
-    int64_t epochs = options.epochs;
-    if (!epochs && settings.is_object() && settings.contains("epochs") &&
-        settings["epochs"].is_number_integer())
-      epochs = settings["epochs"].get<int64_t>();
-    if (!epochs && settings.is_object() && settings.contains("steps") &&
-        settings["steps"].is_number_integer())
-      totalSteps = settings["steps"].get<int64_t>();
-    else
-      totalSteps = std::max<int64_t>(1, epochs) * perEpoch;
+    int64_t epochs = options.epochs ? options.epochs : setting("epochs");
+    totalSteps = !epochs && setting("steps")
+                     ? setting("steps")
+                     : std::max<int64_t>(1, epochs) * perEpoch;
   }
   if (!options.resume.empty() && !options.steps && !options.epochs &&
       position.totalSteps > 0)
     totalSteps = position.totalSteps; // the interrupted run's length
-  int64_t firstStep = position.step + 1;
-  int64_t lastStep = totalSteps;
+  firstStep = position.step + 1;
+  lastStep = totalSteps;
   if (options.stopAfter)
     lastStep = std::min(lastStep, position.step + options.stopAfter);
   if (firstStep > totalSteps)
     fail("the checkpoint is at step " + std::to_string(position.step) +
          ", past this run's " + std::to_string(totalSteps) + " steps");
+  step = firstStep - 1;
+}
 
-  // From here on, Ctrl-C, SIGTERM and SIGHUP finish the current step and
-  // save.
-  for (int signal : {SIGINT, SIGTERM, SIGHUP})
-    std::signal(signal, onInterrupt);
-  std::printf("model %s (%s), %s\n", model.name, model.sourceFile,
-              source->describe().c_str());
-  // Where the steps run: the GPU when there is one (or when asked), else
-  // the CPU; the trainer says which, and why not the GPU.
-  std::unique_ptr<DeviceExecutor> executor;
-  std::string noGpu;
-  bool gpu = cudaDeviceAvailable(noGpu);
-  if (options.device == "cuda" && !gpu)
-    fail("--device cuda: " + noGpu);
-  std::string noCpu;
-  if ((options.device == "cpu" || !gpu) && !cpu::backendAvailable(noCpu))
-    fail(options.device == "cpu"
-             ? "--device cpu: " + noCpu
-             : "no device to run on: " + noGpu + "; and " + noCpu);
-
-  if (gpu && options.device != "cpu") {
-    options.cuda.device = ranks->localRank();
-    executor = makeCudaExecutor(model, options.cuda, error);
-    if (!executor)
-      fail("the CUDA backend: " + error);
+/// Where the steps run: the GPU when there is one (or when asked), else the
+/// CPU; the trainer says which, and why not the GPU.
+void TrainingRun::startDevice() {
+  options.devices.cuda.device = ranks->localRank();
+  if (!runtime::startDevice(model, options.devices, device, error))
+    fail(error);
+  if (DeviceExecutor *executor = device.executor.get()) {
     if (!executor->upload(memory, error))
       fail(error);
     // A data-parallel plan (one rank too: mnemoc --world-size 1 runs the
@@ -730,17 +748,18 @@ int main(int argc, char **argv) {
     if (train.numGradientBuckets > 0 && !executor->joinRanks(*ranks, error))
       fail(error);
   }
-  std::string device =
-      executor
-          ? executor->describe()
-          : "CPU, " + std::to_string(cpu::threads()) + " threads" +
-                (options.device == "cpu" ? std::string() : " (" + noGpu + ")");
   if (ranks->size() > 1)
-    device += "; " + ranks->describe() + ", each with these threads";
-  std::printf("device: %s\n", device.c_str());
+    device.description +=
+        "; " + ranks->describe() + ", each with these threads";
+}
+
+void TrainingRun::printStart() const {
+  std::printf("device: %s\n", device.description.c_str());
+  DeviceExecutor *executor = device.executor.get();
   if (std::string convolutions = cpu::convolutionSummary();
       !executor && !convolutions.empty())
     std::printf("%s\n", convolutions.c_str());
+  const PlanRegions &regions = plan.regions();
   if (executor)
     std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",
                 executor->allocationSummary().c_str(),
@@ -749,7 +768,7 @@ int main(int argc, char **argv) {
     std::printf("memory: %s allocated once = arena %s + parameters %s + "
                 "gradients %s + optimizer state %s + batch %s + workspace "
                 "%s%s\n",
-                mib(allocated).c_str(), mib(regions.arena).c_str(),
+                mib(plan.bytes()).c_str(), mib(regions.arena).c_str(),
                 mib(regions.parameters).c_str(), mib(regions.gradients).c_str(),
                 mib(regions.optimizerState).c_str(),
                 mib(regions.inputs).c_str(), mib(regions.workspace).c_str(),
@@ -766,67 +785,20 @@ int main(int argc, char **argv) {
                         .c_str()
                   : "");
   std::fflush(stdout);
+}
 
-  SafetensorsFile dumpInit, dumpBatches;
-  if (!options.dump.empty())
-    dumpInit = parameterFile(model, memory);
-
+void TrainingRun::trainSteps() {
+  progress = std::make_unique<Progress>(firstStep, lastStep, perEpoch,
+                                        trainBatch.batchSize, options.quiet);
+  Prefetcher prefetcher(*source, plan.regions().inputs, firstStep, lastStep);
+  losses.reserve(lastStep - firstStep + 1);
+  stepMs.reserve(lastStep - firstStep + 1);
+  // f16 training scales its loss (its optimizer state has the scale).
+  for (int i = 0; i < train.numArguments; ++i)
+    lossScaling |= std::strcmp(train.arguments[i].name, "loss_scale") == 0;
   const ArgumentInfo *stepArg = argumentWithRole(train, ArgumentRole::Step);
   const ArgumentInfo *totalArg =
       argumentWithRole(train, ArgumentRole::TotalSteps);
-  auto evaluate = [&](int64_t afterStep, nlohmann::json &into) {
-    int64_t batches = source->evalBatches();
-    if (!eval.run || batches == 0)
-      return std::string("no held-out data to evaluate on");
-    // Ranks evaluate every ranks-th batch and add up.
-    double lossSum = 0, accuracySum = 0;
-    for (int64_t b = ranks->rank(); b < batches; b += ranks->size()) {
-      if (!source->evalBatch(b, memory.inputs, error))
-        fail(error);
-      if (executor) {
-        if (!executor->eval(memory, error))
-          fail("evaluation: " + error);
-      } else {
-        eval.run(memory, 0);
-      }
-      std::string kernelError = cpu::takeError();
-      if (!kernelError.empty())
-        fail("evaluation: " + kernelError);
-      lossSum += resultOf(eval, memory, "loss");
-      accuracySum += resultOf(eval, memory, "accuracy");
-    }
-    double sums[2] = {lossSum, accuracySum};
-    ranks->sum(sums, 2);
-    lossSum = sums[0];
-    accuracySum = sums[1];
-    double loss = lossSum / double(batches);
-    double acc = accuracySum / double(batches);
-    into.push_back({{"step", afterStep},
-                    {"loss", loss},
-                    {"accuracy", acc},
-                    {"examples", batches * evalBatch.batchSize}});
-    char line[160];
-    std::snprintf(line, sizeof(line),
-                  "test  loss %.4f  accuracy %.4f  (%lld examples)", loss, acc,
-                  (long long)(batches * evalBatch.batchSize));
-    return std::string(line);
-  };
-
-  Progress progress(firstStep, lastStep, perEpoch, trainBatch.batchSize,
-                    options.quiet);
-  Prefetcher prefetcher(*source, regions.inputs, firstStep, lastStep);
-  std::vector<double> losses, stepMs;
-  losses.reserve(lastStep - firstStep + 1);
-  stepMs.reserve(lastStep - firstStep + 1);
-  nlohmann::json evaluations = nlohmann::json::array();
-  double epochLoss = 0;
-  int64_t epochSteps = 0, step = firstStep - 1;
-  bool nanReported = false;
-  // f16 training scales its loss (its optimizer state has the scale).
-  bool lossScaling = false;
-  for (int i = 0; i < train.numArguments; ++i)
-    lossScaling |= std::strcmp(train.arguments[i].name, "loss_scale") == 0;
-  int64_t skippedSteps = 0;
   FetchBatch fetch = [&](int64_t s, uint8_t *inputs, std::string &why) {
     if (!prefetcher.take(s, inputs, trainBatch, why))
       return false;
@@ -837,187 +809,177 @@ int main(int argc, char **argv) {
     return true;
   };
   for (int64_t s = firstStep; s <= lastStep; ++s) {
-    // The first step's times include first-touch effects (and on the GPU,
-    // choosing algorithms): not profiled.
-    double *profileInto =
-        options.profile && s > firstStep ? opSeconds.data() : nullptr;
-    ranks->setStep(s);
-    auto begin = std::chrono::steady_clock::now();
-    if (executor) {
-      if (!executor->train(s, lastStep, fetch, memory, profileInto, error))
-        fail("step " + std::to_string(s) + ": " + error);
-    } else {
-      if (!fetch(s, memory.inputs, error))
-        fail(error);
-      begin = std::chrono::steady_clock::now();
-      memory.opSeconds = profileInto;
-      {
-        cpu::StepScope scope;
-        train.run(memory, s);
-      }
-      memory.opSeconds = nullptr;
-    }
-    stepMs.push_back(std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - begin)
-                         .count());
-    std::string kernelError = cpu::takeError();
-    if (!kernelError.empty())
-      fail("step " + std::to_string(s) + ": " + kernelError);
-    if (!options.dump.empty())
-      for (const ArgumentInfo *a : trainBatch.tensors) {
-        StoredTensor t;
-        t.name = std::string(a->name) + "." + std::to_string(s - firstStep + 1);
-        t.dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
-        t.shape.assign(a->shape, a->shape + a->rank);
-        t.bytes.assign(memory.inputs + a->offset,
-                       memory.inputs + a->offset + a->bytes);
-        int64_t n = 4;
-        for (int d = 0; d < a->rank; ++d)
-          n *= a->shape[d];
-        t.bytes.resize(n);
-        dumpBatches.tensors.push_back(std::move(t));
-      }
-    double loss = resultOf(train, memory, "loss");
-    double skipped = resultOf(train, memory, "skipped");
-    if (ranks->size() > 1) {
-      // The global batch's mean loss (each rank's is its rows' mean), and
-      // one decision to stop: a rank interrupted stops them all after this
-      // step, as they must take part in every step's sums.
-      double shared[3] = {loss, skipped, double(interrupted != 0)};
-      ranks->sum(shared, 3);
-      loss = shared[0] / double(ranks->size());
-      skipped = shared[1];
-      if (shared[2] > 0 && !interrupted)
-        interrupted = SIGTERM;
-    }
-    // f16 loss scaling: a step whose scaled gradients overflowed updated
-    // nothing (and halved the scale).
-    if (skipped > 0)
-      ++skippedSteps;
-    if (!std::isfinite(loss)) {
-      // f16 with loss scaling skips a step whose gradients overflowed and
-      // carries on with a smaller scale; in f32 and bf16 a non-finite loss
-      // has already made this step's update non-finite, and every later
-      // step would train on it.
-      if (!lossScaling) {
-        progress.finish();
-        fail("the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") +
-             " at step " + std::to_string(s) +
-             ": training stopped, and nothing was saved (this step's update "
-             "is not finite either; a lower learning rate, a warm-up or "
-             "clip_grad_norm may help)");
-      }
-      if (!nanReported)
-        progress.print("warning: the loss is " + std::to_string(loss) +
-                       " at step " + std::to_string(s));
-      nanReported = true;
-    }
-    losses.push_back(loss);
-    step = s;
-    epochLoss += loss;
-    ++epochSteps;
-    progress.update(s, loss);
-    if (s % perEpoch == 0 || s == totalSteps) {
-      char line[160];
-      std::snprintf(line, sizeof(line),
-                    "epoch %lld  mean loss %.4f  (%lld steps)",
-                    (long long)((s - 1) / perEpoch + 1),
-                    epochLoss / double(epochSteps), (long long)epochSteps);
-      progress.print(line);
-      epochLoss = 0;
-      epochSteps = 0;
-      if (options.eval)
-        progress.print(evaluate(s, evaluations));
-    }
+    runStep(s, fetch);
+    afterStep(s);
     if (interrupted)
       break;
   }
-  progress.finish();
+  progress->finish();
+  rssPeak = statusKb("VmHWM") * 1024;
   if (skippedSteps)
     std::printf("f16 loss scaling skipped %lld of %lld steps (their "
                 "gradients overflowed)\n",
                 (long long)skippedSteps, (long long)(step - firstStep + 1));
-  int64_t rssPeak = statusKb("VmHWM") * 1024;
-  if (options.profile && step > firstStep) {
-    int numOps = executor ? executor->numTrainOps() : train.numOps;
-    const char *const *opNames =
-        executor ? executor->trainOpNames() : train.opNames;
-    // Ops by total time, the largest first: those that make up 90% of the
-    // step, at most twelve.
-    std::vector<int> order(numOps);
-    for (int i = 0; i < numOps; ++i)
-      order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](int a, int b) { return opSeconds[a] > opSeconds[b]; });
-    double total = 0;
-    for (double t : opSeconds)
-      total += t;
-    int64_t profiled = step - firstStep;
-    std::printf("profile: %.3f ms per step in %d ops (%lld steps)\n",
-                1000 * total / double(profiled), numOps, (long long)profiled);
-    std::printf("  %9s  %6s  %s\n", "ms/step", "share", "op");
-    double shown = 0;
-    int lines = 0;
-    for (int i : order) {
-      if (shown > 0.9 * total || ++lines > 12)
-        break;
-      shown += opSeconds[i];
-      std::printf("  %9.3f  %5.1f%%  %s\n",
-                  1000 * opSeconds[i] / double(profiled),
-                  100 * opSeconds[i] / total, opNames[i]);
-    }
-    // The same time by kind of op (an op's name ends with its kind, as
-    // mnemo.conv2d_weight_grad): where a model's step goes, when no one op
-    // stands out (ResNet-18's 291 ops are at most 2.3% each).
-    std::map<std::string, double> byKind;
-    for (int i = 0; i < numOps; ++i) {
-      std::string name = opNames[i];
-      size_t space = name.rfind(' ');
-      byKind[space == std::string::npos ? name : name.substr(space + 1)] +=
-          opSeconds[i];
-    }
-    std::vector<std::pair<std::string, double>> kinds(byKind.begin(),
-                                                      byKind.end());
-    std::sort(kinds.begin(), kinds.end(),
-              [](const auto &a, const auto &b) { return a.second > b.second; });
-    std::printf("  by kind:\n");
-    lines = 0;
-    for (const auto &[kind, seconds] : kinds) {
-      if (++lines > 12)
-        break;
-      std::printf("  %9.3f  %5.1f%%  %s\n", 1000 * seconds / double(profiled),
-                  100 * seconds / total, kind.c_str());
-    }
-  }
+}
 
-  // ZeRO-1: rank 0 gathers the optimizer state whole, for a checkpoint
-  // that one process (and any world size) resumes.
-  std::vector<uint8_t> fullState;
-  if (train.shardBytes) {
-    // Each rank's parts from its device (and the parameters, for what
-    // follows: the state must not be downloaded again once it is whole).
-    if (executor && !executor->download(memory, error))
+/// Step `s` on the device or the CPU, timed, its batch recorded for --dump.
+void TrainingRun::runStep(int64_t s, const FetchBatch &fetch) {
+  // The first step's times include first-touch effects (and on the GPU,
+  // choosing algorithms): not profiled.
+  double *profileInto =
+      options.profile && s > firstStep ? opSeconds.data() : nullptr;
+  ranks->setStep(s);
+  auto begin = std::chrono::steady_clock::now();
+  if (device.executor) {
+    if (!device.executor->train(s, lastStep, fetch, memory, profileInto, error))
+      fail("step " + std::to_string(s) + ": " + error);
+  } else {
+    if (!fetch(s, memory.inputs, error))
       fail(error);
-    std::vector<uint8_t> parts;
-    ranks->gatherState(memory.optimizerState, regions.optimizerState, parts);
-    if (ranks->leader()) {
-      fullState.resize(fullStateBytes(train));
-      joinStateParts(train, parts, ranks->size(), fullState.data());
-      memory.optimizerState = fullState.data();
+    begin = std::chrono::steady_clock::now();
+    memory.opSeconds = profileInto;
+    {
+      cpu::StepScope scope;
+      train.run(memory, s);
     }
+    memory.opSeconds = nullptr;
   }
-  // The other ranks hold the same parameters: rank 0 saves and reports.
-  if (!ranks->leader())
-    return interrupted ? 128 + interrupted : 0;
+  stepMs.push_back(std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - begin)
+                       .count());
+  std::string kernelError = cpu::takeError();
+  if (!kernelError.empty())
+    fail("step " + std::to_string(s) + ": " + kernelError);
+  if (dump)
+    dump->recordBatch(trainBatch, memory, s - firstStep + 1);
+}
 
+/// Step `s`'s loss: recorded, checked, shown; an epoch's end summarized
+/// (and evaluated with --eval).
+void TrainingRun::afterStep(int64_t s) {
+  double loss = resultOf(train, memory, "loss");
+  double skipped = resultOf(train, memory, "skipped");
+  if (ranks->size() > 1) {
+    // The global batch's mean loss (each rank's is its rows' mean), and
+    // one decision to stop: a rank interrupted stops them all after this
+    // step, as they must take part in every step's sums.
+    double shared[3] = {loss, skipped, double(interrupted != 0)};
+    ranks->sum(shared, 3);
+    loss = shared[0] / double(ranks->size());
+    skipped = shared[1];
+    if (shared[2] > 0 && !interrupted)
+      interrupted = SIGTERM;
+  }
+  // f16 loss scaling: a step whose scaled gradients overflowed updated
+  // nothing (and halved the scale).
+  if (skipped > 0)
+    ++skippedSteps;
+  if (!std::isfinite(loss)) {
+    // f16 with loss scaling skips a step whose gradients overflowed and
+    // carries on with a smaller scale; in f32 and bf16 a non-finite loss
+    // has already made this step's update non-finite, and every later step
+    // would train on it.
+    if (!lossScaling) {
+      progress->finish();
+      fail("the loss is " + std::string(std::isnan(loss) ? "nan" : "inf") +
+           " at step " + std::to_string(s) +
+           ": training stopped, and nothing was saved (this step's update "
+           "is not finite either; a lower learning rate, a warm-up or "
+           "clip_grad_norm may help)");
+    }
+    if (!nanReported)
+      progress->print("warning: the loss is " + std::to_string(loss) +
+                      " at step " + std::to_string(s));
+    nanReported = true;
+  }
+  losses.push_back(loss);
+  step = s;
+  epochLoss += loss;
+  ++epochSteps;
+  progress->update(s, loss);
+  if (s % perEpoch == 0 || s == totalSteps) {
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "epoch %lld  mean loss %.4f  (%lld steps)",
+                  (long long)((s - 1) / perEpoch + 1),
+                  epochLoss / double(epochSteps), (long long)epochSteps);
+    progress->print(line);
+    epochLoss = 0;
+    epochSteps = 0;
+    if (options.eval)
+      progress->print(evaluate(s));
+  }
+}
+
+/// The eval step over the held-out data after step `afterStep`: its line,
+/// and an entry of the summary's evaluations.
+std::string TrainingRun::evaluate(int64_t afterStep) {
+  int64_t batches = source->evalBatches();
+  if (!eval.run || batches == 0)
+    return "no held-out data to evaluate on";
+  // Ranks evaluate every ranks-th batch and add up.
+  double sums[2] = {0, 0};
+  for (int64_t b = ranks->rank(); b < batches; b += ranks->size()) {
+    if (!source->evalBatch(b, memory.inputs, error))
+      fail(error);
+    if (device.executor) {
+      if (!device.executor->eval(memory, error))
+        fail("evaluation: " + error);
+    } else {
+      eval.run(memory, 0);
+    }
+    std::string kernelError = cpu::takeError();
+    if (!kernelError.empty())
+      fail("evaluation: " + kernelError);
+    sums[0] += resultOf(eval, memory, "loss");
+    sums[1] += resultOf(eval, memory, "accuracy");
+  }
+  ranks->sum(sums, 2);
+  double loss = sums[0] / double(batches);
+  double accuracy = sums[1] / double(batches);
+  int64_t examples = batches * evalBatch.batchSize;
+  evaluations.push_back({{"step", afterStep},
+                         {"loss", loss},
+                         {"accuracy", accuracy},
+                         {"examples", examples}});
+  char line[160];
+  std::snprintf(line, sizeof(line),
+                "test  loss %.4f  accuracy %.4f  (%lld examples)", loss,
+                accuracy, (long long)examples);
+  return line;
+}
+
+/// ZeRO-1: rank 0 gathers the optimizer state whole, for a checkpoint that
+/// one process (and any world size) resumes.
+void TrainingRun::gatherShardedState() {
+  if (!train.shardBytes)
+    return;
+  // Each rank's parts from its device (and the parameters, for what
+  // follows: the state must not be downloaded again once it is whole).
+  if (device.executor && !device.executor->download(memory, error))
+    fail(error);
+  std::vector<uint8_t> parts;
+  ranks->gatherState(memory.optimizerState, plan.regions().optimizerState,
+                     parts);
+  if (ranks->leader()) {
+    fullState.resize(fullStateBytes(train));
+    joinStateParts(train, parts, ranks->size(), fullState.data());
+    memory.optimizerState = fullState.data();
+  }
+}
+
+/// Rank 0's outputs. They were checked before step 1; a write can still
+/// fail (a full disk). Each failure is reported, the others are still
+/// written, and the trained state is never lost: without a checkpoint at
+/// --save, one goes to a new file elsewhere.
+int TrainingRun::writeOutputs() {
   position.step = step;
   position.totalSteps = totalSteps;
   position.threads = cpu::threads();
   position.globalBatch = trainBatch.batchSize * ranks->size();
   position.ranks = ranks->size();
-  bool stoppedEarly = step < totalSteps;
-  std::string savePath = options.save;
-  if (stoppedEarly && savePath.empty()) {
+  savePath = options.save;
+  if (step < totalSteps && savePath.empty()) {
     // Interrupted without --save: a new file, never an existing one.
     savePath = std::string(model.name) + "-step" + std::to_string(step) +
                ".safetensors";
@@ -1029,159 +991,141 @@ int main(int argc, char **argv) {
   // dump and the pruning report (under ZeRO-1, downloaded before the
   // gather).
   std::vector<MaskSparsity> sparsity = maskSparsity(model, nullptr);
-  if (executor && !train.shardBytes &&
-      (!savePath.empty() || !options.dump.empty() || !sparsity.empty() ||
+  if (device.executor && !train.shardBytes &&
+      (!savePath.empty() || dump || !sparsity.empty() ||
        !options.exportPath.empty()) &&
-      !executor->download(memory, error))
+      !device.executor->download(memory, error))
     fail(error);
   sparsity = maskSparsity(model, &memory);
   for (const MaskSparsity &m : sparsity)
     std::printf("pruned: %-24s %6.2f%% (%lld of %lld)\n", m.weight.c_str(),
                 100.0 * double(m.pruned) / double(m.elements),
                 (long long)m.pruned, (long long)m.elements);
-  // The outputs were checked before step 1; a write can still fail (a full
-  // disk). Each failure is reported, the others are still written, and the
-  // trained state is never lost: without a checkpoint at --save, one goes
-  // to a new file elsewhere.
   std::vector<std::string> writeErrors;
-  bool stateSaved = false;
-  if (!savePath.empty()) {
-    if (saveCheckpoint(savePath, model, memory, position, error)) {
-      stateSaved = true;
-      std::printf("%s at step %lld: checkpoint written to %s\n",
-                  stoppedEarly ? (interrupted ? "interrupted" : "stopped")
-                               : "finished",
-                  (long long)step, savePath.c_str());
-    } else {
-      writeErrors.push_back(error);
-    }
-  }
-
-  if (!options.exportPath.empty()) {
-    ExportSummary exported;
-    if (!exportWeights(options.exportPath, model, memory, exported, error))
-      writeErrors.push_back(error);
-    else
-      for (const std::string &line : exported.lines)
-        std::printf("export: %s\n", line.c_str());
-    if (writeErrors.empty() || writeErrors.back() != error)
-      std::printf("export: parameters %lld bytes as trained, %lld exported "
-                  "(%.2fx smaller), written to %s\n",
-                  (long long)exported.denseBytes,
-                  (long long)exported.exportedBytes,
-                  double(exported.denseBytes) /
-                      double(std::max<int64_t>(exported.exportedBytes, 1)),
-                  options.exportPath.c_str());
-  }
-
-  if (!options.dump.empty()) {
-    if (::mkdir(options.dump.c_str(), 0755) != 0 && errno != EEXIST)
-      writeErrors.push_back("cannot create '" + options.dump +
-                            "': " + std::strerror(errno));
-    SafetensorsFile finalFile = parameterFile(model, memory), lossFile;
-    lossFile.tensors.push_back(
-        StoredTensor::f32("loss", {int64_t(losses.size())},
-                          std::vector<float>(losses.begin(), losses.end())));
-    for (auto [name, file] :
-         {std::pair<const char *, SafetensorsFile *>{"init", &dumpInit},
-          {"batches", &dumpBatches},
-          {"final", &finalFile},
-          {"losses", &lossFile}})
-      if (!writeSafetensors(options.dump + "/" + name + ".safetensors", *file,
-                            error))
-        writeErrors.push_back(error);
-    nlohmann::json config;
-    config["model"] = model.name;
-    config["steps"] = int64_t(losses.size());
-    config["total_steps"] = totalSteps;
-    config["precision"] = "f32";
-    config["hyperparams"] =
-        nlohmann::json::parse(model.hyperparams, nullptr, false);
-    config["train"] = settings;
-    config["params"] = nlohmann::json::array();
-    config["batch"] = nlohmann::json::array();
-    for (int i = 0; i < train.numArguments; ++i) {
-      ArgumentRole role = train.arguments[i].role;
-      if (role == ArgumentRole::Param)
-        config["params"].push_back(train.arguments[i].name);
-      if (role == ArgumentRole::Input || role == ArgumentRole::Target)
-        config["batch"].push_back(train.arguments[i].name);
-    }
-    std::string text = config.dump(2) + "\n";
-    if (!writeAtomically(options.dump + "/config.json",
-                         {{text.data(), text.size()}}, error))
-      writeErrors.push_back(error);
-  }
-
-  if (!options.summaryJson.empty()) {
-    std::vector<double> sorted = stepMs;
-    std::sort(sorted.begin(), sorted.end());
-    nlohmann::json summary;
-    summary["model"] = model.name;
-    summary["first_step"] = firstStep;
-    summary["last_step"] = step;
-    summary["total_steps"] = totalSteps;
-    summary["threads"] = cpu::threads();
-    summary["device"] = device;
-    summary["skipped_steps"] = skippedSteps;
-    summary["batch_size"] = trainBatch.batchSize;
-    summary["losses"] = losses;
-    summary["final_loss"] = losses.empty() ? NAN : losses.back();
-    summary["step_ms_median"] =
-        sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
-    summary["examples_per_second"] = progress.examplesPerSecond();
-    summary["evaluations"] = evaluations;
-    summary["sparsity"] = nlohmann::json::object();
-    for (const MaskSparsity &m : sparsity)
-      summary["sparsity"][m.weight] = {{"pruned", m.pruned},
-                                       {"elements", m.elements}};
-    summary["memory"] = {
-        {"allocated_bytes", allocated},
-        {"arena_bytes", regions.arena},
-        {"parameter_bytes", regions.parameters},
-        {"buffer_bytes", regions.buffers},
-        {"gradient_bytes", regions.gradients},
-        {"optimizer_state_bytes", regions.optimizerState},
-        {"input_bytes", regions.inputs},
-        {"workspace_bytes", regions.workspace},
-        {"prefetch_bytes", 2 * regions.inputs},
-        {"rss_before_bytes", rssBefore},
-        {"rss_peak_bytes", rssPeak},
-        {"rss_growth_bytes", rssPeak - rssBefore},
-        {"allocations_during_steps", stepAllocations.load()},
-        {"library_allocations_during_steps", libraryAllocations.load()}};
-    if (executor) {
-      summary["memory"]["device_allocated_bytes"] = executor->allocatedBytes();
-      summary["memory"]["device_measured_bytes"] =
-          executor->measuredDeviceBytes();
-    }
-    std::string text = summary.dump(2) + "\n";
-    if (!writeAtomically(options.summaryJson, {{text.data(), text.size()}},
-                         error))
-      writeErrors.push_back(error);
-  }
+  saveCheckpoint(writeErrors);
+  exportWeights(writeErrors);
+  if (dump)
+    dump->write(options.dump, memory, losses, totalSteps, writeErrors);
+  writeSummary(sparsity, writeErrors);
   if (!writeErrors.empty()) {
     for (const std::string &e : writeErrors)
       std::fprintf(stderr, "train: error: %s\n", e.c_str());
-    if (!stateSaved) {
-      std::string rescued = rescueCheckpoint(model, memory, position, error);
-      if (rescued.empty())
-        std::fprintf(stderr,
-                     "train: error: the trained state could not be saved "
-                     "anywhere either: %s\n",
-                     error.c_str());
-      else
-        std::fprintf(stderr,
-                     "train: the trained state (step %lld) is saved in '%s'; "
-                     "train --resume it, or --init from it\n",
-                     (long long)step, rescued.c_str());
-    }
+    if (!stateSaved)
+      rescueState();
     return 1;
   }
-  executor.reset();
-  std::free(block);
   // 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), as for any program
   // a signal stopped, so that scripts can tell an interrupted run (its
   // checkpoint saved) from a finished one.
-  return interrupted ? 128 + interrupted : 0;
+  return exitStatus();
+}
+
+void TrainingRun::saveCheckpoint(std::vector<std::string> &writeErrors) {
+  if (savePath.empty())
+    return;
+  if (!runtime::saveCheckpoint(savePath, model, memory, position, error)) {
+    writeErrors.push_back(error);
+    return;
+  }
+  stateSaved = true;
+  std::printf("%s at step %lld: checkpoint written to %s\n",
+              step < totalSteps ? (interrupted ? "interrupted" : "stopped")
+                                : "finished",
+              (long long)step, savePath.c_str());
+}
+
+void TrainingRun::exportWeights(std::vector<std::string> &writeErrors) {
+  if (options.exportPath.empty())
+    return;
+  ExportSummary exported;
+  if (!runtime::exportWeights(options.exportPath, model, memory, exported,
+                              error)) {
+    writeErrors.push_back(error);
+    return;
+  }
+  for (const std::string &line : exported.lines)
+    std::printf("export: %s\n", line.c_str());
+  std::printf("export: parameters %lld bytes as trained, %lld exported "
+              "(%.2fx smaller), written to %s\n",
+              (long long)exported.denseBytes, (long long)exported.exportedBytes,
+              double(exported.denseBytes) /
+                  double(std::max<int64_t>(exported.exportedBytes, 1)),
+              options.exportPath.c_str());
+}
+
+/// --summary-json: the run's figures (losses, speed, memory).
+void TrainingRun::writeSummary(const std::vector<MaskSparsity> &sparsity,
+                               std::vector<std::string> &writeErrors) {
+  if (options.summaryJson.empty())
+    return;
+  std::vector<double> sorted = stepMs;
+  std::sort(sorted.begin(), sorted.end());
+  const PlanRegions &regions = plan.regions();
+  nlohmann::json summary;
+  summary["model"] = model.name;
+  summary["first_step"] = firstStep;
+  summary["last_step"] = step;
+  summary["total_steps"] = totalSteps;
+  summary["threads"] = cpu::threads();
+  summary["device"] = device.description;
+  summary["skipped_steps"] = skippedSteps;
+  summary["batch_size"] = trainBatch.batchSize;
+  summary["losses"] = losses;
+  summary["final_loss"] = losses.empty() ? NAN : losses.back();
+  summary["step_ms_median"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  summary["examples_per_second"] = progress->examplesPerSecond();
+  summary["evaluations"] = evaluations;
+  summary["sparsity"] = nlohmann::json::object();
+  for (const MaskSparsity &m : sparsity)
+    summary["sparsity"][m.weight] = {{"pruned", m.pruned},
+                                     {"elements", m.elements}};
+  summary["memory"] = {
+      {"allocated_bytes", plan.bytes()},
+      {"arena_bytes", regions.arena},
+      {"parameter_bytes", regions.parameters},
+      {"buffer_bytes", regions.buffers},
+      {"gradient_bytes", regions.gradients},
+      {"optimizer_state_bytes", regions.optimizerState},
+      {"input_bytes", regions.inputs},
+      {"workspace_bytes", regions.workspace},
+      {"prefetch_bytes", 2 * regions.inputs},
+      {"rss_before_bytes", rssBefore},
+      {"rss_peak_bytes", rssPeak},
+      {"rss_growth_bytes", rssPeak - rssBefore},
+      {"allocations_during_steps", stepAllocations.load()},
+      {"library_allocations_during_steps", libraryAllocations.load()}};
+  if (device.executor) {
+    summary["memory"]["device_allocated_bytes"] =
+        device.executor->allocatedBytes();
+    summary["memory"]["device_measured_bytes"] =
+        device.executor->measuredDeviceBytes();
+  }
+  std::string text = summary.dump(2) + "\n";
+  if (!writeAtomically(options.summaryJson, {{text.data(), text.size()}},
+                       error))
+    writeErrors.push_back(error);
+}
+
+/// The trained state in a new file when its checkpoint could not be
+/// written.
+void TrainingRun::rescueState() const {
+  std::string why;
+  std::string rescued = rescueCheckpoint(model, memory, position, why);
+  if (rescued.empty())
+    std::fprintf(stderr,
+                 "train: error: the trained state could not be saved "
+                 "anywhere either: %s\n",
+                 why.c_str());
+  else
+    std::fprintf(stderr,
+                 "train: the trained state (step %lld) is saved in '%s'; "
+                 "train --resume it, or --init from it\n",
+                 (long long)step, rescued.c_str());
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  TrainingRun run(parseOptions(argc, argv));
+  return run.run();
 }
