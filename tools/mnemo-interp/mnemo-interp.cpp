@@ -214,6 +214,378 @@ bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
   return true;
 }
 
+/// Reports an error of the run as mnemo-interp's; false, for returning.
+bool reportError(const llvm::Twine &message) {
+  llvm::errs() << "mnemo-interp: error: " << message << "\n";
+  return false;
+}
+
+/// One run of @train_step (and @eval_step) in the interpreter: the steps'
+/// argument values, the batches, and what --dump records. Each phase
+/// returns false after reporting what went wrong.
+class InterpretedRun {
+public:
+  InterpretedRun(ModuleOp module, std::string modelName)
+      : module(module), modelName(std::move(modelName)),
+        forward(module.lookupSymbol<func::FuncOp>("forward")),
+        trainStep(module.lookupSymbol<func::FuncOp>("train_step")),
+        evalStep(module.lookupSymbol<func::FuncOp>("eval_step")) {
+    interpreter.options.exact = exact;
+    interpreter.options.arena = arena;
+  }
+
+  bool run() {
+    if (!trainStep)
+      return reportError("'" + inputFile +
+                         "' has no train section, so there is nothing to "
+                         "train");
+    args = describeArguments(trainStep);
+    if (evalStep)
+      evalArgs = describeArguments(evalStep);
+    return initializeState() && prepareBatches() && trainSteps() &&
+           evaluateTestSet() && writeDump();
+  }
+
+private:
+  bool initializeState();
+  bool prepareBatches();
+  bool trainSteps();
+  bool runStep(int64_t step);
+  void nextBatch(int64_t step, std::vector<Tensor> &batch);
+  void fillBatch(const Dataset &d, const std::vector<int64_t> &indices,
+                 int64_t first, std::vector<Tensor> &out) const;
+  void randomBatch(int64_t step, std::vector<Tensor> &out) const;
+  FailureOr<std::vector<Tensor>> evaluateOn(const std::vector<Tensor> &batch);
+  bool evaluateTestSet();
+  bool writeDump();
+  llvm::json::Object dumpConfig() const;
+  int64_t stepsPerEpoch() const { return train.count() / batchSize; }
+
+  ModuleOp module;
+  std::string modelName;
+  func::FuncOp forward, trainStep, evalStep;
+  Interpreter interpreter;
+  // The train step's arguments, and their values: parameters and state as
+  // the steps leave them, the last step's batch.
+  std::vector<StepArgument> args, evalArgs;
+  std::vector<Tensor> values;
+  // The arguments a batch fills (inputs and targets), in order.
+  std::vector<size_t> batchArgs;
+  int64_t batchSize = 0, totalSteps = 0;
+  Dataset train, test;
+  // The data order of the current epoch, shuffled by `shuffler`.
+  std::vector<int64_t> order;
+  runtime::Rng shuffler{seed ^ 0x5eed};
+  std::vector<double> losses;
+  double epochLoss = 0;
+  int64_t epochSteps = 0;
+  // f16 steps whose scaled gradients overflowed (their update skipped).
+  int64_t skippedSteps = 0;
+  runtime::SafetensorsFile initFile, batchesFile;
+};
+
+/// Parameters and optimizer state, initialized by name.
+bool InterpretedRun::initializeState() {
+  values.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const StepArgument &a = args[i];
+    if (!isPersistentRole(a.role))
+      continue;
+    std::vector<float> data;
+    std::string error;
+    runtime::Rng rng = runtime::rngFor(seed, a.name);
+    if (!runtime::initialize(initSpecOf(a.init), a.shape, rng, data, error))
+      return reportError(a.name + ": " + error);
+    values[i] = fromFloats(a, data);
+    if (a.role == ArgumentRole::Param || a.role == ArgumentRole::Buffer)
+      initFile.tensors.push_back(store(a.name, values[i]));
+  }
+  return true;
+}
+
+/// Batches: Fashion-MNIST, or random data of the right shapes and ranges.
+bool InterpretedRun::prepareBatches() {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].role == ArgumentRole::Input ||
+        args[i].role == ArgumentRole::Target)
+      batchArgs.push_back(i);
+  if (batchArgs.empty() || args[batchArgs.front()].shape.empty())
+    return reportError("the model needs a batched input to train on");
+  batchSize = args[batchArgs.front()].shape[0];
+  totalSteps = steps;
+  if (dataDir.empty())
+    return true;
+  std::string error;
+  if (!loadSplit("train", train, error) ||
+      (evaluate && !loadSplit("t10k", test, error)))
+    return reportError(error);
+  const StepArgument &image = args[batchArgs[0]];
+  const StepArgument &label =
+      args[batchArgs.size() > 1 ? batchArgs[1] : batchArgs[0]];
+  int64_t pixels = train.images.shape[1] * train.images.shape[2];
+  int64_t imageValues = 1;
+  for (int64_t d : image.shape)
+    imageValues *= d;
+  if (batchArgs.size() != 2 || image.role != ArgumentRole::Input ||
+      label.role != ArgumentRole::Target || !isFloat(image.type) ||
+      isFloat(label.type) || label.shape != std::vector<int64_t>{batchSize} ||
+      imageValues != batchSize * pixels)
+    return reportError("--data needs a model with one float input of " +
+                       llvm::Twine(pixels) +
+                       " values per example (such as f32[batch, 28, 28]) "
+                       "and one integer target of shape [batch]");
+  if (stepsPerEpoch() == 0)
+    return reportError(llvm::Twine(train.count()) +
+                       " examples do not fill one batch of " +
+                       llvm::Twine(batchSize));
+  if (epochs > 0)
+    totalSteps = stepsPerEpoch() * epochs;
+  return true;
+}
+
+void InterpretedRun::fillBatch(const Dataset &d,
+                               const std::vector<int64_t> &indices,
+                               int64_t first, std::vector<Tensor> &out) const {
+  Tensor image(args[batchArgs[0]].type, args[batchArgs[0]].shape);
+  Tensor label(args[batchArgs[1]].type, args[batchArgs[1]].shape);
+  int64_t pixels = d.images.shape[1] * d.images.shape[2];
+  for (int64_t b = 0; b < batchSize; ++b) {
+    int64_t n = indices[first + b];
+    for (int64_t p = 0; p < pixels; ++p)
+      image.data[b * pixels + p] = d.images.data[n * pixels + p] / 255.0;
+    label.data[b] = d.labels.data[n];
+  }
+  out = {image, label};
+}
+
+void InterpretedRun::randomBatch(int64_t step, std::vector<Tensor> &out) const {
+  out.clear();
+  for (size_t i : batchArgs) {
+    const StepArgument &a = args[i];
+    runtime::Rng rng = runtime::rngFor(seed + uint64_t(step) * 7919, a.name);
+    Tensor t(a.type, a.shape);
+    IntegerRange range =
+        isFloat(a.type) ? IntegerRange{} : integerRange(forward, a.name);
+    bool ignoring = range.ignoreIndex && ignoredTargets > 0;
+    for (double &x : t.data) {
+      if (isFloat(a.type)) {
+        x = roundTo(a.type, rng.normal());
+        continue;
+      }
+      // The draw for ignoring comes first only when asked for, so the
+      // batches of other runs stay as they were.
+      if (ignoring && rng.uniform() < ignoredTargets)
+        x = double(*range.ignoreIndex);
+      else
+        x = double(int64_t(rng.uniform() * double(range.range)));
+    }
+    out.push_back(t);
+  }
+}
+
+/// Step `step`'s batch: the next of the shuffled data, or random.
+void InterpretedRun::nextBatch(int64_t step, std::vector<Tensor> &batch) {
+  if (dataDir.empty()) {
+    randomBatch(step, batch);
+    return;
+  }
+  int64_t within = (step - 1) % stepsPerEpoch();
+  if (within == 0) {
+    order.resize(train.count());
+    std::iota(order.begin(), order.end(), 0);
+    for (int64_t i = int64_t(order.size()) - 1; i > 0; --i)
+      std::swap(order[i], order[int64_t(shuffler.uniform() * double(i + 1))]);
+  }
+  fillBatch(train, order, within * batchSize, batch);
+}
+
+bool InterpretedRun::trainSteps() {
+  for (int64_t step = 1; step <= totalSteps; ++step)
+    if (!runStep(step))
+      return false;
+  if (skippedSteps)
+    llvm::outs() << "f16 loss scaling skipped " << skippedSteps
+                 << " step(s) whose gradients overflowed\n";
+  return true;
+}
+
+bool InterpretedRun::runStep(int64_t step) {
+  std::vector<Tensor> batch;
+  nextBatch(step, batch);
+  for (size_t k = 0; k < batchArgs.size(); ++k) {
+    values[batchArgs[k]] = batch[k];
+    if (!dumpDir.empty())
+      batchesFile.tensors.push_back(store(
+          args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
+  }
+  values[args.size() - 2] = Tensor(ElementType::I64, {}, double(step));
+  values[args.size() - 1] = Tensor(ElementType::I64, {}, double(totalSteps));
+
+  interpreter.options.dropoutStep = step;
+  std::string error;
+  FailureOr<std::vector<Tensor>> results =
+      interpreter.run(trainStep, values, error);
+  if (failed(results))
+    return reportError("step " + llvm::Twine(step) + ": " + error);
+  // Results: the updated params and state (each names the argument it
+  // replaces), and scalars by name: loss, lr, grad_norm (and skipped, with
+  // f16 loss scaling).
+  double loss = 0, lr = 0, gradNorm = 0;
+  for (unsigned r = 0; r < results->size(); ++r) {
+    if (std::optional<unsigned> reuses = plan::reusedArgument(trainStep, r)) {
+      values[*reuses] = std::move((*results)[r]);
+      continue;
+    }
+    StringRef n = model::resultName(trainStep, r);
+    double v = (*results)[r].data.empty() ? 0 : (*results)[r].data[0];
+    if (n == "loss")
+      loss = v;
+    else if (n == "lr")
+      lr = v;
+    else if (n == "grad_norm")
+      gradNorm = v;
+    else if (n == "skipped" && v != 0)
+      ++skippedSteps;
+  }
+  losses.push_back(loss);
+  epochLoss += loss;
+  ++epochSteps;
+  if (dataDir.empty() || epochs == 0) {
+    llvm::outs() << llvm::format(
+        "step %lld  loss %.6f  lr %.3g  grad_norm %.4f\n", (long long)step,
+        loss, lr, gradNorm);
+  } else if (step % stepsPerEpoch() == 0) {
+    llvm::outs() << llvm::format("epoch %lld  mean loss %.6f  (%lld steps)\n",
+                                 (long long)(step / stepsPerEpoch()),
+                                 epochLoss / double(epochSteps),
+                                 (long long)epochSteps);
+    epochLoss = 0;
+    epochSteps = 0;
+  }
+  llvm::outs().flush();
+  return true;
+}
+
+/// The eval step on `batch` (its inputs and targets, in the train step's
+/// order), with the trained parameters and buffers.
+FailureOr<std::vector<Tensor>>
+InterpretedRun::evaluateOn(const std::vector<Tensor> &batch) {
+  std::vector<Tensor> evalValues(evalArgs.size());
+  size_t next = 0;
+  for (size_t i = 0; i < evalArgs.size(); ++i) {
+    if (evalArgs[i].role == ArgumentRole::Input ||
+        evalArgs[i].role == ArgumentRole::Target) {
+      evalValues[i] = batch[next++];
+      continue;
+    }
+    for (size_t j = 0; j < args.size(); ++j)
+      if (args[j].role == evalArgs[i].role && args[j].name == evalArgs[i].name)
+        evalValues[i] = values[j];
+  }
+  std::string error;
+  FailureOr<std::vector<Tensor>> results =
+      interpreter.run(evalStep, evalValues, error);
+  if (failed(results))
+    reportError("evaluation: " + error);
+  return results;
+}
+
+/// --eval: the test split's loss and accuracy.
+bool InterpretedRun::evaluateTestSet() {
+  if (!evaluate || !evalStep || test.count() < batchSize)
+    return true;
+  std::vector<int64_t> sequential(test.count());
+  std::iota(sequential.begin(), sequential.end(), 0);
+  double lossSum = 0, accuracySum = 0;
+  int64_t batches = test.count() / batchSize;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<Tensor> batch;
+    fillBatch(test, sequential, b * batchSize, batch);
+    FailureOr<std::vector<Tensor>> results = evaluateOn(batch);
+    if (failed(results))
+      return false;
+    lossSum += (*results)[0].data[0];
+    accuracySum += results->size() > 1 ? (*results)[1].data[0] : 0;
+  }
+  llvm::outs() << llvm::format(
+      "test  loss %.6f  accuracy %.4f  (%lld examples)\n",
+      lossSum / double(batches), accuracySum / double(batches),
+      (long long)(batches * batchSize));
+  return true;
+}
+
+/// --dump: what PyTorch needs to replay the run (the format of the
+/// trainer's --dump, runtime/RunDump.h), and the trained model's eval loss
+/// on the last batch.
+bool InterpretedRun::writeDump() {
+  if (dumpDir.empty())
+    return true;
+  if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
+    return reportError("cannot create '" + dumpDir + "': " + ec.message());
+  runtime::SafetensorsFile finalFile, lossesFile;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].role == ArgumentRole::Param ||
+        args[i].role == ArgumentRole::Buffer)
+      finalFile.tensors.push_back(store(args[i].name, values[i], exact));
+  // The trained model evaluated on the last batch (as torch's model.eval():
+  // running statistics, no dropout).
+  std::vector<Tensor> lastBatch; // what the last step's arguments hold
+  for (size_t k : batchArgs)
+    lastBatch.push_back(values[k]);
+  if (evalStep && totalSteps > 0) {
+    FailureOr<std::vector<Tensor>> results = evaluateOn(lastBatch);
+    if (failed(results))
+      return false;
+    double evalLoss = (*results)[0].data[0];
+    lossesFile.tensors.push_back(
+        exact
+            ? runtime::StoredTensor::f64("eval_loss", {1}, {evalLoss})
+            : runtime::StoredTensor::f32("eval_loss", {1}, {float(evalLoss)}));
+  }
+  lossesFile.tensors.push_back(
+      exact
+          ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())}, losses)
+          : runtime::StoredTensor::f32(
+                "loss", {int64_t(losses.size())},
+                std::vector<float>(losses.begin(), losses.end())));
+  std::string error;
+  for (auto &[name, file] :
+       {std::pair<const char *, runtime::SafetensorsFile *>{"init", &initFile},
+        {"batches", &batchesFile},
+        {"final", &finalFile},
+        {"losses", &lossesFile}})
+    if (!runtime::writeSafetensors(dumpDir + "/" + name + ".safetensors", *file,
+                                   error))
+      return reportError(error);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(dumpDir + "/config.json", ec);
+  if (ec)
+    return reportError("cannot write config.json: " + ec.message());
+  os << llvm::formatv("{0:2}", llvm::json::Value(dumpConfig())) << "\n";
+  return true;
+}
+
+/// config.json: the model, its settings, and which tensors are parameters
+/// and which the batch.
+llvm::json::Object InterpretedRun::dumpConfig() const {
+  llvm::json::Object config;
+  config["model"] = modelName;
+  config["steps"] = totalSteps;
+  config["precision"] = exact ? "f64" : model::precision(module).str();
+  config["hyperparams"] = attributeToJson(model::hyperparams(module));
+  config["train"] = attributeToJson(model::trainSettings(module));
+  llvm::json::Array params, batchNames;
+  for (const StepArgument &a : args) {
+    if (a.role == ArgumentRole::Param)
+      params.push_back(a.name);
+    if (a.role == ArgumentRole::Input || a.role == ArgumentRole::Target)
+      batchNames.push_back(a.name);
+  }
+  config["params"] = std::move(params);
+  config["batch"] = std::move(batchNames);
+  return config;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -249,326 +621,6 @@ int main(int argc, char **argv) {
   if (!lowered.planned())
     return 1;
   OwningOpRef<ModuleOp> module = std::move(lowered.module);
-  auto forward = module->lookupSymbol<func::FuncOp>("forward");
-  auto trainStep = module->lookupSymbol<func::FuncOp>("train_step");
-  auto evalStep = module->lookupSymbol<func::FuncOp>("eval_step");
-  if (!trainStep) {
-    llvm::errs() << "mnemo-interp: error: '" << inputFile
-                 << "' has no train section, so there is nothing to train\n";
-    return 1;
-  }
-
-  std::vector<StepArgument> args = describeArguments(trainStep);
-  std::vector<Tensor> values(args.size());
-  runtime::SafetensorsFile initFile;
-  // Parameters and optimizer state, initialized by name.
-  for (size_t i = 0; i < args.size(); ++i) {
-    const StepArgument &a = args[i];
-    if (!isPersistentRole(a.role))
-      continue;
-    std::vector<float> data;
-    std::string error;
-    runtime::Rng rng = runtime::rngFor(seed, a.name);
-    if (!runtime::initialize(initSpecOf(a.init), a.shape, rng, data, error)) {
-      llvm::errs() << "mnemo-interp: error: " << a.name << ": " << error
-                   << "\n";
-      return 1;
-    }
-    values[i] = fromFloats(a, data);
-    if (a.role == ArgumentRole::Param || a.role == ArgumentRole::Buffer)
-      initFile.tensors.push_back(store(a.name, values[i]));
-  }
-
-  // Batches: Fashion-MNIST, or random data of the right shapes and ranges.
-  std::vector<size_t> batchArgs;
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].role == ArgumentRole::Input ||
-        args[i].role == ArgumentRole::Target)
-      batchArgs.push_back(i);
-  if (batchArgs.empty() || args[batchArgs.front()].shape.empty()) {
-    llvm::errs()
-        << "mnemo-interp: error: the model needs a batched input to train on\n";
-    return 1;
-  }
-  Dataset train, test;
-  std::vector<int64_t> order;
-  int64_t batchSize = args[batchArgs.front()].shape[0];
-  int64_t totalSteps = steps;
-  if (!dataDir.empty()) {
-    std::string error;
-    if (!loadSplit("train", train, error) ||
-        (evaluate && !loadSplit("t10k", test, error))) {
-      llvm::errs() << "mnemo-interp: error: " << error << "\n";
-      return 1;
-    }
-    const StepArgument &image = args[batchArgs[0]];
-    const StepArgument &label =
-        args[batchArgs.size() > 1 ? batchArgs[1] : batchArgs[0]];
-    int64_t pixels = train.images.shape[1] * train.images.shape[2];
-    int64_t imageValues = 1;
-    for (int64_t d : image.shape)
-      imageValues *= d;
-    if (batchArgs.size() != 2 || image.role != ArgumentRole::Input ||
-        label.role != ArgumentRole::Target || !isFloat(image.type) ||
-        isFloat(label.type) || label.shape != std::vector<int64_t>{batchSize} ||
-        imageValues != batchSize * pixels) {
-      llvm::errs()
-          << "mnemo-interp: error: --data needs a model with one float input "
-             "of "
-          << pixels
-          << " values per example (such as f32[batch, 28, 28]) and one "
-          << "integer target of shape [batch]\n";
-      return 1;
-    }
-    int64_t perEpoch = train.count() / batchSize;
-    if (perEpoch == 0) {
-      llvm::errs() << "mnemo-interp: error: " << train.count()
-                   << " examples do not fill one batch of " << batchSize
-                   << "\n";
-      return 1;
-    }
-    if (epochs > 0)
-      totalSteps = perEpoch * epochs;
-  }
-  auto fillBatch = [&](Dataset &d, const std::vector<int64_t> &indices,
-                       int64_t first, std::vector<Tensor> &out) {
-    Tensor image(args[batchArgs[0]].type, args[batchArgs[0]].shape);
-    Tensor label(args[batchArgs[1]].type, args[batchArgs[1]].shape);
-    int64_t pixels = d.images.shape[1] * d.images.shape[2];
-    for (int64_t b = 0; b < batchSize; ++b) {
-      int64_t n = indices[first + b];
-      for (int64_t p = 0; p < pixels; ++p)
-        image.data[b * pixels + p] = d.images.data[n * pixels + p] / 255.0;
-      label.data[b] = d.labels.data[n];
-    }
-    out = {image, label};
-  };
-  auto randomBatch = [&](int64_t step, std::vector<Tensor> &out) {
-    out.clear();
-    for (size_t i : batchArgs) {
-      const StepArgument &a = args[i];
-      runtime::Rng rng = runtime::rngFor(seed + uint64_t(step) * 7919, a.name);
-      Tensor t(a.type, a.shape);
-      IntegerRange range =
-          isFloat(a.type) ? IntegerRange{} : integerRange(forward, a.name);
-      bool ignoring = range.ignoreIndex && ignoredTargets > 0;
-      for (double &x : t.data) {
-        if (isFloat(a.type)) {
-          x = roundTo(a.type, rng.normal());
-          continue;
-        }
-        // The draw for ignoring comes first only when asked for, so the
-        // batches of other runs stay as they were.
-        if (ignoring && rng.uniform() < ignoredTargets)
-          x = double(*range.ignoreIndex);
-        else
-          x = double(int64_t(rng.uniform() * double(range.range)));
-      }
-      out.push_back(t);
-    }
-  };
-
-  Interpreter interpreter;
-  interpreter.options.exact = exact;
-  interpreter.options.arena = arena;
-  runtime::SafetensorsFile batchesFile, lossesFile;
-  std::vector<double> losses;
-  double epochLoss = 0;
-  int64_t epochSteps = 0;
-  runtime::Rng shuffler(seed ^ 0x5eed);
-  // f16 steps whose scaled gradients overflowed (their update skipped).
-  int64_t skippedSteps = 0;
-  for (int64_t step = 1; step <= totalSteps; ++step) {
-    std::vector<Tensor> batch;
-    if (!dataDir.empty()) {
-      int64_t perEpoch = train.count() / batchSize;
-      int64_t within = (step - 1) % perEpoch;
-      if (within == 0) {
-        order.resize(train.count());
-        std::iota(order.begin(), order.end(), 0);
-        for (int64_t i = int64_t(order.size()) - 1; i > 0; --i)
-          std::swap(order[i],
-                    order[int64_t(shuffler.uniform() * double(i + 1))]);
-      }
-      fillBatch(train, order, within * batchSize, batch);
-    } else {
-      randomBatch(step, batch);
-    }
-    for (size_t k = 0; k < batchArgs.size(); ++k) {
-      values[batchArgs[k]] = batch[k];
-      if (!dumpDir.empty())
-        batchesFile.tensors.push_back(store(
-            args[batchArgs[k]].name + "." + std::to_string(step), batch[k]));
-    }
-    values[args.size() - 2] = Tensor(ElementType::I64, {}, double(step));
-    values[args.size() - 1] = Tensor(ElementType::I64, {}, double(totalSteps));
-
-    interpreter.options.dropoutStep = step;
-    std::string error;
-    FailureOr<std::vector<Tensor>> results =
-        interpreter.run(trainStep, values, error);
-    if (failed(results)) {
-      llvm::errs() << "mnemo-interp: error: step " << step << ": " << error
-                   << "\n";
-      return 1;
-    }
-    // Results: the updated params and state (each names the argument it
-    // replaces), and scalars by name: loss, lr, grad_norm (and skipped,
-    // with f16 loss scaling).
-    double loss = 0, lr = 0, gradNorm = 0;
-    for (unsigned r = 0; r < results->size(); ++r) {
-      if (std::optional<unsigned> reuses = plan::reusedArgument(trainStep, r)) {
-        values[*reuses] = std::move((*results)[r]);
-        continue;
-      }
-      StringRef n = model::resultName(trainStep, r);
-      double v = (*results)[r].data.empty() ? 0 : (*results)[r].data[0];
-      if (n == "loss")
-        loss = v;
-      else if (n == "lr")
-        lr = v;
-      else if (n == "grad_norm")
-        gradNorm = v;
-      else if (n == "skipped" && v != 0)
-        ++skippedSteps;
-    }
-    losses.push_back(loss);
-    epochLoss += loss;
-    ++epochSteps;
-    bool endOfEpoch = !dataDir.empty() && epochs > 0 &&
-                      step % (train.count() / batchSize) == 0;
-    if (dataDir.empty() || epochs == 0)
-      llvm::outs() << llvm::format(
-          "step %lld  loss %.6f  lr %.3g  grad_norm %.4f\n", (long long)step,
-          loss, lr, gradNorm);
-    else if (endOfEpoch) {
-      llvm::outs() << llvm::format(
-          "epoch %lld  mean loss %.6f  (%lld steps)\n",
-          (long long)(step / (train.count() / batchSize)),
-          epochLoss / double(epochSteps), (long long)epochSteps);
-      epochLoss = 0;
-      epochSteps = 0;
-    }
-    llvm::outs().flush();
-  }
-  if (skippedSteps)
-    llvm::outs() << "f16 loss scaling skipped " << skippedSteps
-                 << " step(s) whose gradients overflowed\n";
-
-  // The eval step on `batch` (its inputs and targets, in the train step's
-  // order), with the trained parameters and buffers.
-  std::vector<StepArgument> evalArgs =
-      evalStep ? describeArguments(evalStep) : std::vector<StepArgument>();
-  auto evaluateOn =
-      [&](const std::vector<Tensor> &batch) -> FailureOr<std::vector<Tensor>> {
-    std::vector<Tensor> evalValues(evalArgs.size());
-    size_t next = 0;
-    for (size_t i = 0; i < evalArgs.size(); ++i) {
-      if (evalArgs[i].role == ArgumentRole::Input ||
-          evalArgs[i].role == ArgumentRole::Target) {
-        evalValues[i] = batch[next++];
-        continue;
-      }
-      for (size_t j = 0; j < args.size(); ++j)
-        if (args[j].role == evalArgs[i].role &&
-            args[j].name == evalArgs[i].name)
-          evalValues[i] = values[j];
-    }
-    std::string error;
-    FailureOr<std::vector<Tensor>> results =
-        interpreter.run(evalStep, evalValues, error);
-    if (failed(results))
-      llvm::errs() << "mnemo-interp: error: evaluation: " << error << "\n";
-    return results;
-  };
-
-  if (evaluate && evalStep && test.count() >= batchSize) {
-    std::vector<int64_t> sequential(test.count());
-    std::iota(sequential.begin(), sequential.end(), 0);
-    double lossSum = 0, accuracySum = 0;
-    int64_t batches = test.count() / batchSize;
-    for (int64_t b = 0; b < batches; ++b) {
-      std::vector<Tensor> batch;
-      fillBatch(test, sequential, b * batchSize, batch);
-      FailureOr<std::vector<Tensor>> results = evaluateOn(batch);
-      if (failed(results))
-        return 1;
-      lossSum += (*results)[0].data[0];
-      accuracySum += results->size() > 1 ? (*results)[1].data[0] : 0;
-    }
-    llvm::outs() << llvm::format(
-        "test  loss %.6f  accuracy %.4f  (%lld examples)\n",
-        lossSum / double(batches), accuracySum / double(batches),
-        (long long)(batches * batchSize));
-  }
-
-  if (!dumpDir.empty()) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir)) {
-      llvm::errs() << "mnemo-interp: error: cannot create '" << dumpDir
-                   << "': " << ec.message() << "\n";
-      return 1;
-    }
-    runtime::SafetensorsFile finalFile;
-    for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].role == ArgumentRole::Param ||
-          args[i].role == ArgumentRole::Buffer)
-        finalFile.tensors.push_back(store(args[i].name, values[i], exact));
-    // The trained model evaluated on the last batch (as torch's
-    // model.eval(): running statistics, no dropout).
-    std::vector<Tensor> lastBatch; // what the last step's arguments hold
-    for (size_t k : batchArgs)
-      lastBatch.push_back(values[k]);
-    if (evalStep && totalSteps > 0) {
-      FailureOr<std::vector<Tensor>> results = evaluateOn(lastBatch);
-      if (failed(results))
-        return 1;
-      double evalLoss = (*results)[0].data[0];
-      lossesFile.tensors.push_back(
-          exact ? runtime::StoredTensor::f64("eval_loss", {1}, {evalLoss})
-                : runtime::StoredTensor::f32("eval_loss", {1},
-                                             {float(evalLoss)}));
-    }
-    lossesFile.tensors.push_back(
-        exact ? runtime::StoredTensor::f64("loss", {int64_t(losses.size())},
-                                           losses)
-              : runtime::StoredTensor::f32(
-                    "loss", {int64_t(losses.size())},
-                    std::vector<float>(losses.begin(), losses.end())));
-    std::string error;
-    for (auto &[name, file] :
-         {std::pair<const char *, runtime::SafetensorsFile *>{"init",
-                                                              &initFile},
-          {"batches", &batchesFile},
-          {"final", &finalFile},
-          {"losses", &lossesFile}})
-      if (!runtime::writeSafetensors(dumpDir + "/" + name + ".safetensors",
-                                     *file, error)) {
-        llvm::errs() << "mnemo-interp: error: " << error << "\n";
-        return 1;
-      }
-    llvm::json::Object config;
-    config["model"] = graph->modelName;
-    config["steps"] = totalSteps;
-    config["precision"] = exact ? "f64" : model::precision(*module).str();
-    config["hyperparams"] = attributeToJson(model::hyperparams(*module));
-    config["train"] = attributeToJson(model::trainSettings(*module));
-    llvm::json::Array params, batchNames;
-    for (const StepArgument &a : args) {
-      if (a.role == ArgumentRole::Param)
-        params.push_back(a.name);
-      if (a.role == ArgumentRole::Input || a.role == ArgumentRole::Target)
-        batchNames.push_back(a.name);
-    }
-    config["params"] = std::move(params);
-    config["batch"] = std::move(batchNames);
-    std::error_code ec;
-    llvm::raw_fd_ostream os(dumpDir + "/config.json", ec);
-    if (ec) {
-      llvm::errs() << "mnemo-interp: error: cannot write config.json: "
-                   << ec.message() << "\n";
-      return 1;
-    }
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(config))) << "\n";
-  }
-  return 0;
+  InterpretedRun run(*module, graph->modelName);
+  return run.run() ? 0 : 1;
 }

@@ -378,6 +378,189 @@ static mlir::LogicalResult checkOutputPaths(Diagnostics &diags) {
   return check("--memory-timeline", memoryTimeline);
 }
 
+/// --prune and --quantize: parsed as the directive they spell, from a
+/// buffer of their own, so errors point into the option's text. The
+/// directives go into `options` (owned by `owned`); --quantize=int8|int4,
+/// the whole model, is returned as its bits, expanded once the parameters
+/// are known.
+static std::string readCommandLineDirectives(llvm::SourceMgr &sourceMgr,
+                                             Diagnostics &diags,
+                                             ElaborateOptions &options,
+                                             std::vector<StmtPtr> &owned) {
+  std::string wholeModelBits;
+  for (const char *kind : {"prune", "quantize"}) {
+    bool quantize = std::string(kind) == "quantize";
+    for (const std::string &text :
+         quantize ? quantizeDirectives : pruneDirectives) {
+      llvm::StringRef trimmed = llvm::StringRef(text).trim();
+      if (quantize && (trimmed == "int8" || trimmed == "int4")) {
+        wholeModelBits = trimmed.str();
+        continue;
+      }
+      unsigned buffer = sourceMgr.AddNewSourceBuffer(
+          llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text +
+                                                   "\n",
+                                               std::string("<--") + kind + ">"),
+          llvm::SMLoc());
+      if (StmtPtr directive = Parser(buffer, diags).parseDirectiveOnly()) {
+        options.directives.push_back(directive.get());
+        owned.push_back(std::move(directive));
+      }
+    }
+  }
+  return wholeModelBits;
+}
+
+/// --remat-curve and --fit-batch: studies that compile the model many
+/// times. The exit status.
+static int runStudies(Program &program, const ElaborateOptions &options,
+                      PipelineOptions pipeline, Diagnostics &diags) {
+  if (mode == Mode::Inference) {
+    diags.error(std::string(fitBatchOption ? "--fit-batch" : "--remat-curve") +
+                " studies the training step; it does not apply with "
+                "--mode=inference");
+    return 1;
+  }
+  std::string error;
+  // A study solves one MILP per budget or batch it tries for optimal;
+  // unless told otherwise, each gets kStudyMilpSeconds, not a step's 60.
+  constexpr double kStudyMilpSeconds = 6;
+  if (!rematTimeLimitGiven())
+    pipeline.rematTimeLimit = kStudyMilpSeconds;
+  if (!rematCurve.empty()) {
+    if (!writeRematCurve(program, options, pipeline, rematCurve, error)) {
+      diags.error(error);
+      return 1;
+    }
+    llvm::outs() << "mnemoc: wrote " << rematCurve << "\n";
+  }
+  if (fitBatchOption) {
+    if (pipeline.memoryBudget <= 0) {
+      diags.error("--fit-batch needs --memory-budget=SIZE");
+      return 1;
+    }
+    if (!fitBatch(program, options, pipeline, pipeline.memoryBudget,
+                  llvm::outs(), error)) {
+      diags.error(error);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/// A forward-only plan recomputes nothing: a budget it exceeds is an error
+/// naming what it needs.
+static mlir::LogicalResult checkInferenceBudget(mlir::ModuleOp module,
+                                                int64_t budget,
+                                                Diagnostics &diags) {
+  auto eval = module.lookupSymbol<mlir::func::FuncOp>("eval_step");
+  if (!eval)
+    return mlir::success();
+  mlir::FailureOr<MemoryReport> report = buildMemoryReport(eval);
+  if (failed(report) || report->peakBytes <= budget)
+    return mlir::success();
+  diags.error(llvm::formatv("--memory-budget={0}: the inference plan needs "
+                            "{1} bytes (weights, one batch, the arena and "
+                            "the workspace), and a forward-only plan has "
+                            "nothing to recompute; {1} bytes is the "
+                            "smallest budget it fits",
+                            memoryBudgetFlag(), report->peakBytes)
+                  .str());
+  return mlir::failure();
+}
+
+/// --memory-timeline: the step's buffers over time as an SVG. The exit
+/// status on failure.
+static std::optional<int> drawMemoryTimeline(mlir::ModuleOp module,
+                                             const Graph &graph,
+                                             Diagnostics &diags) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>(
+      mode == Mode::Inference ? "eval_step" : "train_step");
+  if (!step) {
+    diags.error("'" + inputFile +
+                "' has no train section, so there is no step to draw");
+    return 1;
+  }
+  std::string error;
+  auto svg = mlir::openOutputFile(memoryTimeline, &error);
+  if (!svg) {
+    diags.error("cannot write '" + memoryTimeline + "': " + error);
+    return 1;
+  }
+  std::string title = "@" + step.getName().str() + " of " + graph.modelName +
+                      " (" + graph.fileName + ")";
+  if (mlir::failed(writeMemoryTimeline(step, title, svg->os())))
+    return 2;
+  svg->keep();
+  return std::nullopt;
+}
+
+/// --emit=trainer and --emit=project: the generated C++ (and CUDA) built
+/// into a trainer, or written as a CMake project. The exit status.
+static int writeProgram(mlir::ModuleOp module, const Graph &graph,
+                        const std::string &cppSource, Diagnostics &diags) {
+  // The CUDA steps come from the same planned IR; a project always gets
+  // them (its CMake decides), a trainer when the runtime has CUDA.
+  std::string cudaSource;
+  if (emit == Emit::Project || runtimeHasCuda()) {
+    mlir::FailureOr<CudaCode> cuda = emitCuda(module, graph.fileName);
+    if (mlir::failed(cuda))
+      return 1;
+    cudaSource = cuda->host;
+  }
+  TrainerBuildResult built =
+      emit == Emit::Project
+          ? writeProject(outputFile, cppSource, cudaSource, graph.modelName,
+                         mode == Mode::Inference)
+          : buildTrainer(outputFile, cppSource, cudaSource,
+                         mode == Mode::Inference);
+  switch (built.status) {
+  case TrainerBuildResult::Status::Built:
+    if (emit == Emit::Project)
+      llvm::outs() << "mnemoc: wrote " << built.message << " (cmake -S "
+                   << built.message << " -B " << built.message
+                   << "/build && cmake --build " << built.message
+                   << "/build)\n";
+    else
+      llvm::outs() << "mnemoc: built " << built.message << "\n";
+    return 0;
+  case TrainerBuildResult::Status::UserError:
+    diags.error(built.message);
+    return 1;
+  case TrainerBuildResult::Status::CompilerBug:
+    llvm::errs() << "mnemoc: internal error: " << built.message << "\n";
+    return 2;
+  }
+  llvm_unreachable("every status is handled");
+}
+
+/// --memory-report: where every byte of each step goes, as text or JSON.
+/// The exit status.
+static int writeMemoryReports(mlir::ModuleOp module, const Graph &graph,
+                              llvm::raw_ostream &os, Diagnostics &diags) {
+  std::vector<MemoryReport> reports;
+  for (const char *name : {"train_step", "eval_step"})
+    if (auto func = module.lookupSymbol<mlir::func::FuncOp>(name)) {
+      mlir::FailureOr<MemoryReport> report = buildMemoryReport(func);
+      if (mlir::failed(report))
+        return 2;
+      reports.push_back(*report);
+    }
+  if (reports.empty()) {
+    diags.error("'" + inputFile +
+                "' has no train section, so there is no step to report on");
+    return 1;
+  }
+  if (memoryReport == ReportFormat::Json) {
+    printMemoryReportJson(reports, os);
+    return 0;
+  }
+  os << "model " << graph.modelName << " (" << graph.fileName << ")\n";
+  for (const MemoryReport &report : reports)
+    printMemoryReport(report, os);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
@@ -394,37 +577,9 @@ int main(int argc, char **argv) {
 
   ElaborateOptions options;
   readModelFlags(options, diags);
-  // --prune and --quantize: parsed as the directive they spell, from a
-  // buffer of their own, so errors point into the option's text.
   std::vector<StmtPtr> commandLineDirectives;
-  auto directiveTexts = [](const char *kind) {
-    std::vector<std::string> texts;
-    for (const std::string &text :
-         std::string(kind) == "prune" ? pruneDirectives : quantizeDirectives)
-      texts.push_back(text);
-    return texts;
-  };
-  // --quantize=int8|int4: the whole model, expanded below once the
-  // parameters are known.
-  std::string wholeModelBits;
-  for (const char *kind : {"prune", "quantize"})
-    for (const std::string &text : directiveTexts(kind)) {
-      llvm::StringRef trimmed = llvm::StringRef(text).trim();
-      if (std::string(kind) == "quantize" &&
-          (trimmed == "int8" || trimmed == "int4")) {
-        wholeModelBits = trimmed.str();
-        continue;
-      }
-      unsigned buffer = sourceMgr.AddNewSourceBuffer(
-          llvm::MemoryBuffer::getMemBufferCopy(std::string(kind) + " " + text +
-                                                   "\n",
-                                               std::string("<--") + kind + ">"),
-          llvm::SMLoc());
-      if (StmtPtr directive = Parser(buffer, diags).parseDirectiveOnly()) {
-        options.directives.push_back(directive.get());
-        commandLineDirectives.push_back(std::move(directive));
-      }
-    }
+  std::string wholeModelBits = readCommandLineDirectives(
+      sourceMgr, diags, options, commandLineDirectives);
   if (diags.hadError())
     return 1;
 
@@ -476,41 +631,8 @@ int main(int argc, char **argv) {
     output->keep();
     return 0;
   }
-
-  // Studies that compile the model many times.
-  if ((!rematCurve.empty() || fitBatchOption) && mode == Mode::Inference) {
-    diags.error(std::string(fitBatchOption ? "--fit-batch" : "--remat-curve") +
-                " studies the training step; it does not apply with "
-                "--mode=inference");
-    return 1;
-  }
-  if (!rematCurve.empty() || fitBatchOption) {
-    std::string error;
-    // A study solves one MILP per budget or batch it tries for optimal;
-    // unless told otherwise, each gets kStudyMilpSeconds, not a step's 60.
-    constexpr double kStudyMilpSeconds = 6;
-    if (!rematTimeLimitGiven())
-      pipeline->rematTimeLimit = kStudyMilpSeconds;
-    if (!rematCurve.empty()) {
-      if (!writeRematCurve(*program, options, *pipeline, rematCurve, error)) {
-        diags.error(error);
-        return 1;
-      }
-      llvm::outs() << "mnemoc: wrote " << rematCurve << "\n";
-    }
-    if (fitBatchOption) {
-      if (pipeline->memoryBudget <= 0) {
-        diags.error("--fit-batch needs --memory-budget=SIZE");
-        return 1;
-      }
-      if (!fitBatch(*program, options, *pipeline, pipeline->memoryBudget,
-                    llvm::outs(), error)) {
-        diags.error(error);
-        return 1;
-      }
-    }
-    return 0;
-  }
+  if (!rematCurve.empty() || fitBatchOption)
+    return runStudies(*program, options, *pipeline, diags);
 
   std::optional<Graph> graph = elaborate(*program, options, diags);
   if (!graph || diags.hadError())
@@ -543,43 +665,12 @@ int main(int argc, char **argv) {
                    model::hasUserError(*module)
                ? 1
                : 2;
-  // A forward-only plan recomputes nothing: a budget it exceeds is an
-  // error naming what it needs.
-  if (mode == Mode::Inference && !memoryBudgetFlag().empty()) {
-    auto eval = module->lookupSymbol<mlir::func::FuncOp>("eval_step");
-    mlir::FailureOr<MemoryReport> report = mlir::failure();
-    if (eval)
-      report = buildMemoryReport(eval);
-    if (succeeded(report) && report->peakBytes > pipeline->memoryBudget) {
-      diags.error(llvm::formatv("--memory-budget={0}: the inference plan needs "
-                                "{1} bytes (weights, one batch, the arena and "
-                                "the workspace), and a forward-only plan has "
-                                "nothing to recompute; {1} bytes is the "
-                                "smallest budget it fits",
-                                memoryBudgetFlag(), report->peakBytes)
-                      .str());
-      return 1;
-    }
-  }
+  if (mode == Mode::Inference && !memoryBudgetFlag().empty() &&
+      failed(checkInferenceBudget(*module, pipeline->memoryBudget, diags)))
+    return 1;
   if (!memoryTimeline.empty()) {
-    auto step = module->lookupSymbol<mlir::func::FuncOp>(
-        mode == Mode::Inference ? "eval_step" : "train_step");
-    if (!step) {
-      diags.error("'" + inputFile +
-                  "' has no train section, so there is no step to draw");
-      return 1;
-    }
-    std::string error;
-    auto svg = mlir::openOutputFile(memoryTimeline, &error);
-    if (!svg) {
-      diags.error("cannot write '" + memoryTimeline + "': " + error);
-      return 1;
-    }
-    std::string title = "@" + step.getName().str() + " of " + graph->modelName +
-                        " (" + graph->fileName + ")";
-    if (mlir::failed(writeMemoryTimeline(step, title, svg->os())))
-      return 2;
-    svg->keep();
+    if (std::optional<int> failure = drawMemoryTimeline(*module, *graph, diags))
+      return *failure;
     if (memoryReport == ReportFormat::None && !outputFile.getNumOccurrences())
       return 0; // the picture was asked for, not the IR
   }
@@ -602,68 +693,17 @@ int main(int argc, char **argv) {
     llvm::raw_string_ostream sourceStream(source);
     if (mlir::failed(emitCpp(*module, graph->fileName, sourceStream)))
       return 1;
-    if (emit == Emit::Cpp) {
-      output->os() << sourceStream.str();
-      output->keep();
-      return 0;
-    }
-    // The CUDA steps come from the same planned IR; a project always gets
-    // them (its CMake decides), a trainer when the runtime has CUDA.
-    std::string cudaSource;
-    if (emit == Emit::Project || runtimeHasCuda()) {
-      mlir::FailureOr<CudaCode> cuda = emitCuda(*module, graph->fileName);
-      if (mlir::failed(cuda))
-        return 1;
-      cudaSource = cuda->host;
-    }
-    TrainerBuildResult built =
-        emit == Emit::Project
-            ? writeProject(outputFile, sourceStream.str(), cudaSource,
-                           graph->modelName, mode == Mode::Inference)
-            : buildTrainer(outputFile, sourceStream.str(), cudaSource,
-                           mode == Mode::Inference);
-    switch (built.status) {
-    case TrainerBuildResult::Status::Built:
-      if (emit == Emit::Project)
-        llvm::outs() << "mnemoc: wrote " << built.message << " (cmake -S "
-                     << built.message << " -B " << built.message
-                     << "/build && cmake --build " << built.message
-                     << "/build)\n";
-      else
-        llvm::outs() << "mnemoc: built " << built.message << "\n";
-      return 0;
-    case TrainerBuildResult::Status::UserError:
-      diags.error(built.message);
-      return 1;
-    case TrainerBuildResult::Status::CompilerBug:
-      llvm::errs() << "mnemoc: internal error: " << built.message << "\n";
-      return 2;
-    }
-  }
-  if (memoryReport != ReportFormat::None) {
-    std::vector<MemoryReport> reports;
-    for (const char *name : {"train_step", "eval_step"})
-      if (auto func = module->lookupSymbol<mlir::func::FuncOp>(name)) {
-        mlir::FailureOr<MemoryReport> report = buildMemoryReport(func);
-        if (mlir::failed(report))
-          return 2;
-        reports.push_back(*report);
-      }
-    if (reports.empty()) {
-      diags.error("'" + inputFile +
-                  "' has no train section, so there is no step to report on");
-      return 1;
-    }
-    if (memoryReport == ReportFormat::Json) {
-      printMemoryReportJson(reports, output->os());
-    } else {
-      output->os() << "model " << graph->modelName << " (" << graph->fileName
-                   << ")\n";
-      for (const MemoryReport &report : reports)
-        printMemoryReport(report, output->os());
-    }
+    if (writesDirectory)
+      return writeProgram(*module, *graph, sourceStream.str(), diags);
+    output->os() << sourceStream.str();
     output->keep();
     return 0;
+  }
+  if (memoryReport != ReportFormat::None) {
+    int status = writeMemoryReports(*module, *graph, output->os(), diags);
+    if (status == 0)
+      output->keep();
+    return status;
   }
   module->print(output->os());
   output->keep();
