@@ -201,6 +201,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       if (model::argumentRole(forward, arg.getArgNumber()) ==
           ArgumentRole::Param)
         weightLike.insert(arg);
+    // Results this pass gave another type.
+    llvm::DenseSet<Value> retyped;
     OpBuilder builder(&getContext());
     for (Operation &op :
          llvm::make_early_inc_range(body.without_terminator())) {
@@ -211,8 +213,13 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
         for (Value r : op.getResults())
           weightLike.insert(r);
         // Weights stay f32 until an activation needs them (a cast there),
-        // or an op that computes in low precision (a product of weights).
-        if (!op.hasTrait<AmpLowPrecision>())
+        // or an op that computes in low precision (a product of weights,
+        // as an RNN's first step multiplies its constant initial state).
+        // What reads such a product is typed by the rules below, as any
+        // op: left alone, a bias added to it would mix bf16 and f32.
+        bool readsRetyped = llvm::any_of(
+            op.getOperands(), [&](Value v) { return retyped.contains(v); });
+        if (!op.hasTrait<AmpLowPrecision>() && !readsRetyped)
           continue;
       }
       bool floatResults = llvm::any_of(op.getResults(), isFloatTensor);
@@ -248,10 +255,12 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
             builder.create<CastOp>(op.getLoc(), withElement(v, compute), v));
       }
       for (Value r : op.getResults())
-        if (isFloatTensor(r) &&
+        if (isFloatTensor(r) && elementOf(r) != compute &&
             !(op.hasTrait<AmpStatisticsStayF32>() && r != op.getResult(0)) &&
-            !op.hasTrait<AmpResultsStayF32>())
+            !op.hasTrait<AmpResultsStayF32>()) {
           r.setType(withElement(r, compute));
+          retyped.insert(r);
+        }
     }
     // The function's results keep their declared types.
     Operation *ret = body.getTerminator();
