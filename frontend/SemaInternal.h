@@ -349,6 +349,13 @@ private:
   /// The train section, and the directives of the command line after it.
   void evalTrain(const TrainStmt &train, int output,
                  const std::vector<const Stmt *> &extraDirectives);
+  /// A prune or quantize directive, for the parameters its pattern matches;
+  /// `directiveOf` maps "prune:NAME" (or quantize) to the pattern and place
+  /// of the directive that took the parameter, so that no parameter gets
+  /// two.
+  void evalDirective(
+      const DirectiveStmt &directive,
+      std::map<std::string, std::pair<std::string, llvm::SMLoc>> &directiveOf);
 
   Frame &frame() { return frames.back(); }
   SourceTrace traceAt(llvm::SMLoc loc) const;

@@ -668,6 +668,136 @@ std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
   return loss.tensor;
 }
 
+void Sema::evalDirective(
+    const DirectiveStmt &directive,
+    std::map<std::string, std::pair<std::string, llvm::SMLoc>> &directiveOf) {
+  const DirectiveStmt *dir = &directive;
+  const char *kind = dir->isPrune ? "prune" : "quantize";
+  auto value = evalSetting(*dir->value, dir->isPrune ? pruningFamily()
+                                                     : quantizationFamily());
+  std::vector<std::string> params, matched;
+  for (const GraphArg &arg : graph.args)
+    if (arg.role == ArgRole::Param) {
+      params.push_back(arg.name);
+      if (matchesPattern(dir->pattern, arg.name))
+        matched.push_back(arg.name);
+    }
+  if (matched.empty()) {
+    std::string best = closestMatch(dir->pattern, params);
+    error(dir->patternRange.Start,
+          "no parameter matches '" + dir->pattern + "'" +
+              (best.empty() ? "" : "; did you mean '" + best + "'?"),
+          {dir->patternRange});
+    return;
+  }
+  bool clash = false;
+  for (const std::string &p : matched) {
+    auto key = std::string(kind) + ":" + p;
+    auto [it, inserted] =
+        directiveOf.emplace(key, std::make_pair(dir->pattern, dir->loc()));
+    if (!inserted && !clash) {
+      error(dir->patternRange.Start,
+            "parameter '" + p + "' is already given a '" + kind + "' directive",
+            {dir->patternRange});
+      diags.note(it->second.second, "the earlier directive is here");
+      clash = true;
+    }
+  }
+  if (!value || clash)
+    return;
+  // Each matched weight must suit the directive: f32; N:M groups or
+  // quantization groups dividing its rows; the dim it prunes along.
+  auto arg = [&](const std::string &name) -> const ConfigValue * {
+    for (const Setting &s : value->args)
+      if (s.key == name)
+        return &s.value;
+    return nullptr;
+  };
+  auto integer = [&](const char *name, int64_t fallback) {
+    const ConfigValue *v = arg(name);
+    return v ? int64_t(v->number()) : fallback;
+  };
+  auto problem = [&](const TensorType &type) -> std::string {
+    if (type.dtype != ElementType::F32)
+      return dir->isPrune ? "pruning needs f32 parameters"
+                          : "quantization needs f32 parameters";
+    if (dir->isPrune)
+      return shape::pruneProblem(value->text, type.shape, integer("dim", 0),
+                                 integer("n", 2), integer("m", 4));
+    const ConfigValue *granularity = arg("granularity");
+    int64_t group = integer("group", 128), row = shape::rowLength(type.shape);
+    if (value->text == "qat" || !granularity ||
+        granularity->text != "per_group" || row % group == 0)
+      return "";
+    return "groups of " + std::to_string(group) +
+           " must divide each row, and these rows have " + std::to_string(row);
+  };
+  bool unfit = false;
+  for (const GraphArg &a : graph.args) {
+    if (a.role != ArgRole::Param ||
+        std::find(matched.begin(), matched.end(), a.name) == matched.end())
+      continue;
+    const TensorType &type = typeOf(a.value);
+    std::string why = problem(type);
+    if (!why.empty()) {
+      error(dir->patternRange.Start,
+            std::string("cannot ") + (dir->isPrune ? "prune" : "quantize") +
+                " '" + a.name + "' (" + type.str() + "): " + why,
+            {dir->patternRange});
+      unfit = true;
+    }
+  }
+  if (unfit)
+    return;
+  ConfigValue list;
+  list.kind = ConfigValue::Kind::List;
+  for (const std::string &p : matched)
+    list.list.push_back(ConfigValue::ofString(p));
+  value->args.push_back({"params", list});
+  graph.train.push_back({kind, *value});
+}
+
+/// A train setting other than the optimizer, schedule and loss
+/// (precision, keep_f32, memory_budget, ...): its value checked, or nothing
+/// with `why` it is not one.
+static std::optional<ConfigValue> checkTrainSetting(const std::string &key,
+                                                    const ConfigValue &value,
+                                                    std::string &why) {
+  if (key == "precision") {
+    std::string p = value.kind == ConfigValue::Kind::Symbol ? value.text : "";
+    if (p == "fp32")
+      p = "f32";
+    if (p == "fp16")
+      p = "f16";
+    if (p == "f32" || p == "bf16" || p == "f16")
+      return ConfigValue::ofSymbol(p);
+    why = "must be f32, bf16 or f16";
+    return std::nullopt;
+  }
+  if (key == "keep_f32") {
+    // Layers (by name, as in parameter paths: "head", "blocks.0.mlp") that
+    // mixed precision leaves in f32.
+    bool names = value.kind == ConfigValue::Kind::List;
+    for (const ConfigValue &v : value.list)
+      names = names && (v.kind == ConfigValue::Kind::String ||
+                        v.kind == ConfigValue::Kind::Symbol);
+    if (names)
+      return value;
+    why = "must be a list of layer names such as [\"head\"]";
+    return std::nullopt;
+  }
+  if (key == "memory_budget") {
+    if (value.kind == ConfigValue::Kind::Int && value.intValue > 0)
+      return value;
+    why = "must be a positive size such as 512MiB or 2GB";
+    return std::nullopt;
+  }
+  ParamType type = key == "clip_grad_norm" ? ParamType::Positive
+                   : key == "seed"         ? ParamType::NonNegativeInt
+                                           : ParamType::PositiveInt;
+  return checkParam(optional(key.c_str(), type, 0), value, why);
+}
+
 void Sema::evalTrain(const TrainStmt &train, int output,
                      const std::vector<const Stmt *> &extraDirectives) {
   // The loss sees the model's output as `output`, next to inputs and targets.
@@ -687,92 +817,7 @@ void Sema::evalTrain(const TrainStmt &train, int output,
                     extraDirectives.end());
   for (const Stmt *stmt : statements) {
     if (auto *dir = llvm::dyn_cast<DirectiveStmt>(stmt)) {
-      const char *kind = dir->isPrune ? "prune" : "quantize";
-      auto value = evalSetting(
-          *dir->value, dir->isPrune ? pruningFamily() : quantizationFamily());
-      std::vector<std::string> params, matched;
-      for (const GraphArg &arg : graph.args)
-        if (arg.role == ArgRole::Param) {
-          params.push_back(arg.name);
-          if (matchesPattern(dir->pattern, arg.name))
-            matched.push_back(arg.name);
-        }
-      if (matched.empty()) {
-        std::string best = closestMatch(dir->pattern, params);
-        error(dir->patternRange.Start,
-              "no parameter matches '" + dir->pattern + "'" +
-                  (best.empty() ? "" : "; did you mean '" + best + "'?"),
-              {dir->patternRange});
-        continue;
-      }
-      bool clash = false;
-      for (const std::string &p : matched) {
-        auto key = std::string(kind) + ":" + p;
-        auto [it, inserted] =
-            directiveOf.emplace(key, std::make_pair(dir->pattern, dir->loc()));
-        if (!inserted && !clash) {
-          error(dir->patternRange.Start,
-                "parameter '" + p + "' is already given a '" + kind +
-                    "' directive",
-                {dir->patternRange});
-          diags.note(it->second.second, "the earlier directive is here");
-          clash = true;
-        }
-      }
-      if (!value || clash)
-        continue;
-      // Each matched weight must suit the directive: f32; N:M groups or
-      // quantization groups dividing its rows; the dim it prunes along.
-      auto arg = [&](const std::string &name) -> const ConfigValue * {
-        for (const Setting &s : value->args)
-          if (s.key == name)
-            return &s.value;
-        return nullptr;
-      };
-      auto integer = [&](const char *name, int64_t fallback) {
-        const ConfigValue *v = arg(name);
-        return v ? int64_t(v->number()) : fallback;
-      };
-      auto problem = [&](const TensorType &type) -> std::string {
-        if (type.dtype != ElementType::F32)
-          return dir->isPrune ? "pruning needs f32 parameters"
-                              : "quantization needs f32 parameters";
-        if (dir->isPrune)
-          return shape::pruneProblem(value->text, type.shape, integer("dim", 0),
-                                     integer("n", 2), integer("m", 4));
-        const ConfigValue *granularity = arg("granularity");
-        int64_t group = integer("group", 128),
-                row = shape::rowLength(type.shape);
-        if (value->text == "qat" || !granularity ||
-            granularity->text != "per_group" || row % group == 0)
-          return "";
-        return "groups of " + std::to_string(group) +
-               " must divide each row, and these rows have " +
-               std::to_string(row);
-      };
-      bool unfit = false;
-      for (const GraphArg &a : graph.args) {
-        if (a.role != ArgRole::Param ||
-            std::find(matched.begin(), matched.end(), a.name) == matched.end())
-          continue;
-        const TensorType &type = typeOf(a.value);
-        std::string why = problem(type);
-        if (!why.empty()) {
-          error(dir->patternRange.Start,
-                std::string("cannot ") + (dir->isPrune ? "prune" : "quantize") +
-                    " '" + a.name + "' (" + type.str() + "): " + why,
-                {dir->patternRange});
-          unfit = true;
-        }
-      }
-      if (unfit)
-        continue;
-      ConfigValue list;
-      list.kind = ConfigValue::Kind::List;
-      for (const std::string &p : matched)
-        list.list.push_back(ConfigValue::ofString(p));
-      value->args.push_back({"params", list});
-      graph.train.push_back({kind, *value});
+      evalDirective(*dir, directiveOf);
       continue;
     }
     auto &bind = llvm::cast<BindStmt>(*stmt);
@@ -812,44 +857,7 @@ void Sema::evalTrain(const TrainStmt &train, int output,
     if (!value)
       continue;
     std::string why;
-    std::optional<ConfigValue> checked;
-    if (key == "precision") {
-      std::string p =
-          value->kind == ConfigValue::Kind::Symbol ? value->text : "";
-      if (p == "fp32")
-        p = "f32";
-      if (p == "fp16")
-        p = "f16";
-      if (p == "f32" || p == "bf16" || p == "f16")
-        checked = ConfigValue::ofSymbol(p);
-      else
-        why = "must be f32, bf16 or f16";
-    } else if (key == "keep_f32") {
-      // Layers (by name, as in parameter paths: "head", "blocks.0.mlp") that
-      // mixed precision leaves in f32.
-      bool names = value->kind == ConfigValue::Kind::List;
-      for (const ConfigValue &v : value->list)
-        names = names && (v.kind == ConfigValue::Kind::String ||
-                          v.kind == ConfigValue::Kind::Symbol);
-      if (names)
-        checked = value;
-      else
-        why = "must be a list of layer names such as [\"head\"]";
-    } else if (key == "memory_budget") {
-      if (value->kind == ConfigValue::Kind::Int && value->intValue > 0)
-        checked = value;
-      else
-        why = "must be a positive size such as 512MiB or 2GB";
-    } else if (key == "clip_grad_norm") {
-      checked = checkParam(optional(key.c_str(), ParamType::Positive, 0),
-                           *value, why);
-    } else if (key == "seed") {
-      checked = checkParam(optional(key.c_str(), ParamType::NonNegativeInt, 0),
-                           *value, why);
-    } else {
-      checked = checkParam(optional(key.c_str(), ParamType::PositiveInt, 0),
-                           *value, why);
-    }
+    std::optional<ConfigValue> checked = checkTrainSetting(key, *value, why);
     if (!checked) {
       error(expr.loc(), "'" + key + "' " + why + ", not " + value->str(),
             {expr.getRange()});

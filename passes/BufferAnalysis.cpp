@@ -91,164 +91,212 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyzePlanned(func::FuncOp func) {
   return analyze(func);
 }
 
-FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
-  BufferAnalysis a;
-  Block &body = func.getBody().front();
-  auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-  llvm::DenseMap<Operation *, int64_t> index;
-  for (Operation &op : body.without_terminator()) {
-    index[&op] = a.order.size();
-    a.order.push_back(&op);
+namespace {
+
+/// The analysis of one step function, in the order its ops run: where each
+/// value lives (an argument it updates in place, an operand's buffer that
+/// dies where it is made, a buffer of its own, or nowhere for constants
+/// and fused ops), each buffer's interval, and its kind.
+class BufferAnalyzer {
+public:
+  explicit BufferAnalyzer(func::FuncOp func)
+      : func(func), body(func.getBody().front()),
+        ret(llvm::cast<func::ReturnOp>(body.getTerminator())) {
+    for (Operation &op : body.without_terminator()) {
+      index[&op] = a.order.size();
+      a.order.push_back(&op);
+    }
+    end = a.order.size(); // the return
   }
-  int64_t end = a.order.size(); // the return
+
+  FailureOr<BufferAnalysis> run() {
+    if (failed(findInPlaceUpdates()))
+      return failure();
+    for (BlockArgument arg : body.getArguments())
+      a.placement[arg] = {Placement::Where::Argument, -1, arg.getArgNumber()};
+    for (Operation *op : a.order)
+      place(op);
+    for (size_t b = 0; b < a.buffers.size(); ++b)
+      a.buffers[b].interval.end =
+          std::max(a.buffers[b].interval.start, bufferEnd(b));
+    classifyBuffers();
+    return std::move(a);
+  }
+
+private:
+  int64_t lastUse(Value v);
+  LogicalResult findInPlaceUpdates();
+  int64_t bufferEnd(int buffer);
+  void newBuffer(Value v, int64_t step);
+  bool placeView(Operation *op);
+  bool reuseOperandBuffer(Operation *op, Value result, int64_t step);
+  void place(Operation *op);
+  void classifyBuffers();
+
+  func::FuncOp func;
+  Block &body;
+  func::ReturnOp ret;
+  BufferAnalysis a;
+  llvm::DenseMap<Operation *, int64_t> index;
+  int64_t end = 0;
   // Memoized: the order is fixed here, and a value that thousands of ops
   // read (a learning rate, a step) is asked about once per buffer it meets.
   llvm::DenseMap<Value, int64_t> lastUses;
-  auto lastUse = [&](Value v) {
-    auto known = lastUses.find(v);
-    if (known != lastUses.end())
-      return known->second;
-    int64_t last = -1;
-    SmallVector<Operation *> roots;
-    for (Operation *user : v.getUsers()) {
-      if (user == ret.getOperation()) {
-        last = std::max(last, end);
-        continue;
-      }
-      // A fused op runs inside its roots' loops: what it reads is read there.
-      roots.clear();
-      fusionRoots(user, roots);
-      for (Operation *root : roots) {
-        last = std::max(last, index.lookup(root));
-        // A scaling of an AdamW gradient (the clip coefficient) may be
-        // folded into the CUDA backend's multi-tensor update, which reads
-        // the scale where the update runs: it lives until there (a scalar).
-        // (The scale reaches the multiply through its fused broadcast; the
-        // gradient, read directly, may still be overwritten in place.)
-        if (auto mul = llvm::dyn_cast<MulOp>(root))
-          if (user != root && mul.getResult().hasOneUse())
-            if (auto update = llvm::dyn_cast<AdamUpdateOp>(
-                    *mul.getResult().getUsers().begin()))
-              if (update.getGrad() == mul.getResult())
-                last = std::max(last, index.lookup(update));
-      }
-    }
-    lastUses[v] = last;
-    return last;
-  };
-
   // Results that update an argument in place.
   llvm::DenseMap<Value, unsigned> updates;
-  for (unsigned r = 0; r < ret.getNumOperands(); ++r)
-    if (std::optional<unsigned> reuses = plan::reusedArgument(func, r)) {
-      Value updated = ret.getOperand(r);
-      unsigned arg = *reuses;
-      if (updated == body.getArgument(arg))
-        continue; // passed through unchanged
-      // A pruned weight (or its state) is the update masked: the update
-      // writes into the argument too, and the mask is applied in place.
-      SmallVector<Value> chain = Pruning::maskedChain(updated);
-      for (size_t i = 1; i < chain.size(); ++i) {
-        // The masked value must die at its mask to be overwritten there.
-        auto mask = chain[i - 1].getDefiningOp<ApplyMaskOp>();
-        if (lastUse(chain[i]) > index.lookup(mask) || updates.count(chain[i])) {
-          chain.resize(i);
-          break;
-        }
-      }
-      Operation *writer = chain.back().getDefiningOp();
-      if (!writer || lastUse(body.getArgument(arg)) > index.lookup(writer))
-        return func.emitError()
-               << "argument " << arg
-               << " is read after the op that updates it in place";
-      for (Value v : chain)
-        updates[v] = arg;
-    }
+};
 
-  for (BlockArgument arg : body.getArguments())
-    a.placement[arg] = {Placement::Where::Argument, -1, arg.getArgNumber()};
-
-  auto bufferEnd = [&](int buffer) {
-    int64_t last = -1;
-    for (Value v : a.buffers[buffer].values)
-      last = std::max(last, lastUse(v));
-    return last;
-  };
-  auto newBuffer = [&](Value v, int64_t step) {
-    ArenaBuffer b;
-    b.root = v;
-    b.values = {v};
-    b.interval = {step, step, storageBytes(v.getType())};
-    a.buffers.push_back(b);
-    a.placement[v] = {Placement::Where::Arena, int(a.buffers.size()) - 1, 0};
-  };
-
-  for (Operation *op : a.order) {
-    int64_t step = index[op];
-    if (llvm::isa<ConstantOp>(op) || isFused(op)) {
-      a.placement[op->getResult(0)] = {Placement::Where::None, -1, 0};
+/// The last op that reads `v`: `end` for the return.
+int64_t BufferAnalyzer::lastUse(Value v) {
+  auto known = lastUses.find(v);
+  if (known != lastUses.end())
+    return known->second;
+  int64_t last = -1;
+  SmallVector<Operation *> roots;
+  for (Operation *user : v.getUsers()) {
+    if (user == ret.getOperation()) {
+      last = std::max(last, end);
       continue;
     }
-    // Views share their source's bytes: a reshape of contiguous data, and a
-    // transpose, which consumers read with permuted strides. A reshape of a
-    // permuted view needs the data contiguous, so it is materialized.
-    bool isReshapeView =
-        llvm::isa<ReshapeOp>(op) && !a.stridedViews.count(op->getOperand(0));
-    bool isStridedView =
-        llvm::isa<TransposeOp>(op) && readsStrided(op->getResult(0)) &&
-        !a.stridedViews.count(op->getOperand(0)) &&
-        a.placement.lookup(op->getOperand(0)).where != Placement::Where::None;
-    if (isReshapeView || isStridedView) {
-      Placement p = a.placement.lookup(op->getOperand(0));
-      a.placement[op->getResult(0)] = p;
-      if (p.where == Placement::Where::Arena)
-        a.buffers[p.buffer].values.push_back(op->getResult(0));
-      if (isStridedView)
-        a.stridedViews.insert(op->getResult(0));
-      continue;
-    }
-    for (Value result : op->getResults()) {
-      auto update = updates.find(result);
-      if (update != updates.end()) {
-        a.placement[result] = {Placement::Where::Argument, -1, update->second};
-        continue;
-      }
-      // In place: take over an operand's buffer that dies here.
-      bool reused = false;
-      if (isElementwiseKernel(op) || llvm::isa<ApplyMaskOp>(op)) {
-        SmallVector<Value> inputs;
-        if (auto mask = llvm::dyn_cast<ApplyMaskOp>(op))
-          inputs.push_back(mask.getInput()); // masked in place
-        else
-          sameIndexInputs(op, inputs);
-        for (Value operand : inputs) {
-          Placement p = a.placement.lookup(operand);
-          // A strided view is read in another order than the result is
-          // written, so writing in place would overwrite unread elements;
-          // so would a wider element type (an f32 cast of f16 values writes
-          // element i over f16 elements 2i and 2i+1).
-          if (p.where != Placement::Where::Arena ||
-              a.stridedViews.count(operand) || bufferEnd(p.buffer) != step ||
-              a.buffers[p.buffer].interval.size !=
-                  storageBytes(result.getType()) ||
-              elementBytes(operand.getType()) != elementBytes(result.getType()))
-            continue;
-          a.buffers[p.buffer].values.push_back(result);
-          a.placement[result] = p;
-          reused = true;
-          break;
-        }
-      }
-      if (!reused)
-        newBuffer(result, step);
+    // A fused op runs inside its roots' loops: what it reads is read there.
+    roots.clear();
+    fusionRoots(user, roots);
+    for (Operation *root : roots) {
+      last = std::max(last, index.lookup(root));
+      // A scaling of an AdamW gradient (the clip coefficient) may be
+      // folded into the CUDA backend's multi-tensor update, which reads
+      // the scale where the update runs: it lives until there (a scalar).
+      // (The scale reaches the multiply through its fused broadcast; the
+      // gradient, read directly, may still be overwritten in place.)
+      if (auto mul = llvm::dyn_cast<MulOp>(root))
+        if (user != root && mul.getResult().hasOneUse())
+          if (auto update = llvm::dyn_cast<AdamUpdateOp>(
+                  *mul.getResult().getUsers().begin()))
+            if (update.getGrad() == mul.getResult())
+              last = std::max(last, index.lookup(update));
     }
   }
-  for (size_t b = 0; b < a.buffers.size(); ++b)
-    a.buffers[b].interval.end =
-        std::max(a.buffers[b].interval.start, bufferEnd(b));
+  lastUses[v] = last;
+  return last;
+}
 
-  // Kinds: gradients feed the optimizer; activations are computed for the
-  // loss and kept past it for the backward.
+/// The results the step returns in place of an argument, written into it.
+LogicalResult BufferAnalyzer::findInPlaceUpdates() {
+  for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
+    std::optional<unsigned> reuses = plan::reusedArgument(func, r);
+    if (!reuses)
+      continue;
+    Value updated = ret.getOperand(r);
+    unsigned arg = *reuses;
+    if (updated == body.getArgument(arg))
+      continue; // passed through unchanged
+    // A pruned weight (or its state) is the update masked: the update
+    // writes into the argument too, and the mask is applied in place.
+    SmallVector<Value> chain = Pruning::maskedChain(updated);
+    for (size_t i = 1; i < chain.size(); ++i) {
+      // The masked value must die at its mask to be overwritten there.
+      auto mask = chain[i - 1].getDefiningOp<ApplyMaskOp>();
+      if (lastUse(chain[i]) > index.lookup(mask) || updates.count(chain[i])) {
+        chain.resize(i);
+        break;
+      }
+    }
+    Operation *writer = chain.back().getDefiningOp();
+    if (!writer || lastUse(body.getArgument(arg)) > index.lookup(writer))
+      return func.emitError()
+             << "argument " << arg
+             << " is read after the op that updates it in place";
+    for (Value v : chain)
+      updates[v] = arg;
+  }
+  return success();
+}
+
+int64_t BufferAnalyzer::bufferEnd(int buffer) {
+  int64_t last = -1;
+  for (Value v : a.buffers[buffer].values)
+    last = std::max(last, lastUse(v));
+  return last;
+}
+
+void BufferAnalyzer::newBuffer(Value v, int64_t step) {
+  ArenaBuffer b;
+  b.root = v;
+  b.values = {v};
+  b.interval = {step, step, storageBytes(v.getType())};
+  a.buffers.push_back(b);
+  a.placement[v] = {Placement::Where::Arena, int(a.buffers.size()) - 1, 0};
+}
+
+/// Views share their source's bytes: a reshape of contiguous data, and a
+/// transpose, which consumers read with permuted strides. A reshape of a
+/// permuted view needs the data contiguous, so it is materialized.
+bool BufferAnalyzer::placeView(Operation *op) {
+  bool isReshapeView =
+      llvm::isa<ReshapeOp>(op) && !a.stridedViews.count(op->getOperand(0));
+  bool isStridedView =
+      llvm::isa<TransposeOp>(op) && readsStrided(op->getResult(0)) &&
+      !a.stridedViews.count(op->getOperand(0)) &&
+      a.placement.lookup(op->getOperand(0)).where != Placement::Where::None;
+  if (!isReshapeView && !isStridedView)
+    return false;
+  Placement p = a.placement.lookup(op->getOperand(0));
+  a.placement[op->getResult(0)] = p;
+  if (p.where == Placement::Where::Arena)
+    a.buffers[p.buffer].values.push_back(op->getResult(0));
+  if (isStridedView)
+    a.stridedViews.insert(op->getResult(0));
+  return true;
+}
+
+/// In place: `result` takes over an operand's buffer that dies at `step`.
+bool BufferAnalyzer::reuseOperandBuffer(Operation *op, Value result,
+                                        int64_t step) {
+  if (!isElementwiseKernel(op) && !llvm::isa<ApplyMaskOp>(op))
+    return false;
+  SmallVector<Value> inputs;
+  if (auto mask = llvm::dyn_cast<ApplyMaskOp>(op))
+    inputs.push_back(mask.getInput()); // masked in place
+  else
+    sameIndexInputs(op, inputs);
+  for (Value operand : inputs) {
+    Placement p = a.placement.lookup(operand);
+    // A strided view is read in another order than the result is written,
+    // so writing in place would overwrite unread elements; so would a
+    // wider element type (an f32 cast of f16 values writes element i over
+    // f16 elements 2i and 2i+1).
+    if (p.where != Placement::Where::Arena || a.stridedViews.count(operand) ||
+        bufferEnd(p.buffer) != step ||
+        a.buffers[p.buffer].interval.size != storageBytes(result.getType()) ||
+        elementBytes(operand.getType()) != elementBytes(result.getType()))
+      continue;
+    a.buffers[p.buffer].values.push_back(result);
+    a.placement[result] = p;
+    return true;
+  }
+  return false;
+}
+
+void BufferAnalyzer::place(Operation *op) {
+  int64_t step = index[op];
+  if (llvm::isa<ConstantOp>(op) || isFused(op)) {
+    a.placement[op->getResult(0)] = {Placement::Where::None, -1, 0};
+    return;
+  }
+  if (placeView(op))
+    return;
+  for (Value result : op->getResults()) {
+    auto update = updates.find(result);
+    if (update != updates.end())
+      a.placement[result] = {Placement::Where::Argument, -1, update->second};
+    else if (!reuseOperandBuffer(op, result, step))
+      newBuffer(result, step);
+  }
+}
+
+/// Kinds: gradients feed the optimizer; activations are computed for the
+/// loss and kept past it for the backward.
+void BufferAnalyzer::classifyBuffers() {
   Value loss;
   for (unsigned r = 0; r < ret.getNumOperands(); ++r) {
     if (model::resultName(func, r) == "loss")
@@ -282,5 +330,10 @@ FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
     else if (def && forward.contains(def) && b.interval.end > lossStep)
       b.kind = BufferKind::Activation;
   }
-  return a;
+}
+
+} // namespace
+
+FailureOr<BufferAnalysis> BufferAnalysis::analyze(func::FuncOp func) {
+  return BufferAnalyzer(func).run();
 }

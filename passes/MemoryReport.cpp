@@ -37,12 +37,23 @@ std::string mnemo::formatBytes(int64_t bytes) {
   return text;
 }
 
-FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
-  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyzePlanned(func);
-  if (failed(analysis))
-    return failure();
-  MemoryReport r;
-  r.function = func.getName().str();
+namespace {
+
+/// Where an op came from: its layer ("h.3.attn") and "file:line:col" ("" for
+/// an op without a place in the model file).
+void placeOf(Operation *op, std::string &layer, std::string &location) {
+  SourcePlace place = sourcePlaceOf(op->getLoc());
+  layer = place.layer;
+  if (!place.file.empty())
+    location = place.file + ":" + std::to_string(place.line) + ":" +
+               std::to_string(place.column);
+}
+
+/// The regions the step's arguments live in (parameters, buffers, the
+/// optimizer state with the pruning masks, the batch), the plan's regions
+/// and peaks, and under data parallelism the gradient buckets and ZeRO-1's
+/// share of the state.
+void readRegions(func::FuncOp func, MemoryReport &r) {
   StepPlanAttr stepPlan = plan::stepPlan(func); // analyzePlanned checked it
   r.arenaBytes = stepPlan.getArenaBytes();
   r.workspaceBytes = stepPlan.getWorkspaceBytes();
@@ -51,7 +62,6 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   r.planner = stepPlan.getPlanner().str();
   if (std::optional<int64_t> dense = model::denseWeightBytes(func))
     r.trainedParameterBytes = *dense;
-  r.steps = analysis->order.size();
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     std::optional<ArgumentRole> role = model::argumentRole(func, i);
     int64_t bytes = storageBytes(func.getArgumentTypes()[i]);
@@ -107,6 +117,11 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   });
   r.trainerOverheadBytes =
       runtime::cpuTrainerOverheadBytes(r.inputBytes, largestGemmOperand);
+}
+
+/// What remat chose: the budget, and the recomputed ops by kind, the most
+/// first.
+void readRecomputation(func::FuncOp func, MemoryReport &r) {
   if (RematAttr remat = plan::remat(func)) {
     r.budgetBytes = remat.getMemoryBudget();
     r.recomputedOps = remat.getRecomputedOps();
@@ -115,17 +130,21 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
     r.rematPeakBytes = remat.getPeakBytes();
     r.rematSolver = remat.getSolver().str();
   }
-  {
-    std::map<std::string, int64_t> kinds;
-    func.walk([&](Operation *op) {
-      if (plan::isRecomputed(op))
-        ++kinds[op->getName().getStringRef().str()];
-    });
-    r.recomputed.assign(kinds.begin(), kinds.end());
-    std::stable_sort(
-        r.recomputed.begin(), r.recomputed.end(),
-        [](const auto &a, const auto &b) { return a.second > b.second; });
-  }
+  std::map<std::string, int64_t> kinds;
+  func.walk([&](Operation *op) {
+    if (plan::isRecomputed(op))
+      ++kinds[op->getName().getStringRef().str()];
+  });
+  r.recomputed.assign(kinds.begin(), kinds.end());
+  std::stable_sort(
+      r.recomputed.begin(), r.recomputed.end(),
+      [](const auto &a, const auto &b) { return a.second > b.second; });
+}
+
+/// The fused ops (attention, the classifier's loss) with what they keep
+/// against what the unfused graph would, and the values kept in channel
+/// blocks.
+void readFusedOps(func::FuncOp func, MemoryReport &r) {
   func.walk([&](Operation *op) {
     if (op->getNumResults() == 0 || !plan::isChannelBlocked(op->getResult(0)))
       return;
@@ -134,11 +153,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   });
   func.walk([&](AttentionOp op) {
     MemoryReport::Attention entry;
-    SourcePlace place = sourcePlaceOf(op->getLoc());
-    entry.layer = place.layer;
-    if (!place.file.empty())
-      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
-                       std::to_string(place.column);
+    placeOf(op, entry.layer, entry.location);
     entry.type = tensorTypeString(op.getResult().getType());
     entry.rewritten = plan::isRewrittenAttention(op);
     entry.savedBytes = storageBytes(op.getResult().getType()) +
@@ -152,11 +167,7 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   });
   func.walk([&](LinearCrossEntropyOp op) {
     MemoryReport::Classifier entry;
-    SourcePlace place = sourcePlaceOf(op->getLoc());
-    entry.layer = place.layer;
-    if (!place.file.empty())
-      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
-                       std::to_string(place.column);
+    placeOf(op, entry.layer, entry.location);
     auto hidden = llvm::cast<ShapedType>(op.getHidden().getType());
     auto weight = llvm::cast<ShapedType>(op.getWeight().getType());
     entry.rows = hidden.getNumElements() / hidden.getShape().back();
@@ -168,22 +179,26 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
                         ((hidden.getElementTypeBitWidth() + 7) / 8);
     r.classifiers.push_back(entry);
   });
+}
+
+/// The step with the most arena bytes live, and what is live then, the
+/// largest first, summed by kind.
+std::vector<const ArenaBuffer *> buffersAtPeak(const BufferAnalysis &analysis,
+                                               MemoryReport &r) {
   // Buffers in the arena (gradients may have their own region).
   auto inArena = [](const ArenaBuffer &b) {
     auto result = llvm::cast<OpResult>(b.root);
     return plan::arenaOffset(result.getOwner(), result.getResultNumber()) >= 0;
   };
-
-  // The step with the most arena bytes live, and what is live then.
   std::vector<int64_t> live(r.steps + 1, 0);
-  for (const ArenaBuffer &b : analysis->buffers)
+  for (const ArenaBuffer &b : analysis.buffers)
     if (inArena(b))
       for (int64_t s = b.interval.start; s <= b.interval.end && s <= r.steps;
            ++s)
         live[s] += b.interval.size;
   r.peakStep = std::max_element(live.begin(), live.end()) - live.begin();
   std::vector<const ArenaBuffer *> atPeak;
-  for (const ArenaBuffer &b : analysis->buffers) {
+  for (const ArenaBuffer &b : analysis.buffers) {
     if (!inArena(b) || b.interval.start > r.peakStep ||
         b.interval.end < r.peakStep)
       continue;
@@ -197,8 +212,29 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
                    [](const ArenaBuffer *a, const ArenaBuffer *b) {
                      return a->interval.size > b->interval.size;
                    });
-  // Under mixed precision: which activations at the peak stay f32, and
-  // why (the amp policy's category of the op that made them).
+  return atPeak;
+}
+
+/// Why the amp policy left an activation in f32.
+std::string keptF32Reason(Value value) {
+  Operation *def = value.getDefiningOp();
+  bool statistics =
+      (def->hasTrait<AmpStatisticsStayF32>() && value != def->getResult(0)) ||
+      def->hasTrait<AmpResultsStayF32>();
+  if (statistics)
+    return "a loss or row statistics the backward exponentiates";
+  if (llvm::isa<CastOp>(def))
+    return "cast up for an op that computes in f32";
+  if (def->hasTrait<AmpF32>())
+    return "computes in f32 (a reduction, exponential or normalization)";
+  return "follows an f32 operand";
+}
+
+/// Under mixed precision: which activations at the peak stay f32, and why
+/// (the amp policy's category of the op that made them).
+void readKeptF32(func::FuncOp func,
+                 const std::vector<const ArenaBuffer *> &atPeak,
+                 MemoryReport &r) {
   func.walk([&](Operation *op) {
     for (Type t : op->getResultTypes())
       if (auto shaped = llvm::dyn_cast<ShapedType>(t);
@@ -206,49 +242,51 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
           (shaped.getElementType().isBF16() || shaped.getElementType().isF16()))
         r.mixedPrecision = true;
   });
-  if (r.mixedPrecision) {
-    std::map<std::pair<std::string, std::string>, MemoryReport::KeptF32> kept;
-    for (const ArenaBuffer *b : atPeak) {
-      auto type = llvm::dyn_cast<ShapedType>(b->root.getType());
-      if (b->kind != BufferKind::Activation || !type ||
-          !type.getElementType().isF32())
-        continue;
-      Operation *def = b->root.getDefiningOp();
-      bool statistics = (def->hasTrait<AmpStatisticsStayF32>() &&
-                         b->root != def->getResult(0)) ||
-                        def->hasTrait<AmpResultsStayF32>();
-      std::string why = statistics ? "a loss or row statistics the backward "
-                                     "exponentiates"
-                        : llvm::isa<CastOp>(def)
-                            ? "cast up for an op that computes in f32"
-                        : def->hasTrait<AmpF32>()
-                            ? "computes in f32 (a reduction, exponential or "
-                              "normalization)"
-                            : "follows an f32 operand";
-      MemoryReport::KeptF32 &entry =
-          kept[{def->getName().getStringRef().str(), why}];
-      entry.op = def->getName().getStringRef().str();
-      entry.why = why;
-      entry.bytes += b->interval.size;
-      ++entry.count;
-      r.f32ActivationBytes += b->interval.size;
-    }
-    for (auto &[key, entry] : kept)
-      r.keptF32.push_back(entry);
-    std::stable_sort(
-        r.keptF32.begin(), r.keptF32.end(),
-        [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+  if (!r.mixedPrecision)
+    return;
+  std::map<std::pair<std::string, std::string>, MemoryReport::KeptF32> kept;
+  for (const ArenaBuffer *b : atPeak) {
+    auto type = llvm::dyn_cast<ShapedType>(b->root.getType());
+    if (b->kind != BufferKind::Activation || !type ||
+        !type.getElementType().isF32())
+      continue;
+    std::string op = b->root.getDefiningOp()->getName().getStringRef().str();
+    std::string why = keptF32Reason(b->root);
+    MemoryReport::KeptF32 &entry = kept[{op, why}];
+    entry.op = op;
+    entry.why = why;
+    entry.bytes += b->interval.size;
+    ++entry.count;
+    r.f32ActivationBytes += b->interval.size;
   }
+  for (auto &[key, entry] : kept)
+    r.keptF32.push_back(entry);
+  std::stable_sort(
+      r.keptF32.begin(), r.keptF32.end(),
+      [](const auto &a, const auto &b) { return a.bytes > b.bytes; });
+}
+
+} // namespace
+
+FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
+  FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyzePlanned(func);
+  if (failed(analysis))
+    return failure();
+  MemoryReport r;
+  r.function = func.getName().str();
+  r.steps = analysis->order.size();
+  readRegions(func, r);
+  readRecomputation(func, r);
+  readFusedOps(func, r);
+  std::vector<const ArenaBuffer *> atPeak = buffersAtPeak(*analysis, r);
+  readKeptF32(func, atPeak, r);
+  // The ten largest buffers live at the peak.
   for (const ArenaBuffer *b : atPeak) {
     if (r.largestAtPeak.size() == 10)
       break;
     MemoryReport::Buffer entry;
     Operation *def = b->root.getDefiningOp();
-    SourcePlace place = sourcePlaceOf(def->getLoc());
-    entry.layer = place.layer;
-    if (!place.file.empty())
-      entry.location = place.file + ":" + std::to_string(place.line) + ":" +
-                       std::to_string(place.column);
+    placeOf(def, entry.layer, entry.location);
     entry.op = def->getName().getStringRef().str();
     entry.type = tensorTypeString(b->root.getType());
     entry.kind = spell(b->kind);

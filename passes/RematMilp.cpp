@@ -147,25 +147,65 @@ RematCost mnemo::evaluateRemat(const RematProblem &p,
   return cost;
 }
 
-bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
-                           RematSolution &solution, std::string &error) {
-  auto started = std::chrono::steady_clock::now();
-  const int n = int(p.fixedBytes.size());
+namespace {
+
+/// The MILP of a problem (the model in this file's header), its columns
+/// and rows added in a fixed order: the same problem gives CBC the same
+/// program.
+struct Formulation {
+  explicit Formulation(const RematProblem &p)
+      : p(p), n(int(p.fixedBytes.size())), r(p.values.size(), 0),
+        a(p.values.size()), constant(n), terms(n) {}
+
+  bool build(std::string &error) {
+    addNeeds();
+    for (int t = 0; t < n; ++t)
+      constant[t] = kib(p.fixedBytes[t]);
+    for (size_t x = 0; x < p.values.size(); ++x) {
+      if (p.values[x].candidate)
+        addCandidateBytes(x);
+      else
+        addTransientBytes(x);
+    }
+    return addCapacityRows(error);
+  }
+
+  const RematProblem &p;
+  const int n;
+  Program lp;
+  // r[v]: v recomputed (columns of candidates, 0 for the others); a[x][T]:
+  // x needed at T.
+  std::vector<int> r;
+  std::vector<std::map<int, int>> a;
+
+private:
   // Bytes in KiB keep the coefficients near 1.
-  auto kib = [](int64_t bytes) { return double(bytes) / 1024.0; };
+  static double kib(int64_t bytes) { return double(bytes) / 1024.0; }
+
+  void addNeeds();
+  void addTransientBytes(size_t x);
+  void addCandidateBytes(size_t x);
+  bool addCapacityRows(std::string &error);
+
+  // Per op: the constant bytes and the variable terms.
+  std::vector<double> constant;
+  std::vector<std::vector<std::pair<int, double>>> terms;
+  // Per time: the largest transient (KiB).
+  std::map<int, int> transient;
+};
+
+/// The columns r and a, and the rows that make a value needed where a
+/// recomputation reads it.
+void Formulation::addNeeds() {
   Needs potential = propagateNeeds(p, [](int) { return true; });
   // FLOPs in units that put the largest op's cost at 1000, well above the
   // solvers' tolerances on the objective.
   double flopUnit = 1;
   for (const RematValue &v : p.values)
     flopUnit = std::max(flopUnit, double(v.flops) / 1000.0);
-
-  Program lp;
-  std::vector<int> r(p.values.size(), 0);
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].candidate)
       r[v] = lp.column(double(p.values[v].flops) / flopUnit, true);
-  std::vector<std::map<int, int>> a(p.values.size());
   for (size_t x = 0; x < p.values.size(); ++x)
     for (int t : potential[x])
       a[x][t] = lp.column(
@@ -188,70 +228,73 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
       }
     }
   }
-  // Per op: the constant bytes and the variable terms.
-  std::vector<double> constant(n);
-  std::vector<std::vector<std::pair<int, double>>> terms(n);
-  std::map<int, int> transient; // per time: the largest transient (KiB)
-  for (int t = 0; t < n; ++t)
-    constant[t] = kib(p.fixedBytes[t]);
-  for (size_t x = 0; x < p.values.size(); ++x) {
-    const RematValue &v = p.values[x];
-    double bytes = kib(v.bytes);
-    if (!v.candidate) { // transient[t] >= bytes * a[x,t]
-      for (auto [t, col] : a[x]) {
-        if (t >= n)
-          continue;
-        auto [it, fresh] = transient.try_emplace(t, 0);
-        if (fresh) {
-          it->second = lp.column(0, false, /*bounded=*/false);
-          terms[t].push_back({it->second, 1});
-        }
-        lp.atLeast({{it->second, 1}, {col, -bytes}}, 0);
-      }
+}
+
+/// A value nothing keeps lives only while the clone that reads it is made:
+/// transient[t] >= bytes * a[x,t].
+void Formulation::addTransientBytes(size_t x) {
+  double bytes = kib(p.values[x].bytes);
+  for (auto [t, col] : a[x]) {
+    if (t >= n)
       continue;
+    auto [it, fresh] = transient.try_emplace(t, 0);
+    if (fresh) {
+      it->second = lp.column(0, false, /*bounded=*/false);
+      terms[t].push_back({it->second, 1});
     }
-    // x is alive from its earliest need before its first backward use,
-    // and after its last backward use until its latest need: chains
-    // L[x,t] >= L[x,t-1] (resp. L[x,t+1]) from each need's L[x,T] >= a.
-    int earliest = INT_MAX, latest = INT_MIN;
-    for (auto [need, col] : a[x]) {
-      if (need < v.firstBackwardUse)
-        earliest = std::min(earliest, need);
-      if (need > v.lastBackwardUse)
-        latest = std::max(latest, need);
-    }
-    std::map<int, int> alive; // t -> L[x,t]
-    auto liveness = [&](int t) {
-      int l = lp.column(0, false);
-      alive[t] = l;
-      return l;
-    };
-    for (int t = earliest; t < v.firstBackwardUse && t < n; ++t) {
-      int l = liveness(t);
-      if (t > earliest)
-        lp.atLeast({{l, 1}, {alive[t - 1], -1}}, 0);
-    }
-    for (int t = std::min(latest, n - 1); t > v.lastBackwardUse; --t) {
-      int l = liveness(t);
-      if (t < std::min(latest, n - 1))
-        lp.atLeast({{l, 1}, {alive[t + 1], -1}}, 0);
-    }
-    for (auto [need, col] : a[x])
-      if (alive.count(need))
-        lp.atLeast({{alive[need], 1}, {col, -1}}, 0);
-    for (int t = v.lastForwardUse + 1; t < std::min(v.firstBackwardUse, n);
-         ++t) {
-      if (!alive.count(t)) { // bytes * (1 - r)
-        constant[t] += bytes;
-        terms[t].push_back({r[x], -bytes});
-      }
-    }
-    for (auto [t, l] : alive) {
-      if (t > v.lastForwardUse && t < v.firstBackwardUse)
-        lp.atLeast({{l, 1}, {r[x], 1}}, 1);
-      terms[t].push_back({l, bytes});
+    lp.atLeast({{it->second, 1}, {col, -bytes}}, 0);
+  }
+}
+
+/// Candidate x is alive from its earliest need before its first backward
+/// use, and after its last backward use until its latest need: chains
+/// L[x,t] >= L[x,t-1] (resp. L[x,t+1]) from each need's L[x,T] >= a; and
+/// in the gap between its uses unless recomputed.
+void Formulation::addCandidateBytes(size_t x) {
+  const RematValue &v = p.values[x];
+  double bytes = kib(v.bytes);
+  int earliest = INT_MAX, latest = INT_MIN;
+  for (auto [need, col] : a[x]) {
+    if (need < v.firstBackwardUse)
+      earliest = std::min(earliest, need);
+    if (need > v.lastBackwardUse)
+      latest = std::max(latest, need);
+  }
+  std::map<int, int> alive; // t -> L[x,t]
+  auto liveness = [&](int t) {
+    int l = lp.column(0, false);
+    alive[t] = l;
+    return l;
+  };
+  for (int t = earliest; t < v.firstBackwardUse && t < n; ++t) {
+    int l = liveness(t);
+    if (t > earliest)
+      lp.atLeast({{l, 1}, {alive[t - 1], -1}}, 0);
+  }
+  for (int t = std::min(latest, n - 1); t > v.lastBackwardUse; --t) {
+    int l = liveness(t);
+    if (t < std::min(latest, n - 1))
+      lp.atLeast({{l, 1}, {alive[t + 1], -1}}, 0);
+  }
+  for (auto [need, col] : a[x])
+    if (alive.count(need))
+      lp.atLeast({{alive[need], 1}, {col, -1}}, 0);
+  for (int t = v.lastForwardUse + 1; t < std::min(v.firstBackwardUse, n); ++t) {
+    if (!alive.count(t)) { // bytes * (1 - r)
+      constant[t] += bytes;
+      terms[t].push_back({r[x], -bytes});
     }
   }
+  for (auto [t, l] : alive) {
+    if (t > v.lastForwardUse && t < v.firstBackwardUse)
+      lp.atLeast({{l, 1}, {r[x], 1}}, 1);
+    terms[t].push_back({l, bytes});
+  }
+}
+
+/// Every op's bytes within the capacity; false where an op's constant
+/// bytes alone exceed it.
+bool Formulation::addCapacityRows(std::string &error) {
   double capacity = kib(p.capacity);
   for (int t = 0; t < n; ++t) {
     if (terms[t].empty()) {
@@ -265,11 +308,11 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     }
     lp.atMost(terms[t], capacity - constant[t]);
   }
+  return true;
+}
 
-  bool found = false;
-  solution.variables = int(lp.columns.size());
-  solution.constraints = int(lp.rowLower.size());
-  // CBC takes the matrix by columns.
+/// The program as a CBC model (CBC takes the matrix by columns).
+Cbc_Model *loadIntoCbc(const Program &lp) {
   int columns = int(lp.columns.size()), rows = int(lp.rowLower.size());
   std::vector<CoinBigIndex> start(columns + 1, 0);
   for (size_t k = 1; k < lp.ja.size(); ++k)
@@ -278,13 +321,11 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     start[c + 1] += start[c];
   std::vector<int> index(lp.ja.size() - 1);
   std::vector<double> value(lp.ja.size() - 1);
-  {
-    std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
-    for (size_t k = 1; k < lp.ja.size(); ++k) {
-      CoinBigIndex at = fill[lp.ja[k] - 1]++;
-      index[at] = lp.ia[k] - 1;
-      value[at] = lp.ar[k];
-    }
+  std::vector<CoinBigIndex> fill(start.begin(), start.end() - 1);
+  for (size_t k = 1; k < lp.ja.size(); ++k) {
+    CoinBigIndex at = fill[lp.ja[k] - 1]++;
+    index[at] = lp.ia[k] - 1;
+    value[at] = lp.ar[k];
   }
   std::vector<double> colLower(columns, 0.0), colUpper(columns),
       objective(columns);
@@ -305,6 +346,20 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
   for (int c = 0; c < columns; ++c)
     if (lp.columns[c].binary)
       Cbc_setInteger(model, c);
+  return model;
+}
+
+} // namespace
+
+bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
+                           RematSolution &solution, std::string &error) {
+  auto started = std::chrono::steady_clock::now();
+  Formulation milp(p);
+  if (!milp.build(error))
+    return false;
+  solution.variables = int(milp.lp.columns.size());
+  solution.constraints = int(milp.lp.rowLower.size());
+  Cbc_Model *model = loadIntoCbc(milp.lp);
   Cbc_setMaximumSeconds(model, timeLimitSeconds);
   Cbc_setAllowableGap(model, 0.0);
   Cbc_setParameter(model, "ratioGap", "0");
@@ -318,14 +373,14 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     std::vector<double> values;
     for (size_t v = 0; v < p.values.size(); ++v)
       if (p.values[v].candidate) {
-        starts.push_back(r[v] - 1);
+        starts.push_back(milp.r[v] - 1);
         values.push_back(greedy.recompute[v] ? 1.0 : 0.0);
       }
     Cbc_setMIPStartI(model, int(starts.size()), starts.data(), values.data());
   }
   Cbc_solve(model);
-  found = Cbc_numberSavedSolutions(model) > 0 ||
-          (Cbc_isProvenOptimal(model) && !Cbc_isProvenInfeasible(model));
+  bool found = Cbc_numberSavedSolutions(model) > 0 ||
+               (Cbc_isProvenOptimal(model) && !Cbc_isProvenInfeasible(model));
   if (found) {
     const double *x = Cbc_getColSolution(model);
     solution.provedOptimal = Cbc_isProvenOptimal(model);
@@ -338,7 +393,7 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     solution.recompute.assign(p.values.size(), false);
     for (size_t v = 0; v < p.values.size(); ++v)
       if (p.values[v].candidate)
-        solution.recompute[v] = x[r[v] - 1] > 0.5;
+        solution.recompute[v] = x[milp.r[v] - 1] > 0.5;
   } else if (Cbc_isProvenInfeasible(model)) {
     error = "no choice of recomputations fits";
   } else if (Cbc_isSecondsLimitReached(model)) {

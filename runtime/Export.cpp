@@ -67,196 +67,237 @@ const nlohmann::json *runtime::directiveFor(const nlohmann::json &train,
   return nullptr;
 }
 
-bool runtime::compressParameter(const nlohmann::json &train,
-                                const ParameterData &p, SafetensorsFile &file,
-                                std::string &line) {
-  const std::string &name = p.name, &dtype = p.dtype;
-  const std::vector<int64_t> &shape = p.shape;
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  int64_t denseBytes = n * (dtype == "f32" ? 4 : 2);
-  size_t before = file.tensors.size();
-  auto appended = [&]() {
+namespace {
+
+/// One parameter's export into a file: the forms below each append their
+/// tensors and describe them.
+struct ParameterExport {
+  ParameterExport(const ParameterData &p, SafetensorsFile &file,
+                  std::string &line)
+      : p(p), name(p.name), shape(p.shape), file(file), line(line),
+        before(file.tensors.size()),
+        w(reinterpret_cast<const float *>(p.data)) {
+    for (int64_t d : shape)
+      n *= d;
+    denseBytes = n * (p.dtype == "f32" ? 4 : 2);
+  }
+
+  /// Records the form: `layout` in the file's metadata, and the line
+  /// "NAME  FORM: DENSE -> EXPORTED bytes".
+  bool done(const std::string &layout, const std::string &form) {
+    file.metadata[name] = layout;
     int64_t bytes = 0;
     for (size_t t = before; t < file.tensors.size(); ++t)
       bytes += int64_t(file.tensors[t].bytes.size());
-    return bytes;
-  };
-  const float *w = reinterpret_cast<const float *>(p.data);
-  const nlohmann::json *quantize = directiveFor(train, "quantize", name);
-  std::string kind = quantize ? text(*quantize, "kind") : "";
-  bool trained = kind == "qat" && p.observedMin && p.observedMax;
-  if ((trained || kind == "int8" || kind == "int4") && dtype == "f32") {
-    int bits = kind == "qat"    ? int(integer(*quantize, "bits", 8))
-               : kind == "int8" ? 8
-                                : 4;
-    int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
-    // The ranges: observed in training (qat), or the weight's own per
-    // row or per group of a row (post-training, symmetric).
-    bool symmetric = !trained || text(*quantize, "scheme") == "symmetric";
-    bool perGroup = !trained && text(*quantize, "granularity") == "per_group";
-    int64_t channels =
-        trained    ? p.observedChannels
-        : perGroup ? n / std::max<int64_t>(1, integer(*quantize, "group", 128))
-        : shape.size() >= 2 ? shape[0]
-                            : 1;
-    int64_t inner = n / channels; // consecutive elements share a range
-    std::vector<float> lows(channels), highs(channels);
-    for (int64_t c = 0; c < channels; ++c) {
-      if (trained) {
-        std::memcpy(&lows[c], p.observedMin + 4 * c, 4);
-        std::memcpy(&highs[c], p.observedMax + 4 * c, 4);
-        continue;
-      }
-      lows[c] = highs[c] = w[c * inner];
-      for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
-        lows[c] = std::min(lows[c], w[e]);
-        highs[c] = std::max(highs[c], w[e]);
-      }
-    }
-    std::vector<float> scales(channels);
-    std::vector<int32_t> zeros(channels);
-    std::vector<int8_t> q(n);
-    for (int64_t c = 0; c < channels; ++c) {
-      fakequant::QParams p =
-          fakequant::qparams(lows[c], highs[c], qmin, qmax, symmetric);
-      scales[c] = p.scale;
-      zeros[c] = int32_t(p.zeroPoint);
-      for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
-        float v = fakequant::quantized(w[e], p);
-        q[e] = int8_t(v < qmin ? qmin : (v > qmax ? qmax : v));
-      }
-    }
-    if (bits == 8) {
-      file.tensors.push_back(raw(name, "I8", shape, q.data(), q.size()));
-    } else {
-      std::vector<uint8_t> packed((n + 1) / 2, 0);
-      for (int64_t e = 0; e < n; ++e)
-        packed[e / 2] |= uint8_t((uint8_t(q[e]) & 0xfu) << (4 * (e % 2)));
-      file.tensors.push_back(raw(name, "U8", {int64_t(packed.size())},
-                                 packed.data(), packed.size()));
-    }
-    file.tensors.push_back(
-        StoredTensor::f32(name + ".scale", {channels}, scales));
-    file.tensors.push_back(
-        StoredTensor::i32(name + ".zero_point", {channels}, zeros));
-    std::string layout = "int" + std::to_string(bits) +
-                         (perGroup ? " per group of " + std::to_string(inner)
-                          : channels > 1 ? std::string(" per channel (dim 0)")
-                                         : std::string(" per tensor")) +
-                         (symmetric ? ", symmetric" : ", affine") +
-                         (trained ? ", trained" : ", post-training") +
-                         ", shape " + shapeText(shape);
-    file.metadata[name] = layout;
-    line = (name + "  " + layout + ": " + std::to_string(denseBytes) + " -> " +
-            std::to_string(appended()) + " bytes");
+    line = name + "  " + form + ": " + std::to_string(denseBytes) + " -> " +
+           std::to_string(bytes) + " bytes";
     return true;
   }
-  const nlohmann::json *prune = directiveFor(train, "prune", name);
-  if (p.mask && dtype == "f32" && shape.size() >= 2) {
-    auto pruned = [&](int64_t e) {
-      uint32_t word;
-      std::memcpy(&word, p.mask + 4 * (e / 32), 4);
-      return (word >> (e % 32)) & 1u;
-    };
-    int64_t rows = shape[0], k = n / rows;
-    bool twoFour = prune && text(*prune, "kind") == "nm" &&
-                   integer(*prune, "n", 2) == 2 &&
-                   integer(*prune, "m", 4) == 4 && k % 8 == 0;
-    bool isTwoFour = twoFour;
-    for (int64_t g = 0; isTwoFour && g < n; g += 4)
-      isTwoFour =
-          pruned(g) + pruned(g + 1) + pruned(g + 2) + pruned(g + 3) == 2;
-    if (isTwoFour) {
-      std::vector<float> values;
-      std::vector<uint8_t> indices(n / 8, 0);
-      for (int64_t g = 0; g < n; g += 4) {
-        unsigned positions = 0, kept = 0;
-        for (int j = 0; j < 4; ++j)
-          if (!pruned(g + j)) {
-            values.push_back(w[g + j]);
-            positions |= unsigned(j) << (2 * kept++);
-          }
-        indices[g / 8] |= uint8_t(positions << (4 * ((g / 4) % 2)));
-      }
-      file.tensors.push_back(StoredTensor::f32(name, {rows, k / 2}, values));
-      file.tensors.push_back(raw(name + ".indices", "U8", {rows, k / 8},
-                                 indices.data(), indices.size()));
-      file.metadata[name] = "2:4 packed, shape " + shapeText(shape);
-      line = (name + "  2:4 packed: " + std::to_string(denseBytes) + " -> " +
-              std::to_string(appended()) + " bytes");
-      return true;
+
+  /// Whether element `e` is pruned (the mask's bit set).
+  bool pruned(int64_t e) const {
+    uint32_t word;
+    std::memcpy(&word, p.mask + 4 * (e / 32), 4);
+    return (word >> (e % 32)) & 1u;
+  }
+
+  bool quantized(const nlohmann::json &quantize);
+  bool twoFour(const nlohmann::json *prune);
+  bool keptRows();
+  bool csr();
+
+  const ParameterData &p;
+  const std::string &name;
+  const std::vector<int64_t> &shape;
+  SafetensorsFile &file;
+  std::string &line;
+  size_t before;
+  const float *w;
+  int64_t n = 1, denseBytes = 0;
+};
+
+/// int8 or int4 with a scale and zero point per range: the ranges observed
+/// in training (qat), or the weight's own per row or per group of a row
+/// (post-training, symmetric).
+bool ParameterExport::quantized(const nlohmann::json &quantize) {
+  std::string kind = text(quantize, "kind");
+  bool trained = kind == "qat";
+  int bits = trained          ? int(integer(quantize, "bits", 8))
+             : kind == "int8" ? 8
+                              : 4;
+  int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
+  bool symmetric = !trained || text(quantize, "scheme") == "symmetric";
+  bool perGroup = !trained && text(quantize, "granularity") == "per_group";
+  int64_t channels =
+      trained    ? p.observedChannels
+      : perGroup ? n / std::max<int64_t>(1, integer(quantize, "group", 128))
+      : shape.size() >= 2 ? shape[0]
+                          : 1;
+  int64_t inner = n / channels; // consecutive elements share a range
+  std::vector<float> lows(channels), highs(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    if (trained) {
+      std::memcpy(&lows[c], p.observedMin + 4 * c, 4);
+      std::memcpy(&highs[c], p.observedMax + 4 * c, 4);
+      continue;
     }
-    int64_t kept = 0;
-    for (int64_t e = 0; e < n; ++e)
-      kept += !pruned(e);
-    // Whole rows pruned (structured pruning along dim 0): the kept rows
-    // and their indices.
-    std::vector<int32_t> keptRows;
-    bool wholeRows = true;
-    for (int64_t r = 0; r < rows && wholeRows; ++r) {
-      int64_t prunedInRow = 0;
-      for (int64_t c = 0; c < k; ++c)
-        prunedInRow += pruned(r * k + c);
-      wholeRows = prunedInRow == 0 || prunedInRow == k;
-      if (prunedInRow == 0)
-        keptRows.push_back(int32_t(r));
-    }
-    int64_t rowBytes = int64_t(keptRows.size()) * (k * 4 + 4);
-    if (wholeRows && int64_t(keptRows.size()) < rows && rowBytes < denseBytes) {
-      std::vector<float> values;
-      for (int32_t r : keptRows)
-        values.insert(values.end(), w + r * k, w + (r + 1) * k);
-      std::vector<int64_t> keptShape = shape;
-      keptShape[0] = int64_t(keptRows.size());
-      file.tensors.push_back(StoredTensor::f32(name, keptShape, values));
-      file.tensors.push_back(StoredTensor::i32(
-          name + ".rows", {int64_t(keptRows.size())}, keptRows));
-      file.metadata[name] = "rows kept (dim 0), shape " + shapeText(shape);
-      line =
-          (name + "  rows kept: " + std::to_string(keptRows.size()) + " of " +
-           std::to_string(rows) + ": " + std::to_string(denseBytes) + " -> " +
-           std::to_string(appended()) + " bytes");
-      return true;
-    }
-    int indexBytes = k <= 32768 ? 2 : 4;
-    int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
-    if (csrBytes < denseBytes) {
-      std::vector<float> values;
-      std::vector<int32_t> offsets{0}, columns;
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < k; ++c)
-          if (!pruned(r * k + c)) {
-            values.push_back(w[r * k + c]);
-            columns.push_back(int32_t(c));
-          }
-        offsets.push_back(int32_t(values.size()));
-      }
-      file.tensors.push_back(
-          StoredTensor::f32(name + ".values", {kept}, values));
-      if (indexBytes == 2) {
-        std::vector<int16_t> narrow(columns.begin(), columns.end());
-        file.tensors.push_back(raw(name + ".columns", "I16", {kept},
-                                   narrow.data(), narrow.size() * 2));
-      } else {
-        file.tensors.push_back(
-            StoredTensor::i32(name + ".columns", {kept}, columns));
-      }
-      file.tensors.push_back(
-          StoredTensor::i32(name + ".row_offsets", {rows + 1}, offsets));
-      file.metadata[name] = "CSR over dim 0, shape " + shapeText(shape);
-      line = (name + "  CSR (" +
-              std::to_string(100 * (n - kept) / std::max<int64_t>(n, 1)) +
-              "% pruned): " + std::to_string(denseBytes) + " -> " +
-              std::to_string(appended()) + " bytes");
-      return true;
+    lows[c] = highs[c] = w[c * inner];
+    for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+      lows[c] = std::min(lows[c], w[e]);
+      highs[c] = std::max(highs[c], w[e]);
     }
   }
-  std::string stored = dtype == "f32"    ? "F32"
-                       : dtype == "bf16" ? "BF16"
-                                         : "F16";
-  file.tensors.push_back(raw(name, stored, shape, p.data, size_t(denseBytes)));
+  std::vector<float> scales(channels);
+  std::vector<int32_t> zeros(channels);
+  std::vector<int8_t> q(n);
+  for (int64_t c = 0; c < channels; ++c) {
+    fakequant::QParams qp =
+        fakequant::qparams(lows[c], highs[c], qmin, qmax, symmetric);
+    scales[c] = qp.scale;
+    zeros[c] = int32_t(qp.zeroPoint);
+    for (int64_t e = c * inner; e < (c + 1) * inner; ++e) {
+      float v = fakequant::quantized(w[e], qp);
+      q[e] = int8_t(v < qmin ? qmin : (v > qmax ? qmax : v));
+    }
+  }
+  if (bits == 8) {
+    file.tensors.push_back(raw(name, "I8", shape, q.data(), q.size()));
+  } else {
+    std::vector<uint8_t> packed((n + 1) / 2, 0);
+    for (int64_t e = 0; e < n; ++e)
+      packed[e / 2] |= uint8_t((uint8_t(q[e]) & 0xfu) << (4 * (e % 2)));
+    file.tensors.push_back(raw(name, "U8", {int64_t(packed.size())},
+                               packed.data(), packed.size()));
+  }
+  file.tensors.push_back(
+      StoredTensor::f32(name + ".scale", {channels}, scales));
+  file.tensors.push_back(
+      StoredTensor::i32(name + ".zero_point", {channels}, zeros));
+  std::string layout = "int" + std::to_string(bits) +
+                       (perGroup ? " per group of " + std::to_string(inner)
+                        : channels > 1 ? std::string(" per channel (dim 0)")
+                                       : std::string(" per tensor")) +
+                       (symmetric ? ", symmetric" : ", affine") +
+                       (trained ? ", trained" : ", post-training") +
+                       ", shape " + shapeText(shape);
+  return done(layout, layout);
+}
+
+/// 2:4 sparsity (prune nm with n 2, m 4), when every group of four keeps
+/// two: the kept values and their positions, 2 bits each.
+bool ParameterExport::twoFour(const nlohmann::json *prune) {
+  int64_t rows = shape[0], k = n / rows;
+  bool isTwoFour = prune && text(*prune, "kind") == "nm" &&
+                   integer(*prune, "n", 2) == 2 &&
+                   integer(*prune, "m", 4) == 4 && k % 8 == 0;
+  for (int64_t g = 0; isTwoFour && g < n; g += 4)
+    isTwoFour = pruned(g) + pruned(g + 1) + pruned(g + 2) + pruned(g + 3) == 2;
+  if (!isTwoFour)
+    return false;
+  std::vector<float> values;
+  std::vector<uint8_t> indices(n / 8, 0);
+  for (int64_t g = 0; g < n; g += 4) {
+    unsigned positions = 0, kept = 0;
+    for (int j = 0; j < 4; ++j)
+      if (!pruned(g + j)) {
+        values.push_back(w[g + j]);
+        positions |= unsigned(j) << (2 * kept++);
+      }
+    indices[g / 8] |= uint8_t(positions << (4 * ((g / 4) % 2)));
+  }
+  file.tensors.push_back(StoredTensor::f32(name, {rows, k / 2}, values));
+  file.tensors.push_back(raw(name + ".indices", "U8", {rows, k / 8},
+                             indices.data(), indices.size()));
+  return done("2:4 packed, shape " + shapeText(shape), "2:4 packed");
+}
+
+/// Whole rows pruned (structured pruning along dim 0), when that is
+/// smaller: the kept rows and their indices.
+bool ParameterExport::keptRows() {
+  int64_t rows = shape[0], k = n / rows;
+  std::vector<int32_t> kept;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t prunedInRow = 0;
+    for (int64_t c = 0; c < k; ++c)
+      prunedInRow += pruned(r * k + c);
+    if (prunedInRow != 0 && prunedInRow != k)
+      return false;
+    if (prunedInRow == 0)
+      kept.push_back(int32_t(r));
+  }
+  int64_t rowBytes = int64_t(kept.size()) * (k * 4 + 4);
+  if (int64_t(kept.size()) == rows || rowBytes >= denseBytes)
+    return false;
+  std::vector<float> values;
+  for (int32_t r : kept)
+    values.insert(values.end(), w + r * k, w + (r + 1) * k);
+  std::vector<int64_t> keptShape = shape;
+  keptShape[0] = int64_t(kept.size());
+  file.tensors.push_back(StoredTensor::f32(name, keptShape, values));
+  file.tensors.push_back(
+      StoredTensor::i32(name + ".rows", {int64_t(kept.size())}, kept));
+  return done("rows kept (dim 0), shape " + shapeText(shape),
+              "rows kept: " + std::to_string(kept.size()) + " of " +
+                  std::to_string(rows));
+}
+
+/// Compressed sparse rows, when that is smaller: the kept values, their
+/// columns (16 bits where they fit) and each row's first.
+bool ParameterExport::csr() {
+  int64_t rows = shape[0], k = n / rows;
+  int64_t kept = 0;
+  for (int64_t e = 0; e < n; ++e)
+    kept += !pruned(e);
+  int indexBytes = k <= 32768 ? 2 : 4;
+  int64_t csrBytes = kept * (4 + indexBytes) + (rows + 1) * 4;
+  if (csrBytes >= denseBytes)
+    return false;
+  std::vector<float> values;
+  std::vector<int32_t> offsets{0}, columns;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < k; ++c)
+      if (!pruned(r * k + c)) {
+        values.push_back(w[r * k + c]);
+        columns.push_back(int32_t(c));
+      }
+    offsets.push_back(int32_t(values.size()));
+  }
+  file.tensors.push_back(StoredTensor::f32(name + ".values", {kept}, values));
+  if (indexBytes == 2) {
+    std::vector<int16_t> narrow(columns.begin(), columns.end());
+    file.tensors.push_back(raw(name + ".columns", "I16", {kept}, narrow.data(),
+                               narrow.size() * 2));
+  } else {
+    file.tensors.push_back(
+        StoredTensor::i32(name + ".columns", {kept}, columns));
+  }
+  file.tensors.push_back(
+      StoredTensor::i32(name + ".row_offsets", {rows + 1}, offsets));
+  return done("CSR over dim 0, shape " + shapeText(shape),
+              "CSR (" +
+                  std::to_string(100 * (n - kept) / std::max<int64_t>(n, 1)) +
+                  "% pruned)");
+}
+
+} // namespace
+
+bool runtime::compressParameter(const nlohmann::json &train,
+                                const ParameterData &p, SafetensorsFile &file,
+                                std::string &line) {
+  ParameterExport out(p, file, line);
+  bool f32 = p.dtype == "f32";
+  const nlohmann::json *quantize = directiveFor(train, "quantize", p.name);
+  std::string kind = quantize ? text(*quantize, "kind") : "";
+  if (f32 && ((kind == "qat" && p.observedMin && p.observedMax) ||
+              kind == "int8" || kind == "int4"))
+    return out.quantized(*quantize);
+  if (f32 && p.mask && p.shape.size() >= 2 &&
+      (out.twoFour(directiveFor(train, "prune", p.name)) || out.keptRows() ||
+       out.csr()))
+    return true;
+  std::string stored = f32 ? "F32" : p.dtype == "bf16" ? "BF16" : "F16";
+  file.tensors.push_back(
+      raw(p.name, stored, p.shape, p.data, size_t(out.denseBytes)));
   return false;
 }
 
