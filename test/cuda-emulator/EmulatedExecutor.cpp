@@ -305,9 +305,25 @@ public:
         call.kh,      call.kw,   call.ho,   call.wo, call.strideH,
         call.strideW, call.padH, call.padW, 1};
     // The CPU kernels' workspace for one image: its columns and its
-    // output rows.
+    // output rows; for 16-bit storage (cuDNN's bf16 and f16 convolutions,
+    // which accumulate in f32), then the operands and the result widened.
+    int64_t columns = (call.c * call.kh * call.kw + call.o) * call.ho * call.wo;
+    int64_t widened = call.n * call.c * call.h * call.w +
+                      call.o * call.c * call.kh * call.kw +
+                      call.n * call.o * call.ho * call.wo;
     std::vector<float> scratch(
-        size_t((call.c * call.kh * call.kw + call.o) * call.ho * call.wo));
+        size_t(columns + (call.dtype == DType::F32 ? 0 : widened)));
+    int kind = call.kind == ConvKind::Forward     ? 0
+               : call.kind == ConvKind::InputGrad ? 1
+                                                  : 2;
+    if (call.dtype == DType::BF16)
+      return cpu::conv2dHalf(
+          kind, s, half<cpu::bf16_t>(first), half<cpu::bf16_t>(second),
+          reinterpret_cast<cpu::bf16_t *>(result), scratch.data());
+    if (call.dtype == DType::F16)
+      return cpu::conv2dHalf(
+          kind, s, half<cpu::f16_t>(first), half<cpu::f16_t>(second),
+          reinterpret_cast<cpu::f16_t *>(result), scratch.data());
     auto f = [](const uint8_t *p) {
       return reinterpret_cast<const float *>(p);
     };

@@ -28,22 +28,25 @@ inline void reportIndexOutOfRange(int64_t index, int64_t rows) {
               std::to_string(rows) + " rows");
 }
 
-/// out[i] = table[indices[i]]; false if an index is out of range.
-inline bool embedding(const float *table, const int32_t *indices, int64_t count,
-                      int64_t rows, int64_t dim, float *out) {
+/// out[i] = table[indices[i]], in the table's element type (f32, or bf16
+/// and f16 storage); false if an index is out of range.
+template <typename T>
+inline bool embedding(const T *table, const int32_t *indices, int64_t count,
+                      int64_t rows, int64_t dim, T *out) {
   for (int64_t i = 0; i < count; ++i) {
     int32_t row = indices[i];
     if (row < 0 || row >= rows) {
       reportIndexOutOfRange(row, rows);
       return false;
     }
-    std::memcpy(out + i * dim, table + int64_t(row) * dim, sizeof(float) * dim);
+    std::memcpy(out + i * dim, table + int64_t(row) * dim, sizeof(T) * dim);
   }
   return true;
 }
 
 /// out[indices[i]] += grad[i] into a zeroed [rows, dim] table; false if an
-/// index is out of range.
+/// index is out of range. In f32 only: the gradient rule sums a 16-bit
+/// table's rows in f32 (EmbeddingOps.cpp).
 inline bool embeddingGrad(const float *grad, const int32_t *indices,
                           int64_t count, int64_t rows, int64_t dim,
                           float *out) {

@@ -32,8 +32,21 @@ SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
   if (!grads[0])
     return {Value(), Value()};
-  return {b.create<EmbeddingGradOp>(getLoc(), getTable().getType(), grads[0],
-                                    getIndices())
-              .getResult(),
-          Value()};
+  auto table = llvm::cast<RankedTensorType>(getTable().getType());
+  if (table.getElementType().isF32())
+    return {b.create<EmbeddingGradOp>(getLoc(), table, grads[0], getIndices())
+                .getResult(),
+            Value()};
+  // A 16-bit table (a gather over bf16 activations: upsampling by a
+  // fractional factor; or embedding in an amp policy's low list): the rows
+  // are summed in f32 and the table's gradient rounded once, as PyTorch
+  // accumulates a 16-bit index_add or upsampling backward in float.
+  auto f32 = [&](Type type) {
+    return llvm::cast<RankedTensorType>(type).clone(b.getF32Type());
+  };
+  Value rows =
+      b.create<CastOp>(getLoc(), f32(grads[0].getType()), grads[0]).getResult();
+  Value sums =
+      b.create<EmbeddingGradOp>(getLoc(), f32(table), rows, getIndices());
+  return {b.create<CastOp>(getLoc(), table, sums).getResult(), Value()};
 }
