@@ -32,26 +32,34 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Its own options only in --help: LLVM's hundreds of code generation flags
+// do nothing here.
+static cl::OptionCategory category("mnemo-difftest options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
-                                      cl::init("-"));
-static cl::opt<std::string>
-    pipeline("pass-pipeline", cl::desc("The passes to check"), cl::Required);
+                                      cl::init("-"), cl::cat(category));
+static cl::opt<std::string> pipeline("pass-pipeline",
+                                     cl::desc("The passes to check"),
+                                     cl::Required, cl::cat(category));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed of the random inputs"),
-                              cl::init(1));
-static cl::opt<unsigned>
-    trials("trials", cl::desc("How many random inputs to try"), cl::init(3));
+                              cl::init(1), cl::cat(category));
+static cl::opt<unsigned> trials("trials",
+                                cl::desc("How many random inputs to try"),
+                                cl::init(3), cl::cat(category));
 static cl::opt<bool>
-    arena("arena", cl::desc("Run planned functions of the result in the "
-                            "interpreter's arena mode"));
+    arena("arena",
+          cl::desc("Run planned functions of the result in the "
+                   "interpreter's arena mode"),
+          cl::cat(category));
 static cl::opt<double> relativeTolerance("rtol", cl::desc("Relative tolerance"),
-                                         cl::init(1e-5));
+                                         cl::init(1e-5), cl::cat(category));
 static cl::opt<double> absoluteTolerance("atol", cl::desc("Absolute tolerance"),
-                                         cl::init(1e-6));
+                                         cl::init(1e-6), cl::cat(category));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerTransformsPasses();
   mnemo::registerAllMnemoPasses();
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "mnemo-difftest: check passes by execution\n");
 
