@@ -272,85 +272,154 @@ void sliceSharedReorder(const dnnl_memory_desc_t &plain,
   dnn.sharedSlices.clear();
 }
 
-/// Sets up `dnn` for the site split into at most `maxParts` parts, the
-/// activations `layouts` names in blocks of `block` channels (1: every
-/// activation plain). `directness` 2: the primitive takes those as they
-/// are, a weight gradient's slice of dy's channels too; 1: all but that
-/// slice, which is copied; 0: none, they are reordered to the layouts
-/// oneDNN picks like plain ones (where the blocked layout would cost
-/// oneDNN its fast kernels). An empty string on success, else why not.
-std::string createOneDnn(const ConvShape &s, ConvKind kind,
-                         int64_t workspaceBytes, int64_t maxParts,
-                         ConvLayouts layouts, int64_t block, int directness,
-                         OneDnn &dnn, std::string &implementation) {
-  OneDnnContext &c = context();
-  if (!c.failure.empty())
-    return c.failure;
-  c.alone();
-  bool byChannels = kind == ConvKind::WeightGrad;
-  int64_t total = byChannels ? s.o : s.n;
-  // Parts of `size` (channel parts in whole 16-channel blocks), the last
-  // one shorter.
-  int64_t size;
-  if (byChannels) {
-    int64_t blocks = (s.o + 15) / 16;
-    size = 16 * ((blocks + maxParts - 1) / std::max<int64_t>(1, maxParts));
-  } else {
-    size = (s.n + maxParts - 1) / std::max<int64_t>(1, maxParts);
+/// Sets up a site's OneDnn: the split into parts, the descriptors of the
+/// plan's tensors and of oneDNN's, the (at most two) primitives, the
+/// shared operand's copy, and each part's memories and place in the
+/// workspace. One builder per attempt (prepare tries several).
+class OneDnnBuilder {
+public:
+  /// The site split into at most `maxParts` parts, the activations
+  /// `layouts` names in blocks of `block` channels (1: every activation
+  /// plain). `directness` 2: the primitive takes those as they are, a
+  /// weight gradient's slice of dy's channels too; 1: all but that slice,
+  /// which is copied; 0: none, they are reordered to the layouts oneDNN
+  /// picks like plain ones (where the blocked layout would cost oneDNN its
+  /// fast kernels).
+  OneDnnBuilder(const ConvShape &s, ConvKind kind, int64_t maxParts,
+                ConvLayouts layouts, int64_t block, int directness, OneDnn &dnn)
+      : s(s), kind(kind), maxParts(maxParts), block(block), c(context()),
+        dnn(dnn), byChannels(kind == ConvKind::WeightGrad) {
+    if (block == 1)
+      layouts = {};
+    xBlocked = kind == ConvKind::Forward     ? layouts.firstBlocked
+               : kind == ConvKind::InputGrad ? layouts.resultBlocked
+                                             : layouts.secondBlocked;
+    yBlocked = kind == ConvKind::Forward ? layouts.resultBlocked
+                                         : layouts.firstBlocked;
+    direct = directness > 0;
+    sliceDirect = directness > 1 && byChannels && yBlocked;
+    split();
+    chooseArguments();
   }
-  size = std::min(std::max<int64_t>(1, size), total);
-  int64_t count = (total + size - 1) / size;
-  int64_t last = total - (count - 1) * size;
 
-  dnnl_dims_t strides = {s.strideH, s.strideW};
-  dnnl_dims_t padL = {s.padH, s.padW};
-  // The right padding that gives the planned output size.
-  dnnl_dims_t padR = {(s.ho - 1) * s.strideH + s.kh - s.h - s.padH,
-                      (s.wo - 1) * s.strideW + s.kw - s.w - s.padW};
-  dnnl_primitive_attr_t attr;
-  if (dnnl_primitive_attr_create(&attr) != dnnl_success)
-    return "oneDNN cannot create attributes";
-  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-  auto create = [&](const void *desc, const_dnnl_primitive_desc_t hint) {
-    dnnl_primitive_desc_t pd = nullptr;
-    if (dnnl_primitive_desc_create(&pd, desc, attr, c.engine, hint) !=
-        dnnl_success)
-      return static_cast<dnnl_primitive_desc_t>(nullptr);
-    dnn.descs.push_back(pd);
-    return pd;
-  };
-  auto any = [](int64_t a, int64_t b, int64_t h, int64_t w) {
+  /// An empty string on success, else why not.
+  std::string build(int64_t workspaceBytes, std::string &implementation) {
+    if (std::string why = createPrimitives(implementation); !why.empty())
+      return why;
+    if (std::string why = createShared(); !why.empty())
+      return why;
+    if (std::string why = createReorders(); !why.empty())
+      return why;
+    return createParts(workspaceBytes);
+  }
+
+private:
+  /// Parts of `size` (channel parts in whole 16-channel blocks), the last
+  /// one shorter.
+  void split() {
+    int64_t total = byChannels ? s.o : s.n;
+    if (byChannels) {
+      int64_t blocks = (s.o + 15) / 16;
+      size = 16 * ((blocks + maxParts - 1) / std::max<int64_t>(1, maxParts));
+    } else {
+      size = (s.n + maxParts - 1) / std::max<int64_t>(1, maxParts);
+    }
+    size = std::min(std::max<int64_t>(1, size), total);
+    count = (total + size - 1) / size;
+    last = total - (count - 1) * size;
+  }
+
+  /// The queries of the split operand, the shared one and the result, and
+  /// their execution arguments.
+  void chooseArguments() {
+    if (kind == ConvKind::Forward) {
+      inQuery = dnnl_query_src_md, sharedQuery = dnnl_query_weights_md,
+      outQuery = dnnl_query_dst_md;
+      dnn.inArg = DNNL_ARG_SRC, dnn.sharedArg = DNNL_ARG_WEIGHTS,
+      dnn.outArg = DNNL_ARG_DST;
+    } else if (kind == ConvKind::InputGrad) {
+      inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_weights_md,
+      outQuery = dnnl_query_diff_src_md;
+      dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_WEIGHTS,
+      dnn.outArg = DNNL_ARG_DIFF_SRC;
+    } else {
+      inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_src_md,
+      outQuery = dnnl_query_diff_weights_md;
+      dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_SRC,
+      dnn.outArg = DNNL_ARG_DIFF_WEIGHTS;
+    }
+    int64_t xImage = s.c * s.h * s.w, yImage = s.o * s.ho * s.wo;
+    dnn.inStep = byChannels                  ? s.ho * s.wo
+                 : kind == ConvKind::Forward ? xImage
+                                             : yImage;
+    dnn.outStep = byChannels                  ? s.c * s.kh * s.kw
+                  : kind == ConvKind::Forward ? yImage
+                                              : xImage;
+  }
+
+  static dnnl_memory_desc_t any(int64_t a, int64_t b, int64_t h, int64_t w) {
     return plainDesc(a, b, h, w, dnnl_format_tag_any);
-  };
-  // Which of x and y (or their gradients) the plan keeps blocked: their
-  // descriptors in the plan, and the primitive's where it takes them as
-  // they are.
-  if (block == 1)
-    layouts = {};
-  bool xBlocked = kind == ConvKind::Forward     ? layouts.firstBlocked
-                  : kind == ConvKind::InputGrad ? layouts.resultBlocked
-                                                : layouts.secondBlocked;
-  bool yBlocked =
-      kind == ConvKind::Forward ? layouts.resultBlocked : layouts.firstBlocked;
-  auto activation = [&](bool blocked, int64_t n, int64_t channels, int64_t h,
-                        int64_t w) {
+  }
+  /// An activation as the plan keeps it: in blocks, or NCHW.
+  dnnl_memory_desc_t activation(bool blocked, int64_t n, int64_t channels,
+                                int64_t h, int64_t w) const {
     return plainDesc(n, channels, h, w,
                      blocked ? blockedTag(block) : dnnl_nchw);
-  };
-  // A weight gradient's part reads dy's channels [begin, begin + n) of
-  // every image, whole blocks of the blocked dy: its sub-memory at channel
-  // 0, moved to `begin` by the handle (begin * HO * WO floats on, as in
-  // NCHW).
-  auto blockedSlice = [&](int64_t n) {
+  }
+  /// A weight gradient's part reads dy's channels [begin, begin + n) of
+  /// every image, whole blocks of the blocked dy: its sub-memory at channel
+  /// 0, moved to `begin` by the handle (begin * HO * WO floats on, as in
+  /// NCHW).
+  dnnl_memory_desc_t blockedSlice(int64_t n) const {
     dnnl_memory_desc_t whole = activation(true, s.n, s.o, s.ho, s.wo), md;
     dnnl_dims_t dims = {s.n, n, s.ho, s.wo}, offsets = {0, 0, 0, 0};
     dnnl_memory_desc_init_submemory(&md, &whole, dims, offsets);
     return md;
-  };
-  bool direct = directness > 0;
-  bool sliceDirect = directness > 1 && byChannels && yBlocked;
-  // The convolution of a part of `n` images and `o` output channels.
-  auto convolution = [&](int64_t n, int64_t o) {
+  }
+  /// The plan's layout of a part's split operand.
+  dnnl_memory_desc_t plainIn(int64_t n) const {
+    if (!byChannels)
+      return kind == ConvKind::Forward
+                 ? activation(xBlocked, n, s.c, s.h, s.w)
+                 : activation(yBlocked, n, s.o, s.ho, s.wo);
+    if (yBlocked)
+      return blockedSlice(n);
+    // dy's channels [begin, begin + n) of every image: a strided view.
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {s.n, n, s.ho, s.wo};
+    dnnl_dims_t steps = {s.o * s.ho * s.wo, s.ho * s.wo, s.wo, 1};
+    dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, steps);
+    return md;
+  }
+  /// The plan's layout of a part's result.
+  dnnl_memory_desc_t plainOut(int64_t n) const {
+    if (byChannels)
+      return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw);
+    return kind == ConvKind::Forward ? activation(yBlocked, n, s.o, s.ho, s.wo)
+                                     : activation(xBlocked, n, s.c, s.h, s.w);
+  }
+  /// The plan's layout of the shared operand.
+  dnnl_memory_desc_t sharedPlain() const {
+    return byChannels ? activation(xBlocked, s.n, s.c, s.h, s.w)
+                      : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
+  }
+
+  dnnl_primitive_desc_t create(const void *desc,
+                               const_dnnl_primitive_desc_t hint) {
+    dnnl_primitive_desc_t pd = nullptr;
+    if (dnnl_primitive_desc_create(&pd, desc, attr, c.engine, hint) !=
+        dnnl_success)
+      return nullptr;
+    dnn.descs.push_back(pd);
+    return pd;
+  }
+  /// The convolution of a part of `n` images and `o` output channels.
+  dnnl_primitive_desc_t convolution(int64_t n, int64_t o) {
+    dnnl_dims_t strides = {s.strideH, s.strideW};
+    dnnl_dims_t padL = {s.padH, s.padW};
+    // The right padding that gives the planned output size.
+    dnnl_dims_t padR = {(s.ho - 1) * s.strideH + s.kh - s.h - s.padH,
+                        (s.wo - 1) * s.strideW + s.kw - s.w - s.padW};
     dnnl_memory_desc_t x = xBlocked && direct
                                ? activation(true, n, s.c, s.h, s.w)
                                : any(n, s.c, s.h, s.w),
@@ -375,70 +444,20 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
                                                   &x, &w, nullptr, &dySlice,
                                                   strides, padL, padR);
     return create(&d, forward);
-  };
-  // The queries of the split operand, the shared one and the result.
-  dnnl_query_t inQuery, sharedQuery, outQuery;
-  if (kind == ConvKind::Forward) {
-    inQuery = dnnl_query_src_md, sharedQuery = dnnl_query_weights_md,
-    outQuery = dnnl_query_dst_md;
-    dnn.inArg = DNNL_ARG_SRC, dnn.sharedArg = DNNL_ARG_WEIGHTS,
-    dnn.outArg = DNNL_ARG_DST;
-  } else if (kind == ConvKind::InputGrad) {
-    inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_weights_md,
-    outQuery = dnnl_query_diff_src_md;
-    dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_WEIGHTS,
-    dnn.outArg = DNNL_ARG_DIFF_SRC;
-  } else {
-    inQuery = dnnl_query_diff_dst_md, sharedQuery = dnnl_query_src_md,
-    outQuery = dnnl_query_diff_weights_md;
-    dnn.inArg = DNNL_ARG_DIFF_DST, dnn.sharedArg = DNNL_ARG_SRC,
-    dnn.outArg = DNNL_ARG_DIFF_WEIGHTS;
   }
-  // The plan's (plain) layout of a part's split operand and result, and
-  // of the shared operand.
-  int64_t xImage = s.c * s.h * s.w, yImage = s.o * s.ho * s.wo;
-  auto plainIn = [&](int64_t n) {
-    if (!byChannels)
-      return kind == ConvKind::Forward
-                 ? activation(xBlocked, n, s.c, s.h, s.w)
-                 : activation(yBlocked, n, s.o, s.ho, s.wo);
-    if (yBlocked)
-      return blockedSlice(n);
-    // dy's channels [begin, begin + n) of every image: a strided view.
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {s.n, n, s.ho, s.wo};
-    dnnl_dims_t steps = {yImage, s.ho * s.wo, s.wo, 1};
-    dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, steps);
-    return md;
-  };
-  auto plainOut = [&](int64_t n) {
-    if (byChannels)
-      return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw);
-    return kind == ConvKind::Forward ? activation(yBlocked, n, s.o, s.ho, s.wo)
-                                     : activation(xBlocked, n, s.c, s.h, s.w);
-  };
-  dnnl_memory_desc_t sharedPlain =
-      byChannels ? activation(xBlocked, s.n, s.c, s.h, s.w)
-                 : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
-  dnn.inStep = byChannels                  ? s.ho * s.wo
-               : kind == ConvKind::Forward ? xImage
-                                           : yImage;
-  dnn.outStep = byChannels                  ? s.c * s.kh * s.kw
-                : kind == ConvKind::Forward ? yImage
-                                            : xImage;
 
-  auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
-  auto bytesOf = [](const dnnl_memory_desc_t *md) {
+  static int64_t align(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+  static int64_t bytesOf(const dnnl_memory_desc_t *md) {
     return int64_t(dnnl_memory_desc_get_size(md));
-  };
-  auto memory = [&](const dnnl_memory_desc_t *md, dnnl_memory_t &m) {
+  }
+  bool memory(const dnnl_memory_desc_t *md, dnnl_memory_t &m) {
     if (dnnl_memory_create(&m, md, c.engine, DNNL_MEMORY_NONE) != dnnl_success)
       return false;
     dnn.memories.push_back(m);
     return true;
-  };
-  auto reorder = [&](const dnnl_memory_desc_t *from,
-                     const dnnl_memory_desc_t *to, dnnl_primitive_t &r) {
+  }
+  bool reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+               dnnl_primitive_t &r) {
     dnnl_primitive_desc_t pd = nullptr;
     if (dnnl_reorder_primitive_desc_create(&pd, from, c.engine, to, c.engine,
                                            nullptr) != dnnl_success)
@@ -450,107 +469,162 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
     if (scratch && bytesOf(scratch) != 0)
       return false;
     return dnnl_primitive_create(&r, pd) == dnnl_success;
-  };
+  }
 
-  // The (at most two) primitives.
-  int64_t sizes[2] = {size, last};
-  dnnl_primitive_desc_t pds[2] = {nullptr, nullptr};
-  for (int k = 0; k < (last != size ? 2 : 1); ++k)
-    pds[k] =
-        byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
-  dnnl_primitive_attr_destroy(attr);
-  if (!pds[0] || (last != size && !pds[1]))
-    return "oneDNN has no convolution for this shape";
-  const char *impl = nullptr;
-  dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
-  implementation = impl ? impl : "?";
-  // A layout the plan imposes must not cost oneDNN's fast kernels.
-  if (direct && (xBlocked || yBlocked) && implementation.rfind("ref", 0) == 0)
-    return "oneDNN has only its reference convolution for the blocked "
-           "activations";
+  /// The (at most two) primitives' descriptors, with user-managed
+  /// scratchpads (they live in the planned workspace).
+  std::string createPrimitives(std::string &implementation) {
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+      return "oneDNN cannot create attributes";
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    int64_t sizes[2] = {size, last};
+    for (int k = 0; k < (last != size ? 2 : 1); ++k)
+      pds[k] =
+          byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
+    dnnl_primitive_attr_destroy(attr);
+    if (!pds[0] || (last != size && !pds[1]))
+      return "oneDNN has no convolution for this shape";
+    const char *impl = nullptr;
+    dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
+    implementation = impl ? impl : "?";
+    // A layout the plan imposes must not cost oneDNN's fast kernels.
+    if (direct && (xBlocked || yBlocked) && implementation.rfind("ref", 0) == 0)
+      return "oneDNN has only its reference convolution for the blocked "
+             "activations";
+    return "";
+  }
 
-  // The shared operand: one blocked copy, the same for every part.
-  const dnnl_memory_desc_t *shared =
-      dnnl_primitive_desc_query_md(pds[0], sharedQuery, 0);
-  if (pds[1] && !dnnl_memory_desc_equal(shared, dnnl_primitive_desc_query_md(
-                                                    pds[1], sharedQuery, 0)))
-    return "oneDNN picks different layouts for the parts";
-  int64_t used = 0;
-  if (!memory(&sharedPlain, dnn.sharedPlain))
-    return "oneDNN cannot describe the convolution's tensors";
-  if (dnnl_memory_desc_equal(shared, &sharedPlain)) {
-    dnn.sharedBlocked = dnn.sharedPlain;
-  } else {
+  /// The shared operand: one blocked copy, the same for every part, at the
+  /// start of the workspace.
+  std::string createShared() {
+    shared = dnnl_primitive_desc_query_md(pds[0], sharedQuery, 0);
+    if (pds[1] && !dnnl_memory_desc_equal(shared, dnnl_primitive_desc_query_md(
+                                                      pds[1], sharedQuery, 0)))
+      return "oneDNN picks different layouts for the parts";
+    dnnl_memory_desc_t plain = sharedPlain();
+    if (!memory(&plain, dnn.sharedPlain))
+      return "oneDNN cannot describe the convolution's tensors";
+    if (dnnl_memory_desc_equal(shared, &plain)) {
+      dnn.sharedBlocked = dnn.sharedPlain;
+      return "";
+    }
     if (!memory(shared, dnn.sharedBlocked) ||
-        !reorder(&sharedPlain, shared, dnn.sharedReorder))
+        !reorder(&plain, shared, dnn.sharedReorder))
       return "oneDNN has no reorder for the convolution's layouts";
     used = align(bytesOf(shared));
-    sliceSharedReorder(sharedPlain, *shared, maxParts, dnn);
+    sliceSharedReorder(plain, *shared, maxParts, dnn);
+    return "";
   }
-  // Each primitive's reorders of its split operand and result.
-  for (int k = 0; k < 2 && pds[k]; ++k) {
-    dnnl_memory_desc_t in = plainIn(sizes[k]), out = plainOut(sizes[k]);
-    const dnnl_memory_desc_t *inBlocked =
-        dnnl_primitive_desc_query_md(pds[k], inQuery, 0);
-    const dnnl_memory_desc_t *outBlocked =
-        dnnl_primitive_desc_query_md(pds[k], outQuery, 0);
-    if (!dnnl_memory_desc_equal(inBlocked, &in) &&
-        !reorder(&in, inBlocked, dnn.primitives[k].in))
-      return "oneDNN has no reorder for the convolution's layouts";
-    if (!dnnl_memory_desc_equal(outBlocked, &out) &&
-        !reorder(outBlocked, &out, dnn.primitives[k].out))
-      return "oneDNN has no reorder for the convolution's layouts";
-    if (dnnl_primitive_create(&dnn.primitives[k].conv, pds[k]) != dnnl_success)
-      return "oneDNN cannot create the convolution";
+
+  /// Each primitive's reorders of its split operand and result, where
+  /// oneDNN's layout is not the plan's.
+  std::string createReorders() {
+    int64_t sizes[2] = {size, last};
+    for (int k = 0; k < 2 && pds[k]; ++k) {
+      dnnl_memory_desc_t in = plainIn(sizes[k]), out = plainOut(sizes[k]);
+      const dnnl_memory_desc_t *inBlocked =
+          dnnl_primitive_desc_query_md(pds[k], inQuery, 0);
+      const dnnl_memory_desc_t *outBlocked =
+          dnnl_primitive_desc_query_md(pds[k], outQuery, 0);
+      if (!dnnl_memory_desc_equal(inBlocked, &in) &&
+          !reorder(&in, inBlocked, dnn.primitives[k].in))
+        return "oneDNN has no reorder for the convolution's layouts";
+      if (!dnnl_memory_desc_equal(outBlocked, &out) &&
+          !reorder(outBlocked, &out, dnn.primitives[k].out))
+        return "oneDNN has no reorder for the convolution's layouts";
+      if (dnnl_primitive_create(&dnn.primitives[k].conv, pds[k]) !=
+          dnnl_success)
+        return "oneDNN cannot create the convolution";
+    }
+    return "";
   }
-  // The parts: their memories and their places in the workspace.
-  for (int64_t p = 0; p < count; ++p) {
-    OneDnn::Part part;
-    part.begin = p * size;
-    part.primitive = p == count - 1 && last != size ? 1 : 0;
-    int64_t n = sizes[part.primitive];
-    dnnl_primitive_desc_t pd = pds[part.primitive];
-    dnnl_memory_desc_t in = plainIn(n), out = plainOut(n);
-    const dnnl_memory_desc_t *inBlocked =
-        dnnl_primitive_desc_query_md(pd, inQuery, 0);
-    const dnnl_memory_desc_t *outBlocked =
-        dnnl_primitive_desc_query_md(pd, outQuery, 0);
-    if (!memory(&in, part.in) || !memory(&out, part.out) ||
-        !memory(shared, part.shared))
-      return "oneDNN cannot describe the convolution's tensors";
-    part.inBlocked = part.in;
-    part.outBlocked = part.out;
-    if (dnn.primitives[part.primitive].in) {
-      if (!memory(inBlocked, part.inBlocked))
-        return "oneDNN cannot describe the convolution's tensors";
-      part.inOffset = used;
-      used += align(bytesOf(inBlocked));
-    }
-    if (dnn.primitives[part.primitive].out) {
-      if (!memory(outBlocked, part.outBlocked))
-        return "oneDNN cannot describe the convolution's tensors";
-      part.outOffset = used;
-      used += align(bytesOf(outBlocked));
-    }
-    // A scratchpad of its own (user-managed: in the workspace too).
-    const dnnl_memory_desc_t *scratch =
-        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    if (scratch && bytesOf(scratch) != 0) {
-      if (!memory(scratch, part.scratchpad))
-        return "oneDNN cannot describe the scratchpad";
-      part.scratchpadOffset = used;
-      used += align(bytesOf(scratch));
-    }
-    if (dnnl_stream_create(&part.stream, c.engine, dnnl_stream_default_flags) !=
-        dnnl_success)
-      return "oneDNN cannot create a stream";
-    dnn.parts.push_back(part);
+
+  /// A workspace place of `bytes` after those given out so far.
+  int64_t place(const dnnl_memory_desc_t *md) {
+    int64_t offset = used;
+    used += align(bytesOf(md));
+    return offset;
   }
-  if (used > workspaceBytes)
-    return "the blocked copies and scratchpads (" + std::to_string(used) +
-           " bytes) exceed the op's planned workspace (" +
-           std::to_string(workspaceBytes) + ")";
-  return "";
+
+  /// The parts: their memories, streams and places in the workspace, which
+  /// must hold them all.
+  std::string createParts(int64_t workspaceBytes) {
+    const char *undescribed =
+        "oneDNN cannot describe the convolution's tensors";
+    for (int64_t p = 0; p < count; ++p) {
+      OneDnn::Part part;
+      part.begin = p * size;
+      part.primitive = p == count - 1 && last != size ? 1 : 0;
+      int64_t n = part.primitive ? last : size;
+      dnnl_primitive_desc_t pd = pds[part.primitive];
+      dnnl_memory_desc_t in = plainIn(n), out = plainOut(n);
+      if (!memory(&in, part.in) || !memory(&out, part.out) ||
+          !memory(shared, part.shared))
+        return undescribed;
+      part.inBlocked = part.in;
+      part.outBlocked = part.out;
+      if (dnn.primitives[part.primitive].in) {
+        const dnnl_memory_desc_t *inBlocked =
+            dnnl_primitive_desc_query_md(pd, inQuery, 0);
+        if (!memory(inBlocked, part.inBlocked))
+          return undescribed;
+        part.inOffset = place(inBlocked);
+      }
+      if (dnn.primitives[part.primitive].out) {
+        const dnnl_memory_desc_t *outBlocked =
+            dnnl_primitive_desc_query_md(pd, outQuery, 0);
+        if (!memory(outBlocked, part.outBlocked))
+          return undescribed;
+        part.outOffset = place(outBlocked);
+      }
+      // A scratchpad of its own (user-managed: in the workspace too).
+      const dnnl_memory_desc_t *scratch =
+          dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+      if (scratch && bytesOf(scratch) != 0) {
+        if (!memory(scratch, part.scratchpad))
+          return "oneDNN cannot describe the scratchpad";
+        part.scratchpadOffset = place(scratch);
+      }
+      if (dnnl_stream_create(&part.stream, c.engine,
+                             dnnl_stream_default_flags) != dnnl_success)
+        return "oneDNN cannot create a stream";
+      dnn.parts.push_back(part);
+    }
+    if (used > workspaceBytes)
+      return "the blocked copies and scratchpads (" + std::to_string(used) +
+             " bytes) exceed the op's planned workspace (" +
+             std::to_string(workspaceBytes) + ")";
+    return "";
+  }
+
+  const ConvShape &s;
+  ConvKind kind;
+  int64_t maxParts, block;
+  OneDnnContext &c;
+  OneDnn &dnn;
+  bool byChannels, xBlocked = false, yBlocked = false, direct = false,
+                   sliceDirect = false;
+  int64_t size = 1, count = 1, last = 1; // the parts' sizes
+  dnnl_query_t inQuery = dnnl_query_undef, sharedQuery = dnnl_query_undef,
+               outQuery = dnnl_query_undef;
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_primitive_desc_t pds[2] = {nullptr, nullptr};
+  const dnnl_memory_desc_t *shared = nullptr; // oneDNN's layout of it
+  int64_t used = 0;                           // workspace bytes given out
+};
+
+/// Sets up `dnn` for the site (OneDnnBuilder). An empty string on success,
+/// else why not.
+std::string createOneDnn(const ConvShape &s, ConvKind kind,
+                         int64_t workspaceBytes, int64_t maxParts,
+                         ConvLayouts layouts, int64_t block, int directness,
+                         OneDnn &dnn, std::string &implementation) {
+  OneDnnContext &c = context();
+  if (!c.failure.empty())
+    return c.failure;
+  c.alone();
+  return OneDnnBuilder(s, kind, maxParts, layouts, block, directness, dnn)
+      .build(workspaceBytes, implementation);
 }
 
 } // namespace
