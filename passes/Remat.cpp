@@ -194,9 +194,11 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       // Where the model missed what the pipeline does (or nothing fits),
       // auto's search decides instead, and the report says so.
       if (!chosen) {
-        how = "auto's search: the MILP's choices missed the budget in the "
-              "real plan" +
-              (how.empty() ? "" : " (" + how + ")");
+        how = "auto's search: " +
+              (how.empty()
+                   ? std::string("the MILP's choices missed the budget in "
+                                 "the real plan")
+                   : how);
         if (failed(searchAuto(module, limit, *none, chosen, smallest)))
           return signalPassFailure();
       }
@@ -515,9 +517,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       // the model keeps missing would otherwise cost up to 12 limits.
       double secondsLeft = timeLimit - solverSeconds;
       if (exact && secondsLeft < 0.05) {
-        error = llvm::formatv("the solver's time limit ({0:f0} s) ran out "
-                              "after {1} attempts",
-                              timeLimit, attempt - 1)
+        error = llvm::formatv("the MILP's choices missed the budget in the "
+                              "real plan until the solver's time limit "
+                              "({0:f0} s) ran out after {1} attempts",
+                              double(timeLimit), attempt - 1)
                     .str();
         break;
       }
@@ -525,8 +528,14 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       bool solved = exact ? solveRematMilp(problem, secondsLeft, solution, error)
                           : greedyRemat(problem, solution);
       solverSeconds += solution.seconds;
-      if (!solved)
+      if (!solved) {
+        if (exact)
+          error = (attempt == 1 ? "the MILP gave no choice: "
+                                : "the MILP's choices missed the budget in "
+                                  "the real plan, then: ") +
+                  error;
         break;
+      }
       std::vector<Value> roots;
       for (size_t x = 0; x < valueOf.size(); ++x)
         if (solution.recompute[x])

@@ -23,10 +23,17 @@
 
 #include <cfloat>
 #include <coin/Cbc_C_Interface.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -351,6 +358,154 @@ Cbc_Model *loadIntoCbc(const Program &lp) {
 
 } // namespace
 
+namespace {
+
+/// What CBC found, as the child process sends it back.
+struct CbcOutcome {
+  bool found = false, provedOptimal = false, infeasible = false,
+       secondsLimitReached = false;
+  double objective = 0, bound = 0;
+};
+
+/// Solves `lp` with CBC, stopping its branch and bound at `seconds`, from
+/// the start `starts` = `values` (columns, 0-based). `chosen` gets the
+/// solution's value of each column in `read`.
+CbcOutcome runCbc(const Program &lp, double seconds,
+                  const std::vector<int> &starts,
+                  const std::vector<double> &values,
+                  const std::vector<int> &read, std::vector<char> &chosen) {
+  Cbc_Model *model = loadIntoCbc(lp);
+  Cbc_setMaximumSeconds(model, seconds);
+  Cbc_setAllowableGap(model, 0.0);
+  Cbc_setParameter(model, "ratioGap", "0");
+  // CBC 2.10's integer preprocessing trips an assertion in
+  // OsiClpSolverInterface::crunch on some of these programs.
+  Cbc_setParameter(model, "preprocess", "off");
+  if (!starts.empty())
+    Cbc_setMIPStartI(model, int(starts.size()), starts.data(), values.data());
+  Cbc_solve(model);
+  CbcOutcome outcome;
+  outcome.found =
+      Cbc_numberSavedSolutions(model) > 0 ||
+      (Cbc_isProvenOptimal(model) && !Cbc_isProvenInfeasible(model));
+  outcome.provedOptimal = Cbc_isProvenOptimal(model);
+  outcome.infeasible = Cbc_isProvenInfeasible(model);
+  outcome.secondsLimitReached = Cbc_isSecondsLimitReached(model);
+  if (outcome.found) {
+    outcome.objective = Cbc_getObjValue(model);
+    outcome.bound = Cbc_getBestPossibleObjValue(model);
+    const double *x = Cbc_getColSolution(model);
+    chosen.resize(read.size());
+    for (size_t i = 0; i < read.size(); ++i)
+      chosen[i] = x[read[i]] > 0.5;
+  }
+  Cbc_deleteModel(model);
+  return outcome;
+}
+
+bool writeAll(int fd, const void *data, size_t size) {
+  const char *at = static_cast<const char *>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, at, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    at += n, size -= size_t(n);
+  }
+  return true;
+}
+
+/// Reads `size` bytes before `deadline`; false on the end of the pipe or
+/// the deadline.
+bool readAll(int fd, void *data, size_t size,
+             std::chrono::steady_clock::time_point deadline) {
+  char *at = static_cast<char *>(data);
+  while (size > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0)
+      return false;
+    pollfd ready{fd, POLLIN, 0};
+    int polled = ::poll(&ready, 1, int(std::min<int64_t>(left, INT_MAX)));
+    if (polled < 0 && errno == EINTR)
+      continue;
+    if (polled <= 0)
+      return false;
+    ssize_t n = ::read(fd, at, size);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    at += n, size -= size_t(n);
+  }
+  return true;
+}
+
+/// runCbc in a child process that is killed if it runs past `deadline`.
+/// CBC's time limit holds in its branch and bound only: the LP relaxation
+/// at the root runs to its end, and on an unrolled LSTM's program (600,000
+/// columns, 1.3 million rows) that took more than 7 minutes under a limit of
+/// 10 s. A child also keeps a failed assertion inside CBC from ending the
+/// compiler. False, with `error`, where no outcome came back.
+bool runCbcWithDeadline(const Program &lp, double seconds,
+                        std::chrono::steady_clock::time_point deadline,
+                        const std::vector<int> &starts,
+                        const std::vector<double> &values,
+                        const std::vector<int> &read, CbcOutcome &outcome,
+                        std::vector<char> &chosen, std::string &error) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    error = std::string("cannot start the solver: ") + std::strerror(errno);
+    return false;
+  }
+  std::fflush(nullptr); // nothing buffered is written twice
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    error = std::string("cannot start the solver: ") + std::strerror(errno);
+    return false;
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    // A crash is the parent's to report, without the compiler's handlers.
+    std::signal(SIGSEGV, SIG_DFL);
+    std::signal(SIGABRT, SIG_DFL);
+    CbcOutcome found = runCbc(lp, seconds, starts, values, read, chosen);
+    bool sent =
+        writeAll(fds[1], &found, sizeof found) &&
+        (!found.found || writeAll(fds[1], chosen.data(), chosen.size()));
+    ::_exit(sent ? 0 : 1);
+  }
+  ::close(fds[1]);
+  chosen.assign(read.size(), 0);
+  bool received = readAll(fds[0], &outcome, sizeof outcome, deadline) &&
+                  (!outcome.found ||
+                   readAll(fds[0], chosen.data(), chosen.size(), deadline));
+  ::close(fds[0]);
+  if (!received)
+    ::kill(child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (received)
+    return true;
+  if (std::chrono::steady_clock::now() >= deadline)
+    error = "the solver did not finish its LP relaxation within the time "
+            "limit (" +
+            std::to_string(lp.columns.size()) + " variables, " +
+            std::to_string(lp.rowLower.size()) + " rows)";
+  else
+    error = WIFSIGNALED(status) ? "the solver failed (signal " +
+                                      std::to_string(WTERMSIG(status)) + ")"
+                                : "the solver failed";
+  return false;
+}
+
+} // namespace
+
 bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
                            RematSolution &solution, std::string &error) {
   auto started = std::chrono::steady_clock::now();
@@ -359,54 +514,58 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     return false;
   solution.variables = int(milp.lp.columns.size());
   solution.constraints = int(milp.lp.rowLower.size());
-  Cbc_Model *model = loadIntoCbc(milp.lp);
-  Cbc_setMaximumSeconds(model, timeLimitSeconds);
-  Cbc_setAllowableGap(model, 0.0);
-  Cbc_setParameter(model, "ratioGap", "0");
-  // CBC 2.10's integer preprocessing trips an assertion in
-  // OsiClpSolverInterface::crunch on some of these programs.
-  Cbc_setParameter(model, "preprocess", "off");
-  // A start: the greedy's choice, when it fits.
+  // The candidates' columns: a start from the greedy's choice, when it
+  // fits, and what the solution says.
+  std::vector<int> candidates;
+  for (size_t v = 0; v < p.values.size(); ++v)
+    if (p.values[v].candidate)
+      candidates.push_back(milp.r[v] - 1);
+  std::vector<int> starts;
+  std::vector<double> values;
   RematSolution greedy;
-  if (greedyRemat(p, greedy)) {
-    std::vector<int> starts;
-    std::vector<double> values;
+  if (greedyRemat(p, greedy))
     for (size_t v = 0; v < p.values.size(); ++v)
       if (p.values[v].candidate) {
         starts.push_back(milp.r[v] - 1);
         values.push_back(greedy.recompute[v] ? 1.0 : 0.0);
       }
-    Cbc_setMIPStartI(model, int(starts.size()), starts.data(), values.data());
-  }
-  Cbc_solve(model);
-  bool found = Cbc_numberSavedSolutions(model) > 0 ||
-               (Cbc_isProvenOptimal(model) && !Cbc_isProvenInfeasible(model));
-  if (found) {
-    const double *x = Cbc_getColSolution(model);
-    solution.provedOptimal = Cbc_isProvenOptimal(model);
-    double objective = Cbc_getObjValue(model);
-    double bound = Cbc_getBestPossibleObjValue(model);
-    solution.gap = solution.provedOptimal ? 0
-                   : objective > 1e-9
-                       ? std::max(0.0, (objective - bound) / objective)
-                       : -1;
-    solution.recompute.assign(p.values.size(), false);
-    for (size_t v = 0; v < p.values.size(); ++v)
-      if (p.values[v].candidate)
-        solution.recompute[v] = x[milp.r[v] - 1] > 0.5;
-  } else if (Cbc_isProvenInfeasible(model)) {
-    error = "no choice of recomputations fits";
-  } else if (Cbc_isSecondsLimitReached(model)) {
-    error = "the solver found no solution within the time limit";
-  } else {
-    error = "the solver failed";
-  }
-  Cbc_deleteModel(model);
+  // Past CBC's own limit, a margin for loading the program and for CBC to
+  // stop at its next check.
+  double secondsLeft =
+      timeLimitSeconds -
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(std::max(secondsLeft, 0.0) * 1.1 + 2));
+  CbcOutcome outcome;
+  std::vector<char> chosen;
+  bool ran =
+      runCbcWithDeadline(milp.lp, std::max(secondsLeft, 0.05), deadline, starts,
+                         values, candidates, outcome, chosen, error);
   solution.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
-  if (!found)
+  if (!ran)
     return false;
+  if (!outcome.found) {
+    error = outcome.infeasible ? "no choice of recomputations fits"
+            : outcome.secondsLimitReached
+                ? "the solver found no solution within the time limit"
+                : "the solver failed";
+    return false;
+  }
+  solution.provedOptimal = outcome.provedOptimal;
+  solution.gap = outcome.provedOptimal ? 0
+                 : outcome.objective > 1e-9
+                     ? std::max(0.0, (outcome.objective - outcome.bound) /
+                                         outcome.objective)
+                     : -1;
+  solution.recompute.assign(p.values.size(), false);
+  for (size_t v = 0, k = 0; v < p.values.size(); ++v)
+    if (p.values[v].candidate)
+      solution.recompute[v] = chosen[k++] != 0;
   RematCost cost = evaluateRemat(p, solution.recompute);
   solution.recomputedFlops = cost.flops;
   solution.modelPeak = cost.peak();
