@@ -23,7 +23,7 @@
 
 #include <cfloat>
 #include <coin/Cbc_C_Interface.h>
-#include <poll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +36,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 using namespace mnemo;
 
@@ -376,6 +377,10 @@ CbcOutcome runCbc(const Program &lp, double seconds,
                   const std::vector<int> &read, std::vector<char> &chosen) {
   Cbc_Model *model = loadIntoCbc(lp);
   Cbc_setMaximumSeconds(model, seconds);
+  // Wall time, as the deadline around it and the search's budget count: in
+  // CPU time (CBC's default) a loaded machine would reach the deadline
+  // before CBC's own limit, and lose the best solution found.
+  Cbc_setParameter(model, "timeMode", "elapsed");
   Cbc_setAllowableGap(model, 0.0);
   Cbc_setParameter(model, "ratioGap", "0");
   // CBC 2.10's integer preprocessing trips an assertion in
@@ -403,96 +408,71 @@ CbcOutcome runCbc(const Program &lp, double seconds,
   return outcome;
 }
 
-bool writeAll(int fd, const void *data, size_t size) {
-  const char *at = static_cast<const char *>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, at, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    at += n, size -= size_t(n);
-  }
-  return true;
-}
-
-/// Reads `size` bytes before `deadline`; false on the end of the pipe or
-/// the deadline.
-bool readAll(int fd, void *data, size_t size,
-             std::chrono::steady_clock::time_point deadline) {
-  char *at = static_cast<char *>(data);
-  while (size > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0)
-      return false;
-    pollfd ready{fd, POLLIN, 0};
-    int polled = ::poll(&ready, 1, int(std::min<int64_t>(left, INT_MAX)));
-    if (polled < 0 && errno == EINTR)
-      continue;
-    if (polled <= 0)
-      return false;
-    ssize_t n = ::read(fd, at, size);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    at += n, size -= size_t(n);
-  }
-  return true;
-}
-
 /// runCbc in a child process that is killed if it runs past `deadline`.
 /// CBC's time limit holds in its branch and bound only: the LP relaxation
 /// at the root runs to its end, and on an unrolled LSTM's program (600,000
 /// columns, 1.3 million rows) that took more than 7 minutes under a limit of
 /// 10 s. A child also keeps a failed assertion inside CBC from ending the
-/// compiler. False, with `error`, where no outcome came back.
+/// compiler. The child leaves its outcome in memory shared with the
+/// parent. False, with `error`, where no outcome came back.
 bool runCbcWithDeadline(const Program &lp, double seconds,
                         std::chrono::steady_clock::time_point deadline,
                         const std::vector<int> &starts,
                         const std::vector<double> &values,
                         const std::vector<int> &read, CbcOutcome &outcome,
                         std::vector<char> &chosen, std::string &error) {
-  int fds[2];
-  if (::pipe(fds) != 0) {
+  size_t bytes = sizeof(CbcOutcome) + read.size();
+  void *shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
     error = std::string("cannot start the solver: ") + std::strerror(errno);
     return false;
   }
   std::fflush(nullptr); // nothing buffered is written twice
   pid_t child = ::fork();
   if (child < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
+    ::munmap(shared, bytes);
     error = std::string("cannot start the solver: ") + std::strerror(errno);
     return false;
   }
   if (child == 0) {
-    ::close(fds[0]);
     // A crash is the parent's to report, without the compiler's handlers.
     std::signal(SIGSEGV, SIG_DFL);
     std::signal(SIGABRT, SIG_DFL);
     CbcOutcome found = runCbc(lp, seconds, starts, values, read, chosen);
-    bool sent =
-        writeAll(fds[1], &found, sizeof found) &&
-        (!found.found || writeAll(fds[1], chosen.data(), chosen.size()));
-    ::_exit(sent ? 0 : 1);
+    std::memcpy(shared, &found, sizeof found);
+    if (found.found)
+      std::memcpy(static_cast<char *>(shared) + sizeof found, chosen.data(),
+                  chosen.size());
+    ::_exit(0);
   }
-  ::close(fds[1]);
-  chosen.assign(read.size(), 0);
-  bool received = readAll(fds[0], &outcome, sizeof outcome, deadline) &&
-                  (!outcome.found ||
-                   readAll(fds[0], chosen.data(), chosen.size(), deadline));
-  ::close(fds[0]);
-  if (!received)
-    ::kill(child, SIGKILL);
+  // Polled every few milliseconds: a solve takes at least tens of them.
   int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  bool stopped = false;
+  for (auto pause = std::chrono::milliseconds(1);;
+       pause = std::min(2 * pause, std::chrono::milliseconds(16))) {
+    pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child || (done < 0 && errno != EINTR))
+      break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      stopped = true;
+      break;
+    }
+    std::this_thread::sleep_for(pause);
   }
+  bool received = !stopped && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (received) {
+    std::memcpy(&outcome, shared, sizeof outcome);
+    const char *flags = static_cast<const char *>(shared) + sizeof outcome;
+    chosen.assign(flags, flags + read.size());
+  }
+  ::munmap(shared, bytes);
   if (received)
     return true;
-  if (std::chrono::steady_clock::now() >= deadline)
+  if (stopped)
     error = "the solver did not finish its LP relaxation within the time "
             "limit (" +
             std::to_string(lp.columns.size()) + " variables, " +
@@ -541,12 +521,13 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
           std::chrono::duration<double>(std::max(secondsLeft, 0.0) * 1.1 + 2));
   CbcOutcome outcome;
   std::vector<char> chosen;
+  auto solving = std::chrono::steady_clock::now();
   bool ran =
       runCbcWithDeadline(milp.lp, std::max(secondsLeft, 0.05), deadline, starts,
                          values, candidates, outcome, chosen, error);
-  solution.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-          .count();
+  auto now = std::chrono::steady_clock::now();
+  solution.seconds = std::chrono::duration<double>(now - started).count();
+  solution.solverSeconds = std::chrono::duration<double>(now - solving).count();
   if (!ran)
     return false;
   if (!outcome.found) {

@@ -54,7 +54,8 @@ struct RematSolution {
   /// CBC reported none).
   double gap = 0;
   int variables = 0, constraints = 0;
-  double seconds = 0;
+  double seconds = 0;       ///< in all: the program, its start, the solver
+  double solverSeconds = 0; ///< in CBC alone
 };
 
 /// What a choice costs in the model the MILP solves: a recomputed value
