@@ -361,20 +361,19 @@ Cbc_Model *loadIntoCbc(const Program &lp) {
 
 namespace {
 
-/// What CBC found, as the child process sends it back.
+/// What CBC found, as the child process leaves it.
 struct CbcOutcome {
   bool found = false, provedOptimal = false, infeasible = false,
        secondsLimitReached = false;
   double objective = 0, bound = 0;
 };
 
-/// Solves `lp` with CBC, stopping its branch and bound at `seconds`, from
-/// the start `starts` = `values` (columns, 0-based). `chosen` gets the
-/// solution's value of each column in `read`.
+/// Solves `lp` with CBC, stopping its branch and bound at `seconds`.
+/// `binaries` are the columns (0-based) of the choices: `start` (when not
+/// empty) is a solution to start from, `chosen` gets the solution's.
 CbcOutcome runCbc(const Program &lp, double seconds,
-                  const std::vector<int> &starts,
-                  const std::vector<double> &values,
-                  const std::vector<int> &read, std::vector<char> &chosen) {
+                  const std::vector<int> &binaries,
+                  const std::vector<double> &start, std::vector<char> &chosen) {
   Cbc_Model *model = loadIntoCbc(lp);
   Cbc_setMaximumSeconds(model, seconds);
   // Wall time, as the deadline around it and the search's budget count: in
@@ -386,8 +385,9 @@ CbcOutcome runCbc(const Program &lp, double seconds,
   // CBC 2.10's integer preprocessing trips an assertion in
   // OsiClpSolverInterface::crunch on some of these programs.
   Cbc_setParameter(model, "preprocess", "off");
-  if (!starts.empty())
-    Cbc_setMIPStartI(model, int(starts.size()), starts.data(), values.data());
+  if (!start.empty())
+    Cbc_setMIPStartI(model, int(binaries.size()), binaries.data(),
+                     start.data());
   Cbc_solve(model);
   CbcOutcome outcome;
   outcome.found =
@@ -400,9 +400,9 @@ CbcOutcome runCbc(const Program &lp, double seconds,
     outcome.objective = Cbc_getObjValue(model);
     outcome.bound = Cbc_getBestPossibleObjValue(model);
     const double *x = Cbc_getColSolution(model);
-    chosen.resize(read.size());
-    for (size_t i = 0; i < read.size(); ++i)
-      chosen[i] = x[read[i]] > 0.5;
+    chosen.resize(binaries.size());
+    for (size_t i = 0; i < binaries.size(); ++i)
+      chosen[i] = x[binaries[i]] > 0.5;
   }
   Cbc_deleteModel(model);
   return outcome;
@@ -417,11 +417,10 @@ CbcOutcome runCbc(const Program &lp, double seconds,
 /// parent. False, with `error`, where no outcome came back.
 bool runCbcWithDeadline(const Program &lp, double seconds,
                         std::chrono::steady_clock::time_point deadline,
-                        const std::vector<int> &starts,
-                        const std::vector<double> &values,
-                        const std::vector<int> &read, CbcOutcome &outcome,
+                        const std::vector<int> &binaries,
+                        const std::vector<double> &start, CbcOutcome &outcome,
                         std::vector<char> &chosen, std::string &error) {
-  size_t bytes = sizeof(CbcOutcome) + read.size();
+  size_t bytes = sizeof(CbcOutcome) + binaries.size();
   void *shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) {
@@ -439,7 +438,7 @@ bool runCbcWithDeadline(const Program &lp, double seconds,
     // A crash is the parent's to report, without the compiler's handlers.
     std::signal(SIGSEGV, SIG_DFL);
     std::signal(SIGABRT, SIG_DFL);
-    CbcOutcome found = runCbc(lp, seconds, starts, values, read, chosen);
+    CbcOutcome found = runCbc(lp, seconds, binaries, start, chosen);
     std::memcpy(shared, &found, sizeof found);
     if (found.found)
       std::memcpy(static_cast<char *>(shared) + sizeof found, chosen.data(),
@@ -467,7 +466,7 @@ bool runCbcWithDeadline(const Program &lp, double seconds,
   if (received) {
     std::memcpy(&outcome, shared, sizeof outcome);
     const char *flags = static_cast<const char *>(shared) + sizeof outcome;
-    chosen.assign(flags, flags + read.size());
+    chosen.assign(flags, flags + binaries.size());
   }
   ::munmap(shared, bytes);
   if (received)
@@ -494,21 +493,18 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
     return false;
   solution.variables = int(milp.lp.columns.size());
   solution.constraints = int(milp.lp.rowLower.size());
-  // The candidates' columns: a start from the greedy's choice, when it
-  // fits, and what the solution says.
+  // The candidates' columns, and a start: the greedy's choice, when it
+  // fits.
   std::vector<int> candidates;
   for (size_t v = 0; v < p.values.size(); ++v)
     if (p.values[v].candidate)
       candidates.push_back(milp.r[v] - 1);
-  std::vector<int> starts;
-  std::vector<double> values;
+  std::vector<double> start;
   RematSolution greedy;
   if (greedyRemat(p, greedy))
     for (size_t v = 0; v < p.values.size(); ++v)
-      if (p.values[v].candidate) {
-        starts.push_back(milp.r[v] - 1);
-        values.push_back(greedy.recompute[v] ? 1.0 : 0.0);
-      }
+      if (p.values[v].candidate)
+        start.push_back(greedy.recompute[v] ? 1.0 : 0.0);
   // Past CBC's own limit, a margin for loading the program and for CBC to
   // stop at its next check.
   double secondsLeft =
@@ -522,9 +518,8 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
   CbcOutcome outcome;
   std::vector<char> chosen;
   auto solving = std::chrono::steady_clock::now();
-  bool ran =
-      runCbcWithDeadline(milp.lp, std::max(secondsLeft, 0.05), deadline, starts,
-                         values, candidates, outcome, chosen, error);
+  bool ran = runCbcWithDeadline(milp.lp, std::max(secondsLeft, 0.05), deadline,
+                                candidates, start, outcome, chosen, error);
   auto now = std::chrono::steady_clock::now();
   solution.seconds = std::chrono::duration<double>(now - started).count();
   solution.solverSeconds = std::chrono::duration<double>(now - solving).count();
