@@ -308,9 +308,14 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
     int64_t lo = 0, hi = 0, step = 1;
     std::optional<Point> atLo;
     std::vector<std::pair<int64_t, int64_t>> line; // (batch, peak), fixed
-    if (!fixed && known > 0) {
-      lo = known;
-    } else {
+    if (!fixed && known > 0)
+      if (std::optional<Point> p = planned(strategy, budget, known)) {
+        lo = known;
+        atLo = p;
+      }
+    // Where a search misses the known batch (it should not), it starts
+    // from batch 1 like the fixed policies, rather than report none.
+    if (lo == 0) {
       Trial one = trial(1);
       if (!one.fits) {
         os << llvm::formatv("  {0,-7}  none fits (batch 1 does not)\n",
@@ -351,12 +356,6 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
       } else {
         hi = next;
       }
-    }
-    if (!atLo)
-      atLo = planned(strategy, budget, lo); // the known batch, for its figures
-    if (!atLo) {
-      os << llvm::formatv("  {0,-7}  none fits\n", strategy);
-      continue;
     }
     if (name != "optimal")
       known = std::max(known, lo);
