@@ -81,7 +81,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     auto train = module.lookupSymbol<func::FuncOp>("train_step");
     if (!train)
       return;
-    int64_t limit = budget;
+    limit = budget;
     if (limit == 0)
       if (DictionaryAttr settings = model::trainSettings(module))
         if (auto b = settings.getAs<IntegerAttr>("memory_budget"))
@@ -93,81 +93,26 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       model::markUserError(getOperation());
       return signalPassFailure();
     }
-    // Cheap recomputation comes first, budget or not: a value an
-    // elementwise or normalization op computes from values the backward
-    // keeps anyway is recomputed there instead of kept. auto and optimal
-    // only: none keeps everything, and the fixed policies (all, sqrt)
-    // recompute all but their boundaries themselves, which values already
-    // recomputed would hide from them.
-    int64_t cheapFlops = 0;
-    bool cheapApplied = false;
-    // The step before it, where a budget may need a search without it.
+    solver.clear();
+    // The step before cheap recomputation, where a budget may need a
+    // search without it.
     OwningOpRef<ModuleOp> withoutCheap;
-    if (recomputeCheap && (strategy == "auto" || strategy == "optimal")) {
-      std::vector<Value> cheap = cheapRoots(train);
-      if (!cheap.empty()) {
-        FailureOr<int64_t> kept = plannedPeak(module, {});
-        FailureOr<int64_t> recomputed = plannedPeak(module, cheap);
-        if (failed(kept) || failed(recomputed))
-          return signalPassFailure();
-        // All or nothing, as the real planner sees it: the scheduler may
-        // order the backward so that a recomputation holds an operand
-        // longer than the plan without it does.
-        if (*recomputed < *kept) {
-          if (limit > 0)
-            withoutCheap = module.clone();
-          cheapFlops = apply(train, cheap);
-          cheapApplied = true;
-        }
-      }
-    }
+    bool cheapApplied = false;
+    FailureOr<int64_t> cheapFlops =
+        recomputeCheapFirst(module, cheapApplied, withoutCheap);
+    if (failed(cheapFlops))
+      return signalPassFailure();
     // The model's own `checkpoint { ... }` blocks come next: what they
     // compute is recomputed, whatever the strategy, except their outputs.
     std::vector<Value> manual = checkpointRoots(train);
     // What is recomputed whatever the budget (cheap and checkpointed).
-    int64_t alwaysFlops =
-        cheapFlops + (manual.empty() ? 0 : apply(train, manual));
-    // How --remat=optimal's solver ended (set before the step is marked).
-    std::string solver;
-    auto mark = [&](func::FuncOp f, int64_t flops) {
-      int64_t ops = countRecomputed(f);
-      int64_t peak = 0;
-      // What the choice was tuned for, planned as the pipeline's tail will
-      // plan it (the memory report and the emitted plan must agree).
-      if (limit > 0)
-        if (FailureOr<int64_t> planned =
-                plannedPeak(module, {}, PlannerEffort::Full);
-            succeeded(planned))
-          peak = *planned;
-      plan::setRemat(f,
-                     RematAttr::get(&getContext(), strategy, ops,
-                                    flops + alwaysFlops, stepFlops(f),
-                                    std::max<int64_t>(limit, 0), peak, solver));
-    };
+    alwaysFlops = *cheapFlops + (manual.empty() ? 0 : apply(train, manual));
     if ((cheapApplied || !manual.empty()) && limit <= 0 && strategy != "all" &&
         strategy != "sqrt")
-      mark(train, 0);
-    // Fixed policies, as people write torch.utils.checkpoint by hand: keep
-    // only each layer's (or repeat block's) outputs and recompute the rest
-    // (all), or keep them every sqrt(n) blocks (sqrt, Chen et al. 2016).
+      mark(module, train, 0);
     if (strategy == "all" || strategy == "sqrt") {
-      std::vector<Value> roots = policyRoots(train, strategy == "sqrt");
-      if (limit > 0) {
-        FailureOr<int64_t> peak = peakAgainst(module, roots, limit);
-        if (failed(peak))
-          return signalPassFailure();
-        if (*peak > limit) {
-          budgetError(module)
-              << "the memory budget of " << mib(limit) << onDevice()
-              << " cannot be met with --remat=" << strategy
-              << ": its plan needs " << mib(*peak)
-              << " (--remat=auto searches for a plan that fits)";
-          model::markUserError(getOperation());
-          return signalPassFailure();
-        }
-      }
-      int64_t flops = apply(train, roots);
-      mark(train, flops);
+      if (failed(applyPolicy(module, train)))
+        return signalPassFailure();
       return;
     }
     if (limit <= 0)
@@ -181,7 +126,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     if (failed(none) || failed(noneEmitted))
       return signalPassFailure();
     if (*noneEmitted <= limit) {
-      mark(train, 0);
+      mark(module, train, 0);
       return;
     }
     if (strategy == "none") {
@@ -194,11 +139,120 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     }
     std::optional<std::vector<Value>> chosen;
     int64_t smallest = *noneEmitted;
+    if (failed(search(module, *none, chosen, smallest)))
+      return signalPassFailure();
+    if (chosen) {
+      mark(module, train, apply(train, *chosen));
+      return;
+    }
+    if (withoutCheap) {
+      FailureOr<bool> fitted =
+          searchWithoutCheap(module, withoutCheap.get(), smallest);
+      if (failed(fitted))
+        return signalPassFailure();
+      if (*fitted)
+        return;
+    }
+    budgetError(module) << "the memory budget of " << mib(limit) << onDevice()
+                        << " cannot be met: the smallest planned peak found "
+                           "is "
+                        << mib(smallest)
+                        << (cheapApplied ? " (recomputing only cheap ops "
+                                         : " (without recomputation ")
+                        << mib(*noneEmitted) << ")";
+    model::markUserError(getOperation());
+    return signalPassFailure();
+  }
+
+  /// This run's budget (0: none), what is recomputed whatever the budget,
+  /// and how --remat=optimal's solver ended (set before the step is
+  /// marked).
+  int64_t limit = 0;
+  int64_t alwaysFlops = 0;
+  std::string solver;
+
+  /// Records on `f` what was recomputed (`flops` beyond the ones recomputed
+  /// whatever the budget) and the peak the choice was tuned for, planned
+  /// as the pipeline's tail will plan it (the memory report and the
+  /// emitted plan must agree).
+  void mark(ModuleOp module, func::FuncOp f, int64_t flops) {
+    int64_t ops = countRecomputed(f);
+    int64_t peak = 0;
+    if (limit > 0)
+      if (FailureOr<int64_t> planned =
+              plannedPeak(module, {}, PlannerEffort::Full);
+          succeeded(planned))
+        peak = *planned;
+    plan::setRemat(f,
+                   RematAttr::get(&getContext(), strategy, ops,
+                                  flops + alwaysFlops, stepFlops(f),
+                                  std::max<int64_t>(limit, 0), peak, solver));
+  }
+
+  /// Cheap recomputation comes first, budget or not: a value an
+  /// elementwise or normalization op computes from values the backward
+  /// keeps anyway is recomputed there instead of kept. auto and optimal
+  /// only: none keeps everything, and the fixed policies (all, sqrt)
+  /// recompute all but their boundaries themselves, which values already
+  /// recomputed would hide from them. Its FLOPs; `applied` says whether it
+  /// applied, and under a budget `withoutCheap` keeps the step as it was.
+  FailureOr<int64_t> recomputeCheapFirst(ModuleOp module, bool &applied,
+                                         OwningOpRef<ModuleOp> &withoutCheap) {
+    if (!recomputeCheap || (strategy != "auto" && strategy != "optimal"))
+      return 0;
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    std::vector<Value> cheap = cheapRoots(train);
+    if (cheap.empty())
+      return 0;
+    FailureOr<int64_t> kept = plannedPeak(module, {});
+    FailureOr<int64_t> recomputed = plannedPeak(module, cheap);
+    if (failed(kept) || failed(recomputed))
+      return failure();
+    // All or nothing, as the real planner sees it: the scheduler may
+    // order the backward so that a recomputation holds an operand
+    // longer than the plan without it does.
+    if (*recomputed >= *kept)
+      return 0;
+    if (limit > 0)
+      withoutCheap = module.clone();
+    applied = true;
+    return apply(train, cheap);
+  }
+
+  /// Fixed policies, as people write torch.utils.checkpoint by hand: keep
+  /// only each layer's (or repeat block's) outputs and recompute the rest
+  /// (all), or keep them every sqrt(n) blocks (sqrt, Chen et al. 2016).
+  LogicalResult applyPolicy(ModuleOp module, func::FuncOp train) {
+    std::vector<Value> roots = policyRoots(train, strategy == "sqrt");
+    if (limit > 0) {
+      FailureOr<int64_t> peak = peakAgainst(module, roots, limit);
+      if (failed(peak))
+        return failure();
+      if (*peak > limit) {
+        budgetError(module)
+            << "the memory budget of " << mib(limit) << onDevice()
+            << " cannot be met with --remat=" << strategy << ": its plan needs "
+            << mib(*peak) << " (--remat=auto searches for a plan that fits)";
+        model::markUserError(getOperation());
+        return failure();
+      }
+    }
+    mark(module, train, apply(train, roots));
+    return success();
+  }
+
+  /// The search for a set that fits: optimal's MILP (auto's search where
+  /// it gives no choice that fits), or auto's searches. `chosen` stays
+  /// empty where nothing fits, with the smallest peak in `smallest`.
+  LogicalResult search(ModuleOp module, int64_t none,
+                       std::optional<std::vector<Value>> &chosen,
+                       int64_t &smallest) {
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
     std::string how;
     if (strategy == "optimal") {
-      if (failed(searchWithModel(module, limit, *none, /*exact=*/true, chosen,
+      if (failed(searchWithModel(module, limit, none, /*exact=*/true, chosen,
                                  smallest, how)))
-        return signalPassFailure();
+        return failure();
       // Where the model missed what the pipeline does (or nothing fits),
       // auto's search decides instead, and the report says so.
       if (!chosen) {
@@ -207,66 +261,54 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                    ? std::string("the MILP's choices missed the budget in "
                                  "the real plan")
                    : how);
-        if (failed(searchAuto(module, limit, *none, chosen, smallest)))
-          return signalPassFailure();
+        if (failed(searchAuto(module, limit, none, chosen, smallest)))
+          return failure();
       }
       solver = how;
-    } else {
-      // auto: the planner-checked greedy and the pruned fixed policies,
-      // and the greedy on the MILP's model; the cheapest set that fits.
-      if (failed(searchAuto(module, limit, *none, chosen, smallest)))
-        return signalPassFailure();
-      std::optional<std::vector<Value>> modelChoice;
-      if (failed(searchWithModel(module, limit, *none, /*exact=*/false,
-                                 modelChoice, smallest, how)))
-        return signalPassFailure();
-      if (modelChoice && (!chosen || recomputedFlops(train, *modelChoice) <
-                                         recomputedFlops(train, *chosen)))
-        chosen = modelChoice;
+      return success();
     }
-    // Cheap recomputation first can cost a fit: the fixed policies' sets
-    // recompute more after it (examples/deep-mlp.mn at batch 8579: sqrt's
-    // set plans 107.04 MiB alone, 110.71 MiB after it, so auto missed a
-    // budget that --remat=sqrt meets). auto's search again, on the step as
-    // it was.
-    if (!chosen && withoutCheap) {
-      ModuleOp plain = *withoutCheap;
-      auto plainTrain = plain.lookupSymbol<func::FuncOp>("train_step");
-      std::vector<Value> plainManual = checkpointRoots(plainTrain);
-      int64_t plainAlways =
-          plainManual.empty() ? 0 : apply(plainTrain, plainManual);
-      FailureOr<int64_t> plainNone = plannedPeak(plain, {});
-      if (failed(plainNone) ||
-          failed(searchAuto(plain, limit, *plainNone, chosen, smallest)))
-        return signalPassFailure();
-      if (chosen) {
-        int64_t flops = apply(plainTrain, *chosen);
-        // The searched step takes the place of the one with cheap
-        // recomputation.
-        OpBuilder builder(train);
-        func::FuncOp replaced = train;
-        train = llvm::cast<func::FuncOp>(builder.clone(*plainTrain));
-        replaced.erase();
-        alwaysFlops = plainAlways;
-        if (strategy == "optimal")
-          solver = how + "; then auto's search without cheap recomputation";
-        mark(train, flops);
-        return;
-      }
-    }
-    if (!chosen) {
-      budgetError(module) << "the memory budget of " << mib(limit) << onDevice()
-                          << " cannot be met: the smallest planned peak found "
-                             "is "
-                          << mib(smallest)
-                          << (cheapApplied ? " (recomputing only cheap ops "
-                                           : " (without recomputation ")
-                          << mib(*noneEmitted) << ")";
-      model::markUserError(getOperation());
-      return signalPassFailure();
-    }
-    int64_t flops = apply(train, *chosen);
-    mark(train, flops);
+    // auto: the planner-checked greedy and the pruned fixed policies, and
+    // the greedy on the MILP's model; the cheapest set that fits.
+    if (failed(searchAuto(module, limit, none, chosen, smallest)))
+      return failure();
+    std::optional<std::vector<Value>> modelChoice;
+    if (failed(searchWithModel(module, limit, none, /*exact=*/false,
+                               modelChoice, smallest, how)))
+      return failure();
+    if (modelChoice && (!chosen || recomputedFlops(train, *modelChoice) <
+                                       recomputedFlops(train, *chosen)))
+      chosen = modelChoice;
+    return success();
+  }
+
+  /// Cheap recomputation first can cost a fit: the fixed policies' sets
+  /// recompute more after it (examples/deep-mlp.mn: sqrt's set plans
+  /// 21.25 MiB alone, 21.68 MiB after it, so auto missed a budget that
+  /// --remat=sqrt meets). auto's search again, on `plain`, the step as it
+  /// was; where a set fits, that step replaces `module`'s. True where it
+  /// did.
+  FailureOr<bool> searchWithoutCheap(ModuleOp module, ModuleOp plain,
+                                     int64_t &smallest) {
+    auto plainTrain = plain.lookupSymbol<func::FuncOp>("train_step");
+    std::vector<Value> manual = checkpointRoots(plainTrain);
+    int64_t manualFlops = manual.empty() ? 0 : apply(plainTrain, manual);
+    FailureOr<int64_t> none = plannedPeak(plain, {});
+    std::optional<std::vector<Value>> chosen;
+    if (failed(none) ||
+        failed(searchAuto(plain, limit, *none, chosen, smallest)))
+      return failure();
+    if (!chosen)
+      return false;
+    int64_t flops = apply(plainTrain, *chosen);
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    OpBuilder builder(train);
+    auto searched = llvm::cast<func::FuncOp>(builder.clone(*plainTrain));
+    train.erase();
+    alwaysFlops = manualFlops;
+    if (strategy == "optimal")
+      solver += "; then auto's search without cheap recomputation";
+    mark(module, searched, flops);
+    return true;
   }
 
   /// `--remat=auto`: sets `result` to the cheapest fitting set found, or
