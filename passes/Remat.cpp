@@ -122,8 +122,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     // fits without recomputation, and the figure an error names, are the
     // emitted plan's.
     FailureOr<int64_t> none = plannedPeak(module, {});
-    FailureOr<int64_t> noneEmitted = peakAgainst(module, {}, limit);
-    if (failed(none) || failed(noneEmitted))
+    if (failed(none))
+      return signalPassFailure();
+    FailureOr<int64_t> noneEmitted = peakAgainst(module, {}, limit, *none);
+    if (failed(noneEmitted))
       return signalPassFailure();
     if (*noneEmitted <= limit) {
       mark(module, train, 0);
@@ -225,7 +227,10 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   LogicalResult applyPolicy(ModuleOp module, func::FuncOp train) {
     std::vector<Value> roots = policyRoots(train, strategy == "sqrt");
     if (limit > 0) {
-      FailureOr<int64_t> peak = peakAgainst(module, roots, limit);
+      FailureOr<int64_t> quick = plannedPeak(module, roots);
+      if (failed(quick))
+        return failure();
+      FailureOr<int64_t> peak = peakAgainst(module, roots, limit, *quick);
       if (failed(peak))
         return failure();
       if (*peak > limit) {
@@ -1032,16 +1037,16 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
 
   /// The peak the real pipeline plans for @train_step with `roots`
   /// recomputed (on a copy; quick planner settings unless `effort` says).
-  /// The planned peak of `roots`, measured against `limit` as the emitted
-  /// plan will be: the quick planner's peak bounds the full planner's (which
+  /// The planned peak of `roots` (`quick`: as the quick planner places
+  /// them), measured against `limit` as the emitted plan will be: the quick
+  /// planner's peak bounds the full planner's (which
   /// starts from the same placement and keeps only improvements), so it
   /// decides a fit alone; a miss is planned again in full, which fits some
   /// sets the quick planner misses (examples/mlp.mn's sqrt set at batch
   /// 1781: 23.83 MiB quick, 22.05 MiB in full).
   FailureOr<int64_t> peakAgainst(ModuleOp module, ArrayRef<Value> roots,
-                                 int64_t limit) {
-    FailureOr<int64_t> quick = plannedPeak(module, roots);
-    if (failed(quick) || *quick <= limit)
+                                 int64_t limit, int64_t quick) {
+    if (quick <= limit)
       return quick;
     return plannedPeak(module, roots, PlannerEffort::Full);
   }
