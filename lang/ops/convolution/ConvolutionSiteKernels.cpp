@@ -563,20 +563,24 @@ private:
         return undescribed;
       part.inBlocked = part.in;
       part.outBlocked = part.out;
-      if (dnn.primitives[part.primitive].in) {
-        const dnnl_memory_desc_t *inBlocked =
-            dnnl_primitive_desc_query_md(pd, inQuery, 0);
-        if (!memory(inBlocked, part.inBlocked))
-          return undescribed;
-        part.inOffset = place(inBlocked);
-      }
-      if (dnn.primitives[part.primitive].out) {
-        const dnnl_memory_desc_t *outBlocked =
-            dnnl_primitive_desc_query_md(pd, outQuery, 0);
-        if (!memory(outBlocked, part.outBlocked))
-          return undescribed;
-        part.outOffset = place(outBlocked);
-      }
+      // Where a reorder makes one, the blocked copy of the split operand or
+      // the result: its memory and its place in the workspace.
+      auto blockedCopy = [&](dnnl_primitive_t reorder, dnnl_query_t query,
+                             dnnl_memory_t &copy, int64_t &offset) {
+        if (!reorder)
+          return true;
+        const dnnl_memory_desc_t *md =
+            dnnl_primitive_desc_query_md(pd, query, 0);
+        if (!memory(md, copy))
+          return false;
+        offset = place(md);
+        return true;
+      };
+      const OneDnn::Primitive &primitive = dnn.primitives[part.primitive];
+      if (!blockedCopy(primitive.in, inQuery, part.inBlocked, part.inOffset) ||
+          !blockedCopy(primitive.out, outQuery, part.outBlocked,
+                       part.outOffset))
+        return undescribed;
       // A scratchpad of its own (user-managed: in the workspace too).
       const dnnl_memory_desc_t *scratch =
           dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
