@@ -63,31 +63,41 @@ MemoryPlan mnemo::planInOrder(const std::vector<BufferInterval> &buffers,
                               const std::vector<size_t> &order) {
   MemoryPlan plan;
   plan.offsets.assign(buffers.size(), -1);
-  std::vector<size_t> placed;
-  std::vector<std::pair<int64_t, int64_t>>
-      neighbours; // (offset, end) in memory
+  // The buffers placed so far as (offset, end) in memory, in that order,
+  // with each one's index: kept sorted as they are placed, so a placement
+  // scans them once instead of sorting its neighbours (a step of thousands
+  // of buffers spent most of its planning time in that sort).
+  struct Placed {
+    int64_t offset, end;
+    size_t index;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(order.size());
   for (size_t i : order) {
     const BufferInterval &b = buffers[i];
-    neighbours.clear();
-    for (size_t j : placed)
-      if (overlapInTime(b, buffers[j]))
-        neighbours.push_back(
-            {plan.offsets[j], plan.offsets[j] + buffers[j].size});
-    std::sort(neighbours.begin(), neighbours.end());
     // The smallest gap between time-overlapping neighbours that fits;
     // otherwise on top of them all.
     int64_t bestOffset = -1, bestGap = INT64_MAX, top = 0;
-    for (const auto &[offset, end] : neighbours) {
-      int64_t gap = offset - top;
+    for (const Placed &p : placed) {
+      if (!overlapInTime(b, buffers[p.index]))
+        continue;
+      int64_t gap = p.offset - top;
       if (gap >= b.size && gap < bestGap) {
         bestGap = gap;
         bestOffset = top;
       }
-      top = std::max(top, end);
+      top = std::max(top, p.end);
     }
-    plan.offsets[i] = bestOffset >= 0 ? bestOffset : top;
-    plan.arenaBytes = std::max(plan.arenaBytes, plan.offsets[i] + b.size);
-    placed.push_back(i);
+    int64_t offset = bestOffset >= 0 ? bestOffset : top;
+    plan.offsets[i] = offset;
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + b.size);
+    Placed here{offset, offset + b.size, i};
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), here,
+                                   [](const Placed &x, const Placed &y) {
+                                     return std::pair(x.offset, x.end) <
+                                            std::pair(y.offset, y.end);
+                                   }),
+                  here);
   }
   return plan;
 }

@@ -126,9 +126,16 @@ RematCost mnemo::evaluateRemat(const RematProblem &p,
   // The recomputed values nothing keeps are alive only while their
   // consumer's clone is made: the largest of them counts at that time.
   std::map<int, int64_t> transient;
-  auto add = [&](int from, int to, int64_t bytes) { // [from, to)
-    for (int t = std::max(from, 0); t < std::min(to, n); ++t)
-      cost.bytes[t] += bytes;
+  // Bytes added over [from, to) as differences, summed once at the end: a
+  // greedy step evaluates hundreds of choices over thousands of ops.
+  std::vector<int64_t> delta(n + 1, 0);
+  auto add = [&](int from, int to, int64_t bytes) {
+    from = std::max(from, 0);
+    to = std::min(to, n);
+    if (from < to) {
+      delta[from] += bytes;
+      delta[to] -= bytes;
+    }
   };
   for (size_t x = 0; x < p.values.size(); ++x) {
     const RematValue &v = p.values[x];
@@ -152,6 +159,11 @@ RematCost mnemo::evaluateRemat(const RematProblem &p,
   }
   for (auto [t, bytes] : transient)
     add(t, t + 1, bytes);
+  int64_t live = 0;
+  for (int t = 0; t < n; ++t) {
+    live += delta[t];
+    cost.bytes[t] += live;
+  }
   return cost;
 }
 
