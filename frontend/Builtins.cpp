@@ -29,9 +29,11 @@ bool check(Sema &s, BoundArgs &a, const shape::ShapeResult &r,
 
 Val tensor(int id) { return Val::ofTensor(id); }
 
-/// A unary elementwise op; on a plain number it is computed at compile time
-/// when `fold` is given (sqrt(head_dim) is a number, not a tensor).
-Val unary(Sema &s, BoundArgs &a, const char *op, double (*fold)(double)) {
+/// A unary elementwise op, named as its builtin; on a plain number it is
+/// computed at compile time when `fold` is given (sqrt(head_dim) is a
+/// number, not a tensor).
+template <double (*fold)(double)> Val unary(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
   const Val &x = a.values[0];
   if (x.isNumber() && fold) {
     double r = fold(x.number());
@@ -96,7 +98,8 @@ std::optional<bool> keepDimArg(Sema &s, BoundArgs &a, size_t slot) {
   return s.asBool(a.values[slot], a.ranges[slot], "keepdim");
 }
 
-Val reduction(Sema &s, BoundArgs &a, const char *op) {
+Val reduction(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
   auto t =
       s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   if (!t)
@@ -113,7 +116,8 @@ Val reduction(Sema &s, BoundArgs &a, const char *op) {
                        {{"axes", *axes}, {"keep_dims", *keep}}, a.loc));
 }
 
-Val softmaxLike(Sema &s, BoundArgs &a, const char *op) {
+Val softmaxLike(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
   auto t =
       s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   if (!t)
@@ -173,7 +177,8 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
   return v;
 }
 
-Val pool(Sema &s, BoundArgs &a, const char *op) {
+Val pool(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
   auto t =
       s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
   auto kernel = pairArg(s, a, 1, {}, "kernel");
@@ -496,7 +501,8 @@ Val upsample(Sema &s, BoundArgs &a) {
 }
 
 /// Loss operands: the prediction must be floating point.
-Val loss(Sema &s, BoundArgs &a, const char *op) {
+Val loss(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
   auto pred = s.asFloatTensor(a.values[0], a.ranges[0],
                               Twine("the prediction of ") + op);
   auto target =
@@ -587,38 +593,14 @@ Val arange(Sema &s, BoundArgs &a) {
 }
 
 const std::vector<Builtin> kBuiltins = {
-    {"exp",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "exp", foldExp); }},
-    {"log",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "log", foldLog); }},
-    {"sqrt",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "sqrt", foldSqrt); }},
-    {"rsqrt",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "rsqrt", foldRsqrt); }},
-    {"tanh",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "tanh", foldTanh); }},
-    {"sigmoid",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "sigmoid", foldSigmoid); }},
-    {"sin",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "sin", foldSin); }},
-    {"cos",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "cos", foldCos); }},
+    {"exp", {"x"}, 1, unary<foldExp>},
+    {"log", {"x"}, 1, unary<foldLog>},
+    {"sqrt", {"x"}, 1, unary<foldSqrt>},
+    {"rsqrt", {"x"}, 1, unary<foldRsqrt>},
+    {"tanh", {"x"}, 1, unary<foldTanh>},
+    {"sigmoid", {"x"}, 1, unary<foldSigmoid>},
+    {"sin", {"x"}, 1, unary<foldSin>},
+    {"cos", {"x"}, 1, unary<foldCos>},
     {"arange", {"start", "end", "step"}, 1, arange},
     {"full",
      {"shape", "value", "dtype"},
@@ -642,14 +624,8 @@ const std::vector<Builtin> kBuiltins = {
          }
        return tensor(s.splat(*value, {*dtype, *dims}, a.loc));
      }},
-    {"relu",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "relu", foldRelu); }},
-    {"silu",
-     {"x"},
-     1,
-     [](Sema &s, BoundArgs &a) { return unary(s, a, "silu", nullptr); }},
+    {"relu", {"x"}, 1, unary<foldRelu>},
+    {"silu", {"x"}, 1, unary<nullptr>},
     {"gelu",
      {"x", "approximate"},
      1,
@@ -697,18 +673,9 @@ const std::vector<Builtin> kBuiltins = {
        return s.binary(BinaryOp::MatMul, a.values[0], a.values[1], a.loc,
                        a.ranges[0], a.ranges[1]);
      }},
-    {"sum",
-     {"x", "axis", "keepdim"},
-     1,
-     [](Sema &s, BoundArgs &a) { return reduction(s, a, "sum"); }},
-    {"mean",
-     {"x", "axis", "keepdim"},
-     1,
-     [](Sema &s, BoundArgs &a) { return reduction(s, a, "mean"); }},
-    {"max",
-     {"x", "axis", "keepdim"},
-     1,
-     [](Sema &s, BoundArgs &a) { return reduction(s, a, "max"); }},
+    {"sum", {"x", "axis", "keepdim"}, 1, reduction},
+    {"mean", {"x", "axis", "keepdim"}, 1, reduction},
+    {"max", {"x", "axis", "keepdim"}, 1, reduction},
     {"logsumexp",
      {"x", "axis", "keepdim"},
      2,
@@ -726,14 +693,8 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("logsumexp", {*t}, {in.dtype, r.shape},
                             {{"axis", *axis}, {"keep_dims", *keep}}, a.loc));
      }},
-    {"softmax",
-     {"x", "axis"},
-     1,
-     [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "softmax"); }},
-    {"log_softmax",
-     {"x", "axis"},
-     1,
-     [](Sema &s, BoundArgs &a) { return softmaxLike(s, a, "log_softmax"); }},
+    {"softmax", {"x", "axis"}, 1, softmaxLike},
+    {"log_softmax", {"x", "axis"}, 1, softmaxLike},
     {"layernorm",
      {"x", "scale", "bias", "eps"},
      3,
@@ -1221,14 +1182,8 @@ const std::vector<Builtin> kBuiltins = {
                             {{"stride", *stride}, {"padding", *padding}},
                             a.loc));
      }},
-    {"max_pool2d",
-     {"x", "kernel", "stride", "padding"},
-     2,
-     [](Sema &s, BoundArgs &a) { return pool(s, a, "max_pool2d"); }},
-    {"avg_pool2d",
-     {"x", "kernel", "stride", "padding"},
-     2,
-     [](Sema &s, BoundArgs &a) { return pool(s, a, "avg_pool2d"); }},
+    {"max_pool2d", {"x", "kernel", "stride", "padding"}, 2, pool},
+    {"avg_pool2d", {"x", "kernel", "stride", "padding"}, 2, pool},
     {"dropout",
      {"x", "p"},
      1,
@@ -1358,11 +1313,8 @@ const std::vector<Builtin> kBuiltins = {
     {"cross_entropy",
      {"logits", "targets", "ignore_index", "label_smoothing"},
      2,
-     [](Sema &s, BoundArgs &a) { return loss(s, a, "cross_entropy"); }},
-    {"mse",
-     {"prediction", "target"},
-     2,
-     [](Sema &s, BoundArgs &a) { return loss(s, a, "mse"); }},
+     loss},
+    {"mse", {"prediction", "target"}, 2, loss},
     {"cast",
      {"x", "dtype"},
      2,

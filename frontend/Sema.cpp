@@ -1305,6 +1305,7 @@ Val Sema::evalCall(const CallExpr &call) {
 
 Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
   BoundArgs args;
+  args.callee = builtin.name;
   args.loc = call.loc();
   args.range = call.getRange();
   size_t n = builtin.params.size();

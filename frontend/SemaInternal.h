@@ -128,6 +128,7 @@ struct BoundArgs {
   std::vector<bool> given;
   llvm::SMLoc loc;     // the call
   llvm::SMRange range; // the whole call
+  const char *callee = ""; // the builtin's name: its op's, where one op
 
   bool has(size_t i) const { return given[i]; }
 };

@@ -644,6 +644,7 @@ std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
       return std::nullopt;
     }
     BoundArgs args;
+    args.callee = builtin->name;
     args.loc = expr.loc();
     args.range = expr.getRange();
     args.values = {Val::ofTensor(output),
