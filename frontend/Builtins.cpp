@@ -29,6 +29,29 @@ bool check(Sema &s, BoundArgs &a, const shape::ShapeResult &r,
 
 Val tensor(int id) { return Val::ofTensor(id); }
 
+/// The optional argument at `slot` as `read` takes it (reporting an error
+/// and giving nullopt where it cannot), or `dflt` when it is not given.
+template <typename T>
+std::optional<T>
+argOr(Sema &s, BoundArgs &a, size_t slot, T dflt, const char *what,
+      std::optional<T> (Sema::*read)(const Val &, SMRange, const Twine &)) {
+  if (!a.has(slot))
+    return dflt;
+  return (s.*read)(a.values[slot], a.ranges[slot], what);
+}
+std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
+                               const char *what) {
+  return argOr(s, a, slot, dflt, what, &Sema::asNumber);
+}
+std::optional<int64_t> intOr(Sema &s, BoundArgs &a, size_t slot, int64_t dflt,
+                             const char *what) {
+  return argOr(s, a, slot, dflt, what, &Sema::asInt);
+}
+std::optional<bool> boolOr(Sema &s, BoundArgs &a, size_t slot, bool dflt,
+                           const char *what) {
+  return argOr(s, a, slot, dflt, what, &Sema::asBool);
+}
+
 /// A unary elementwise op, named as its builtin; on a plain number it is
 /// computed at compile time when `fold` is given (sqrt(head_dim) is a
 /// number, not a tensor).
@@ -91,13 +114,6 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
   return axes;
 }
 
-/// A reduction's `keepdim` argument at `slot` (false when not given).
-std::optional<bool> keepDimArg(Sema &s, BoundArgs &a, size_t slot) {
-  if (!a.has(slot))
-    return false;
-  return s.asBool(a.values[slot], a.ranges[slot], "keepdim");
-}
-
 Val reduction(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
   auto t =
@@ -106,7 +122,7 @@ Val reduction(Sema &s, BoundArgs &a) {
     return Val::error();
   TensorType in = s.typeOf(*t);
   auto axes = axesArg(s, a, 1, in.shape.size());
-  auto keep = keepDimArg(s, a, 2);
+  auto keep = boolOr(s, a, 2, false, "keepdim");
   if (!axes || !keep)
     return Val::error();
   shape::ShapeResult r = shape::reduce(in.shape, *axes, *keep);
@@ -123,28 +139,18 @@ Val softmaxLike(Sema &s, BoundArgs &a) {
   if (!t)
     return Val::error();
   TensorType in = s.typeOf(*t);
-  int64_t axis = -1;
-  if (a.has(1)) {
-    auto given = s.asInt(a.values[1], a.ranges[1], "axis");
-    if (!given)
-      return Val::error();
-    axis = *given;
-  }
-  auto n = shape::normalizeAxis(axis, in.shape.size());
+  auto axis = intOr(s, a, 1, -1, "axis");
+  if (!axis)
+    return Val::error();
+  auto n = shape::normalizeAxis(*axis, in.shape.size());
   if (!n) {
     s.error(a.loc,
-            "axis " + std::to_string(axis) + " is out of range for " + in.str(),
+            "axis " + std::to_string(*axis) + " is out of range for " +
+                in.str(),
             {a.range});
     return Val::error();
   }
   return tensor(s.emit(op, {*t}, in, {{"axis", *n}}, a.loc));
-}
-
-std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
-                               const char *what) {
-  if (!a.has(slot))
-    return dflt;
-  return s.asNumber(a.values[slot], a.ranges[slot], what);
 }
 
 /// A dropout probability at slot 1 (default 0.1), checked to be in [0, 1).
@@ -521,25 +527,19 @@ Val loss(Sema &s, BoundArgs &a) {
                "take cross_entropy of " + p.str() + " and " + t.str()))
       return Val::error();
     // torch.nn.functional.cross_entropy's ignore_index and label_smoothing.
-    int64_t ignoreIndex = -100;
-    if (a.has(2)) {
-      auto i = s.asInt(a.values[2], a.ranges[2], "ignore_index");
-      if (!i)
-        return Val::error();
-      ignoreIndex = *i;
-    }
+    auto ignoreIndex = intOr(s, a, 2, -100, "ignore_index");
     auto smoothing = numberOr(s, a, 3, 0.0, "label_smoothing");
-    if (!smoothing)
+    if (!ignoreIndex || !smoothing)
       return Val::error();
     if (!(*smoothing >= 0 && *smoothing <= 1)) {
       s.error(a.ranges[3].Start, "label_smoothing must be in [0, 1]",
               {a.ranges[3]});
       return Val::error();
     }
-    return tensor(
-        s.emit(op, {*pred, *target}, {p.dtype, {}},
-               {{"ignore_index", ignoreIndex}, {"label_smoothing", *smoothing}},
-               a.loc));
+    return tensor(s.emit(
+        op, {*pred, *target}, {p.dtype, {}},
+        {{"ignore_index", *ignoreIndex}, {"label_smoothing", *smoothing}},
+        a.loc));
   } else if (p != t) {
     s.error(a.loc,
             "cannot take mse of " + p.str() + " and " + t.str() +
@@ -632,17 +632,11 @@ const std::vector<Builtin> kBuiltins = {
      [](Sema &s, BoundArgs &a) {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
-       bool approx = false;
-       if (a.has(1)) {
-         auto b = s.asBool(a.values[1], a.ranges[1], "approximate");
-         if (!b)
-           return Val::error();
-         approx = *b;
-       }
-       if (!t)
+       auto approx = boolOr(s, a, 1, false, "approximate");
+       if (!t || !approx)
          return Val::error();
        return tensor(s.emit("gelu", {*t}, s.typeOf(*t),
-                            {{"approximate", approx}}, a.loc));
+                            {{"approximate", *approx}}, a.loc));
      }},
     {"softplus",
      {"x", "beta", "threshold"},
@@ -683,7 +677,7 @@ const std::vector<Builtin> kBuiltins = {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of logsumexp");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
-       auto keep = keepDimArg(s, a, 2);
+       auto keep = boolOr(s, a, 2, false, "keepdim");
        if (!t || !axis || !keep)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -787,18 +781,14 @@ const std::vector<Builtin> kBuiltins = {
        if (!t)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       int64_t start = 1;
-       if (a.has(1)) {
-         auto v = s.asInt(a.values[1], a.ranges[1], "start");
-         if (!v)
-           return Val::error();
-         start = *v;
-       }
-       auto n = shape::normalizeAxis(start, in.shape.size());
+       auto start = intOr(s, a, 1, 1, "start");
+       if (!start)
+         return Val::error();
+       auto n = shape::normalizeAxis(*start, in.shape.size());
        if (!n) {
          s.error(a.loc,
                  "cannot flatten " + in.str() + " from axis " +
-                     std::to_string(start),
+                     std::to_string(*start),
                  {a.range});
          return Val::error();
        }
@@ -814,25 +804,16 @@ const std::vector<Builtin> kBuiltins = {
        if (!t)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       int64_t d0 = -2, d1 = -1;
-       if (a.has(1)) {
-         auto v = s.asInt(a.values[1], a.ranges[1], "dim0");
-         if (!v)
-           return Val::error();
-         d0 = *v;
-       }
-       if (a.has(2)) {
-         auto v = s.asInt(a.values[2], a.ranges[2], "dim1");
-         if (!v)
-           return Val::error();
-         d1 = *v;
-       }
-       auto n0 = shape::normalizeAxis(d0, in.shape.size());
-       auto n1 = shape::normalizeAxis(d1, in.shape.size());
+       auto d0 = intOr(s, a, 1, -2, "dim0");
+       auto d1 = intOr(s, a, 2, -1, "dim1");
+       if (!d0 || !d1)
+         return Val::error();
+       auto n0 = shape::normalizeAxis(*d0, in.shape.size());
+       auto n1 = shape::normalizeAxis(*d1, in.shape.size());
        if (!n0 || !n1) {
          s.error(a.loc,
-                 "cannot transpose axes " + std::to_string(d0) + " and " +
-                     std::to_string(d1) + " of " + in.str(),
+                 "cannot transpose axes " + std::to_string(*d0) + " and " +
+                     std::to_string(*d1) + " of " + in.str(),
                  {a.range});
          return Val::error();
        }
@@ -1027,17 +1008,13 @@ const std::vector<Builtin> kBuiltins = {
          operands.push_back(*t);
          shapes.push_back(s.typeOf(*t).shape);
        }
-       int64_t axis = 0;
-       if (a.has(1)) {
-         auto v = s.asInt(a.values[1], a.ranges[1], "axis");
-         if (!v)
-           return Val::error();
-         axis = *v;
-       }
-       shape::ShapeResult r = shape::concat(shapes, axis);
+       auto axis = intOr(s, a, 1, 0, "axis");
+       if (!axis)
+         return Val::error();
+       shape::ShapeResult r = shape::concat(shapes, *axis);
        if (!check(s, a, r, "concat"))
          return Val::error();
-       int64_t n = *shape::normalizeAxis(axis, shapes[0].size());
+       int64_t n = *shape::normalizeAxis(*axis, shapes[0].size());
        return tensor(s.emit("concat", operands,
                             {s.typeOf(operands[0]).dtype, r.shape},
                             {{"axis", n}}, a.loc));
@@ -1103,19 +1080,15 @@ const std::vector<Builtin> kBuiltins = {
        auto rows = s.asInt(a.values[0], a.ranges[0], "rows");
        if (!rows)
          return Val::error();
-       int64_t cols = *rows;
-       if (a.has(1)) {
-         auto v = s.asInt(a.values[1], a.ranges[1], "cols");
-         if (!v)
-           return Val::error();
-         cols = *v;
-       }
-       if (*rows < 1 || cols < 1 || !shape::numElements({*rows, cols})) {
+       auto cols = intOr(s, a, 1, *rows, "cols");
+       if (!cols)
+         return Val::error();
+       if (*rows < 1 || *cols < 1 || !shape::numElements({*rows, *cols})) {
          s.error(a.loc, "the mask must have a positive size", {a.range});
          return Val::error();
        }
-       return tensor(s.emit("causal_mask", {}, {ElementType::I1, {*rows, cols}},
-                            {}, a.loc));
+       return tensor(s.emit("causal_mask", {},
+                            {ElementType::I1, {*rows, *cols}}, {}, a.loc));
      }},
     {"conv2d",
      {"x", "weight", "stride", "padding"},
@@ -1270,15 +1243,9 @@ const std::vector<Builtin> kBuiltins = {
          operands.push_back(*m);
          maskShape = mt.shape;
        }
-       bool causal = false;
-       if (a.has(4)) {
-         auto c = s.asBool(a.values[4], a.ranges[4], "causal");
-         if (!c)
-           return Val::error();
-         causal = *c;
-       }
+       auto causal = boolOr(s, a, 4, false, "causal");
        auto p = numberOr(s, a, 5, 0.0, "dropout");
-       if (!p)
+       if (!causal || !p)
          return Val::error();
        if (!(*p >= 0 && *p < 1)) {
          s.error(a.ranges[5].Start, "dropout must be in [0, 1)", {a.ranges[5]});
@@ -1302,7 +1269,7 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        }
        return tensor(s.emit("attention", operands, {qt.dtype, r.shape},
-                            {{"causal", causal},
+                            {{"causal", *causal},
                              {"scale", *scale},
                              {"dropout_p", *p},
                              // Without dropout no seed is drawn, so the
