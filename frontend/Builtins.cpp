@@ -349,6 +349,115 @@ Val batchNorm(Sema &s, BoundArgs &a) {
 /// separable, one axis after the other, each output a weighted sum of two
 /// inputs at PyTorch's source index (clamped at 0, with align_corners or
 /// without). Their gradients are the ops'.
+/// upsample's output size and the ratios from output to source
+/// coordinates: F.interpolate takes a scale factor (an output of
+/// floor(size * scale)) or the output's size; the source coordinate of an
+/// output pixel is its coordinate times 1 / scale (as PyTorch, which uses
+/// the given factor) or times in / out (a size).
+struct UpsampleSize {
+  int64_t height = 0, width = 0;
+  double ratioH = 0, ratioW = 0;
+};
+std::optional<UpsampleSize> upsampleSize(Sema &s, BoundArgs &a,
+                                         const TensorType &in) {
+  int64_t h = in.shape[2], w = in.shape[3];
+  if (a.has(1) == a.has(4)) {
+    s.error(a.loc, "upsample takes a scale or a size (one of them)", {a.range});
+    return std::nullopt;
+  }
+  UpsampleSize out;
+  if (a.has(1)) {
+    auto scale = s.asNumber(a.values[1], a.ranges[1], "scale");
+    if (!scale)
+      return std::nullopt;
+    out.height = int64_t(std::floor(double(h) * *scale));
+    out.width = int64_t(std::floor(double(w) * *scale));
+    if (!(*scale > 0) || out.height < 1 || out.width < 1 ||
+        out.height > (int64_t(1) << 20) || out.width > (int64_t(1) << 20)) {
+      s.error(a.ranges[1].Start,
+              "a scale of " + s.describe(a.values[1]) + " gives no image of " +
+                  in.str() + " (an output of 1 to 2^20 pixels a side)",
+              {a.ranges[1]});
+      return std::nullopt;
+    }
+    out.ratioH = out.ratioW = 1.0 / *scale;
+    return out;
+  }
+  auto size = s.asIntList(a.values[4], a.ranges[4], "size");
+  if (!size)
+    return std::nullopt;
+  if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1) {
+    s.error(a.ranges[4].Start,
+            "size is [height, width], both positive, not " +
+                s.describe(a.values[4]),
+            {a.ranges[4]});
+    return std::nullopt;
+  }
+  out.height = (*size)[0];
+  out.width = (*size)[1];
+  out.ratioH = double(h) / double(out.height);
+  out.ratioW = double(w) / double(out.width);
+  return out;
+}
+
+/// Resamples `value` along its first axis from `size` to `out` entries, as
+/// PyTorch does along one axis: output o reads input i0 (and, bilinear,
+/// i1, with weights 1 - lambda and lambda). The rest is flattened, so
+/// embedding lookups (with constant indices) fetch the rows, and a
+/// bilinear weighted sum is one fused loop; the lookups' gradient is a
+/// scatter-add.
+Val resampleFirstAxis(Sema &s, BoundArgs &a, int value, int64_t size,
+                      int64_t out, double ratio, bool nearest,
+                      bool alignCorners) {
+  TensorType t = s.typeOf(value); // a copy: emitting adds values
+  int64_t rest = shape::numElements(t.shape).value_or(0) / size;
+  std::vector<double> first(out), second(out), w0(out), w1(out);
+  for (int64_t o = 0; o < out; ++o) {
+    if (nearest) {
+      // In float, as PyTorch's nearest_idx computes it (an output on a
+      // multiple of the ratio must land on the same input pixel).
+      float scale = float(ratio);
+      first[o] = double(
+          std::min<int64_t>(int64_t(std::floor(float(o) * scale)), size - 1));
+      continue;
+    }
+    double source =
+        alignCorners
+            ? (out > 1 ? double(o) * double(size - 1) / double(out - 1) : 0)
+            : std::max(0.0, (double(o) + 0.5) * ratio - 0.5);
+    int64_t i0 = std::min<int64_t>(int64_t(source), size - 1);
+    first[o] = double(i0);
+    second[o] = double(i0 + (i0 < size - 1 ? 1 : 0));
+    w1[o] = source - double(i0);
+    w0[o] = 1.0 - w1[o];
+  }
+  int table = s.emit("reshape", {value}, {t.dtype, {size, rest}}, {}, a.loc);
+  auto rows = [&](const std::vector<double> &indices) {
+    int idx = s.emit("constant", {}, {ElementType::I32, {out}},
+                     {{"value", indices}}, a.loc);
+    return tensor(
+        s.emit("embedding", {table, idx}, {t.dtype, {out, rest}}, {}, a.loc));
+  };
+  shape::Shape shape = t.shape;
+  shape[0] = out;
+  if (nearest)
+    return tensor(
+        s.emit("reshape", {rows(first).tensor}, {t.dtype, shape}, {}, a.loc));
+  auto weight = [&](const std::vector<double> &w) {
+    return tensor(
+        s.emit("constant", {}, {t.dtype, {out, 1}}, {{"value", w}}, a.loc));
+  };
+  Val sum = s.binary(
+      BinaryOp::Add,
+      s.binary(BinaryOp::Mul, rows(first), weight(w0), a.loc, a.range, a.range),
+      s.binary(BinaryOp::Mul, rows(second), weight(w1), a.loc, a.range,
+               a.range),
+      a.loc, a.range, a.range);
+  if (sum.isError())
+    return sum;
+  return tensor(s.emit("reshape", {sum.tensor}, {t.dtype, shape}, {}, a.loc));
+}
+
 Val upsample(Sema &s, BoundArgs &a) {
   auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of upsample");
   if (!x)
@@ -360,47 +469,9 @@ Val upsample(Sema &s, BoundArgs &a) {
     return Val::error();
   }
   int64_t n = in.shape[0], c = in.shape[1], h = in.shape[2], w = in.shape[3];
-  // F.interpolate: a scale factor (an output of floor(size * scale)), or
-  // the output's size; the source coordinate of an output pixel is its
-  // coordinate times 1 / scale (as PyTorch, which uses the given factor)
-  // or times in / out (a size).
-  if (a.has(1) == a.has(4)) {
-    s.error(a.loc, "upsample takes a scale or a size (one of them)", {a.range});
+  std::optional<UpsampleSize> out = upsampleSize(s, a, in);
+  if (!out)
     return Val::error();
-  }
-  int64_t outH = 0, outW = 0;
-  double ratioH = 0, ratioW = 0;
-  if (a.has(1)) {
-    auto scale = s.asNumber(a.values[1], a.ranges[1], "scale");
-    if (!scale)
-      return Val::error();
-    outH = int64_t(std::floor(double(h) * *scale));
-    outW = int64_t(std::floor(double(w) * *scale));
-    if (!(*scale > 0) || outH < 1 || outW < 1 || outH > (int64_t(1) << 20) ||
-        outW > (int64_t(1) << 20)) {
-      s.error(a.ranges[1].Start,
-              "a scale of " + s.describe(a.values[1]) + " gives no image of " +
-                  in.str() + " (an output of 1 to 2^20 pixels a side)",
-              {a.ranges[1]});
-      return Val::error();
-    }
-    ratioH = ratioW = 1.0 / *scale;
-  } else {
-    auto size = s.asIntList(a.values[4], a.ranges[4], "size");
-    if (!size)
-      return Val::error();
-    if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1) {
-      s.error(a.ranges[4].Start,
-              "size is [height, width], both positive, not " +
-                  s.describe(a.values[4]),
-              {a.ranges[4]});
-      return Val::error();
-    }
-    outH = (*size)[0];
-    outW = (*size)[1];
-    ratioH = double(h) / double(outH);
-    ratioW = double(w) / double(outW);
-  }
   std::string mode = "nearest";
   if (a.has(2)) {
     if (a.values[2].kind != Val::Kind::String ||
@@ -415,77 +486,21 @@ Val upsample(Sema &s, BoundArgs &a) {
     }
     mode = a.values[2].s;
   }
-  std::optional<bool> alignCorners = false;
-  if (a.has(3))
-    alignCorners = s.asBool(a.values[3], a.ranges[3], "align_corners");
+  std::optional<bool> alignCorners = boolOr(s, a, 3, false, "align_corners");
   if (!alignCorners)
     return Val::error();
-  if (mode == "nearest" && outH % h == 0 && outW % w == 0 &&
-      outH / h == outW / w && ratioH * double(outH / h) == 1.0) {
+  if (mode == "nearest" && out->height % h == 0 && out->width % w == 0 &&
+      out->height / h == out->width / w &&
+      out->ratioH * double(out->height / h) == 1.0) {
     // An integer factor: each pixel repeated f x f times, a broadcast.
-    int64_t f = outH / h;
+    int64_t f = out->height / h;
     int pixels =
         s.emit("reshape", {*x}, {in.dtype, {n, c, h, 1, w, 1}}, {}, a.loc);
     int repeated = s.broadcastTo(pixels, {n, c, h, f, w, f}, a.loc);
     return tensor(s.emit("reshape", {repeated},
                          {in.dtype, {n, c, h * f, w * f}}, {}, a.loc));
   }
-  // Along one axis at a time, as PyTorch: output o reads input i0 (and,
-  // bilinear, i1, with weights 1 - lambda and lambda). The axis is moved
-  // first and the rest flattened, so embedding lookups (with constant
-  // indices) fetch the rows, and a bilinear weighted sum is one fused
-  // loop; the lookups' gradient is a scatter-add.
-  bool nearest = mode == "nearest";
-  auto alongFirst = [&](int value, int64_t size, int64_t out,
-                        double ratio) -> Val {
-    TensorType t = s.typeOf(value); // a copy: emitting adds values
-    int64_t rest = shape::numElements(t.shape).value_or(0) / size;
-    std::vector<double> first(out), second(out), w0(out), w1(out);
-    for (int64_t o = 0; o < out; ++o) {
-      if (nearest) {
-        // In float, as PyTorch's nearest_idx computes it (an output on a
-        // multiple of the ratio must land on the same input pixel).
-        float scale = float(ratio);
-        first[o] = double(
-            std::min<int64_t>(int64_t(std::floor(float(o) * scale)), size - 1));
-        continue;
-      }
-      double source =
-          *alignCorners
-              ? (out > 1 ? double(o) * double(size - 1) / double(out - 1) : 0)
-              : std::max(0.0, (double(o) + 0.5) * ratio - 0.5);
-      int64_t i0 = std::min<int64_t>(int64_t(source), size - 1);
-      first[o] = double(i0);
-      second[o] = double(i0 + (i0 < size - 1 ? 1 : 0));
-      w1[o] = source - double(i0);
-      w0[o] = 1.0 - w1[o];
-    }
-    int table = s.emit("reshape", {value}, {t.dtype, {size, rest}}, {}, a.loc);
-    auto rows = [&](const std::vector<double> &indices) {
-      int idx = s.emit("constant", {}, {ElementType::I32, {out}},
-                       {{"value", indices}}, a.loc);
-      return tensor(
-          s.emit("embedding", {table, idx}, {t.dtype, {out, rest}}, {}, a.loc));
-    };
-    shape::Shape shape = t.shape;
-    shape[0] = out;
-    if (nearest)
-      return tensor(
-          s.emit("reshape", {rows(first).tensor}, {t.dtype, shape}, {}, a.loc));
-    auto weight = [&](const std::vector<double> &w) {
-      return tensor(
-          s.emit("constant", {}, {t.dtype, {out, 1}}, {{"value", w}}, a.loc));
-    };
-    Val sum = s.binary(BinaryOp::Add,
-                       s.binary(BinaryOp::Mul, rows(first), weight(w0), a.loc,
-                                a.range, a.range),
-                       s.binary(BinaryOp::Mul, rows(second), weight(w1), a.loc,
-                                a.range, a.range),
-                       a.loc, a.range, a.range);
-    if (sum.isError())
-      return sum;
-    return tensor(s.emit("reshape", {sum.tensor}, {t.dtype, shape}, {}, a.loc));
-  };
+  // Along one axis at a time, as PyTorch: the axis is moved first.
   auto permute = [&](int value, std::vector<int64_t> order) {
     TensorType t = s.typeOf(value);
     shape::Shape shape;
@@ -494,13 +509,17 @@ Val upsample(Sema &s, BoundArgs &a) {
     return s.emit("transpose", {value}, {t.dtype, shape},
                   {{"permutation", order}}, a.loc);
   };
+  bool nearest = mode == "nearest";
   // [N, C, H, W] -> [H, N, C, W] -> (H') -> [W, N, C, H'] -> (W') ->
   // [N, C, H', W'].
-  Val alongH = alongFirst(permute(*x, {2, 0, 1, 3}), h, outH, ratioH);
+  Val alongH =
+      resampleFirstAxis(s, a, permute(*x, {2, 0, 1, 3}), h, out->height,
+                        out->ratioH, nearest, *alignCorners);
   if (alongH.isError())
     return alongH;
   Val alongW =
-      alongFirst(permute(alongH.tensor, {3, 1, 2, 0}), w, outW, ratioW);
+      resampleFirstAxis(s, a, permute(alongH.tensor, {3, 1, 2, 0}), w,
+                        out->width, out->ratioW, nearest, *alignCorners);
   if (alongW.isError())
     return alongW;
   return tensor(permute(alongW.tensor, {1, 2, 3, 0}));
