@@ -296,26 +296,29 @@ FailureOr<MemoryReport> mnemo::buildMemoryReport(func::FuncOp func) {
   return r;
 }
 
-void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
-  auto line = [&](const char *what, int64_t bytes,
-                  const std::string &note = "") {
-    os << "  " << llvm::left_justify(what, 28)
-       << llvm::right_justify(formatBytes(bytes), 12)
-       << (note.empty() ? "" : "   " + note) << "\n";
-  };
-  os << "@" << r.function << "\n";
-  line("parameters", r.parameterBytes);
+namespace {
+/// One row of the report: what, its bytes, and a note.
+void line(llvm::raw_ostream &os, const char *what, int64_t bytes,
+          const std::string &note = "") {
+  os << "  " << llvm::left_justify(what, 28)
+     << llvm::right_justify(formatBytes(bytes), 12)
+     << (note.empty() ? "" : "   " + note) << "\n";
+}
+
+/// The plan's regions, the arena's make-up, the peaks and the budget.
+void printRegions(const MemoryReport &r, llvm::raw_ostream &os) {
+  line(os, "parameters", r.parameterBytes);
   if (r.trainedParameterBytes)
-    line("  as trained (f32)", r.trainedParameterBytes,
+    line(os, "  as trained (f32)", r.trainedParameterBytes,
          llvm::formatv("compressed {0:f2}x smaller",
                        double(r.trainedParameterBytes) /
                            double(std::max<int64_t>(r.parameterBytes, 1)))
              .str());
   if (r.bufferBytes)
-    line("buffers", r.bufferBytes);
+    line(os, "buffers", r.bufferBytes);
   if (r.gradientRegionBytes)
-    line("gradients", r.gradientRegionBytes);
-  line("optimizer state", r.optimizerStateBytes,
+    line(os, "gradients", r.gradientRegionBytes);
+  line(os, "optimizer state", r.optimizerStateBytes,
        r.unshardedStateBytes
            ? llvm::formatv("this rank's part (ZeRO-1) of {0} over {1} "
                            "rank{2}",
@@ -325,29 +328,29 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
            : std::string());
   if (r.pruneMaskBytes)
     line(
-        "  pruning masks", r.pruneMaskBytes,
+        os, "  pruning masks", r.pruneMaskBytes,
         llvm::formatv("1 bit for each of {0} weights", r.maskedElements).str());
-  line("inputs (one batch)", r.inputBytes);
-  line("arena", r.arenaBytes, "planned by " + r.planner);
-  line("  lower bound", r.lowerBoundBytes,
+  line(os, "inputs (one batch)", r.inputBytes);
+  line(os, "arena", r.arenaBytes, "planned by " + r.planner);
+  line(os, "  lower bound", r.lowerBoundBytes,
        llvm::formatv("arena / lower bound = {0:f3}",
                      r.lowerBoundBytes
                          ? double(r.arenaBytes) / double(r.lowerBoundBytes)
                          : 1.0)
            .str());
-  line("  without reuse", r.naiveBytes,
+  line(os, "  without reuse", r.naiveBytes,
        llvm::formatv("arena / without reuse = {0:f3}",
                      r.naiveBytes ? double(r.arenaBytes) / double(r.naiveBytes)
                                   : 1.0)
            .str());
-  line("  activations at the peak", r.activationBytes);
+  line(os, "  activations at the peak", r.activationBytes);
   if (!r.gradientRegionBytes)
-    line("  gradients at the peak", r.gradientBytes);
-  line("  temporaries at the peak", r.temporaryBytes);
-  line("workspace", r.workspaceBytes);
-  line("peak (one step needs)", r.cpuPeakBytes,
+    line(os, "  gradients at the peak", r.gradientBytes);
+  line(os, "  temporaries at the peak", r.temporaryBytes);
+  line(os, "workspace", r.workspaceBytes);
+  line(os, "peak (one step needs)", r.cpuPeakBytes,
        r.budgetDevice == "cpu" ? "" : "on the CPU (not budgeted)");
-  line("peak on a GPU", r.cudaPeakBytes,
+  line(os, "peak on a GPU", r.cudaPeakBytes,
        llvm::formatv(
            "one cudaMalloc: CUDA workspace {0} (for the CPU's "
            "{1}), second batch, control{2}",
@@ -355,7 +358,7 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
            r.budgetDevice == "cuda" ? "; budgeted (--device=cuda)" : "")
            .str());
   if (r.budgetBytes) {
-    line("  memory budget", r.budgetBytes,
+    line(os, "  memory budget", r.budgetBytes,
          r.recomputedOps == 0
              ? std::string("met without recomputation")
              : llvm::formatv("met by recomputing {0} ops in the backward, "
@@ -367,6 +370,10 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
                                  : 0.0)
                    .str());
   }
+}
+
+/// What the backward recomputes, who chose it, and the CPU's layout.
+void printRecomputation(const MemoryReport &r, llvm::raw_ostream &os) {
   if (!r.recomputed.empty()) {
     std::string list;
     for (const auto &[op, count] : r.recomputed)
@@ -384,36 +391,43 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  CPU layout: " << r.channelBlockedValues
        << " activations in blocks of channels, which the convolutions read "
           "and write without reorders\n";
-  line("CPU trainer, on top, <=", r.trainerOverheadBytes,
-       "threads, OpenBLAS's packing, 2 staging batches");
-  if (!r.gradientBuckets.empty()) {
-    // A ring all-reduce (Open MPI's and NCCL's for large buckets) sends
-    // and receives 2 (N - 1) / N of the summed bytes on each rank.
-    int64_t summed = 0;
-    for (int64_t b : r.gradientBuckets)
-      summed += b;
-    int64_t n = r.worldSize;
-    line("data parallel, each rank", summed,
-         r.unshardedStateBytes
-             ? llvm::formatv(
-                   "of gradients reduce-scattered over {0} rank{5} in {1} "
-                   "bucket{2} and {3} of parameters all-gathered per step (a "
-                   "ring sends {4} and receives as much per rank)",
-                   n, r.gradientBuckets.size(),
-                   r.gradientBuckets.size() == 1 ? "" : "s",
-                   formatBytes(r.gradientRegionBytes),
-                   formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n),
-                   n == 1 ? "" : "s")
-                   .str()
-             : llvm::formatv(
-                   "of gradients summed over {0} rank{4} in {1} bucket{2} "
-                   "per step (a ring all-reduce sends {3} and receives as "
-                   "much per rank); every rank holds the whole plan",
-                   n, r.gradientBuckets.size(),
-                   r.gradientBuckets.size() == 1 ? "" : "s",
-                   formatBytes(2 * (n - 1) * summed / n), n == 1 ? "" : "s")
-                   .str());
-  }
+}
+
+/// What each rank sends and receives per step under data parallelism.
+void printDataParallel(const MemoryReport &r, llvm::raw_ostream &os) {
+  if (r.gradientBuckets.empty())
+    return;
+  // A ring all-reduce (Open MPI's and NCCL's for large buckets) sends
+  // and receives 2 (N - 1) / N of the summed bytes on each rank.
+  int64_t summed = 0;
+  for (int64_t b : r.gradientBuckets)
+    summed += b;
+  int64_t n = r.worldSize;
+  line(os, "data parallel, each rank", summed,
+       r.unshardedStateBytes
+           ? llvm::formatv(
+                 "of gradients reduce-scattered over {0} rank{5} in {1} "
+                 "bucket{2} and {3} of parameters all-gathered per step (a "
+                 "ring sends {4} and receives as much per rank)",
+                 n, r.gradientBuckets.size(),
+                 r.gradientBuckets.size() == 1 ? "" : "s",
+                 formatBytes(r.gradientRegionBytes),
+                 formatBytes((n - 1) * (summed + r.gradientRegionBytes) / n),
+                 n == 1 ? "" : "s")
+                 .str()
+           : llvm::formatv(
+                 "of gradients summed over {0} rank{4} in {1} bucket{2} "
+                 "per step (a ring all-reduce sends {3} and receives as "
+                 "much per rank); every rank holds the whole plan",
+                 n, r.gradientBuckets.size(),
+                 r.gradientBuckets.size() == 1 ? "" : "s",
+                 formatBytes(2 * (n - 1) * summed / n), n == 1 ? "" : "s")
+                 .str());
+}
+
+/// The fused ops' savings: attention, mixed precision's f32 activations,
+/// chunked classifier losses.
+void printFusions(const MemoryReport &r, llvm::raw_ostream &os) {
   if (!r.attention.empty()) {
     // One line a layer's attention: a step holds dozens.
     size_t rewritten =
@@ -433,7 +447,7 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
            << "\n";
   }
   if (r.mixedPrecision) {
-    line("f32 activations at the peak", r.f32ActivationBytes,
+    line(os, "f32 activations at the peak", r.f32ActivationBytes,
          "what mixed precision keeps in f32, and why:");
     for (const MemoryReport::KeptF32 &k : r.keptF32)
       os << "    " << k.op << " x" << k.count << "  " << formatBytes(k.bytes)
@@ -444,6 +458,10 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
        << " classes in chunks of " << c.chunkRows
        << " rows: " << formatBytes(c.chunkBytes) << " of logits at a time, not "
        << formatBytes(c.logitsBytes) << " (and their gradient)\n";
+}
+
+/// The largest buffers live at the peak, in aligned columns.
+void printLargestAtPeak(const MemoryReport &r, llvm::raw_ostream &os) {
   os << "  largest buffers live at the peak (op " << r.peakStep << " of "
      << r.steps << "):\n";
   size_t whereWidth = 8, layerWidth = 5, opWidth = 2, typeWidth = 4;
@@ -460,6 +478,18 @@ void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
        << llvm::left_justify(b.type, typeWidth) << "  "
        << llvm::right_justify(formatBytes(b.bytes), 10) << "  " << b.kind
        << "\n";
+}
+} // namespace
+
+void mnemo::printMemoryReport(const MemoryReport &r, llvm::raw_ostream &os) {
+  os << "@" << r.function << "\n";
+  printRegions(r, os);
+  printRecomputation(r, os);
+  line(os, "CPU trainer, on top, <=", r.trainerOverheadBytes,
+       "threads, OpenBLAS's packing, 2 staging batches");
+  printDataParallel(r, os);
+  printFusions(r, os);
+  printLargestAtPeak(r, os);
 }
 
 void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
