@@ -1061,8 +1061,9 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   FailureOr<int64_t> plannedPeak(ModuleOp module, ArrayRef<Value> roots,
                                  PlannerEffort effort = PlannerEffort::Quick) {
     // The tail plans each step function on its own: the copy holds the
-    // module's attributes and @train_step alone (eval_step and forward,
-    // planned with it, took a third of a search's time on an LSTM).
+    // module's attributes and @train_step alone (examples/lstm.mn's
+    // eval_step, 1,286 ops beside train_step's 3,630, was cloned, scheduled,
+    // fused and planned in every trial).
     auto original = module.lookupSymbol<func::FuncOp>("train_step");
     OwningOpRef<ModuleOp> copy = ModuleOp::create(module.getLoc());
     (*copy)->setAttrs(module->getAttrDictionary());
