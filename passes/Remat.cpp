@@ -280,8 +280,9 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     if (failed(searchWithModel(module, limit, none, /*exact=*/false,
                                modelChoice, smallest, how)))
       return failure();
-    if (modelChoice && (!chosen || recomputedFlops(train, *modelChoice) <
-                                       recomputedFlops(train, *chosen)))
+    Split split(train);
+    if (modelChoice && (!chosen || recomputedFlops(split, *modelChoice) <
+                                       recomputedFlops(split, *chosen)))
       chosen = modelChoice;
     return success();
   }
@@ -334,53 +335,45 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     Split split(train);
     std::vector<Value> chosen;
     std::vector<bool> tried(candidates.size(), false);
-    std::vector<size_t> order;
-    size_t nextTry = 0;
-    bool rescore = true;
     int64_t peak = none;
-    for (;;) {
-      if (rescore) {
-        int64_t base = chainFlops(split, chosen);
-        std::vector<double> score(candidates.size());
-        order.clear();
-        for (size_t i = 0; i < candidates.size(); ++i) {
-          if (tried[i])
-            continue;
-          std::vector<Value> with = chosen;
-          with.push_back(candidates[i].value);
-          int64_t flops = chainFlops(split, with) - base;
-          score[i] = double(candidates[i].bytes) / double(1 + flops);
-          order.push_back(i);
-        }
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-          return score[a] > score[b];
-        });
-        nextTry = 0;
-        rescore = false;
+    bool kept;
+    do {
+      kept = false;
+      int64_t base = recomputedFlops(split, chosen);
+      std::vector<double> score(candidates.size());
+      std::vector<size_t> order;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (tried[i])
+          continue;
+        std::vector<Value> with = chosen;
+        with.push_back(candidates[i].value);
+        int64_t flops = recomputedFlops(split, with) - base;
+        score[i] = double(candidates[i].bytes) / double(1 + flops);
+        order.push_back(i);
       }
-      if (nextTry == order.size())
-        break;
-      size_t best = order[nextTry++];
-      tried[best] = true;
-      std::vector<Value> next = chosen;
-      next.push_back(candidates[best].value);
-      FailureOr<int64_t> p = plannedPeak(module, next);
-      if (failed(p))
-        return failure();
-      if (*p < peak) {
-        chosen = std::move(next);
-        peak = *p;
-        rescore = true;
-        if (peak <= limit)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return score[a] > score[b]; });
+      for (size_t best : order) {
+        tried[best] = true;
+        std::vector<Value> next = chosen;
+        next.push_back(candidates[best].value);
+        FailureOr<int64_t> p = plannedPeak(module, next);
+        if (failed(p))
+          return failure();
+        if (*p < peak) {
+          chosen = std::move(next);
+          peak = *p;
+          kept = true;
           break;
+        }
       }
-    }
+    } while (kept && peak > limit);
     // Each set that fits (the greedy's, and the fixed policies' sets) is
     // pruned: values are taken back out, the costliest first, while the
     // plan still fits. The search keeps the cheapest pruned set, and the
     // smallest peak for the error.
     auto cost = [&](ArrayRef<Value> roots) {
-      return recomputedFlops(train, roots);
+      return recomputedFlops(split, roots);
     };
     std::vector<std::vector<Value>> fitting;
     if (peak <= limit)
@@ -696,11 +689,6 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     return success();
   }
 
-  /// FLOPs recomputing `roots` costs.
-  static int64_t recomputedFlops(func::FuncOp train, ArrayRef<Value> roots) {
-    return chainFlops(Split(train), roots);
-  }
-
   static int64_t countRecomputed(func::FuncOp f) {
     int64_t n = 0;
     f.walk([&](Operation *op) { n += plan::isRecomputed(op); });
@@ -1001,7 +989,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   }
 
   /// The FLOPs of recomputing `roots` with their chains.
-  static int64_t chainFlops(const Split &split, ArrayRef<Value> roots) {
+  static int64_t recomputedFlops(const Split &split, ArrayRef<Value> roots) {
     int64_t flops = 0;
     for (Value c : chainOf(split, roots))
       flops += flopsOf(c.getDefiningOp());
