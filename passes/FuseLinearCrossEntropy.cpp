@@ -4,11 +4,16 @@
 // embedding table, or a Linear without bias) or cross_entropy(h @ W)
 // becomes one mnemo.linear_cross_entropy that computes the logits a chunk
 // of rows at a time (LossesKernels.h's classifierChunkRows), so neither the
-// [rows, classes] logits nor their gradient is ever whole. Where the
-// forward also returns the logits (the model's output), the product stays
-// for that result: the training step does not read it and drops it, and
-// the evaluation step, which reports accuracy from it, takes its loss from
-// those logits again (readLossFromLogits).
+// [rows, classes] logits nor their gradient is ever whole. A head with a
+// bias (h @ W^T + b: a Linear, BERT's decoder) fuses too where its logits
+// outgrow one chunk; below that the fused op would hold them whole in its
+// workspace anyway and only trade memory of the size of its input for a
+// second product, so a small classifier (ten classes) keeps its plain
+// product and bias add. Where the forward also returns the logits (the
+// model's output), the product stays for that result: the training step
+// does not read it and drops it, and the evaluation step, which reports
+// accuracy from it, takes its loss from those logits again
+// (readLossFromLogits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,19 +35,57 @@ using namespace mnemo;
 
 namespace {
 
-/// The product cross_entropy reads, when the fused op can take it: a
-/// matrix product of rows by a 2-D weight whose logits nothing else reads
-/// but the function's return.
-MatmulOp fusableProduct(CrossEntropyOp loss) {
-  auto product = loss.getLogits().getDefiningOp<MatmulOp>();
+/// A classifier head: its product, and its bias add and bias (null for
+/// none).
+struct Classifier {
+  MatmulOp product;
+  AddOp biasAdd;
+  Value bias; // [classes]
+};
+
+bool readOnlyByLossOrReturn(Value logits, CrossEntropyOp loss) {
+  return llvm::all_of(logits.getUsers(), [&](Operation *user) {
+    return user == loss.getOperation() || llvm::isa<func::ReturnOp>(user);
+  });
+}
+
+/// `v`'s product, if it is one of rows by a 2-D weight.
+MatmulOp classifierProduct(Value v) {
+  auto product = v.getDefiningOp<MatmulOp>();
   if (!product || product.getTransposeLhs() ||
       verification::tensorType(product.getRhs()).getRank() != 2 ||
       verification::tensorType(product.getLhs()).getRank() < 2)
     return nullptr;
-  for (Operation *user : product.getResult().getUsers())
-    if (user != loss.getOperation() && !llvm::isa<func::ReturnOp>(user))
-      return nullptr;
   return product;
+}
+
+/// The head whose logits cross_entropy reads, when the fused op can take
+/// it: a product of rows by a 2-D weight, with or without a bias of the
+/// classes added (`add(product, broadcast(bias))`, either way round), whose
+/// logits nothing else reads but the function's return.
+std::optional<Classifier> fusableClassifier(CrossEntropyOp loss) {
+  Value logits = loss.getLogits();
+  if (!readOnlyByLossOrReturn(logits, loss))
+    return std::nullopt;
+  if (MatmulOp product = classifierProduct(logits))
+    return Classifier{product, nullptr, nullptr};
+  auto add = logits.getDefiningOp<AddOp>();
+  if (!add)
+    return std::nullopt;
+  for (auto [p, b] : {std::pair(add.getLhs(), add.getRhs()),
+                      std::pair(add.getRhs(), add.getLhs())}) {
+    MatmulOp product = classifierProduct(p);
+    auto broadcast = b.getDefiningOp<BroadcastOp>();
+    if (!product || !p.hasOneUse() || !broadcast)
+      continue;
+    Value bias = broadcast.getInput();
+    RankedTensorType type = verification::tensorType(bias);
+    int64_t classes = verification::tensorType(logits).getShape().back();
+    if (type.getRank() == 1 && type.getShape()[0] == classes &&
+        type.getElementType() == verification::tensorType(p).getElementType())
+      return Classifier{product, add, bias};
+  }
+  return std::nullopt;
 }
 
 struct FuseLinearCrossEntropyPass
@@ -57,32 +100,52 @@ struct FuseLinearCrossEntropyPass
     forward.walk([&](CrossEntropyOp op) { losses.push_back(op); });
     OpBuilder builder(&getContext());
     for (CrossEntropyOp loss : losses) {
-      MatmulOp product = fusableProduct(loss);
-      if (!product)
+      std::optional<Classifier> head = fusableClassifier(loss);
+      if (!head)
         continue;
+      MatmulOp product = head->product;
       Value hidden = product.getLhs(), weight = product.getRhs();
       ArrayRef<int64_t> h = verification::tensorType(hidden).getShape();
       int64_t dim = h.back(),
               rows = verification::tensorType(hidden).getNumElements() / dim,
               classes =
-                  verification::tensorType(loss.getLogits()).getShape().back();
+                  verification::tensorType(loss.getLogits()).getShape().back(),
+              chunkRows =
+                  losses::classifierChunkRows(rows, dim, classes, minChunkRows);
+      if (head->bias && chunkRows >= rows)
+        continue;
       builder.setInsertionPoint(loss);
       auto fused = builder.create<LinearCrossEntropyOp>(
           loss.getLoc(),
           TypeRange{loss.getType(),
                     RankedTensorType::get(h.drop_back(), builder.getF32Type())},
-          hidden, weight, loss.getTargets(),
+          hidden, weight, loss.getTargets(), head->bias,
           builder.getBoolAttr(product.getTransposeRhs()),
-          builder.getI64IntegerAttr(
-              losses::classifierChunkRows(rows, dim, classes, minChunkRows)),
-          loss.getIgnoreIndexAttr(), loss.getLabelSmoothingAttr());
+          builder.getI64IntegerAttr(chunkRows), loss.getIgnoreIndexAttr(),
+          loss.getLabelSmoothingAttr());
       loss.getResult().replaceAllUsesWith(fused.getResult());
       loss.erase();
-      if (product.getResult().use_empty())
-        product.erase();
+      // What only the loss read goes with it.
+      for (Operation *op :
+           {head->biasAdd.getOperation(), product.getOperation()})
+        if (op && op->use_empty()) {
+          SmallVector<Value> operands(op->getOperands());
+          op->erase();
+          for (Value operand : operands)
+            if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+                broadcast && broadcast->use_empty())
+              broadcast.erase();
+        }
     }
   }
 };
+
+/// `v` before any casts amp put on it.
+Value withoutCasts(Value v) {
+  while (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getInput();
+  return v;
+}
 
 } // namespace
 
@@ -100,13 +163,28 @@ void mnemo::readLossFromLogits(func::FuncOp func) {
         product = m;
     if (!product || product.getResult().use_empty())
       continue;
-    // The loss after the product (both precede the return).
-    if (op->isBeforeInBlock(product))
-      op->moveAfter(product);
+    // With a bias, the logits are the product's bias add (amp may have
+    // cast the bias on either side).
+    Operation *logitsOp = product;
+    if (op.getBias()) {
+      logitsOp = nullptr;
+      for (Operation *user : product.getResult().getUsers())
+        if (auto add = llvm::dyn_cast<AddOp>(user))
+          for (Value operand : add->getOperands())
+            if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+                broadcast && withoutCasts(broadcast.getInput()) ==
+                                 withoutCasts(op.getBias()))
+              logitsOp = add;
+      if (!logitsOp)
+        continue;
+    }
+    // The loss after the logits (both precede the return).
+    if (op->isBeforeInBlock(logitsOp))
+      op->moveAfter(logitsOp);
     OpBuilder builder(op);
     // cross_entropy computes in f32 (amp has run: the logits may be 16-bit;
     // CSE merges this cast with the one the output already has).
-    Value logits = product.getResult();
+    Value logits = logitsOp->getResult(0);
     auto type = llvm::cast<RankedTensorType>(logits.getType());
     if (!type.getElementType().isF32())
       logits = builder.create<CastOp>(op.getLoc(),

@@ -77,7 +77,10 @@ def FuseLinearCrossEntropy : Pass<"fuse-linear-cross-entropy", "mlir::ModuleOp">
     so neither the logits nor their gradient ever exists whole, as llm.c's
     and Liger-Kernel's fused classifiers. The logits may also be the
     forward's result (the model's output); nothing else may read them. A
-    product with a bias (a `Linear` with one) is left as written.
+    product plus a bias of the classes (`h @ W^T + b`: a `Linear` with one,
+    BERT's decoder) fuses too, with the bias an operand of the fused op,
+    where the logits outgrow one chunk; a smaller one (ten classes) is left
+    as written, since the fused op would hold its logits whole anyway.
 
     `min-chunk-rows` raises the chunk's floor: the default pipeline asks
     512 when the plan is for a GPU (`--device=cuda`), where cuBLASLt's

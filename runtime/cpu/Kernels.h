@@ -107,6 +107,12 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
                  const float *b, int64_t ldb, float beta, float *c,
                  int64_t ldc);
 
+/// The type of an argument that may be nullptr (a bias: RMS norm's, a
+/// classifier's), taken from the other arguments rather than deduced from
+/// it.
+template <typename T> struct TakenFromOthers { using type = T; };
+template <typename T> using NotDeduced = typename TakenFromOthers<T>::type;
+
 /// 16-bit storage widened to f32 and f32 narrowed back, element by element
 /// (the operands and results of the f32 kernels that 16-bit ops run on).
 template <typename T> inline void narrow(const float *x, int64_t n, T *out) {

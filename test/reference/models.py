@@ -247,6 +247,23 @@ class ClassifierLoss(nn.Module):
                                ignore_index=-1, label_smoothing=0.1)
 
 
+class ClassifierLossBias(nn.Module):
+    """test/reference/models/classifier-loss-bias.mn: a head tied to the
+    embedding table plus a bias of its own (BERT's decoder), with the same
+    loss as ClassifierLoss."""
+
+    def __init__(self, hp):
+        super().__init__()
+        self.wte = nn.Parameter(torch.empty(hp["vocab"], hp["dim"]))
+        self.bias = nn.Parameter(torch.empty(hp["vocab"]))
+
+    def forward(self, batch):
+        logits = torch.tanh(self.wte[batch["tokens"].long()]) @ self.wte.T + self.bias
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                               batch["next"].long().reshape(-1),
+                               ignore_index=-1, label_smoothing=0.1)
+
+
 class RMSNorm(nn.Module):
     """torch.nn.RMSNorm (PyTorch 2.4; written out for 1.13)."""
 
@@ -714,4 +731,5 @@ MODELS = {"Integers": Integers, "UNet": UNet, "VisionTransformer": VisionTransfo
           "Tuples": Tuples, "CNN": CNN, "GPT": GPT, "DeepMLP": DeepMLP,
           "SoftplusMLP": SoftplusMLP, "LogSumExpMLP": LogSumExpMLP,
           "PadMLP": PadMLP, "MaskMLP": MaskMLP,
-          "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss}
+          "Llama": Llama, "GPT2": GPT, "ClassifierLoss": ClassifierLoss,
+          "ClassifierLossBias": ClassifierLossBias}

@@ -4,7 +4,8 @@
 // against the product and loss written out in double, on more classes than
 // one block of 16-bit operands (so the online log-sum-exp merges blocks and
 // the weight is widened and its gradient narrowed a block at a time), both
-// weight layouts, label smoothing and ignored rows; each kernel run in
+// weight layouts, label smoothing, ignored rows and a bias (whose gradient
+// sums over the chunks and, in 16-bit, the blocks); each kernel run in
 // exactly the workspace the plan gives it, with a guard after it.
 //
 //===----------------------------------------------------------------------===//
@@ -30,19 +31,22 @@ constexpr float kGuard = 12345.0f;
 
 struct Expected {
   double loss = 0;
-  std::vector<double> logSumExp, hiddenGrad, weightGrad;
+  std::vector<double> logSumExp, hiddenGrad, weightGrad, biasGrad;
 };
 
 /// The loss and gradients in double from the operands as stored, the
-/// weight element (class c, feature d) read through `w`.
+/// weight element (class c, feature d) read through `w`; `bias` empty for
+/// none.
 template <typename W>
 Expected reference(const std::vector<double> &hidden, W w,
+                   const std::vector<double> &bias,
                    const std::vector<int32_t> &targets, double smoothing,
                    bool transposed) {
   Expected e;
   e.logSumExp.assign(kRows, 0);
   e.hiddenGrad.assign(kRows * kDim, 0);
   e.weightGrad.assign(kClasses * kDim, 0);
+  e.biasGrad.assign(kClasses, 0);
   int64_t counted = 0;
   for (int32_t t : targets)
     counted += t != kIgnore;
@@ -50,7 +54,7 @@ Expected reference(const std::vector<double> &hidden, W w,
   for (int64_t r = 0; r < kRows; ++r) {
     double m = -INFINITY, sum = 0, logitSum = 0;
     for (int64_t c = 0; c < kClasses; ++c) {
-      logits[c] = 0;
+      logits[c] = bias.empty() ? 0.0 : bias[c];
       for (int64_t d = 0; d < kDim; ++d)
         logits[c] += hidden[r * kDim + d] * w(c, d);
       m = std::max(m, logits[c]);
@@ -70,6 +74,7 @@ Expected reference(const std::vector<double> &hidden, W w,
       double g = (std::exp(logits[c] - lse) - (c == t ? 1 - smoothing : 0) -
                   smoothing / kClasses) /
                  double(counted);
+      e.biasGrad[c] += g;
       for (int64_t d = 0; d < kDim; ++d) {
         e.hiddenGrad[r * kDim + d] += g * w(c, d);
         int64_t at = transposed ? c * kDim + d : d * kClasses + c;
@@ -93,8 +98,9 @@ void expectClose(const std::vector<double> &want, const std::vector<float> &got,
 }
 
 template <typename T>
-void checkKernels(bool transposed, double smoothing, double relative) {
-  std::mt19937 rng(transposed * 2 + (smoothing != 0));
+void checkKernels(bool transposed, double smoothing, double relative,
+                  bool withBias = false) {
+  std::mt19937 rng(transposed * 2 + (smoothing != 0) + 4 * withBias);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int32_t> klass(0, kClasses - 1);
   std::vector<T> hidden(kRows * kDim), weight(kClasses * kDim);
@@ -102,6 +108,10 @@ void checkKernels(bool transposed, double smoothing, double relative) {
     x = T(normal(rng));
   for (T &x : weight)
     x = T(0.5f * normal(rng));
+  std::vector<T> bias(withBias ? kClasses : 0);
+  for (T &x : bias)
+    x = T(normal(rng));
+  const T *biasData = withBias ? bias.data() : nullptr;
   std::vector<int32_t> targets(kRows);
   for (int64_t r = 0; r < kRows; ++r)
     targets[r] = r % 9 == 4 ? int32_t(kIgnore) : klass(rng);
@@ -111,10 +121,14 @@ void checkKernels(bool transposed, double smoothing, double relative) {
   auto w = [&](int64_t c, int64_t d) {
     return double(float(weight[transposed ? c * kDim + d : d * kClasses + c]));
   };
-  Expected want = reference(hidden64, w, targets, smoothing, transposed);
+  std::vector<double> bias64;
+  for (T x : bias)
+    bias64.push_back(double(float(x)));
+  Expected want =
+      reference(hidden64, w, bias64, targets, smoothing, transposed);
 
-  losses::ClassifierGeometry g{kRows, kDim, kClasses, kChunkRows,
-                               !std::is_same_v<T, float>};
+  losses::ClassifierGeometry g{
+      kRows, kDim, kClasses, kChunkRows, !std::is_same_v<T, float>, withBias};
   for (bool backward : {false, true}) {
     int64_t floats = losses::classifierWorkspaceFloats(g, backward);
     std::vector<float> workspace(floats + 64, kGuard);
@@ -122,18 +136,24 @@ void checkKernels(bool transposed, double smoothing, double relative) {
       float loss = 0;
       std::vector<float> lse(kRows);
       ASSERT_TRUE(cpu::linearCrossEntropy(
-          hidden.data(), weight.data(), targets.data(), g, transposed, kIgnore,
-          smoothing, &loss, lse.data(), workspace.data()));
+          hidden.data(), weight.data(), targets.data(), biasData, g, transposed,
+          kIgnore, smoothing, &loss, lse.data(), workspace.data()));
       EXPECT_NEAR(loss, want.loss, 1e-5 * std::abs(want.loss));
       expectClose(want.logSumExp, lse, 1e-6, "log-sum-exp");
     } else {
       std::vector<float> lse(want.logSumExp.begin(), want.logSumExp.end());
-      std::vector<T> hiddenGrad(kRows * kDim), weightGrad(kClasses * kDim);
+      std::vector<T> hiddenGrad(kRows * kDim), weightGrad(kClasses * kDim),
+          biasGrad(bias.size());
       float one = 1.0f;
       ASSERT_TRUE(cpu::linearCrossEntropyGrad(
-          &one, hidden.data(), weight.data(), targets.data(), lse.data(), g,
-          transposed, kIgnore, smoothing, hiddenGrad.data(), weightGrad.data(),
+          &one, hidden.data(), weight.data(), targets.data(), lse.data(),
+          biasData, g, transposed, kIgnore, smoothing, hiddenGrad.data(),
+          weightGrad.data(), withBias ? biasGrad.data() : nullptr,
           workspace.data()));
+      if (withBias)
+        expectClose(want.biasGrad,
+                    std::vector<float>(biasGrad.begin(), biasGrad.end()),
+                    relative, "bias gradient");
       expectClose(want.hiddenGrad,
                   std::vector<float>(hiddenGrad.begin(), hiddenGrad.end()),
                   relative, "hidden gradient");
@@ -162,6 +182,15 @@ TEST(ClassifierKernels, Bf16AcrossClassBlocksUntransposed) {
 }
 TEST(ClassifierKernels, F16AcrossClassBlocks) {
   checkKernels<f16_t>(false, 0.1, 1.0 / 256);
+}
+TEST(ClassifierKernels, F32BiasTransposed) {
+  checkKernels<float>(true, 0.1, 1e-5, /*withBias=*/true);
+}
+TEST(ClassifierKernels, F32BiasUntransposed) {
+  checkKernels<float>(false, 0.0, 1e-5, /*withBias=*/true);
+}
+TEST(ClassifierKernels, Bf16BiasAcrossClassBlocks) {
+  checkKernels<bf16_t>(true, 0.0, 1.0 / 256, /*withBias=*/true);
 }
 
 } // namespace

@@ -325,9 +325,9 @@ std::vector<GradientCase> allCases() {
         l,
         TypeRange{RankedTensorType::get({}, b.getF32Type()),
                   RankedTensorType::get(targets.getShape(), b.getF32Type())},
-        in[0], in[1], in[2], b.getBoolAttr(transposeWeight),
-        b.getI64IntegerAttr(chunkRows), b.getI64IntegerAttr(ignoreIndex),
-        b.getF64FloatAttr(smoothing));
+        in[0], in[1], in[2], in.size() > 3 ? in[3] : Value(),
+        b.getBoolAttr(transposeWeight), b.getI64IntegerAttr(chunkRows),
+        b.getI64IntegerAttr(ignoreIndex), b.getF64FloatAttr(smoothing));
     return op.getResult();
   };
   add("linear_cross_entropy", "mnemo.linear_cross_entropy",
@@ -337,6 +337,25 @@ std::vector<GradientCase> allCases() {
       });
   add("linear_cross_entropy_ignore_smoothing", "mnemo.linear_cross_entropy",
       {{"f32[3,4,5]"}, {"f32[5,6]"}, {"i32[3,4]", Draw::Indices, 6}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return classifier(b, l, in, false, 5, 1, 0.2);
+      });
+  // With a bias (BERT's decoder, a Linear head): its gradient is the
+  // logits' summed over the rows, across the chunks.
+  add("linear_cross_entropy_bias", "mnemo.linear_cross_entropy",
+      {{"f32[2,4,5]"},
+       {"f32[7,5]"},
+       {"i32[2,4]", Draw::Indices, 7},
+       {"f32[7]"}},
+      [=](OpBuilder &b, Location l, ValueRange in) {
+        return classifier(b, l, in, true, 3, -100, 0.0);
+      });
+  add("linear_cross_entropy_bias_ignore_smoothing",
+      "mnemo.linear_cross_entropy",
+      {{"f32[3,4,5]"},
+       {"f32[5,6]"},
+       {"i32[3,4]", Draw::Indices, 6},
+       {"f32[6]"}},
       [=](OpBuilder &b, Location l, ValueRange in) {
         return classifier(b, l, in, false, 5, 1, 0.2);
       });

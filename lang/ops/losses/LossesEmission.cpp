@@ -66,9 +66,10 @@ LogicalResult emitLossCpu(Op op, CpuKernelContext &context) {
 /// The fused classifier loss's sizes as the aggregate the kernels take.
 std::string geometryLiteral(const losses::ClassifierGeometry &g) {
   return llvm::formatv("mnemo::losses::ClassifierGeometry{{{0}, {1}, {2}, {3}, "
-                       "{4}}",
+                       "{4}, {5}}",
                        g.rows, g.dim, g.classes, g.chunkRows,
-                       g.halfOperands ? "true" : "false")
+                       g.halfOperands ? "true" : "false",
+                       g.bias ? "true" : "false")
       .str();
 }
 
@@ -77,6 +78,12 @@ template <typename Op> std::string classifierLossOptions(Op op) {
   return llvm::formatv("{0}, {1}", int64_t(op.getIgnoreIndex()),
                        doubleLiteral(op.getLabelSmoothing().convertToDouble()))
       .str();
+}
+
+/// The pointer to an optional operand (the bias), or nullptr.
+FailureOr<std::string> optionalOperand(Value v, CpuKernelContext &context) {
+  return v ? context.operand(v)
+           : FailureOr<std::string>(std::string("nullptr"));
 }
 
 /// "transposeWeight, ignoreIndex, smoothing", as the CPU kernels take them.
@@ -89,14 +96,15 @@ LogicalResult emitLinearCrossEntropyCpu(LinearCrossEntropyOp op,
                                         CpuKernelContext &context) {
   FailureOr<std::vector<std::string>> in =
       context.operands({op.getHidden(), op.getWeight(), op.getTargets()});
-  FailureOr<std::string> workspace =
-      context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(in) || failed(workspace))
+  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
+                         workspace =
+                             context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(in) || failed(bias) || failed(workspace))
     return failure();
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
-      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n",
-      (*in)[0], (*in)[1], (*in)[2], geometryLiteral(op.getGeometry()),
+      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});\n",
+      (*in)[0], (*in)[1], (*in)[2], *bias, geometryLiteral(op.getGeometry()),
       classifierOptions(op), context.result(0), context.result(1), *workspace);
   return success();
 }
@@ -106,17 +114,19 @@ LogicalResult emitLinearCrossEntropyGradCpu(LinearCrossEntropyGradOp op,
   FailureOr<std::vector<std::string>> in =
       context.operands({op.getGrad(), op.getHidden(), op.getWeight(),
                         op.getTargets(), op.getLogSumExp()});
-  FailureOr<std::string> workspace =
-      context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(in) || failed(workspace))
+  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
+                         workspace =
+                             context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(in) || failed(bias) || failed(workspace))
     return failure();
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
       "  linearCrossEntropyGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-      "{9});\n",
-      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4],
+      "{9}, {10}, {11});\n",
+      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], *bias,
       geometryLiteral(op.getGeometry()), classifierOptions(op),
-      context.result(0), context.result(1), *workspace);
+      context.result(0), context.result(1),
+      op.getBias() ? context.result(2) : "nullptr", *workspace);
   return success();
 }
 
@@ -144,6 +154,13 @@ void forEachChunk(CudaKernelContext &context,
   }
   if (rest)
     body(rest, std::to_string(whole));
+}
+
+/// The device pointer to an optional operand (the bias), or a null `const
+/// T *`.
+std::string optionalOperand(Value v, StringRef T, CudaKernelContext &context) {
+  return v ? context.operand(v)
+           : llvm::formatv("static_cast<const {0} *>(nullptr)", T).str();
 }
 
 /// The chunk's logits [rows, classes] = h[chunk] @ W^T (or @ W) into the
@@ -184,11 +201,12 @@ LogicalResult emitLinearCrossEntropyCuda(LinearCrossEntropyOp op,
                              op.getTransposeWeight(), rows, index,
                              layout.held));
     context.launchIndexed(
-        llvm::formatv("classifierRows<{0}>(r, reinterpret_cast<const {0} "
-                      "*>({1}), {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9});",
-                      T, base, context.operand(op.getTargets()), g.chunkRows,
-                      rows, g.classes, classifierLossOptions(op), rowLoss,
-                      counted, context.result(1)),
+        llvm::formatv("classifierRows<{0}>(r, reinterpret_cast<{0} *>({1}), "
+                      "{2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});",
+                      T, base, optionalOperand(op.getBias(), T, context),
+                      context.operand(op.getTargets()), g.chunkRows, rows,
+                      g.classes, classifierLossOptions(op), rowLoss, counted,
+                      context.result(1)),
         gridFor(rows, 1), rowThreads(g.classes), index);
   });
   context.launch(llvm::formatv("countedMeanOf({0}, {1}, {2}, {3});", rowLoss,
@@ -221,17 +239,39 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
           : context.hostOperand(op.getWeightGrad());
   context.hostCode(
       llvm::formatv("L.zero({0}, {1});", weightSums, g.classes * g.dim * 4));
+  // The bias's gradient sums the chunks' column sums, likewise.
+  std::string biasSums, biasSumsHost;
+  if (g.bias) {
+    biasSums =
+        g.halfOperands
+            ? llvm::formatv("f32({0} + {1})", base, layout.biasSums).str()
+            : context.result(2);
+    biasSumsHost =
+        g.halfOperands
+            ? llvm::formatv("{0} + {1}", scratchHost, layout.biasSums).str()
+            : context.hostOperand(op.getBiasGrad());
+    context.hostCode(
+        llvm::formatv("L.zero({0}, {1});", biasSumsHost, g.classes * 4));
+  }
   forEachChunk(context, g, [&](int64_t rows, const std::string &index) {
     context.gemm(chunkLogits(context, op.getHidden(), op.getWeight(), g, tw,
                              rows, index, layout.held));
     context.launchIndexed(
         llvm::formatv("classifierGradRows<{0}>(r, {1}, reinterpret_cast<{0} "
-                      "*>({2}), {3}, {4}, {5}, {6}, {7}, {8}, {9});",
+                      "*>({2}), {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});",
                       T, context.operand(op.getGrad()), base,
+                      optionalOperand(op.getBias(), T, context),
                       context.operand(op.getTargets()),
                       context.operand(op.getLogSumExp()), g.chunkRows, rows,
                       g.classes, classifierLossOptions(op), counted),
         gridFor(rows, 1), rowThreads(g.classes), index);
+    if (g.bias)
+      context.launch(
+          llvm::formatv(
+              "addColumnSums<{0}>(reinterpret_cast<const {0} *>({1}), "
+              "{2}, {3}, {4});",
+              T, base, rows, g.classes, biasSums),
+          gridFor(g.classes), kCudaThreads);
     std::string chunkHidden =
         llvm::formatv("{0} + {1} * {2}", context.hostOperand(op.getHidden()),
                       index, R * g.dim * es);
@@ -274,6 +314,10 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
                                  T, base, layout.weightSums, g.classes * g.dim,
                                  context.result(1)),
                    gridFor(g.classes * g.dim), kCudaThreads);
+  if (g.halfOperands && g.bias)
+    context.launch(llvm::formatv("narrowSums<{0}>({1}, {2}, {3});", T, biasSums,
+                                 g.classes, context.result(2)),
+                   gridFor(g.classes), kCudaThreads);
   return success();
 }
 

@@ -133,14 +133,16 @@ LogicalResult interpretCrossEntropyGrad(CrossEntropyGradOp op,
 }
 
 /// The fused classifier loss, unfused: the whole [rows, classes] product
-/// in double (the reference the chunked kernels are checked against).
+/// (plus the bias, if any) in double (the reference the chunked kernels are
+/// checked against).
 std::vector<double> classifierLogits(const Tensor &hidden, const Tensor &weight,
-                                     bool transposeWeight, int64_t classes) {
+                                     const Tensor *bias, bool transposeWeight,
+                                     int64_t classes) {
   int64_t dim = hidden.shape.back(), rows = hidden.numElements() / dim;
   std::vector<double> logits(rows * classes, 0.0);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < classes; ++c) {
-      double sum = 0;
+      double sum = bias ? bias->data[c] : 0.0;
       for (int64_t d = 0; d < dim; ++d)
         sum += hidden.data[r * dim + d] *
                weight.data[transposeWeight ? c * dim + d : d * classes + c];
@@ -153,6 +155,10 @@ int64_t classesOf(const Tensor &weight, bool transposeWeight) {
   return weight.shape[transposeWeight ? 0 : 1];
 }
 
+const Tensor *optionalTensor(Value v, OpContext &context) {
+  return v ? &context.get(v) : nullptr;
+}
+
 LogicalResult interpretLinearCrossEntropy(LinearCrossEntropyOp op,
                                           OpContext &context) {
   const Tensor &hidden = context.get(op.getHidden()),
@@ -163,7 +169,8 @@ LogicalResult interpretLinearCrossEntropy(LinearCrossEntropyOp op,
   if (failed(checkTargets(op, context, targets, classes, o, counted)))
     return failure();
   std::vector<double> logits =
-      classifierLogits(hidden, weight, op.getTransposeWeight(), classes);
+      classifierLogits(hidden, weight, optionalTensor(op.getBias(), context),
+                       op.getTransposeWeight(), classes);
   Tensor loss = context.like(op.getResult()),
          logSumExp = context.like(op.getLogSumExp());
   loss.data[0] = meanLoss(logits.data(), targets, classes, o, counted);
@@ -189,7 +196,8 @@ LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
   if (failed(checkTargets(op, context, targets, classes, o, counted)))
     return failure();
   std::vector<double> logits =
-      classifierLogits(hidden, weight, transposeWeight, classes);
+      classifierLogits(hidden, weight, optionalTensor(op.getBias(), context),
+                       transposeWeight, classes);
   std::vector<double> dLogits(logits.size());
   logitsGradient(logits.data(), targets, classes, o,
                  context.get(op.getGrad()).data[0] / double(counted),
@@ -209,6 +217,13 @@ LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
     }
   context.set(op.getHiddenGrad(), std::move(dHidden));
   context.set(op.getWeightGrad(), std::move(dWeight));
+  if (op.getBiasGrad()) {
+    Tensor dBias = context.like(op.getBiasGrad());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < classes; ++c)
+        dBias.data[c] += dLogits[r * classes + c];
+    context.set(op.getBiasGrad(), std::move(dBias));
+  }
   return success();
 }
 

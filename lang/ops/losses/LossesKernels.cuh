@@ -126,14 +126,23 @@ __device__ void crossEntropyGrad(const Regions &r, const float *grad,
 
 /// linear_cross_entropy, per chunk of `chunkRows` rows (chunk r.index, of
 /// which `rows` are here), after cuBLASLt wrote the chunk's logits: each
-/// row's loss, count and log-sum-exp at its place among all the rows.
+/// row's loss, count and log-sum-exp at its place among all the rows. A
+/// bias (null: none) is first added to the block's rows, in the logits'
+/// type as an unfused add would.
 template <typename T>
 __device__ void
-classifierRows(const Regions &r, const T *logits, const int32_t *targets,
-               int64_t chunkRows, int64_t rows, int64_t classes,
-               int64_t ignoreIndex, double smoothing, float *rowLoss,
-               float *counted, float *logSumExp) {
+classifierRows(const Regions &r, T *logits, const T *bias,
+               const int32_t *targets, int64_t chunkRows, int64_t rows,
+               int64_t classes, int64_t ignoreIndex, double smoothing,
+               float *rowLoss, float *counted, float *logSumExp) {
   int64_t first = r.index * chunkRows;
+  if (bias) {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+      for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+        logits[row * classes + c] =
+            st<T>(ld(logits[row * classes + c]) + ld(bias[c]));
+    __syncthreads(); // a row's threads read each other's columns next
+  }
   crossEntropyRows(r, logits, targets + first, rows, classes, ignoreIndex,
                    smoothing, rowLoss + first, counted + first,
                    logSumExp + first);
@@ -143,12 +152,12 @@ classifierRows(const Regions &r, const T *logits, const int32_t *targets,
 /// into their gradient in place, from the saved log-sum-exp (one block per
 /// row; an ignored row's gradient is zero).
 template <typename T>
-__device__ void classifierGradRows(const Regions &r, const float *grad,
-                                   T *logits, const int32_t *targets,
-                                   const float *logSumExp, int64_t chunkRows,
-                                   int64_t rows, int64_t classes,
-                                   int64_t ignoreIndex, double smoothing,
-                                   const float *counted) {
+__device__ void
+classifierGradRows(const Regions &r, const float *grad, T *logits,
+                   const T *bias, const int32_t *targets,
+                   const float *logSumExp, int64_t chunkRows, int64_t rows,
+                   int64_t classes, int64_t ignoreIndex, double smoothing,
+                   const float *counted) {
   int64_t first = r.index * chunkRows;
   float scale = grad[0] / *counted;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -156,11 +165,29 @@ __device__ void classifierGradRows(const Regions &r, const float *grad,
     int32_t t = targets[first + row];
     bool counts = losses::countsTowardLoss(t, ignoreIndex);
     float logSum = logSumExp[first + row];
-    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      // The logit as the forward saw it: the bias added in T.
+      float x = bias ? ld(st<T>(ld(xs[c]) + ld(bias[c]))) : ld(xs[c]);
       xs[c] = st<T>(counts ? losses::crossEntropyGradValue(
-                                 ld(xs[c]), logSum, c == t, scale,
-                                 float(classes), float(smoothing))
+                                 x, logSum, c == t, scale, float(classes),
+                                 float(smoothing))
                            : 0.0f);
+    }
+  }
+}
+
+/// The bias's gradient: a chunk's logit gradients [rows, classes] summed
+/// over its rows (in double, in row order) and added to `sums`, one thread
+/// per class, so the order is fixed.
+template <typename T>
+__device__ void addColumnSums(const T *dlogits, int64_t rows, int64_t classes,
+                              float *sums) {
+  for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < classes;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    double sum = 0;
+    for (int64_t row = 0; row < rows; ++row)
+      sum += ld(dlogits[row * classes + c]);
+    sums[c] = float(double(sums[c]) + sum);
   }
 }
 

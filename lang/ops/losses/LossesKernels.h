@@ -29,10 +29,11 @@ namespace losses {
 
 /// linear_cross_entropy's problem: `rows` hidden states of `dim` features
 /// against `classes` weight rows, `chunkRows` rows of logits at a time;
-/// `halfOperands` when the hidden states and weight are 16-bit.
+/// `halfOperands` when the hidden states and weight are 16-bit; `bias`
+/// when the logits add a bias of `classes`.
 struct ClassifierGeometry {
   int64_t rows = 0, dim = 0, classes = 0, chunkRows = 1;
-  bool halfOperands = false;
+  bool halfOperands = false, bias = false;
 };
 
 /// The rows of a chunk (what passes/FuseLinearCrossEntropy.cpp sets): the
@@ -78,26 +79,31 @@ constexpr int64_t kRowStateFloats = 8;
 /// widened. Backward: a tile of logits (their gradient in place), and for
 /// 16-bit operands a block of the weight widened, the f32 sum of its
 /// gradient, a chunk of hidden rows widened, and the hidden states'
-/// gradient summed over the blocks in f32.
+/// gradient summed over the blocks in f32. With a bias and 16-bit
+/// operands, both widen a block of it, and the backward sums its gradient
+/// in f32 (an f32 bias is read, and its gradient summed, in place).
 inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
                                          bool backward) {
   int64_t R = std::min(g.chunkRows, g.rows), B = classifierClassBlock(g),
           D = g.dim, N = g.rows;
-  int64_t tile = R * B;
+  int64_t tile = R * B, bias = g.bias && g.halfOperands ? 2 * B : 0;
   if (!backward)
-    return kRowStateFloats * N + tile + (g.halfOperands ? B * D + R * D : 0);
-  return tile + (g.halfOperands ? 2 * B * D + R * D + N * D : 0);
+    return kRowStateFloats * N + tile + (g.halfOperands ? B * D + R * D : 0) +
+           bias;
+  return tile + (g.halfOperands ? 2 * B * D + R * D + N * D : 0) + bias;
 }
 
 /// The CUDA kernels' scratch, at the bottom of the CUDA workspace, in
 /// bytes: a chunk's logits in the operands' type (cuBLASLt writes them, the
 /// kernels read them, and the backward turns them into their gradient in
 /// place); forward, each row's loss and count; backward, the count of rows
-/// that take part and, for 16-bit operands, the weight gradient's f32 sum
-/// over the chunks. The GEMMs' own cuBLASLt workspace lies above it
-/// (GemmCall::reservedWorkspace), kCudaGemmHeadroom at least.
+/// that take part and, for 16-bit operands, the weight gradient's and the
+/// bias gradient's f32 sums over the chunks. The GEMMs' own cuBLASLt
+/// workspace lies above it (GemmCall::reservedWorkspace),
+/// kCudaGemmHeadroom at least.
 struct ClassifierCudaScratch {
-  int64_t logits = 0, rowLoss = 0, counted = 0, weightSums = 0, held = 0;
+  int64_t logits = 0, rowLoss = 0, counted = 0, weightSums = 0, biasSums = 0,
+          held = 0;
 };
 constexpr int64_t kCudaGemmHeadroom = int64_t(4) << 20;
 inline int64_t roundUp256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -116,7 +122,10 @@ inline ClassifierCudaScratch classifierCudaScratch(const ClassifierGeometry &g,
   s.counted = at;
   at += 256;
   s.weightSums = at;
-  s.held = at + (g.halfOperands ? roundUp256(g.classes * g.dim * 4) : 0);
+  if (g.halfOperands)
+    at += roundUp256(g.classes * g.dim * 4);
+  s.biasSums = at;
+  s.held = at + (g.halfOperands && g.bias ? roundUp256(g.classes * 4) : 0);
   return s;
 }
 
@@ -347,6 +356,21 @@ inline void narrowBlock(const float *block, bool transposed, int64_t dim,
   });
 }
 
+/// A block of `count` of the bias's classes from `first`, in f32: where it
+/// is for f32, widened into `scratch` for 16-bit; null without a bias.
+inline const float *biasBlock(const float *bias, int64_t first, int64_t,
+                              float *) {
+  return bias ? bias + first : nullptr;
+}
+template <typename T>
+inline const float *biasBlock(const T *bias, int64_t first, int64_t count,
+                              float *scratch) {
+  if (!bias)
+    return nullptr;
+  widen(bias + first, count, scratch);
+  return scratch;
+}
+
 /// The CPU kernels of linear_cross_entropy and its gradient: the logits,
 /// [rows, classes], exist a tile at a time, a chunk of chunkRows rows by a
 /// block of classes (classifierClassBlock), each tile one sgemm into the
@@ -359,14 +383,17 @@ inline void narrowBlock(const float *block, bool transposed, int64_t dim,
 /// chunk, the tile becomes its gradient in place, and two more sgemms add
 /// it into the chunk's rows of the hidden states' gradient (beta 1 after
 /// the first block) and into the block of the weight's (beta 1 after the
-/// first chunk): fixed orders, so a step is deterministic. 16-bit operands
+/// first chunk): fixed orders, so a step is deterministic. A bias is added
+/// to each tile's rows before they are read; its gradient is the tiles'
+/// column sums, a chunk's in double, added to the block's f32 sum in chunk
+/// order. 16-bit operands
 /// are widened a block of the weight or a chunk of hidden rows at a time
 /// and the gradients summed in f32 and narrowed at the end, so products and
 /// sums run in f32 as gemmHalf's do; f32 operands make one block, so every
 /// weight row is read once per chunk.
 template <typename T>
 bool linearCrossEntropy(const T *hidden, const T *weight,
-                        const int32_t *targets,
+                        const int32_t *targets, const NotDeduced<T> *bias,
                         const losses::ClassifierGeometry &g,
                         bool transposeWeight, int64_t ignoreIndex,
                         double smoothing, float *loss, float *logSumExp,
@@ -385,11 +412,13 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
   for (int64_t r = 0; r < N; ++r)
     state[r] = {0.0, 0.0, 0.0, -INFINITY, 0.0f};
   float *tile = workspace + losses::kRowStateFloats * N;
-  float *weightScratch = tile + R * B, *hiddenChunk = weightScratch + B * D;
+  float *weightScratch = tile + R * B, *hiddenChunk = weightScratch + B * D,
+        *biasScratch = hiddenChunk + R * D;
   for (int64_t c0 = 0; c0 < C; c0 += B) {
     int64_t classes = std::min(B, C - c0);
     WeightBlock w =
         weightBlock(weight, transposeWeight, D, C, c0, classes, weightScratch);
+    const float *b = biasBlock(bias, c0, classes, biasScratch);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
       const float *h =
@@ -398,7 +427,10 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
            0.0f, tile, classes);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
-          const float *logits = tile + r * classes;
+          float *logits = tile + r * classes;
+          if (b)
+            for (int64_t c = 0; c < classes; ++c)
+              logits[c] += b[c];
           RowState &row = state[r0 + r];
           float m =
               std::max(row.max, *std::max_element(logits, logits + classes));
@@ -439,10 +471,11 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
 template <typename T>
 bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
                             const int32_t *targets, const float *logSumExp,
+                            const NotDeduced<T> *bias,
                             const losses::ClassifierGeometry &g,
                             bool transposeWeight, int64_t ignoreIndex,
                             double smoothing, T *hiddenGrad, T *weightGrad,
-                            float *workspace) {
+                            NotDeduced<T> *biasGrad, float *workspace) {
   const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
                 B = losses::classifierClassBlock(g);
   if (!validTargets(targets, N, C, ignoreIndex))
@@ -450,9 +483,10 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
   const float scale = grad[0] / float(countedRows(targets, N, ignoreIndex));
   float *tile = workspace;
   // 16-bit operands: a block of the weight widened and its gradient's f32
-  // sum, a chunk of hidden rows widened, the hidden states' gradient in f32.
+  // sum, a chunk of hidden rows widened, the hidden states' gradient in f32,
+  // a block of the bias widened and its gradient's f32 sum.
   float *w32 = tile + R * B, *dw32 = w32 + B * D, *h32 = dw32 + B * D,
-        *dh32 = h32 + R * D;
+        *dh32 = h32 + R * D, *b32 = dh32 + N * D, *db32 = b32 + B;
   float *dhAll = losses::f32Storage(hiddenGrad, dh32);
   for (int64_t c0 = 0; c0 < C; c0 += B) {
     int64_t classes = std::min(B, C - c0);
@@ -460,6 +494,8 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
         weightBlock(weight, transposeWeight, D, C, c0, classes, w32);
     GradientBlock dw =
         gradientBlock(weightGrad, transposeWeight, D, C, c0, classes, dw32);
+    const float *b = biasBlock(bias, c0, classes, b32);
+    float *db = biasGrad ? losses::f32Storage(biasGrad + c0, db32) : nullptr;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
       const float *h = losses::widenedRows(hidden + r0 * D, rows * D, h32);
@@ -467,11 +503,24 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
       gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
            0.0f, tile, classes);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r)
-          rowGradient(tile + r * classes, targets[r0 + r], logSumExp[r0 + r],
-                      scale, C, ignoreIndex, float(smoothing),
-                      tile + r * classes, c0, classes);
+        for (int64_t r = begin; r < end; ++r) {
+          float *logits = tile + r * classes;
+          if (b)
+            for (int64_t c = 0; c < classes; ++c)
+              logits[c] += b[c];
+          rowGradient(logits, targets[r0 + r], logSumExp[r0 + r], scale, C,
+                      ignoreIndex, float(smoothing), logits, c0, classes);
+        }
       });
+      if (db)
+        parallelFor(classes, rowGrain(rows), [&](int64_t begin, int64_t end) {
+          for (int64_t c = begin; c < end; ++c) {
+            double sum = 0;
+            for (int64_t r = 0; r < rows; ++r)
+              sum += tile[r * classes + c];
+            db[c] = float((r0 == 0 ? 0.0 : double(db[c])) + sum);
+          }
+        });
       float dhBeta = c0 == 0 ? 0.0f : 1.0f, dwBeta = r0 == 0 ? 0.0f : 1.0f;
       if (transposeWeight) {
         // weight [C, D]: dh += G W_b, dW_b += G^T h.
@@ -488,6 +537,8 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
       }
     }
     narrowBlock(dw.data, transposeWeight, D, C, c0, classes, weightGrad);
+    if (db)
+      losses::narrowInto(db, classes, biasGrad + c0);
   }
   losses::narrowInto(dhAll, N * D, hiddenGrad);
   return true;

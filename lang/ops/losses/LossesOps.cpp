@@ -59,7 +59,7 @@ namespace {
 
 /// The problem's sizes: rows of hidden states, their width, the classes.
 losses::ClassifierGeometry classifierGeometry(Value hidden, Value weight,
-                                              bool transposeWeight,
+                                              Value bias, bool transposeWeight,
                                               int64_t chunkRows) {
   ArrayRef<int64_t> h = tensorType(hidden).getShape(),
                     w = tensorType(weight).getShape();
@@ -71,11 +71,12 @@ losses::ClassifierGeometry classifierGeometry(Value hidden, Value weight,
   // tiles by it).
   g.chunkRows = std::max<int64_t>(1, std::min(chunkRows, g.rows));
   g.halfOperands = !tensorType(hidden).getElementType().isF32();
+  g.bias = bool(bias);
   return g;
 }
 
 LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
-                               Value targets, Value logSumExp,
+                               Value bias, Value targets, Value logSumExp,
                                bool transposeWeight, int64_t chunkRows,
                                double labelSmoothing) {
   shape::Shape h = shapeOf(hidden), w = shapeOf(weight);
@@ -92,7 +93,12 @@ LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
   if (shapeOf(targets) != rows || shapeOf(logSumExp) != rows)
     return op->emitOpError()
            << "the targets and the log-sum-exp must be " << shape::format(rows);
-  if (failed(verifySameElementType(op, {hidden, weight})))
+  int64_t classes = w[transposeWeight ? 0 : 1];
+  if (bias && shapeOf(bias) != shape::Shape{classes})
+    return op->emitOpError() << "the bias " << shape::format(shapeOf(bias))
+                             << " must be [" << classes << "]";
+  if (failed(verifySameElementType(op, {hidden, weight})) ||
+      (bias && failed(verifySameElementType(op, {hidden, bias}))))
     return failure();
   if (chunkRows < 1)
     return op->emitOpError() << "chunk_rows must be positive";
@@ -102,42 +108,46 @@ LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
 } // namespace
 
 LogicalResult LinearCrossEntropyOp::verify() {
-  return verifyClassifier(*this, getHidden(), getWeight(), getTargets(),
-                          getLogSumExp(), getTransposeWeight(), getChunkRows(),
+  return verifyClassifier(*this, getHidden(), getWeight(), getBias(),
+                          getTargets(), getLogSumExp(), getTransposeWeight(),
+                          getChunkRows(),
                           getLabelSmoothing().convertToDouble());
 }
 
 LogicalResult LinearCrossEntropyGradOp::verify() {
-  if (failed(verifyClassifier(*this, getHidden(), getWeight(), getTargets(),
-                              getLogSumExp(), getTransposeWeight(),
-                              getChunkRows(),
+  if (failed(verifyClassifier(*this, getHidden(), getWeight(), getBias(),
+                              getTargets(), getLogSumExp(),
+                              getTransposeWeight(), getChunkRows(),
                               getLabelSmoothing().convertToDouble())))
     return failure();
   if (getHiddenGrad().getType() != getHidden().getType() ||
-      getWeightGrad().getType() != getWeight().getType())
-    return emitOpError()
-           << "the gradients must have the hidden states' and weight's types";
+      getWeightGrad().getType() != getWeight().getType() ||
+      bool(getBias()) != bool(getBiasGrad()) ||
+      (getBias() && getBiasGrad().getType() != getBias().getType()))
+    return emitOpError() << "the gradients must have the hidden states', "
+                            "weight's and bias's types";
   return success();
 }
 
 losses::ClassifierGeometry LinearCrossEntropyOp::getGeometry() {
-  return classifierGeometry(getHidden(), getWeight(), getTransposeWeight(),
-                            getChunkRows());
+  return classifierGeometry(getHidden(), getWeight(), getBias(),
+                            getTransposeWeight(), getChunkRows());
 }
 losses::ClassifierGeometry LinearCrossEntropyGradOp::getGeometry() {
-  return classifierGeometry(getHidden(), getWeight(), getTransposeWeight(),
-                            getChunkRows());
+  return classifierGeometry(getHidden(), getWeight(), getBias(),
+                            getTransposeWeight(), getChunkRows());
 }
 
 int64_t LinearCrossEntropyOp::getRecomputeFlops() {
   losses::ClassifierGeometry g = getGeometry();
-  // The product, and an exponential and two sums per logit.
-  return g.rows * g.classes * (2 * g.dim + 4);
+  // The product, the bias, and an exponential and two sums per logit.
+  return g.rows * g.classes * (2 * g.dim + 4 + g.bias);
 }
 
 int64_t LinearCrossEntropyGradOp::getRecomputeFlops() {
   losses::ClassifierGeometry g = getGeometry();
-  return g.rows * g.classes * (6 * g.dim + 4);
+  // The bias added, and its gradient summed.
+  return g.rows * g.classes * (6 * g.dim + 4 + 2 * g.bias);
 }
 
 int64_t LinearCrossEntropyOp::getCpuWorkspaceBytes() {
@@ -163,14 +173,21 @@ int64_t LinearCrossEntropyGradOp::getCudaScratchBytes() {
 SmallVector<Value> LinearCrossEntropyOp::buildGradient(OpBuilder &b,
                                                        ArrayRef<Value> grads) {
   // The log-sum-exp is read by the gradient alone; the targets get none.
+  SmallVector<Value> operandGrads((*this)->getNumOperands());
   if (!grads[0])
-    return {Value(), Value(), Value()};
+    return operandGrads;
+  SmallVector<Type> types{getHidden().getType(), getWeight().getType()};
+  if (getBias())
+    types.push_back(getBias().getType());
   auto grad = b.create<LinearCrossEntropyGradOp>(
-      getLoc(), TypeRange{getHidden().getType(), getWeight().getType()},
-      grads[0], getHidden(), getWeight(), getTargets(), getLogSumExp(),
-      getTransposeWeight(), getChunkRows(), getIgnoreIndex(),
-      getLabelSmoothing());
-  return {grad.getHiddenGrad(), grad.getWeightGrad(), Value()};
+      getLoc(), types, grads[0], getHidden(), getWeight(), getTargets(),
+      getLogSumExp(), getBias(), getTransposeWeight(), getChunkRows(),
+      getIgnoreIndex(), getLabelSmoothing());
+  operandGrads[0] = grad.getHiddenGrad();
+  operandGrads[1] = grad.getWeightGrad();
+  if (getBias())
+    operandGrads[3] = grad.getBiasGrad();
+  return operandGrads;
 }
 
 /// On the GPU each row's value (its loss, its hit) and whether it counts

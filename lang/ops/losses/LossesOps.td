@@ -67,7 +67,8 @@ def Mnemo_CrossEntropyGradOp : Mnemo_Op<"cross_entropy_grad", [Mnemo_AmpFollow, 
 }
 
 // The loss fused with the classifier's product: what passes/
-// FuseLinearCrossEntropy.cpp makes of cross_entropy(h @ W^T) (or h @ W).
+// FuseLinearCrossEntropy.cpp makes of cross_entropy(h @ W^T [+ b]) (or
+// h @ W [+ b]).
 
 def Mnemo_LinearCrossEntropyOp : Mnemo_Op<"linear_cross_entropy", [Mnemo_AmpLowPrecision, Mnemo_AmpResultsStayF32,
     Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
@@ -75,10 +76,11 @@ def Mnemo_LinearCrossEntropyOp : Mnemo_Op<"linear_cross_entropy", [Mnemo_AmpLowP
     DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
   let summary = "cross-entropy of a classifier's product, in row chunks";
   let description = [{
-    `cross_entropy(hidden @ weight^T, targets)` (weight `[C, D]`, as a
-    tied embedding table or a `Linear` without bias stores it) or, with
-    `transpose_weight = false`, `cross_entropy(hidden @ weight)` (weight
-    `[D, C]`), with cross_entropy's `ignore_index` and `label_smoothing`.
+    `cross_entropy(hidden @ weight^T + bias, targets)` (weight `[C, D]`, as
+    a tied embedding table or a `Linear` stores it) or, with
+    `transpose_weight = false`, `cross_entropy(hidden @ weight + bias)`
+    (weight `[D, C]`), with cross_entropy's `ignore_index` and
+    `label_smoothing`. The bias `[C]` is optional.
     `hidden [..., D]` is processed `chunk_rows` rows at a time: a chunk's
     logits are computed, reduced to each row's log-sum-exp and loss, and
     dropped, so no more than `[chunk_rows, C]` of the logits ever exists.
@@ -93,7 +95,9 @@ def Mnemo_LinearCrossEntropyOp : Mnemo_Op<"linear_cross_entropy", [Mnemo_AmpLowP
     ```
   }];
   let arguments = (ins Mnemo_FloatTensor:$hidden, Mnemo_FloatTensor:$weight,
-                       Mnemo_IndexTensor:$targets, BoolAttr:$transpose_weight,
+                       Mnemo_IndexTensor:$targets,
+                       Optional<Mnemo_FloatTensor>:$bias,
+                       BoolAttr:$transpose_weight,
                        I64Attr:$chunk_rows, I64Attr:$ignore_index,
                        F64Attr:$label_smoothing);
   let results = (outs 0DTensorOf<[F32]>:$result,
@@ -115,7 +119,8 @@ def Mnemo_LinearCrossEntropyGradOp : Mnemo_Op<"linear_cross_entropy_grad", [Mnem
     From the forward's operands and log-sum-exp and the loss's gradient:
     each chunk's logits are recomputed, turned into their gradient in
     place, and multiplied into the hidden states' gradient (that chunk's
-    rows) and the weight's (summed over the chunks).
+    rows) and the weight's (summed over the chunks); with a bias, the
+    logits' gradient summed over the rows is the bias's, a third result.
 
     ```mlir
     %dh, %dw = mnemo.linear_cross_entropy_grad %g, %h, %wte, %y, %lse {chunk_rows = 128 : i64,
@@ -126,10 +131,12 @@ def Mnemo_LinearCrossEntropyGradOp : Mnemo_Op<"linear_cross_entropy_grad", [Mnem
   let arguments = (ins 0DTensorOf<[F32]>:$grad, Mnemo_FloatTensor:$hidden,
                        Mnemo_FloatTensor:$weight, Mnemo_IndexTensor:$targets,
                        StaticShapeTensorOf<[F32]>:$log_sum_exp,
+                       Optional<Mnemo_FloatTensor>:$bias,
                        BoolAttr:$transpose_weight, I64Attr:$chunk_rows,
                        I64Attr:$ignore_index, F64Attr:$label_smoothing);
   let results = (outs Mnemo_FloatTensor:$hidden_grad,
-                      Mnemo_FloatTensor:$weight_grad);
+                      Mnemo_FloatTensor:$weight_grad,
+                      Optional<Mnemo_FloatTensor>:$bias_grad);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -13,6 +13,7 @@
 #define MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_H
 
 #include "lang/ops/normalization/NormalizationFormulas.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
@@ -21,11 +22,6 @@
 
 namespace mnemo {
 namespace cpu {
-
-/// The type of an argument that may be nullptr (RMS norm's bias), taken
-/// from the other arguments rather than deduced from it.
-template <typename T> struct TakenFromOthers { using type = T; };
-template <typename T> using NotDeduced = typename TakenFromOthers<T>::type;
 
 /// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
 /// T: the activations' storage (float, or bf16_t / f16_t where a
