@@ -62,7 +62,7 @@ DIR=$(realpath -m "${2:-$ROOT/gpu-inputs}")
 
 # What the commands run on: the models (tracked and sanitized), the
 # inference program, and the benchmark's GPT-2-small-sized GPT.
-MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer attn gptbf16 gptnccl"
+MODELS="mlp cnn gpt gpt8 mlpprune mlpqat mlpinfer attn cls gptbf16 gptnccl"
 BENCH_MODELS="gpt2 gpt2bf16"
 PROJECTS="$MODELS infer $BENCH_MODELS"
 DEBS="nlohmann-json3-dev libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 zlib1g zlib1g-dev"
@@ -158,7 +158,13 @@ if [ "$STAGE" = --prepare ]; then
   cp "$ROOT/test/reference/models/attention.mn" "$DIR/attn.mn"
   "$(dirname "$(command -v "$MNEMOC")")/mnemo-interp" "$DIR/attn.mn" --steps 20 --dump "$DIR/data/attn" > /dev/null
   rm -f "$DIR/data/attn/final.safetensors" "$DIR/data/attn/losses.safetensors"
-  for model in gpt8 mlpprune mlpqat mlpinfer attn; do
+  # cls: the fused classifier loss with a bias (a tied head plus its own
+  # bias, in chunks of 64 rows, a fifth of the targets ignored), on the
+  # interpreter's batches as attn.
+  cp "$ROOT/test/reference/models/classifier-loss-bias.mn" "$DIR/cls.mn"
+  "$(dirname "$(command -v "$MNEMOC")")/mnemo-interp" "$DIR/cls.mn" --steps 20 --ignored-targets 0.2 --dump "$DIR/data/cls" > /dev/null
+  rm -f "$DIR/data/cls/final.safetensors" "$DIR/data/cls/losses.safetensors"
+  for model in gpt8 mlpprune mlpqat mlpinfer attn cls; do
     emit "$model" "$DIR/$model.mn"
   done
   # gptbf16: the GPT in bf16, whose attention runs on cuDNN's fused
@@ -364,15 +370,16 @@ build_all() {
 data_of() {
   case "$1" in
     gpt | gpt8 | gptbf16 | gptnccl | gpt2 | gpt2bf16) echo "$DIR/data/tokens/train.bin" ;;
-    attn) echo "$DIR/data/attn/batches.safetensors --init $DIR/data/attn/init.safetensors" ;;
+    attn | cls) echo "$DIR/data/$1/batches.safetensors --init $DIR/data/$1/init.safetensors" ;;
     *) echo "$DIR/data/fashion-mnist" ;;
   esac
 }
 
-# Steps of a tracking run (the attention model's dump has 20 batches).
+# Steps of a tracking run (the attention and classifier models' dumps
+# have 20 batches).
 steps_of() {
   case "$1" in
-    attn) echo 20 ;;
+    attn | cls) echo 20 ;;
     *) echo 50 ;;
   esac
 }
