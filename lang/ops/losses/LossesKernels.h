@@ -371,6 +371,13 @@ inline const float *biasBlock(const T *bias, int64_t first, int64_t count,
   return scratch;
 }
 
+/// A tile's row of logits plus its block of the bias (none when null).
+inline void addBias(float *row, const float *bias, int64_t count) {
+  if (bias)
+    for (int64_t c = 0; c < count; ++c)
+      row[c] += bias[c];
+}
+
 /// The CPU kernels of linear_cross_entropy and its gradient: the logits,
 /// [rows, classes], exist a tile at a time, a chunk of chunkRows rows by a
 /// block of classes (classifierClassBlock), each tile one sgemm into the
@@ -428,9 +435,7 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float *logits = tile + r * classes;
-          if (b)
-            for (int64_t c = 0; c < classes; ++c)
-              logits[c] += b[c];
+          addBias(logits, b, classes);
           RowState &row = state[r0 + r];
           float m =
               std::max(row.max, *std::max_element(logits, logits + classes));
@@ -505,9 +510,7 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float *logits = tile + r * classes;
-          if (b)
-            for (int64_t c = 0; c < classes; ++c)
-              logits[c] += b[c];
+          addBias(logits, b, classes);
           rowGradient(logits, targets[r0 + r], logSumExp[r0 + r], scale, C,
                       ignoreIndex, float(smoothing), logits, c0, classes);
         }
