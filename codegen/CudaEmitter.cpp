@@ -20,8 +20,9 @@
 // multiplies of their gradients folded in.
 //
 // Kernels address the plan through one argument (the regions' base
-// pointers), so a launch has no per-call arguments and a captured CUDA
-// graph replays the step as is.
+// pointers and the launch site's offsets into them), so a captured CUDA
+// graph replays the step as is, and a kernel that several sites launch
+// (the same loop in every layer) is compiled once (KernelSet).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,7 @@
 #include "codegen/StepLayout.h"
 #include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
+#include "runtime/cuda/CudaModel.h"
 
 #include "lang/MnemoOps.h"
 #include "lang/ShapeRules.h"
@@ -67,17 +69,106 @@ std::string dtypeOf(const CType &t) {
   return "DType::F32";
 }
 
+/// The generated kernels of every step, each distinct one compiled once.
+/// The layers of a deep model launch the same kernels at other offsets, and
+/// the eval step repeats the forward's (GPT-2 small's bf16 steps: 1283
+/// launches of 49 distinct kernels); NVRTC compiled every copy when the
+/// trainer started (68 s for sm_90 there; 3 s now). A kernel reads its offsets
+/// into the regions from its launch (Regions::site), as it reads their bases.
+class KernelSet {
+public:
+  /// A kernel and the offsets its launch passes.
+  struct Site {
+    int kernel;
+    std::vector<std::string> offsets;
+  };
+  /// Adds the kernel `text`, whose name is written kNamePlaceholder, for a
+  /// launch in `step`. Kernels launched with an index of their own
+  /// (`indexed`), or with more offsets than a launch passes, keep theirs
+  /// as constants and are never shared.
+  Site add(StringRef step, const std::string &text, bool indexed);
+  /// The kernels' definitions (after everything at file scope they use).
+  void write(llvm::raw_ostream &os) const;
+
+  static constexpr const char *kNamePlaceholder = "@KERNEL@";
+  std::vector<std::string> names;
+  /// Names the device tables the kernels read (table0, ...).
+  int tableCount = 0;
+
+private:
+  std::vector<std::string> texts;
+  std::map<std::string, int> byText;
+};
+
+/// `text` with each region offset (the 4096 of r.A + 4096) replaced by the
+/// launch's r.site[k], and those offsets in order.
+std::string withSiteOffsets(StringRef text, std::vector<std::string> &offsets) {
+  std::string shared;
+  static const StringRef letters = "APGSIWB";
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t found = text.find("r.", at);
+    // r.X + DIGITS, where r is not the end of a longer name.
+    bool isOffset =
+        found != StringRef::npos && found + 6 < text.size() &&
+        (found == 0 || !(llvm::isAlnum(text[found - 1]) ||
+                         text[found - 1] == '_' || text[found - 1] == '.')) &&
+        letters.contains(text[found + 2]) &&
+        text.substr(found + 3, 3) == " + " && llvm::isDigit(text[found + 6]);
+    if (!isOffset) {
+      size_t end = found == StringRef::npos ? text.size() : found + 2;
+      shared += text.slice(at, end).str();
+      at = end;
+      continue;
+    }
+    size_t digits = found + 6, end = digits;
+    while (end < text.size() && llvm::isDigit(text[end]))
+      ++end;
+    shared += text.slice(at, digits).str() + "r.site[" +
+              std::to_string(offsets.size()) + "]";
+    offsets.push_back(text.slice(digits, end).str());
+    at = end;
+  }
+  return shared;
+}
+
+KernelSet::Site KernelSet::add(StringRef step, const std::string &text,
+                               bool indexed) {
+  std::vector<std::string> offsets;
+  std::string shared = withSiteOffsets(text, offsets);
+  bool shares = !indexed && offsets.size() <= size_t(cuda::kMaxSiteOffsets);
+  if (shares)
+    if (auto it = byText.find(shared); it != byText.end())
+      return {it->second, std::move(offsets)};
+  int index = int(texts.size());
+  names.push_back(step.str() + "_k" + std::to_string(index));
+  if (!shares) {
+    texts.push_back(text);
+    return {index, {}};
+  }
+  byText[shared] = index;
+  texts.push_back(std::move(shared));
+  return {index, std::move(offsets)};
+}
+
+void KernelSet::write(llvm::raw_ostream &os) const {
+  for (auto [k, text] : llvm::enumerate(texts)) {
+    size_t at = text.find(kNamePlaceholder);
+    os << StringRef(text).take_front(at) << names[k]
+       << StringRef(text).drop_front(at + StringRef(kNamePlaceholder).size());
+  }
+}
+
 class CudaStepEmitter : public CudaKernelContext {
 public:
-  CudaStepEmitter(func::FuncOp func, llvm::raw_ostream &kernels,
+  CudaStepEmitter(func::FuncOp func, llvm::raw_ostream &fileScope,
                   llvm::raw_ostream &host, int &constantCount,
-                  std::vector<std::string> &kernelNames, int &gemmSites,
-                  int &convSites, int &attentionSites,
-                  std::set<std::string> &includes)
-      : func(func), kernels(kernels), host(host),
-        layouts(func, devicePointer, "__device__ const", kernels, constantCount,
-                "CUDA"),
-        kernelNames(kernelNames), gemmSites(gemmSites), convSites(convSites),
+                  KernelSet &kernelSet, int &gemmSites, int &convSites,
+                  int &attentionSites, std::set<std::string> &includes)
+      : func(func), fileScope(fileScope), host(host),
+        layouts(func, devicePointer, "__device__ const", fileScope,
+                constantCount, "CUDA"),
+        kernelSet(kernelSet), gemmSites(gemmSites), convSites(convSites),
         attentionSites(attentionSites), includes(includes) {}
 
   LogicalResult emit();
@@ -127,20 +218,26 @@ private:
   Value absorbedBias;
   std::string absorbedEpilogue;
 
-  /// Opens a generated kernel and returns its index; the caller writes the
-  /// body and closes it with "}\n".
-  int beginKernel(int maxThreads);
-  void launch(int kernel, int64_t gridX, int64_t gridY, int block,
-              const std::string &index = "0") {
-    body << "  L.launch(" << kernel << ", " << gridX << ", " << gridY << ", "
-         << block << ", " << index << ");\n";
+  /// Opens a generated kernel in `kernels`; the caller writes the body,
+  /// closes it with "}\n" and launches it.
+  void beginKernel(int maxThreads);
+  /// Adds the kernel just written to the set and launches it, with its
+  /// site's offsets (and `index`, where the kernel has its own).
+  void launch(int64_t gridX, int64_t gridY, int block,
+              const std::string &index = "") {
+    KernelSet::Site site =
+        kernelSet.add(func.getName(), kernels.str(), !index.empty());
+    kernelText.clear();
+    body << "  L.launch(" << site.kernel << ", " << gridX << ", " << gridY
+         << ", " << block << ", " << (index.empty() ? "0" : index) << ", {"
+         << llvm::join(site.offsets, ", ") << "});\n";
   }
   /// A kernel whose body is one statement.
   void kernelCall(const std::string &statement, int64_t gridX, int block,
                   int64_t gridY = 1) {
-    int k = beginKernel(block);
+    beginKernel(block);
     kernels << "  " << statement << "\n}\n\n";
-    launch(k, gridX, gridY, block);
+    launch(gridX, gridY, block);
   }
   /// A pointer for a host-side call (cuBLASLt, cuDNN, memset); GEMM
   /// operands may be strided views (their strides become transposes and
@@ -168,9 +265,9 @@ private:
   }
   void launchIndexed(const std::string &statement, int64_t blocks, int threads,
                      const std::string &index) override {
-    int k = beginKernel(threads);
+    beginKernel(threads);
     kernels << "  " << statement << "\n}\n\n";
-    launch(k, blocks, 1, threads, index);
+    launch(blocks, 1, threads, index);
   }
   std::string hostOperand(Value v) override { return hostPointer(v, kernelOp); }
   std::string hostScratch(int64_t bytes) override {
@@ -258,17 +355,13 @@ private:
   }
   std::string deviceTable(StringRef type,
                           ArrayRef<std::string> entries) override {
-    // Named by the kernel that follows and the tables before it there.
-    std::string name = "table" + std::to_string(kernelNames.size()) + "_" +
-                       std::to_string(tablesBeforeKernel++);
-    kernels << "__device__ const " << type << " " << name << "[] = {\n";
+    std::string name = "table" + std::to_string(kernelSet.tableCount++);
+    fileScope << "__device__ const " << type << " " << name << "[] = {\n";
     for (const std::string &entry : entries)
-      kernels << "    " << entry << ",\n";
-    kernels << "};\n";
+      fileScope << "    " << entry << ",\n";
+    fileScope << "};\n";
     return name;
   }
-  /// Tables declared since the last kernel began (their names' suffix).
-  int tablesBeforeKernel = 0;
   std::string scratch(int64_t bytes) override {
     auto declared = llvm::dyn_cast<CudaScratchOpInterface>(kernelOp);
     if (!declared || bytes > declared.getCudaScratchBytes()) {
@@ -295,9 +388,9 @@ private:
       unsupported = why;
   }
   void include(StringRef header) override {
-    // At file scope, before the first kernel that calls it.
+    // At file scope, before the kernels.
     if (includes.insert(header.str()).second)
-      kernels << "#include \"" << header << "\"\n\n";
+      fileScope << "#include \"" << header << "\"\n\n";
   }
   ArrayRef<Operation *> group() override {
     return launchGroup.empty() ? ArrayRef<Operation *>(kernelOp)
@@ -314,9 +407,13 @@ private:
   }
 
   func::FuncOp func;
-  llvm::raw_ostream &kernels, &host;
+  /// Includes, constants and tables; the host code.
+  llvm::raw_ostream &fileScope, &host;
+  /// The kernel being written.
+  std::string kernelText;
+  llvm::raw_string_ostream kernels{kernelText};
   StepLayouts layouts;
-  std::vector<std::string> &kernelNames;
+  KernelSet &kernelSet;
   int &gemmSites, &convSites, &attentionSites;
   /// The family headers the kernels' source includes (every step's).
   std::set<std::string> &includes;
@@ -326,14 +423,10 @@ private:
   bool failedOperand = false;
 };
 
-int CudaStepEmitter::beginKernel(int maxThreads) {
-  int index = int(kernelNames.size());
-  tablesBeforeKernel = 0;
-  std::string name = func.getName().str() + "_k" + std::to_string(index);
-  kernelNames.push_back(name);
+void CudaStepEmitter::beginKernel(int maxThreads) {
+  kernelText.clear();
   kernels << "extern \"C\" __global__ void __launch_bounds__(" << maxThreads
-          << ") " << name << "(const Regions r) {\n";
-  return index;
+          << ") " << KernelSet::kNamePlaceholder << "(const Regions r) {\n";
 }
 
 std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
@@ -385,7 +478,7 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
                            leaf.offset % 16 == 0);
   }
 
-  int k = beginKernel(kThreads);
+  beginKernel(kThreads);
   if (loop.usesDropout)
     kernels << "  const int64_t dropoutStep = r.control[kDropoutStep];\n";
   for (size_t a = 0; a < arrays; ++a)
@@ -409,7 +502,7 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
     kernels << "  if (" << first << " != 0)\n    return;\n";
     statements(reads, "0", reads[outArray], "  ");
     kernels << "}\n\n";
-    launch(k, 1, 1, 32);
+    launch(1, 1, 32);
     return success();
   }
   if (vectorize) {
@@ -434,7 +527,7 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
     }
     kernels << "    reinterpret_cast<float4 *>(p" << outArray
             << ")[v] = out;\n  }\n}\n\n";
-    launch(k, gridFor(vectors), 1, kThreads);
+    launch(gridFor(vectors), 1, kThreads);
     return success();
   }
   // One element per iteration: the flat index into coordinates over the
@@ -464,7 +557,7 @@ LogicalResult CudaStepEmitter::emitLoop(Operation *root) {
                     (offsets[a].empty() ? "0" : offsets[a]) + "]");
   statements(reads, "i", reads[outArray], "    ");
   kernels << "  }\n}\n\n";
-  launch(k, gridFor(total), 1, kThreads);
+  launch(gridFor(total), 1, kThreads);
   return success();
 }
 
@@ -774,7 +867,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
   std::string kernelText, hostText;
   llvm::raw_string_ostream kernels(kernelText), host(hostText);
   int constantCount = 0, gemmSites = 0, convSites = 0, attentionSites = 0;
-  std::vector<std::string> kernelNames;
+  KernelSet kernelSet;
   std::map<std::string, std::vector<std::string>> opNames;
   std::set<std::string> includes;
   registerFamilyEmissionModels(*module.getContext());
@@ -788,7 +881,7 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
           << "#include \"mnemo/Kernels.cuh\"\n\n"
           << "using namespace mnemo::cuda;\n\n";
   for (func::FuncOp f : steps) {
-    CudaStepEmitter emitter(f, kernels, host, constantCount, kernelNames,
+    CudaStepEmitter emitter(f, kernels, host, constantCount, kernelSet,
                             gemmSites, convSites, attentionSites, includes);
     if (failed(emitter.emit()))
       return failure();
@@ -810,6 +903,9 @@ FailureOr<CudaCode> mnemo::emitCuda(ModuleOp module, StringRef sourceFile) {
            << " (passes/Workspace.cpp disagrees with "
            << "codegen/CudaEmitter.cpp)";
   int64_t workspace = planWorkspace;
+
+  kernelSet.write(kernels);
+  const std::vector<std::string> &kernelNames = kernelSet.names;
 
   CudaCode code;
   code.kernels = kernels.str();

@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -30,6 +31,19 @@ namespace {
 std::mutex errorMutex;
 std::string firstError;
 } // namespace
+
+double opClock(const double *seconds) {
+  if (!seconds)
+    return 0;
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void opTime(double *seconds, int op, double start) {
+  if (seconds)
+    seconds[op] += opClock(seconds) - start;
+}
 
 bool backendAvailable(std::string &why) {
   if (MNEMO_HAVE_BLAS)

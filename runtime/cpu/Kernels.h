@@ -20,7 +20,6 @@
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Parallel.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,26 +28,13 @@
 namespace mnemo {
 namespace cpu {
 
-/// Adds the time until the end of its scope to seconds[op], when seconds is
-/// not null (the trainer's --profile).
-class OpTimer {
-public:
-  OpTimer(double *seconds, int op)
-      : seconds(seconds), op(op),
-        start(seconds ? std::chrono::steady_clock::now()
-                      : std::chrono::steady_clock::time_point()) {}
-  ~OpTimer() {
-    if (seconds)
-      seconds[op] += std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count();
-  }
-
-private:
-  double *seconds;
-  int op;
-  std::chrono::steady_clock::time_point start;
-};
+/// The trainer's --profile: a generated step brackets each op with opClock
+/// and opTime, which adds the op's seconds to seconds[op] (seconds is null
+/// when not profiling). Out of line: a deep model's step has thousands of
+/// ops, and an inline timer (a scope guard doing clock arithmetic, with an
+/// exception cleanup each) made most of its compile time.
+double opClock(const double *seconds);
+void opTime(double *seconds, int op, double start);
 
 //===----------------------------------------------------------------------===//
 // Scalar functions the kernels share with the fused loops

@@ -112,6 +112,7 @@ struct KernelRegions {
   uint8_t *A, *P, *G, *S, *I, *W, *B;
   int64_t *control;
   int64_t index;
+  int64_t site[kMaxSiteOffsets];
 };
 
 std::string mib(int64_t bytes) {
@@ -230,7 +231,7 @@ public:
 
   // StepLauncher
   void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t block,
-              int64_t index) override;
+              int64_t index, std::initializer_list<int64_t> site) override;
   void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
             uint8_t *c, const uint8_t *bias) override;
   void conv(const ConvCall &call, const uint8_t *first, const uint8_t *second,
@@ -986,13 +987,21 @@ void CudaExecutor::captureStep(int slot) {
 }
 
 void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
-                          uint32_t blockSize, int64_t index) {
+                          uint32_t blockSize, int64_t index,
+                          std::initializer_list<int64_t> site) {
   if (!failure.empty())
     return;
-  KernelRegions args = {
-      regions.arena,          regions.parameters, regions.gradients,
-      regions.optimizerState, regions.inputs,     regions.workspace,
-      regions.buffers,        regions.control,    index};
+  KernelRegions args = {regions.arena,
+                        regions.parameters,
+                        regions.gradients,
+                        regions.optimizerState,
+                        regions.inputs,
+                        regions.workspace,
+                        regions.buffers,
+                        regions.control,
+                        index,
+                        {}};
+  std::copy(site.begin(), site.end(), args.site);
   void *params[] = {&args};
   CUresult r =
       driver.launchKernel(functions[kernel], gridX, gridY, 1, blockSize, 1, 1,

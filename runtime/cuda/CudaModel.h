@@ -14,6 +14,7 @@
 #define MNEMO_RUNTIME_CUDA_CUDAMODEL_H
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace mnemo {
 namespace cuda {
@@ -130,14 +131,20 @@ struct DeviceRegions {
   int64_t *control;
 };
 
+/// The most offsets a kernel launched at several sites reads from its
+/// launch (runtime/cuda/Kernels.cuh's Regions::site).
+constexpr int kMaxSiteOffsets = 12;
+
 /// Implemented by the runtime; a step's host function calls it in the
 /// step's order. Everything is enqueued on one stream.
 class StepLauncher {
 public:
   virtual ~StepLauncher() = default;
-  /// `index` is the kernels' Regions::index (a chunk of a host loop).
+  /// `index` is the kernels' Regions::index (a chunk of a host loop);
+  /// `site` their Regions::site (at most kMaxSiteOffsets).
   virtual void launch(int kernel, uint32_t gridX, uint32_t gridY,
-                      uint32_t block, int64_t index) = 0;
+                      uint32_t block, int64_t index,
+                      std::initializer_list<int64_t> site) = 0;
   /// `bias` is read for the bias epilogues, else null.
   virtual void gemm(const GemmCall &call, const uint8_t *a, const uint8_t *b,
                     uint8_t *c, const uint8_t *bias) = 0;

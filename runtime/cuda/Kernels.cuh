@@ -65,7 +65,8 @@ typedef __nv_bfloat16 bf16_t;
 typedef __half f16_t;
 
 /// The plan's regions on the device; every generated kernel takes this one
-/// argument and addresses everything at constant offsets from it.
+/// argument and addresses everything at offsets from it: constants, or the
+/// launch site's offsets (`site`) for a kernel that several sites launch.
 struct Regions {
   uint8_t *A; // arena
   uint8_t *P; // parameters
@@ -78,6 +79,11 @@ struct Regions {
   /// The launch's index where an op launches one kernel in a host loop
   /// (linear_cross_entropy's chunks); 0 otherwise.
   int64_t index;
+  /// The site's byte offsets into the regions (codegen/CudaEmitter.cpp's
+  /// KernelSet), as many as runtime/cuda/CudaModel.h's kMaxSiteOffsets.
+  /// Kernel arguments, as the bases are: the compiler reads them from the
+  /// constant bank wherever it needs them, as it would a constant.
+  int64_t site[12];
 };
 
 /// Slots of the control block (int64 each).

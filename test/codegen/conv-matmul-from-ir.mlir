@@ -32,8 +32,7 @@ module attributes {mnemo.model = "ConvNet"} {
 // CPU: mnemo.conv2d
 // CPU: [[SITE]].run(f32(I + 0), f32(P + 0), f32(A + [[CONV:[0-9]+]]), f32(W));
 // CPU: mnemo.relu
-// CPU: auto *const p0 = f32(A + [[CONV]]);
-// CPU-NEXT: auto *const p1 = f32(A + [[RELU:[0-9]+]]);
+// CPU: loop{{[0-9]+}}(f32(A + [[CONV]]), f32(A + [[RELU:[0-9]+]]));
 // CPU: mnemo.max_pool2d
 // CPU: maxPool2d(pool, f32(A + [[RELU]]), f32(A + [[POOL:[0-9]+]]));
 // CPU: mnemo.matmul
