@@ -106,15 +106,6 @@ struct Driver {
   }
 };
 
-/// The kernels' view of the regions: must match struct Regions in
-/// runtime/cuda/Kernels.cuh field for field.
-struct KernelRegions {
-  uint8_t *A, *P, *G, *S, *I, *W, *B;
-  int64_t *control;
-  int64_t index;
-  int64_t site[kMaxSiteOffsets];
-};
-
 std::string mib(int64_t bytes) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.2f MiB", double(bytes) / (1 << 20));
@@ -991,17 +982,7 @@ void CudaExecutor::launch(int kernel, uint32_t gridX, uint32_t gridY,
                           std::initializer_list<int64_t> site) {
   if (!failure.empty())
     return;
-  KernelRegions args = {regions.arena,
-                        regions.parameters,
-                        regions.gradients,
-                        regions.optimizerState,
-                        regions.inputs,
-                        regions.workspace,
-                        regions.buffers,
-                        regions.control,
-                        index,
-                        {}};
-  std::copy(site.begin(), site.end(), args.site);
+  KernelRegions args(regions, index, site);
   void *params[] = {&args};
   CUresult r =
       driver.launchKernel(functions[kernel], gridX, gridY, 1, blockSize, 1, 1,

@@ -135,6 +135,28 @@ struct DeviceRegions {
 /// launch (runtime/cuda/Kernels.cuh's Regions::site).
 constexpr int kMaxSiteOffsets = 12;
 
+/// A generated kernel's one argument: runtime/cuda/Kernels.cuh's Regions,
+/// field for field. The executor and the test suite's CUDA emulator build
+/// it for each launch.
+struct KernelRegions {
+  uint8_t *A, *P, *G, *S, *I, *W, *B;
+  int64_t *control;
+  int64_t index;
+  int64_t site[kMaxSiteOffsets];
+
+  KernelRegions(const DeviceRegions &r, int64_t index,
+                std::initializer_list<int64_t> offsets)
+      : A(r.arena), P(r.parameters), G(r.gradients), S(r.optimizerState),
+        I(r.inputs), W(r.workspace), B(r.buffers), control(r.control),
+        index(index), site{} {
+    // At most kMaxSiteOffsets: codegen/CudaEmitter.cpp shares no kernel
+    // that reads more.
+    int k = 0;
+    for (int64_t offset : offsets)
+      site[k++] = offset;
+  }
+};
+
 /// Implemented by the runtime; a step's host function calls it in the
 /// step's order. Everything is enqueued on one stream.
 class StepLauncher {

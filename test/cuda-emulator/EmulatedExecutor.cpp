@@ -35,13 +35,6 @@ using namespace mnemo::cuda;
 
 namespace {
 
-/// runtime/cuda/Kernels.cuh's Regions, field for field.
-struct KernelRegions {
-  uint8_t *A, *P, *G, *S, *I, *W, *B;
-  int64_t *control;
-  int64_t index;
-  int64_t site[kMaxSiteOffsets];
-};
 using Kernel = void (*)(KernelRegions);
 
 struct Launch {
@@ -185,18 +178,7 @@ public:
 
   void launch(int kernel, uint32_t gridX, uint32_t gridY, uint32_t threads,
               int64_t index, std::initializer_list<int64_t> site) override {
-    Launch l{kernels[kernel],
-             {regions.arena,
-              regions.parameters,
-              regions.gradients,
-              regions.optimizerState,
-              regions.inputs,
-              regions.workspace,
-              regions.buffers,
-              regions.control,
-              index,
-              {}}};
-    std::copy(site.begin(), site.end(), l.regions.site);
+    Launch l{kernels[kernel], KernelRegions(regions, index, site)};
     emulator::launch(trampoline, &l, gridX, gridY, threads);
   }
 
