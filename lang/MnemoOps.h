@@ -20,8 +20,10 @@ namespace attention {
 struct AttentionGeometry;
 } // namespace attention
 namespace losses {
-/// linear_cross_entropy's sizes (lang/ops/losses/LossesKernels.h).
+/// linear_cross_entropy's sizes and which of its passes a CUDA scratch
+/// layout is for (lang/ops/losses/LossesKernels.h).
 struct ClassifierGeometry;
+enum class ClassifierPass : int;
 } // namespace losses
 } // namespace mnemo
 

@@ -22,6 +22,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include "llvm/ADT/StringSet.h"
+
 namespace mnemo {
 #define GEN_PASS_DEF_AUTODIFF
 #include "passes/Passes.h.inc"
@@ -561,7 +563,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
         Pruning::fromSettings(train, paramNames, paramTypes, paramLocs);
     if (failed(pruning))
       return signalPassFailure();
-    buildEvalStep(module, forward, *sig);
+    buildEvalStep(module, forward, *sig, train);
     if (failed(TrainStepBuilder(module, forward, *sig, *optimizer, *pruning)
                    .build()))
       return signalPassFailure();
@@ -569,7 +571,7 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
 
   /// @eval_step(inputs..., targets..., params...) -> (loss[, accuracy]).
   void buildEvalStep(ModuleOp module, func::FuncOp forward,
-                     const ForwardSignature &sig) {
+                     const ForwardSignature &sig, DictionaryAttr train) {
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(forward);
     func::FuncOp eval = llvm::cast<func::FuncOp>(b.clone(*forward));
@@ -625,8 +627,33 @@ struct AutodiffPass : public mnemo::impl::AutodiffBase<AutodiffPass> {
       resultAttrs.push_back(
           b.getDictionaryAttr(model::resultNameAttr(b, name)));
     eval.setAllResultAttrs(resultAttrs);
-    // The logits exist here for accuracy: a fused loss reads them.
-    readLossFromLogits(eval);
+    // The logits exist here for accuracy: a fused loss computes it instead,
+    // unless inference compresses the classifier's weight.
+    llvm::StringSet<> compressed = compressedParameters(train);
+    fuseEvaluationMetrics(eval, [&](LinearCrossEntropyOp loss) {
+      Value weight = loss.getWeight();
+      while (Operation *def = weight.getDefiningOp()) {
+        if (!llvm::isa<CastOp, FakeQuantOp, ApplyMaskOp>(def))
+          return false;
+        weight = def->getOperand(0);
+      }
+      auto arg = llvm::cast<BlockArgument>(weight);
+      return compressed.contains(model::argumentName(eval, arg.getArgNumber()));
+    });
+  }
+
+  /// The parameters the train section quantizes or prunes: inference
+  /// (CompressWeights) stores them compressed, and runs a product of one
+  /// as an int8 or sparse product.
+  static llvm::StringSet<> compressedParameters(DictionaryAttr train) {
+    llvm::StringSet<> names;
+    for (StringRef list : {"quantize", "prune"})
+      if (auto entries = train.getAs<ArrayAttr>(list))
+        for (Attribute entry : entries)
+          for (Attribute p :
+               llvm::cast<DictionaryAttr>(entry).getAs<ArrayAttr>("params"))
+            names.insert(llvm::cast<StringAttr>(p).getValue());
+    return names;
   }
 };
 

@@ -11,9 +11,10 @@
 // second product, so a small classifier (ten classes) keeps its plain
 // product and bias add. Where the forward also returns the logits (the
 // model's output), the product stays for that result: the training step
-// does not read it and drops it, and the evaluation step, which reports
-// accuracy from it, takes its loss from those logits again
-// (readLossFromLogits).
+// does not read it and drops it. The evaluation step reports accuracy from
+// it: there the fused op takes the accuracy over (a third result), and the
+// logits go; where they must stay (inference runs a compressed classifier
+// weight as its own product), the loss reads them (fuseEvaluationMetrics).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +25,7 @@
 #include "lang/ops/losses/LossesKernels.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mnemo {
 #define GEN_PASS_DEF_FUSELINEARCROSSENTROPY
@@ -147,52 +149,120 @@ Value withoutCasts(Value v) {
   return v;
 }
 
+/// The logits `op`'s function still writes out for another reader (the
+/// model's output, which the evaluation step's accuracy reads): the
+/// product of its hidden states and weight, or that product's bias add;
+/// null where there are none.
+Operation *writtenOutLogits(LinearCrossEntropyOp op) {
+  MatmulOp product;
+  for (Operation *user : op.getHidden().getUsers())
+    if (auto m = llvm::dyn_cast<MatmulOp>(user);
+        m && m.getRhs() == op.getWeight() && !m.getTransposeLhs() &&
+        m.getTransposeRhs() == op.getTransposeWeight())
+      product = m;
+  if (!product || product.getResult().use_empty())
+    return nullptr;
+  if (!op.getBias())
+    return product;
+  // With a bias, the logits are the product's bias add (amp may have cast
+  // the bias on either side).
+  for (Operation *user : product.getResult().getUsers())
+    if (auto add = llvm::dyn_cast<AddOp>(user))
+      for (Value operand : add->getOperands())
+        if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+            broadcast &&
+            withoutCasts(broadcast.getInput()) == withoutCasts(op.getBias()))
+          return add;
+  return nullptr;
+}
+
+/// The accuracy ops that read `logits` (through amp's casts), when they are
+/// all that does and they count what `loss` counts; false otherwise.
+bool onlyAccuracyReads(Value logits, LinearCrossEntropyOp loss,
+                       SmallVectorImpl<AccuracyOp> &accuracies) {
+  for (Operation *user : logits.getUsers()) {
+    if (auto cast = llvm::dyn_cast<CastOp>(user)) {
+      if (!onlyAccuracyReads(cast.getResult(), loss, accuracies))
+        return false;
+      continue;
+    }
+    auto accuracy = llvm::dyn_cast<AccuracyOp>(user);
+    if (!accuracy || accuracy.getTargets() != loss.getTargets() ||
+        accuracy.getIgnoreIndex() != loss.getIgnoreIndex())
+      return false;
+    accuracies.push_back(accuracy);
+  }
+  return !accuracies.empty();
+}
+
+/// The loss reports the accuracy too, chunk by chunk, and the accuracy ops
+/// go (their logits, read by nothing else now, are dead).
+void takeOverAccuracy(LinearCrossEntropyOp op,
+                      ArrayRef<AccuracyOp> accuracies) {
+  OpBuilder builder(op);
+  // The accuracy is an f32 scalar, as the loss is.
+  Type scalar = op.getResult().getType();
+  auto fused = builder.create<LinearCrossEntropyOp>(
+      op.getLoc(), TypeRange{scalar, op.getLogSumExp().getType(), scalar},
+      op.getHidden(), op.getWeight(), op.getTargets(), op.getBias(),
+      op.getTransposeWeightAttr(), op.getChunkRowsAttr(),
+      op.getIgnoreIndexAttr(), op.getLabelSmoothingAttr());
+  op.getResult().replaceAllUsesWith(fused.getResult());
+  op.getLogSumExp().replaceAllUsesWith(fused.getLogSumExp());
+  op.erase();
+  for (AccuracyOp accuracy : accuracies) {
+    accuracy.getResult().replaceAllUsesWith(fused.getAccuracy());
+    accuracy.erase();
+  }
+}
+
+/// The loss reads the logits written out anyway: cross_entropy of them,
+/// with no second product.
+void readLossFromLogits(LinearCrossEntropyOp op, Operation *logitsOp) {
+  // The loss after the logits (both precede the return).
+  if (op->isBeforeInBlock(logitsOp))
+    op->moveAfter(logitsOp);
+  OpBuilder builder(op);
+  // cross_entropy computes in f32 (amp has run: the logits may be 16-bit;
+  // CSE merges this cast with the one the output already has).
+  Value logits = logitsOp->getResult(0);
+  auto type = llvm::cast<RankedTensorType>(logits.getType());
+  if (!type.getElementType().isF32())
+    logits = builder.create<CastOp>(op.getLoc(),
+                                    type.clone(builder.getF32Type()), logits);
+  auto loss = builder.create<CrossEntropyOp>(
+      op.getLoc(), op.getResult().getType(), logits, op.getTargets(),
+      op.getIgnoreIndexAttr(), op.getLabelSmoothingAttr());
+  op.getResult().replaceAllUsesWith(loss.getResult());
+  op.erase();
+}
+
 } // namespace
 
-void mnemo::readLossFromLogits(func::FuncOp func) {
+void mnemo::fuseEvaluationMetrics(
+    func::FuncOp func,
+    llvm::function_ref<bool(LinearCrossEntropyOp)> keepLogits) {
   SmallVector<LinearCrossEntropyOp> fused;
   func.walk([&](LinearCrossEntropyOp op) { fused.push_back(op); });
   for (LinearCrossEntropyOp op : fused) {
     if (!op.getLogSumExp().use_empty())
       continue;
-    MatmulOp product;
-    for (Operation *user : op.getHidden().getUsers())
-      if (auto m = llvm::dyn_cast<MatmulOp>(user);
-          m && m.getRhs() == op.getWeight() && !m.getTransposeLhs() &&
-          m.getTransposeRhs() == op.getTransposeWeight())
-        product = m;
-    if (!product || product.getResult().use_empty())
+    Operation *logitsOp = writtenOutLogits(op);
+    if (!logitsOp)
       continue;
-    // With a bias, the logits are the product's bias add (amp may have
-    // cast the bias on either side).
-    Operation *logitsOp = product;
-    if (op.getBias()) {
-      logitsOp = nullptr;
-      for (Operation *user : product.getResult().getUsers())
-        if (auto add = llvm::dyn_cast<AddOp>(user))
-          for (Value operand : add->getOperands())
-            if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
-                broadcast && withoutCasts(broadcast.getInput()) ==
-                                 withoutCasts(op.getBias()))
-              logitsOp = add;
-      if (!logitsOp)
-        continue;
-    }
-    // The loss after the logits (both precede the return).
-    if (op->isBeforeInBlock(logitsOp))
-      op->moveAfter(logitsOp);
-    OpBuilder builder(op);
-    // cross_entropy computes in f32 (amp has run: the logits may be 16-bit;
-    // CSE merges this cast with the one the output already has).
-    Value logits = logitsOp->getResult(0);
-    auto type = llvm::cast<RankedTensorType>(logits.getType());
-    if (!type.getElementType().isF32())
-      logits = builder.create<CastOp>(op.getLoc(),
-                                      type.clone(builder.getF32Type()), logits);
-    auto loss = builder.create<CrossEntropyOp>(
-        op.getLoc(), op.getResult().getType(), logits, op.getTargets(),
-        op.getIgnoreIndexAttr(), op.getLabelSmoothingAttr());
-    op.getResult().replaceAllUsesWith(loss.getResult());
-    op.erase();
+    SmallVector<AccuracyOp> accuracies;
+    if (!keepLogits(op) &&
+        onlyAccuracyReads(logitsOp->getResult(0), op, accuracies))
+      takeOverAccuracy(op, accuracies);
+    else
+      readLossFromLogits(op, logitsOp);
   }
+  // What only the accuracies read (the logits, their casts, the product
+  // and bias add), backwards so that a value's readers go before it.
+  for (Block &block : func.getBody())
+    for (Operation &op :
+         llvm::make_early_inc_range(llvm::reverse(block.getOperations())))
+      if (op.use_empty() && mlir::isPure(&op) &&
+          !op.hasTrait<OpTrait::IsTerminator>())
+        op.erase();
 }

@@ -177,6 +177,9 @@ void readFusedOps(func::FuncOp func, MemoryReport &r) {
     entry.chunkBytes = entry.chunkRows * entry.classes * 4;
     entry.logitsBytes = entry.rows * entry.classes *
                         ((hidden.getElementTypeBitWidth() + 7) / 8);
+    entry.gradient = llvm::any_of(op.getLogSumExp().getUsers(),
+                                  llvm::IsaPred<LinearCrossEntropyGradOp>);
+    entry.accuracy = bool(op.getAccuracy());
     r.classifiers.push_back(entry);
   });
 }
@@ -457,7 +460,11 @@ void printFusions(const MemoryReport &r, llvm::raw_ostream &os) {
     os << "  fused classifier loss       " << c.rows << " rows x " << c.classes
        << " classes in chunks of " << c.chunkRows
        << " rows: " << formatBytes(c.chunkBytes) << " of logits at a time, not "
-       << formatBytes(c.logitsBytes) << " (and their gradient)\n";
+       << formatBytes(c.logitsBytes)
+       << (c.gradient   ? " (and their gradient)"
+           : c.accuracy ? " (the accuracy too, a chunk at a time)"
+                        : "")
+       << "\n";
 }
 
 /// The largest buffers live at the peak, in aligned columns.
@@ -515,14 +522,15 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
                              {"probability_bytes", a.probabilityBytes}});
     llvm::json::Array classifiers;
     for (const MemoryReport::Classifier &c : r.classifiers)
-      classifiers.push_back(
-          llvm::json::Object{{"location", c.location},
-                             {"layer", c.layer},
-                             {"rows", c.rows},
-                             {"classes", c.classes},
-                             {"chunk_rows", c.chunkRows},
-                             {"chunk_bytes", c.chunkBytes},
-                             {"logits_bytes", c.logitsBytes}});
+      classifiers.push_back(llvm::json::Object{{"location", c.location},
+                                               {"layer", c.layer},
+                                               {"rows", c.rows},
+                                               {"classes", c.classes},
+                                               {"chunk_rows", c.chunkRows},
+                                               {"chunk_bytes", c.chunkBytes},
+                                               {"logits_bytes", c.logitsBytes},
+                                               {"gradient", c.gradient},
+                                               {"accuracy", c.accuracy}});
     llvm::json::Array keptF32;
     for (const MemoryReport::KeptF32 &k : r.keptF32)
       keptF32.push_back(llvm::json::Object{{"op", k.op},

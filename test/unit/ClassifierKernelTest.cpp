@@ -5,8 +5,9 @@
 // one block of 16-bit operands (so the online log-sum-exp merges blocks and
 // the weight is widened and its gradient narrowed a block at a time), both
 // weight layouts, label smoothing, ignored rows and a bias (whose gradient
-// sums over the chunks and, in 16-bit, the blocks); each kernel run in
-// exactly the workspace the plan gives it, with a guard after it.
+// sums over the chunks and, in 16-bit, the blocks), and the evaluation
+// step's accuracy (the first maximum found across the blocks); each kernel
+// run in exactly the workspace the plan gives it, with a guard after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,33 @@ constexpr float kGuard = 12345.0f;
 struct Expected {
   double loss = 0;
   std::vector<double> logSumExp, hiddenGrad, weightGrad, biasGrad;
+  /// Counted rows whose first maximum is the target: surely, and counting
+  /// the rows whose two largest logits are too close for f32 to order.
+  int64_t surelyCorrect = 0, maybeCorrect = 0;
 };
+
+/// Logits closer than this may come out of the kernels' f32 products in
+/// either order: their error is a few f32 ulps of terms of magnitude ~10.
+constexpr double kTieGap = 1e-4;
+
+/// Each row's logits in double, the weight element (class c, feature d)
+/// read through `w`; `bias` empty for none.
+template <typename W>
+std::vector<double> rowLogits(const std::vector<double> &hidden, W w,
+                              const std::vector<double> &bias, int64_t r) {
+  std::vector<double> logits(kClasses);
+  for (int64_t c = 0; c < kClasses; ++c) {
+    logits[c] = bias.empty() ? 0.0 : bias[c];
+    for (int64_t d = 0; d < kDim; ++d)
+      logits[c] += hidden[r * kDim + d] * w(c, d);
+  }
+  return logits;
+}
+
+/// The first maximum's class.
+int64_t firstMax(const std::vector<double> &logits) {
+  return std::max_element(logits.begin(), logits.end()) - logits.begin();
+}
 
 /// The loss and gradients in double from the operands as stored, the
 /// weight element (class c, feature d) read through `w`; `bias` empty for
@@ -50,13 +77,10 @@ Expected reference(const std::vector<double> &hidden, W w,
   int64_t counted = 0;
   for (int32_t t : targets)
     counted += t != kIgnore;
-  std::vector<double> logits(kClasses);
   for (int64_t r = 0; r < kRows; ++r) {
+    std::vector<double> logits = rowLogits(hidden, w, bias, r);
     double m = -INFINITY, sum = 0, logitSum = 0;
     for (int64_t c = 0; c < kClasses; ++c) {
-      logits[c] = bias.empty() ? 0.0 : bias[c];
-      for (int64_t d = 0; d < kDim; ++d)
-        logits[c] += hidden[r * kDim + d] * w(c, d);
       m = std::max(m, logits[c]);
       logitSum += logits[c];
     }
@@ -67,6 +91,13 @@ Expected reference(const std::vector<double> &hidden, W w,
     int32_t t = targets[r];
     if (t == kIgnore)
       continue;
+    // The target against the largest of the other classes.
+    double other = -INFINITY;
+    for (int64_t c = 0; c < kClasses; ++c)
+      if (c != t)
+        other = std::max(other, logits[c]);
+    e.surelyCorrect += logits[t] > other + kTieGap;
+    e.maybeCorrect += logits[t] > other - kTieGap;
     e.loss += ((1 - smoothing) * (lse - logits[t]) +
                smoothing * (lse - logitSum / kClasses)) /
               double(counted);
@@ -112,11 +143,6 @@ void checkKernels(bool transposed, double smoothing, double relative,
   for (T &x : bias)
     x = T(normal(rng));
   const T *biasData = withBias ? bias.data() : nullptr;
-  std::vector<int32_t> targets(kRows);
-  for (int64_t r = 0; r < kRows; ++r)
-    targets[r] = r % 9 == 4 ? int32_t(kIgnore) : klass(rng);
-  targets[1] = 0, targets[2] = kClasses - 1; // the first and last block
-
   std::vector<double> hidden64(hidden.begin(), hidden.end());
   auto w = [&](int64_t c, int64_t d) {
     return double(float(weight[transposed ? c * kDim + d : d * kClasses + c]));
@@ -124,6 +150,16 @@ void checkKernels(bool transposed, double smoothing, double relative,
   std::vector<double> bias64;
   for (T x : bias)
     bias64.push_back(double(float(x)));
+  // Every third row's target is its largest logit, so that the accuracy
+  // counts hits in every class block.
+  std::vector<int32_t> targets(kRows);
+  for (int64_t r = 0; r < kRows; ++r)
+    targets[r] = r % 9 == 4 ? int32_t(kIgnore)
+                 : r % 3 == 0
+                     ? int32_t(firstMax(rowLogits(hidden64, w, bias64, r)))
+                     : klass(rng);
+  targets[1] = 0, targets[2] = kClasses - 1; // the first and last block
+
   Expected want =
       reference(hidden64, w, bias64, targets, smoothing, transposed);
 
@@ -133,13 +169,30 @@ void checkKernels(bool transposed, double smoothing, double relative,
     int64_t floats = losses::classifierWorkspaceFloats(g, backward);
     std::vector<float> workspace(floats + 64, kGuard);
     if (!backward) {
-      float loss = 0;
+      float loss = 0, accuracy = -1;
       std::vector<float> lse(kRows);
       ASSERT_TRUE(cpu::linearCrossEntropy(
           hidden.data(), weight.data(), targets.data(), biasData, g, transposed,
-          kIgnore, smoothing, &loss, lse.data(), workspace.data()));
+          kIgnore, smoothing, &loss, lse.data(), &accuracy, workspace.data()));
       EXPECT_NEAR(loss, want.loss, 1e-5 * std::abs(want.loss));
       expectClose(want.logSumExp, lse, 1e-6, "log-sum-exp");
+      // The accuracy is a count of hits over the counted rows (exact in
+      // f32 for 70 rows).
+      int64_t counted = 0;
+      for (int32_t t : targets)
+        counted += t != kIgnore;
+      double hits = std::round(double(accuracy) * double(counted));
+      EXPECT_FLOAT_EQ(accuracy, float(hits / double(counted)));
+      EXPECT_GE(hits, double(want.surelyCorrect));
+      EXPECT_LE(hits, double(want.maybeCorrect));
+      EXPECT_GE(want.surelyCorrect, kRows / 4) << "the test's own hits";
+      // Without the accuracy asked for, the loss is the same.
+      float lossAlone = 0;
+      ASSERT_TRUE(cpu::linearCrossEntropy(
+          hidden.data(), weight.data(), targets.data(), biasData, g, transposed,
+          kIgnore, smoothing, &lossAlone, lse.data(), nullptr,
+          workspace.data()));
+      EXPECT_EQ(loss, lossAlone);
     } else {
       std::vector<float> lse(want.logSumExp.begin(), want.logSumExp.end());
       std::vector<T> hiddenGrad(kRows * kDim), weightGrad(kClasses * kDim),

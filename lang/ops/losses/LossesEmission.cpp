@@ -103,9 +103,11 @@ LogicalResult emitLinearCrossEntropyCpu(LinearCrossEntropyOp op,
     return failure();
   context.include(kCpuKernels);
   context.out() << llvm::formatv(
-      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8});\n",
+      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+      "{9});\n",
       (*in)[0], (*in)[1], (*in)[2], *bias, geometryLiteral(op.getGeometry()),
-      classifierOptions(op), context.result(0), context.result(1), *workspace);
+      classifierOptions(op), context.result(0), context.result(1),
+      op.getAccuracy() ? context.result(2) : "nullptr", *workspace);
   return success();
 }
 
@@ -134,6 +136,15 @@ LogicalResult emitLinearCrossEntropyGradCpu(LinearCrossEntropyGradOp op,
 StringRef gemmType(CudaKernelContext &context, Value v) {
   std::string t = context.elementType(v);
   return t == "float" ? "F32" : t == "bf16_t" ? "BF16" : "F16";
+}
+
+/// accuracy's threads for a row of n: a power of two, for the block's tree
+/// of comparisons.
+int treeThreads(int64_t n) {
+  int threads = 32;
+  while (threads < 1024 && threads < n)
+    threads *= 2;
+  return threads;
 }
 
 /// Emits `body(rows, index)` for each chunk: a host loop over the whole
@@ -190,11 +201,12 @@ LogicalResult emitLinearCrossEntropyCuda(LinearCrossEntropyOp op,
                                          CudaKernelContext &context) {
   losses::ClassifierGeometry g = op.getGeometry();
   losses::ClassifierCudaScratch layout =
-      losses::classifierCudaScratch(g, /*backward=*/false);
+      losses::classifierCudaScratch(g, op.getCudaPass());
   std::string base = context.scratch(op.getCudaScratchBytes());
   std::string T = context.elementType(op.getHidden());
   std::string rowLoss = llvm::formatv("f32({0} + {1})", base, layout.rowLoss),
-              counted = llvm::formatv("f32({0} + {1})", base, layout.counted);
+              counted = llvm::formatv("f32({0} + {1})", base, layout.counted),
+              hits = llvm::formatv("f32({0} + {1})", base, layout.hits);
   context.include(kCudaKernels);
   forEachChunk(context, g, [&](int64_t rows, const std::string &index) {
     context.gemm(chunkLogits(context, op.getHidden(), op.getWeight(), g,
@@ -208,10 +220,22 @@ LogicalResult emitLinearCrossEntropyCuda(LinearCrossEntropyOp op,
                       g.classes, classifierLossOptions(op), rowLoss, counted,
                       context.result(1)),
         gridFor(rows, 1), rowThreads(g.classes), index);
+    if (op.getAccuracy())
+      context.launchIndexed(
+          llvm::formatv("classifierHits<{0}>(r, reinterpret_cast<const {0} "
+                        "*>({1}), {2}, {3}, {4}, {5}, {6}, {7}, {8});",
+                        T, base, context.operand(op.getTargets()), g.chunkRows,
+                        rows, g.classes, int64_t(op.getIgnoreIndex()), hits,
+                        counted),
+          gridFor(rows, 1), treeThreads(g.classes), index);
   });
   context.launch(llvm::formatv("countedMeanOf({0}, {1}, {2}, {3});", rowLoss,
                                counted, g.rows, context.result(0)),
                  1, 1024);
+  if (op.getAccuracy())
+    context.launch(llvm::formatv("countedMeanOf({0}, {1}, {2}, {3});", hits,
+                                 counted, g.rows, context.result(2)),
+                   1, 1024);
   return success();
 }
 
@@ -219,7 +243,7 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
                                              CudaKernelContext &context) {
   losses::ClassifierGeometry g = op.getGeometry();
   losses::ClassifierCudaScratch layout =
-      losses::classifierCudaScratch(g, /*backward=*/true);
+      losses::classifierCudaScratch(g, losses::ClassifierPass::Backward);
   std::string base = context.scratch(op.getCudaScratchBytes());
   std::string T = context.elementType(op.getHidden());
   std::string counted = llvm::formatv("f32({0} + {1})", base, layout.counted);
@@ -319,15 +343,6 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
                                  g.classes, context.result(2)),
                    gridFor(g.classes), kCudaThreads);
   return success();
-}
-
-/// accuracy's threads for a row of n: a power of two, for the block's tree
-/// of comparisons.
-int treeThreads(int64_t n) {
-  int threads = 32;
-  while (threads < 1024 && threads < n)
-    threads *= 2;
-  return threads;
 }
 
 /// cross_entropy and accuracy: one block per row writes the row's value

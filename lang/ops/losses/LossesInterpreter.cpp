@@ -1,11 +1,11 @@
 //===- LossesInterpreter.cpp - Losses in the reference interpreter --------===//
 //
 // The interpreter's model of cross_entropy, its gradient, the fused
-// linear_cross_entropy (unfused: the whole product, then the loss) and
-// accuracy: in double, each row's log-sum-exp with the C library, the terms
-// by LossesFormulas.h. A target outside the classes that is not
-// ignore_index is an error, as in PyTorch; accuracy's ties go to the first
-// index, as argmax.
+// linear_cross_entropy (unfused: the whole product, then the loss and, in
+// the evaluation step, the accuracy) and accuracy: in double, each row's
+// log-sum-exp with the C library, the terms by LossesFormulas.h. A target
+// outside the classes that is not ignore_index is an error, as in PyTorch;
+// accuracy's ties go to the first index, as argmax.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +98,25 @@ void logitsGradient(const double *logits, const Tensor &targets,
   }
 }
 
+/// The fraction of counted rows of `logits` [rows, classes] whose first
+/// maximum is the target (ties to the first index, as argmax).
+double firstMaxAccuracy(const double *logits, const Tensor &targets,
+                        int64_t classes, int64_t ignoreIndex) {
+  int64_t correct = 0, counted = 0;
+  for (int64_t r = 0; r < targets.numElements(); ++r) {
+    if (!losses::countsTowardLoss(int64_t(targets.data[r]), ignoreIndex))
+      continue;
+    const double *row = logits + r * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best])
+        best = c;
+    correct += best == int64_t(targets.data[r]);
+    ++counted;
+  }
+  return double(correct) / double(counted);
+}
+
 template <typename Op> LossOptions optionsOf(Op op) {
   return {int64_t(op.getIgnoreIndex()),
           op.getLabelSmoothing().convertToDouble()};
@@ -178,6 +197,12 @@ LogicalResult interpretLinearCrossEntropy(LinearCrossEntropyOp op,
     logSumExp.data[r] = rowLogSumExp(&logits[r * classes], classes);
   context.set(op.getResult(), std::move(loss));
   context.set(op.getLogSumExp(), std::move(logSumExp));
+  if (op.getAccuracy()) {
+    Tensor accuracy = context.like(op.getAccuracy());
+    accuracy.data[0] =
+        firstMaxAccuracy(logits.data(), targets, classes, o.ignoreIndex);
+    context.set(op.getAccuracy(), std::move(accuracy));
+  }
   return success();
 }
 
@@ -228,24 +253,11 @@ LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
 }
 
 LogicalResult interpretAccuracy(AccuracyOp op, OpContext &context) {
-  const Tensor &logits = context.get(op.getLogits()),
-               &targets = context.get(op.getTargets());
-  int64_t classes = logits.shape.back(), rows = targets.numElements();
-  int64_t correct = 0, counted = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (!losses::countsTowardLoss(int64_t(targets.data[r]),
-                                  int64_t(op.getIgnoreIndex())))
-      continue;
-    const double *row = &logits.data[r * classes];
-    int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (row[c] > row[best])
-        best = c;
-    correct += best == int64_t(targets.data[r]);
-    ++counted;
-  }
+  const Tensor &logits = context.get(op.getLogits());
   Tensor out = context.like(op.getResult());
-  out.data[0] = double(correct) / double(counted);
+  out.data[0] =
+      firstMaxAccuracy(logits.data.data(), context.get(op.getTargets()),
+                       logits.shape.back(), int64_t(op.getIgnoreIndex()));
   context.set(op.getResult(), std::move(out));
   return success();
 }

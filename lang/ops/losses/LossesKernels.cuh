@@ -250,6 +250,20 @@ __device__ void accuracyRows(const T *logits, const int32_t *targets,
   }
 }
 
+/// linear_cross_entropy's accuracy, per chunk (chunk r.index, of which
+/// `rows` are here), after classifierRows added the bias: accuracyRows on
+/// the chunk's logits, each row's hit and count at its place among all the
+/// rows.
+template <typename T>
+__device__ void
+classifierHits(const Regions &r, const T *logits, const int32_t *targets,
+               int64_t chunkRows, int64_t rows, int64_t classes,
+               int64_t ignoreIndex, float *hits, float *counted) {
+  int64_t first = r.index * chunkRows;
+  accuracyRows(logits, targets + first, rows, classes, ignoreIndex,
+               hits + first, counted + first);
+}
+
 /// mse's first pass: each block's partial sum of (a - b)^2 over a
 /// grid-stride range, the differences rounded to f32 as the CPU's are;
 /// Kernels.cuh's finishSumOfSquares adds the blocks' sums in order.

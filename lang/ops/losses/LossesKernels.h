@@ -69,8 +69,8 @@ inline int64_t classifierClassBlock(const ClassifierGeometry &g) {
 }
 
 /// The forward's running state per row, in floats: the max of the logits
-/// seen so far, and in double their exponentials' sum below it, the
-/// target's logit and the logits' sum (label smoothing).
+/// seen so far and its class, and in double their exponentials' sum below
+/// it, the target's logit and the logits' sum (label smoothing).
 constexpr int64_t kRowStateFloats = 8;
 
 /// The CPU kernels' workspace in floats. Forward: each row's running state,
@@ -96,27 +96,31 @@ inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
 /// The CUDA kernels' scratch, at the bottom of the CUDA workspace, in
 /// bytes: a chunk's logits in the operands' type (cuBLASLt writes them, the
 /// kernels read them, and the backward turns them into their gradient in
-/// place); forward, each row's loss and count; backward, the count of rows
-/// that take part and, for 16-bit operands, the weight gradient's and the
-/// bias gradient's f32 sums over the chunks. The GEMMs' own cuBLASLt
-/// workspace lies above it (GemmCall::reservedWorkspace),
-/// kCudaGemmHeadroom at least.
+/// place); forward, each row's loss and count, and with accuracy whether
+/// its first maximum is its target; backward, the count of rows that take
+/// part and, for 16-bit operands, the weight gradient's and the bias
+/// gradient's f32 sums over the chunks. The GEMMs' own cuBLASLt workspace
+/// lies above it (GemmCall::reservedWorkspace), kCudaGemmHeadroom at least.
 struct ClassifierCudaScratch {
-  int64_t logits = 0, rowLoss = 0, counted = 0, weightSums = 0, biasSums = 0,
-          held = 0;
+  int64_t logits = 0, rowLoss = 0, counted = 0, hits = 0, weightSums = 0,
+          biasSums = 0, held = 0;
 };
+enum class ClassifierPass : int { Forward, ForwardWithAccuracy, Backward };
 constexpr int64_t kCudaGemmHeadroom = int64_t(4) << 20;
 inline int64_t roundUp256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 inline ClassifierCudaScratch classifierCudaScratch(const ClassifierGeometry &g,
-                                                   bool backward) {
+                                                   ClassifierPass pass) {
   int64_t elementBytes = g.halfOperands ? 2 : 4;
   ClassifierCudaScratch s;
   int64_t R = std::min(g.chunkRows, g.rows);
   int64_t at = roundUp256(R * g.classes * elementBytes);
-  if (!backward) {
+  if (pass != ClassifierPass::Backward) {
     s.rowLoss = at;
     s.counted = at += roundUp256(g.rows * 4);
-    s.held = at + roundUp256(g.rows * 4);
+    s.hits = at += roundUp256(g.rows * 4);
+    s.held = pass == ClassifierPass::ForwardWithAccuracy
+                 ? at + roundUp256(g.rows * 4)
+                 : at;
     return s;
   }
   s.counted = at;
@@ -385,26 +389,27 @@ inline void addBias(float *row, const float *bias, int64_t count) {
 /// chunks, keeping per row a running max and the sum of exponentials below
 /// it (an online log-sum-exp, in double), the target's logit and the
 /// logits' sum; the row's loss term follows at the end, and the loss sums
-/// them in row order. The backward needs no running state (each logit's
-/// gradient takes the row's saved log-sum-exp): per class block and row
-/// chunk, the tile becomes its gradient in place, and two more sgemms add
-/// it into the chunk's rows of the hidden states' gradient (beta 1 after
-/// the first block) and into the block of the weight's (beta 1 after the
-/// first chunk): fixed orders, so a step is deterministic. A bias is added
-/// to each tile's rows before they are read; its gradient is the tiles'
-/// column sums, a chunk's in double, added to the block's f32 sum in chunk
-/// order. 16-bit operands
-/// are widened a block of the weight or a chunk of hidden rows at a time
-/// and the gradients summed in f32 and narrowed at the end, so products and
-/// sums run in f32 as gemmHalf's do; f32 operands make one block, so every
-/// weight row is read once per chunk.
+/// them in row order. The running max is found by accuracy()'s scan (the
+/// first maximum wins; a NaN never does, unless in class 0), so its class
+/// gives the accuracy where it is asked for (`accuracy` not null). The backward
+/// needs no running state (each logit's gradient takes the row's saved
+/// log-sum-exp): per class block and row chunk, the tile becomes its gradient
+/// in place, and two more sgemms add it into the chunk's rows of the hidden
+/// states' gradient (beta 1 after the first block) and into the block of the
+/// weight's (beta 1 after the first chunk): fixed orders, so a step is
+/// deterministic. A bias is added to each tile's rows before they are read; its
+/// gradient is the tiles' column sums, a chunk's in double, added to the
+/// block's f32 sum in chunk order. 16-bit operands are widened a block of the
+/// weight or a chunk of hidden rows at a time and the gradients summed in f32
+/// and narrowed at the end, so products and sums run in f32 as gemmHalf's do;
+/// f32 operands make one block, so every weight row is read once per chunk.
 template <typename T>
 bool linearCrossEntropy(const T *hidden, const T *weight,
                         const int32_t *targets, const NotDeduced<T> *bias,
                         const losses::ClassifierGeometry &g,
                         bool transposeWeight, int64_t ignoreIndex,
                         double smoothing, float *loss, float *logSumExp,
-                        float *workspace) {
+                        float *accuracy, float *workspace) {
   const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
                 B = losses::classifierClassBlock(g);
   if (!validTargets(targets, N, C, ignoreIndex))
@@ -412,12 +417,13 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
   // Each row's state first (doubles, 8-byte aligned in the workspace).
   struct RowState {
     double sum, target, logitSum;
-    float max, unused;
+    float max;
+    int32_t maxClass;
   };
   static_assert(sizeof(RowState) == 4 * losses::kRowStateFloats);
   RowState *state = reinterpret_cast<RowState *>(workspace);
   for (int64_t r = 0; r < N; ++r)
-    state[r] = {0.0, 0.0, 0.0, -INFINITY, 0.0f};
+    state[r] = {0.0, 0.0, 0.0, -INFINITY, 0};
   float *tile = workspace + losses::kRowStateFloats * N;
   float *weightScratch = tile + R * B, *hiddenChunk = weightScratch + B * D,
         *biasScratch = hiddenChunk + R * D;
@@ -437,13 +443,20 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
           float *logits = tile + r * classes;
           addBias(logits, b, classes);
           RowState &row = state[r0 + r];
-          float m =
-              std::max(row.max, *std::max_element(logits, logits + classes));
+          // accuracy()'s scan, continued from the blocks before.
+          float m = c0 == 0 ? logits[0] : row.max;
+          int32_t maxClass = row.maxClass;
+          for (int64_t c = c0 == 0 ? 1 : 0; c < classes; ++c)
+            if (logits[c] > m) {
+              m = logits[c];
+              maxClass = int32_t(c0 + c);
+            }
           // Rescale the sum below the old max (none on the first block:
           // -inf - -inf would be NaN).
           if (row.sum != 0)
             row.sum *= std::exp(double(row.max) - double(m));
           row.max = m;
+          row.maxClass = maxClass;
           double sum = 0;
           for (int64_t c = 0; c < classes; ++c)
             sum += fastExp(logits[c] - m);
@@ -469,7 +482,15 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
       total += losses::crossEntropyTerm(lse, state[r].target, state[r].logitSum,
                                         double(C), smoothing);
   }
-  *loss = float(total / double(countedRows(targets, N, ignoreIndex)));
+  int64_t counted = countedRows(targets, N, ignoreIndex);
+  *loss = float(total / double(counted));
+  if (accuracy) {
+    int64_t correct = 0;
+    for (int64_t r = 0; r < N; ++r)
+      correct += losses::countsTowardLoss(targets[r], ignoreIndex) &&
+                 state[r].maxClass == targets[r];
+    *accuracy = float(double(correct) / double(counted));
+  }
   return true;
 }
 

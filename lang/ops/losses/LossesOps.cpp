@@ -160,13 +160,20 @@ int64_t LinearCrossEntropyGradOp::getCpuWorkspaceBytes() {
                                                /*backward=*/true);
 }
 
+losses::ClassifierPass LinearCrossEntropyOp::getCudaPass() {
+  return getAccuracy() ? losses::ClassifierPass::ForwardWithAccuracy
+                       : losses::ClassifierPass::Forward;
+}
+
 int64_t LinearCrossEntropyOp::getCudaScratchBytes() {
-  return losses::classifierCudaScratch(getGeometry(), /*backward=*/false).held +
+  return losses::classifierCudaScratch(getGeometry(), getCudaPass()).held +
          losses::kCudaGemmHeadroom;
 }
 
 int64_t LinearCrossEntropyGradOp::getCudaScratchBytes() {
-  return losses::classifierCudaScratch(getGeometry(), /*backward=*/true).held +
+  return losses::classifierCudaScratch(getGeometry(),
+                                       losses::ClassifierPass::Backward)
+             .held +
          losses::kCudaGemmHeadroom;
 }
 

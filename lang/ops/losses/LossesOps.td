@@ -86,6 +86,9 @@ def Mnemo_LinearCrossEntropyOp : Mnemo_Op<"linear_cross_entropy", [Mnemo_AmpLowP
     dropped, so no more than `[chunk_rows, C]` of the logits ever exists.
     The second result is each row's log-sum-exp, in f32 whatever the
     precision: the gradient recomputes a chunk's probabilities from it.
+    The evaluation step asks for a third, `accuracy` as `mnemo.accuracy`
+    computes it (the first maximum of each counted row's logits against its
+    target), so that it too never holds the logits whole.
 
     ```mlir
     %loss, %lse = mnemo.linear_cross_entropy %h, %wte, %y {chunk_rows = 128 : i64,
@@ -101,13 +104,17 @@ def Mnemo_LinearCrossEntropyOp : Mnemo_Op<"linear_cross_entropy", [Mnemo_AmpLowP
                        I64Attr:$chunk_rows, I64Attr:$ignore_index,
                        F64Attr:$label_smoothing);
   let results = (outs 0DTensorOf<[F32]>:$result,
-                      StaticShapeTensorOf<[F32]>:$log_sum_exp);
+                      StaticShapeTensorOf<[F32]>:$log_sum_exp,
+                      Optional<0DTensorOf<[F32]>>:$accuracy);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The product (2 N C D) and the row reductions.
     int64_t getRecomputeFlops();
     ::mnemo::losses::ClassifierGeometry getGeometry();
+    /// Which of the CUDA kernels' scratch layouts it takes (with accuracy
+    /// or without).
+    ::mnemo::losses::ClassifierPass getCudaPass();
   }];
 }
 
