@@ -244,6 +244,7 @@ private:
   /// leading dimensions).
   std::string hostPointer(Value v, Operation *user, bool strided = false);
   std::string P(Value v, Operation *user);
+  std::string pointerAt(Value v, int64_t elements);
   std::string res(Operation *op, unsigned i = 0) {
     return layouts[op->getResult(i)].pointer;
   }
@@ -255,6 +256,12 @@ private:
   // What an op family's emission model sees (CudaKernelContext).
   std::string operand(Value v) override { return P(v, kernelOp); }
   std::string result(unsigned i) override { return res(kernelOp, i); }
+  std::string operandAt(Value v, int64_t elements) override {
+    return pointerAt(v, elements);
+  }
+  std::string resultAt(unsigned i, int64_t elements) override {
+    return pointerAt(kernelOp->getResult(i), elements);
+  }
   std::string elementType(Value v) override { return T(v); }
   void launch(const std::string &statement, int64_t blocks, int threads,
               int64_t blocksY) override {
@@ -444,6 +451,15 @@ std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
 
 std::string CudaStepEmitter::P(Value v, Operation *user) {
   FailureOr<std::string> p = layouts.pointer(v, user);
+  if (failed(p)) {
+    failedOperand = true;
+    return "nullptr";
+  }
+  return *p;
+}
+
+std::string CudaStepEmitter::pointerAt(Value v, int64_t elements) {
+  FailureOr<std::string> p = layouts.pointerAt(v, kernelOp, elements);
   if (failed(p)) {
     failedOperand = true;
     return "nullptr";

@@ -152,6 +152,12 @@ public:
     return pointers;
   }
   virtual std::string result(unsigned i = 0) = 0;
+  /// operand(v) and result(i) `elements` further on, folded into the
+  /// region's offset: kernels that differ only in such offsets compile to
+  /// one kernel that reads them from its launch (a slice's start, a
+  /// concatenation's place along its axis).
+  virtual std::string operandAt(mlir::Value v, int64_t elements) = 0;
+  virtual std::string resultAt(unsigned i, int64_t elements) = 0;
   /// The C type of `v`'s elements in device code (float, bf16_t, f16_t).
   virtual std::string elementType(mlir::Value v) = 0;
   /// One kernel whose body is `statement`, launched on a grid of `blocks`

@@ -379,6 +379,17 @@ FailureOr<std::string> StepLayouts::pointer(Value v, Operation *user) {
   return l.pointer;
 }
 
+FailureOr<std::string> StepLayouts::pointerAt(Value v, Operation *user,
+                                              int64_t elements) {
+  FailureOr<std::string> at = pointer(v, user);
+  if (failed(at) || elements == 0)
+    return at;
+  const Layout &l = layouts.find(v)->second;
+  if (l.region)
+    return place(l.type, *l.region, l.offset + elements * l.type.bytes);
+  return *at + " + " + std::to_string(elements);
+}
+
 FailureOr<GemmProblem> StepLayouts::gemmProblem(Operation *op, bool ta,
                                                 bool tb) {
   GemmProblem p;

@@ -167,6 +167,11 @@ public:
   /// A pointer to the value's contiguous elements (a splat gets a constant
   /// array of its own).
   mlir::FailureOr<std::string> pointer(mlir::Value v, mlir::Operation *user);
+  /// The same, `elements` further on: in a planned region, one region
+  /// offset (`r.A + N`), so that a CUDA kernel reads it as a site offset and
+  /// kernels that differ only there are one (KernelSet).
+  mlir::FailureOr<std::string> pointerAt(mlir::Value v, mlir::Operation *user,
+                                         int64_t elements);
 
   /// The GEMM of a matmul or batch_matmul (transposing its operands as the
   /// op says); an error on the op when an operand is a splat constant.

@@ -70,19 +70,28 @@ LogicalResult sliceCpu(Op op, CpuKernelContext &context) {
   return success();
 }
 
+/// On the GPU the slice's start is folded into the pointer to the whole
+/// tensor (the input, or slice_grad's result), so the slices of one shape
+/// at other starts (an unrolled scan's steps, a gate's quarters) launch one
+/// kernel with other site offsets.
 template <typename Op>
 LogicalResult sliceCuda(Op op, CudaKernelContext &context) {
   constexpr bool grad = std::is_same_v<Op, SliceGradOp>;
   std::array<int64_t, 6> g = op.getSliceGeometry();
+  int64_t startElements = g[3] * g[2];
+  g[3] = 0;
   if (grad)
     context.zero(op.getResult());
   context.include(kCudaKernels);
-  context.launch(llvm::formatv("sliceCopy<{0}>({1}, {2}, {3}, {4});",
-                               context.elementType(op.getResult()),
-                               context.operand(op->getOperand(0)),
-                               context.result(), listOf(g),
-                               grad ? "true" : "false"),
-                 ceilDiv(g[0] * g[4] * g[2], kCudaThreads), kCudaThreads);
+  context.launch(
+      llvm::formatv("sliceCopy<{0}>({1}, {2}, {3}, {4});",
+                    context.elementType(op.getResult()),
+                    grad ? context.operand(op->getOperand(0))
+                         : context.operandAt(op->getOperand(0), startElements),
+                    grad ? context.resultAt(0, startElements)
+                         : context.result(),
+                    listOf(g), grad ? "true" : "false"),
+      ceilDiv(g[0] * g[4] * g[2], kCudaThreads), kCudaThreads);
   return success();
 }
 
@@ -99,14 +108,19 @@ LogicalResult concatCpu(ConcatOp op, CpuKernelContext &context) {
   return success();
 }
 
+/// Each part's place along the axis is folded into the result's pointer,
+/// as a slice's start is.
 LogicalResult concatCuda(ConcatOp op, CudaKernelContext &context) {
   context.include(kCudaKernels);
-  for (auto [input, part] : llvm::zip(op.getInputs(), concatParts(op)))
+  for (auto [input, part] : llvm::zip(op.getInputs(), concatParts(op))) {
+    int64_t placeElements = part[4] * part[2];
+    part[4] = 0;
     context.launch(
         llvm::formatv("concatPart<{0}>({1}, {2}, {3});",
                       context.elementType(input), context.operand(input),
-                      context.result(), listOf(part)),
+                      context.resultAt(0, placeElements), listOf(part)),
         ceilDiv(part[0] * part[1] * part[2], kCudaThreads), kCudaThreads);
+  }
   return success();
 }
 
