@@ -82,7 +82,7 @@ public:
     int kernel;
     std::vector<std::string> offsets;
   };
-  /// Adds the kernel `text`, whose name is written kNamePlaceholder, for a
+  /// Adds the kernel `text`, whose name is written kNameToken, for a
   /// launch in `step`. Kernels launched with an index of their own
   /// (`indexed`), or with more offsets than a launch passes, keep theirs
   /// as constants and are never shared.
@@ -90,7 +90,9 @@ public:
   /// The kernels' definitions (after everything at file scope they use).
   void write(llvm::raw_ostream &os) const;
 
-  static constexpr const char *kNamePlaceholder = "@KERNEL@";
+  /// Where a kernel's text names itself: the name is chosen only once the
+  /// text is known to be new (identical kernels share the first's name).
+  static constexpr const char *kNameToken = "@KERNEL@";
   std::vector<std::string> names;
   /// Names the device tables the kernels read (table0, ...).
   int tableCount = 0;
@@ -153,9 +155,9 @@ KernelSet::Site KernelSet::add(StringRef step, const std::string &text,
 
 void KernelSet::write(llvm::raw_ostream &os) const {
   for (auto [k, text] : llvm::enumerate(texts)) {
-    size_t at = text.find(kNamePlaceholder);
+    size_t at = text.find(kNameToken);
     os << StringRef(text).take_front(at) << names[k]
-       << StringRef(text).drop_front(at + StringRef(kNamePlaceholder).size());
+       << StringRef(text).drop_front(at + StringRef(kNameToken).size());
   }
 }
 
@@ -433,7 +435,7 @@ private:
 void CudaStepEmitter::beginKernel(int maxThreads) {
   kernelText.clear();
   kernels << "extern \"C\" __global__ void __launch_bounds__(" << maxThreads
-          << ") " << KernelSet::kNamePlaceholder << "(const Regions r) {\n";
+          << ") " << KernelSet::kNameToken << "(const Regions r) {\n";
 }
 
 std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
