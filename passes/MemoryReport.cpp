@@ -165,7 +165,7 @@ void readFusedOps(func::FuncOp func, MemoryReport &r) {
                              ((q.getElementTypeBitWidth() + 7) / 8);
     r.attention.push_back(entry);
   });
-  func.walk([&](LinearCrossEntropyOp op) {
+  auto classifier = [&](auto op) {
     MemoryReport::Classifier entry;
     placeOf(op, entry.layer, entry.location);
     auto hidden = llvm::cast<ShapedType>(op.getHidden().getType());
@@ -177,10 +177,20 @@ void readFusedOps(func::FuncOp func, MemoryReport &r) {
     entry.chunkBytes = entry.chunkRows * entry.classes * 4;
     entry.logitsBytes = entry.rows * entry.classes *
                         ((hidden.getElementTypeBitWidth() + 7) / 8);
-    entry.gradient = llvm::any_of(op.getLogSumExp().getUsers(),
-                                  llvm::IsaPred<LinearCrossEntropyGradOp>);
-    entry.accuracy = bool(op.getAccuracy());
-    r.classifiers.push_back(entry);
+    return entry;
+  };
+  func.walk([&](Operation *op) {
+    if (auto loss = llvm::dyn_cast<LinearCrossEntropyOp>(op)) {
+      MemoryReport::Classifier entry = classifier(loss);
+      entry.gradient = llvm::any_of(loss.getLogSumExp().getUsers(),
+                                    llvm::IsaPred<LinearCrossEntropyGradOp>);
+      entry.accuracy = bool(loss.getAccuracy());
+      r.classifiers.push_back(entry);
+    } else if (auto loss = llvm::dyn_cast<LinearCrossEntropyWithGradOp>(op)) {
+      MemoryReport::Classifier entry = classifier(loss);
+      entry.gradient = entry.gradientWithLoss = true;
+      r.classifiers.push_back(entry);
+    }
   });
 }
 
@@ -221,9 +231,13 @@ std::vector<const ArenaBuffer *> buffersAtPeak(const BufferAnalysis &analysis,
 /// Why the amp policy left an activation in f32.
 std::string keptF32Reason(Value value) {
   Operation *def = value.getDefiningOp();
+  // The classifier loss with its gradient follows its operands (it is made
+  // after mixed precision), but its loss is the fused loss's, f32.
   bool statistics =
       (def->hasTrait<AmpStatisticsStayF32>() && value != def->getResult(0)) ||
-      def->hasTrait<AmpResultsStayF32>();
+      def->hasTrait<AmpResultsStayF32>() ||
+      (llvm::isa<LinearCrossEntropyWithGradOp>(def) &&
+       value == def->getResult(0));
   if (statistics)
     return "a loss or row statistics the backward exponentiates";
   if (llvm::isa<CastOp>(def))
@@ -461,9 +475,10 @@ void printFusions(const MemoryReport &r, llvm::raw_ostream &os) {
        << " classes in chunks of " << c.chunkRows
        << " rows: " << formatBytes(c.chunkBytes) << " of logits at a time, not "
        << formatBytes(c.logitsBytes)
-       << (c.gradient   ? " (and their gradient)"
-           : c.accuracy ? " (the accuracy too, a chunk at a time)"
-                        : "")
+       << (c.gradientWithLoss ? " (and their gradient, in the same pass)"
+           : c.gradient       ? " (and their gradient, recomputed)"
+           : c.accuracy       ? " (the accuracy too, a chunk at a time)"
+                              : "")
        << "\n";
 }
 
@@ -522,15 +537,17 @@ void mnemo::printMemoryReportJson(const std::vector<MemoryReport> &reports,
                              {"probability_bytes", a.probabilityBytes}});
     llvm::json::Array classifiers;
     for (const MemoryReport::Classifier &c : r.classifiers)
-      classifiers.push_back(llvm::json::Object{{"location", c.location},
-                                               {"layer", c.layer},
-                                               {"rows", c.rows},
-                                               {"classes", c.classes},
-                                               {"chunk_rows", c.chunkRows},
-                                               {"chunk_bytes", c.chunkBytes},
-                                               {"logits_bytes", c.logitsBytes},
-                                               {"gradient", c.gradient},
-                                               {"accuracy", c.accuracy}});
+      classifiers.push_back(
+          llvm::json::Object{{"location", c.location},
+                             {"layer", c.layer},
+                             {"rows", c.rows},
+                             {"classes", c.classes},
+                             {"chunk_rows", c.chunkRows},
+                             {"chunk_bytes", c.chunkBytes},
+                             {"logits_bytes", c.logitsBytes},
+                             {"gradient", c.gradient},
+                             {"gradient_with_loss", c.gradientWithLoss},
+                             {"accuracy", c.accuracy}});
     llvm::json::Array keptF32;
     for (const MemoryReport::KeptF32 &k : r.keptF32)
       keptF32.push_back(llvm::json::Object{{"op", k.op},

@@ -87,10 +87,10 @@ struct MemoryReport {
     std::string location, layer;
     int64_t rows = 0, classes = 0, chunkRows = 0, chunkBytes = 0,
             logitsBytes = 0;
-    /// The backward recomputes the chunks for the logits' gradient (the
-    /// training step); the op reports the accuracy too (the evaluation
-    /// step's).
-    bool gradient = false, accuracy = false;
+    /// The training step computes the logits' gradient, recomputing the
+    /// chunks in the backward or (`gradientWithLoss`) in the loss's own
+    /// pass; the op reports the accuracy too (the evaluation step's).
+    bool gradient = false, gradientWithLoss = false, accuracy = false;
   };
   std::vector<Classifier> classifiers;
   /// Under mixed precision (the step holds 16-bit floats): the

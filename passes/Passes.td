@@ -96,6 +96,23 @@ def FuseLinearCrossEntropy : Pass<"fuse-linear-cross-entropy", "mlir::ModuleOp">
   let dependentDialects = ["::mnemo::MnemoDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseClassifierGradient : Pass<"fuse-classifier-gradient", "mlir::ModuleOp"> {
+  let summary = "Computes the fused classifier loss's gradient with the loss";
+  let description = [{
+    Runs after autodiff. A `mnemo.linear_cross_entropy` and its
+    `mnemo.linear_cross_entropy_grad` become one
+    `mnemo.linear_cross_entropy_with_grad` at the loss's place where the
+    gradient reaching the loss exists there (the step's seed, a constant
+    1 or a loss scale): each chunk's logits are computed once, give their
+    rows' loss, and become their gradient at once, so the head's product
+    runs three times a step (as unfused), not four, and the backward no
+    longer reads the hidden states. A loss whose gradient is computed after
+    it (a loss scaled by a value the forward computes later) keeps the two
+    ops.
+  }];
+  let dependentDialects = ["::mnemo::MnemoDialect"];
+}
+
 def Amp : Pass<"amp", "mlir::ModuleOp"> {
   let summary = "Mixed precision: runs @forward's ops in bf16 or f16 by category";
   let description = [{

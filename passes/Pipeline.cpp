@@ -47,6 +47,9 @@ void mnemo::buildDefaultPipeline(mlir::OpPassManager &pm,
     pm.addPass(createCompressWeights());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  // The fused classifier loss's gradient with the loss: one product fewer.
+  if (options.fuseClassifierGradient)
+    pm.addPass(createFuseClassifierGradient());
   // Under a memory budget, recompute in the backward what the plan cannot
   // keep (checked against the real planner).
   RematOptions rematOptions;
@@ -128,6 +131,11 @@ struct DefaultPipelineTextOptions
       *this, "fuse-linear-cross-entropy",
       llvm::cl::desc("Fuse cross_entropy of a classifier's product"),
       llvm::cl::init(true)};
+  Option<bool> fuseClassifierGradient{
+      *this, "fuse-classifier-gradient",
+      llvm::cl::desc("Compute the fused classifier loss's gradient with "
+                     "the loss"),
+      llvm::cl::init(true)};
   Option<bool> recomputeCheap{
       *this, "recompute-cheap",
       llvm::cl::desc("Recompute cheap ops' results in the backward when "
@@ -164,6 +172,7 @@ struct DefaultPipelineTextOptions
     o.inference = inference;
     o.fuseAttention = fuseAttention;
     o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+    o.fuseClassifierGradient = fuseClassifierGradient;
     o.recomputeCheap = recomputeCheap;
     o.worldSize = worldSize;
     o.gradientBucketBytes = gradientBucketBytes;

@@ -29,6 +29,9 @@ struct PipelineOptions {
   /// Fuse cross_entropy(h @ W^T) into mnemo.linear_cross_entropy
   /// (fuse-linear-cross-entropy).
   bool fuseLinearCrossEntropy = true;
+  /// Compute the training step's linear_cross_entropy gradient with the
+  /// loss, in one pass over each chunk's logits (fuse-classifier-gradient).
+  bool fuseClassifierGradient = true;
   /// Recompute in the backward what an elementwise or normalization op
   /// computes from values the backward keeps anyway (remat's
   /// recompute-cheap).

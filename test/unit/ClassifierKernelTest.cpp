@@ -6,8 +6,10 @@
 // the weight is widened and its gradient narrowed a block at a time), both
 // weight layouts, label smoothing, ignored rows and a bias (whose gradient
 // sums over the chunks and, in 16-bit, the blocks), and the evaluation
-// step's accuracy (the first maximum found across the blocks); each kernel
-// run in exactly the workspace the plan gives it, with a guard after it.
+// step's accuracy (the first maximum found across the blocks), and the
+// training step's one pass (loss and gradients together) against the two
+// kernels; each kernel run in exactly the workspace the plan gives it,
+// with a guard after it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -217,6 +220,42 @@ void checkKernels(bool transposed, double smoothing, double relative,
     for (int64_t i = floats; i < floats + 64; ++i)
       ASSERT_EQ(workspace[i], kGuard) << "wrote past the workspace";
   }
+
+  // The training step's one pass (linearCrossEntropyWithGrad): the loss and
+  // gradients of the forward kernel followed by the backward kernel on the
+  // forward's log-sum-exp, to the bit (one block of classes: the same
+  // products, scans and sums in one pass; several: the two kernels), in
+  // its own workspace.
+  float two = 0.5f, twoPassLoss = 0, onePassLoss = 0;
+  std::vector<float> lse(kRows),
+      twoPassWorkspace(losses::classifierWorkspaceFloats(g, false) +
+                       losses::classifierWorkspaceFloats(g, true));
+  std::array<std::vector<T>, 3> twoPass = {std::vector<T>(kRows * kDim),
+                                           std::vector<T>(kClasses * kDim),
+                                           std::vector<T>(bias.size())},
+                                onePass = twoPass;
+  ASSERT_TRUE(cpu::linearCrossEntropy(
+      hidden.data(), weight.data(), targets.data(), biasData, g, transposed,
+      kIgnore, smoothing, &twoPassLoss, lse.data(), nullptr,
+      twoPassWorkspace.data()));
+  ASSERT_TRUE(cpu::linearCrossEntropyGrad(
+      &two, hidden.data(), weight.data(), targets.data(), lse.data(), biasData,
+      g, transposed, kIgnore, smoothing, twoPass[0].data(), twoPass[1].data(),
+      withBias ? twoPass[2].data() : nullptr, twoPassWorkspace.data()));
+  int64_t floats = losses::classifierWithGradWorkspaceFloats(g);
+  std::vector<float> workspace(floats + 64, kGuard);
+  ASSERT_TRUE(cpu::linearCrossEntropyWithGrad(
+      &two, hidden.data(), weight.data(), targets.data(), biasData, g,
+      transposed, kIgnore, smoothing, &onePassLoss, onePass[0].data(),
+      onePass[1].data(), withBias ? onePass[2].data() : nullptr,
+      workspace.data()));
+  for (int64_t i = floats; i < floats + 64; ++i)
+    ASSERT_EQ(workspace[i], kGuard) << "wrote past the workspace";
+  EXPECT_EQ(onePassLoss, twoPassLoss);
+  for (int k = 0; k < 3; ++k)
+    for (size_t i = 0; i < onePass[k].size(); ++i)
+      ASSERT_EQ(float(onePass[k][i]), float(twoPass[k][i]))
+          << "gradient " << k << " [" << i << "]";
 }
 
 // f32: the sums' rounding alone (products of 8 terms, 70 rows), 1e-5 of

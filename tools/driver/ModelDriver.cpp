@@ -76,6 +76,12 @@ cl::opt<bool> fuseLinearCrossEntropy(
              "chunk of rows at a time (default true; =false keeps them "
              "whole)"),
     cl::init(true), cl::cat(modelFlagsCategory()));
+cl::opt<bool> fuseClassifierGradient(
+    "fuse-classifier-gradient",
+    cl::desc("Compute the fused classifier loss's gradient in the forward's "
+             "pass over each chunk of logits (default true; =false "
+             "recomputes the logits in the backward)"),
+    cl::init(true), cl::cat(modelFlagsCategory()));
 cl::opt<bool> recomputeCheap(
     "recompute-cheap",
     cl::desc("Recompute in the backward what an elementwise or normalization "
@@ -182,6 +188,7 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
   options.transientGradients = transientGradients;
   options.fuseAttention = fuseAttention;
   options.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
+  options.fuseClassifierGradient = fuseClassifierGradient;
   options.recomputeCheap = recomputeCheap;
   options.precision = precision;
   options.ampPolicy = ampPolicy;

@@ -132,6 +132,26 @@ LogicalResult emitLinearCrossEntropyGradCpu(LinearCrossEntropyGradOp op,
   return success();
 }
 
+LogicalResult emitLinearCrossEntropyWithGradCpu(LinearCrossEntropyWithGradOp op,
+                                                CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> in = context.operands(
+      {op.getGrad(), op.getHidden(), op.getWeight(), op.getTargets()});
+  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
+                         workspace =
+                             context.workspace(op.getCpuWorkspaceBytes());
+  if (failed(in) || failed(bias) || failed(workspace))
+    return failure();
+  context.include(kCpuKernels);
+  context.out() << llvm::formatv(
+      "  linearCrossEntropyWithGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+      "{8}, {9}, {10}, {11});\n",
+      (*in)[0], (*in)[1], (*in)[2], (*in)[3], *bias,
+      geometryLiteral(op.getGeometry()), classifierOptions(op),
+      context.result(0), context.result(1), context.result(2),
+      op.getBias() ? context.result(3) : "nullptr", *workspace);
+  return success();
+}
+
 /// cuBLASLt's name of a storage type (runtime/cuda/CudaModel.h DType).
 StringRef gemmType(CudaKernelContext &context, Value v) {
   std::string t = context.elementType(v);
@@ -239,28 +259,58 @@ LogicalResult emitLinearCrossEntropyCuda(LinearCrossEntropyOp op,
   return success();
 }
 
-LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
-                                             CudaKernelContext &context) {
-  losses::ClassifierGeometry g = op.getGeometry();
-  losses::ClassifierCudaScratch layout =
-      losses::classifierCudaScratch(g, losses::ClassifierPass::Backward);
-  std::string base = context.scratch(op.getCudaScratchBytes());
-  std::string T = context.elementType(op.getHidden());
-  std::string counted = llvm::formatv("f32({0} + {1})", base, layout.counted);
-  std::string scratchHost = context.hostScratch(op.getCudaScratchBytes());
+/// What the backward of the fused classifier loss reads and writes: the
+/// loss's gradient, the forward's operands, and the gradients (results
+/// `firstGrad` on, the bias's last).
+struct ClassifierBackward {
+  Value grad, hidden, weight, targets, bias, hiddenGrad, weightGrad, biasGrad;
+  unsigned firstGrad = 0;
+  bool transposeWeight = false;
+  std::string lossOptions; // "ignoreIndex, smoothing"
+  int64_t ignoreIndex = 0;
+};
+
+template <typename Op>
+ClassifierBackward classifierBackward(Op op, unsigned firstGrad) {
+  return {op.getGrad(),
+          op.getHidden(),
+          op.getWeight(),
+          op.getTargets(),
+          op.getBias(),
+          op.getHiddenGrad(),
+          op.getWeightGrad(),
+          op.getBiasGrad(),
+          firstGrad,
+          op.getTransposeWeight(),
+          classifierLossOptions(op),
+          int64_t(op.getIgnoreIndex())};
+}
+
+/// The backward's launches: the rows that take part counted, and per chunk
+/// its logits (cuBLASLt), `chunkRowKernels` (which turn them into their
+/// gradient), the bias's column sums and the two gradient products; the
+/// 16-bit sums narrowed at the end.
+void emitClassifierBackwardCuda(
+    const ClassifierBackward &op, const losses::ClassifierGeometry &g,
+    const losses::ClassifierCudaScratch &layout, int64_t scratchBytes,
+    CudaKernelContext &context,
+    llvm::function_ref<void(int64_t, const std::string &)> chunkRowKernels) {
+  std::string base = context.scratch(scratchBytes);
+  std::string T = context.elementType(op.hidden);
+  std::string scratchHost = context.hostScratch(scratchBytes);
   int64_t es = g.halfOperands ? 2 : 4, R = std::min(g.chunkRows, g.rows);
-  bool tw = op.getTransposeWeight();
+  bool tw = op.transposeWeight;
   context.include(kCudaKernels);
-  context.launch(llvm::formatv("countRows({0}, {1}, {2}, {3});",
-                               context.operand(op.getTargets()), g.rows,
-                               int64_t(op.getIgnoreIndex()), counted),
+  context.launch(llvm::formatv("countRows({0}, {1}, {2}, f32({3} + {4}));",
+                               context.operand(op.targets), g.rows,
+                               op.ignoreIndex, base, layout.total),
                  1, 1024);
   // The weight's gradient sums the chunks' products (beta 1): in f32 in
   // the scratch for 16-bit operands, else in place.
   std::string weightSums =
       g.halfOperands
           ? llvm::formatv("{0} + {1}", scratchHost, layout.weightSums).str()
-          : context.hostOperand(op.getWeightGrad());
+          : context.hostOperand(op.weightGrad);
   context.hostCode(
       llvm::formatv("L.zero({0}, {1});", weightSums, g.classes * g.dim * 4));
   // The bias's gradient sums the chunks' column sums, likewise.
@@ -269,26 +319,18 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
     biasSums =
         g.halfOperands
             ? llvm::formatv("f32({0} + {1})", base, layout.biasSums).str()
-            : context.result(2);
+            : context.result(op.firstGrad + 2);
     biasSumsHost =
         g.halfOperands
             ? llvm::formatv("{0} + {1}", scratchHost, layout.biasSums).str()
-            : context.hostOperand(op.getBiasGrad());
+            : context.hostOperand(op.biasGrad);
     context.hostCode(
         llvm::formatv("L.zero({0}, {1});", biasSumsHost, g.classes * 4));
   }
   forEachChunk(context, g, [&](int64_t rows, const std::string &index) {
-    context.gemm(chunkLogits(context, op.getHidden(), op.getWeight(), g, tw,
-                             rows, index, layout.held));
-    context.launchIndexed(
-        llvm::formatv("classifierGradRows<{0}>(r, {1}, reinterpret_cast<{0} "
-                      "*>({2}), {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});",
-                      T, context.operand(op.getGrad()), base,
-                      optionalOperand(op.getBias(), T, context),
-                      context.operand(op.getTargets()),
-                      context.operand(op.getLogSumExp()), g.chunkRows, rows,
-                      g.classes, classifierLossOptions(op), counted),
-        gridFor(rows, 1), rowThreads(g.classes), index);
+    context.gemm(chunkLogits(context, op.hidden, op.weight, g, tw, rows, index,
+                             layout.held));
+    chunkRowKernels(rows, index);
     if (g.bias)
       context.launch(
           llvm::formatv(
@@ -297,27 +339,27 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
               T, base, rows, g.classes, biasSums),
           gridFor(g.classes), kCudaThreads);
     std::string chunkHidden =
-        llvm::formatv("{0} + {1} * {2}", context.hostOperand(op.getHidden()),
-                      index, R * g.dim * es);
+        llvm::formatv("{0} + {1} * {2}", context.hostOperand(op.hidden), index,
+                      R * g.dim * es);
     // The hidden states' gradient for the chunk's rows: G W (or G W^T).
     CudaGemm dh;
-    dh.a = dh.b = dh.c = op.getHidden();
+    dh.a = dh.b = dh.c = op.hidden;
     dh.aAt = scratchHost;
-    dh.bAt = context.hostOperand(op.getWeight());
-    dh.cAt = llvm::formatv("{0} + {1} * {2}",
-                           context.hostOperand(op.getHiddenGrad()), index,
-                           R * g.dim * es);
+    dh.bAt = context.hostOperand(op.weight);
+    dh.cAt =
+        llvm::formatv("{0} + {1} * {2}", context.hostOperand(op.hiddenGrad),
+                      index, R * g.dim * es);
     dh.transposeB = !tw;
     dh.m = rows;
     dh.n = dh.ldc = g.dim;
     dh.k = dh.lda = g.classes;
     dh.ldb = tw ? g.dim : g.classes;
-    dh.type = gemmType(context, op.getHidden());
+    dh.type = gemmType(context, op.hidden);
     dh.reservedWorkspace = layout.held;
     context.gemm(dh);
     // The weight's: += G^T h (weight [C, D]) or h^T G (weight [D, C]).
     CudaGemm dw;
-    dw.a = dw.b = dw.c = op.getHidden();
+    dw.a = dw.b = dw.c = op.hidden;
     dw.aAt = tw ? scratchHost : chunkHidden;
     dw.bAt = tw ? chunkHidden : scratchHost;
     dw.cAt = weightSums;
@@ -327,7 +369,7 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
     dw.k = rows;
     dw.lda = tw ? g.classes : g.dim;
     dw.ldb = tw ? g.dim : g.classes;
-    dw.type = gemmType(context, op.getHidden());
+    dw.type = gemmType(context, op.hidden);
     dw.accumulate = true;
     dw.outputF32 = g.halfOperands;
     dw.reservedWorkspace = layout.held;
@@ -336,12 +378,82 @@ LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
   if (g.halfOperands)
     context.launch(llvm::formatv("narrowSums<{0}>(f32({1} + {2}), {3}, {4});",
                                  T, base, layout.weightSums, g.classes * g.dim,
-                                 context.result(1)),
+                                 context.result(op.firstGrad + 1)),
                    gridFor(g.classes * g.dim), kCudaThreads);
   if (g.halfOperands && g.bias)
     context.launch(llvm::formatv("narrowSums<{0}>({1}, {2}, {3});", T, biasSums,
-                                 g.classes, context.result(2)),
+                                 g.classes, context.result(op.firstGrad + 2)),
                    gridFor(g.classes), kCudaThreads);
+}
+
+LogicalResult emitLinearCrossEntropyGradCuda(LinearCrossEntropyGradOp op,
+                                             CudaKernelContext &context) {
+  losses::ClassifierGeometry g = op.getGeometry();
+  losses::ClassifierCudaScratch layout =
+      losses::classifierCudaScratch(g, losses::ClassifierPass::Backward);
+  int64_t bytes = op.getCudaScratchBytes();
+  std::string base = context.scratch(bytes);
+  std::string T = context.elementType(op.getHidden());
+  emitClassifierBackwardCuda(
+      classifierBackward(op, 0), g, layout, bytes, context,
+      [&](int64_t rows, const std::string &index) {
+        context.launchIndexed(
+            llvm::formatv(
+                "classifierGradRows<{0}>(r, {1}, reinterpret_cast<{0} "
+                "*>({2}), {3}, {4}, {5}, {6}, {7}, {8}, {9}, f32({2} + {10}));",
+                T, context.operand(op.getGrad()), base,
+                optionalOperand(op.getBias(), T, context),
+                context.operand(op.getTargets()),
+                context.operand(op.getLogSumExp()), g.chunkRows, rows,
+                g.classes, classifierLossOptions(op), layout.total),
+            gridFor(rows, 1), rowThreads(g.classes), index);
+      });
+  return success();
+}
+
+/// One pass: per chunk, classifierRows adds the bias to the logits and
+/// writes each row's loss, count and log-sum-exp (to the scratch), and
+/// classifierGradRows turns the logits (the bias already in them) into
+/// their gradient; the loss is the rows' mean at the end, as the forward's.
+LogicalResult
+emitLinearCrossEntropyWithGradCuda(LinearCrossEntropyWithGradOp op,
+                                   CudaKernelContext &context) {
+  losses::ClassifierGeometry g = op.getGeometry();
+  losses::ClassifierCudaScratch layout = losses::classifierCudaScratch(
+      g, losses::ClassifierPass::ForwardAndBackward);
+  int64_t bytes = op.getCudaScratchBytes();
+  std::string base = context.scratch(bytes);
+  std::string T = context.elementType(op.getHidden());
+  auto at = [&](int64_t offset) {
+    return llvm::formatv("f32({0} + {1})", base, offset).str();
+  };
+  emitClassifierBackwardCuda(
+      classifierBackward(op, 1), g, layout, bytes, context,
+      [&](int64_t rows, const std::string &index) {
+        context.launchIndexed(
+            llvm::formatv(
+                "classifierRows<{0}>(r, reinterpret_cast<{0} *>({1}), {2}, "
+                "{3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});",
+                T, base, optionalOperand(op.getBias(), T, context),
+                context.operand(op.getTargets()), g.chunkRows, rows, g.classes,
+                classifierLossOptions(op), at(layout.rowLoss),
+                at(layout.counted), at(layout.logSumExp)),
+            gridFor(rows, 1), rowThreads(g.classes), index);
+        context.launchIndexed(
+            llvm::formatv(
+                "classifierGradRows<{0}>(r, {1}, reinterpret_cast<{0} "
+                "*>({2}), static_cast<const {0} *>(nullptr), {3}, {4}, {5}, "
+                "{6}, {7}, {8}, {9});",
+                T, context.operand(op.getGrad()), base,
+                context.operand(op.getTargets()), at(layout.logSumExp),
+                g.chunkRows, rows, g.classes, classifierLossOptions(op),
+                at(layout.total)),
+            gridFor(rows, 1), rowThreads(g.classes), index);
+      });
+  context.launch(llvm::formatv("countedMeanOf({0}, {1}, {2}, {3});",
+                               at(layout.rowLoss), at(layout.counted), g.rows,
+                               context.result(0)),
+                 1, 1024);
   return success();
 }
 
@@ -436,6 +548,9 @@ void registerLossesEmissionModels(MLIRContext &context) {
                   emitLinearCrossEntropyCuda>::attach(context);
   KernelFunctions<LinearCrossEntropyGradOp, emitLinearCrossEntropyGradCpu,
                   emitLinearCrossEntropyGradCuda>::attach(context);
+  KernelFunctions<LinearCrossEntropyWithGradOp,
+                  emitLinearCrossEntropyWithGradCpu,
+                  emitLinearCrossEntropyWithGradCuda>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace mlir;
@@ -208,9 +209,10 @@ LogicalResult interpretLinearCrossEntropy(LinearCrossEntropyOp op,
 
 /// The gradient from the logits recomputed whole, and their log-sum-exp
 /// recomputed too (the saved one is not read: the kernels' use of it is
-/// what this checks).
-LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
-                                              OpContext &context) {
+/// what this checks); linear_cross_entropy_with_grad's loss as well, from
+/// the same logits.
+template <typename Op>
+LogicalResult interpretClassifierGradients(Op op, OpContext &context) {
   const Tensor &hidden = context.get(op.getHidden()),
                &weight = context.get(op.getWeight()),
                &targets = context.get(op.getTargets());
@@ -223,6 +225,11 @@ LogicalResult interpretLinearCrossEntropyGrad(LinearCrossEntropyGradOp op,
   std::vector<double> logits =
       classifierLogits(hidden, weight, optionalTensor(op.getBias(), context),
                        transposeWeight, classes);
+  if constexpr (std::is_same_v<Op, LinearCrossEntropyWithGradOp>) {
+    Tensor loss = context.like(op.getResult());
+    loss.data[0] = meanLoss(logits.data(), targets, classes, o, counted);
+    context.set(op.getResult(), std::move(loss));
+  }
   std::vector<double> dLogits(logits.size());
   logitsGradient(logits.data(), targets, classes, o,
                  context.get(op.getGrad()).data[0] / double(counted),
@@ -285,8 +292,12 @@ void registerLossesInterpreterModels(MLIRContext &context) {
       context);
   InterpreterFunction<LinearCrossEntropyOp,
                       interpretLinearCrossEntropy>::attach(context);
-  InterpreterFunction<LinearCrossEntropyGradOp,
-                      interpretLinearCrossEntropyGrad>::attach(context);
+  InterpreterFunction<
+      LinearCrossEntropyGradOp,
+      interpretClassifierGradients<LinearCrossEntropyGradOp>>::attach(context);
+  InterpreterFunction<LinearCrossEntropyWithGradOp,
+                      interpretClassifierGradients<
+                          LinearCrossEntropyWithGradOp>>::attach(context);
   InterpreterFunction<AccuracyOp, interpretAccuracy>::attach(context);
   InterpreterFunction<MseOp, interpretMse>::attach(context);
 }

@@ -93,37 +93,60 @@ inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
   return tile + (g.halfOperands ? 2 * B * D + R * D + N * D : 0) + bias;
 }
 
+/// linear_cross_entropy_with_grad's workspace in floats. With one block of
+/// classes (f32 operands, or few classes) the backward's, after each row's
+/// loss term (a double); with several, the forward runs first (a row's
+/// log-sum-exp needs every block) into the first part, shared with the
+/// backward after it, then the rows' log-sum-exp.
+inline int64_t classifierWithGradWorkspaceFloats(const ClassifierGeometry &g) {
+  if (classifierClassBlock(g) == g.classes)
+    return 2 * g.rows + classifierWorkspaceFloats(g, /*backward=*/true);
+  int64_t shared = std::max(classifierWorkspaceFloats(g, false),
+                            classifierWorkspaceFloats(g, true));
+  return (shared + 1) / 2 * 2 + g.rows;
+}
+
 /// The CUDA kernels' scratch, at the bottom of the CUDA workspace, in
 /// bytes: a chunk's logits in the operands' type (cuBLASLt writes them, the
 /// kernels read them, and the backward turns them into their gradient in
 /// place); forward, each row's loss and count, and with accuracy whether
-/// its first maximum is its target; backward, the count of rows that take
-/// part and, for 16-bit operands, the weight gradient's and the bias
-/// gradient's f32 sums over the chunks. The GEMMs' own cuBLASLt workspace
-/// lies above it (GemmCall::reservedWorkspace), kCudaGemmHeadroom at least.
+/// its first maximum is its target; forward and backward in one pass, each
+/// row's log-sum-exp; backward, the count of rows that take part (`total`)
+/// and, for 16-bit operands, the weight gradient's and the bias gradient's
+/// f32 sums over the chunks. The GEMMs' own cuBLASLt workspace lies above
+/// it (GemmCall::reservedWorkspace), kCudaGemmHeadroom at least.
 struct ClassifierCudaScratch {
-  int64_t logits = 0, rowLoss = 0, counted = 0, hits = 0, weightSums = 0,
-          biasSums = 0, held = 0;
+  int64_t logits = 0, rowLoss = 0, counted = 0, hits = 0, logSumExp = 0,
+          total = 0, weightSums = 0, biasSums = 0, held = 0;
 };
-enum class ClassifierPass : int { Forward, ForwardWithAccuracy, Backward };
+enum class ClassifierPass : int {
+  Forward,
+  ForwardWithAccuracy,
+  Backward,
+  ForwardAndBackward
+};
 constexpr int64_t kCudaGemmHeadroom = int64_t(4) << 20;
 inline int64_t roundUp256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 inline ClassifierCudaScratch classifierCudaScratch(const ClassifierGeometry &g,
                                                    ClassifierPass pass) {
   int64_t elementBytes = g.halfOperands ? 2 : 4;
   ClassifierCudaScratch s;
-  int64_t R = std::min(g.chunkRows, g.rows);
+  int64_t R = std::min(g.chunkRows, g.rows), rowBytes = roundUp256(g.rows * 4);
   int64_t at = roundUp256(R * g.classes * elementBytes);
   if (pass != ClassifierPass::Backward) {
     s.rowLoss = at;
-    s.counted = at += roundUp256(g.rows * 4);
-    s.hits = at += roundUp256(g.rows * 4);
-    s.held = pass == ClassifierPass::ForwardWithAccuracy
-                 ? at + roundUp256(g.rows * 4)
-                 : at;
-    return s;
+    s.counted = at += rowBytes;
+    s.hits = at += rowBytes;
+    if (pass == ClassifierPass::ForwardWithAccuracy)
+      at += rowBytes;
+    if (pass != ClassifierPass::ForwardAndBackward) {
+      s.held = at;
+      return s;
+    }
+    s.logSumExp = at;
+    at += rowBytes;
   }
-  s.counted = at;
+  s.total = at;
   at += 256;
   s.weightSums = at;
   if (g.halfOperands)
@@ -494,18 +517,49 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
   return true;
 }
 
+/// A row's log-sum-exp and loss term from all of its logits, computed as
+/// linearCrossEntropy computes them from one block (the same scan, sums
+/// and order), so that the one-pass kernel's loss and gradient are the
+/// forward's and backward's to the bit.
+inline double rowLogSumExpAndTerm(const float *logits, int64_t classes,
+                                  int32_t target, int64_t ignoreIndex,
+                                  double smoothing, double &term) {
+  float m = logits[0];
+  for (int64_t c = 1; c < classes; ++c)
+    if (logits[c] > m)
+      m = logits[c];
+  double sum = 0, logitSum = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    sum += fastExp(logits[c] - m);
+  if (smoothing != 0)
+    for (int64_t c = 0; c < classes; ++c)
+      logitSum += logits[c];
+  double lse = std::log(sum) + double(m);
+  double targetLogit =
+      target >= 0 && target < classes ? double(logits[target]) : 0.0;
+  term = losses::countsTowardLoss(target, ignoreIndex)
+             ? losses::crossEntropyTerm(lse, targetLogit, logitSum,
+                                        double(classes), smoothing)
+             : 0.0;
+  return lse;
+}
+
+namespace detail {
+/// linearCrossEntropyGrad's work. With `rowTerms` (one block of classes),
+/// each row's log-sum-exp is computed from its tile, and its loss term
+/// stored, before the tile becomes its gradient: the one pass of
+/// linearCrossEntropyWithGrad. Without, the saved `logSumExp` is read.
 template <typename T>
-bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
-                            const int32_t *targets, const float *logSumExp,
-                            const NotDeduced<T> *bias,
-                            const losses::ClassifierGeometry &g,
-                            bool transposeWeight, int64_t ignoreIndex,
-                            double smoothing, T *hiddenGrad, T *weightGrad,
-                            NotDeduced<T> *biasGrad, float *workspace) {
+void classifierBackward(const float *grad, const T *hidden, const T *weight,
+                        const int32_t *targets, const float *logSumExp,
+                        const NotDeduced<T> *bias,
+                        const losses::ClassifierGeometry &g,
+                        bool transposeWeight, int64_t ignoreIndex,
+                        double smoothing, T *hiddenGrad, T *weightGrad,
+                        NotDeduced<T> *biasGrad, double *rowTerms,
+                        float *workspace) {
   const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
                 B = losses::classifierClassBlock(g);
-  if (!validTargets(targets, N, C, ignoreIndex))
-    return false;
   const float scale = grad[0] / float(countedRows(targets, N, ignoreIndex));
   float *tile = workspace;
   // 16-bit operands: a block of the weight widened and its gradient's f32
@@ -532,8 +586,14 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
         for (int64_t r = begin; r < end; ++r) {
           float *logits = tile + r * classes;
           addBias(logits, b, classes);
-          rowGradient(logits, targets[r0 + r], logSumExp[r0 + r], scale, C,
-                      ignoreIndex, float(smoothing), logits, c0, classes);
+          int32_t t = targets[r0 + r];
+          float lse =
+              rowTerms
+                  ? float(rowLogSumExpAndTerm(logits, classes, t, ignoreIndex,
+                                              smoothing, rowTerms[r0 + r]))
+                  : logSumExp[r0 + r];
+          rowGradient(logits, t, lse, scale, C, ignoreIndex, float(smoothing),
+                      logits, c0, classes);
         }
       });
       if (db)
@@ -565,6 +625,65 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
       losses::narrowInto(db, classes, biasGrad + c0);
   }
   losses::narrowInto(dhAll, N * D, hiddenGrad);
+}
+} // namespace detail
+
+template <typename T>
+bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
+                            const int32_t *targets, const float *logSumExp,
+                            const NotDeduced<T> *bias,
+                            const losses::ClassifierGeometry &g,
+                            bool transposeWeight, int64_t ignoreIndex,
+                            double smoothing, T *hiddenGrad, T *weightGrad,
+                            NotDeduced<T> *biasGrad, float *workspace) {
+  if (!validTargets(targets, g.rows, g.classes, ignoreIndex))
+    return false;
+  detail::classifierBackward(grad, hidden, weight, targets, logSumExp, bias, g,
+                             transposeWeight, ignoreIndex, smoothing,
+                             hiddenGrad, weightGrad, biasGrad, nullptr,
+                             workspace);
+  return true;
+}
+
+/// linear_cross_entropy_with_grad: the loss and the gradients of
+/// linearCrossEntropy and linearCrossEntropyGrad, equal to theirs to the
+/// bit. With one block of classes (f32 operands), one pass: each chunk's
+/// tile of logits gives its rows' loss terms and log-sum-exp, then becomes
+/// its gradient, so the head's product runs once where the two kernels run
+/// it twice. With several (16-bit operands and more classes than a block),
+/// a row's log-sum-exp needs every block before any gradient: the two
+/// kernels run one after the other.
+template <typename T>
+bool linearCrossEntropyWithGrad(
+    const float *grad, const T *hidden, const T *weight, const int32_t *targets,
+    const NotDeduced<T> *bias, const losses::ClassifierGeometry &g,
+    bool transposeWeight, int64_t ignoreIndex, double smoothing, float *loss,
+    T *hiddenGrad, T *weightGrad, NotDeduced<T> *biasGrad, float *workspace) {
+  const int64_t N = g.rows;
+  if (losses::classifierClassBlock(g) != g.classes) {
+    float *logSumExp =
+        workspace + losses::classifierWithGradWorkspaceFloats(g) - N;
+    return linearCrossEntropy(hidden, weight, targets, bias, g, transposeWeight,
+                              ignoreIndex, smoothing, loss, logSumExp, nullptr,
+                              workspace) &&
+           linearCrossEntropyGrad(grad, hidden, weight, targets, logSumExp,
+                                  bias, g, transposeWeight, ignoreIndex,
+                                  smoothing, hiddenGrad, weightGrad, biasGrad,
+                                  workspace);
+  }
+  if (!validTargets(targets, N, g.classes, ignoreIndex))
+    return false;
+  double *rowTerms = reinterpret_cast<double *>(workspace);
+  detail::classifierBackward(grad, hidden, weight, targets, nullptr, bias, g,
+                             transposeWeight, ignoreIndex, smoothing,
+                             hiddenGrad, weightGrad, biasGrad, rowTerms,
+                             workspace + 2 * N);
+  // The forward's sum: the counted rows' terms in row order, in double.
+  double total = 0;
+  for (int64_t r = 0; r < N; ++r)
+    if (losses::countsTowardLoss(targets[r], ignoreIndex))
+      total += rowTerms[r];
+  *loss = float(total / double(countedRows(targets, N, ignoreIndex)));
   return true;
 }
 

@@ -90,7 +90,7 @@ LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
            << (transposeWeight ? "]" : ", classes]") << " for hidden states "
            << shape::format(h);
   shape::Shape rows(h.begin(), h.end() - 1);
-  if (shapeOf(targets) != rows || shapeOf(logSumExp) != rows)
+  if (shapeOf(targets) != rows || (logSumExp && shapeOf(logSumExp) != rows))
     return op->emitOpError()
            << "the targets and the log-sum-exp must be " << shape::format(rows);
   int64_t classes = w[transposeWeight ? 0 : 1];
@@ -103,6 +103,18 @@ LogicalResult verifyClassifier(Operation *op, Value hidden, Value weight,
   if (chunkRows < 1)
     return op->emitOpError() << "chunk_rows must be positive";
   return verifySmoothing(op, labelSmoothing);
+}
+
+/// The gradients of the hidden states, the weight and the (optional) bias
+/// have their types.
+template <typename Op> LogicalResult verifyGradientTypes(Op op) {
+  if (op.getHiddenGrad().getType() != op.getHidden().getType() ||
+      op.getWeightGrad().getType() != op.getWeight().getType() ||
+      bool(op.getBias()) != bool(op.getBiasGrad()) ||
+      (op.getBias() && op.getBiasGrad().getType() != op.getBias().getType()))
+    return op.emitOpError() << "the gradients must have the hidden states', "
+                               "weight's and bias's types";
+  return success();
 }
 
 } // namespace
@@ -120,13 +132,16 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
                               getTransposeWeight(), getChunkRows(),
                               getLabelSmoothing().convertToDouble())))
     return failure();
-  if (getHiddenGrad().getType() != getHidden().getType() ||
-      getWeightGrad().getType() != getWeight().getType() ||
-      bool(getBias()) != bool(getBiasGrad()) ||
-      (getBias() && getBiasGrad().getType() != getBias().getType()))
-    return emitOpError() << "the gradients must have the hidden states', "
-                            "weight's and bias's types";
-  return success();
+  return verifyGradientTypes(*this);
+}
+
+LogicalResult LinearCrossEntropyWithGradOp::verify() {
+  if (failed(verifyClassifier(*this, getHidden(), getWeight(), getBias(),
+                              getTargets(), Value(), getTransposeWeight(),
+                              getChunkRows(),
+                              getLabelSmoothing().convertToDouble())))
+    return failure();
+  return verifyGradientTypes(*this);
 }
 
 losses::ClassifierGeometry LinearCrossEntropyOp::getGeometry() {
@@ -134,6 +149,10 @@ losses::ClassifierGeometry LinearCrossEntropyOp::getGeometry() {
                             getTransposeWeight(), getChunkRows());
 }
 losses::ClassifierGeometry LinearCrossEntropyGradOp::getGeometry() {
+  return classifierGeometry(getHidden(), getWeight(), getBias(),
+                            getTransposeWeight(), getChunkRows());
+}
+losses::ClassifierGeometry LinearCrossEntropyWithGradOp::getGeometry() {
   return classifierGeometry(getHidden(), getWeight(), getBias(),
                             getTransposeWeight(), getChunkRows());
 }
@@ -150,6 +169,12 @@ int64_t LinearCrossEntropyGradOp::getRecomputeFlops() {
   return g.rows * g.classes * (6 * g.dim + 4 + 2 * g.bias);
 }
 
+int64_t LinearCrossEntropyWithGradOp::getRecomputeFlops() {
+  losses::ClassifierGeometry g = getGeometry();
+  // The loss's exponentials and sums, the gradient's, the bias's.
+  return g.rows * g.classes * (6 * g.dim + 8 + 2 * g.bias);
+}
+
 int64_t LinearCrossEntropyOp::getCpuWorkspaceBytes() {
   return 4 * losses::classifierWorkspaceFloats(getGeometry(),
                                                /*backward=*/false);
@@ -158,6 +183,10 @@ int64_t LinearCrossEntropyOp::getCpuWorkspaceBytes() {
 int64_t LinearCrossEntropyGradOp::getCpuWorkspaceBytes() {
   return 4 * losses::classifierWorkspaceFloats(getGeometry(),
                                                /*backward=*/true);
+}
+
+int64_t LinearCrossEntropyWithGradOp::getCpuWorkspaceBytes() {
+  return 4 * losses::classifierWithGradWorkspaceFloats(getGeometry());
 }
 
 losses::ClassifierPass LinearCrossEntropyOp::getCudaPass() {
@@ -173,6 +202,13 @@ int64_t LinearCrossEntropyOp::getCudaScratchBytes() {
 int64_t LinearCrossEntropyGradOp::getCudaScratchBytes() {
   return losses::classifierCudaScratch(getGeometry(),
                                        losses::ClassifierPass::Backward)
+             .held +
+         losses::kCudaGemmHeadroom;
+}
+
+int64_t LinearCrossEntropyWithGradOp::getCudaScratchBytes() {
+  return losses::classifierCudaScratch(
+             getGeometry(), losses::ClassifierPass::ForwardAndBackward)
              .held +
          losses::kCudaGemmHeadroom;
 }

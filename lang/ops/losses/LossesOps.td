@@ -153,6 +153,45 @@ def Mnemo_LinearCrossEntropyGradOp : Mnemo_Op<"linear_cross_entropy_grad", [Mnem
   }];
 }
 
+def Mnemo_LinearCrossEntropyWithGradOp : Mnemo_Op<"linear_cross_entropy_with_grad", [Mnemo_AmpFollow, Mnemo_FusionKernel, Pure,
+    Mnemo_NoGradient, DeclareOpInterfaceMethods<Mnemo_CpuWorkspaceOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_CudaScratchOpInterface>]> {
+  let summary = "the fused classifier loss and its gradients in one pass";
+  let description = [{
+    What passes/FuseClassifierGradient.cpp makes of a training step's
+    `linear_cross_entropy` and its `linear_cross_entropy_grad` where the
+    loss's gradient `grad` is known before the loss runs (the step's seed,
+    as when the loss is the step's): at the loss's place, each chunk's
+    logits are computed once, reduced to their rows' log-sum-exp and loss,
+    and turned into their gradient in place, which the same two products
+    as the backward's multiply into the hidden states' and the weight's
+    gradients (Liger-Kernel's order). The backward's recomputed product is
+    gone: three products of the head, as unfused, not four.
+
+    ```mlir
+    %loss, %dh, %dw = mnemo.linear_cross_entropy_with_grad %one, %h, %wte, %y {chunk_rows = 128 : i64,
+        ignore_index = -100 : i64, label_smoothing = 0.0 : f64, transpose_weight = true}
+        : (...) -> (tensor<f32>, tensor<8x1024x768xf32>, tensor<50257x768xf32>)
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32]>:$grad, Mnemo_FloatTensor:$hidden,
+                       Mnemo_FloatTensor:$weight, Mnemo_IndexTensor:$targets,
+                       Optional<Mnemo_FloatTensor>:$bias,
+                       BoolAttr:$transpose_weight, I64Attr:$chunk_rows,
+                       I64Attr:$ignore_index, F64Attr:$label_smoothing);
+  let results = (outs 0DTensorOf<[F32]>:$result,
+                      Mnemo_FloatTensor:$hidden_grad,
+                      Mnemo_FloatTensor:$weight_grad,
+                      Optional<Mnemo_FloatTensor>:$bias_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The product and the two gradient products (6 N C D).
+    int64_t getRecomputeFlops();
+    ::mnemo::losses::ClassifierGeometry getGeometry();
+  }];
+}
+
 // The metric: evaluated, never differentiated.
 
 def Mnemo_AccuracyOp : Mnemo_Op<"accuracy", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
