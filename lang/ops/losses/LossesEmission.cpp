@@ -16,6 +16,7 @@
 #include "lang/MnemoOps.h"
 #include "lang/ops/losses/LossesKernels.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -92,64 +93,61 @@ template <typename Op> std::string classifierOptions(Op op) {
          classifierLossOptions(op);
 }
 
-LogicalResult emitLinearCrossEntropyCpu(LinearCrossEntropyOp op,
-                                        CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> in =
-      context.operands({op.getHidden(), op.getWeight(), op.getTargets()});
+/// The fused loss's CPU kernels share one call: `kernel(operands..., bias,
+/// geometry, transposeWeight, ignoreIndex, smoothing, results...,
+/// workspace)`, "nullptr" for an absent bias or optional result.
+template <typename Op>
+LogicalResult emitClassifierCpu(Op op, CpuKernelContext &context,
+                                StringRef kernel, ValueRange operands,
+                                ArrayRef<std::string> results) {
+  FailureOr<std::vector<std::string>> in = context.operands(operands);
   FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
                          workspace =
                              context.workspace(op.getCpuWorkspaceBytes());
   if (failed(in) || failed(bias) || failed(workspace))
     return failure();
+  std::vector<std::string> arguments = *in;
+  arguments.insert(arguments.end(), {*bias, geometryLiteral(op.getGeometry()),
+                                     classifierOptions(op)});
+  arguments.insert(arguments.end(), results.begin(), results.end());
+  arguments.push_back(*workspace);
   context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  linearCrossEntropy({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-      "{9});\n",
-      (*in)[0], (*in)[1], (*in)[2], *bias, geometryLiteral(op.getGeometry()),
-      classifierOptions(op), context.result(0), context.result(1),
-      op.getAccuracy() ? context.result(2) : "nullptr", *workspace);
+  context.out() << "  " << kernel << "(" << llvm::join(arguments, ", ")
+                << ");\n";
   return success();
+}
+
+/// An optional result's pointer, or nullptr.
+std::string optionalResult(bool present, unsigned i,
+                           CpuKernelContext &context) {
+  return present ? context.result(i) : "nullptr";
+}
+
+LogicalResult emitLinearCrossEntropyCpu(LinearCrossEntropyOp op,
+                                        CpuKernelContext &context) {
+  return emitClassifierCpu(
+      op, context, "linearCrossEntropy",
+      {op.getHidden(), op.getWeight(), op.getTargets()},
+      {context.result(0), context.result(1),
+       optionalResult(bool(op.getAccuracy()), 2, context)});
 }
 
 LogicalResult emitLinearCrossEntropyGradCpu(LinearCrossEntropyGradOp op,
                                             CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> in =
-      context.operands({op.getGrad(), op.getHidden(), op.getWeight(),
-                        op.getTargets(), op.getLogSumExp()});
-  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
-                         workspace =
-                             context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(in) || failed(bias) || failed(workspace))
-    return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  linearCrossEntropyGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-      "{9}, {10}, {11});\n",
-      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], *bias,
-      geometryLiteral(op.getGeometry()), classifierOptions(op),
-      context.result(0), context.result(1),
-      op.getBias() ? context.result(2) : "nullptr", *workspace);
-  return success();
+  return emitClassifierCpu(op, context, "linearCrossEntropyGrad",
+                           {op.getGrad(), op.getHidden(), op.getWeight(),
+                            op.getTargets(), op.getLogSumExp()},
+                           {context.result(0), context.result(1),
+                            optionalResult(bool(op.getBias()), 2, context)});
 }
 
 LogicalResult emitLinearCrossEntropyWithGradCpu(LinearCrossEntropyWithGradOp op,
                                                 CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> in = context.operands(
-      {op.getGrad(), op.getHidden(), op.getWeight(), op.getTargets()});
-  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
-                         workspace =
-                             context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(in) || failed(bias) || failed(workspace))
-    return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  linearCrossEntropyWithGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-      "{8}, {9}, {10}, {11});\n",
-      (*in)[0], (*in)[1], (*in)[2], (*in)[3], *bias,
-      geometryLiteral(op.getGeometry()), classifierOptions(op),
-      context.result(0), context.result(1), context.result(2),
-      op.getBias() ? context.result(3) : "nullptr", *workspace);
-  return success();
+  return emitClassifierCpu(
+      op, context, "linearCrossEntropyWithGrad",
+      {op.getGrad(), op.getHidden(), op.getWeight(), op.getTargets()},
+      {context.result(0), context.result(1), context.result(2),
+       optionalResult(bool(op.getBias()), 3, context)});
 }
 
 /// cuBLASLt's name of a storage type (runtime/cuda/CudaModel.h DType).

@@ -6,9 +6,11 @@
 // each chunk's logits from the saved log-sum-exp; its CPU kernels work in
 // the plan's workspace (a tile of logits, and f32 copies of a block of a
 // 16-bit weight and a chunk of hidden rows; LossesKernels.h's
-// classifierWorkspaceFloats). accuracy is a
-// metric, not differentiated. mse's gradient is elementwise ops that fuse
-// into one loop.
+// classifierWorkspaceFloats). The training step merges the two into
+// linear_cross_entropy_with_grad where it can (FuseClassifierGradient.cpp),
+// whose workspace adds each row's loss term. accuracy is a metric, not
+// differentiated. mse's gradient is elementwise ops that fuse into one
+// loop.
 //
 //===----------------------------------------------------------------------===//
 
