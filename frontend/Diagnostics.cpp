@@ -40,10 +40,6 @@ void Diagnostics::error(const llvm::Twine &message) {
   error(llvm::SMLoc(), message);
 }
 
-void Diagnostics::warning(llvm::SMLoc loc, const llvm::Twine &message) {
-  print(loc, llvm::SourceMgr::DK_Warning, message, {});
-}
-
 void Diagnostics::note(llvm::SMLoc loc, const llvm::Twine &message) {
   if (!suppressNotes)
     print(loc, llvm::SourceMgr::DK_Note, message, {});

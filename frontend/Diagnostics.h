@@ -32,7 +32,6 @@ public:
 
   void error(llvm::SMLoc loc, const llvm::Twine &message,
              llvm::ArrayRef<llvm::SMRange> ranges = {});
-  void warning(llvm::SMLoc loc, const llvm::Twine &message);
   void note(llvm::SMLoc loc, const llvm::Twine &message);
   /// An error with no position (a missing file, a bad -D).
   void error(const llvm::Twine &message);

@@ -33,21 +33,3 @@ std::optional<ElementType> mnemo::parseElementType(const std::string &name) {
       return t;
   return std::nullopt;
 }
-
-int64_t mnemo::byteWidth(ElementType type) {
-  switch (type) {
-  case ElementType::I64:
-    return 8;
-  case ElementType::F32:
-  case ElementType::I32:
-    return 4;
-  case ElementType::F16:
-  case ElementType::BF16:
-  case ElementType::I16:
-    return 2;
-  case ElementType::I8:
-  case ElementType::I1:
-    return 1;
-  }
-  return 4;
-}

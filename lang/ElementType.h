@@ -30,9 +30,6 @@ inline bool isFloat(ElementType t) {
          t == ElementType::BF16;
 }
 
-/// Bytes per element when stored (a mask takes one byte).
-int64_t byteWidth(ElementType type);
-
 } // namespace mnemo
 
 #endif // MNEMO_LANG_ELEMENTTYPE_H

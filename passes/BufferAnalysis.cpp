@@ -325,9 +325,16 @@ void BufferAnalyzer::classifyBuffers() {
             (llvm::isa<AdamUpdateOp, Adam8bitUpdateOp, SgdUpdateOp>(user) &&
              user->getOperand(1) == v);
     Operation *def = b.root.getDefiningOp();
+    // The classifier loss that computes its gradient in its own pass
+    // produces those gradients in the forward; they are not kept for the
+    // backward.
+    bool lossGradient =
+        llvm::isa_and_nonnull<LinearCrossEntropyWithGradOp>(def) &&
+        b.root != def->getResult(0);
     if (gradient)
       b.kind = BufferKind::Gradient;
-    else if (def && forward.contains(def) && b.interval.end > lossStep)
+    else if (def && forward.contains(def) && b.interval.end > lossStep &&
+             !lossGradient)
       b.kind = BufferKind::Activation;
   }
 }
