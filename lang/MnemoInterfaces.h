@@ -70,11 +70,11 @@ inline double formulaConstant(const llvm::APFloat &value) {
 inline double formulaConstant(bool value) { return value ? 1.0 : 0.0; }
 
 /// The gradient rule of every activation (lang/ops/elementwise): its
-/// backward op, `<name>_grad(grad, input)` with the forward's attributes
-/// (ElementwiseGradients.cpp).
+/// backward op, `<name>_grad(grad, input)`, or `<name>_grad(grad, output)`
+/// with `fromOutput`, with the forward's attributes (ElementwiseGradients.cpp).
 llvm::SmallVector<mlir::Value>
 buildActivationGradient(mlir::Operation *op, mlir::OpBuilder &builder,
-                        llvm::ArrayRef<mlir::Value> grads);
+                        llvm::ArrayRef<mlir::Value> grads, bool fromOutput);
 
 } // namespace mnemo
 

@@ -1037,8 +1037,8 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   /// planner's peak bounds the full planner's (which
   /// starts from the same placement and keeps only improvements), so it
   /// decides a fit alone; a miss is planned again in full, which fits some
-  /// sets the quick planner misses (examples/mlp.mn's sqrt set at batch
-  /// 1781: 23.83 MiB quick, 22.05 MiB in full).
+  /// sets the quick planner misses (examples/gpt.mn's sqrt set at 1 layer,
+  /// context 16, batch 2: 4178176 bytes quick, 4129024 in full).
   FailureOr<int64_t> peakAgainst(ModuleOp module, ArrayRef<Value> roots,
                                  int64_t limit, int64_t quick) {
     if (quick <= limit)

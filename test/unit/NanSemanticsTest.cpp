@@ -37,9 +37,9 @@ func.func @relu(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = mnemo.relu %x : tensor<4xf32>
   return %y : tensor<4xf32>
 }
-func.func @relu_grad(%g: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
-  %y = mnemo.relu_grad %g, %x : tensor<4xf32>
-  return %y : tensor<4xf32>
+func.func @relu_grad(%g: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %dx = mnemo.relu_grad %g, %y : tensor<4xf32>
+  return %dx : tensor<4xf32>
 }
 func.func @max(%x: tensor<2x3xf32>) -> tensor<2xf32> {
   %y = mnemo.max %x {axes = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2xf32>
@@ -100,7 +100,8 @@ TEST(NanSemantics, ReluPropagatesNan) {
 TEST(NanSemantics, ReluGradIsThresholdBackward) {
   Fixture f;
   ASSERT_TRUE(f.module);
-  // threshold_backward: x <= 0 ? 0 : g, so a NaN input passes the gradient.
+  // threshold_backward of relu's output: y <= 0 ? 0 : g, so a NaN (whose
+  // relu is NaN) passes the gradient.
   std::vector<double> y = f.run("relu_grad", {tensor({4}, {5, 5, 5, kNan}),
                                               tensor({4}, {kNan, -1, 2, 1})});
   ASSERT_EQ(y.size(), 4u);

@@ -155,13 +155,14 @@ MNEMO_FORMULA T pow(T x, T exponent) {
 
 /// PyTorch's NaN semantics: relu (like max and max_pool) propagates a NaN,
 /// where `x > 0 ? x : 0` would turn it into 0; the gradient is PyTorch's
-/// threshold_backward, `x <= 0 ? 0 : g`.
+/// threshold_backward of the output y, `y <= 0 ? 0 : g` (y is positive, or
+/// NaN, exactly where x is, so it is the gradient of the input's formula).
 template <typename T, typename M = FastMath> MNEMO_FORMULA T relu(T x) {
   return x > T(0) || x != x ? x : T(0);
 }
 template <typename T, typename M = FastMath>
-MNEMO_FORMULA T relu_grad(T grad, T x) {
-  return x <= T(0) ? T(0) : grad;
+MNEMO_FORMULA T relu_grad(T grad, T y) {
+  return y <= T(0) ? T(0) : grad;
 }
 
 template <typename T, typename M = FastMath> MNEMO_FORMULA T silu(T x) {

@@ -16,14 +16,16 @@ using namespace mnemo::gradient;
 
 SmallVector<Value> mnemo::buildActivationGradient(Operation *op,
                                                   OpBuilder &builder,
-                                                  ArrayRef<Value> grads) {
+                                                  ArrayRef<Value> grads,
+                                                  bool fromOutput) {
   if (!grads[0])
     return {Value()};
-  // `foo_grad(grad, input)` with foo's attributes: the multiclass gives the
-  // two ops the same ones.
+  // `foo_grad(grad, input or output)` with foo's attributes: the multiclass
+  // gives the two ops the same ones.
   OperationState state(op->getLoc(),
                        op->getName().getStringRef().str() + "_grad");
-  state.addOperands({grads[0], op->getOperand(0)});
+  state.addOperands(
+      {grads[0], fromOutput ? op->getResult(0) : op->getOperand(0)});
   state.addTypes(grads[0].getType());
   for (StringAttr name : op->getName().getAttributeNames())
     if (Attribute value =

@@ -83,8 +83,11 @@ def Mnemo_PowOp : Mnemo_FormulaOp<"pow", [Mnemo_AmpF32, SameOperandsAndResultTyp
 
 //===----------------------------------------------------------------------===//
 // Activations: a forward op and the backward op its gradient rule emits,
-// `grad * f'(input)` from the forward's input (a composition of forward ops
-// would keep more memory alive, or lose precision).
+// `grad * f'(input)` (a composition of forward ops would keep more memory
+// alive, or lose precision). The backward reads the forward's input, or its
+// output where that determines f' (relu, as PyTorch's threshold_backward):
+// the output is what the next layer keeps anyway, so a product followed by
+// a relu keeps one tensor for the backward, not two.
 //===----------------------------------------------------------------------===//
 
 // One entry defines both: `defm Mnemo_Foo` gives Mnemo_FooOp ("foo") and
@@ -93,7 +96,9 @@ def Mnemo_PowOp : Mnemo_FormulaOp<"pow", [Mnemo_AmpF32, SameOperandsAndResultTyp
 multiclass Mnemo_Activation<string mnemonic, string what, string details,
                             dag attributes = (ins),
                             list<string> constants = [],
-                            string exampleAttributes = ""> {
+                            string exampleAttributes = "",
+                            bit gradFromOutput = 0> {
+  defvar saved = !if(gradFromOutput, "output", "input");
   def Op : Mnemo_FormulaOp<mnemonic, [Mnemo_AmpFollow, SameOperandsAndResultType,
       DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>], constants> {
     let summary = "elementwise " # what;
@@ -110,7 +115,8 @@ multiclass Mnemo_Activation<string mnemonic, string what, string details,
       ::llvm::SmallVector<::mlir::Value>
       $cppClass::buildGradient(::mlir::OpBuilder &builder,
                                ::llvm::ArrayRef<::mlir::Value> grads) {
-        return ::mnemo::buildActivationGradient(getOperation(), builder, grads);
+        return ::mnemo::buildActivationGradient(getOperation(), builder, grads,
+            /*fromOutput=*/}] # !if(gradFromOutput, "true", "false") # [{);
       }
     }];
   }
@@ -119,22 +125,24 @@ multiclass Mnemo_Activation<string mnemonic, string what, string details,
     let summary = "gradient of " # mnemonic;
     let description = [{
       `grad * f'(input)` for the activation }] # mnemonic # [{, from the
-      forward's input.
+      forward's }] # saved # [{.
 
       ```mlir
-      %dx = mnemo.}] # mnemonic # [{_grad %dy, %x}] # exampleAttributes # [{ : tensor<128x512xf32>
+      %dx = mnemo.}] # mnemonic # [{_grad %dy, }] # !if(gradFromOutput, "%y", "%x") # exampleAttributes # [{ : tensor<128x512xf32>
       ```
     }];
-    let arguments = !con((ins Mnemo_FloatTensor:$grad, Mnemo_FloatTensor:$input),
+    let arguments = !con((ins Mnemo_FloatTensor:$grad),
+                         !if(gradFromOutput, (ins Mnemo_FloatTensor:$output),
+                                             (ins Mnemo_FloatTensor:$input)),
                          attributes);
     let results = (outs Mnemo_FloatTensor:$result);
-    let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+    let assemblyFormat = "$grad `,` $" # saved # " attr-dict `:` type($result)";
   }
 }
 
 defm Mnemo_Relu : Mnemo_Activation<"relu", "max(x, 0)", [{
     `max(x, 0)`, with PyTorch's NaN semantics (a NaN passes through).
-  }]>;
+  }], (ins), [], "", /*gradFromOutput=*/1>;
 defm Mnemo_Silu : Mnemo_Activation<"silu", "x * sigmoid(x)", [{
     `x * sigmoid(x)` (SiLU, or swish).
   }]>;
