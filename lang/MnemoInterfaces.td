@@ -179,6 +179,40 @@ def Mnemo_RecomputeCostOpInterface : OpInterface<"RecomputeCostOpInterface"> {
   ];
 }
 
+def Mnemo_FirstResultRecomputationOpInterface
+    : OpInterface<"FirstResultRecomputationOpInterface"> {
+  let cppNamespace = "::mnemo";
+  let description = [{
+    An op of several results whose first, the large one, a cheaper op can
+    recompute from the op's operands and its other, small results, without
+    the work that made them: batch_norm's output from its input and the
+    channels' statistics (batch_norm_apply, one pass instead of three), as
+    torch.compile's partitioner recomputes a batch norm's pointwise half
+    from the saved mean and rstd. Remat (passes/Remat.cpp) recomputes the
+    first result so; the op's other results stay as they were.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The values the recomputation reads: some of the op's operands and
+        results, in the order buildFirstResultRecomputation takes them.
+      }],
+      "::llvm::SmallVector<::mlir::Value>", "getFirstResultRecomputationOperands",
+      (ins)>,
+    InterfaceMethod<[{
+        Creates the recomputation at the builder's insertion point from
+        `operands` (getFirstResultRecomputationOperands' values or their
+        replacements) and returns the value that stands for the first
+        result.
+      }],
+      "::mlir::Value", "buildFirstResultRecomputation",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ValueRange":$operands)>,
+    InterfaceMethod<"FLOPs of the recomputation (RecomputeCostOpInterface's "
+                    "measure).",
+      "int64_t", "getFirstResultRecomputationFlops", (ins)>,
+  ];
+}
+
 // Ops that no gradient flows through: masks, metrics, the backward ops
 // themselves and the optimizer. Every op has either this trait or the
 // gradient interface; a test checks that none is forgotten.

@@ -42,18 +42,19 @@ bool hasBlockableShape(Value v) {
 
 /// Ops whose first result can be written blocked.
 bool writesBlocked(Operation *op) {
-  return llvm::isa<Conv2DOp, Conv2DInputGradOp, BatchNormOp, BatchNormGradOp>(
-             op) ||
+  return llvm::isa<Conv2DOp, Conv2DInputGradOp, BatchNormOp, BatchNormApplyOp,
+                   BatchNormGradOp>(op) ||
          (op->hasTrait<FusionElementwise>() && op->getNumResults() == 1);
 }
 
 /// Whether the reader takes the operand blocked: a convolution's
-/// activation operands (not the weights), a batch norm's input and its
+/// activation operands (not the weights), a batch norm's (and
+/// batch_norm_apply's) input and its
 /// gradient's output gradient and input, an elementwise op's operands.
 bool readsBlocked(OpOperand &use) {
   Operation *op = use.getOwner();
   unsigned index = use.getOperandNumber();
-  if (llvm::isa<Conv2DOp, Conv2DInputGradOp, BatchNormOp>(op))
+  if (llvm::isa<Conv2DOp, Conv2DInputGradOp, BatchNormOp, BatchNormApplyOp>(op))
     return index == 0;
   if (llvm::isa<Conv2DWeightGradOp, BatchNormGradOp>(op))
     return index <= 1;
@@ -64,7 +65,7 @@ bool readsBlocked(OpOperand &use) {
 /// index their input and output (gradients) alike, and a loop reads every
 /// operand at its result's index.
 SmallVector<Value> tiedAt(Operation *op) {
-  if (llvm::isa<BatchNormOp>(op))
+  if (llvm::isa<BatchNormOp, BatchNormApplyOp>(op))
     return {op->getOperand(0), op->getResult(0)};
   if (llvm::isa<BatchNormGradOp>(op))
     return {op->getOperand(0), op->getOperand(1), op->getResult(0)};

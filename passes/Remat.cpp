@@ -52,6 +52,31 @@ int64_t flopsOf(Operation *op) {
   return 0;
 }
 
+/// The first result of an op that recomputes it alone
+/// (FirstResultRecomputationOpInterface: a batch norm's output, from its
+/// input and statistics).
+FirstResultRecomputationOpInterface recomputedAlone(Value v) {
+  auto result = llvm::dyn_cast<OpResult>(v);
+  if (!result || result.getResultNumber() != 0)
+    return {};
+  return llvm::dyn_cast<FirstResultRecomputationOpInterface>(result.getOwner());
+}
+
+/// What recomputing `v` reads: its op's operands, or those of the op that
+/// recomputes it alone (which may be the op's other results).
+SmallVector<Value> recomputationOperands(Value v) {
+  if (auto alone = recomputedAlone(v))
+    return alone.getFirstResultRecomputationOperands();
+  return SmallVector<Value>(v.getDefiningOp()->getOperands());
+}
+
+/// What recomputing `v` costs.
+int64_t recomputationFlops(Value v) {
+  if (auto alone = recomputedAlone(v))
+    return alone.getFirstResultRecomputationFlops();
+  return flopsOf(v.getDefiningOp());
+}
+
 /// The first op of the backward: the ops after the loss.
 unsigned backwardStart(func::FuncOp train, ArrayRef<Operation *> ops) {
   auto ret =
@@ -747,13 +772,15 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   /// keeps nothing alive longer (torch.compile's min-cut partitioner makes
   /// the same trade for pointwise ops): the result of a pure op of at most
   /// kCheapFlopsPerElement FLOPs an element (elementwise ops, layer and RMS
-  /// norms, softmax; not products) whose every operand is a parameter, an
-  /// input, a constant or a value the backward reads anyway at or after
-  /// the result's first backward use. Keeping such a value costs its bytes
-  /// from the forward to the backward; recomputing it, a pass. GPT-2
-  /// small: each block's GELU output (96 MiB in f32), recomputed from the
-  /// input its gradient reads, and both layer norms' outputs, from the
-  /// residual stream theirs read.
+  /// norms, softmax, a batch norm's output from its statistics; not
+  /// products) whose every operand is a parameter, an input, a constant or
+  /// a value the backward reads anyway at or after the result's first
+  /// backward use. Keeping such a value costs its bytes from the forward to
+  /// the backward; recomputing it, a pass. GPT-2 small: each block's GELU
+  /// output (96 MiB in f32), recomputed from the input its gradient reads,
+  /// and both layer norms' outputs, from the residual stream theirs read.
+  /// ResNet-18: each batch norm + ReLU's output, from the convolution's
+  /// output and the statistics the batch norm's gradient reads.
   std::vector<Value> cheapRoots(func::FuncOp train) {
     constexpr int64_t kCheapFlopsPerElement = 8;
     constexpr int kCheapChain = 3;
@@ -766,13 +793,17 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
                                            : int64_t(1) << 40;
     };
     Split split(train);
-    auto cheap = [&](Operation *op) {
-      auto type = op->getNumResults() == 1
-                      ? llvm::dyn_cast<ShapedType>(op->getResult(0).getType())
+    // A value recomputed without its op's other results: a single-result
+    // op's, or one its op recomputes alone (a batch norm's output).
+    auto cheap = [&](Value v) {
+      Operation *op = v.getDefiningOp();
+      auto type = op && (op->getNumResults() == 1 || recomputedAlone(v))
+                      ? llvm::dyn_cast<ShapedType>(v.getType())
                       : ShapedType();
       return type && isPure(op) && !llvm::isa<ConstantOp>(op) &&
              split.index.lookup(op) < split.start &&
-             flopsOf(op) <= kCheapFlopsPerElement * type.getNumElements();
+             recomputationFlops(v) <=
+                 kCheapFlopsPerElement * type.getNumElements();
     };
     auto backwardUses = [&](Value v) {
       int64_t first = -1, last = -1;
@@ -792,7 +823,8 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
     llvm::DenseSet<Value> chosen, leaves;
     for (unsigned i = 0; i < split.start; ++i) {
       Operation *op = split.ops[i];
-      if (!cheap(op) || plan::isRecomputed(op))
+      if (op->getNumResults() == 0 || !cheap(op->getResult(0)) ||
+          plan::isRecomputed(op))
         continue;
       Value result = op->getResult(0);
       auto [first, last] = backwardUses(result);
@@ -837,11 +869,11 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
         }
         if (operandFirst >= 0)
           return operandLast >= firstBackwardUse;
-        return depth > 1 && cheap(def) &&
-               llvm::all_of(def->getOperands(),
+        return depth > 1 && cheap(operand) &&
+               llvm::all_of(recomputationOperands(operand),
                             [&](Value v) { return available(v, depth - 1); });
       };
-      if (llvm::all_of(op->getOperands(),
+      if (llvm::all_of(recomputationOperands(result),
                        [&](Value v) { return available(v, kCheapChain); })) {
         roots.push_back(result);
         chosen.insert(result);
@@ -975,7 +1007,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       Value v = work.pop_back_val();
       if (!chain.insert(v))
         continue;
-      for (Value operand : v.getDefiningOp()->getOperands()) {
+      for (Value operand : recomputationOperands(v)) {
         Operation *def = operand.getDefiningOp();
         bool kept =
             !def || llvm::isa<ConstantOp>(def) ||
@@ -992,7 +1024,7 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
   static int64_t recomputedFlops(const Split &split, ArrayRef<Value> roots) {
     int64_t flops = 0;
     for (Value c : chainOf(split, roots))
-      flops += flopsOf(c.getDefiningOp());
+      flops += recomputationFlops(c);
     return flops;
   }
 
@@ -1011,6 +1043,17 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       if (Value done = clones.lookup(v))
         return done;
       Operation *def = v.getDefiningOp();
+      if (auto alone = recomputedAlone(v)) {
+        SmallVector<Value> operands;
+        for (Value operand : recomputationOperands(v))
+          operands.push_back(
+              chain.contains(operand) ? recompute(operand, before) : operand);
+        builder.setInsertionPoint(before);
+        Value result = alone.buildFirstResultRecomputation(builder, operands);
+        plan::markRecomputed(result.getDefiningOp());
+        flops += flopsOf(result.getDefiningOp());
+        return clones[v] = result;
+      }
       IRMapping map;
       for (Value operand : def->getOperands())
         if (chain.contains(operand))
@@ -1019,9 +1062,12 @@ struct RematPass : public mnemo::impl::RematBase<RematPass> {
       Operation *copy = builder.clone(*def, map);
       plan::markRecomputed(copy);
       flops += flopsOf(copy);
-      Value result = copy->getResult(llvm::cast<OpResult>(v).getResultNumber());
-      clones[v] = result;
-      return result;
+      // Every result of the copy stands in for the original's: another one
+      // in the chain does not clone the op again.
+      for (auto [original, copied] :
+           llvm::zip(def->getResults(), copy->getResults()))
+        clones.try_emplace(original, copied);
+      return clones.lookup(v);
     };
     for (unsigned i = split.start; i < split.ops.size(); ++i)
       for (OpOperand &use : split.ops[i]->getOpOperands())

@@ -114,6 +114,14 @@ func.func @batch_norm_channels(%a: tensor<2x8x4xf32>, %g: tensor<4xf32>) {
 
 // -----
 
+func.func @batch_norm_apply_statistics(%a: tensor<2x8x4xbf16>, %g: tensor<8xbf16>) {
+  // expected-error@+1 {{the channels' statistics must be f32, not 'tensor<8xbf16>'}}
+  %0 = mnemo.batch_norm_apply %a, %g, %g, %g, %g {epsilon = 1.0e-5 : f64} : (tensor<2x8x4xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8x4xbf16>
+  return
+}
+
+// -----
+
 func.func @rmsnorm_scale(%a: tensor<2x8xf32>, %g: tensor<2x8xf32>) {
   // expected-error @+1 {{the scale must be [8], not [2,8]}}
   %0 = mnemo.rmsnorm %a, %g {epsilon = 1.0e-6 : f64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -117,6 +117,8 @@ func.func @reductions_and_norms(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %b: te
   %rn = mnemo.rmsnorm %x, %g {epsilon = 1.0e-6 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
   // CHECK: mnemo.batch_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64}
   %bn, %bn_mean, %bn_var = mnemo.batch_norm %x, %g3, %g3 {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x8xf32>, tensor<3xf32>, tensor<3xf32>)
+  // CHECK: mnemo.batch_norm_apply %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64}
+  %bn_again = mnemo.batch_norm_apply %x, %g3, %g3, %bn_mean, %bn_var {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x8xf32>
   // CHECK: mnemo.batch_norm_grad
   %bdx, %bdg, %bdb = mnemo.batch_norm_grad %bn, %x, %g3, %bn_mean, %bn_var {epsilon = 1.0e-5 : f64} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x8xf32>, tensor<3xf32>, tensor<3xf32>)
   return %s, %m, %mx, %sm, %ls, %ln, %rn : tensor<2x8xf32>, tensor<2x3x1xf32>, tensor<f32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>

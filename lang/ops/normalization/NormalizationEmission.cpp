@@ -2,7 +2,8 @@
 //
 // The code generation models of layernorm, rmsnorm, batch_norm and their
 // backward ops: calls of the CPU kernels (NormalizationKernels.h), and on
-// the GPU one block per row (per channel for batch_norm), then (for the
+// the GPU one block per row (per channel for batch_norm; batch_norm_apply
+// is a grid-stride loop over the elements), then (for the
 // backward ops) the scale and bias gradients as column sums over row chunks in
 // the op's scratch (NormalizationKernels.cuh).
 //
@@ -14,7 +15,10 @@
 #include "lang/OpVerification.h"
 #include "lang/PlanAttributes.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <type_traits>
 
 using namespace mlir;
 using namespace mnemo;
@@ -169,68 +173,57 @@ std::string channelBlock(Value input, CpuKernelContext &context) {
   return "channelBlock()";
 }
 
-LogicalResult emitBatchNormCpu(BatchNormOp op, CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> in =
-      context.operands({op.getInput(), op.getScale(), op.getBias()});
-  if (failed(in))
+/// The kernel of a batch_norm, batch_norm_apply or batch_norm_grad: its
+/// mnemonic in camel case (batchNormApply). Every one takes the op's
+/// operands, then its results, then the [n, c, inner] layout and epsilon.
+template <typename Op> std::string batchNormKernel() {
+  return llvm::convertToCamelFromSnakeCase(
+      Op::getOperationName().drop_front(Op::getOperationName().find('.') + 1));
+}
+
+/// The kernel's arguments after the operands and results: the layout and
+/// epsilon.
+template <typename Op>
+std::vector<std::string> layoutAndEpsilon(Op op, const ChannelLayout &l) {
+  return {std::to_string(l.n), std::to_string(l.c), std::to_string(l.inner),
+          floatLiteral(op.getEpsilon().convertToDouble())};
+}
+
+/// The CPU call, with the channel block of the input's layout last.
+template <typename Op>
+LogicalResult emitBatchNormCpu(Op op, CpuKernelContext &context) {
+  FailureOr<std::vector<std::string>> args =
+      context.operands(op->getOperands());
+  if (failed(args))
     return failure();
   context.include(kCpuKernels);
-  ChannelLayout l = channelLayout(op.getInput());
-  context.out() << llvm::formatv(
-      "  batchNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10});\n",
-      (*in)[0], (*in)[1], (*in)[2], context.result(0), context.result(1),
-      context.result(2), l.n, l.c, l.inner,
-      floatLiteral(op.getEpsilon().convertToDouble()),
-      channelBlock(op.getInput(), context));
+  for (unsigned r = 0; r < op->getNumResults(); ++r)
+    args->push_back(context.result(r));
+  llvm::append_range(*args, layoutAndEpsilon(op, channelLayout(op.getInput())));
+  args->push_back(channelBlock(op.getInput(), context));
+  context.out() << "  " << batchNormKernel<Op>() << "("
+                << llvm::join(*args, ", ") << ");\n";
   return success();
 }
 
-LogicalResult emitBatchNormGradCpu(BatchNormGradOp op,
-                                   CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> in = context.operands(op->getOperands());
-  if (failed(in))
-    return failure();
-  context.include(kCpuKernels);
-  ChannelLayout l = channelLayout(op.getInput());
-  context.out() << llvm::formatv(
-      "  batchNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10}, {11}, {12});\n",
-      (*in)[0], (*in)[1], (*in)[2], (*in)[3], (*in)[4], context.result(0),
-      context.result(1), context.result(2), l.n, l.c, l.inner,
-      floatLiteral(op.getEpsilon().convertToDouble()),
-      channelBlock(op.getInput(), context));
-  return success();
-}
-
-LogicalResult emitBatchNormCuda(BatchNormOp op, CudaKernelContext &context) {
+/// The CUDA launch: one block per channel (the statistics' and the
+/// gradients' sums), or for batch_norm_apply a grid-stride loop over the
+/// elements.
+template <typename Op>
+LogicalResult emitBatchNormCuda(Op op, CudaKernelContext &context) {
   context.include(kCudaKernels);
   ChannelLayout l = channelLayout(op.getInput());
-  context.launch(
-      llvm::formatv(
-          "batchNorm<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-          "{9}, {10});",
-          context.elementType(op.getInput()), context.operand(op.getInput()),
-          context.operand(op.getScale()), context.operand(op.getBias()),
-          context.result(0), context.result(1), context.result(2), l.n, l.c,
-          l.inner, floatLiteral(op.getEpsilon().convertToDouble())),
-      gridFor(l.c, 1), rowThreads(l.n * l.inner));
-  return success();
-}
-
-LogicalResult emitBatchNormGradCuda(BatchNormGradOp op,
-                                    CudaKernelContext &context) {
-  context.include(kCudaKernels);
-  ChannelLayout l = channelLayout(op.getInput());
-  context.launch(
-      llvm::formatv(
-          "batchNormGrad<{0}>({1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-          "{8}, {9}, {10}, {11}, {12});",
-          context.elementType(op.getInput()), context.operand(op.getGrad()),
-          context.operand(op.getInput()), context.operand(op.getScale()),
-          context.operand(op.getMean()), context.operand(op.getVariance()),
-          context.result(0), context.result(1), context.result(2), l.n, l.c,
-          l.inner, floatLiteral(op.getEpsilon().convertToDouble())),
-      gridFor(l.c, 1), rowThreads(l.n * l.inner));
+  std::vector<std::string> args = context.operands(op->getOperands());
+  for (unsigned r = 0; r < op->getNumResults(); ++r)
+    args.push_back(context.result(r));
+  llvm::append_range(args, layoutAndEpsilon(op, l));
+  std::string call =
+      llvm::formatv("{0}<{1}>({2});", batchNormKernel<Op>(),
+                    context.elementType(op.getInput()), llvm::join(args, ", "));
+  if (std::is_same_v<Op, BatchNormApplyOp>)
+    context.launch(call, gridFor(l.n * l.c * l.inner), kCudaThreads);
+  else
+    context.launch(call, gridFor(l.c, 1), rowThreads(l.n * l.inner));
   return success();
 }
 
@@ -249,10 +242,12 @@ void registerNormalizationEmissionModels(MLIRContext &context) {
   attach<RmsNormOp>(context);
   attach<LayerNormGradOp>(context);
   attach<RmsNormGradOp>(context);
-  KernelFunctions<BatchNormOp, emitBatchNormCpu, emitBatchNormCuda>::attach(
-      context);
-  KernelFunctions<BatchNormGradOp, emitBatchNormGradCpu,
-                  emitBatchNormGradCuda>::attach(context);
+  KernelFunctions<BatchNormOp, emitBatchNormCpu<BatchNormOp>,
+                  emitBatchNormCuda<BatchNormOp>>::attach(context);
+  KernelFunctions<BatchNormApplyOp, emitBatchNormCpu<BatchNormApplyOp>,
+                  emitBatchNormCuda<BatchNormApplyOp>>::attach(context);
+  KernelFunctions<BatchNormGradOp, emitBatchNormCpu<BatchNormGradOp>,
+                  emitBatchNormCuda<BatchNormGradOp>>::attach(context);
 }
 } // namespace codegen
 } // namespace mnemo

@@ -1,8 +1,9 @@
 //===- NormalizationInterpreter.cpp - Normalization in the interpreter ----===//
 //
-// The interpreter's model of layernorm, rmsnorm, batch_norm and their
-// backward ops: in double, each row's (channel's) statistics by the
-// textbook definitions, the per-element arithmetic NormalizationFormulas.h's.
+// The interpreter's model of layernorm, rmsnorm, batch_norm (and
+// batch_norm_apply) and their backward ops: in double, each row's (channel's)
+// statistics by the textbook definitions, the per-element arithmetic
+// NormalizationFormulas.h's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,7 +81,8 @@ LogicalResult interpretNormalization(Operation *op, OpContext &context,
 /// Batch normalization of [N, C, S...] per channel, or its gradients
 /// (operands grad, input, scale, mean, variance; results the input's, the
 /// scale's and the bias's gradients). The forward's statistics are
-/// computed here in double; the backward reads the forward's.
+/// computed here in double; batch_norm_apply (one result) and the backward
+/// read the forward's.
 LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
                                  bool grad) {
   const Tensor &x = context.get(op->getOperand(grad ? 1 : 0));
@@ -93,18 +95,25 @@ LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
   Tensor y = context.like(op->getResult(0));
   if (!grad) {
     const Tensor &bias = context.get(op->getOperand(2));
-    Tensor mean = context.like(op->getResult(1));
-    Tensor var = context.like(op->getResult(2));
+    bool apply = op->getNumResults() == 1;
+    Tensor mean =
+        apply ? context.get(op->getOperand(3)) : context.like(op->getResult(1));
+    Tensor var =
+        apply ? context.get(op->getOperand(4)) : context.like(op->getResult(2));
+    // The mean of f(x) over a channel's elements.
+    auto channelMean = [&](int64_t ch, auto f) {
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t s = 0; s < inner; ++s)
+          sum += f(x.data[at(i, ch, s)]);
+      return sum / double(count);
+    };
     for (int64_t ch = 0; ch < c; ++ch) {
-      double m = 0, v = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t s = 0; s < inner; ++s)
-          m += x.data[at(i, ch, s)];
-      m /= double(count);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t s = 0; s < inner; ++s)
-          v += (x.data[at(i, ch, s)] - m) * (x.data[at(i, ch, s)] - m);
-      v /= double(count);
+      double m =
+          apply ? mean.data[ch] : channelMean(ch, [](double e) { return e; });
+      double v =
+          apply ? var.data[ch]
+                : channelMean(ch, [&](double e) { return (e - m) * (e - m); });
       double rstd = 1.0 / std::sqrt(v + eps);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t s = 0; s < inner; ++s)
@@ -114,8 +123,10 @@ LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
       var.data[ch] = v;
     }
     context.set(op->getResult(0), std::move(y));
-    context.set(op->getResult(1), std::move(mean));
-    context.set(op->getResult(2), std::move(var));
+    if (!apply) {
+      context.set(op->getResult(1), std::move(mean));
+      context.set(op->getResult(2), std::move(var));
+    }
     return success();
   }
   const Tensor &g = context.get(op->getOperand(0));
@@ -148,7 +159,7 @@ LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
   return success();
 }
 
-/// The model of batch_norm (`Grad`: batch_norm_grad).
+/// The model of batch_norm and batch_norm_apply (`Grad`: batch_norm_grad).
 template <typename Op, bool Grad>
 struct BatchNormInterpreterModel
     : InterpretedOpInterface::ExternalModel<BatchNormInterpreterModel<Op, Grad>,
@@ -186,6 +197,8 @@ void registerNormalizationInterpreterModels(MLIRContext &context) {
       NormalizationInterpreterModel<RmsNormGradOp, true, true>>(context);
   BatchNormOp::attachInterface<BatchNormInterpreterModel<BatchNormOp, false>>(
       context);
+  BatchNormApplyOp::attachInterface<
+      BatchNormInterpreterModel<BatchNormApplyOp, false>>(context);
   BatchNormGradOp::attachInterface<
       BatchNormInterpreterModel<BatchNormGradOp, true>>(context);
 }

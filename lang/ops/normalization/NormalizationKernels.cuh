@@ -156,6 +156,22 @@ __device__ void batchNorm(const T *x, const T *scale, const T *bias, T *y,
   }
 }
 
+/// batch_norm_apply: y from the mean and variance batchNorm returned,
+/// grid-stride over the elements; the same arithmetic as batchNorm's, so
+/// the same bits.
+template <typename T>
+__device__ void batchNormApply(const T *x, const T *scale, const T *bias,
+                               const float *mean, const float *var, T *y,
+                               int64_t n, int64_t c, int64_t inner, float eps) {
+  for (int64_t at = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       at < n * c * inner; at += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ch = (at / inner) % c;
+    y[at] = st<T>(normalization::normalize(ld(x[at]), mean[ch],
+                                           rsqrtf(var[ch] + eps), ld(scale[ch]),
+                                           ld(bias[ch])));
+  }
+}
+
 /// The gradients of batch normalization: one block per channel, from the
 /// forward's statistics.
 template <typename T>

@@ -187,6 +187,51 @@ template <int Block> struct ChannelBlocks {
   }
 };
 
+/// The reciprocal standard deviation of a channel from its stored biased
+/// variance. The forward, batch_norm_apply and the backward all take it
+/// from the f32 variance, so that a recomputed output has the forward's
+/// bits.
+inline float batchNormRstd(float var, float eps) {
+  return float(1.0 / std::sqrt(double(var) + eps));
+}
+
+/// y for the block of channels cb from the channels' mean and variance.
+template <int Block>
+void batchNormApplyBlock(const ChannelBlocks<Block> &layout, int64_t cb,
+                         const float *x, const float *scale, const float *bias,
+                         const float *mean, const float *var, float *y,
+                         float eps) {
+  float mu[Block], rstd[Block], gamma[Block], beta[Block];
+  for (int k = 0; k < Block; ++k) {
+    int64_t ch = cb * Block + k;
+    mu[k] = mean[ch];
+    rstd[k] = batchNormRstd(var[ch], eps);
+    gamma[k] = scale[ch];
+    beta[k] = bias[ch];
+  }
+  layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
+    float *out = y + layout.offset(i, cb, s);
+    for (int k = 0; k < Block; ++k)
+      out[k] =
+          normalization::normalize(p[k], mu[k], rstd[k], gamma[k], beta[k]);
+  });
+}
+
+/// y for channel ch of plain [n, c, inner] data.
+inline void batchNormApplyChannel(const float *x, const float *scale,
+                                  const float *bias, const float *mean,
+                                  const float *var, float *y, int64_t n,
+                                  int64_t c, int64_t inner, float eps,
+                                  int64_t ch) {
+  float mu = mean[ch], rstd = batchNormRstd(var[ch], eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const float *p = x + (i * c + ch) * inner;
+    float *out = y + (i * c + ch) * inner;
+    for (int64_t s = 0; s < inner; ++s)
+      out[s] = normalization::normalize(p[s], mu, rstd, scale[ch], bias[ch]);
+  }
+}
+
 template <int Block>
 void batchNormBlocked(const float *x, const float *scale, const float *bias,
                       float *y, float *mean, float *var, int64_t n, int64_t c,
@@ -207,23 +252,11 @@ void batchNormBlocked(const float *x, const float *scale, const float *bias,
         squares[k] += deviation * deviation;
       }
     });
-    float mu[Block], rstd[Block], gamma[Block], beta[Block];
     for (int k = 0; k < Block; ++k) {
-      int64_t ch = cb * Block + k;
-      double v = squares[k] / count;
-      mu[k] = float(m[k]);
-      rstd[k] = float(1.0 / std::sqrt(v + eps));
-      gamma[k] = scale[ch];
-      beta[k] = bias[ch];
-      mean[ch] = mu[k];
-      var[ch] = float(v);
+      mean[cb * Block + k] = float(m[k]);
+      var[cb * Block + k] = float(squares[k] / count);
     }
-    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-      float *out = y + layout.offset(i, cb, s);
-      for (int k = 0; k < Block; ++k)
-        out[k] =
-            normalization::normalize(p[k], mu[k], rstd[k], gamma[k], beta[k]);
-    });
+    batchNormApplyBlock(layout, cb, x, scale, bias, mean, var, y, eps);
   });
 }
 
@@ -237,9 +270,8 @@ void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
   layout.forEachBlock([&](int64_t cb) {
     float mu[Block], rstd[Block];
     for (int k = 0; k < Block; ++k) {
-      int64_t ch = cb * Block + k;
-      mu[k] = mean[ch];
-      rstd[k] = float(1.0 / std::sqrt(double(var[ch]) + eps));
+      mu[k] = mean[cb * Block + k];
+      rstd[k] = batchNormRstd(var[cb * Block + k], eps);
     }
     double sumDy[Block] = {}, sumDyXhat[Block] = {};
     layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
@@ -298,18 +330,31 @@ inline void batchNorm(const float *x, const float *scale, const float *bias,
           return deviation * deviation;
         });
       }
-      double v = squares.total() / count;
-      float mu = float(m), rstd = float(1.0 / std::sqrt(v + eps));
-      for (int64_t i = 0; i < n; ++i) {
-        const float *p = x + (i * c + ch) * inner;
-        float *out = y + (i * c + ch) * inner;
-        for (int64_t s = 0; s < inner; ++s)
-          out[s] =
-              normalization::normalize(p[s], mu, rstd, scale[ch], bias[ch]);
-      }
-      mean[ch] = mu;
-      var[ch] = float(v);
+      mean[ch] = float(m);
+      var[ch] = float(squares.total() / count);
+      batchNormApplyChannel(x, scale, bias, mean, var, y, n, c, inner, eps, ch);
     }
+  });
+}
+
+/// batch_norm_apply: y from the channels' mean and variance that batchNorm
+/// returned, the same bits as its y, in the layout `block` names.
+inline void batchNormApply(const float *x, const float *scale,
+                           const float *bias, const float *mean,
+                           const float *var, float *y, int64_t n, int64_t c,
+                           int64_t inner, float eps, int64_t block) {
+  auto blocked = [&](auto layout) {
+    layout.forEachBlock([&](int64_t cb) {
+      batchNormApplyBlock(layout, cb, x, scale, bias, mean, var, y, eps);
+    });
+  };
+  if (block == 16)
+    return blocked(ChannelBlocks<16>{n, c / 16, inner});
+  if (block == 8)
+    return blocked(ChannelBlocks<8>{n, c / 8, inner});
+  parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch)
+      batchNormApplyChannel(x, scale, bias, mean, var, y, n, c, inner, eps, ch);
   });
 }
 
@@ -328,7 +373,7 @@ inline void batchNormGrad(const float *dy, const float *x, const float *scale,
   double count = double(n * inner);
   parallelFor(c, rowGrain(n * inner), [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
-      float mu = mean[ch], rstd = float(1.0 / std::sqrt(double(var[ch]) + eps));
+      float mu = mean[ch], rstd = batchNormRstd(var[ch], eps);
       LaneSums dySums, dyXhatSums;
       for (int64_t i = 0; i < n; ++i) {
         const float *p = x + (i * c + ch) * inner,

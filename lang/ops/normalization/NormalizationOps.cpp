@@ -6,7 +6,7 @@
 // batch_norm normalizes each channel (dim 1) over the batch and the
 // spatial dimensions; its statistics are results, [C] each, which its
 // backward op reads (a few bytes a channel, as PyTorch's save_mean and
-// save_invstd).
+// save_invstd), and from which batch_norm_apply recomputes its output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,10 +49,33 @@ LogicalResult BatchNormOp::verify() {
                                {getMean(), getVariance()});
 }
 
+LogicalResult BatchNormApplyOp::verify() {
+  return verifyChannelOperands(*this, getInput(),
+                               {getScale(), getMean(), getVariance()},
+                               {getMean(), getVariance()});
+}
+
 LogicalResult BatchNormGradOp::verify() {
   return verifyChannelOperands(*this, getInput(),
                                {getScale(), getMean(), getVariance()},
                                {getMean(), getVariance()});
+}
+
+SmallVector<Value> BatchNormOp::getFirstResultRecomputationOperands() {
+  return {getInput(), getScale(), getBias(), getMean(), getVariance()};
+}
+
+Value BatchNormOp::buildFirstResultRecomputation(OpBuilder &b,
+                                                 ValueRange operands) {
+  return b
+      .create<BatchNormApplyOp>(getLoc(), getType(0), operands[0], operands[1],
+                                operands[2], operands[3], operands[4],
+                                getEpsilonAttr())
+      .getResult();
+}
+
+int64_t BatchNormOp::getFirstResultRecomputationFlops() {
+  return 4 * getInput().getType().getNumElements();
 }
 
 SmallVector<Value> BatchNormOp::buildGradient(OpBuilder &b,

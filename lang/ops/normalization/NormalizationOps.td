@@ -72,6 +72,7 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pur
 // tying only results to each other makes mlir-tblgen's declarations and
 // definitions disagree on whether the result types can be inferred.)
 def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+    DeclareOpInterfaceMethods<Mnemo_FirstResultRecomputationOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let extraClassDeclaration = [{
     /// About 7 FLOPs an element: two statistics passes, then the
@@ -102,6 +103,39 @@ def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel
   let results = (outs Mnemo_FloatTensor:$result, Mnemo_FloatTensor:$mean,
                       Mnemo_FloatTensor:$variance);
   let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Mnemo_BatchNormApplyOp : Mnemo_Op<"batch_norm_apply", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>,
+    AllTypesMatch<["mean", "variance"]>]> {
+  let extraClassDeclaration = [{
+    /// About 4 FLOPs an element: (x - mean) * rstd * scale + bias.
+    int64_t getRecomputeFlops() {
+      return 4 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+    }
+  }];
+  let summary = "batch_norm's output from given channel statistics";
+  let description = [{
+    `(x - mean) / sqrt(variance + epsilon) * scale + bias` per channel
+    (dim 1), with the mean and biased variance a `batch_norm` returned: its
+    output, computed again in one pass. Remat recomputes a batch norm's
+    output so in the backward (the batch_norm's
+    FirstResultRecomputationOpInterface), keeping only its input and
+    statistics; every implementation computes the same bits as the
+    batch_norm's own output. Not differentiated: only remat creates it.
+
+    ```mlir
+    %y = mnemo.batch_norm_apply %x, %g, %b, %mean, %var {epsilon = 1.000000e-05 : f64}
+        : (tensor<8x16x4x4xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> tensor<8x16x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Mnemo_FloatTensor:$input, Mnemo_FloatTensor:$scale,
+                       Mnemo_FloatTensor:$bias, Mnemo_FloatTensor:$mean,
+                       Mnemo_FloatTensor:$variance, F64Attr:$epsilon);
+  let results = (outs Mnemo_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
