@@ -220,7 +220,7 @@ LogicalResult emitBatchNormCuda(Op op, CudaKernelContext &context) {
   std::string call =
       llvm::formatv("{0}<{1}>({2});", batchNormKernel<Op>(),
                     context.elementType(op.getInput()), llvm::join(args, ", "));
-  if (std::is_same_v<Op, BatchNormApplyOp>)
+  if constexpr (std::is_same_v<Op, BatchNormApplyOp>)
     context.launch(call, gridFor(l.n * l.c * l.inner), kCudaThreads);
   else
     context.launch(call, gridFor(l.c, 1), rowThreads(l.n * l.inner));

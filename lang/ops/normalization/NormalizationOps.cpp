@@ -75,7 +75,7 @@ Value BatchNormOp::buildFirstResultRecomputation(OpBuilder &b,
 }
 
 int64_t BatchNormOp::getFirstResultRecomputationFlops() {
-  return 4 * getInput().getType().getNumElements();
+  return BatchNormApplyOp::flopsFor(getInput().getType());
 }
 
 SmallVector<Value> BatchNormOp::buildGradient(OpBuilder &b,

@@ -111,8 +111,11 @@ def Mnemo_BatchNormApplyOp : Mnemo_Op<"batch_norm_apply", [Mnemo_AmpF32, Mnemo_F
     AllTypesMatch<["mean", "variance"]>]> {
   let extraClassDeclaration = [{
     /// About 4 FLOPs an element: (x - mean) * rstd * scale + bias.
+    static int64_t flopsFor(::mlir::ShapedType type) {
+      return 4 * type.getNumElements();
+    }
     int64_t getRecomputeFlops() {
-      return 4 * ::llvm::cast<::mlir::ShapedType>(getType()).getNumElements();
+      return flopsFor(::llvm::cast<::mlir::ShapedType>(getType()));
     }
   }];
   let summary = "batch_norm's output from given channel statistics";
