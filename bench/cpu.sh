@@ -1,7 +1,8 @@
 #!/bin/bash
 # Mnemo's CPU trainer next to PyTorch (Debian's python3-torch, CPU) on the
 # examples (the LSTM language model as word_language_model writes it;
-# ResNet-18, the ViT, BERT and the U-Net on random arrays of their data's
+# ResNet-18 (also in bf16 against PyTorch's CPU autocast), the ViT, BERT and
+# the U-Net on random arrays of their data's
 # shapes) and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
 # width and depth: 12 layers, dim 768, 12 heads, byte vocabulary; context 256
 # at batch 2, and GPT-2's context, 1024, at batch 2): same model, batch,
@@ -74,6 +75,8 @@ CASES=(
   # segmentation files are not on these machines); reduced batches keep
   # PyTorch's side within a minute.
   "resnet18 resnet18 $WORK/cifar 10 -D batch=32"
+  # The same in bf16, against torch.autocast("cpu", bfloat16).
+  "resnet18-bf16 resnet18 $WORK/cifar 10 -D batch=32 --precision=bf16"
   "vit vit $WORK/cifar 10 -D batch=32 -D drop_path=0.0"
   "bert bert $WORK/mlm 10 -D batch=8 -D drop=0.0"
   "unet unet $WORK/segmentation 10"
@@ -90,10 +93,12 @@ for case in "${CASES[@]}"; do
   "$MNEMO_BUILD/bin/mnemoc" "$ROOT/examples/$example.mn" $options -o "$WORK/$name" >/dev/null
   train="$WORK/$name/train --data $data --steps $steps --threads $THREADS --quiet"
   $train --dump "$WORK/$name-dump" >/dev/null
+  autocast=()
+  case " $options " in *" --precision=bf16 "*) autocast=(--autocast bf16) ;; esac
   for r in $(seq "$REPEATS"); do
     $train --summary-json "$WORK/$name-mnemo-$r.json" >/dev/null
     /usr/bin/python3 "$ROOT/bench/cpu_pytorch.py" "$WORK/$name-dump" --threads "$THREADS" \
-      --out "$WORK/$name-torch-$r.json"
+      --out "$WORK/$name-torch-$r.json" "${autocast[@]}"
   done
   ROWS+=("$(/usr/bin/python3 - "$name" "$steps" "$WORK" "$REPEATS" <<'PY'
 import json, sys

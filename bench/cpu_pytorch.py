@@ -3,7 +3,10 @@
 initial weights on the same batches, and measures what the Mnemo trainer
 measures.
 
-Usage: cpu_pytorch.py DUMP_DIR --threads T --out FILE.json
+Usage: cpu_pytorch.py DUMP_DIR --threads T --out FILE.json [--autocast bf16]
+
+--autocast bf16 runs the forward under torch.autocast("cpu", bfloat16),
+PyTorch's side of a Mnemo trainer compiled with --precision=bf16.
 
 DUMP_DIR is what `train --dump` wrote (config.json, init.safetensors,
 batches.safetensors). Reports the median milliseconds per step (forward,
@@ -34,6 +37,7 @@ def main():
     parser.add_argument("dump")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--autocast", choices=["bf16"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -63,7 +67,9 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
         optimizer.zero_grad(set_to_none=True)
-        loss = model(batch)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=args.autocast == "bf16"):
+            loss = model(batch)
         loss.backward()
         if "clip_grad_norm" in train:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["clip_grad_norm"])

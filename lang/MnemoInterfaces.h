@@ -36,6 +36,10 @@ class AmpStatisticsStayF32
 template <typename ConcreteType>
 class AmpResultsStayF32
     : public mlir::OpTrait::TraitBase<ConcreteType, AmpResultsStayF32> {};
+/// Only the first operand is cast under amp (see MnemoInterfaces.td).
+template <typename ConcreteType>
+class AmpParametersStayF32
+    : public mlir::OpTrait::TraitBase<ConcreteType, AmpParametersStayF32> {};
 
 /// The op's fusion class (see MnemoInterfaces.td).
 template <typename ConcreteType>

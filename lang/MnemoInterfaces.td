@@ -239,15 +239,23 @@ def Mnemo_AmpF32 : NativeOpTrait<"AmpF32"> {
 def Mnemo_AmpFollow : NativeOpTrait<"AmpFollow"> {
   let cppNamespace = "::mnemo";
 }
-// Beside its category: the op's results after the first are softmax
-// statistics (attention's log-sum-exp) that stay f32 whatever the op
-// computes in, since the backward exponentiates them.
+// Beside its category: the op's results after the first are statistics
+// that stay f32 whatever the op computes in: attention's log-sum-exp,
+// which the backward exponentiates, and batch norm's channel mean and
+// variance, which the running statistics and the backward read.
 def Mnemo_AmpStatisticsStayF32 : NativeOpTrait<"AmpStatisticsStayF32"> {
   let cppNamespace = "::mnemo";
 }
 // Beside its category: every result stays f32 (a loss computed from
 // low-precision operands, and its rows' log-sum-exp).
 def Mnemo_AmpResultsStayF32 : NativeOpTrait<"AmpResultsStayF32"> {
+  let cppNamespace = "::mnemo";
+}
+// Beside its category: the op computes in its first operand's type and
+// only that operand is cast; the others (batch norm's scale and bias) keep
+// their f32, as PyTorch's batch norm reads f32 parameters beside 16-bit
+// data (autocast lists no cast for it) and cuDNN's takes them so.
+def Mnemo_AmpParametersStayF32 : NativeOpTrait<"AmpParametersStayF32"> {
   let cppNamespace = "::mnemo";
 }
 

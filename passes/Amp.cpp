@@ -228,11 +228,18 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       Category category = policy.of(&op);
       if (category != Category::F32 && policy.keptInF32(&op))
         category = Category::F32;
+      // Only the first operand is cast where the others stay f32 (batch
+      // norm's scale and bias); following, the op computes in its type.
+      bool castFirstOnly = op.hasTrait<AmpParametersStayF32>();
       Type compute;
       if (category == Category::Low) {
         compute = low;
       } else if (category == Category::F32) {
         compute = f32;
+      } else if (castFirstOnly) {
+        if (!isFloatTensor(op.getOperand(0)))
+          continue;
+        compute = elementOf(op.getOperand(0));
       } else {
         Type activations, all;
         for (Value operand : op.getOperands()) {
@@ -249,7 +256,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       builder.setInsertionPoint(&op);
       for (OpOperand &operand : op.getOpOperands()) {
         Value v = operand.get();
-        if (!isFloatTensor(v) || elementOf(v) == compute)
+        if (!isFloatTensor(v) || elementOf(v) == compute ||
+            (castFirstOnly && operand.getOperandNumber() > 0))
           continue;
         operand.set(
             builder.create<CastOp>(op.getLoc(), withElement(v, compute), v));

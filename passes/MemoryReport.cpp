@@ -239,7 +239,7 @@ std::string keptF32Reason(Value value) {
       (llvm::isa<LinearCrossEntropyWithGradOp>(def) &&
        value == def->getResult(0));
   if (statistics)
-    return "a loss or row statistics the backward exponentiates";
+    return "a loss or statistics, f32 whatever the op computes in";
   if (llvm::isa<CastOp>(def))
     return "cast up for an op that computes in f32";
   if (def->hasTrait<AmpF32>())

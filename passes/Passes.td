@@ -129,6 +129,8 @@ def Amp : Pass<"amp", "mlir::ModuleOp"> {
       operands. Parameters and constants follow the activation they meet
       (a bias added to a bf16 product is cast to bf16, as autocast's
       `linear` does), so the activation stream stays low between f32 ops.
+      batch_norm follows its input alone: its scale, bias and statistics
+      stay f32 beside 16-bit data (PyTorch's autocast leaves it so too).
 
     Parameters stay f32 (master weights): each use gets a cast, and CSE
     leaves one cast per parameter, shared by the forward and, through the

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Which dtype each op of gpt.mn runs in under `amp` (bf16), next to what
-PyTorch's CPU autocast (bf16) chooses for the same model (models.GPT).
+"""Which dtype each op of gpt.mn (or resnet18.mn) runs in under `amp`
+(bf16), next to what PyTorch's CPU autocast (bf16) chooses for the same
+model (models.GPT, models.ResNet18).
 
-Usage: amp_dtypes.py MNEMO_FORWARD.mlir
+Usage: amp_dtypes.py MNEMO_FORWARD.mlir [--model gpt|resnet18]
 
 MNEMO_FORWARD.mlir is @forward after the amp pass (mnemo-opt --amp). The
 PyTorch side records every aten op's output dtype under
@@ -11,6 +12,7 @@ by kind (a Linear is PyTorch's addmm, Mnemo's matmul and bias add; ...).
 Prints one line per kind and exits 1 when a kind differs and is not one of
 the deliberate differences below (docs/mixed-precision.md lists them).
 """
+import argparse
 import re
 import sys
 from collections import defaultdict
@@ -19,10 +21,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from models import GPT  # noqa: E402
+from models import GPT, ResNet18  # noqa: E402
 
 # kind: (PyTorch aten ops, Mnemo ops)
-KINDS = {
+GPT_KINDS = {
     "linear layers (product and bias)": ({"addmm", "mm"}, {"matmul", "bias add"}),
     # PyTorch's written-out attention, op by op; Mnemo's one fused op.
     "attention (products, scaling, mask, softmax)":
@@ -33,16 +35,39 @@ KINDS = {
     "embedding": ({"embedding"}, {"embedding"}),
     "loss": ({"_log_softmax", "nll_loss_forward"}, {"cross_entropy"}),
 }
-# Kinds whose dtypes differ on purpose, with why (none in gpt.mn today: its
+RESNET_KINDS = {
+    "convolution": ({"convolution"}, {"conv2d"}),
+    # Training mode: bf16 data, f32 scale, bias and statistics.
+    "batch norm": ({"native_batch_norm"}, {"batch_norm"}),
+    "relu": ({"relu_"}, {"relu"}),
+    "linear layer (product and bias)": ({"addmm"}, {"matmul", "bias add"}),
+    "loss": ({"_log_softmax", "nll_loss_forward"}, {"cross_entropy"}),
+}
+# Kinds whose dtypes differ on purpose, with why. gpt.mn has none: its
 # softmax is inside fused attention, which computes the probabilities in
-# f32 from bf16 operands and returns bf16, as FlashAttention does).
-DELIBERATE = {}
+# f32 from bf16 operands and returns bf16, as FlashAttention does.
+RESNET_DELIBERATE = {
+    "relu": "@forward also computes the evaluation output, whose batch norm "
+            "is f32 arithmetic on the f32 running statistics (x * scale + "
+            "shift in bf16 would cancel near the running mean); its ReLU "
+            "follows",
+}
+MODELS = {
+    "gpt": (GPT, {"vocab": 256, "dim": 128, "context": 64, "heads": 4, "layers": 2},
+            GPT_KINDS, {}),
+    "resnet18": (ResNet18, {"width": 4, "cifar_stem": True, "classes": 5},
+                 RESNET_KINDS, RESNET_DELIBERATE),
+}
 
 
-def torch_dtypes(hp):
-    model = GPT(hp)
-    batch = {"tokens": torch.randint(0, hp["vocab"], (2, hp["context"])),
-             "next": torch.randint(0, hp["vocab"], (2, hp["context"]))}
+def torch_dtypes(name, hp):
+    model = MODELS[name][0](hp)
+    if name == "gpt":
+        batch = {"tokens": torch.randint(0, hp["vocab"], (2, hp["context"])),
+                 "next": torch.randint(0, hp["vocab"], (2, hp["context"]))}
+    else:
+        batch = {"image": torch.randn(4, 3, 16, 16),
+                 "label": torch.randint(0, hp["classes"], (4,))}
     seen = defaultdict(set)
 
     class Record(TorchDispatchMode):
@@ -102,12 +127,16 @@ def mnemo_dtypes(path):
 
 
 def main():
-    hp = {"vocab": 256, "dim": 128, "context": 64, "heads": 4, "layers": 2}
-    ours = mnemo_dtypes(sys.argv[1])
-    theirs = torch_dtypes(hp)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("forward")
+    parser.add_argument("--model", choices=sorted(MODELS), default="gpt")
+    args = parser.parse_args()
+    _, hp, kinds, deliberate = MODELS[args.model]
+    ours = mnemo_dtypes(args.forward)
+    theirs = torch_dtypes(args.model, hp)
     failed = False
     print("%-44s %-12s %-12s %s" % ("kind", "PyTorch", "Mnemo", ""))
-    for kind, (aten, mnemo) in KINDS.items():
+    for kind, (aten, mnemo) in kinds.items():
         t = set().union(*(theirs.get(a, set()) for a in aten))
         o = set().union(*(ours.get(m, set()) for m in mnemo))
         if not t or not o:
@@ -115,8 +144,8 @@ def main():
             failed = True
         elif t == o:
             verdict = "same"
-        elif kind in DELIBERATE:
-            verdict = "deliberate: " + DELIBERATE[kind]
+        elif kind in deliberate:
+            verdict = "deliberate: " + deliberate[kind]
         else:
             verdict = "DIFFERENT"
             failed = True

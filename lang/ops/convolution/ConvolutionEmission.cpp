@@ -2,9 +2,8 @@
 //
 // The code generation models of conv2d and its backward ops: on the CPU a
 // ConvSite of the generated file (oneDNN's primitive, or im2col;
-// ConvolutionKernels.h) run on the workspace the op declares, and on
-// 16-bit storage the im2col kernels around widened operands; on the GPU
-// one cuDNN call (CudaKernelContext::convolution).
+// ConvolutionKernels.h, in f32 or 16-bit storage) run on the workspace the
+// op declares; on the GPU one cuDNN call (CudaKernelContext::convolution).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,21 +22,19 @@ using namespace mnemo::codegen;
 
 namespace {
 
-/// What each op computes: its ConvKind on the CPU (and its number for the
-/// 16-bit path), and cuDNN's kind.
+/// What each op computes: its ConvKind on the CPU and cuDNN's kind.
 struct ConvKindNames {
   const char *site; // ConvKind
-  int halfKind;
   const char *cudnn;
 };
 
 template <typename Op> constexpr ConvKindNames kindOf() {
   if constexpr (std::is_same_v<Op, Conv2DOp>)
-    return {"Forward", 0, "Forward"};
+    return {"Forward", "Forward"};
   else if constexpr (std::is_same_v<Op, Conv2DInputGradOp>)
-    return {"InputGrad", 1, "InputGrad"};
+    return {"InputGrad", "InputGrad"};
   else
-    return {"WeightGrad", 2, "WeightGrad"};
+    return {"WeightGrad", "WeightGrad"};
 }
 
 template <typename Op>
@@ -56,27 +53,24 @@ LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
       "{13}}",
       g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ho, g.wo, g.strideH, g.strideW,
       g.padH, g.padW, g.imagesPerGemm);
-  // 16-bit storage: widened around the f32 kernel.
-  if (ctypeOf(op->getResult(0).getType()).isHalf) {
-    context.out() << llvm::formatv(
-        "  {{\n    static const ConvShape conv = {0};\n    conv2dHalf({1}, "
-        "conv, {2}, {3}, {4}, {5});\n  }\n",
-        shape, kind.halfKind, *first, *second, context.result(), *workspace);
-    return success();
-  }
-  // f32: a site set up before the first step (oneDNN's primitive where
-  // the trainer has oneDNN).
-  // The activations the plan keeps in blocks of channels.
+  // A site set up before the first step: oneDNN's primitive where the
+  // trainer has oneDNN (for 16-bit storage, where this CPU has a fast
+  // one), else im2col (around widened operands for 16-bit storage). The
+  // activations the plan keeps in blocks of channels (f32 only).
   bool blocked[3] = {plan::isChannelBlocked(op->getOperand(0)),
                      plan::isChannelBlocked(op->getOperand(1)),
                      plan::isChannelBlocked(op->getResult(0))};
-  std::string layouts;
-  if (blocked[0] || blocked[1] || blocked[2])
-    layouts = llvm::formatv(", ConvLayouts{{{0}, {1}, {2}}", blocked[0],
+  std::string options;
+  CType element = ctypeOf(op->getResult(0).getType());
+  if (blocked[0] || blocked[1] || blocked[2] || element.isHalf)
+    options = llvm::formatv(", ConvLayouts{{{0}, {1}, {2}}", blocked[0],
                             blocked[1], blocked[2]);
+  if (element.isHalf)
+    options +=
+        element.name == "bf16_t" ? ", ConvData::BF16" : ", ConvData::F16";
   std::string site = context.fileScopeObject(
       "ConvSite", llvm::formatv("ConvShape{0}, ConvKind::{1}, {2}{3}", shape,
-                                kind.site, op.getCpuWorkspaceBytes(), layouts)
+                                kind.site, op.getCpuWorkspaceBytes(), options)
                       .str());
   context.out() << llvm::formatv("  {0}.run({1}, {2}, {3}, {4});\n", site,
                                  *first, *second, context.result(), *workspace);

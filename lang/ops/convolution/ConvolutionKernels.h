@@ -41,6 +41,10 @@ void conv2dWeightGrad(const ConvShape &s, const float *dy, const float *x,
 /// InputGrad (dy, w) -> dx, WeightGrad (dy, x) -> dw.
 enum class ConvKind : int { Forward = 0, InputGrad = 1, WeightGrad = 2 };
 
+/// The element type of a site's operands and result: f32, or a 16-bit
+/// storage type under mixed precision (bf16_t, f16_t: runtime/cpu/Half.h).
+enum class ConvData : int { F32 = 0, BF16 = 1, F16 = 2 };
+
 /// Which of a site's activations the plan keeps in blocks of channels
 /// (#mnemo.placement's channel_blocked; never the weights or their
 /// gradient): Forward's x and y, InputGrad's dy and dx, WeightGrad's dy
@@ -58,7 +62,7 @@ struct ConvLayouts {
 /// norm's kernels read it.
 int64_t channelBlock();
 
-/// One f32 convolution op of the generated code (the generated file holds
+/// One convolution op of the generated code (the generated file holds
 /// it as a namespace-scope object), set up before the first step by
 /// prepareConvolutions. With oneDNN (a trainer built
 /// where libdnnl-dev is installed): oneDNN's primitive for this shape on
@@ -71,11 +75,15 @@ int64_t channelBlock();
 /// (or whose primitive would need a scratchpad) runs im2col and
 /// sgemm instead (as does every site without oneDNN, and every site when
 /// MNEMO_ONEDNN=0 is in the environment). Either way a step uses exactly
-/// the plan's memory.
+/// the plan's memory. On 16-bit storage, oneDNN's 16-bit convolution
+/// (f32 accumulation, the result rounded once) where this CPU has one
+/// that is not oneDNN's reference code (bf16 on AVX-512), else the
+/// im2col kernels around widened operands (conv2dHalf); the plan's
+/// workspace holds either.
 class ConvSite {
 public:
   ConvSite(const ConvShape &shape, ConvKind kind, int64_t workspaceBytes,
-           ConvLayouts layouts = {});
+           ConvLayouts layouts = {}, ConvData data = ConvData::F32);
   ~ConvSite();
   ConvSite(const ConvSite &) = delete;
   ConvSite &operator=(const ConvSite &) = delete;
@@ -86,9 +94,10 @@ public:
   void prepare(int threads, int64_t block);
 
   /// Forward: first = x, second = w, result = y; InputGrad: dy, w, dx;
-  /// WeightGrad: dy, x, dw. `workspace` holds workspaceBytes.
-  void run(const float *first, const float *second, float *result,
-           float *workspace) const;
+  /// WeightGrad: dy, x, dw, of the site's ConvData (T: float, bf16_t or
+  /// f16_t). `workspace` holds workspaceBytes.
+  template <typename T>
+  void run(const T *first, const T *second, T *result, float *workspace) const;
 
   /// oneDNN's implementation ("jit:avx512_core"), or why im2col runs.
   const std::string &implementation() const { return how; }
@@ -99,10 +108,15 @@ public:
   struct OneDnn;
 
 private:
+  /// oneDNN's primitives on the step's pointers; false where it has none.
+  bool runOneDnn(const void *first, const void *second, void *result,
+                 float *workspace) const;
+
   ConvShape shape;
   ConvKind kind;
   int64_t workspaceBytes;
   ConvLayouts layouts;
+  ConvData data;
   std::string how;
   std::unique_ptr<OneDnn> dnn;
 };

@@ -18,12 +18,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
+#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 #if MNEMO_HAVE_ONEDNN
@@ -86,13 +88,22 @@ OneDnnContext &context() {
   return c;
 }
 
-/// A plain 4-d f32 memory descriptor (tag nchw, oihw, or any).
+/// A plain 4-d memory descriptor (tag nchw, oihw, or any), f32 unless
+/// said.
 dnnl_memory_desc_t plainDesc(int64_t a, int64_t b, int64_t c, int64_t d,
-                             dnnl_format_tag_t tag) {
+                             dnnl_format_tag_t tag,
+                             dnnl_data_type_t type = dnnl_f32) {
   dnnl_memory_desc_t md;
   dnnl_dims_t dims = {a, b, c, d};
-  dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag);
+  dnnl_memory_desc_init_by_tag(&md, 4, dims, type, tag);
   return md;
+}
+
+/// oneDNN's data type of a site's ConvData.
+dnnl_data_type_t dataTypeOf(ConvData data) {
+  return data == ConvData::BF16  ? dnnl_bf16
+         : data == ConvData::F16 ? dnnl_f16
+                                 : dnnl_f32;
 }
 
 /// The tag of activations in blocks of `block` channels (undef: none).
@@ -176,9 +187,10 @@ struct ConvSite::OneDnn {
   dnnl_primitive_t sharedReorder = nullptr; // null: the plan's layout
   std::vector<SharedSlice> sharedSlices;    // empty: sharedReorder whole
   int inArg = 0, sharedArg = 0, outArg = 0;
-  // Floats between the plan's pointers of consecutive images (or output
-  // channels) of the split operand and of the result.
-  int64_t inStep = 0, outStep = 0;
+  // Elements between the plan's pointers of consecutive images (or output
+  // channels) of the split operand and of the result, and an element's
+  // bytes.
+  int64_t inStep = 0, outStep = 0, elementBytes = 4;
   std::vector<dnnl_primitive_desc_t> descs;
   std::vector<dnnl_memory_t> memories;
 
@@ -230,7 +242,7 @@ void sliceSharedReorder(const dnnl_memory_desc_t &plain,
   int64_t count = std::min<int64_t>(maxParts, blocks);
   if (count < 2 || plain.dims[0] % kBlock != 0 ||
       int64_t(dnnl_memory_desc_get_size(&blocked)) !=
-          elements * int64_t(sizeof(float)))
+          elements * dnn.elementBytes)
     return;
   int64_t size = kBlock * ((blocks + count - 1) / count);
   bool ok = true;
@@ -285,10 +297,13 @@ public:
   /// which is copied; 0: none, they are reordered to the layouts oneDNN
   /// picks like plain ones (where the blocked layout would cost oneDNN its
   /// fast kernels).
-  OneDnnBuilder(const ConvShape &s, ConvKind kind, int64_t maxParts,
-                ConvLayouts layouts, int64_t block, int directness, OneDnn &dnn)
-      : s(s), kind(kind), maxParts(maxParts), block(block), c(context()),
-        dnn(dnn), byChannels(kind == ConvKind::WeightGrad) {
+  OneDnnBuilder(const ConvShape &s, ConvKind kind, ConvData data,
+                int64_t maxParts, ConvLayouts layouts, int64_t block,
+                int directness, OneDnn &dnn)
+      : s(s), kind(kind), type(dataTypeOf(data)), maxParts(maxParts),
+        block(block), c(context()), dnn(dnn),
+        byChannels(kind == ConvKind::WeightGrad) {
+    dnn.elementBytes = data == ConvData::F32 ? 4 : 2;
     if (block == 1)
       layouts = {};
     xBlocked = kind == ConvKind::Forward     ? layouts.firstBlocked
@@ -357,14 +372,14 @@ private:
                                               : xImage;
   }
 
-  static dnnl_memory_desc_t any(int64_t a, int64_t b, int64_t h, int64_t w) {
-    return plainDesc(a, b, h, w, dnnl_format_tag_any);
+  dnnl_memory_desc_t any(int64_t a, int64_t b, int64_t h, int64_t w) const {
+    return plainDesc(a, b, h, w, dnnl_format_tag_any, type);
   }
   /// An activation as the plan keeps it: in blocks, or NCHW.
   dnnl_memory_desc_t activation(bool blocked, int64_t n, int64_t channels,
                                 int64_t h, int64_t w) const {
-    return plainDesc(n, channels, h, w,
-                     blocked ? blockedTag(block) : dnnl_nchw);
+    return plainDesc(n, channels, h, w, blocked ? blockedTag(block) : dnnl_nchw,
+                     type);
   }
   /// A weight gradient's part reads dy's channels [begin, begin + n) of
   /// every image, whole blocks of the blocked dy: its sub-memory at channel
@@ -388,20 +403,20 @@ private:
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {s.n, n, s.ho, s.wo};
     dnnl_dims_t steps = {s.o * s.ho * s.wo, s.ho * s.wo, s.wo, 1};
-    dnnl_memory_desc_init_by_strides(&md, 4, dims, dnnl_f32, steps);
+    dnnl_memory_desc_init_by_strides(&md, 4, dims, type, steps);
     return md;
   }
   /// The plan's layout of a part's result.
   dnnl_memory_desc_t plainOut(int64_t n) const {
     if (byChannels)
-      return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw);
+      return plainDesc(n, s.c, s.kh, s.kw, dnnl_oihw, type);
     return kind == ConvKind::Forward ? activation(yBlocked, n, s.o, s.ho, s.wo)
                                      : activation(xBlocked, n, s.c, s.h, s.w);
   }
   /// The plan's layout of the shared operand.
   dnnl_memory_desc_t sharedPlain() const {
     return byChannels ? activation(xBlocked, s.n, s.c, s.h, s.w)
-                      : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw);
+                      : plainDesc(s.o, s.c, s.kh, s.kw, dnnl_oihw, type);
   }
 
   dnnl_primitive_desc_t create(const void *desc,
@@ -463,7 +478,7 @@ private:
                                            nullptr) != dnnl_success)
       return false;
     dnn.descs.push_back(pd);
-    // Plain <-> blocked f32 reorders need no scratchpad.
+    // Plain <-> blocked reorders of one type need no scratchpad.
     const dnnl_memory_desc_t *scratch =
         dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (scratch && bytesOf(scratch) != 0)
@@ -483,14 +498,23 @@ private:
           byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
     dnnl_primitive_attr_destroy(attr);
     if (!pds[0] || (last != size && !pds[1]))
-      return "oneDNN has no convolution for this shape";
+      return type == dnnl_f32 ? "oneDNN has no convolution for this shape"
+             : type == dnnl_bf16
+                 ? "oneDNN has no bf16 convolution for this shape on this CPU"
+                 : "oneDNN has no f16 convolution for this shape on this CPU";
     const char *impl = nullptr;
     dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
     implementation = impl ? impl : "?";
-    // A layout the plan imposes must not cost oneDNN's fast kernels.
-    if (direct && (xBlocked || yBlocked) && implementation.rfind("ref", 0) == 0)
+    // A layout the plan imposes must not cost oneDNN's fast kernels, nor
+    // 16-bit storage (where oneDNN's reference code is far slower than
+    // widening for im2col).
+    bool reference = implementation.rfind("ref", 0) == 0;
+    if (direct && (xBlocked || yBlocked) && reference)
       return "oneDNN has only its reference convolution for the blocked "
              "activations";
+    if (type != dnnl_f32 && reference)
+      return std::string("oneDNN has only its reference convolution for ") +
+             (type == dnnl_bf16 ? "bf16" : "f16") + " on this CPU";
     return "";
   }
 
@@ -603,6 +627,7 @@ private:
 
   const ConvShape &s;
   ConvKind kind;
+  dnnl_data_type_t type; // the operands' and the result's
   int64_t maxParts, block;
   OneDnnContext &c;
   OneDnn &dnn;
@@ -619,7 +644,7 @@ private:
 
 /// Sets up `dnn` for the site (OneDnnBuilder). An empty string on success,
 /// else why not.
-std::string createOneDnn(const ConvShape &s, ConvKind kind,
+std::string createOneDnn(const ConvShape &s, ConvKind kind, ConvData data,
                          int64_t workspaceBytes, int64_t maxParts,
                          ConvLayouts layouts, int64_t block, int directness,
                          OneDnn &dnn, std::string &implementation) {
@@ -627,7 +652,7 @@ std::string createOneDnn(const ConvShape &s, ConvKind kind,
   if (!c.failure.empty())
     return c.failure;
   c.alone();
-  return OneDnnBuilder(s, kind, maxParts, layouts, block, directness, dnn)
+  return OneDnnBuilder(s, kind, data, maxParts, layouts, block, directness, dnn)
       .build(workspaceBytes, implementation);
 }
 
@@ -640,9 +665,9 @@ struct ConvSite::OneDnn {};
 #endif
 
 ConvSite::ConvSite(const ConvShape &shape, ConvKind kind,
-                   int64_t workspaceBytes, ConvLayouts layouts)
+                   int64_t workspaceBytes, ConvLayouts layouts, ConvData data)
     : shape(shape), kind(kind), workspaceBytes(workspaceBytes),
-      layouts(layouts), how("im2col + sgemm: not prepared") {
+      layouts(layouts), data(data), how("im2col + sgemm: not prepared") {
   sites().push_back(this);
 }
 
@@ -671,8 +696,8 @@ void ConvSite::prepare(int threads, int64_t block) {
         continue;
       auto made = std::make_unique<OneDnn>();
       std::string implementation;
-      why = createOneDnn(shape, kind, workspaceBytes, parts, layouts, block,
-                         directness, *made, implementation);
+      why = createOneDnn(shape, kind, data, workspaceBytes, parts, layouts,
+                         block, directness, *made, implementation);
       if (why.empty()) {
         dnn = std::move(made);
         how = implementation;
@@ -692,11 +717,14 @@ void ConvSite::prepare(int threads, int64_t block) {
 #endif
 }
 
-void ConvSite::run(const float *first, const float *second, float *result,
-                   float *workspace) const {
+bool ConvSite::runOneDnn(const void *first, const void *second, void *result,
+                         float *workspace) const {
 #if MNEMO_HAVE_ONEDNN
   if (dnn) {
     OneDnnContext &c = context();
+    // The plan's pointers by bytes: the elements are f32 or 16-bit.
+    auto *firstBytes = static_cast<uint8_t *>(const_cast<void *>(first));
+    auto *resultBytes = static_cast<uint8_t *>(result);
     auto *base = reinterpret_cast<uint8_t *>(workspace);
     // The shared operand's blocked copy, once: in slices on the step's
     // threads, or whole on this one.
@@ -709,7 +737,7 @@ void ConvSite::run(const float *first, const float *second, float *result,
                       const OneDnn::SharedSlice &slice = dnn->sharedSlices[k];
                       // A sub-memory's handle is its whole tensor's.
                       dnnl_memory_set_data_handle(slice.plain,
-                                                  const_cast<float *>(second));
+                                                  const_cast<void *>(second));
                       dnnl_memory_set_data_handle(slice.blocked, base);
                       dnnl_exec_arg_t move[2] = {{DNNL_ARG_FROM, slice.plain},
                                                  {DNNL_ARG_TO, slice.blocked}};
@@ -721,8 +749,7 @@ void ConvSite::run(const float *first, const float *second, float *result,
     } else if (dnn->sharedReorder) {
       c.alone();
       LibraryCallScope library;
-      dnnl_memory_set_data_handle(dnn->sharedPlain,
-                                  const_cast<float *>(second));
+      dnnl_memory_set_data_handle(dnn->sharedPlain, const_cast<void *>(second));
       dnnl_memory_set_data_handle(dnn->sharedBlocked, base);
       dnnl_exec_arg_t move[2] = {{DNNL_ARG_FROM, dnn->sharedPlain},
                                  {DNNL_ARG_TO, dnn->sharedBlocked}};
@@ -730,7 +757,7 @@ void ConvSite::run(const float *first, const float *second, float *result,
       dnnl_stream_wait(c.stream);
     }
     void *shared = dnn->sharedReorder ? static_cast<void *>(base)
-                                      : const_cast<float *>(second);
+                                      : const_cast<void *>(second);
     parallelFor(int64_t(dnn->parts.size()), 1, [&](int64_t begin, int64_t end) {
       c.alone();
       // oneDNN's execute allocates its argument map: counted apart.
@@ -738,10 +765,11 @@ void ConvSite::run(const float *first, const float *second, float *result,
       for (int64_t k = begin; k < end; ++k) {
         const OneDnn::Part &part = dnn->parts[k];
         const OneDnn::Primitive &p = dnn->primitives[part.primitive];
-        dnnl_memory_set_data_handle(part.in, const_cast<float *>(first) +
-                                                 part.begin * dnn->inStep);
+        dnnl_memory_set_data_handle(
+            part.in, firstBytes + part.begin * dnn->inStep * dnn->elementBytes);
         dnnl_memory_set_data_handle(part.out,
-                                    result + part.begin * dnn->outStep);
+                                    resultBytes + part.begin * dnn->outStep *
+                                                      dnn->elementBytes);
         dnnl_memory_set_data_handle(part.shared, shared);
         if (p.in) {
           dnnl_memory_set_data_handle(part.inBlocked, base + part.inOffset);
@@ -768,16 +796,36 @@ void ConvSite::run(const float *first, const float *second, float *result,
         dnnl_stream_wait(part.stream);
       }
     });
-    return;
+    return true;
   }
+#else
+  (void)first, (void)second, (void)result, (void)workspace;
 #endif
-  if (kind == ConvKind::Forward)
-    conv2d(shape, first, second, result, workspace);
-  else if (kind == ConvKind::InputGrad)
-    conv2dInputGrad(shape, first, second, result, workspace);
-  else
-    conv2dWeightGrad(shape, first, second, result, workspace);
+  return false;
 }
+
+template <typename T>
+void ConvSite::run(const T *first, const T *second, T *result,
+                   float *workspace) const {
+  if (runOneDnn(first, second, result, workspace))
+    return;
+  if constexpr (!std::is_same_v<T, float>) {
+    conv2dHalf(int(kind), shape, first, second, result, workspace);
+  } else if (kind == ConvKind::Forward) {
+    conv2d(shape, first, second, result, workspace);
+  } else if (kind == ConvKind::InputGrad) {
+    conv2dInputGrad(shape, first, second, result, workspace);
+  } else {
+    conv2dWeightGrad(shape, first, second, result, workspace);
+  }
+}
+
+template void ConvSite::run<float>(const float *, const float *, float *,
+                                   float *) const;
+template void ConvSite::run<bf16_t>(const bf16_t *, const bf16_t *, bf16_t *,
+                                    float *) const;
+template void ConvSite::run<f16_t>(const f16_t *, const f16_t *, f16_t *,
+                                   float *) const;
 
 namespace {
 /// channelBlock()'s value, which prepareConvolutions sets, and why the

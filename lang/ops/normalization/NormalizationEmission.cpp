@@ -217,9 +217,12 @@ LogicalResult emitBatchNormCuda(Op op, CudaKernelContext &context) {
   for (unsigned r = 0; r < op->getNumResults(); ++r)
     args.push_back(context.result(r));
   llvm::append_range(args, layoutAndEpsilon(op, l));
+  // The data's type, then the scale's (f32 beside 16-bit data under mixed
+  // precision).
   std::string call =
-      llvm::formatv("{0}<{1}>({2});", batchNormKernel<Op>(),
-                    context.elementType(op.getInput()), llvm::join(args, ", "));
+      llvm::formatv("{0}<{1}, {2}>({3});", batchNormKernel<Op>(),
+                    context.elementType(op.getInput()),
+                    context.elementType(op.getScale()), llvm::join(args, ", "));
   if constexpr (std::is_same_v<Op, BatchNormApplyOp>)
     context.launch(call, gridFor(l.n * l.c * l.inner), kCudaThreads);
   else

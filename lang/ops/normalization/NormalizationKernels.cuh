@@ -124,11 +124,16 @@ __device__ void layerNormGradFinish(const float *partial, int64_t chunks,
     dbias[j] = st<T>(db);
 }
 
+// The batch-norm kernels below take the data (x, y and their gradients) in
+// T and the scale, bias and their gradients in P: f32 parameters beside
+// 16-bit data under mixed precision, as PyTorch's and cuDNN's batch norm.
+// The statistics are f32.
+
 /// Batch normalization of x [n, c, inner]: one block per channel, its mean
 /// and biased variance (two passes, the second over deviations) into
 /// `mean` and `var`, then y.
-template <typename T>
-__device__ void batchNorm(const T *x, const T *scale, const T *bias, T *y,
+template <typename T, typename P>
+__device__ void batchNorm(const T *x, const P *scale, const P *bias, T *y,
                           float *mean, float *var, int64_t n, int64_t c,
                           int64_t inner, float eps) {
   int64_t count = n * inner;
@@ -159,8 +164,8 @@ __device__ void batchNorm(const T *x, const T *scale, const T *bias, T *y,
 /// batch_norm_apply: y from the mean and variance batchNorm returned,
 /// grid-stride over the elements; the same arithmetic as batchNorm's, so
 /// the same bits.
-template <typename T>
-__device__ void batchNormApply(const T *x, const T *scale, const T *bias,
+template <typename T, typename P>
+__device__ void batchNormApply(const T *x, const P *scale, const P *bias,
                                const float *mean, const float *var, T *y,
                                int64_t n, int64_t c, int64_t inner, float eps) {
   for (int64_t at = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -174,10 +179,10 @@ __device__ void batchNormApply(const T *x, const T *scale, const T *bias,
 
 /// The gradients of batch normalization: one block per channel, from the
 /// forward's statistics.
-template <typename T>
-__device__ void batchNormGrad(const T *dy, const T *x, const T *scale,
+template <typename T, typename P>
+__device__ void batchNormGrad(const T *dy, const T *x, const P *scale,
                               const float *mean, const float *var, T *dx,
-                              T *dscale, T *dbias, int64_t n, int64_t c,
+                              P *dscale, P *dbias, int64_t n, int64_t c,
                               int64_t inner, float eps) {
   int64_t count = n * inner;
   for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
@@ -199,8 +204,8 @@ __device__ void batchNormGrad(const T *dy, const T *x, const T *scale,
                                                        mu, rstd, a, b));
     }
     if (threadIdx.x == 0) {
-      dscale[ch] = st<T>(sumDyXhat);
-      dbias[ch] = st<T>(sumDy);
+      dscale[ch] = st<P>(sumDyXhat);
+      dbias[ch] = st<P>(sumDy);
     }
   }
 }

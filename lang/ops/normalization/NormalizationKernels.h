@@ -166,10 +166,10 @@ struct LaneSums {
 /// elements.
 template <int Block> struct ChannelBlocks {
   int64_t n, blocks, inner;
-  template <typename Visit>
-  void forEach(const float *data, int64_t cb, Visit visit) const {
+  template <typename T, typename Visit>
+  void forEach(const T *data, int64_t cb, Visit visit) const {
     for (int64_t i = 0; i < n; ++i) {
-      const float *p = data + (i * blocks + cb) * inner * Block;
+      const T *p = data + (i * blocks + cb) * inner * Block;
       for (int64_t s = 0; s < inner; ++s)
         visit(i, s, p + s * Block);
     }
@@ -195,12 +195,16 @@ inline float batchNormRstd(float var, float eps) {
   return float(1.0 / std::sqrt(double(var) + eps));
 }
 
+// The batch-norm kernels below take the data (x, y and their gradients) in
+// T, f32 or a 16-bit storage type under mixed precision, and the scale,
+// bias, statistics and their gradients in f32 always, as PyTorch's; the
+// arithmetic is f32 with sums in double either way.
+
 /// y for the block of channels cb from the channels' mean and variance.
-template <int Block>
+template <int Block, typename T>
 void batchNormApplyBlock(const ChannelBlocks<Block> &layout, int64_t cb,
-                         const float *x, const float *scale, const float *bias,
-                         const float *mean, const float *var, float *y,
-                         float eps) {
+                         const T *x, const float *scale, const float *bias,
+                         const float *mean, const float *var, T *y, float eps) {
   float mu[Block], rstd[Block], gamma[Block], beta[Block];
   for (int k = 0; k < Block; ++k) {
     int64_t ch = cb * Block + k;
@@ -209,46 +213,46 @@ void batchNormApplyBlock(const ChannelBlocks<Block> &layout, int64_t cb,
     gamma[k] = scale[ch];
     beta[k] = bias[ch];
   }
-  layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-    float *out = y + layout.offset(i, cb, s);
+  layout.forEach(x, cb, [&](int64_t i, int64_t s, const T *p) {
+    T *out = y + layout.offset(i, cb, s);
     for (int k = 0; k < Block; ++k)
-      out[k] =
-          normalization::normalize(p[k], mu[k], rstd[k], gamma[k], beta[k]);
+      out[k] = T(normalization::normalize(float(p[k]), mu[k], rstd[k], gamma[k],
+                                          beta[k]));
   });
 }
 
 /// y for channel ch of plain [n, c, inner] data.
-inline void batchNormApplyChannel(const float *x, const float *scale,
-                                  const float *bias, const float *mean,
-                                  const float *var, float *y, int64_t n,
-                                  int64_t c, int64_t inner, float eps,
-                                  int64_t ch) {
+template <typename T>
+void batchNormApplyChannel(const T *x, const float *scale, const float *bias,
+                           const float *mean, const float *var, T *y, int64_t n,
+                           int64_t c, int64_t inner, float eps, int64_t ch) {
   float mu = mean[ch], rstd = batchNormRstd(var[ch], eps);
   for (int64_t i = 0; i < n; ++i) {
-    const float *p = x + (i * c + ch) * inner;
-    float *out = y + (i * c + ch) * inner;
+    const T *p = x + (i * c + ch) * inner;
+    T *out = y + (i * c + ch) * inner;
     for (int64_t s = 0; s < inner; ++s)
-      out[s] = normalization::normalize(p[s], mu, rstd, scale[ch], bias[ch]);
+      out[s] = T(
+          normalization::normalize(float(p[s]), mu, rstd, scale[ch], bias[ch]));
   }
 }
 
-template <int Block>
-void batchNormBlocked(const float *x, const float *scale, const float *bias,
-                      float *y, float *mean, float *var, int64_t n, int64_t c,
+template <int Block, typename T>
+void batchNormBlocked(const T *x, const float *scale, const float *bias, T *y,
+                      float *mean, float *var, int64_t n, int64_t c,
                       int64_t inner, float eps) {
   ChannelBlocks<Block> layout{n, c / Block, inner};
   double count = double(n * inner);
   layout.forEachBlock([&](int64_t cb) {
     double sum[Block] = {}, squares[Block] = {}, m[Block];
-    layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+    layout.forEach(x, cb, [&](int64_t, int64_t, const T *p) {
       for (int k = 0; k < Block; ++k)
-        sum[k] += p[k];
+        sum[k] += float(p[k]);
     });
     for (int k = 0; k < Block; ++k)
       m[k] = sum[k] / count;
-    layout.forEach(x, cb, [&](int64_t, int64_t, const float *p) {
+    layout.forEach(x, cb, [&](int64_t, int64_t, const T *p) {
       for (int k = 0; k < Block; ++k) {
-        double deviation = p[k] - m[k];
+        double deviation = float(p[k]) - m[k];
         squares[k] += deviation * deviation;
       }
     });
@@ -260,9 +264,9 @@ void batchNormBlocked(const float *x, const float *scale, const float *bias,
   });
 }
 
-template <int Block>
-void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
-                          const float *mean, const float *var, float *dx,
+template <int Block, typename T>
+void batchNormGradBlocked(const T *dy, const T *x, const float *scale,
+                          const float *mean, const float *var, T *dx,
                           float *dscale, float *dbias, int64_t n, int64_t c,
                           int64_t inner, float eps) {
   ChannelBlocks<Block> layout{n, c / Block, inner};
@@ -274,12 +278,12 @@ void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
       rstd[k] = batchNormRstd(var[cb * Block + k], eps);
     }
     double sumDy[Block] = {}, sumDyXhat[Block] = {};
-    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-      const float *g = dy + layout.offset(i, cb, s);
+    layout.forEach(x, cb, [&](int64_t i, int64_t s, const T *p) {
+      const T *g = dy + layout.offset(i, cb, s);
       for (int k = 0; k < Block; ++k) {
-        sumDy[k] += g[k];
-        sumDyXhat[k] +=
-            double(g[k]) * normalization::normalized(p[k], mu[k], rstd[k]);
+        sumDy[k] += float(g[k]);
+        sumDyXhat[k] += double(float(g[k])) *
+                        normalization::normalized(float(p[k]), mu[k], rstd[k]);
       }
     });
     float gamma[Block], a[Block], b[Block];
@@ -291,12 +295,12 @@ void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
       a[k] = float(sumDy[k] * scale[ch] / count);
       b[k] = float(sumDyXhat[k] * scale[ch] / count);
     }
-    layout.forEach(x, cb, [&](int64_t i, int64_t s, const float *p) {
-      const float *g = dy + layout.offset(i, cb, s);
-      float *out = dx + layout.offset(i, cb, s);
+    layout.forEach(x, cb, [&](int64_t i, int64_t s, const T *p) {
+      const T *g = dy + layout.offset(i, cb, s);
+      T *out = dx + layout.offset(i, cb, s);
       for (int k = 0; k < Block; ++k)
-        out[k] = normalization::normalizeInputGrad(g[k], p[k], gamma[k], mu[k],
-                                                   rstd[k], a[k], b[k]);
+        out[k] = T(normalization::normalizeInputGrad(
+            float(g[k]), float(p[k]), gamma[k], mu[k], rstd[k], a[k], b[k]));
     });
   });
 }
@@ -306,9 +310,10 @@ void batchNormGradBlocked(const float *dy, const float *x, const float *scale,
 /// into `mean` and `var`, then y. Channels in parallel. `block`: the
 /// channels a block of x and y holds (1: plain NCHW; 8 or 16: blocked, as
 /// the run's convolutions chose, cpu::channelBlock()).
-inline void batchNorm(const float *x, const float *scale, const float *bias,
-                      float *y, float *mean, float *var, int64_t n, int64_t c,
-                      int64_t inner, float eps, int64_t block) {
+template <typename T>
+void batchNorm(const T *x, const float *scale, const float *bias, T *y,
+               float *mean, float *var, int64_t n, int64_t c, int64_t inner,
+               float eps, int64_t block) {
   if (block == 16)
     return batchNormBlocked<16>(x, scale, bias, y, mean, var, n, c, inner, eps);
   if (block == 8)
@@ -318,15 +323,15 @@ inline void batchNorm(const float *x, const float *scale, const float *bias,
     for (int64_t ch = begin; ch < end; ++ch) {
       LaneSums sum;
       for (int64_t i = 0; i < n; ++i) {
-        const float *p = x + (i * c + ch) * inner;
-        sum.add(inner, [&](int64_t s) { return double(p[s]); });
+        const T *p = x + (i * c + ch) * inner;
+        sum.add(inner, [&](int64_t s) { return double(float(p[s])); });
       }
       double m = sum.total() / count;
       LaneSums squares;
       for (int64_t i = 0; i < n; ++i) {
-        const float *p = x + (i * c + ch) * inner;
+        const T *p = x + (i * c + ch) * inner;
         squares.add(inner, [&](int64_t s) {
-          double deviation = p[s] - m;
+          double deviation = float(p[s]) - m;
           return deviation * deviation;
         });
       }
@@ -339,10 +344,10 @@ inline void batchNorm(const float *x, const float *scale, const float *bias,
 
 /// batch_norm_apply: y from the channels' mean and variance that batchNorm
 /// returned, the same bits as its y, in the layout `block` names.
-inline void batchNormApply(const float *x, const float *scale,
-                           const float *bias, const float *mean,
-                           const float *var, float *y, int64_t n, int64_t c,
-                           int64_t inner, float eps, int64_t block) {
+template <typename T>
+void batchNormApply(const T *x, const float *scale, const float *bias,
+                    const float *mean, const float *var, T *y, int64_t n,
+                    int64_t c, int64_t inner, float eps, int64_t block) {
   auto blocked = [&](auto layout) {
     layout.forEachBlock([&](int64_t cb) {
       batchNormApplyBlock(layout, cb, x, scale, bias, mean, var, y, eps);
@@ -360,10 +365,11 @@ inline void batchNormApply(const float *x, const float *scale,
 
 /// The gradients of batch normalization from the forward's statistics, in
 /// the layout batchNorm's `block` names.
-inline void batchNormGrad(const float *dy, const float *x, const float *scale,
-                          const float *mean, const float *var, float *dx,
-                          float *dscale, float *dbias, int64_t n, int64_t c,
-                          int64_t inner, float eps, int64_t block) {
+template <typename T>
+void batchNormGrad(const T *dy, const T *x, const float *scale,
+                   const float *mean, const float *var, T *dx, float *dscale,
+                   float *dbias, int64_t n, int64_t c, int64_t inner, float eps,
+                   int64_t block) {
   if (block == 16)
     return batchNormGradBlocked<16>(dy, x, scale, mean, var, dx, dscale, dbias,
                                     n, c, inner, eps);
@@ -376,12 +382,12 @@ inline void batchNormGrad(const float *dy, const float *x, const float *scale,
       float mu = mean[ch], rstd = batchNormRstd(var[ch], eps);
       LaneSums dySums, dyXhatSums;
       for (int64_t i = 0; i < n; ++i) {
-        const float *p = x + (i * c + ch) * inner,
-                    *g = dy + (i * c + ch) * inner;
+        const T *p = x + (i * c + ch) * inner, *g = dy + (i * c + ch) * inner;
         dySums.addWith(
-            dyXhatSums, inner, [&](int64_t s) { return double(g[s]); },
+            dyXhatSums, inner, [&](int64_t s) { return double(float(g[s])); },
             [&](int64_t s) {
-              return double(g[s]) * normalization::normalized(p[s], mu, rstd);
+              return double(float(g[s])) *
+                     normalization::normalized(float(p[s]), mu, rstd);
             });
       }
       double sumDy = dySums.total(), sumDyXhat = dyXhatSums.total();
@@ -390,12 +396,11 @@ inline void batchNormGrad(const float *dy, const float *x, const float *scale,
       float a = float(sumDy * scale[ch] / count);
       float b = float(sumDyXhat * scale[ch] / count);
       for (int64_t i = 0; i < n; ++i) {
-        const float *p = x + (i * c + ch) * inner,
-                    *g = dy + (i * c + ch) * inner;
-        float *out = dx + (i * c + ch) * inner;
+        const T *p = x + (i * c + ch) * inner, *g = dy + (i * c + ch) * inner;
+        T *out = dx + (i * c + ch) * inner;
         for (int64_t s = 0; s < inner; ++s)
-          out[s] = normalization::normalizeInputGrad(g[s], p[s], scale[ch], mu,
-                                                     rstd, a, b);
+          out[s] = T(normalization::normalizeInputGrad(
+              float(g[s]), float(p[s]), scale[ch], mu, rstd, a, b));
       }
     }
   });

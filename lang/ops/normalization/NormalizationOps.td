@@ -71,7 +71,8 @@ def Mnemo_RmsNormOp : Mnemo_Op<"rmsnorm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pur
 // (The statistics' types are checked by the verifier: a type constraint
 // tying only results to each other makes mlir-tblgen's declarations and
 // definitions disagree on whether the result types can be inferred.)
-def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
+def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpFollow, Mnemo_AmpParametersStayF32,
+    Mnemo_AmpStatisticsStayF32, Mnemo_FusionKernel, Pure, DeclareOpInterfaceMethods<Mnemo_GradientOpInterface>,
     DeclareOpInterfaceMethods<Mnemo_FirstResultRecomputationOpInterface>,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>]> {
   let extraClassDeclaration = [{
@@ -89,8 +90,11 @@ def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel
     elements, `(x - mean) / sqrt(var + epsilon) * scale + bias`. The
     channels' mean and biased variance are results too (f32, `[C]`): the
     running statistics are updated from them, and the gradient reads them
-    instead of recomputing them (what PyTorch saves). Evaluation-mode
-    normalization, with the running statistics, is elementwise arithmetic.
+    instead of recomputing them (what PyTorch saves). The input and the
+    output may be 16-bit beside an f32 scale and bias (mixed precision:
+    the statistics are summed wider either way, as PyTorch's). Evaluation-
+    mode normalization, with the running statistics, is elementwise
+    arithmetic.
 
     ```mlir
     %y, %mean, %var = mnemo.batch_norm %x, %g, %b {epsilon = 1.000000e-05 : f64}
@@ -106,7 +110,8 @@ def Mnemo_BatchNormOp : Mnemo_Op<"batch_norm", [Mnemo_AmpF32, Mnemo_FusionKernel
   let hasVerifier = 1;
 }
 
-def Mnemo_BatchNormApplyOp : Mnemo_Op<"batch_norm_apply", [Mnemo_AmpF32, Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
+def Mnemo_BatchNormApplyOp : Mnemo_Op<"batch_norm_apply", [Mnemo_AmpFollow, Mnemo_AmpParametersStayF32,
+    Mnemo_FusionKernel, Pure, Mnemo_NoGradient,
     AllTypesMatch<["input", "result"]>, AllTypesMatch<["scale", "bias"]>,
     AllTypesMatch<["mean", "variance"]>]> {
   let extraClassDeclaration = [{
