@@ -31,13 +31,16 @@ bool readAsScalar(Value v) {
   return dense && dense.isSplat();
 }
 
-/// A 4-d f32 tensor whose channels fill whole 16-channel blocks, so that
-/// the blocked layout (8 or 16 channels a block) has the plain one's size.
+/// A 4-d float tensor (f32, or 16-bit storage, which oneDNN's bf16
+/// convolutions read in the same blocks) whose channels fill whole
+/// 16-channel blocks, so that the blocked layout (8 or 16 channels a block)
+/// has the plain one's size.
 bool hasBlockableShape(Value v) {
   auto type = llvm::dyn_cast<RankedTensorType>(v.getType());
   return type && type.hasStaticShape() && type.getRank() == 4 &&
-         type.getElementType().isF32() && type.getDimSize(1) > 0 &&
-         type.getDimSize(1) % 16 == 0;
+         (type.getElementType().isF32() || type.getElementType().isBF16() ||
+          type.getElementType().isF16()) &&
+         type.getDimSize(1) > 0 && type.getDimSize(1) % 16 == 0;
 }
 
 /// Ops whose first result can be written blocked.

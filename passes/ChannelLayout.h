@@ -24,8 +24,8 @@
 namespace mnemo {
 
 /// The values of a step (in `analysis`'s order) that the CPU stores in
-/// blocks of channels: 4-d f32 activations in the arena (or fused into a
-/// loop) whose channels are a multiple of 16 (so that 8- and 16-channel
+/// blocks of channels: 4-d f32, bf16 or f16 activations in the arena (or fused
+/// into a loop) whose channels are a multiple of 16 (so that 8- and 16-channel
 /// blocks need no padding), made and read only by convolutions (their
 /// activation operands and results), batch norms and their gradients
 /// (input, output gradient and result together) and same-shape elementwise

@@ -56,7 +56,7 @@ LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
   // A site set up before the first step: oneDNN's primitive where the
   // trainer has oneDNN (for 16-bit storage, where this CPU has a fast
   // one), else im2col (around widened operands for 16-bit storage). The
-  // activations the plan keeps in blocks of channels (f32 only).
+  // activations the plan keeps in blocks of channels.
   bool blocked[3] = {plan::isChannelBlocked(op->getOperand(0)),
                      plan::isChannelBlocked(op->getOperand(1)),
                      plan::isChannelBlocked(op->getResult(0))};

@@ -60,17 +60,17 @@ int64_t oneDnnBytesOf(const ConvGeometry &g) {
   return input + output + weights + (512 << 10);
 }
 
-/// The CPU kernels' workspace: on f32, the larger of im2col's (the
-/// columns of imagesPerGemm images and their output rows) and oneDNN's;
-/// on 16-bit storage im2col's and the operands and the result widened to
-/// f32.
+/// The CPU kernels' workspace: the larger of im2col's (the columns of
+/// imagesPerGemm images and their output rows; on 16-bit storage with the
+/// operands and the result widened to f32) and oneDNN's (its f32 copies
+/// bound its 16-bit ones).
 int64_t workspaceOf(Operation *op, const ConvGeometry &g) {
   int64_t bytes = 4 * g.imagesPerGemm * (g.c * g.kh * g.kw + g.o) * g.ho * g.wo;
   Type element = tensorType(op->getResult(0)).getElementType();
   if (element.isBF16() || element.isF16())
-    return bytes + 4 * (tensorType(op->getOperand(0)).getNumElements() +
-                        tensorType(op->getOperand(1)).getNumElements() +
-                        tensorType(op->getResult(0)).getNumElements());
+    bytes += 4 * (tensorType(op->getOperand(0)).getNumElements() +
+                  tensorType(op->getOperand(1)).getNumElements() +
+                  tensorType(op->getResult(0)).getNumElements());
   return std::max(bytes, oneDnnBytesOf(g));
 }
 
