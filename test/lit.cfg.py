@@ -29,11 +29,13 @@ config.substitutions.append(("%expect", "/usr/bin/python3 " + os.path.join(
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-# OpenBLAS's kernel choice, so that the suite runs as on another CPU
-# (OPENBLAS_CORETYPE=Haswell, SkylakeX, Zen): lit passes no variable it
-# does not know of, and a tolerance must hold for every kernel.
-if "OPENBLAS_CORETYPE" in os.environ:
-    config.environment["OPENBLAS_CORETYPE"] = os.environ["OPENBLAS_CORETYPE"]
+# OpenBLAS's and oneDNN's kernel choices, so that the suite runs as on
+# another CPU (OPENBLAS_CORETYPE=Haswell, SkylakeX, Zen;
+# ONEDNN_MAX_CPU_ISA=AVX2, AVX512_CORE): lit passes no variable it does not
+# know of, and a tolerance must hold for every kernel.
+for name in ("OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
 llvm_config.add_tool_substitutions(["mnemoc", "mnemo-opt", "mnemo-interp", "mnemo-difftest", "mnemo-translate"], [config.mnemo_tools_dir])
 
 # The CUDA backend: `cuda-toolkit` when the runtime was built with it (the
