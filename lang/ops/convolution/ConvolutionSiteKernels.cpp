@@ -461,6 +461,9 @@ private:
     return create(&d, forward);
   }
 
+  /// The 16-bit type's name, for the reasons a site runs im2col.
+  const char *halfName() const { return type == dnnl_bf16 ? "bf16" : "f16"; }
+
   static int64_t align(int64_t bytes) { return (bytes + 63) / 64 * 64; }
   static int64_t bytesOf(const dnnl_memory_desc_t *md) {
     return int64_t(dnnl_memory_desc_get_size(md));
@@ -498,10 +501,10 @@ private:
           byChannels ? convolution(s.n, sizes[k]) : convolution(sizes[k], s.o);
     dnnl_primitive_attr_destroy(attr);
     if (!pds[0] || (last != size && !pds[1]))
-      return type == dnnl_f32 ? "oneDNN has no convolution for this shape"
-             : type == dnnl_bf16
-                 ? "oneDNN has no bf16 convolution for this shape on this CPU"
-                 : "oneDNN has no f16 convolution for this shape on this CPU";
+      return type == dnnl_f32 ? std::string("oneDNN has no convolution for "
+                                            "this shape")
+                              : std::string("oneDNN has no ") + halfName() +
+                                    " convolution for this shape on this CPU";
     const char *impl = nullptr;
     dnnl_primitive_desc_query(pds[0], dnnl_query_impl_info_str, 0, &impl);
     implementation = impl ? impl : "?";
@@ -514,7 +517,7 @@ private:
              "activations";
     if (type != dnnl_f32 && reference)
       return std::string("oneDNN has only its reference convolution for ") +
-             (type == dnnl_bf16 ? "bf16" : "f16") + " on this CPU";
+             halfName() + " on this CPU";
     return "";
   }
 
