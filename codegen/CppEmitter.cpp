@@ -596,7 +596,8 @@ LogicalResult mnemo::emitCpp(ModuleOp module, StringRef sourceFile,
      << "    " << (train ? "trainInfo" : "StepInfo{}") << ",\n"
      << "    " << (eval ? "evalInfo" : "StepInfo{}") << ",\n"
      << "    " << worldSize << ",\n"
-     << "    \"" << planHash << "\",\n};\n\n"
+     << "    \"" << planHash << "\",\n"
+     << "    " << cString(model::precision(module)) << ",\n};\n\n"
      << "} // namespace\n\n"
      << "extern \"C\" const ModelInfo *mnemoModel() { return &model; }\n";
   return success();

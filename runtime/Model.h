@@ -204,6 +204,10 @@ struct ModelInfo {
   /// A hash of the generated step code: ranks of one run must agree on it
   /// (another build or another -D makes another plan).
   const char *planHash = "";
+  /// The precision the step computes in (mnemoc --precision or the train
+  /// section's): "f32", "bf16" or "f16". A run's --dump records it, so a
+  /// replay in PyTorch computes as the run did.
+  const char *precision = "f32";
 };
 
 } // namespace runtime

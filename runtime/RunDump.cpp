@@ -38,7 +38,7 @@ nlohmann::json configOf(const ModelInfo &model, int64_t steps,
   config["model"] = model.name;
   config["steps"] = steps;
   config["total_steps"] = totalSteps;
-  config["precision"] = "f32";
+  config["precision"] = model.precision;
   config["hyperparams"] =
       nlohmann::json::parse(model.hyperparams, nullptr, false);
   config["train"] = nlohmann::json::parse(model.train, nullptr, false);

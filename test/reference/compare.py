@@ -28,7 +28,18 @@ flipped code's effect.
 --drift K also trains in float64 and requires Mnemo's mean parameter
 difference from PyTorch's f32 to be at most K times PyTorch's own f32
 difference from f64.
+
+A bf16 run (mnemoc or mnemo-interp --precision=bf16) is replayed as a
+PyTorch user trains in bf16: f32 parameters and optimizer, the forward
+under torch.autocast("cpu", torch.bfloat16). Two bf16 computations agree
+only to bf16's rounding, and which ops round differs a little between the
+two policies (docs/mixed-precision.md), so the losses get rtol 1e-2, and
+each parameter tensor a drift check: its mean difference from PyTorch's
+bf16 run at most K (--drift, default 3) times that run's own mean
+difference from PyTorch's f32 run, plus --atol. An f16 run (loss scaling)
+is refused: PyTorch 1.13 has no f16 autocast on the CPU.
 """
+import contextlib
 import argparse
 import json
 import math
@@ -139,10 +150,19 @@ def lr_schedule(train, total_steps):
     return lr_at
 
 
-def replay(config, init, batches, wide):
+def autocast(compute):
+    """The context a forward runs in: bf16 autocast for a bf16 run."""
+    if compute == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def replay(config, init, batches, compute):
     """Trains the dump's model in PyTorch from its initial weights on its
-    batches, in float64 when `wide`: (the losses, the trained parameters by
-    Mnemo's names)."""
+    batches, computing in `compute` ("f32", "f64", or "bf16": f32 parameters
+    under autocast): (the losses, the trained parameters by Mnemo's
+    names)."""
+    wide = compute == "f64"
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = MODELS[config["model"]](config["hyperparams"])
@@ -175,7 +195,8 @@ def replay(config, init, batches, wide):
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step)
         optimizer.zero_grad()
-        loss = model(batch)
+        with autocast(compute):
+            loss = model(batch)
         loss.backward()
         if "clip_grad_norm" in train:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train["clip_grad_norm"])
@@ -187,7 +208,7 @@ def replay(config, init, batches, wide):
     model.eval()
     from torch.ao import quantization as tq
     model.apply(tq.disable_observer)
-    with torch.no_grad():
+    with torch.no_grad(), autocast(compute):
         eval_loss = model(batch).item() if total else None
     trained = {name: p.detach().numpy() for name, p in trained_parameters(model).items()}
     # The model's own buffers (running statistics), not the observers'.
@@ -226,10 +247,45 @@ def quantization_ranges(train, name, shape):
     return 0
 
 
+def compare_bf16_parameters(config, init, batches, final, torch_params, k, atol):
+    """A bf16 run's parameters, tensor by tensor: the mean difference from
+    PyTorch's bf16 run at most k times that run's own mean difference from
+    its f32 run, plus atol (a tensor that bf16 leaves alone must match as
+    f32 does). Element by element says little here: where bf16 rounds a
+    gradient as small as Adam's eps, the step goes either way. Returns the
+    number of mismatches."""
+    _, f32_params, _ = replay(config, init, batches, "f32")
+    failures = 0
+    worst = 0.0
+    for name, theirs in torch_params.items():
+        if name not in final:
+            failures += 1
+            print(f"  {name}: MISSING from Mnemo's final state")
+            continue
+        ours = final[name].astype(np.float64)
+        if not np.issubdtype(theirs.dtype, np.floating):
+            if not np.array_equal(ours.astype(np.int64), theirs.astype(np.int64)):
+                failures += 1
+                print(f"  {name}: MISMATCH, {ours} and {theirs}")
+            continue
+        ours_mean = float(np.mean(np.abs(ours - theirs)))
+        own_mean = float(np.mean(np.abs(theirs.astype(np.float64) - f32_params[name])))
+        ratio = ours_mean / (own_mean + atol)
+        worst = max(worst, ratio)
+        if ours_mean > k * own_mean + atol:
+            failures += 1
+            print(f"  {name}: MISMATCH, mean difference from pytorch bf16 {ours_mean:.3g}, "
+                  f"pytorch bf16 from f32 {own_mean:.3g} (at most {k:g}x)")
+    print(f"  {len(final)} parameters: mean difference from pytorch bf16 at most "
+          f"{worst:.2g}x pytorch's own bf16-vs-f32 difference (plus atol; at most {k:g}x)")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("dump")
-    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="default: 1e-4, or 1e-2 for a bf16 run")
     parser.add_argument("--atol", type=float, default=None,
                         help="default: 1e-12 for f64 runs, 1%% of the learning rate for f32")
     parser.add_argument("--flip-rtol", type=float, default=None,
@@ -238,9 +294,10 @@ def main():
                              "boundary")
     parser.add_argument("--flip-steps", type=int, default=0)
     parser.add_argument("--drift", type=float, default=None, metavar="K",
-                        help="also train in float64, and require the largest parameter "
+                        help="also train in float64, and require the mean parameter "
                              "difference from PyTorch's f32 to be at most K times PyTorch's "
-                             "own f32-vs-f64 difference")
+                             "own f32-vs-f64 difference (a bf16 run: per tensor, against "
+                             "PyTorch's bf16-vs-f32 difference; default 3)")
     args = parser.parse_args()
 
     with open(os.path.join(args.dump, "config.json")) as f:
@@ -250,16 +307,29 @@ def main():
     final, _ = safetensors_numpy.load(os.path.join(args.dump, "final.safetensors"))
     losses, _ = safetensors_numpy.load(os.path.join(args.dump, "losses.safetensors"))
 
-    wide = config.get("precision") == "f64"
+    precision = config.get("precision", "f32")
+    if precision not in ("f32", "f64", "bf16"):
+        raise SystemExit(f"compare.py: this run computed in {precision}; PyTorch 1.13 has "
+                         f"no {precision} autocast on the CPU to replay it with (compare "
+                         f"its f32 or bf16 run)")
+    wide = precision == "f64"
+    half = precision == "bf16"
+    if args.rtol is None:
+        # bf16 keeps 8 significant bits (a rounding moves a value by up to
+        # 2^-9 = 2e-3); the loss is an f32 reduction of such values, and
+        # 1e-2 allows a few roundings' worth of difference between the two
+        # policies. f32 runs agree to summation order.
+        args.rtol = 1e-2 if half else 1e-4
     if args.atol is None:
         args.atol = 1e-12 if wide else 1e-2 * config["train"]["optimizer"]["lr"]
     train = config["train"]
     total = config["steps"]
-    torch_losses, torch_params, torch_eval_loss = replay(config, init, batches, wide)
+    torch_losses, torch_params, torch_eval_loss = replay(config, init, batches, precision)
 
     failures = 0
     mnemo_losses = losses["loss"]
-    print(f"{config['model']} in {'f64' if wide else 'f32'}: {total} steps of "
+    print(f"{config['model']} in {precision}"
+          f"{' (PyTorch under bf16 autocast)' if half else ''}: {total} steps of "
           f"{train['optimizer']['kind']}, rtol {args.rtol}, atol {args.atol:g}")
     flipped = 0
     for step, (ours, theirs) in enumerate(zip(mnemo_losses, torch_losses), 1):
@@ -277,6 +347,11 @@ def main():
         failures += not ok
         print(f"  eval: loss mnemo {ours:.7f}  pytorch {torch_eval_loss:.7f}  "
               f"{'ok' if ok else 'MISMATCH'}")
+    if half:
+        failures += compare_bf16_parameters(config, init, batches, final, torch_params,
+                                            args.drift or 3.0, args.atol)
+        print("PASS" if failures == 0 else f"FAIL: {failures} mismatches")
+        return 1 if failures else 0
     worst = 0.0
     # A fake-quantized weight whose value lands on a rounding boundary (x /
     # scale = 127.5 at a range's end) keeps or loses its straight-through
@@ -320,7 +395,7 @@ def main():
         # The mean absolute difference over every parameter element: the
         # largest is an element whose gradient is as small as eps, which
         # Adam moves by about lr either way on noise alone.
-        _, wide_params, _ = replay(config, init, batches, True)
+        _, wide_params, _ = replay(config, init, batches, "f64")
         def drift(a, b):
             diffs = np.concatenate([np.abs(a[n].astype(np.float64) - b[n]).ravel() for n in b])
             return float(diffs.mean()), float(diffs.max())
