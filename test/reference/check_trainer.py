@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares a compiled trainer's run with the reference interpreter's.
 
-Usage: check_trainer.py REFERENCE_DUMP TRAINER_DUMP [--rtol R]
+Usage: check_trainer.py REFERENCE_DUMP TRAINER_DUMP [--rtol R] [--update-rtol U]
 
 Both directories are --dump outputs of the same steps from the same initial
 weights and batches (the trainer replays the interpreter's batches with
@@ -9,7 +9,8 @@ weights and batches (the trainer replays the interpreter's batches with
 loss must agree within rtol; the largest parameter difference is printed,
 measured against the size of the parameter's total update, for information
 (a parameter whose gradient is pure rounding noise, such as an attention
-key bias, can differ by a fraction of its tiny update).
+key bias, can differ by a fraction of its tiny update); --update-rtol
+bounds it where every gradient carries signal.
 """
 import argparse
 import os
@@ -30,6 +31,10 @@ def main():
                         help="quantization-aware training: a loss may differ up to this much "
                              "on at most --flip-steps steps (see rounding_flips below)")
     parser.add_argument("--flip-steps", type=int, default=0)
+    parser.add_argument("--update-rtol", type=float, default=None,
+                        help="also require every parameter to differ by at most this "
+                             "fraction of its total update (for a model whose every "
+                             "parameter's gradient carries signal)")
     args = parser.parse_args()
     load = lambda d, name: safetensors_numpy.load(os.path.join(d, name + ".safetensors"))[0]
     ref, ours = load(args.reference, "losses")["loss"], load(args.trainer, "losses")["loss"]
@@ -68,7 +73,10 @@ def main():
                  for k in final_ref)
     print(f"{len(ref)} steps: losses agree within {worst:.2g} (rtol {args.rtol:g}); "
           f"largest parameter difference {update[0]:.2g} of its update ({update[1]})")
-    print("PASS" if failures == 0 else f"FAIL: {failures} losses differ")
+    if args.update_rtol is not None and not update[0] <= args.update_rtol:
+        failures += 1
+        print(f"  {update[1]}: MISMATCH, differs by more than {args.update_rtol:g} of its update")
+    print("PASS" if failures == 0 else f"FAIL: {failures} mismatches")
     return 1 if failures else 0
 
 

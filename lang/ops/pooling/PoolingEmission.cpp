@@ -1,7 +1,7 @@
 //===- PoolingEmission.cpp - Pooling in the CPU and CUDA code -------------===//
 //
 // The code generation models of the pooling ops: a call of the CPU kernels
-// (PoolingKernels.h; the Half variants for 16-bit storage) with a static
+// (PoolingKernels.h, templates over the storage type) with a static
 // PoolShape, and on the GPU one kernel of PoolingKernels.cuh, a thread per
 // output (forward) or per input (gradients).
 //
@@ -48,16 +48,14 @@ LogicalResult emitPoolCpu(Op op, CpuKernelContext &context) {
       operandsOf(op, [&](Value v) { return context.operand(v); });
   if (failed(operands))
     return failure();
-  // 16-bit storage has its own (f32-computing) kernels.
-  const char *half = ctypeOf(op.getResult().getType()).isHalf ? "Half" : "";
   const char *name = isMax<Op>    ? (isGrad<Op> ? "maxPool2dGrad" : "maxPool2d")
                      : isGrad<Op> ? "avgPool2dGrad"
                                   : "avgPool2d";
   context.include("lang/ops/pooling/PoolingKernels.h");
   context.out() << llvm::formatv(
-      "  {\n    static const PoolShape pool = {{{0}};\n    {1}{2}(pool, "
-      "{3}{4});\n  }\n",
-      listOf(op.getPoolGeometry()), name, half, *operands, context.result());
+      "  {\n    static const PoolShape pool = {{{0}};\n    {1}(pool, "
+      "{2}{3});\n  }\n",
+      listOf(op.getPoolGeometry()), name, *operands, context.result());
   return success();
 }
 

@@ -22,20 +22,15 @@ struct PoolShape {
 };
 
 /// Max pooling propagates a NaN (as PyTorch's); its gradient goes to each
-/// window's first maximum. Average pooling counts padding as zeros.
-void maxPool2d(const PoolShape &s, const float *x, float *y);
-void maxPool2dGrad(const PoolShape &s, const float *dy, const float *x,
-                   float *dx);
-void avgPool2d(const PoolShape &s, const float *x, float *y);
-void avgPool2dGrad(const PoolShape &s, const float *dy, float *dx);
-
-/// Pooling on 16-bit storage (bf16_t, f16_t), computed in f32.
-template <typename T> void maxPool2dHalf(const PoolShape &s, const T *x, T *y);
+/// window's first maximum. Average pooling counts padding as zeros. T is
+/// the storage (float, bf16_t, f16_t); the arithmetic is f32, and 16-bit
+/// storage rounds each result once.
+template <typename T> void maxPool2d(const PoolShape &s, const T *x, T *y);
 template <typename T>
-void maxPool2dGradHalf(const PoolShape &s, const T *dy, const T *x, T *dx);
-template <typename T> void avgPool2dHalf(const PoolShape &s, const T *x, T *y);
+void maxPool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx);
+template <typename T> void avgPool2d(const PoolShape &s, const T *x, T *y);
 template <typename T>
-void avgPool2dGradHalf(const PoolShape &s, const T *dy, T *dx);
+void avgPool2dGrad(const PoolShape &s, const T *dy, T *dx);
 
 } // namespace cpu
 } // namespace mnemo
