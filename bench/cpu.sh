@@ -2,8 +2,8 @@
 # Mnemo's CPU trainer next to PyTorch (Debian's python3-torch, CPU) on the
 # examples (the LSTM language model as word_language_model writes it;
 # ResNet-18, the ViT, BERT and the U-Net on random arrays of their data's
-# shapes; the CNN and ResNet-18 also in bf16 against PyTorch's CPU
-# autocast) and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
+# shapes; the CNN, the GPT and ResNet-18 also in bf16 against PyTorch's
+# CPU autocast) and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
 # width and depth: 12 layers, dim 768, 12 heads, byte vocabulary; context 256
 # at batch 2, and GPT-2's context, 1024, at batch 2): same model, batch,
 # optimizer, initial weights, batches and thread count. Prints one table: median ms per step, peak RSS growth during
@@ -71,6 +71,7 @@ CASES=(
   # bf16 against torch.autocast("cpu", bfloat16), as resnet18-bf16 below.
   "cnn-bf16 cnn $FASHION 60 --precision=bf16"
   "gpt gpt $WORK/tokens/train.bin 40"
+  "gpt-bf16 gpt $WORK/tokens/train.bin 40 --precision=bf16"
   # Without dropout, so that PyTorch draws no masks of its own.
   "lstm lstm $WORK/tokens/train.bin 40 -D drop=0.0"
   # Named arrays of random data in the examples' shapes (the CIFAR-10 and

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
+#include "lang/ops/matmul/MatmulKernels.h"
 #include "runtime/CommandLine.h"
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
@@ -106,8 +107,10 @@ int main(int argc, char **argv) {
   std::string error;
   if (!cpu::setThreads(options.devices.threads, error))
     fail(error);
-  // The convolutions' primitives, for these threads, before any step.
+  // The convolutions' and 16-bit products' primitives, for these threads,
+  // before any step.
   cpu::prepareConvolutions(cpu::threads());
+  cpu::prepareMatmuls(cpu::threads());
   BatchLayout batch = batchLayoutOf(eval);
   std::unique_ptr<BatchSource> source =
       openBatchSource(options.data, batch, batch, 0, error);

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
+#include "lang/ops/matmul/MatmulKernels.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/CommandLine.h"
 #include "runtime/Data.h"
@@ -516,8 +517,10 @@ private:
 
 int TrainingRun::run() {
   joinRanks();
-  // The convolutions' primitives, for these threads, before any step.
+  // The convolutions' and 16-bit products' primitives, for these threads,
+  // before any step.
   cpu::prepareConvolutions(cpu::threads());
+  cpu::prepareMatmuls(cpu::threads());
   // The checkpoint and the data first: a bad file is reported before
   // anything else happens.
   readCheckpoints();
@@ -756,9 +759,10 @@ void TrainingRun::startDevice() {
 void TrainingRun::printStart() const {
   std::printf("device: %s\n", device.description.c_str());
   DeviceExecutor *executor = device.executor.get();
-  if (std::string convolutions = cpu::convolutionSummary();
-      !executor && !convolutions.empty())
-    std::printf("%s\n", convolutions.c_str());
+  for (const std::string &sites :
+       {cpu::convolutionSummary(), cpu::matmulSummary()})
+    if (!executor && !sites.empty())
+      std::printf("%s\n", sites.c_str());
   const PlanRegions &regions = plan.regions();
   if (executor)
     std::printf("memory: %s on the GPU (%s measured by cudaMemGetInfo)\n",

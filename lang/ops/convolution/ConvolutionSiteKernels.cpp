@@ -19,6 +19,7 @@
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/cpu/Half.h"
+#include "runtime/cpu/OneDnnContext.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
@@ -27,11 +28,6 @@
 #include <map>
 #include <type_traits>
 #include <vector>
-
-#if MNEMO_HAVE_ONEDNN
-#include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
-#endif
 
 namespace mnemo {
 namespace cpu {
@@ -51,42 +47,7 @@ std::vector<ConvSite *> &sites() {
 
 namespace {
 
-/// The CPU engine, and the stream the shared operands' reorders run on
-/// (each part has a stream of its own).
-struct OneDnnContext {
-  dnnl_engine_t engine = nullptr;
-  dnnl_stream_t stream = nullptr;
-  /// libgomp's omp_set_num_threads (oneDNN's threads are OpenMP's), found
-  /// at run time: libgomp comes with libdnnl.
-  void (*setThreads)(int) = nullptr;
-  std::string failure;
-
-  OneDnnContext() {
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-      failure = "oneDNN has no CPU engine";
-      return;
-    }
-    if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) !=
-        dnnl_success)
-      failure = "oneDNN cannot create a stream";
-    setThreads = reinterpret_cast<void (*)(int)>(
-        dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-    alone();
-  }
-
-  /// oneDNN runs on the thread that calls it, alone: an OpenMP team of its
-  /// own would spin beside the step's threads (on 2 cores it made every
-  /// other op of a CNN's step 2-4x slower). The setting is per thread.
-  void alone() const {
-    if (setThreads)
-      setThreads(1);
-  }
-};
-
-OneDnnContext &context() {
-  static OneDnnContext c;
-  return c;
-}
+OneDnnContext &context() { return oneDnnContext(); }
 
 /// A plain 4-d memory descriptor (tag nchw, oihw, or any), f32 unless
 /// said.
@@ -683,8 +644,7 @@ void ConvSite::prepare(int threads, int64_t block) {
   dnn.reset();
 #if MNEMO_HAVE_ONEDNN
   // MNEMO_ONEDNN=0 in the environment: im2col everywhere (to compare).
-  const char *use = std::getenv("MNEMO_ONEDNN");
-  if (use && std::string(use) == "0") {
+  if (oneDnnTurnedOff()) {
     how = "im2col + sgemm: MNEMO_ONEDNN=0";
     return;
   }
@@ -842,8 +802,7 @@ int64_t channelBlock() { return runChannelBlock; }
 void prepareConvolutions(int threads) {
   int64_t block = 1;
 #if MNEMO_HAVE_ONEDNN
-  const char *use = std::getenv("MNEMO_ONEDNN");
-  if (!use || std::string(use) != "0")
+  if (!oneDnnTurnedOff())
     block = preferredChannelBlock();
 #endif
   for (ConvSite *site : sites())

@@ -3,10 +3,11 @@
 // The code generation models of matmul and batch_matmul, from the GEMM the
 // step layouts see (StepLayout.h's GemmProblem: operands read through their
 // strides as transposes and leading dimensions):
-// - on the CPU, OpenBLAS sgemm (runtime/cpu/Kernels.h gemm, batchedGemm),
-//   with 16-bit storage widened in the workspace the op declares (gemmHalf);
-//   a plain product of an untransposed, contiguous lhs is one GEMM over all
-//   its rows;
+// - on the CPU, OpenBLAS sgemm (runtime/cpu/Kernels.h gemm, batchedGemm);
+//   on 16-bit storage a MatmulSite (MatmulKernels.h: oneDNN's 16-bit
+//   matmul, or gemmHalf widening in the workspace the op declares), or
+//   batchedGemmHalf for a batch; a plain product of an untransposed,
+//   contiguous lhs is one GEMM over all its rows;
 // - on the GPU, one cuBLASLt call (CudaKernelContext::gemm): the batch
 //   dimensions that every operand walks uniformly merge into a strided
 //   batch, a second one becomes pointer tables, and a bias add (with a
@@ -61,15 +62,32 @@ template <typename Op> LogicalResult emitCpu(Op op, CpuKernelContext &context) {
                          gb.ld, half ? "" : "0.0f, ", c.pointer, n, workspace)
         .str();
   };
-  const char *single = half ? "gemmHalf" : "gemm";
+  // One product of `rows` rows: sgemm, or a 16-bit site set up before the
+  // first step (oneDNN's 16-bit matmul where this CPU has a fast one, else
+  // gemmHalf; MatmulKernels.h).
+  auto single = [&](int64_t rows) -> std::string {
+    if (!half)
+      return "  gemm(" + arguments(rows) + ");\n";
+    context.include("lang/ops/matmul/MatmulKernels.h");
+    std::string site = context.fileScopeObject(
+        "MatmulSite",
+        llvm::formatv(
+            "MatmulShape{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, "
+            "MatmulData::{8}, {9}",
+            boolean(ga.transpose), boolean(gb.transpose), rows, n, k, ga.ld,
+            gb.ld, n, c.type.name == "bf16_t" ? "BF16" : "F16",
+            llvm::cast<CpuWorkspaceOpInterface>(*op).getCpuWorkspaceBytes())
+            .str());
+    return llvm::formatv("  {0}.run({1}, {2}, {3}{4});\n", site, ga.pointer,
+                         gb.pointer, c.pointer, workspace);
+  };
   // The rows of a contiguous, untransposed lhs are one matrix.
   if (!batched && !ta && a.isContiguous()) {
-    context.out() << "  " << single << "(" << arguments(product(batch) * m)
-                  << ");\n";
+    context.out() << single(product(batch) * m);
     return success();
   }
   if (batch.empty()) {
-    context.out() << "  " << single << "(" << arguments(m) << ");\n";
+    context.out() << single(m);
     return success();
   }
   if (batch.size() > 4)
