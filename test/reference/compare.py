@@ -247,6 +247,22 @@ def quantization_ranges(train, name, shape):
     return 0
 
 
+def compare_exactly(name, final, theirs):
+    """What needs no tolerance: Mnemo's final state has the tensor, and an
+    integer one (a counter, such as BatchNorm's num_batches_tracked) is
+    equal. Returns (done, failed): done when nothing is left to compare."""
+    if name not in final:
+        print(f"  {name}: MISSING from Mnemo's final state")
+        return True, True
+    if np.issubdtype(theirs.dtype, np.floating):
+        return False, False
+    ours = final[name]
+    same = np.array_equal(ours.astype(np.int64), theirs.astype(np.int64))
+    if not same:
+        print(f"  {name}: MISMATCH, {ours} and {theirs}")
+    return True, not same
+
+
 def compare_bf16_parameters(config, init, batches, final, torch_params, k, atol):
     """A bf16 run's parameters, tensor by tensor: the mean difference from
     PyTorch's bf16 run at most k times that run's own mean difference from
@@ -258,16 +274,11 @@ def compare_bf16_parameters(config, init, batches, final, torch_params, k, atol)
     failures = 0
     worst = 0.0
     for name, theirs in torch_params.items():
-        if name not in final:
-            failures += 1
-            print(f"  {name}: MISSING from Mnemo's final state")
+        done, failed = compare_exactly(name, final, theirs)
+        failures += failed
+        if done:
             continue
         ours = final[name].astype(np.float64)
-        if not np.issubdtype(theirs.dtype, np.floating):
-            if not np.array_equal(ours.astype(np.int64), theirs.astype(np.int64)):
-                failures += 1
-                print(f"  {name}: MISMATCH, {ours} and {theirs}")
-            continue
         ours_mean = float(np.mean(np.abs(ours - theirs)))
         own_mean = float(np.mean(np.abs(theirs.astype(np.float64) - f32_params[name])))
         ratio = ours_mean / (own_mean + atol)
@@ -361,17 +372,11 @@ def main():
     # than its steps can move it, at most at both ends of each range.
     bound = None if wide else adam_bound(train, total, config.get("total_steps", total))
     for name, theirs in torch_params.items():
-        if name not in final:
-            failures += 1
-            print(f"  {name}: MISSING from Mnemo's final state")
+        done, failed = compare_exactly(name, final, theirs)
+        failures += failed
+        if done:
             continue
         ours = final[name]
-        if not np.issubdtype(theirs.dtype, np.floating):
-            # A counter: exactly.
-            if not np.array_equal(ours.astype(np.int64), theirs.astype(np.int64)):
-                failures += 1
-                print(f"  {name}: MISMATCH, {ours} and {theirs}")
-            continue
         close = np.isclose(ours, theirs, rtol=args.rtol, atol=args.atol)
         rel = np.max(np.abs(ours - theirs) / (np.abs(theirs) + args.atol))
         far = int(np.count_nonzero(~close))

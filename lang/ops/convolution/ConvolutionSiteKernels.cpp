@@ -19,13 +19,13 @@
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
 #include "runtime/cpu/Half.h"
+#include "runtime/cpu/LibrarySites.h"
 #include "runtime/cpu/OneDnnContext.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
 #include <type_traits>
 #include <vector>
 
@@ -33,14 +33,7 @@ namespace mnemo {
 namespace cpu {
 
 namespace {
-
-/// Every site of the program (built before main, on one thread), for
-/// prepareConvolutions and convolutionSummary.
-std::vector<ConvSite *> &sites() {
-  static std::vector<ConvSite *> all;
-  return all;
-}
-
+std::vector<ConvSite *> &sites() { return sitesOf<ConvSite>(); }
 } // namespace
 
 #if MNEMO_HAVE_ONEDNN
@@ -632,13 +625,10 @@ ConvSite::ConvSite(const ConvShape &shape, ConvKind kind,
                    int64_t workspaceBytes, ConvLayouts layouts, ConvData data)
     : shape(shape), kind(kind), workspaceBytes(workspaceBytes),
       layouts(layouts), data(data), how("im2col + sgemm: not prepared") {
-  sites().push_back(this);
+  addSite(this);
 }
 
-ConvSite::~ConvSite() {
-  auto &all = sites();
-  all.erase(std::remove(all.begin(), all.end(), this), all.end());
-}
+ConvSite::~ConvSite() { removeSite(this); }
 
 void ConvSite::prepare(int threads, int64_t block) {
   dnn.reset();
@@ -827,23 +817,9 @@ std::string convolutionSummary() {
   const auto &all = sites();
   if (all.empty())
     return "";
-  std::map<std::string, int> byImplementation;
-  int withOneDnn = 0, blocked = 0;
-  for (const ConvSite *site : all) {
-    if (site->usesOneDnn())
-      ++withOneDnn;
-    if (site->readsBlocked())
-      ++blocked;
-    ++byImplementation[site->implementation()];
-  }
-  std::string text;
-  for (const auto &[implementation, count] : byImplementation)
-    text += (text.empty() ? "" : "; ") + std::to_string(count) + " " +
-            implementation;
-  return "convolutions: " +
-         (withOneDnn ? "oneDNN at " + std::to_string(withOneDnn) + " of "
-                     : std::string("im2col at ")) +
-         std::to_string(all.size()) + " sites (" + text + ")" +
+  int blocked = int(std::count_if(
+      all.begin(), all.end(), [](ConvSite *s) { return s->readsBlocked(); }));
+  return "convolutions: " + sitesSummary(all, "im2col") +
          (blocked && runChannelBlock > 1
               ? "; " + std::to_string(blocked) +
                     " keep activations in blocks of " +

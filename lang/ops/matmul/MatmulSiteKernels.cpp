@@ -17,26 +17,15 @@
 #include "lang/ops/matmul/MatmulKernels.h"
 #include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/LibrarySites.h"
 #include "runtime/cpu/OneDnnContext.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
-#include <map>
 #include <vector>
 
 namespace mnemo {
 namespace cpu {
-
-namespace {
-
-/// Every site of the program (built before main, on one thread), for
-/// prepareMatmuls and matmulSummary.
-std::vector<MatmulSite *> &sites() {
-  static std::vector<MatmulSite *> all;
-  return all;
-}
-
-} // namespace
 
 #if MNEMO_HAVE_ONEDNN
 
@@ -210,13 +199,10 @@ MatmulSite::MatmulSite(const MatmulShape &shape, MatmulData data,
                        int64_t workspaceBytes)
     : shape(shape), data(data), workspaceBytes(workspaceBytes),
       how("widened sgemm: not prepared") {
-  sites().push_back(this);
+  addSite(this);
 }
 
-MatmulSite::~MatmulSite() {
-  auto &all = sites();
-  all.erase(std::remove(all.begin(), all.end(), this), all.end());
-}
+MatmulSite::~MatmulSite() { removeSite(this); }
 
 void MatmulSite::prepare(int threads) {
   dnn.reset();
@@ -291,28 +277,15 @@ template void MatmulSite::run<f16_t>(const f16_t *, const f16_t *, f16_t *,
                                      float *) const;
 
 void prepareMatmuls(int threads) {
-  for (MatmulSite *site : sites())
+  for (MatmulSite *site : sitesOf<MatmulSite>())
     site->prepare(threads);
 }
 
 std::string matmulSummary() {
-  const auto &all = sites();
-  if (all.empty())
-    return "";
-  std::map<std::string, int> byImplementation;
-  int withOneDnn = 0;
-  for (const MatmulSite *site : all) {
-    withOneDnn += site->usesOneDnn();
-    ++byImplementation[site->implementation()];
-  }
-  std::string text;
-  for (const auto &[implementation, count] : byImplementation)
-    text += (text.empty() ? "" : "; ") + std::to_string(count) + " " +
-            implementation;
-  return "16-bit matrix products: " +
-         (withOneDnn ? "oneDNN at " + std::to_string(withOneDnn) + " of "
-                     : std::string("widened sgemm at ")) +
-         std::to_string(all.size()) + " sites (" + text + ")";
+  const auto &all = sitesOf<MatmulSite>();
+  return all.empty()
+             ? ""
+             : "16-bit matrix products: " + sitesSummary(all, "widened sgemm");
 }
 
 } // namespace cpu
