@@ -162,7 +162,7 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
         memories = {{&a, &part.a}, {&b, &part.b}, {&out, &part.c}};
     if (scratchpadBytes > 0) {
       memories.push_back({scratchpad, &part.scratchpad});
-      // oneDNN's buffers start at 64 bytes, as the workspace does.
+      // Each part's scratchpad at a 64-byte offset into the workspace.
       part.scratchpadOffset = (used + 63) / 64 * 64;
       used = part.scratchpadOffset + scratchpadBytes;
     }
