@@ -43,13 +43,15 @@ template <typename Op> LogicalResult emitCpu(Op op, CpuKernelContext &context) {
   const GemmOperand &ga = problem->ga, &gb = problem->gb;
   int64_t m = problem->m, n = problem->n, k = problem->k;
   const Shape &batch = problem->batch;
-  // f32 goes to sgemm; 16-bit storage is widened in the workspace
-  // (gemmHalf), and has no alpha or beta.
+  // f32 goes to sgemm; 16-bit storage to a site or batchedGemmHalf, with
+  // the workspace the op declares and no alpha or beta.
   bool half = c.type.isHalf;
+  int64_t workspaceBytes =
+      half ? llvm::cast<CpuWorkspaceOpInterface>(*op).getCpuWorkspaceBytes()
+           : 0;
   std::string workspace;
   if (half) {
-    FailureOr<std::string> w = context.workspace(
-        llvm::cast<CpuWorkspaceOpInterface>(*op).getCpuWorkspaceBytes());
+    FailureOr<std::string> w = context.workspace(workspaceBytes);
     if (failed(w))
       return failure();
     workspace = ", " + *w;
@@ -71,12 +73,11 @@ template <typename Op> LogicalResult emitCpu(Op op, CpuKernelContext &context) {
     context.include("lang/ops/matmul/MatmulKernels.h");
     std::string site = context.fileScopeObject(
         "MatmulSite",
-        llvm::formatv(
-            "MatmulShape{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, "
-            "MatmulData::{8}, {9}",
-            boolean(ga.transpose), boolean(gb.transpose), rows, n, k, ga.ld,
-            gb.ld, n, c.type.name == "bf16_t" ? "BF16" : "F16",
-            llvm::cast<CpuWorkspaceOpInterface>(*op).getCpuWorkspaceBytes())
+        llvm::formatv("MatmulShape{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}, "
+                      "MatmulData::{8}, {9}",
+                      boolean(ga.transpose), boolean(gb.transpose), rows, n, k,
+                      ga.ld, gb.ld, n, c.type.name == "bf16_t" ? "BF16" : "F16",
+                      workspaceBytes)
             .str());
     return llvm::formatv("  {0}.run({1}, {2}, {3}{4});\n", site, ga.pointer,
                          gb.pointer, c.pointer, workspace);

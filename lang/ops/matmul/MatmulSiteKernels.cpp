@@ -42,9 +42,8 @@ struct MatmulSite::OneDnn {
     int64_t scratchpadOffset = 0;       // bytes into the workspace
     dnnl_stream_t stream = nullptr;
   };
-  /// At most two: the parts' row count, and the last part's.
+  /// At most two: for the parts' row count, and the last part's.
   std::vector<dnnl_primitive_t> primitives;
-  std::vector<int64_t> primitiveRows;
   std::vector<Part> parts;
   std::vector<dnnl_primitive_desc_t> descs;
   std::vector<dnnl_memory_t> memories;
@@ -92,14 +91,13 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
     return std::string("oneDNN has no native ") + nameOf(data) +
            " matrix product on this CPU";
   c.alone();
-  dnnl_data_type_t type = data == MatmulData::BF16 ? dnnl_bf16 : dnnl_f16;
   // A row-major [rows, cols] matrix at leading dimension ld, or its
   // transpose's view.
   auto matrix = [&](int64_t rows, int64_t cols, bool transposed, int64_t ld,
                     dnnl_memory_desc_t &md) {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
-    return dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides) ==
+    return dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides) ==
            dnnl_success;
   };
   dnnl_primitive_attr_t attr = nullptr;
@@ -113,7 +111,7 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
   int64_t parts = std::clamp<int64_t>(s.m / kMinPartRows, 1, maxParts);
   int64_t size = (s.m + parts - 1) / parts;
   std::string why;
-  int64_t used = 0;
+  int64_t used = 0, lastRows = 0;
   for (int64_t begin = 0; why.empty() && begin < s.m; begin += size) {
     int64_t rows = std::min(size, s.m - begin);
     dnnl_memory_desc_t a, b, out;
@@ -123,15 +121,14 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
       why = "oneDNN cannot describe the operands";
       break;
     }
-    if (dnn.primitiveRows.empty() || dnn.primitiveRows.back() != rows) {
+    if (rows != lastRows) {
       dnnl_matmul_desc_t desc;
       dnnl_primitive_desc_t pd = nullptr;
       dnnl_primitive_t primitive = nullptr;
       if (dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &out) != dnnl_success ||
           dnnl_primitive_desc_create(&pd, &desc, attr, c.engine, nullptr) !=
               dnnl_success) {
-        why = std::string("oneDNN has no ") + nameOf(data) +
-              " matrix product for this shape";
+        why = "oneDNN has no bf16 matrix product for this shape";
         break;
       }
       dnn.descs.push_back(pd);
@@ -139,8 +136,8 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
       dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
       // The reference code is far slower than sgemm on widened copies.
       if (std::string(impl).rfind("ref", 0) == 0) {
-        why = std::string("oneDNN has only its reference ") + nameOf(data) +
-              " matrix product for this shape";
+        why = "oneDNN has only its reference bf16 matrix product for this "
+              "shape";
         break;
       }
       if (dnnl_primitive_create(&primitive, pd) != dnnl_success) {
@@ -149,7 +146,7 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
       }
       implementation = impl;
       dnn.primitives.push_back(primitive);
-      dnn.primitiveRows.push_back(rows);
+      lastRows = rows;
     }
     OneDnn::Part &part = dnn.parts.emplace_back();
     part.begin = begin;
