@@ -165,11 +165,12 @@ Operation *writtenOutLogits(LinearCrossEntropyOp op) {
   if (!op.getBias())
     return product;
   // With a bias, the logits are the product's bias add (amp may have cast
-  // the bias on either side).
+  // the bias on either side of its broadcast: a bf16 product adds
+  // cast(broadcast(bias)) in bf16).
   for (Operation *user : product.getResult().getUsers())
     if (auto add = llvm::dyn_cast<AddOp>(user))
       for (Value operand : add->getOperands())
-        if (auto broadcast = operand.getDefiningOp<BroadcastOp>();
+        if (auto broadcast = withoutCasts(operand).getDefiningOp<BroadcastOp>();
             broadcast &&
             withoutCasts(broadcast.getInput()) == withoutCasts(op.getBias()))
           return add;

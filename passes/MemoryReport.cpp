@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mnemo;
@@ -262,6 +263,8 @@ void readKeptF32(func::FuncOp func,
   if (!r.mixedPrecision)
     return;
   std::map<std::pair<std::string, std::string>, MemoryReport::KeptF32> kept;
+  // An entry counts ops, not buffers: a loss with its accuracy is one op.
+  std::set<Operation *> counted;
   for (const ArenaBuffer *b : atPeak) {
     auto type = llvm::dyn_cast<ShapedType>(b->root.getType());
     if (b->kind != BufferKind::Activation || !type ||
@@ -273,7 +276,8 @@ void readKeptF32(func::FuncOp func,
     entry.op = op;
     entry.why = why;
     entry.bytes += b->interval.size;
-    ++entry.count;
+    if (counted.insert(b->root.getDefiningOp()).second)
+      ++entry.count;
     r.f32ActivationBytes += b->interval.size;
   }
   for (auto &[key, entry] : kept)
