@@ -590,7 +590,12 @@ class BertForMaskedLM(nn.Module):
             h = out["LayerNorm"](F.dropout(out["dense"](mid), self.drop, self.training) + a)
         pred = self.cls["predictions"]
         t = pred["transform"]
-        x = t["LayerNorm"](F.gelu(t["dense"](h)))
+        # In its parameters' type: a no-op unless under bf16 autocast, where
+        # the layer norm computes in f32, as CUDA's autocast policy (and
+        # Mnemo's amp) has it. PyTorch 1.13's CPU layer_norm refuses a bf16
+        # input with f32 parameters.
+        norm = t["LayerNorm"]
+        x = norm(F.gelu(t["dense"](h)).to(norm.weight.dtype))
         logits = x @ emb["word_embeddings"].weight.T + pred.bias
         return F.cross_entropy(logits.flatten(0, 1), batch["labels"].long().flatten(),
                                ignore_index=-100)

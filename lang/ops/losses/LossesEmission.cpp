@@ -94,8 +94,10 @@ template <typename Op> std::string classifierOptions(Op op) {
 }
 
 /// The fused loss's CPU kernels share one call: `kernel(operands..., bias,
-/// geometry, transposeWeight, ignoreIndex, smoothing, results...,
-/// workspace)`, "nullptr" for an absent bias or optional result.
+/// geometry, transposeWeight, ignoreIndex, smoothing, results..., products,
+/// workspace)`, "nullptr" for an absent bias or optional result; on 16-bit
+/// operands `products` is the op's ClassifierProducts (oneDNN's bf16
+/// products where the CPU has them), else "nullptr".
 template <typename Op>
 LogicalResult emitClassifierCpu(Op op, CpuKernelContext &context,
                                 StringRef kernel, ValueRange operands,
@@ -110,8 +112,20 @@ LogicalResult emitClassifierCpu(Op op, CpuKernelContext &context,
   arguments.insert(arguments.end(), {*bias, geometryLiteral(op.getGeometry()),
                                      classifierOptions(op)});
   arguments.insert(arguments.end(), results.begin(), results.end());
-  arguments.push_back(*workspace);
   context.include(kCpuKernels);
+  losses::ClassifierGeometry g = op.getGeometry();
+  bool bf16 = llvm::cast<ShapedType>(op.getHidden().getType())
+                  .getElementType()
+                  .isBF16();
+  arguments.push_back(
+      g.halfOperands
+          ? "&" + context.fileScopeObject(
+                      "ClassifierProducts",
+                      geometryLiteral(g) + ", " +
+                          (op.getTransposeWeight() ? "true" : "false") +
+                          (bf16 ? ", MatmulData::BF16" : ", MatmulData::F16"))
+          : "nullptr");
+  arguments.push_back(*workspace);
   context.out() << "  " << kernel << "(" << llvm::join(arguments, ", ")
                 << ");\n";
   return success();

@@ -16,13 +16,17 @@
 #define MNEMO_LANG_OPS_LOSSES_LOSSESKERNELS_H
 
 #include "lang/ops/losses/LossesFormulas.h"
+#include "lang/ops/matmul/MatmulKernels.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 namespace mnemo {
 namespace losses {
@@ -79,9 +83,12 @@ constexpr int64_t kRowStateFloats = 8;
 /// widened. Backward: a tile of logits (their gradient in place), and for
 /// 16-bit operands a block of the weight widened, the f32 sum of its
 /// gradient, a chunk of hidden rows widened, and the hidden states'
-/// gradient summed over the blocks in f32. With a bias and 16-bit
-/// operands, both widen a block of it, and the backward sums its gradient
-/// in f32 (an f32 bias is read, and its gradient summed, in place).
+/// gradient summed over the blocks in f32, and a tile of the logits'
+/// gradient rounded to 16 bits (for oneDNN's products, ClassifierProducts,
+/// which need no widened copies: their scratchpads use the weight block's
+/// room). With a bias and 16-bit operands, both widen a block of it, and
+/// the backward sums its gradient in f32 (an f32 bias is read, and its
+/// gradient summed, in place).
 inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
                                          bool backward) {
   int64_t R = std::min(g.chunkRows, g.rows), B = classifierClassBlock(g),
@@ -90,7 +97,9 @@ inline int64_t classifierWorkspaceFloats(const ClassifierGeometry &g,
   if (!backward)
     return kRowStateFloats * N + tile + (g.halfOperands ? B * D + R * D : 0) +
            bias;
-  return tile + (g.halfOperands ? 2 * B * D + R * D + N * D : 0) + bias;
+  return tile +
+         (g.halfOperands ? 2 * B * D + R * D + N * D + (tile + 1) / 2 : 0) +
+         bias;
 }
 
 /// linear_cross_entropy_with_grad's workspace in floats. With one block of
@@ -405,6 +414,111 @@ inline void addBias(float *row, const float *bias, int64_t count) {
       row[c] += bias[c];
 }
 
+/// The 16-bit classifier's matrix products as MatmulSites with f32 results
+/// (MatmulKernels.h): oneDNN's bf16 matmul where this CPU computes bf16
+/// natively, on the operands as they lie, so that nothing is widened and
+/// a product runs at about twice sgemm's speed. The logits' gradient is
+/// rounded to 16 bits for the two gradient products, as autocast's bf16
+/// logits give it and as the CUDA kernels do. One site per product and
+/// shape: a chunk's rows or the last chunk's, by a block's classes or the
+/// last block's. The generated code holds one per fused op (a
+/// namespace-scope object, prepared with the other 16-bit products); where
+/// any site does not run on oneDNN, the kernels widen for sgemm.
+class ClassifierProducts {
+public:
+  enum Product { Logits, HiddenGrad, WeightGrad };
+
+  ClassifierProducts(const losses::ClassifierGeometry &g, bool transposeWeight,
+                     MatmulData data) {
+    rows = {std::min(g.chunkRows, g.rows),
+            g.rows % std::min(g.chunkRows, g.rows)};
+    classes = {losses::classifierClassBlock(g),
+               g.classes % losses::classifierClassBlock(g)};
+    // Their scratchpads go where the widened weight block would.
+    int64_t scratchBytes = 4 * classes[0] * g.dim;
+    for (Product p : {Logits, HiddenGrad, WeightGrad})
+      for (int64_t r : rows)
+        for (int64_t c : classes)
+          sites.push_back(r && c ? std::make_unique<MatmulSite>(
+                                       shapeOf(p, r, c, g, transposeWeight),
+                                       data, scratchBytes)
+                                 : nullptr);
+  }
+
+  /// Whether every product runs on oneDNN (known once prepared).
+  bool native() const {
+    return std::all_of(sites.begin(), sites.end(), [](const auto &site) {
+      return !site || site->usesOneDnn();
+    });
+  }
+
+  const MatmulSite &site(Product p, int64_t r, int64_t c) const {
+    return *sites[(int(p) * 2 + (r != rows[0])) * 2 + (c != classes[0])];
+  }
+
+private:
+  /// C = op(A) op(B) of each product, row-major: Logits, tile = h W_b^T
+  /// (W_b [classes, dim], or h W_b for [dim, classes]); HiddenGrad,
+  /// dh += G W_b (G W_b^T); WeightGrad, dW_b += G^T h (h^T G), with dW_b
+  /// packed as the kernels sum it (gradientBlock).
+  static MatmulShape shapeOf(Product p, int64_t r, int64_t c,
+                             const losses::ClassifierGeometry &g,
+                             bool transposed) {
+    int64_t D = g.dim, C = g.classes;
+    // The parts of the products of a chunk's rows split their columns:
+    // each packs its part of the weight block, not all of it.
+    switch (p) {
+    case Logits:
+      return {false, transposed, r,     c,   D, D, transposed ? D : C,
+              c,     true,       false, true};
+    case HiddenGrad:
+      return {false, !transposed, r,    D,   c, c, transposed ? D : C,
+              D,     true,        true, true};
+    case WeightGrad:
+      return transposed
+                 ? MatmulShape{true, false, c, D, r, c, D, D, true, true}
+                 : MatmulShape{true, false, D, c, r, D, c, c, true, true};
+    }
+    return {};
+  }
+
+  std::vector<int64_t> rows, classes;
+  std::vector<std::unique_ptr<MatmulSite>> sites;
+};
+
+namespace detail {
+/// The sites to run a classifier's products on: `products` where it
+/// exists and runs natively, else null (sgemm on widened operands).
+inline const ClassifierProducts *nativeProducts(const ClassifierProducts *p) {
+  return p && p->native() ? p : nullptr;
+}
+
+/// A tile of logits, rows from r0 by classes from c0, into `tile` in f32:
+/// on `native`'s site (16-bit operands as they lie), else one sgemm of
+/// the chunk's rows (16-bit ones widened into `hiddenChunk`) and `w`; it
+/// returns those rows for the backward's sgemms (null on oneDNN).
+template <typename T>
+const float *logitsTile(const T *hidden, const T *weight, const WeightBlock &w,
+                        bool transposeWeight, int64_t D, int64_t C, int64_t r0,
+                        int64_t rows, int64_t c0, int64_t classes,
+                        const ClassifierProducts *native, float *hiddenChunk,
+                        float *scratch, float *tile) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (native) {
+      native->site(ClassifierProducts::Logits, rows, classes)
+          .runF32(hidden + r0 * D, weight + (transposeWeight ? c0 * D : c0),
+                  tile, scratch);
+      return nullptr;
+    }
+  }
+  (void)C;
+  const float *h = losses::widenedRows(hidden + r0 * D, rows * D, hiddenChunk);
+  gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld, 0.0f,
+       tile, classes);
+  return h;
+}
+} // namespace detail
+
 /// The CPU kernels of linear_cross_entropy and its gradient: the logits,
 /// [rows, classes], exist a tile at a time, a chunk of chunkRows rows by a
 /// block of classes (classifierClassBlock), each tile one sgemm into the
@@ -432,9 +546,11 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
                         const losses::ClassifierGeometry &g,
                         bool transposeWeight, int64_t ignoreIndex,
                         double smoothing, float *loss, float *logSumExp,
-                        float *accuracy, float *workspace) {
+                        float *accuracy, const ClassifierProducts *products,
+                        float *workspace) {
   const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
                 B = losses::classifierClassBlock(g);
+  const ClassifierProducts *native = detail::nativeProducts(products);
   if (!validTargets(targets, N, C, ignoreIndex))
     return false;
   // Each row's state first (doubles, 8-byte aligned in the workspace).
@@ -452,15 +568,14 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
         *biasScratch = hiddenChunk + R * D;
   for (int64_t c0 = 0; c0 < C; c0 += B) {
     int64_t classes = std::min(B, C - c0);
-    WeightBlock w =
-        weightBlock(weight, transposeWeight, D, C, c0, classes, weightScratch);
+    WeightBlock w = native ? WeightBlock{nullptr, 0}
+                           : weightBlock(weight, transposeWeight, D, C, c0,
+                                         classes, weightScratch);
     const float *b = biasBlock(bias, c0, classes, biasScratch);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
-      const float *h =
-          losses::widenedRows(hidden + r0 * D, rows * D, hiddenChunk);
-      gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
-           0.0f, tile, classes);
+      detail::logitsTile(hidden, weight, w, transposeWeight, D, C, r0, rows, c0,
+                         classes, native, hiddenChunk, weightScratch, tile);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float *logits = tile + r * classes;
@@ -557,31 +672,41 @@ void classifierBackward(const float *grad, const T *hidden, const T *weight,
                         bool transposeWeight, int64_t ignoreIndex,
                         double smoothing, T *hiddenGrad, T *weightGrad,
                         NotDeduced<T> *biasGrad, double *rowTerms,
-                        float *workspace) {
+                        const ClassifierProducts *products, float *workspace) {
   const int64_t N = g.rows, C = g.classes, D = g.dim, R = g.chunkRows,
                 B = losses::classifierClassBlock(g);
+  const ClassifierProducts *native = nativeProducts(products);
   const float scale = grad[0] / float(countedRows(targets, N, ignoreIndex));
   float *tile = workspace;
   // 16-bit operands: a block of the weight widened and its gradient's f32
   // sum, a chunk of hidden rows widened, the hidden states' gradient in f32,
-  // a block of the bias widened and its gradient's f32 sum.
+  // a tile of the logits' gradient in T, a block of the bias widened and
+  // its gradient's f32 sum.
+  // On oneDNN, the tile's gradient rounded to T for the two products.
   float *w32 = tile + R * B, *dw32 = w32 + B * D, *h32 = dw32 + B * D,
-        *dh32 = h32 + R * D, *b32 = dh32 + N * D, *db32 = b32 + B;
+        *dh32 = h32 + R * D, *b32 = dh32 + N * D + (R * B + 1) / 2,
+        *db32 = b32 + B;
+  T *g16 = native ? reinterpret_cast<T *>(dh32 + N * D) : nullptr;
   float *dhAll = losses::f32Storage(hiddenGrad, dh32);
+  // oneDNN's products add into their f32 sums, which start at zero.
+  if (native)
+    std::fill(dhAll, dhAll + N * D, 0.0f);
   for (int64_t c0 = 0; c0 < C; c0 += B) {
     int64_t classes = std::min(B, C - c0);
     WeightBlock w =
-        weightBlock(weight, transposeWeight, D, C, c0, classes, w32);
+        native ? WeightBlock{nullptr, 0}
+               : weightBlock(weight, transposeWeight, D, C, c0, classes, w32);
     GradientBlock dw =
         gradientBlock(weightGrad, transposeWeight, D, C, c0, classes, dw32);
+    if (native)
+      std::fill(dw.data, dw.data + classes * D, 0.0f);
     const float *b = biasBlock(bias, c0, classes, b32);
     float *db = biasGrad ? losses::f32Storage(biasGrad + c0, db32) : nullptr;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
-      const float *h = losses::widenedRows(hidden + r0 * D, rows * D, h32);
+      const float *h = logitsTile(hidden, weight, w, transposeWeight, D, C, r0,
+                                  rows, c0, classes, native, h32, w32, tile);
       float *dh = dhAll + r0 * D;
-      gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld,
-           0.0f, tile, classes);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           float *logits = tile + r * classes;
@@ -594,6 +719,9 @@ void classifierBackward(const float *grad, const T *hidden, const T *weight,
                   : logSumExp[r0 + r];
           rowGradient(logits, t, lse, scale, C, ignoreIndex, float(smoothing),
                       logits, c0, classes);
+          if constexpr (!std::is_same_v<T, float>)
+            if (g16)
+              narrow(logits, classes, g16 + r * classes);
         }
       });
       if (db)
@@ -605,6 +733,18 @@ void classifierBackward(const float *grad, const T *hidden, const T *weight,
             db[c] = float((r0 == 0 ? 0.0 : double(db[c])) + sum);
           }
         });
+      if constexpr (!std::is_same_v<T, float>) {
+        if (native) {
+          const T *hRows = hidden + r0 * D,
+                  *wBlock = weight + (transposeWeight ? c0 * D : c0);
+          native->site(ClassifierProducts::HiddenGrad, rows, classes)
+              .runF32(g16, wBlock, dh, w32);
+          native->site(ClassifierProducts::WeightGrad, rows, classes)
+              .runF32(transposeWeight ? g16 : hRows,
+                      transposeWeight ? hRows : g16, dw.data, w32);
+          continue;
+        }
+      }
       float dhBeta = c0 == 0 ? 0.0f : 1.0f, dwBeta = r0 == 0 ? 0.0f : 1.0f;
       if (transposeWeight) {
         // weight [C, D]: dh += G W_b, dW_b += G^T h.
@@ -635,13 +775,15 @@ bool linearCrossEntropyGrad(const float *grad, const T *hidden, const T *weight,
                             const losses::ClassifierGeometry &g,
                             bool transposeWeight, int64_t ignoreIndex,
                             double smoothing, T *hiddenGrad, T *weightGrad,
-                            NotDeduced<T> *biasGrad, float *workspace) {
+                            NotDeduced<T> *biasGrad,
+                            const ClassifierProducts *products,
+                            float *workspace) {
   if (!validTargets(targets, g.rows, g.classes, ignoreIndex))
     return false;
   detail::classifierBackward(grad, hidden, weight, targets, logSumExp, bias, g,
                              transposeWeight, ignoreIndex, smoothing,
                              hiddenGrad, weightGrad, biasGrad, nullptr,
-                             workspace);
+                             products, workspace);
   return true;
 }
 
@@ -658,18 +800,19 @@ bool linearCrossEntropyWithGrad(
     const float *grad, const T *hidden, const T *weight, const int32_t *targets,
     const NotDeduced<T> *bias, const losses::ClassifierGeometry &g,
     bool transposeWeight, int64_t ignoreIndex, double smoothing, float *loss,
-    T *hiddenGrad, T *weightGrad, NotDeduced<T> *biasGrad, float *workspace) {
+    T *hiddenGrad, T *weightGrad, NotDeduced<T> *biasGrad,
+    const ClassifierProducts *products, float *workspace) {
   const int64_t N = g.rows;
   if (losses::classifierClassBlock(g) != g.classes) {
     float *logSumExp =
         workspace + losses::classifierWithGradWorkspaceFloats(g) - N;
     return linearCrossEntropy(hidden, weight, targets, bias, g, transposeWeight,
                               ignoreIndex, smoothing, loss, logSumExp, nullptr,
-                              workspace) &&
+                              products, workspace) &&
            linearCrossEntropyGrad(grad, hidden, weight, targets, logSumExp,
                                   bias, g, transposeWeight, ignoreIndex,
                                   smoothing, hiddenGrad, weightGrad, biasGrad,
-                                  workspace);
+                                  products, workspace);
   }
   if (!validTargets(targets, N, g.classes, ignoreIndex))
     return false;
@@ -677,7 +820,7 @@ bool linearCrossEntropyWithGrad(
   detail::classifierBackward(grad, hidden, weight, targets, nullptr, bias, g,
                              transposeWeight, ignoreIndex, smoothing,
                              hiddenGrad, weightGrad, biasGrad, rowTerms,
-                             workspace + 2 * N);
+                             products, workspace + 2 * N);
   // The forward's sum: the counted rows' terms in row order, in double.
   double total = 0;
   for (int64_t r = 0; r < N; ++r)

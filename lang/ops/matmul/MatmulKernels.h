@@ -26,6 +26,15 @@ enum class MatmulData : int { BF16 = 1, F16 = 2 };
 struct MatmulShape {
   bool transA, transB;
   int64_t m, n, k, lda, ldb, ldc;
+  /// C in f32 instead of the operands' type, and C += op(A) op(B) instead
+  /// of C =: the fused classifier's products (LossesKernels.h), which read
+  /// their results in f32 and sum a gradient over chunks. Only oneDNN runs
+  /// these (runF32); where it does not, their kernel widens for sgemm.
+  bool f32Result = false, accumulate = false;
+  /// The threads' parts split C's columns, not its rows: each part packs
+  /// only its columns of op(B) into its scratchpad, where a product of few
+  /// rows and a large op(B) would pack all of it once per part.
+  bool splitColumns = false;
 };
 
 /// One 16-bit matrix product of the generated code (a namespace-scope
@@ -56,6 +65,11 @@ public:
   template <typename T>
   void run(const T *a, const T *b, T *c, float *workspace) const;
 
+  /// The same into an f32 C (shape.f32Result), on oneDNN only: a site
+  /// that does not use it (usesOneDnn()) must not be run.
+  template <typename T>
+  void runF32(const T *a, const T *b, float *c, float *workspace) const;
+
   /// oneDNN's implementation ("brg:avx512_core_bf16"), or why gemmHalf
   /// runs.
   const std::string &implementation() const { return how; }
@@ -64,6 +78,9 @@ public:
   struct OneDnn;
 
 private:
+  /// oneDNN's product on the step's buffers; false without oneDNN.
+  bool execute(const void *a, const void *b, void *c, float *workspace) const;
+
   MatmulShape shape;
   MatmulData data;
   int64_t workspaceBytes;

@@ -29,13 +29,14 @@ namespace cpu {
 
 #if MNEMO_HAVE_ONEDNN
 
-/// A site's primitives and memories. C's rows are split into parts, one
-/// per thread of the step's pool; each part reads its rows of op(A) and
-/// all of op(B) and writes its rows of C, so no part sums into another's
-/// result and a run is deterministic for a thread count.
+/// A site's primitives and memories. C's rows (or columns) are split into
+/// parts, one per thread of the step's pool; each part reads its rows of
+/// op(A) and all of op(B) (or all of op(A) and its columns of op(B)) and
+/// writes its rows (columns) of C, so no part sums into another's result
+/// and a run is deterministic for a thread count.
 struct MatmulSite::OneDnn {
   struct Part {
-    int64_t begin = 0; // first row of C
+    int64_t begin = 0; // first row (column) of C
     int primitive = 0;
     dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
     dnnl_memory_t scratchpad = nullptr; // null: the primitive needs none
@@ -94,30 +95,43 @@ std::string createOneDnn(const MatmulShape &s, MatmulData data,
   // A row-major [rows, cols] matrix at leading dimension ld, or its
   // transpose's view.
   auto matrix = [&](int64_t rows, int64_t cols, bool transposed, int64_t ld,
-                    dnnl_memory_desc_t &md) {
+                    dnnl_memory_desc_t &md, dnnl_data_type_t type = dnnl_bf16) {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
-    return dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_bf16, strides) ==
+    return dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides) ==
            dnnl_success;
   };
   dnnl_primitive_attr_t attr = nullptr;
-  if (dnnl_primitive_attr_create(&attr) != dnnl_success ||
+  dnnl_post_ops_t sum = nullptr;
+  // C += op(A) op(B): oneDNN's sum post-op adds the product to what C holds.
+  bool refused =
+      dnnl_primitive_attr_create(&attr) != dnnl_success ||
       dnnl_primitive_attr_set_scratchpad_mode(
-          attr, dnnl_scratchpad_mode_user) != dnnl_success) {
+          attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+      (s.accumulate &&
+       (dnnl_post_ops_create(&sum) != dnnl_success ||
+        dnnl_post_ops_append_sum(sum, 1.0f) != dnnl_success ||
+        dnnl_primitive_attr_set_post_ops(attr, sum) != dnnl_success));
+  if (sum)
+    dnnl_post_ops_destroy(sum);
+  if (refused) {
     if (attr)
       dnnl_primitive_attr_destroy(attr);
-    return "oneDNN refuses a user-managed scratchpad";
+    return "oneDNN refuses a user-managed scratchpad or a sum";
   }
-  int64_t parts = std::clamp<int64_t>(s.m / kMinPartRows, 1, maxParts);
-  int64_t size = (s.m + parts - 1) / parts;
+  // The parts split C's rows, or its columns (shape.splitColumns).
+  int64_t extent = s.splitColumns ? s.n : s.m;
+  int64_t parts = std::clamp<int64_t>(extent / kMinPartRows, 1, maxParts);
+  int64_t size = (extent + parts - 1) / parts;
   std::string why;
   int64_t used = 0, lastRows = 0;
-  for (int64_t begin = 0; why.empty() && begin < s.m; begin += size) {
-    int64_t rows = std::min(size, s.m - begin);
+  for (int64_t begin = 0; why.empty() && begin < extent; begin += size) {
+    int64_t rows = std::min(size, extent - begin);
+    int64_t m = s.splitColumns ? s.m : rows, n = s.splitColumns ? rows : s.n;
     dnnl_memory_desc_t a, b, out;
-    if (!matrix(rows, s.k, s.transA, s.lda, a) ||
-        !matrix(s.k, s.n, s.transB, s.ldb, b) ||
-        !matrix(rows, s.n, false, s.ldc, out)) {
+    if (!matrix(m, s.k, s.transA, s.lda, a) ||
+        !matrix(s.k, n, s.transB, s.ldb, b) ||
+        !matrix(m, n, false, s.ldc, out, s.f32Result ? dnnl_f32 : dnnl_bf16)) {
       why = "oneDNN cannot describe the operands";
       break;
     }
@@ -231,47 +245,78 @@ void MatmulSite::prepare(int threads) {
 #endif
 }
 
+bool MatmulSite::execute(const void *a, const void *b, void *c,
+                         float *workspace) const {
+#if MNEMO_HAVE_ONEDNN
+  if (!dnn)
+    return false;
+  OneDnnContext &context = oneDnnContext();
+  // Byte offsets: the operands are 16-bit, C 16-bit or f32.
+  const int64_t cBytes = shape.f32Result ? 4 : 2;
+  auto *base = reinterpret_cast<uint8_t *>(workspace);
+  parallelFor(int64_t(dnn->parts.size()), 1, [&](int64_t begin, int64_t end) {
+    context.alone();
+    // oneDNN's execute allocates its argument map: counted apart.
+    LibraryCallScope library;
+    for (int64_t k = begin; k < end; ++k) {
+      const OneDnn::Part &part = dnn->parts[k];
+      // A part's first row of op(A) (a column of A where it is
+      // transposed), or first column of op(B), and of C.
+      int64_t aAt = 0, bAt = 0, cAt = 0;
+      if (shape.splitColumns) {
+        bAt = shape.transB ? part.begin * shape.ldb : part.begin;
+        cAt = part.begin;
+      } else {
+        aAt = shape.transA ? part.begin : part.begin * shape.lda;
+        cAt = part.begin * shape.ldc;
+      }
+      auto *bytesOfA = const_cast<uint8_t *>(static_cast<const uint8_t *>(a));
+      auto *bytesOfB = const_cast<uint8_t *>(static_cast<const uint8_t *>(b));
+      dnnl_memory_set_data_handle(part.a, bytesOfA + 2 * aAt);
+      dnnl_memory_set_data_handle(part.b, bytesOfB + 2 * bAt);
+      dnnl_memory_set_data_handle(part.c,
+                                  static_cast<uint8_t *>(c) + cBytes * cAt);
+      dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, part.a},
+                                 {DNNL_ARG_WEIGHTS, part.b},
+                                 {DNNL_ARG_DST, part.c},
+                                 {DNNL_ARG_SCRATCHPAD, part.scratchpad}};
+      if (part.scratchpad)
+        dnnl_memory_set_data_handle(part.scratchpad,
+                                    base + part.scratchpadOffset);
+      dnnl_primitive_execute(dnn->primitives[part.primitive], part.stream,
+                             part.scratchpad ? 4 : 3, args);
+      dnnl_stream_wait(part.stream);
+    }
+  });
+  return true;
+#else
+  (void)a, (void)b, (void)c, (void)workspace;
+  return false;
+#endif
+}
+
 template <typename T>
 void MatmulSite::run(const T *a, const T *b, T *c, float *workspace) const {
-#if MNEMO_HAVE_ONEDNN
-  if (dnn) {
-    OneDnnContext &context = oneDnnContext();
-    auto *base = reinterpret_cast<uint8_t *>(workspace);
-    parallelFor(int64_t(dnn->parts.size()), 1, [&](int64_t begin, int64_t end) {
-      context.alone();
-      // oneDNN's execute allocates its argument map: counted apart.
-      LibraryCallScope library;
-      for (int64_t k = begin; k < end; ++k) {
-        const OneDnn::Part &part = dnn->parts[k];
-        // Row `begin` of op(A): a column of A where it is transposed.
-        const T *rows =
-            shape.transA ? a + part.begin : a + part.begin * shape.lda;
-        dnnl_memory_set_data_handle(part.a, const_cast<T *>(rows));
-        dnnl_memory_set_data_handle(part.b, const_cast<T *>(b));
-        dnnl_memory_set_data_handle(part.c, c + part.begin * shape.ldc);
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, part.a},
-                                   {DNNL_ARG_WEIGHTS, part.b},
-                                   {DNNL_ARG_DST, part.c},
-                                   {DNNL_ARG_SCRATCHPAD, part.scratchpad}};
-        if (part.scratchpad)
-          dnnl_memory_set_data_handle(part.scratchpad,
-                                      base + part.scratchpadOffset);
-        dnnl_primitive_execute(dnn->primitives[part.primitive], part.stream,
-                               part.scratchpad ? 4 : 3, args);
-        dnnl_stream_wait(part.stream);
-      }
-    });
-    return;
-  }
-#endif
-  gemmHalf(shape.transA, shape.transB, shape.m, shape.n, shape.k, a, shape.lda,
-           b, shape.ldb, c, shape.ldc, workspace);
+  if (!execute(a, b, c, workspace))
+    gemmHalf(shape.transA, shape.transB, shape.m, shape.n, shape.k, a,
+             shape.lda, b, shape.ldb, c, shape.ldc, workspace);
+}
+
+template <typename T>
+void MatmulSite::runF32(const T *a, const T *b, float *c,
+                        float *workspace) const {
+  if (!execute(a, b, c, workspace))
+    reportError("a 16-bit product with an f32 result ran without oneDNN");
 }
 
 template void MatmulSite::run<bf16_t>(const bf16_t *, const bf16_t *, bf16_t *,
                                       float *) const;
 template void MatmulSite::run<f16_t>(const f16_t *, const f16_t *, f16_t *,
                                      float *) const;
+template void MatmulSite::runF32<bf16_t>(const bf16_t *, const bf16_t *,
+                                         float *, float *) const;
+template void MatmulSite::runF32<f16_t>(const f16_t *, const f16_t *, float *,
+                                        float *) const;
 
 void prepareMatmuls(int threads) {
   for (MatmulSite *site : sitesOf<MatmulSite>())
