@@ -2,7 +2,7 @@
 # Mnemo's CPU trainer next to PyTorch (Debian's python3-torch, CPU) on the
 # examples (the LSTM language model as word_language_model writes it;
 # ResNet-18, the ViT, BERT and the U-Net on random arrays of their data's
-# shapes; the CNN, the GPT, ResNet-18 and BERT also in bf16 against PyTorch's
+# shapes; the CNN, the GPT, ResNet-18, the ViT and BERT also in bf16 against PyTorch's
 # CPU autocast) and a GPT-2-class model (examples/gpt.mn at GPT-2 small's
 # width and depth: 12 layers, dim 768, 12 heads, byte vocabulary; context 256
 # at batch 2, and GPT-2's context, 1024, at batch 2): same model, batch,
@@ -81,6 +81,7 @@ CASES=(
   # The same in bf16, against torch.autocast("cpu", bfloat16).
   "resnet18-bf16 resnet18 $WORK/cifar 10 -D batch=32 --precision=bf16"
   "vit vit $WORK/cifar 10 -D batch=32 -D drop_path=0.0"
+  "vit-bf16 vit $WORK/cifar 10 -D batch=32 -D drop_path=0.0 --precision=bf16"
   "bert bert $WORK/mlm 10 -D batch=8 -D drop=0.0"
   "bert-bf16 bert $WORK/mlm 10 -D batch=8 -D drop=0.0 --precision=bf16"
   "unet unet $WORK/segmentation 10"

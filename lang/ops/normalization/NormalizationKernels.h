@@ -23,99 +23,6 @@
 namespace mnemo {
 namespace cpu {
 
-/// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
-/// T: the activations' storage (float, or bf16_t / f16_t where a
-/// mixed-precision policy runs layer norm in 16 bits); the arithmetic is
-/// f32 and double either way.
-template <typename T>
-inline void layerNormRowStatistics(const T *row, int64_t d, float eps, bool rms,
-                                   float &mu, float &rstd) {
-  double mean = 0;
-  if (!rms) {
-    for (int64_t j = 0; j < d; ++j)
-      mean += float(row[j]);
-    mean /= double(d);
-  }
-  double var = 0;
-  for (int64_t j = 0; j < d; ++j)
-    var += (float(row[j]) - mean) * (float(row[j]) - mean);
-  var /= double(d);
-  mu = float(mean);
-  rstd = float(1.0 / std::sqrt(var + eps));
-}
-
-/// Layer norm (bias may be null) or RMS norm over rows of `d`. T: the
-/// activations' storage, P: the scale's and bias's.
-template <typename T, typename P>
-inline void layerNorm(const T *x, const P *scale, const NotDeduced<P> *bias,
-                      T *y, int64_t rows, int64_t d, float eps, bool rms) {
-  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const T *row = x + r * d;
-      float mu, rstd;
-      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
-      T *out = y + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        out[j] =
-            T(normalization::normalize(float(row[j]), mu, rstd, float(scale[j]),
-                                       bias ? float(bias[j]) : 0.0f));
-    }
-  });
-}
-
-/// The gradients of layer norm (or RMS norm: dbias null) over rows of `d`.
-template <typename T, typename P>
-inline void layerNormGrad(const T *dy, const T *x, const P *scale, T *dx,
-                          P *dscale, NotDeduced<P> *dbias, int64_t rows,
-                          int64_t d, float eps, bool rms) {
-  // A row's statistics are recomputed where needed: cheaper than storing
-  // them, and nothing to allocate. Rows in parallel; the scale and bias
-  // gradients (sums over rows) in a second pass over columns, so that no
-  // two threads add into one sum.
-  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const T *row = x + r * d, *g = dy + r * d;
-      float mu, rstd;
-      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
-      double meanDxhat = 0, meanDxhatXhat = 0;
-      for (int64_t j = 0; j < d; ++j) {
-        float dxhat = float(g[j]) * float(scale[j]);
-        meanDxhat += dxhat;
-        meanDxhatXhat +=
-            double(dxhat) * normalization::normalized(float(row[j]), mu, rstd);
-      }
-      float a = rms ? 0.0f : float(meanDxhat / double(d));
-      float b = float(meanDxhatXhat / double(d));
-      T *out = dx + r * d;
-      for (int64_t j = 0; j < d; ++j)
-        out[j] = T(normalization::normalizeInputGrad(
-            float(g[j]), float(row[j]), float(scale[j]), mu, rstd, a, b));
-    }
-  });
-  constexpr int64_t kBlock = 64;
-  parallelFor((d + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t block = begin; block < end; ++block) {
-      int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
-      double ds[kBlock] = {}, db[kBlock] = {};
-      for (int64_t r = 0; r < rows; ++r) {
-        const T *row = x + r * d, *g = dy + r * d;
-        float mu, rstd;
-        layerNormRowStatistics(row, d, eps, rms, mu, rstd);
-        for (int64_t j = j0; j < j1; ++j) {
-          ds[j - j0] += double(float(g[j])) *
-                        normalization::normalized(float(row[j]), mu, rstd);
-          db[j - j0] += float(g[j]);
-        }
-      }
-      for (int64_t j = j0; j < j1; ++j) {
-        dscale[j] = P(float(ds[j - j0]));
-        if (dbias)
-          dbias[j] = P(float(db[j - j0]));
-      }
-    }
-  });
-}
-
 /// Sums in double over kSumLanes running sums, element k of a run into
 /// sum k % kSumLanes, combined in a fixed order at the end: one running
 /// sum made batch norm's passes wait on each addition's latency (a
@@ -157,6 +64,105 @@ struct LaneSums {
     return (pairs[0] + pairs[1]) + (pairs[2] + pairs[3]);
   }
 };
+
+/// A row's mean (0 for RMS norm) and reciprocal deviation, summed in double.
+/// T: the activations' storage (float, or bf16_t / f16_t where a
+/// mixed-precision policy runs layer norm in 16 bits); the arithmetic is
+/// f32 and double either way.
+/// Both sums run over kSumLanes lanes (LaneSums): a layer norm's backward
+/// takes a row's statistics four times over, and one running sum made each
+/// wait on every addition (a ViT's layer norm gradients were 13% of its
+/// step).
+template <typename T>
+inline void layerNormRowStatistics(const T *row, int64_t d, float eps, bool rms,
+                                   float &mu, float &rstd) {
+  double mean = 0;
+  if (!rms) {
+    LaneSums sum;
+    sum.add(d, [&](int64_t j) { return double(float(row[j])); });
+    mean = sum.total() / double(d);
+  }
+  LaneSums squares;
+  squares.add(d, [&](int64_t j) {
+    double centered = double(float(row[j])) - mean;
+    return centered * centered;
+  });
+  mu = float(mean);
+  rstd = float(1.0 / std::sqrt(squares.total() / double(d) + eps));
+}
+
+/// Layer norm (bias may be null) or RMS norm over rows of `d`. T: the
+/// activations' storage, P: the scale's and bias's.
+template <typename T, typename P>
+inline void layerNorm(const T *x, const P *scale, const NotDeduced<P> *bias,
+                      T *y, int64_t rows, int64_t d, float eps, bool rms) {
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T *row = x + r * d;
+      float mu, rstd;
+      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+      T *out = y + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] =
+            T(normalization::normalize(float(row[j]), mu, rstd, float(scale[j]),
+                                       bias ? float(bias[j]) : 0.0f));
+    }
+  });
+}
+
+/// The gradients of layer norm (or RMS norm: dbias null) over rows of `d`.
+template <typename T, typename P>
+inline void layerNormGrad(const T *dy, const T *x, const P *scale, T *dx,
+                          P *dscale, NotDeduced<P> *dbias, int64_t rows,
+                          int64_t d, float eps, bool rms) {
+  // A row's statistics are recomputed where needed: cheaper than storing
+  // them, and nothing to allocate. Rows in parallel; the scale and bias
+  // gradients (sums over rows) in a second pass over columns, so that no
+  // two threads add into one sum.
+  parallelFor(rows, rowGrain(d), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T *row = x + r * d, *g = dy + r * d;
+      float mu, rstd;
+      layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+      LaneSums dxhat, dxhatXhat;
+      dxhat.addWith(
+          dxhatXhat, d,
+          [&](int64_t j) { return double(float(g[j]) * float(scale[j])); },
+          [&](int64_t j) {
+            return double(float(g[j]) * float(scale[j])) *
+                   normalization::normalized(float(row[j]), mu, rstd);
+          });
+      float a = rms ? 0.0f : float(dxhat.total() / double(d));
+      float b = float(dxhatXhat.total() / double(d));
+      T *out = dx + r * d;
+      for (int64_t j = 0; j < d; ++j)
+        out[j] = T(normalization::normalizeInputGrad(
+            float(g[j]), float(row[j]), float(scale[j]), mu, rstd, a, b));
+    }
+  });
+  constexpr int64_t kBlock = 64;
+  parallelFor((d + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      int64_t j0 = block * kBlock, j1 = std::min(d, j0 + kBlock);
+      double ds[kBlock] = {}, db[kBlock] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const T *row = x + r * d, *g = dy + r * d;
+        float mu, rstd;
+        layerNormRowStatistics(row, d, eps, rms, mu, rstd);
+        for (int64_t j = j0; j < j1; ++j) {
+          ds[j - j0] += double(float(g[j])) *
+                        normalization::normalized(float(row[j]), mu, rstd);
+          db[j - j0] += float(g[j]);
+        }
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        dscale[j] = P(float(ds[j - j0]));
+        if (dbias)
+          dbias[j] = P(float(db[j - j0]));
+      }
+    }
+  });
+}
 
 /// Batch normalization's data in blocks of `Block` channels (nChw16c,
 /// nChw8c: #mnemo.placement's channel_blocked): the element of image i,
