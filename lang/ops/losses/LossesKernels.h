@@ -21,6 +21,7 @@
 #include "runtime/cpu/Parallel.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -430,10 +431,10 @@ public:
 
   ClassifierProducts(const losses::ClassifierGeometry &g, bool transposeWeight,
                      MatmulData data) {
-    rows = {std::min(g.chunkRows, g.rows),
-            g.rows % std::min(g.chunkRows, g.rows)};
-    classes = {losses::classifierClassBlock(g),
-               g.classes % losses::classifierClassBlock(g)};
+    int64_t chunk = std::min(g.chunkRows, g.rows),
+            block = losses::classifierClassBlock(g);
+    rows = {chunk, g.rows % chunk};
+    classes = {block, g.classes % block};
     // Their scratchpads go where the widened weight block would.
     int64_t scratchBytes = 4 * classes[0] * g.dim;
     for (Product p : {Logits, HiddenGrad, WeightGrad})
@@ -482,7 +483,9 @@ private:
     return {};
   }
 
-  std::vector<int64_t> rows, classes;
+  /// A chunk's rows and the last chunk's, a block's classes and the last
+  /// block's (0: none).
+  std::array<int64_t, 2> rows, classes;
   std::vector<std::unique_ptr<MatmulSite>> sites;
 };
 
@@ -499,7 +502,7 @@ inline const ClassifierProducts *nativeProducts(const ClassifierProducts *p) {
 /// returns those rows for the backward's sgemms (null on oneDNN).
 template <typename T>
 const float *logitsTile(const T *hidden, const T *weight, const WeightBlock &w,
-                        bool transposeWeight, int64_t D, int64_t C, int64_t r0,
+                        bool transposeWeight, int64_t D, int64_t r0,
                         int64_t rows, int64_t c0, int64_t classes,
                         const ClassifierProducts *native, float *hiddenChunk,
                         float *scratch, float *tile) {
@@ -511,7 +514,6 @@ const float *logitsTile(const T *hidden, const T *weight, const WeightBlock &w,
       return nullptr;
     }
   }
-  (void)C;
   const float *h = losses::widenedRows(hidden + r0 * D, rows * D, hiddenChunk);
   gemm(false, transposeWeight, rows, classes, D, 1.0f, h, D, w.data, w.ld, 0.0f,
        tile, classes);
@@ -574,7 +576,7 @@ bool linearCrossEntropy(const T *hidden, const T *weight,
     const float *b = biasBlock(bias, c0, classes, biasScratch);
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
-      detail::logitsTile(hidden, weight, w, transposeWeight, D, C, r0, rows, c0,
+      detail::logitsTile(hidden, weight, w, transposeWeight, D, r0, rows, c0,
                          classes, native, hiddenChunk, weightScratch, tile);
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
@@ -704,7 +706,7 @@ void classifierBackward(const float *grad, const T *hidden, const T *weight,
     float *db = biasGrad ? losses::f32Storage(biasGrad + c0, db32) : nullptr;
     for (int64_t r0 = 0; r0 < N; r0 += R) {
       int64_t rows = std::min(R, N - r0);
-      const float *h = logitsTile(hidden, weight, w, transposeWeight, D, C, r0,
+      const float *h = logitsTile(hidden, weight, w, transposeWeight, D, r0,
                                   rows, c0, classes, native, h32, w32, tile);
       float *dh = dhAll + r0 * D;
       parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
