@@ -60,11 +60,10 @@ template <double (*fold)(double)> Val unary(Sema &s, BoundArgs &a) {
   const Val &x = a.values[0];
   if (x.isNumber() && fold) {
     double r = fold(x.number());
-    if (std::isnan(r)) {
-      s.error(a.loc, Twine(op) + " of " + s.describe(x) + " is undefined",
-              {a.range});
-      return Val::error();
-    }
+    if (std::isnan(r))
+      return s.error(a.loc,
+                     Twine(op) + " of " + s.describe(x) + " is undefined",
+                     {a.range});
     return Val::ofFloat(r);
   }
   auto t = s.asFloatTensor(x, a.ranges[0], Twine("the argument of ") + op);
@@ -97,20 +96,17 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
     return std::nullopt;
   for (int64_t axis : *given) {
     auto n = shape::normalizeAxis(axis, rank);
-    if (!n) {
-      s.error(a.ranges[slot].Start,
-              "axis " + std::to_string(axis) + " is out of range for rank " +
-                  std::to_string(rank),
-              {a.ranges[slot]});
-      return std::nullopt;
-    }
+    if (!n)
+      return s.error(a.ranges[slot].Start,
+                     "axis " + std::to_string(axis) +
+                         " is out of range for rank " + std::to_string(rank),
+                     {a.ranges[slot]});
     axes.push_back(*n);
   }
   std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) {
-    s.error(a.ranges[slot].Start, "an axis is listed twice", {a.ranges[slot]});
-    return std::nullopt;
-  }
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return s.error(a.ranges[slot].Start, "an axis is listed twice",
+                   {a.ranges[slot]});
   return axes;
 }
 
@@ -143,24 +139,20 @@ Val softmaxLike(Sema &s, BoundArgs &a) {
   if (!axis)
     return Val::error();
   auto n = shape::normalizeAxis(*axis, in.shape.size());
-  if (!n) {
-    s.error(a.loc,
-            "axis " + std::to_string(*axis) + " is out of range for " +
-                in.str(),
-            {a.range});
-    return Val::error();
-  }
+  if (!n)
+    return s.error(a.loc,
+                   "axis " + std::to_string(*axis) + " is out of range for " +
+                       in.str(),
+                   {a.range});
   return tensor(s.emit(op, {*t}, in, {{"axis", *n}}, a.loc));
 }
 
 /// A dropout probability at slot 1 (default 0.1), checked to be in [0, 1).
 std::optional<double> dropProbability(Sema &s, BoundArgs &a, const char *op) {
   auto p = numberOr(s, a, 1, 0.1, "p");
-  if (p && !(*p >= 0 && *p < 1)) {
-    s.error(a.ranges[1].Start, std::string(op) + " p must be in [0, 1)",
-            {a.ranges[1]});
-    return std::nullopt;
-  }
+  if (p && !(*p >= 0 && *p < 1))
+    return s.error(a.ranges[1].Start, std::string(op) + " p must be in [0, 1)",
+                   {a.ranges[1]});
   return p;
 }
 
@@ -175,11 +167,10 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
     return std::nullopt;
   if (v->size() == 1)
     v->push_back(v->front());
-  if (v->size() != 2) {
-    s.error(a.ranges[slot].Start, Twine(what) + " must be an integer or a pair",
-            {a.ranges[slot]});
-    return std::nullopt;
-  }
+  if (v->size() != 2)
+    return s.error(a.ranges[slot].Start,
+                   Twine(what) + " must be an integer or a pair",
+                   {a.ranges[slot]});
   return v;
 }
 
@@ -224,12 +215,10 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   if (!x)
     return Val::error();
   TensorType in = s.typeOf(*x);
-  if (in.shape.size() < 2) {
-    s.error(a.ranges[0].Start,
-            "batch_norm needs [batch, channels, ...], not " + in.str(),
-            {a.ranges[0]});
-    return Val::error();
-  }
+  if (in.shape.size() < 2)
+    return s.error(a.ranges[0].Start,
+                   "batch_norm needs [batch, channels, ...], not " + in.str(),
+                   {a.ranges[0]});
   int64_t channels = in.shape[1];
   TensorType perChannel{ElementType::F32, {channels}};
   // Operand `slot` as a [C] f32 tensor, or nullopt after an error; -1
@@ -240,13 +229,11 @@ Val batchNorm(Sema &s, BoundArgs &a) {
     auto t = s.asFloatTensor(a.values[slot], a.ranges[slot], what);
     if (!t)
       return std::nullopt;
-    if (s.typeOf(*t) != perChannel) {
-      s.error(a.ranges[slot].Start,
-              std::string(what) + " must be " + perChannel.str() + " for " +
-                  in.str() + ", not " + s.typeOf(*t).str(),
-              {a.ranges[slot]});
-      return std::nullopt;
-    }
+    if (s.typeOf(*t) != perChannel)
+      return s.error(a.ranges[slot].Start,
+                     std::string(what) + " must be " + perChannel.str() +
+                         " for " + in.str() + ", not " + s.typeOf(*t).str(),
+                     {a.ranges[slot]});
     return *t;
   };
   auto mean = channelArg(1, "running_mean");
@@ -260,18 +247,14 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   auto eps = numberOr(s, a, 7, 1e-5, "eps");
   if (!mean || !var || !weight || !bias || !training || !momentum || !eps)
     return Val::error();
-  if ((*mean < 0) != (*var < 0)) {
-    s.error(a.loc,
-            "batch_norm takes both running_mean and running_var, or "
-            "neither",
-            {a.range});
-    return Val::error();
-  }
-  if (!(*eps > 0) || !(*momentum >= 0 && *momentum <= 1)) {
-    s.error(a.loc, "batch_norm needs eps > 0 and momentum in [0, 1]",
-            {a.range});
-    return Val::error();
-  }
+  if ((*mean < 0) != (*var < 0))
+    return s.error(a.loc,
+                   "batch_norm takes both running_mean and running_var, or "
+                   "neither",
+                   {a.range});
+  if (!(*eps > 0) || !(*momentum >= 0 && *momentum <= 1))
+    return s.error(a.loc, "batch_norm needs eps > 0 and momentum in [0, 1]",
+                   {a.range});
   auto number = [](double v) { return Val::ofFloat(v); };
   auto op = [&](BinaryOp kind, Val lhs, Val rhs) {
     return s.binary(kind, lhs, rhs, a.loc, a.range, a.range);
@@ -284,12 +267,10 @@ Val batchNorm(Sema &s, BoundArgs &a) {
                          {s.typeOf(v.tensor).dtype, column}, {}, a.loc));
   };
   if (!*training) {
-    if (*mean < 0) {
-      s.error(a.loc,
-              "batch_norm in evaluation needs running_mean and running_var",
-              {a.range});
-      return Val::error();
-    }
+    if (*mean < 0)
+      return s.error(
+          a.loc, "batch_norm in evaluation needs running_mean and running_var",
+          {a.range});
     // As PyTorch's kernel: scale = weight / sqrt(var + eps), shift = bias
     // - mean * scale, y = x * scale + shift.
     Val scale = tensor(
@@ -306,13 +287,12 @@ Val batchNorm(Sema &s, BoundArgs &a) {
               spread(shift));
   }
   int64_t count = shape::numElements(in.shape).value_or(0) / channels;
-  if (count < 2) {
-    s.error(a.loc,
-            "batch_norm in training needs more than one value a channel, and " +
-                in.str() + " has " + std::to_string(count),
-            {a.range});
-    return Val::error();
-  }
+  if (count < 2)
+    return s.error(
+        a.loc,
+        "batch_norm in training needs more than one value a channel, and " +
+            in.str() + " has " + std::to_string(count),
+        {a.range});
   int scale = *weight >= 0 ? *weight : s.splat(1.0, perChannel, a.loc);
   int shift = *bias >= 0 ? *bias : s.splat(0.0, perChannel, a.loc);
   std::vector<int> results =
@@ -331,14 +311,13 @@ Val batchNorm(Sema &s, BoundArgs &a) {
     if (newMean.isError() || newVar.isError())
       return Val::error();
     if (!s.updateBuffer(*mean, newMean.tensor) ||
-        !s.updateBuffer(*var, newVar.tensor)) {
-      s.error(a.loc,
-              "batch_norm in training updates running_mean and running_var "
-              "in place, so they must be buffers (declared 'buffer "
-              "running_mean: f32[C] = zeros')",
-              {a.range});
-      return Val::error();
-    }
+        !s.updateBuffer(*var, newVar.tensor))
+      return s.error(
+          a.loc,
+          "batch_norm in training updates running_mean and running_var "
+          "in place, so they must be buffers (declared 'buffer "
+          "running_mean: f32[C] = zeros')",
+          {a.range});
   }
   return tensor(results[0]);
 }
@@ -361,10 +340,9 @@ struct UpsampleSize {
 std::optional<UpsampleSize> upsampleSize(Sema &s, BoundArgs &a,
                                          const TensorType &in) {
   int64_t h = in.shape[2], w = in.shape[3];
-  if (a.has(1) == a.has(4)) {
-    s.error(a.loc, "upsample takes a scale or a size (one of them)", {a.range});
-    return std::nullopt;
-  }
+  if (a.has(1) == a.has(4))
+    return s.error(a.loc, "upsample takes a scale or a size (one of them)",
+                   {a.range});
   UpsampleSize out;
   if (a.has(1)) {
     auto scale = s.asNumber(a.values[1], a.ranges[1], "scale");
@@ -373,26 +351,23 @@ std::optional<UpsampleSize> upsampleSize(Sema &s, BoundArgs &a,
     out.height = int64_t(std::floor(double(h) * *scale));
     out.width = int64_t(std::floor(double(w) * *scale));
     if (!(*scale > 0) || out.height < 1 || out.width < 1 ||
-        out.height > (int64_t(1) << 20) || out.width > (int64_t(1) << 20)) {
-      s.error(a.ranges[1].Start,
-              "a scale of " + s.describe(a.values[1]) + " gives no image of " +
-                  in.str() + " (an output of 1 to 2^20 pixels a side)",
-              {a.ranges[1]});
-      return std::nullopt;
-    }
+        out.height > (int64_t(1) << 20) || out.width > (int64_t(1) << 20))
+      return s.error(a.ranges[1].Start,
+                     "a scale of " + s.describe(a.values[1]) +
+                         " gives no image of " + in.str() +
+                         " (an output of 1 to 2^20 pixels a side)",
+                     {a.ranges[1]});
     out.ratioH = out.ratioW = 1.0 / *scale;
     return out;
   }
   auto size = s.asIntList(a.values[4], a.ranges[4], "size");
   if (!size)
     return std::nullopt;
-  if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1) {
-    s.error(a.ranges[4].Start,
-            "size is [height, width], both positive, not " +
-                s.describe(a.values[4]),
-            {a.ranges[4]});
-    return std::nullopt;
-  }
+  if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1)
+    return s.error(a.ranges[4].Start,
+                   "size is [height, width], both positive, not " +
+                       s.describe(a.values[4]),
+                   {a.ranges[4]});
   out.height = (*size)[0];
   out.width = (*size)[1];
   out.ratioH = double(h) / double(out.height);
@@ -463,11 +438,10 @@ Val upsample(Sema &s, BoundArgs &a) {
   if (!x)
     return Val::error();
   TensorType in = s.typeOf(*x);
-  if (in.shape.size() != 4) {
-    s.error(a.ranges[0].Start, "upsample takes [N, C, H, W], not " + in.str(),
-            {a.ranges[0]});
-    return Val::error();
-  }
+  if (in.shape.size() != 4)
+    return s.error(a.ranges[0].Start,
+                   "upsample takes [N, C, H, W], not " + in.str(),
+                   {a.ranges[0]});
   int64_t n = in.shape[0], c = in.shape[1], h = in.shape[2], w = in.shape[3];
   std::optional<UpsampleSize> out = upsampleSize(s, a, in);
   if (!out)
@@ -475,15 +449,13 @@ Val upsample(Sema &s, BoundArgs &a) {
   std::string mode = "nearest";
   if (a.has(2)) {
     if (a.values[2].kind != Val::Kind::String ||
-        (a.values[2].s != "nearest" && a.values[2].s != "bilinear")) {
-      s.error(a.ranges[2].Start,
-              "mode must be \"nearest\" or \"bilinear\", not " +
-                  (a.values[2].kind == Val::Kind::String
-                       ? "\"" + a.values[2].s + "\""
-                       : s.describe(a.values[2])),
-              {a.ranges[2]});
-      return Val::error();
-    }
+        (a.values[2].s != "nearest" && a.values[2].s != "bilinear"))
+      return s.error(a.ranges[2].Start,
+                     "mode must be \"nearest\" or \"bilinear\", not " +
+                         (a.values[2].kind == Val::Kind::String
+                              ? "\"" + a.values[2].s + "\""
+                              : s.describe(a.values[2])),
+                     {a.ranges[2]});
     mode = a.values[2].s;
   }
   std::optional<bool> alignCorners = boolOr(s, a, 3, false, "align_corners");
@@ -536,12 +508,11 @@ Val loss(Sema &s, BoundArgs &a) {
     return Val::error();
   TensorType p = s.typeOf(*pred), t = s.typeOf(*target);
   if (std::string(op) == "cross_entropy") {
-    if (t.dtype != ElementType::I32 && t.dtype != ElementType::I8) {
-      s.error(a.ranges[1].Start,
-              "cross_entropy needs integer class targets, not " + t.str(),
-              {a.ranges[1]});
-      return Val::error();
-    }
+    if (t.dtype != ElementType::I32 && t.dtype != ElementType::I8)
+      return s.error(a.ranges[1].Start,
+                     "cross_entropy needs integer class targets, not " +
+                         t.str(),
+                     {a.ranges[1]});
     if (!check(s, a, shape::crossEntropy(p.shape, t.shape),
                "take cross_entropy of " + p.str() + " and " + t.str()))
       return Val::error();
@@ -550,22 +521,18 @@ Val loss(Sema &s, BoundArgs &a) {
     auto smoothing = numberOr(s, a, 3, 0.0, "label_smoothing");
     if (!ignoreIndex || !smoothing)
       return Val::error();
-    if (!(*smoothing >= 0 && *smoothing <= 1)) {
-      s.error(a.ranges[3].Start, "label_smoothing must be in [0, 1]",
-              {a.ranges[3]});
-      return Val::error();
-    }
+    if (!(*smoothing >= 0 && *smoothing <= 1))
+      return s.error(a.ranges[3].Start, "label_smoothing must be in [0, 1]",
+                     {a.ranges[3]});
     return tensor(s.emit(
         op, {*pred, *target}, {p.dtype, {}},
         {{"ignore_index", *ignoreIndex}, {"label_smoothing", *smoothing}},
         a.loc));
-  } else if (p != t) {
-    s.error(a.loc,
-            "cannot take mse of " + p.str() + " and " + t.str() +
-                ": the types must match",
-            {a.range});
-    return Val::error();
-  }
+  } else if (p != t)
+    return s.error(a.loc,
+                   "cannot take mse of " + p.str() + " and " + t.str() +
+                       ": the types must match",
+                   {a.range});
   return tensor(s.emit(op, {*pred, *target}, {p.dtype, {}}, {}, a.loc));
 }
 
@@ -584,10 +551,9 @@ Val arange(Sema &s, BoundArgs &a) {
     return Val::error();
   double start = a.has(1) ? *first : 0, stop = a.has(1) ? *end : *first;
   if (*step == 0 || !std::isfinite(*step) || !std::isfinite(start) ||
-      !std::isfinite(stop)) {
-    s.error(a.loc, "arange needs finite bounds and a non-zero step", {a.range});
-    return Val::error();
-  }
+      !std::isfinite(stop))
+    return s.error(a.loc, "arange needs finite bounds and a non-zero step",
+                   {a.range});
   double count = std::ceil((stop - start) / *step);
   if (!(count >= 1) || count > double(kMaxArangeElements)) {
     auto text = [](double v) {
@@ -595,14 +561,14 @@ Val arange(Sema &s, BoundArgs &a) {
       std::snprintf(digits, sizeof digits, "%.15g", v);
       return std::string(digits);
     };
-    s.error(a.loc,
-            "arange from " + text(start) + " to " + text(stop) + " by " +
-                text(*step) + " has " +
-                (count >= 1 ? "more than " + std::to_string(kMaxArangeElements)
+    return s.error(a.loc,
+                   "arange from " + text(start) + " to " + text(stop) + " by " +
+                       text(*step) + " has " +
+                       (count >= 1
+                            ? "more than " + std::to_string(kMaxArangeElements)
                             : std::string("no")) +
-                " elements",
-            {a.range});
-    return Val::error();
+                       " elements",
+                   {a.range});
   }
   std::vector<double> values(static_cast<size_t>(count));
   for (size_t i = 0; i < values.size(); ++i)
@@ -624,7 +590,7 @@ const std::vector<Builtin> kBuiltins = {
     {"full",
      {"shape", "value", "dtype"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // torch.full: a constant tensor (an RNN's zero initial state).
        auto dims = s.asIntList(a.values[0], a.ranges[0], "the shape of full");
        auto value = s.asNumber(a.values[1], a.ranges[1], "the value of full");
@@ -634,13 +600,11 @@ const std::vector<Builtin> kBuiltins = {
        if (!dims || !value || !dtype)
          return Val::error();
        for (int64_t d : *dims)
-         if (d < 1) {
-           s.error(a.ranges[0].Start,
-                   "the dimensions of full must be positive, not " +
-                       std::to_string(d),
-                   {a.ranges[0]});
-           return Val::error();
-         }
+         if (d < 1)
+           return s.error(a.ranges[0].Start,
+                          "the dimensions of full must be positive, not " +
+                              std::to_string(d),
+                          {a.ranges[0]});
        return tensor(s.splat(*value, {*dtype, *dims}, a.loc));
      }},
     {"relu", {"x"}, 1, unary<foldRelu>},
@@ -648,7 +612,7 @@ const std::vector<Builtin> kBuiltins = {
     {"gelu",
      {"x", "approximate"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
        auto approx = boolOr(s, a, 1, false, "approximate");
@@ -660,7 +624,7 @@ const std::vector<Builtin> kBuiltins = {
     {"softplus",
      {"x", "beta", "threshold"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // torch.nn.functional.softplus's defaults.
        auto t = s.asFloatTensor(a.values[0], a.ranges[0],
                                 "the argument of softplus");
@@ -675,14 +639,14 @@ const std::vector<Builtin> kBuiltins = {
     {"pow",
      {"x", "exponent"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        return s.binary(BinaryOp::Pow, a.values[0], a.values[1], a.loc,
                        a.ranges[0], a.ranges[1]);
      }},
     {"matmul",
      {"a", "b"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        return s.binary(BinaryOp::MatMul, a.values[0], a.values[1], a.loc,
                        a.ranges[0], a.ranges[1]);
      }},
@@ -692,7 +656,7 @@ const std::vector<Builtin> kBuiltins = {
     {"logsumexp",
      {"x", "axis", "keepdim"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of logsumexp");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
@@ -711,7 +675,7 @@ const std::vector<Builtin> kBuiltins = {
     {"layernorm",
      {"x", "scale", "bias", "eps"},
      3,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto x =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of layernorm");
        auto g =
@@ -728,12 +692,11 @@ const std::vector<Builtin> kBuiltins = {
            !check(s, a, shape::lastDimNorm(in.shape, s.typeOf(*b).shape),
                   "layernorm " + in.str() + " with bias " + s.typeOf(*b).str()))
          return Val::error();
-       if (s.typeOf(*g).dtype != s.typeOf(*b).dtype) {
-         s.error(a.loc,
-                 "the scale and bias of layernorm must have one element type",
-                 {a.range});
-         return Val::error();
-       }
+       if (s.typeOf(*g).dtype != s.typeOf(*b).dtype)
+         return s.error(
+             a.loc,
+             "the scale and bias of layernorm must have one element type",
+             {a.range});
        return tensor(
            s.emit("layernorm", {*x, *g, *b}, in, {{"epsilon", *eps}}, a.loc));
      }},
@@ -745,7 +708,7 @@ const std::vector<Builtin> kBuiltins = {
     {"rmsnorm",
      {"x", "scale", "eps"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto x =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of rmsnorm");
        auto g =
@@ -763,19 +726,17 @@ const std::vector<Builtin> kBuiltins = {
     {"embedding",
      {"table", "indices"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto table =
            s.asFloatTensor(a.values[0], a.ranges[0], "the embedding table");
        auto idx = s.asTensor(a.values[1], a.ranges[1], "the indices");
        if (!table || !idx)
          return Val::error();
        TensorType tt = s.typeOf(*table), it = s.typeOf(*idx);
-       if (it.dtype != ElementType::I32 && it.dtype != ElementType::I8) {
-         s.error(a.ranges[1].Start,
-                 "embedding indices must be integers, not " + it.str(),
-                 {a.ranges[1]});
-         return Val::error();
-       }
+       if (it.dtype != ElementType::I32 && it.dtype != ElementType::I8)
+         return s.error(a.ranges[1].Start,
+                        "embedding indices must be integers, not " + it.str(),
+                        {a.ranges[1]});
        shape::ShapeResult r = shape::embedding(tt.shape, it.shape);
        if (!check(s, a, r, "look up " + it.str() + " in " + tt.str()))
          return Val::error();
@@ -785,7 +746,7 @@ const std::vector<Builtin> kBuiltins = {
     {"reshape",
      {"x", "shape"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of reshape");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
        if (!t || !dims)
@@ -795,7 +756,7 @@ const std::vector<Builtin> kBuiltins = {
     {"flatten",
      {"x", "start"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of flatten");
        if (!t)
          return Val::error();
@@ -804,13 +765,11 @@ const std::vector<Builtin> kBuiltins = {
        if (!start)
          return Val::error();
        auto n = shape::normalizeAxis(*start, in.shape.size());
-       if (!n) {
-         s.error(a.loc,
-                 "cannot flatten " + in.str() + " from axis " +
-                     std::to_string(*start),
-                 {a.range});
-         return Val::error();
-       }
+       if (!n)
+         return s.error(a.loc,
+                        "cannot flatten " + in.str() + " from axis " +
+                            std::to_string(*start),
+                        {a.range});
        shape::Shape out(in.shape.begin(), in.shape.begin() + *n);
        out.push_back(-1);
        return reshapeTo(s, a, *t, out);
@@ -818,7 +777,7 @@ const std::vector<Builtin> kBuiltins = {
     {"transpose",
      {"x", "dim0", "dim1"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of transpose");
        if (!t)
          return Val::error();
@@ -829,13 +788,11 @@ const std::vector<Builtin> kBuiltins = {
          return Val::error();
        auto n0 = shape::normalizeAxis(*d0, in.shape.size());
        auto n1 = shape::normalizeAxis(*d1, in.shape.size());
-       if (!n0 || !n1) {
-         s.error(a.loc,
-                 "cannot transpose axes " + std::to_string(*d0) + " and " +
-                     std::to_string(*d1) + " of " + in.str(),
-                 {a.range});
-         return Val::error();
-       }
+       if (!n0 || !n1)
+         return s.error(a.loc,
+                        "cannot transpose axes " + std::to_string(*d0) +
+                            " and " + std::to_string(*d1) + " of " + in.str(),
+                        {a.range});
        std::vector<int64_t> perm;
        for (size_t i = 0; i < in.shape.size(); ++i)
          perm.push_back(i);
@@ -847,7 +804,7 @@ const std::vector<Builtin> kBuiltins = {
     {"permute",
      {"x", "dims"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of permute");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "dims");
        if (!t || !dims)
@@ -865,7 +822,7 @@ const std::vector<Builtin> kBuiltins = {
     {"broadcast",
      {"x", "shape"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of broadcast");
        auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
        if (!t || !dims)
@@ -879,20 +836,18 @@ const std::vector<Builtin> kBuiltins = {
     {"slice",
      {"x", "axis", "start", "end", "step"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of slice");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
        if (!t || !axis)
          return Val::error();
        TensorType in = s.typeOf(*t);
        auto n = shape::normalizeAxis(*axis, in.shape.size());
-       if (!n) {
-         s.error(a.ranges[1].Start,
-                 "axis " + std::to_string(*axis) + " is out of range for " +
-                     in.str(),
-                 {a.ranges[1]});
-         return Val::error();
-       }
+       if (!n)
+         return s.error(a.ranges[1].Start,
+                        "axis " + std::to_string(*axis) +
+                            " is out of range for " + in.str(),
+                        {a.ranges[1]});
        int64_t dim = in.shape[*n];
        int64_t bounds[3] = {0, dim, 1};
        const char *names[3] = {"start", "end", "step"};
@@ -923,7 +878,7 @@ const std::vector<Builtin> kBuiltins = {
     {"pad",
      {"x", "pad", "value"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // F.pad's constant mode: `pad` lists (before, after) amounts for the
        // last axis, then the one before it, ...; a negative amount crops.
        auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the input of pad");
@@ -934,15 +889,14 @@ const std::vector<Builtin> kBuiltins = {
        TensorType in = s.typeOf(*t);
        size_t rank = in.shape.size();
        if (amounts->size() % 2 || amounts->empty() ||
-           amounts->size() > 2 * rank) {
-         s.error(a.ranges[1].Start,
-                 "pad takes pairs of amounts (before, after), from the last "
-                 "axis backwards: at most " +
-                     std::to_string(rank) + " pairs for " + in.str() +
-                     ", not " + std::to_string(amounts->size()) + " numbers",
-                 {a.ranges[1]});
-         return Val::error();
-       }
+           amounts->size() > 2 * rank)
+         return s.error(
+             a.ranges[1].Start,
+             "pad takes pairs of amounts (before, after), from the last "
+             "axis backwards: at most " +
+                 std::to_string(rank) + " pairs for " + in.str() + ", not " +
+                 std::to_string(amounts->size()) + " numbers",
+             {a.ranges[1]});
        // x's entries placed in zeros of the larger shape (slice_grad, whose
        // gradient is the slice back out), axis by axis.
        auto place = [&](int operand) -> std::optional<int> {
@@ -954,14 +908,13 @@ const std::vector<Builtin> kBuiltins = {
            int64_t dim = type.shape[axis];
            int64_t start = std::max<int64_t>(-before, 0);
            int64_t end = dim - std::max<int64_t>(-after, 0);
-           if (end <= start) {
-             s.error(a.ranges[1].Start,
-                     "padding (" + std::to_string(before) + ", " +
-                         std::to_string(after) + ") leaves nothing of axis " +
-                         std::to_string(axis) + " of " + in.str(),
-                     {a.ranges[1]});
-             return std::nullopt;
-           }
+           if (end <= start)
+             return s.error(a.ranges[1].Start,
+                            "padding (" + std::to_string(before) + ", " +
+                                std::to_string(after) +
+                                ") leaves nothing of axis " +
+                                std::to_string(axis) + " of " + in.str(),
+                            {a.ranges[1]});
            if (start > 0 || end < dim) {
              type.shape[axis] = end - start;
              operand = s.emit("slice", {operand}, type,
@@ -1004,14 +957,12 @@ const std::vector<Builtin> kBuiltins = {
     {"concat",
      {"tensors", "axis"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        const Val &list = a.values[0];
-       if (list.kind != Val::Kind::List || list.list.empty()) {
-         s.error(a.ranges[0].Start,
-                 "concat takes a non-empty list of tensors, [a, b, ...]",
-                 {a.ranges[0]});
-         return Val::error();
-       }
+       if (list.kind != Val::Kind::List || list.list.empty())
+         return s.error(a.ranges[0].Start,
+                        "concat takes a non-empty list of tensors, [a, b, ...]",
+                        {a.ranges[0]});
        std::vector<int> operands;
        std::vector<shape::Shape> shapes;
        for (const Val &v : list.list) {
@@ -1019,11 +970,10 @@ const std::vector<Builtin> kBuiltins = {
          if (!t)
            return Val::error();
          if (s.typeOf(*t).dtype !=
-             s.typeOf(operands.empty() ? *t : operands[0]).dtype) {
-           s.error(a.ranges[0].Start,
-                   "concat needs tensors of one element type", {a.ranges[0]});
-           return Val::error();
-         }
+             s.typeOf(operands.empty() ? *t : operands[0]).dtype)
+           return s.error(a.ranges[0].Start,
+                          "concat needs tensors of one element type",
+                          {a.ranges[0]});
          operands.push_back(*t);
          shapes.push_back(s.typeOf(*t).shape);
        }
@@ -1041,7 +991,7 @@ const std::vector<Builtin> kBuiltins = {
     {"where",
      {"condition", "on_true", "on_false"},
      3,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // A compile-time condition chooses a compile-time value (a stride
        // that depends on a repeat's index).
        if (a.values[0].kind == Val::Kind::Bool)
@@ -1049,29 +999,24 @@ const std::vector<Builtin> kBuiltins = {
        auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
        if (!c)
          return Val::error();
-       if (s.typeOf(*c).dtype != ElementType::I1) {
-         s.error(a.ranges[0].Start,
-                 "the condition of where must be a mask (such as "
-                 "causal_mask(n)), not " +
-                     s.typeOf(*c).str(),
-                 {a.ranges[0]});
-         return Val::error();
-       }
+       if (s.typeOf(*c).dtype != ElementType::I1)
+         return s.error(a.ranges[0].Start,
+                        "the condition of where must be a mask (such as "
+                        "causal_mask(n)), not " +
+                            s.typeOf(*c).str(),
+                        {a.ranges[0]});
        const Val &x = a.values[1], &y = a.values[2];
-       if (!x.isTensor() && !y.isTensor()) {
-         s.error(a.loc, "where needs at least one tensor value", {a.range});
-         return Val::error();
-       }
-       if (!(x.isTensor() || x.isNumber()) || !(y.isTensor() || y.isNumber())) {
-         s.error(a.loc, "where chooses between tensors or numbers", {a.range});
-         return Val::error();
-       }
+       if (!x.isTensor() && !y.isTensor())
+         return s.error(a.loc, "where needs at least one tensor value",
+                        {a.range});
+       if (!(x.isTensor() || x.isNumber()) || !(y.isTensor() || y.isNumber()))
+         return s.error(a.loc, "where chooses between tensors or numbers",
+                        {a.range});
        ElementType dtype = s.typeOf(x.isTensor() ? x.tensor : y.tensor).dtype;
        if (x.isTensor() && y.isTensor() &&
-           s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype) {
-         s.error(a.loc, "where needs values of one element type", {a.range});
-         return Val::error();
-       }
+           s.typeOf(x.tensor).dtype != s.typeOf(y.tensor).dtype)
+         return s.error(a.loc, "where needs values of one element type",
+                        {a.range});
        shape::Shape out = s.typeOf(*c).shape;
        for (const Val *v : {&x, &y}) {
          if (!v->isTensor())
@@ -1095,24 +1040,22 @@ const std::vector<Builtin> kBuiltins = {
     {"causal_mask",
      {"rows", "cols"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto rows = s.asInt(a.values[0], a.ranges[0], "rows");
        if (!rows)
          return Val::error();
        auto cols = intOr(s, a, 1, *rows, "cols");
        if (!cols)
          return Val::error();
-       if (*rows < 1 || *cols < 1 || !shape::numElements({*rows, *cols})) {
-         s.error(a.loc, "the mask must have a positive size", {a.range});
-         return Val::error();
-       }
+       if (*rows < 1 || *cols < 1 || !shape::numElements({*rows, *cols}))
+         return s.error(a.loc, "the mask must have a positive size", {a.range});
        return tensor(s.emit("causal_mask", {},
                             {ElementType::I1, {*rows, *cols}}, {}, a.loc));
      }},
     {"conv2d",
      {"x", "weight", "stride", "padding"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto x =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of conv2d");
        auto w =
@@ -1122,13 +1065,11 @@ const std::vector<Builtin> kBuiltins = {
        if (!x || !w || !stride || !padding)
          return Val::error();
        TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
-       if (in.dtype != wt.dtype) {
-         s.error(a.loc,
-                 "cannot conv2d " + in.str() + " with " + wt.str() +
-                     ": element types differ",
-                 {a.range});
-         return Val::error();
-       }
+       if (in.dtype != wt.dtype)
+         return s.error(a.loc,
+                        "cannot conv2d " + in.str() + " with " + wt.str() +
+                            ": element types differ",
+                        {a.range});
        shape::ShapeResult r =
            shape::conv2d(in.shape, wt.shape, *stride, *padding);
        if (!check(s, a, r, "conv2d " + in.str() + " with " + wt.str()))
@@ -1145,7 +1086,7 @@ const std::vector<Builtin> kBuiltins = {
     {"conv_transpose2d",
      {"x", "weight", "stride", "padding", "output_padding"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // torch.nn.functional.conv_transpose2d: the gradient of conv2d's
        // input, which is the op (mnemo.conv2d_input_grad).
        auto x = s.asFloatTensor(a.values[0], a.ranges[0],
@@ -1158,13 +1099,11 @@ const std::vector<Builtin> kBuiltins = {
        if (!x || !w || !stride || !padding || !outputPadding)
          return Val::error();
        TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
-       if (in.dtype != wt.dtype) {
-         s.error(a.loc,
-                 "cannot conv_transpose2d " + in.str() + " with " + wt.str() +
-                     ": element types differ",
-                 {a.range});
-         return Val::error();
-       }
+       if (in.dtype != wt.dtype)
+         return s.error(a.loc,
+                        "cannot conv_transpose2d " + in.str() + " with " +
+                            wt.str() + ": element types differ",
+                        {a.range});
        shape::ShapeResult r = shape::convTranspose2d(
            in.shape, wt.shape, *stride, *padding, *outputPadding);
        if (!check(s, a, r,
@@ -1179,7 +1118,7 @@ const std::vector<Builtin> kBuiltins = {
     {"dropout",
      {"x", "p"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t =
            s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
        auto p = dropProbability(s, a, "dropout");
@@ -1194,7 +1133,7 @@ const std::vector<Builtin> kBuiltins = {
     {"drop_path",
      {"x", "p"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // Stochastic depth, as timm's drop_path: each example's x is zeroed
        // with probability p, the others scaled by 1 / (1 - p). The mask is
        // a dropout of ones [batch, 1, ...] (one seed-drawn number per
@@ -1205,12 +1144,10 @@ const std::vector<Builtin> kBuiltins = {
        if (!t || !p)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       if (in.shape.empty()) {
-         s.error(a.ranges[0].Start,
-                 "drop_path needs a batch axis first, not " + in.str(),
-                 {a.ranges[0]});
-         return Val::error();
-       }
+       if (in.shape.empty())
+         return s.error(a.ranges[0].Start,
+                        "drop_path needs a batch axis first, not " + in.str(),
+                        {a.ranges[0]});
        if (*p == 0 || s.evaluating())
          return tensor(*t);
        TensorType perExample = in;
@@ -1224,7 +1161,7 @@ const std::vector<Builtin> kBuiltins = {
     {"attention",
      {"q", "k", "v", "mask", "causal", "dropout", "scale"},
      3,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        // torch.nn.functional.scaled_dot_product_attention, fused: the
        // probabilities are never kept (lang/ops/attention/).
        auto q = s.asFloatTensor(a.values[0], a.ranges[0],
@@ -1236,14 +1173,12 @@ const std::vector<Builtin> kBuiltins = {
        if (!q || !k || !v)
          return Val::error();
        TensorType qt = s.typeOf(*q), kt = s.typeOf(*k), vt = s.typeOf(*v);
-       if (kt.dtype != qt.dtype || vt.dtype != qt.dtype) {
-         s.error(a.loc,
-                 "attention needs queries, keys and values of one "
-                 "element type, not " +
-                     qt.str() + ", " + kt.str() + " and " + vt.str(),
-                 {a.range});
-         return Val::error();
-       }
+       if (kt.dtype != qt.dtype || vt.dtype != qt.dtype)
+         return s.error(a.loc,
+                        "attention needs queries, keys and values of one "
+                        "element type, not " +
+                            qt.str() + ", " + kt.str() + " and " + vt.str(),
+                        {a.range});
        std::vector<int> operands{*q, *k, *v};
        std::optional<shape::Shape> maskShape;
        if (a.has(3)) {
@@ -1251,14 +1186,13 @@ const std::vector<Builtin> kBuiltins = {
          if (!m)
            return Val::error();
          TensorType mt = s.typeOf(*m);
-         if (mt.dtype != ElementType::I1 && mt.dtype != qt.dtype) {
-           s.error(a.ranges[3].Start,
-                   "the mask of attention must be a boolean mask or added "
-                   "scores of the queries' type, not " +
-                       mt.str(),
-                   {a.ranges[3]});
-           return Val::error();
-         }
+         if (mt.dtype != ElementType::I1 && mt.dtype != qt.dtype)
+           return s.error(
+               a.ranges[3].Start,
+               "the mask of attention must be a boolean mask or added "
+               "scores of the queries' type, not " +
+                   mt.str(),
+               {a.ranges[3]});
          operands.push_back(*m);
          maskShape = mt.shape;
        }
@@ -1266,10 +1200,9 @@ const std::vector<Builtin> kBuiltins = {
        auto p = numberOr(s, a, 5, 0.0, "dropout");
        if (!causal || !p)
          return Val::error();
-       if (!(*p >= 0 && *p < 1)) {
-         s.error(a.ranges[5].Start, "dropout must be in [0, 1)", {a.ranges[5]});
-         return Val::error();
-       }
+       if (!(*p >= 0 && *p < 1))
+         return s.error(a.ranges[5].Start, "dropout must be in [0, 1)",
+                        {a.ranges[5]});
        if (s.evaluating())
          *p = 0;
        shape::ShapeResult r = shape::attention(
@@ -1282,11 +1215,9 @@ const std::vector<Builtin> kBuiltins = {
            numberOr(s, a, 6, 1.0 / std::sqrt(double(qt.shape.back())), "scale");
        if (!scale)
          return Val::error();
-       if (!(std::isfinite(*scale) && *scale != 0)) {
-         s.error(a.ranges[6].Start, "scale must be finite and nonzero",
-                 {a.ranges[6]});
-         return Val::error();
-       }
+       if (!(std::isfinite(*scale) && *scale != 0))
+         return s.error(a.ranges[6].Start, "scale must be finite and nonzero",
+                        {a.ranges[6]});
        return tensor(s.emit("attention", operands, {qt.dtype, r.shape},
                             {{"causal", *causal},
                              {"scale", *scale},
@@ -1304,7 +1235,7 @@ const std::vector<Builtin> kBuiltins = {
     {"cast",
      {"x", "dtype"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of cast");
        auto d = s.asDType(a.values[1], a.ranges[1], "the target of cast");
        if (!t || !d)
@@ -1315,45 +1246,40 @@ const std::vector<Builtin> kBuiltins = {
     {"assert",
      {"condition", "message"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto cond =
            s.asBool(a.values[0], a.ranges[0], "the condition of assert");
        if (!cond)
          return Val::error();
-       if (a.values[1].kind != Val::Kind::String) {
-         s.error(a.ranges[1].Start, "the message of assert must be a string",
-                 {a.ranges[1]});
-         return Val::error();
-       }
-       if (!*cond) {
-         s.error(a.loc, a.values[1].s, {a.ranges[0]});
-         return Val::error();
-       }
+       if (a.values[1].kind != Val::Kind::String)
+         return s.error(a.ranges[1].Start,
+                        "the message of assert must be a string",
+                        {a.ranges[1]});
+       if (!*cond)
+         return s.error(a.loc, a.values[1].s, {a.ranges[0]});
        return Val::ofBool(true);
      }},
     {"size",
      {"x", "axis"},
      2,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of size");
        auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
        if (!t || !axis)
          return Val::error();
        const TensorType &in = s.typeOf(*t);
        auto n = shape::normalizeAxis(*axis, in.shape.size());
-       if (!n) {
-         s.error(a.ranges[1].Start,
-                 "axis " + std::to_string(*axis) + " is out of range for " +
-                     in.str(),
-                 {a.ranges[1]});
-         return Val::error();
-       }
+       if (!n)
+         return s.error(a.ranges[1].Start,
+                        "axis " + std::to_string(*axis) +
+                            " is out of range for " + in.str(),
+                        {a.ranges[1]});
        return Val::ofInt(in.shape[*n]);
      }},
     {"rank",
      {"x"},
      1,
-     [](Sema &s, BoundArgs &a) {
+     [](Sema &s, BoundArgs &a) -> Val {
        auto t = s.asTensor(a.values[0], a.ranges[0], "the input of rank");
        if (!t)
          return Val::error();

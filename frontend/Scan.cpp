@@ -34,10 +34,9 @@ std::optional<std::vector<int>> stateTensors(Sema &s, const Val &state,
                                              SMRange range) {
   std::vector<Val> values =
       state.kind == Val::Kind::List ? state.list : std::vector<Val>{state};
-  if (values.empty()) {
-    s.error(range.Start, "scan needs at least one state tensor", {range});
-    return std::nullopt;
-  }
+  if (values.empty())
+    return s.error(range.Start, "scan needs at least one state tensor",
+                   {range});
   std::vector<int> tensors;
   for (const Val &v : values) {
     auto t = s.asFloatTensor(v, range, "each state of scan");
@@ -51,14 +50,13 @@ std::optional<std::vector<int>> stateTensors(Sema &s, const Val &state,
 } // namespace
 
 Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
-  if (a.values[0].kind != Val::Kind::Layer) {
-    s.error(a.ranges[0].Start,
-            "scan's cell must be a layer (one instance, whose weights every "
-            "step shares), not " +
-                s.describe(a.values[0]),
-            {a.ranges[0]});
-    return Val::error();
-  }
+  if (a.values[0].kind != Val::Kind::Layer)
+    return s.error(
+        a.ranges[0].Start,
+        "scan's cell must be a layer (one instance, whose weights every "
+        "step shares), not " +
+            s.describe(a.values[0]),
+        {a.ranges[0]});
   LayerInstance &cell = *a.values[0].layer;
   auto xs = s.asTensor(a.values[1], a.ranges[1], "the sequence of scan");
   auto state = stateTensors(s, a.values[2], a.ranges[2]);
@@ -85,15 +83,13 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
 
   TensorType seq = s.typeOf(*xs);
   auto n = shape::normalizeAxis(axis, seq.shape.size());
-  if (!n || seq.shape.size() < 2) {
-    s.error(a.ranges[1].Start,
-            "scan runs along axis " + std::to_string(axis) + " of " +
-                seq.str() +
-                ", which it does not have (the sequence needs a batch or "
-                "feature axis besides it)",
-            {a.ranges[1]});
-    return Val::error();
-  }
+  if (!n || seq.shape.size() < 2)
+    return s.error(
+        a.ranges[1].Start,
+        "scan runs along axis " + std::to_string(axis) + " of " + seq.str() +
+            ", which it does not have (the sequence needs a batch or "
+            "feature axis besides it)",
+        {a.ranges[1]});
   int64_t length = seq.shape[*n];
   shape::Shape stepShape = seq.shape;
   stepShape.erase(stepShape.begin() + *n);
@@ -118,28 +114,25 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
       return result;
     std::vector<Val> next =
         result.kind == Val::Kind::List ? result.list : std::vector<Val>{result};
-    if (next.size() != current.size()) {
-      s.error(a.loc,
-              "scan's cell '" + cell.path + "' (" + cell.typeName +
-                  ") returns " + std::to_string(next.size()) + " value" +
-                  (next.size() == 1 ? "" : "s") + " but is given " +
-                  std::to_string(current.size()) + " state" +
-                  (current.size() == 1 ? "" : "s") +
-                  ": it must return the new value of each",
-              {a.range});
-      return Val::error();
-    }
+    if (next.size() != current.size())
+      return s.error(a.loc,
+                     "scan's cell '" + cell.path + "' (" + cell.typeName +
+                         ") returns " + std::to_string(next.size()) + " value" +
+                         (next.size() == 1 ? "" : "s") + " but is given " +
+                         std::to_string(current.size()) + " state" +
+                         (current.size() == 1 ? "" : "s") +
+                         ": it must return the new value of each",
+                     {a.range});
     for (size_t i = 0; i < next.size(); ++i) {
       const TensorType &before = s.typeOf(current[i]);
-      if (!next[i].isTensor() || s.typeOf(next[i].tensor) != before) {
-        s.error(a.loc,
-                "scan's cell '" + cell.path + "' (" + cell.typeName +
-                    ") returns " + s.describe(next[i]) + " as state " +
-                    std::to_string(i + 1) + ", which is " + before.str() +
-                    ": a state keeps its type from step to step",
-                {a.range});
-        return Val::error();
-      }
+      if (!next[i].isTensor() || s.typeOf(next[i].tensor) != before)
+        return s.error(a.loc,
+                       "scan's cell '" + cell.path + "' (" + cell.typeName +
+                           ") returns " + s.describe(next[i]) + " as state " +
+                           std::to_string(i + 1) + ", which is " +
+                           before.str() +
+                           ": a state keeps its type from step to step",
+                       {a.range});
       current[i] = next[i].tensor;
     }
     outputs[t] = current[0];
@@ -147,13 +140,11 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
 
   // ys: the first state of each step, stacked along the axis.
   const TensorType &first = s.typeOf(current[0]);
-  if (*n > int64_t(first.shape.size())) {
-    s.error(a.loc,
-            "cannot stack the outputs " + first.str() + " along axis " +
-                std::to_string(*n),
-            {a.range});
-    return Val::error();
-  }
+  if (*n > int64_t(first.shape.size()))
+    return s.error(a.loc,
+                   "cannot stack the outputs " + first.str() + " along axis " +
+                       std::to_string(*n),
+                   {a.range});
   shape::Shape expanded = first.shape;
   expanded.insert(expanded.begin() + *n, 1);
   std::vector<int> pieces;

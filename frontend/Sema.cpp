@@ -37,8 +37,8 @@ std::optional<Graph> mnemo::elaborate(const Program &program,
 // Diagnostics and locations
 //===----------------------------------------------------------------------===//
 
-void Sema::error(SMLoc loc, const Twine &message,
-                 llvm::ArrayRef<SMRange> ranges) {
+ErrorReported Sema::error(SMLoc loc, const Twine &message,
+                          llvm::ArrayRef<SMRange> ranges) {
   diags.error(loc, message, ranges);
   // Name the layer calls that led here, innermost first.
   unsigned shown = 0;
@@ -51,6 +51,7 @@ void Sema::error(SMLoc loc, const Twine &message,
                              it->self->typeName + ")");
     ++shown;
   }
+  return {};
 }
 
 /// `rnn.rest.rest.rest.rest.cell` as `rnn.rest[4 times].cell`: a path
@@ -441,12 +442,11 @@ std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range,
   auto t = asTensor(v, range, what);
   if (!t)
     return std::nullopt;
-  if (!isFloat(typeOf(*t).dtype)) {
-    error(range.Start,
-          what + " must be a floating-point tensor, not " + typeOf(*t).str(),
-          {range});
-    return std::nullopt;
-  }
+  if (!isFloat(typeOf(*t).dtype))
+    return error(range.Start,
+                 what + " must be a floating-point tensor, not " +
+                     typeOf(*t).str(),
+                 {range});
   return t;
 }
 
@@ -648,19 +648,16 @@ Sema::broadcastPair(const Val &lhs, const Val &rhs, SMLoc loc, SMRange lhsRange,
   SMRange whole{lhsRange.Start, rhsRange.End};
   auto constant = [&](const Val &number, const TensorType &like,
                       SMRange range) -> std::optional<int> {
-    if (!number.isNumber() && number.kind != Val::Kind::Bool) {
-      error(range.Start,
-            "cannot " + what + " " + describe(number) + " and " + like.str(),
-            {range});
-      return std::nullopt;
-    }
-    if (!isFloat(like.dtype) && number.kind == Val::Kind::Float) {
-      error(range.Start,
-            "cannot " + what + " " + describe(number) +
-                " and the integer tensor " + like.str() + " (use cast)",
-            {range});
-      return std::nullopt;
-    }
+    if (!number.isNumber() && number.kind != Val::Kind::Bool)
+      return error(range.Start,
+                   "cannot " + what + " " + describe(number) + " and " +
+                       like.str(),
+                   {range});
+    if (!isFloat(like.dtype) && number.kind == Val::Kind::Float)
+      return error(range.Start,
+                   "cannot " + what + " " + describe(number) +
+                       " and the integer tensor " + like.str() + " (use cast)",
+                   {range});
     double value =
         number.kind == Val::Kind::Bool ? double(number.b) : number.number();
     return splat(value, like, loc);
@@ -675,13 +672,11 @@ Sema::broadcastPair(const Val &lhs, const Val &rhs, SMLoc loc, SMRange lhsRange,
   }
   const TensorType &ta = typeOf(lhs.tensor), &tb = typeOf(rhs.tensor);
   shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
-  if (!r.ok()) {
-    error(loc,
-          "cannot " + what + " " + ta.str() + " and " + tb.str() + ": " +
-              r.error,
-          {whole});
-    return std::nullopt;
-  }
+  if (!r.ok())
+    return error(loc,
+                 "cannot " + what + " " + ta.str() + " and " + tb.str() + ": " +
+                     r.error,
+                 {whole});
   return std::pair(broadcastTo(lhs.tensor, r.shape, loc),
                    broadcastTo(rhs.tensor, r.shape, loc));
 }
@@ -690,22 +685,20 @@ Val Sema::compareTensors(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
                          SMRange lhsRange, SMRange rhsRange) {
   SMRange whole{lhsRange.Start, rhsRange.End};
   for (const Val *v : {&lhs, &rhs})
-    if (v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1) {
-      error(loc,
-            "cannot compare the boolean mask " + typeOf(v->tensor).str() +
-                "; combine masks with 'and', 'or' and 'not'",
-            {whole});
-      return Val::error();
-    }
+    if (v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1)
+      return error(loc,
+                   "cannot compare the boolean mask " +
+                       typeOf(v->tensor).str() +
+                       "; combine masks with 'and', 'or' and 'not'",
+                   {whole});
   if (lhs.isTensor() && rhs.isTensor()) {
     ElementType a = typeOf(lhs.tensor).dtype, b = typeOf(rhs.tensor).dtype;
-    if (a != b && !(isFloat(a) && isFloat(b))) {
-      error(loc,
-            "cannot compare " + typeOf(lhs.tensor).str() + " with " +
-                typeOf(rhs.tensor).str() + ": element types differ (use cast)",
-            {whole});
-      return Val::error();
-    }
+    if (a != b && !(isFloat(a) && isFloat(b)))
+      return error(loc,
+                   "cannot compare " + typeOf(lhs.tensor).str() + " with " +
+                       typeOf(rhs.tensor).str() +
+                       ": element types differ (use cast)",
+                   {whole});
   }
   auto pair = broadcastPair(lhs, rhs, loc, lhsRange, rhsRange, "compare");
   if (!pair)
@@ -723,13 +716,12 @@ Val Sema::logicalTensors(const char *kind, const Val &lhs, const Val &rhs,
   if (lhs.isError() || rhs.isError())
     return Val::error();
   for (const Val *v : {&lhs, &rhs})
-    if (!(v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1)) {
-      error(loc,
-            std::string("'") + kind + "' of tensors takes two boolean masks " +
-                "(comparisons such as 'ids == 0'), not " + describe(*v),
-            {whole});
-      return Val::error();
-    }
+    if (!(v->isTensor() && typeOf(v->tensor).dtype == ElementType::I1))
+      return error(loc,
+                   std::string("'") + kind +
+                       "' of tensors takes two boolean masks " +
+                       "(comparisons such as 'ids == 0'), not " + describe(*v),
+                   {whole});
   auto pair = broadcastPair(lhs, rhs, loc, lhsRange, rhsRange, kind);
   if (!pair)
     return Val::error();
@@ -748,12 +740,12 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
   if (isComparison(op)) {
     if (auto result = compare(op, lhs, rhs))
       return Val::ofBool(*result);
-    error(loc,
-          Twine("cannot compare ") + describe(lhs) + " with " + describe(rhs) +
-              " (comparisons are decided at compile time, on numbers, "
-              "bools and strings)",
-          {whole});
-    return Val::error();
+    return error(loc,
+                 Twine("cannot compare ") + describe(lhs) + " with " +
+                     describe(rhs) +
+                     " (comparisons are decided at compile time, on numbers, "
+                     "bools and strings)",
+                 {whole});
   }
   if (op == BinaryOp::Add && lhs.kind == Val::Kind::List &&
       rhs.kind == Val::Kind::List) {
@@ -767,69 +759,57 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     std::string why;
     if (auto v = foldNumbers(op, lhs, rhs, why))
       return *v;
-    error(loc,
-          Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
-              describe(rhs) + ": " + why,
-          {whole});
-    return Val::error();
+    return error(loc,
+                 Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+                     describe(rhs) + ": " + why,
+                 {whole});
   }
   bool lhsOk = lhs.isNumber() || lhs.isTensor();
   bool rhsOk = rhs.isNumber() || rhs.isTensor();
-  if (!lhsOk || !rhsOk) {
-    error(loc,
-          Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
-              describe(rhs),
-          {lhsOk ? rhsRange : lhsRange});
-    return Val::error();
-  }
+  if (!lhsOk || !rhsOk)
+    return error(loc,
+                 Twine("cannot ") + verb(op) + " " + describe(lhs) + " and " +
+                     describe(rhs),
+                 {lhsOk ? rhsRange : lhsRange});
 
   if (op == BinaryOp::MatMul) {
-    if (!lhs.isTensor() || !rhs.isTensor()) {
-      error(loc,
-            "'@' needs two tensors, not " + describe(lhs) + " and " +
-                describe(rhs),
-            {whole});
-      return Val::error();
-    }
+    if (!lhs.isTensor() || !rhs.isTensor())
+      return error(loc,
+                   "'@' needs two tensors, not " + describe(lhs) + " and " +
+                       describe(rhs),
+                   {whole});
     return matmul(lhs.tensor, rhs.tensor, loc, whole);
   }
 
   if (op == BinaryOp::Pow) {
-    if (!lhs.isTensor() || !rhs.isNumber()) {
-      error(loc,
-            "'**' raises a tensor to a constant exponent, not " +
-                describe(lhs) + " to " + describe(rhs),
-            {whole});
-      return Val::error();
-    }
+    if (!lhs.isTensor() || !rhs.isNumber())
+      return error(loc,
+                   "'**' raises a tensor to a constant exponent, not " +
+                       describe(lhs) + " to " + describe(rhs),
+                   {whole});
     const TensorType &t = typeOf(lhs.tensor);
-    if (!isFloat(t.dtype)) {
-      error(loc, "'**' needs a floating-point tensor, not " + t.str(),
-            {lhsRange});
-      return Val::error();
-    }
+    if (!isFloat(t.dtype))
+      return error(loc, "'**' needs a floating-point tensor, not " + t.str(),
+                   {lhsRange});
     return Val::ofTensor(
         emit("pow", {lhs.tensor}, t, {{"exponent", rhs.number()}}, loc));
   }
 
   const char *name = opName(op);
   bool integerOnly = op == BinaryOp::FloorDiv || op == BinaryOp::Mod;
-  if (!name && !integerOnly) {
-    error(loc, Twine("'") + spell(op) + "' works on numbers, not tensors",
-          {whole});
-    return Val::error();
-  }
+  if (!name && !integerOnly)
+    return error(loc,
+                 Twine("'") + spell(op) + "' works on numbers, not tensors",
+                 {whole});
 
   // A number next to a tensor becomes a constant of the tensor's type.
   auto materialize = [&](const Val &number, const TensorType &like,
                          SMRange range) -> std::optional<int> {
-    if (!isFloat(like.dtype) && number.kind != Val::Kind::Int) {
-      error(range.Start,
-            "cannot combine " + describe(number) + " with the integer tensor " +
-                like.str(),
-            {range});
-      return std::nullopt;
-    }
+    if (!isFloat(like.dtype) && number.kind != Val::Kind::Int)
+      return error(range.Start,
+                   "cannot combine " + describe(number) +
+                       " with the integer tensor " + like.str(),
+                   {range});
     return splat(number.number(), like, loc);
   };
   int a, b;
@@ -849,40 +829,33 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
     a = lhs.tensor;
     b = rhs.tensor;
     const TensorType &ta = typeOf(a), &tb = typeOf(b);
-    if (ta.dtype != tb.dtype) {
-      error(loc,
-            Twine("cannot ") + verb(op) + " " + ta.str() + " and " + tb.str() +
-                ": element types differ (use cast)",
-            {whole});
-      return Val::error();
-    }
+    if (ta.dtype != tb.dtype)
+      return error(loc,
+                   Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
+                       tb.str() + ": element types differ (use cast)",
+                   {whole});
     shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
-    if (!r.ok()) {
-      error(loc,
-            Twine("cannot ") + verb(op) + " " + ta.str() + " and " + tb.str() +
-                ": " + r.error,
-            {whole});
-      return Val::error();
-    }
+    if (!r.ok())
+      return error(loc,
+                   Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
+                       tb.str() + ": " + r.error,
+                   {whole});
     a = broadcastTo(a, r.shape, loc);
     b = broadcastTo(b, r.shape, loc);
   }
-  if (typeOf(a).dtype == ElementType::I1) {
-    error(loc, Twine("cannot ") + verb(op) + " boolean masks", {whole});
-    return Val::error();
-  }
+  if (typeOf(a).dtype == ElementType::I1)
+    return error(loc, Twine("cannot ") + verb(op) + " boolean masks", {whole});
   TensorType result = typeOf(a);
   if (!isFloat(result.dtype) && (op == BinaryOp::Div || integerOnly))
     return integerDivision(op, a, b, loc);
-  if (integerOnly) {
-    error(loc,
-          Twine("'") + spell(op) +
-              "' of floating-point tensors is not supported (there is no "
-              "floor op yet); it works on integer tensors, as "
-              "torch.floor_divide and torch.remainder",
-          {whole});
-    return Val::error();
-  }
+  if (integerOnly)
+    return error(
+        loc,
+        Twine("'") + spell(op) +
+            "' of floating-point tensors is not supported (there is no "
+            "floor op yet); it works on integer tensors, as "
+            "torch.floor_divide and torch.remainder",
+        {whole});
   return Val::ofTensor(emit(name, {a, b}, result, {}, loc));
 }
 
@@ -900,10 +873,8 @@ Val Sema::integerDivision(BinaryOp op, int a, int b, SMLoc loc) {
   // must not trap (SIGFPE), so a zero divides as one and the quotient and
   // remainder are then 0 (PyTorch raises instead).
   if (std::optional<std::vector<double>> divisor = constantValues(b)) {
-    if (llvm::is_contained(*divisor, 0.0)) {
-      error(loc, "integer division by zero");
-      return Val::error();
-    }
+    if (llvm::is_contained(*divisor, 0.0))
+      return error(loc, "integer division by zero");
   } else {
     TensorType maskType{ElementType::I1, type.shape};
     int isZero = emit("compare", {b, splat(0, type, loc)}, maskType,
@@ -955,9 +926,9 @@ int Sema::flooredDivision(BinaryOp op, int a, int b, SMLoc loc) {
 Val Sema::matmul(int lhs, int rhs, SMLoc loc, SMRange range) {
   TensorType ta = typeOf(lhs), tb = typeOf(rhs);
   auto fail = [&](const std::string &why) {
-    error(loc, "cannot matmul " + ta.str() + " by " + tb.str() + ": " + why,
-          {range});
-    return Val::error();
+    return error(loc,
+                 "cannot matmul " + ta.str() + " by " + tb.str() + ": " + why,
+                 {range});
   };
   if (!isFloat(ta.dtype) || !isFloat(tb.dtype))
     return (fail("matmul needs floating-point operands"));
@@ -1025,14 +996,13 @@ Val Sema::eval(const Expr &expr) {
     if (v.isError())
       return v;
     if (u.op == '!' && v.isTensor()) {
-      if (typeOf(v.tensor).dtype != ElementType::I1) {
-        error(expr.loc(),
-              "'not' of a tensor takes a boolean mask (a comparison such as "
-              "'ids == 0'), not " +
-                  describe(v),
-              {expr.getRange()});
-        return Val::error();
-      }
+      if (typeOf(v.tensor).dtype != ElementType::I1)
+        return error(
+            expr.loc(),
+            "'not' of a tensor takes a boolean mask (a comparison such as "
+            "'ids == 0'), not " +
+                describe(v),
+            {expr.getRange()});
       return Val::ofTensor(emit("logical", {v.tensor}, typeOf(v.tensor),
                                 {{"kind", std::string("not")}}, expr.loc()));
     }
@@ -1041,10 +1011,8 @@ Val Sema::eval(const Expr &expr) {
       return b ? Val::ofBool(!*b) : Val::error();
     }
     if (v.kind == Val::Kind::Int) {
-      if (v.i == std::numeric_limits<int64_t>::min()) {
-        error(expr.loc(), "integer overflow", {expr.getRange()});
-        return Val::error();
-      }
+      if (v.i == std::numeric_limits<int64_t>::min())
+        return error(expr.loc(), "integer overflow", {expr.getRange()});
       return Val::ofInt(-v.i);
     }
     if (v.kind == Val::Kind::Float)
@@ -1052,8 +1020,7 @@ Val Sema::eval(const Expr &expr) {
     if (v.isTensor() && isFloat(typeOf(v.tensor).dtype))
       return Val::ofTensor(
           emit("neg", {v.tensor}, typeOf(v.tensor), {}, expr.loc()));
-    error(expr.loc(), "cannot negate " + describe(v), {expr.getRange()});
-    return Val::error();
+    return error(expr.loc(), "cannot negate " + describe(v), {expr.getRange()});
   }
   case Expr::Kind::Binary: {
     auto &b = cast<BinaryExpr>(expr);
@@ -1090,11 +1057,11 @@ Val Sema::eval(const Expr &expr) {
     return v;
   }
   case Expr::Kind::Repeat:
-    error(expr.loc(),
-          "'repeat' creates layers, so it belongs in a layer or model body as "
-          "'let name = repeat N { Layer(...) }'",
-          {expr.getRange()});
-    return Val::error();
+    return error(
+        expr.loc(),
+        "'repeat' creates layers, so it belongs in a layer or model body as "
+        "'let name = repeat N { Layer(...) }'",
+        {expr.getRange()});
   }
   return Val::error();
 }
@@ -1157,13 +1124,12 @@ Val Sema::evalName(const NameExpr &name) {
   if (expanded == "training") {
     // A compile-time bool: the forward is elaborated once for training and,
     // when something reads this, once more for evaluation.
-    if (frames.empty() || frame().mode != Mode::Forward) {
-      error(name.loc(),
-            "'training' is known in a forward (true in the training step, "
-            "false in evaluation), not here",
-            {name.getRange()});
-      return Val::error();
-    }
+    if (frames.empty() || frame().mode != Mode::Forward)
+      return error(
+          name.loc(),
+          "'training' is known in a forward (true in the training step, "
+          "false in evaluation), not here",
+          {name.getRange()});
     return Val::ofBool(isTraining());
   }
   if (expanded == "inf")
@@ -1197,13 +1163,12 @@ Val Sema::evalMember(const MemberExpr &member) {
         v.layer = layer->sequence[index];
         return v;
       }
-      error(member.memberLoc,
-            "'" + layer->path + "' is a sequence of " +
-                std::to_string(layer->sequence.size()) +
-                " layers; index it with a number from 0 to " +
-                std::to_string(layer->sequence.size() - 1),
-            {memberRange});
-      return Val::error();
+      return error(member.memberLoc,
+                   "'" + layer->path + "' is a sequence of " +
+                       std::to_string(layer->sequence.size()) +
+                       " layers; index it with a number from 0 to " +
+                       std::to_string(layer->sequence.size() - 1),
+                   {memberRange});
     }
     std::string memberName = expandName(member.member, memberRange);
     if (memberName.empty())
@@ -1215,21 +1180,18 @@ Val Sema::evalMember(const MemberExpr &member) {
     for (const auto &entry : layer->members.vars)
       members.push_back(entry.first);
     std::string best = closestMatch(memberName, members);
-    error(member.memberLoc,
-          "layer '" + layer->path + "' (" + layer->typeName +
-              ") has no member '" + memberName + "'" +
-              (best.empty() ? "" : "; did you mean '" + best + "'?"),
-          {memberRange});
-    return Val::error();
+    return error(member.memberLoc,
+                 "layer '" + layer->path + "' (" + layer->typeName +
+                     ") has no member '" + memberName + "'" +
+                     (best.empty() ? "" : "; did you mean '" + best + "'?"),
+                 {memberRange});
   }
   if (base.isTensor()) {
     const TensorType &t = typeOf(base.tensor);
     if (member.member == "T") {
-      if (t.shape.size() < 2) {
-        error(member.memberLoc, "'.T' needs rank >= 2, not " + t.str(),
-              {memberRange});
-        return Val::error();
-      }
+      if (t.shape.size() < 2)
+        return error(member.memberLoc, "'.T' needs rank >= 2, not " + t.str(),
+                     {memberRange});
       std::vector<int64_t> perm;
       for (size_t i = 0; i < t.shape.size(); ++i)
         perm.push_back(i);
@@ -1238,15 +1200,14 @@ Val Sema::evalMember(const MemberExpr &member) {
       return Val::ofTensor(emit("transpose", {base.tensor}, {t.dtype, r.shape},
                                 {{"permutation", perm}}, member.memberLoc));
     }
-    error(member.memberLoc,
-          "a tensor has no member '" + member.member + "' (only '.T')",
-          {memberRange});
-    return Val::error();
+    return error(member.memberLoc,
+                 "a tensor has no member '" + member.member + "' (only '.T')",
+                 {memberRange});
   }
-  error(member.memberLoc,
-        "cannot take member '" + member.member + "' of " + describe(base),
-        {memberRange});
-  return Val::error();
+  return error(member.memberLoc,
+               "cannot take member '" + member.member + "' of " +
+                   describe(base),
+               {memberRange});
 }
 
 Val Sema::evalCall(const CallExpr &call) {
@@ -1271,35 +1232,29 @@ Val Sema::evalCall(const CallExpr &call) {
   case Val::Kind::Builtin:
     return callBuiltin(*callee.builtin, call);
   case Val::Kind::LayerDef:
-    if (callee.def->isModel) {
-      error(call.loc(),
-            "'" + callee.def->name +
-                "' is a model; only layers can be used inside "
-                "other definitions",
-            {call.callee->getRange()});
-      return Val::error();
-    }
-    if (!name || frames.empty() || frame().mode != Mode::Body) {
-      error(call.loc(),
-            "layers are created in a layer or model body, as 'let name = " +
-                callee.def->name + "(...)', and called in the forward",
-            {call.getRange()});
-      return Val::error();
-    }
+    if (callee.def->isModel)
+      return error(call.loc(),
+                   "'" + callee.def->name +
+                       "' is a model; only layers can be used inside "
+                       "other definitions",
+                   {call.callee->getRange()});
+    if (!name || frames.empty() || frame().mode != Mode::Body)
+      return error(
+          call.loc(),
+          "layers are created in a layer or model body, as 'let name = " +
+              callee.def->name + "(...)', and called in the forward",
+          {call.getRange()});
     return construct(*callee.def, call, *name);
   case Val::Kind::Layer:
-    if (frame().mode == Mode::Body) {
-      error(call.loc(),
-            "layers are called in a forward, not in the body that "
-            "declares them",
-            {call.getRange()});
-      return Val::error();
-    }
+    if (frame().mode == Mode::Body)
+      return error(call.loc(),
+                   "layers are called in a forward, not in the body that "
+                   "declares them",
+                   {call.getRange()});
     return apply(*callee.layer, call);
   default:
-    error(call.loc(), "cannot call " + describe(callee),
-          {call.callee->getRange()});
-    return Val::error();
+    return error(call.loc(), "cannot call " + describe(callee),
+                 {call.callee->getRange()});
   }
 }
 
@@ -1575,21 +1530,18 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   if (!end || !first)
     return Val::error();
   std::optional<int64_t> count = *end - *first;
-  if (*count < 1 || *count > kMaxRepeat) {
-    error(repeat.count->loc(),
-          "the repeat count must be between 1 and " +
-              std::to_string(kMaxRepeat) + ", not " + std::to_string(*count),
-          {repeat.count->getRange()});
-    return Val::error();
-  }
+  if (*count < 1 || *count > kMaxRepeat)
+    return error(repeat.count->loc(),
+                 "the repeat count must be between 1 and " +
+                     std::to_string(kMaxRepeat) + ", not " +
+                     std::to_string(*count),
+                 {repeat.count->getRange()});
   auto *ctor = dyn_cast<CallExpr>(repeat.body.get());
-  if (!ctor) {
-    error(repeat.body->loc(),
-          "the body of 'repeat' must create a layer, as in "
-          "'repeat 4 { Block(dim) }'",
-          {repeat.body->getRange()});
-    return Val::error();
-  }
+  if (!ctor)
+    return error(repeat.body->loc(),
+                 "the body of 'repeat' must create a layer, as in "
+                 "'repeat 4 { Block(dim) }'",
+                 {repeat.body->getRange()});
   LayerInstance &sequence = beginSequence(name);
   Scope &scope = *frame().scope;
   for (int64_t i = 0; i < *count && !tooLarge; ++i) {
@@ -1680,11 +1632,9 @@ Val Sema::apply(LayerInstance &layer, const CallExpr &call) {
   std::vector<Val> args;
   std::vector<SMRange> ranges;
   for (const Argument &arg : call.args) {
-    if (!arg.name.empty()) {
-      error(arg.nameLoc, "layer calls take positional arguments only",
-            {SMRange(arg.nameLoc, arg.value->getRange().End)});
-      return Val::error();
-    }
+    if (!arg.name.empty())
+      return error(arg.nameLoc, "layer calls take positional arguments only",
+                   {SMRange(arg.nameLoc, arg.value->getRange().End)});
     args.push_back(eval(*arg.value));
     ranges.push_back(arg.value->getRange());
     if (args.back().isError())
@@ -1713,22 +1663,19 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
         return value;
       std::vector<Val> threaded =
           value.kind == Val::Kind::List ? value.list : std::vector<Val>{value};
-      if (threaded.size() > args.size()) {
-        error(loc, "'" + abbreviatePath(child->path) + "' (" + child->typeName +
-                       ") returns " + std::to_string(threaded.size()) +
-                       " values, more than the " + std::to_string(args.size()) +
-                       " arguments its sequence passes on");
-        return Val::error();
-      }
+      if (threaded.size() > args.size())
+        return error(
+            loc, "'" + abbreviatePath(child->path) + "' (" + child->typeName +
+                     ") returns " + std::to_string(threaded.size()) +
+                     " values, more than the " + std::to_string(args.size()) +
+                     " arguments its sequence passes on");
       std::copy(threaded.begin(), threaded.end(), args.begin());
     }
     return value;
   }
-  if (!layer.forward) {
-    error(loc,
-          "layer '" + layer.path + "' (" + layer.typeName + ") has no forward");
-    return Val::error();
-  }
+  if (!layer.forward)
+    return error(loc, "layer '" + layer.path + "' (" + layer.typeName +
+                          ") has no forward");
   const ForwardStmt &fwd = *layer.forward;
   if (fwd.params.size() != args.size()) {
     error(loc, "the forward of " + layer.typeName + " takes " +
@@ -1748,41 +1695,34 @@ Val Sema::applyWith(LayerInstance &layer, std::vector<Val> args,
   std::optional<Val> result = std::move(returned);
   returned.reset();
   frames.pop_back();
-  if (!result) {
-    error(fwd.loc(),
-          "the forward of " + layer.typeName + " does not return a value");
-    return Val::error();
-  }
+  if (!result)
+    return error(fwd.loc(), "the forward of " + layer.typeName +
+                                " does not return a value");
   return *result;
 }
 
 std::optional<TensorType> Sema::evalType(const TypeSpec &spec) {
   std::optional<ElementType> dtype = parseElementType(spec.dtype);
-  if (!dtype) {
-    error(spec.dtypeRange.Start,
-          "unknown element type '" + spec.dtype +
-              "'; use f32, f16, bf16, i32 or i8",
-          {spec.dtypeRange});
-    return std::nullopt;
-  }
+  if (!dtype)
+    return error(spec.dtypeRange.Start,
+                 "unknown element type '" + spec.dtype +
+                     "'; use f32, f16, bf16, i32 or i8",
+                 {spec.dtypeRange});
   TensorType type{*dtype, {}};
   for (const ExprPtr &dim : spec.dims) {
     auto d = asInt(eval(*dim), dim->getRange(), "a dimension");
     if (!d)
       return std::nullopt;
-    if (*d < 1) {
-      error(dim->loc(),
-            "dimensions must be positive, not " + std::to_string(*d),
-            {dim->getRange()});
-      return std::nullopt;
-    }
+    if (*d < 1)
+      return error(dim->loc(),
+                   "dimensions must be positive, not " + std::to_string(*d),
+                   {dim->getRange()});
     type.shape.push_back(*d);
   }
-  if (!shape::numElements(type.shape)) {
-    error(spec.range.Start,
-          "the tensor " + type.str() + " has too many elements", {spec.range});
-    return std::nullopt;
-  }
+  if (!shape::numElements(type.shape))
+    return error(spec.range.Start,
+                 "the tensor " + type.str() + " has too many elements",
+                 {spec.range});
   return type;
 }
 
@@ -2239,11 +2179,10 @@ std::optional<Graph> Sema::run(const ElaborateOptions &options) {
   execBlock(model->body);
   frames.pop_back();
 
-  if (!modelForward) {
-    error(model->nameRange.Start, "model '" + model->name + "' has no forward",
-          {model->nameRange});
-    return std::nullopt;
-  }
+  if (!modelForward)
+    return error(model->nameRange.Start,
+                 "model '" + model->name + "' has no forward",
+                 {model->nameRange});
   // Go on after errors in the body: values that failed are Error values,
   // which silence everything computed from them, so only independent
   // mistakes in the forward and the train section are reported.

@@ -94,6 +94,14 @@ struct Val {
   double number() const { return kind == Kind::Int ? double(i) : f; }
 };
 
+/// The result of a reported error: converts to an error Val or to nullopt.
+struct ErrorReported {
+  operator Val() const { return Val::error(); }
+  template <typename T> operator std::optional<T>() const {
+    return std::nullopt;
+  }
+};
+
 struct Scope {
   std::map<std::string, Val> vars;
   Scope *parent = nullptr;
@@ -171,9 +179,11 @@ public:
   //===--------------------------------------------------------------------===//
 
   /// An error at `loc`, followed by notes naming the layer calls that led
-  /// there.
-  void error(llvm::SMLoc loc, const llvm::Twine &message,
-             llvm::ArrayRef<llvm::SMRange> ranges = {});
+  /// there. What it returns stands for the failed result, so that
+  /// `return error(...)` ends an evaluation (an error Val) or a reader of
+  /// an optional value (nullopt).
+  ErrorReported error(llvm::SMLoc loc, const llvm::Twine &message,
+                      llvm::ArrayRef<llvm::SMRange> ranges = {});
 
   const TensorType &typeOf(int value) const { return graph.values[value]; }
   /// Appends op `op` to the graph and returns its result value; an op of

@@ -301,10 +301,10 @@ std::optional<ConfigValue> Sema::evalSettingValue(const Expr &expr) {
   case Val::Kind::ElementType:
     return ConfigValue::ofSymbol(spell(v.dtype));
   default:
-    error(expr.loc(),
-          "a setting must be a number, a name or a list, not " + describe(v),
-          {expr.getRange()});
-    return std::nullopt;
+    return error(expr.loc(),
+                 "a setting must be a number, a name or a list, not " +
+                     describe(v),
+                 {expr.getRange()});
   }
 }
 
@@ -449,14 +449,13 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
     if (bound->kind == Val::Kind::Initializer &&
         &family == &initializerFamily())
       return bound->initializer;
-    error(
+    return error(
         expr.loc(),
         "'" + name->name + "' is " + describe(*bound) + ", where " +
             (llvm::StringRef("aeiou").contains(family.what[0]) ? "an " : "a ") +
             family.what + " such as " + family.functions.front().name +
             "(...) is expected",
         {expr.getRange()});
-    return std::nullopt;
   }
   const CallExpr *call = llvm::dyn_cast<CallExpr>(&expr);
   if (call)
@@ -464,19 +463,15 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
   std::vector<std::string> known;
   for (const SettingFunction &f : family.functions)
     known.push_back(f.name);
-  if (!name) {
-    error(expr.loc(),
-          std::string("expected ") + family.what + " such as " + known.front() +
-              "(...)",
-          {expr.getRange()});
-    return std::nullopt;
-  }
+  if (!name)
+    return error(expr.loc(),
+                 std::string("expected ") + family.what + " such as " +
+                     known.front() + "(...)",
+                 {expr.getRange()});
   const SettingFunction *fn = findFunction(family, name->name);
-  if (!fn) {
-    error(name->loc(), unknownMessage(family.what, name->name, known),
-          {name->getRange()});
-    return std::nullopt;
-  }
+  if (!fn)
+    return error(name->loc(), unknownMessage(family.what, name->name, known),
+                 {name->getRange()});
 
   std::string signature = std::string(fn->name) + "(";
   for (size_t i = 0; i < fn->params.size(); ++i)
@@ -572,15 +567,11 @@ std::optional<ConfigValue> Sema::evalSetting(const Expr &expr,
     return std::nullopt;
   ConfigValue result = ConfigValue::ofCall(fn->name, std::move(args));
   if (std::string(fn->name) == "uniform" &&
-      !(result.arg("low")->number() < result.arg("high")->number())) {
-    error(expr.loc(), "uniform needs low < high", {expr.getRange()});
-    return std::nullopt;
-  }
+      !(result.arg("low")->number() < result.arg("high")->number()))
+    return error(expr.loc(), "uniform needs low < high", {expr.getRange()});
   if (std::string(fn->name) == "trunc_normal" &&
-      !(result.arg("a")->number() < result.arg("b")->number())) {
-    error(expr.loc(), "trunc_normal needs a < b", {expr.getRange()});
-    return std::nullopt;
-  }
+      !(result.arg("a")->number() < result.arg("b")->number()))
+    return error(expr.loc(), "trunc_normal needs a < b", {expr.getRange()});
   return result;
 }
 
@@ -635,14 +626,13 @@ std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
     for (const GraphArg &arg : graph.args)
       if (arg.role == ArgRole::Target)
         targets.push_back(&arg);
-    if (targets.size() != 1) {
-      error(expr.loc(),
-            "'loss = " + name->name + "' needs exactly one 'target'; with " +
-                std::to_string(targets.size()) +
-                ", write 'loss = " + name->name + "(output, <target>)'",
-            {expr.getRange()});
-      return std::nullopt;
-    }
+    if (targets.size() != 1)
+      return error(expr.loc(),
+                   "'loss = " + name->name +
+                       "' needs exactly one 'target'; with " +
+                       std::to_string(targets.size()) +
+                       ", write 'loss = " + name->name + "(output, <target>)'",
+                   {expr.getRange()});
     BoundArgs args;
     args.callee = builtin->name;
     args.loc = expr.loc();
@@ -660,12 +650,11 @@ std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
   if (loss.isError())
     return std::nullopt;
   if (!loss.isTensor() || !typeOf(loss.tensor).shape.empty() ||
-      !isFloat(typeOf(loss.tensor).dtype)) {
-    error(expr.loc(),
-          "the loss must be a floating-point scalar, not " + describe(loss),
-          {expr.getRange()});
-    return std::nullopt;
-  }
+      !isFloat(typeOf(loss.tensor).dtype))
+    return error(expr.loc(),
+                 "the loss must be a floating-point scalar, not " +
+                     describe(loss),
+                 {expr.getRange()});
   return loss.tensor;
 }
 
