@@ -25,8 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 
 struct GemmProblem;
 
@@ -285,7 +284,6 @@ inline int64_t gridFor(int64_t n, int threads = kCudaThreads) {
   return std::max<int64_t>(1, std::min<int64_t>(ceilDiv(n, threads), 1 << 20));
 }
 
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen
 
 #endif // MNEMO_CODEGEN_KERNELCONTEXT_H

@@ -24,8 +24,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 
 using Shape = std::vector<int64_t>;
 
@@ -203,7 +202,6 @@ private:
   llvm::DenseMap<mlir::Value, Layout> layouts;
 };
 
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen
 
 #endif // MNEMO_CODEGEN_STEPLAYOUT_H

@@ -24,8 +24,7 @@
 #include <optional>
 #include <set>
 
-namespace mnemo {
-namespace sema {
+namespace mnemo::sema {
 
 struct LayerInstance;
 struct Builtin;
@@ -417,7 +416,6 @@ private:
   size_t work = 0;
 };
 
-} // namespace sema
-} // namespace mnemo
+} // namespace mnemo::sema
 
 #endif // MNEMO_FRONTEND_SEMAINTERNAL_H

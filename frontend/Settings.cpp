@@ -18,8 +18,7 @@ using namespace mnemo::sema;
 using llvm::SMRange;
 using llvm::Twine;
 
-namespace mnemo {
-namespace sema {
+namespace mnemo::sema {
 
 enum class ParamType {
   Number,
@@ -55,8 +54,7 @@ struct SettingFamily {
   std::vector<SettingFunction> functions;
 };
 
-} // namespace sema
-} // namespace mnemo
+} // namespace mnemo::sema
 
 namespace {
 SettingParam required(const char *name, ParamType type) {
@@ -102,8 +100,7 @@ const std::vector<const char *> kNonlinearities = {"leaky_relu", "relu",
                                                    "linear", "tanh", "sigmoid"};
 } // namespace
 
-namespace mnemo {
-namespace sema {
+namespace mnemo::sema {
 
 const SettingFamily &initializerFamily() {
   static const SettingFamily family{
@@ -242,8 +239,7 @@ static const SettingFamily &quantizationFamily() {
   return family;
 }
 
-} // namespace sema
-} // namespace mnemo
+} // namespace mnemo::sema
 
 static std::string unknownMessage(const std::string &what,
                                   const std::string &name,

@@ -18,8 +18,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
-namespace mnemo {
-namespace gradient {
+namespace mnemo::gradient {
 
 using mlir::ArrayRef;
 using mlir::DenseElementsAttr;
@@ -122,7 +121,6 @@ inline SmallVector<Value> elementwise(Operation *op, OpBuilder &b,
   return {rule(e, grads[0], op->getOperand(0), op->getResult(0))};
 }
 
-} // namespace gradient
-} // namespace mnemo
+} // namespace mnemo::gradient
 
 #endif // MNEMO_LANG_GRADIENTBUILDER_H

@@ -24,8 +24,7 @@
 
 #include <optional>
 
-namespace mnemo {
-namespace model {
+namespace mnemo::model {
 
 //===--- Step arguments and results ---------------------------------------===//
 
@@ -102,7 +101,6 @@ mlir::LogicalResult verifyArgumentAttribute(mlir::Operation *op, unsigned index,
 mlir::LogicalResult verifyResultAttribute(mlir::Operation *op, unsigned index,
                                           mlir::NamedAttribute attr);
 
-} // namespace model
-} // namespace mnemo
+} // namespace mnemo::model
 
 #endif // MNEMO_LANG_MODELATTRIBUTES_H

@@ -17,8 +17,7 @@
 
 #include <utility>
 
-namespace mnemo {
-namespace verification {
+namespace mnemo::verification {
 
 inline mlir::RankedTensorType tensorType(mlir::Value v) {
   return llvm::cast<mlir::RankedTensorType>(v.getType());
@@ -48,7 +47,6 @@ std::pair<int64_t, int64_t> rowsAndDepth(mlir::Value v);
 mlir::LogicalResult verifyRowProduct(mlir::Operation *op, mlir::Value lhs,
                                      mlir::Value result, int64_t n);
 
-} // namespace verification
-} // namespace mnemo
+} // namespace mnemo::verification
 
 #endif // MNEMO_LANG_OPVERIFICATION_H

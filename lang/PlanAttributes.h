@@ -28,8 +28,7 @@ mlir::FailureOr<MemoryRegion> parseMemoryRegion(mlir::AsmParser &parser);
 #define GET_ATTRDEF_CLASSES
 #include "lang/MnemoAttrs.h.inc"
 
-namespace mnemo {
-namespace plan {
+namespace mnemo::plan {
 
 //===--- Step functions ---------------------------------------------------===//
 
@@ -104,7 +103,6 @@ void markFused(mlir::Operation *op);
 bool isRecomputed(mlir::Operation *op);
 void markRecomputed(mlir::Operation *op);
 
-} // namespace plan
-} // namespace mnemo
+} // namespace mnemo::plan
 
 #endif // MNEMO_LANG_PLANATTRIBUTES_H

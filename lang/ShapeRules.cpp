@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-namespace mnemo {
-namespace shape {
+namespace mnemo::shape {
 
 static std::string str(int64_t v) { return std::to_string(v); }
 
@@ -453,5 +452,4 @@ std::string pruneProblem(const std::string &method, const Shape &shape,
   return "";
 }
 
-} // namespace shape
-} // namespace mnemo
+} // namespace mnemo::shape

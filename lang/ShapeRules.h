@@ -17,8 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace shape {
+namespace mnemo::shape {
 
 using Shape = std::vector<int64_t>;
 
@@ -135,7 +134,6 @@ int64_t rowLength(const Shape &shape);
 std::string pruneProblem(const std::string &method, const Shape &shape,
                          int64_t dim, int64_t n, int64_t m);
 
-} // namespace shape
-} // namespace mnemo
+} // namespace mnemo::shape
 
 #endif // MNEMO_LANG_SHAPERULES_H

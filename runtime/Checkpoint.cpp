@@ -10,8 +10,7 @@
 #include <cstring>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 namespace {
 
@@ -222,5 +221,4 @@ void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
   }
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

@@ -21,8 +21,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 struct RunPosition {
   int64_t step = 0;       // steps completed
@@ -68,7 +67,6 @@ bool checkValues(const StoredTensor &tensor, std::string &error);
 void applyCheckpoint(const Checkpoint &checkpoint, const ModelInfo &model,
                      const StepMemory &memory);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_CHECKPOINT_H

@@ -19,8 +19,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// Prints "PROGRAM: error: MESSAGE" and exits with status 1.
 [[noreturn]] void exitWithError(const char *program,
@@ -64,7 +63,6 @@ private:
   std::string current;
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_COMMANDLINE_H

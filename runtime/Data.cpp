@@ -16,8 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 namespace {
 
@@ -921,5 +920,4 @@ openBatchSource(const std::string &path, const BatchLayout &train,
   return source;
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

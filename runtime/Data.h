@@ -37,8 +37,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// The batch arguments of a step: inputs and targets, with their place in
 /// the input region.
@@ -90,7 +89,6 @@ openBatchSource(const std::string &path, const BatchLayout &train,
                 const BatchLayout &eval, uint64_t seed, std::string &error,
                 bool tokenStreams = false, DataShard shard = {});
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_DATA_H

@@ -21,8 +21,7 @@
 #include <memory>
 #include <string>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// The sizes of the plan's regions (the largest of the train and eval
 /// steps').
@@ -167,7 +166,6 @@ private:
   uint8_t *block = nullptr;
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_EXECUTOR_H

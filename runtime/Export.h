@@ -40,8 +40,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 struct ExportSummary {
   /// Bytes of the parameters as trained (dense), and as exported.
@@ -80,7 +79,6 @@ bool exportWeights(const std::string &path, const ModelInfo &model,
                    const StepMemory &memory, ExportSummary &summary,
                    std::string &error);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_EXPORT_H

@@ -15,8 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 struct IdxArray {
   std::vector<int64_t> shape;
@@ -31,7 +30,6 @@ struct IdxArray {
 bool readIdx(const std::string &path, IdxArray &array, std::string &error,
              int64_t maxItems = 0, int rank = 0);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_IDX_H

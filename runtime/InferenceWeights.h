@@ -21,8 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 struct LoadedWeights {
   /// One line per compressed weight, from the export's metadata:
@@ -44,7 +43,6 @@ bool loadInferenceWeights(const std::string &path, const ModelInfo &model,
                           const StepMemory &memory, LoadedWeights &loaded,
                           std::string &error);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_INFERENCEWEIGHTS_H

@@ -16,8 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// A reproducible generator: splitmix64 over a counter.
 class Rng {
@@ -62,7 +61,6 @@ bool initialize(const InitSpec &spec, const std::vector<int64_t> &shape,
 /// so adding a parameter does not change the others' initial values.
 Rng rngFor(uint64_t seed, const std::string &name);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_INIT_H

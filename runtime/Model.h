@@ -18,8 +18,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// How a data-parallel training step sums its gradients over the ranks
 /// (runtime/Ranks.h). The step calls gradientsReady(k) as soon as the
@@ -210,8 +209,7 @@ struct ModelInfo {
   const char *precision = "f32";
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 /// Defined by the generated code.
 extern "C" const mnemo::runtime::ModelInfo *mnemoModel();

@@ -6,8 +6,7 @@
 #include <fstream>
 #include <limits>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 namespace {
 
@@ -155,5 +154,4 @@ bool readNpy(const std::string &path, const std::string &name,
   return true;
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

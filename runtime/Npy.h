@@ -19,15 +19,13 @@
 
 #include <string>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// Reads `path` into `tensor` (named `name`). Returns false with `error`
 /// set when the file is missing or is not an array this reader takes.
 bool readNpy(const std::string &path, const std::string &name,
              StoredTensor &tensor, std::string &error);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_NPY_H

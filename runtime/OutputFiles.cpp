@@ -12,8 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 namespace {
 
@@ -244,5 +243,4 @@ std::vector<std::string> removeStaleTemporaries(const std::string &path) {
   return removed;
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

@@ -29,8 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// A file a program reads or writes, and the option that named it.
 struct NamedFile {
@@ -69,7 +68,6 @@ struct Bytes {
 bool writeAtomically(const std::string &path, const std::vector<Bytes> &pieces,
                      std::string &error);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_OUTPUTFILES_H

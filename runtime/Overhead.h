@@ -19,8 +19,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// Threads, OpenBLAS buffers, libraries: measured at 2 to 4 MiB on the
 /// examples with 2 threads (test/trainer/memory.test checks it there).
@@ -48,7 +47,6 @@ constexpr int64_t cpuTrainerOverheadBytes(int64_t inputBytes,
               : kOpenBlasBufferBytes);
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_OVERHEAD_H

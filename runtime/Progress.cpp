@@ -6,8 +6,7 @@
 #include <cstdio>
 #include <unistd.h>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 namespace {
 std::string duration(double seconds) {
@@ -106,5 +105,4 @@ void Progress::finish() {
   std::fflush(stdout);
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

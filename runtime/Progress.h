@@ -19,8 +19,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 class Progress {
 public:
@@ -48,7 +47,6 @@ private:
   bool hasLoss = false, lineShown = false;
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_PROGRESS_H

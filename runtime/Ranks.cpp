@@ -19,8 +19,7 @@
 #include <vector>
 #endif
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 namespace {
 
 /// The launcher's world size from its environment: Open MPI's mpirun,
@@ -478,5 +477,4 @@ std::unique_ptr<Ranks> Ranks::join(std::string &error) {
 #endif
 }
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime

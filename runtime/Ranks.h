@@ -23,8 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 class Ranks {
 public:
@@ -86,7 +85,6 @@ private:
   int rankIndex, rankCount, localCount, localIndex;
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_RANKS_H

@@ -21,8 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 class RunDump {
 public:
@@ -50,7 +49,6 @@ private:
   SafetensorsFile initial, batches;
 };
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_RUNDUMP_H

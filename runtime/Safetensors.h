@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 struct StoredTensor {
   std::string name;
@@ -60,7 +59,6 @@ bool writeSafetensors(const std::string &path, const SafetensorsFile &file,
 bool readSafetensors(const std::string &path, SafetensorsFile &file,
                      std::string &error);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_SAFETENSORS_H

@@ -13,15 +13,13 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace runtime {
+namespace mnemo::runtime {
 
 /// Prints the profile of `profiledSteps` steps: `opSeconds[i]` is op i's
 /// total time over them, `opNames[i]` its name ("h.0.attn mnemo.matmul").
 void printStepProfile(const double *opSeconds, const char *const *opNames,
                       int numOps, int64_t profiledSteps);
 
-} // namespace runtime
-} // namespace mnemo
+} // namespace mnemo::runtime
 
 #endif // MNEMO_RUNTIME_STEPPROFILE_H

@@ -19,11 +19,9 @@
 #include <string>
 #include <vector>
 
-namespace mlir {
-namespace func {
+namespace mlir::func {
 class FuncOp;
-} // namespace func
-} // namespace mlir
+} // namespace mlir::func
 
 namespace mnemo {
 

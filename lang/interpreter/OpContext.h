@@ -21,8 +21,7 @@
 #include <cmath>
 #include <optional>
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 
 /// The reference's math policy for the families' formulas (the M of
 /// `template <typename T, typename M>`): the C library in double, where
@@ -92,7 +91,6 @@ struct FormulaArity {
 };
 std::optional<FormulaArity> elementwiseFormulaArity(llvm::StringRef name);
 
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp
 
 #endif // MNEMO_LANG_INTERPRETER_OPCONTEXT_H

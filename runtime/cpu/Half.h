@@ -13,8 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 inline uint32_t floatBits(float f) {
   uint32_t u;
@@ -81,7 +80,6 @@ struct f16_t {
   }
 };
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_RUNTIME_CPU_HALF_H

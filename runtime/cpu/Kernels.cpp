@@ -24,8 +24,7 @@
 #include <mutex>
 #include <vector>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 std::mutex errorMutex;
@@ -144,15 +143,13 @@ void batchedGemm(const BatchLayout &batch, bool transA, bool transB, int64_t m,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 //===----------------------------------------------------------------------===//
 // 16-bit storage (mixed precision): widen, compute in f32, narrow
 //===----------------------------------------------------------------------===//
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 /// op(X) of a rows x cols result, read through its leading dimension,
@@ -246,5 +243,4 @@ MNEMO_INSTANTIATE_HALF(bf16_t)
 MNEMO_INSTANTIATE_HALF(f16_t)
 #undef MNEMO_INSTANTIATE_HALF
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

@@ -25,8 +25,7 @@
 #include <cstring>
 #include <string>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// The trainer's --profile: a generated step brackets each op with opClock
 /// and opTime, which adds the op's seconds to seconds[op] (seconds is null
@@ -188,7 +187,6 @@ void reportError(const std::string &message);
 /// The first error since the last call, or empty.
 std::string takeError();
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_RUNTIME_CPU_KERNELS_H

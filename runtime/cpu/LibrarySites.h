@@ -18,8 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// Every site of kind Site in the program.
 template <typename Site> std::vector<Site *> &sitesOf() {
@@ -57,7 +56,6 @@ std::string sitesSummary(const std::vector<Site *> &sites,
          std::to_string(sites.size()) + " sites (" + text + ")";
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_RUNTIME_CPU_LIBRARYSITES_H

@@ -19,8 +19,7 @@
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// The CPU engine, and a stream for work that runs on one thread (each
 /// part of a site's split work has a stream of its own).
@@ -60,19 +59,16 @@ inline OneDnnContext &oneDnnContext() {
   return context;
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 #endif // MNEMO_HAVE_ONEDNN
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 /// Whether MNEMO_ONEDNN=0 is in the environment: every site then runs the
 /// kernels of our own (im2col, widened GEMMs), to compare.
 inline bool oneDnnTurnedOff() {
   const char *use = std::getenv("MNEMO_ONEDNN");
   return use && std::string(use) == "0";
 }
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_RUNTIME_CPU_ONEDNNCONTEXT_H

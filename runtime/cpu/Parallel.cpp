@@ -25,8 +25,7 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 namespace {
 
 /// Subnormal floats (below 1.2e-38) cost 10 to 100 times a normal
@@ -300,5 +299,4 @@ void parallelFor(int64_t n, int64_t grain,
   pool().run(int(chunks), chunk);
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

@@ -21,8 +21,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// A non-owning reference to a callable (llvm::function_ref, without LLVM):
 /// handing a lambda to parallelFor allocates nothing, where std::function
@@ -102,7 +101,6 @@ inline int64_t rowGrain(int64_t rowElements) {
   return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, rowElements));
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_RUNTIME_CPU_PARALLEL_H

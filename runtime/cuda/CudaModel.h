@@ -16,8 +16,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// I8: int8 operands and an int32 result, accumulated exactly
 /// (CUBLAS_COMPUTE_32I), for inference's matmul_int8.
@@ -223,8 +222,7 @@ struct CudaModelInfo {
   const char *unsupported;
 };
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 /// Defined by the generated CUDA code (model_cuda.cpp).
 extern "C" const mnemo::cuda::CudaModelInfo *mnemoCudaModel();

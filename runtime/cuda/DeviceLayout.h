@@ -20,8 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 constexpr int64_t kDeviceAlignment = 256;
 /// Control block slots: dropout step, error flag, error value, spare.
@@ -88,7 +87,6 @@ struct DeviceLayout {
   }
 };
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_RUNTIME_CUDA_DEVICELAYOUT_H

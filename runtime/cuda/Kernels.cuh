@@ -56,8 +56,7 @@ typedef unsigned long long uint64_t;
 #include <cstdint>
 #endif
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// The generated code's names for the 16-bit float types (the CPU backend
 /// has its own, runtime/cpu/Half.h).
@@ -252,8 +251,7 @@ __device__ void finishSumOfSquares(const float *partial, int count, float scale,
     *out = root ? sqrtf(sum * scale) : sum * scale;
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 //===----------------------------------------------------------------------===//
 // The executor's fallbacks (runtime/cuda/CudaExecutor.cu), in every module

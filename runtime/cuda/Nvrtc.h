@@ -19,8 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// runtime/cuda/Kernels.cuh, embedded at build time.
 extern const char *const kKernelLibrary;
@@ -55,7 +54,6 @@ bool compileKernels(const std::string &source, const std::string &arch,
                     bool useCache, CompiledKernels &out, std::string &error,
                     bool resourceUsage = false);
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_RUNTIME_CUDA_NVRTC_H

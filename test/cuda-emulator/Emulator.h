@@ -12,8 +12,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace emulator {
+namespace mnemo::emulator {
 
 struct Index {
   unsigned x = 0, y = 0, z = 0;
@@ -35,7 +34,6 @@ float shuffleXor(float value, int laneMask);
 void launch(void (*kernel)(const void *argument), const void *argument,
             unsigned gridX, unsigned gridY, unsigned block);
 
-} // namespace emulator
-} // namespace mnemo
+} // namespace mnemo::emulator
 
 #endif // MNEMO_TEST_CUDA_EMULATOR_EMULATOR_H

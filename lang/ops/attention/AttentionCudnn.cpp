@@ -22,8 +22,7 @@
 #include <initializer_list>
 #include <utility>
 
-namespace mnemo {
-namespace attention {
+namespace mnemo::attention {
 
 namespace {
 
@@ -732,5 +731,4 @@ cudnnStatus_t CudnnAttentionPlan::run(cudnnHandle_t handle, cudaStream_t stream,
   return execute(handle, data, workspacePointer);
 }
 
-} // namespace attention
-} // namespace mnemo
+} // namespace mnemo::attention

@@ -35,8 +35,7 @@
 #include <string>
 #include <vector>
 
-namespace mnemo {
-namespace attention {
+namespace mnemo::attention {
 
 struct CudnnGraphBuilder;
 
@@ -129,7 +128,6 @@ private:
   float scaleValue = 1, maskValue = 0, dropoutScale = 1, keepProbability = 1;
 };
 
-} // namespace attention
-} // namespace mnemo
+} // namespace mnemo::attention
 
 #endif // MNEMO_LANG_OPS_ATTENTION_ATTENTIONCUDNN_H

@@ -222,8 +222,7 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerAttentionEmissionModels(MLIRContext &context) {
   KernelFunctions<AttentionOp, emitForwardCpu, emitForwardCuda>::attach(
@@ -231,5 +230,4 @@ void registerAttentionEmissionModels(MLIRContext &context) {
   KernelFunctions<AttentionGradOp, emitBackwardCpu, emitBackwardCuda>::attach(
       context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -18,8 +18,7 @@
 
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
 
-namespace mnemo {
-namespace attention {
+namespace mnemo::attention {
 
 /// What the mask operand is: none, added to the scores, or a boolean that
 /// keeps the keys where it is true.
@@ -140,7 +139,6 @@ MNEMO_FORMULA T probability(T score, T rowLogSumExp) {
   return isMinusInfinity(rowLogSumExp) ? T(0) : M::exp(score - rowLogSumExp);
 }
 
-} // namespace attention
-} // namespace mnemo
+} // namespace mnemo::attention
 
 #endif // MNEMO_LANG_OPS_ATTENTION_ATTENTIONFORMULAS_H

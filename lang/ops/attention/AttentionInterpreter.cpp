@@ -162,12 +162,10 @@ LogicalResult interpretAttentionGrad(AttentionGradOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerAttentionInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AttentionOp, interpretAttention>::attach(context);
   InterpreterFunction<AttentionGradOp, interpretAttentionGrad>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

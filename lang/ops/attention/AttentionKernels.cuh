@@ -23,8 +23,7 @@
 
 #include "lang/ops/attention/AttentionFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 __device__ __forceinline__ float attentionMaskValue(unsigned char m) {
   return m;
@@ -348,7 +347,6 @@ __device__ void attentionBackwardQueries(const T *q, const T *k, const T *v,
   attentionStoreSlice(gradQ, dq, bh * g.queries + i, D, slice, float(g.scale));
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_CUH

@@ -41,8 +41,7 @@
 // row, rowsum(dO * O)) are here too, for the emitter and the plan.
 //===----------------------------------------------------------------------===//
 
-namespace mnemo {
-namespace attention {
+namespace mnemo::attention {
 
 constexpr int64_t kCpuQueryTile = 64, kCpuKeyTile = 64;
 /// The most tasks in flight: past the cores of the machines the CPU
@@ -121,11 +120,9 @@ inline int64_t cudaScratchBytes(const AttentionGeometry &g,
       ours, cudnnWorkspaceBytes(g.batch * g.heads * g.queries, g.headDim));
 }
 
-} // namespace attention
-} // namespace mnemo
+} // namespace mnemo::attention
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace attention_detail {
 
@@ -347,7 +344,6 @@ void attentionBackward(const T *q, const T *k, const T *v, const T *out,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_ATTENTION_ATTENTIONKERNELS_H

@@ -86,8 +86,7 @@ LogicalResult emitConvolutionCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerConvolutionEmissionModels(MLIRContext &context) {
   KernelFunctions<Conv2DOp, emitConvolutionCpu<Conv2DOp>,
@@ -97,5 +96,4 @@ void registerConvolutionEmissionModels(MLIRContext &context) {
   KernelFunctions<Conv2DWeightGradOp, emitConvolutionCpu<Conv2DWeightGradOp>,
                   emitConvolutionCuda<Conv2DWeightGradOp>>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

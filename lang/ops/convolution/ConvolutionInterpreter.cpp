@@ -70,8 +70,7 @@ LogicalResult interpretConvolution(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerConvolutionInterpreterModels(MLIRContext &context) {
   InterpreterFunction<
@@ -86,5 +85,4 @@ void registerConvolutionInterpreterModels(MLIRContext &context) {
       interpretConvolution<Conv2DWeightGradOp,
                            ConvProduct::WeightGrad>>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

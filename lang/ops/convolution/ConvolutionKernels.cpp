@@ -15,8 +15,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 
@@ -194,5 +193,4 @@ template void conv2dHalf<bf16_t>(int, const ConvShape &, const bf16_t *,
 template void conv2dHalf<f16_t>(int, const ConvShape &, const f16_t *,
                                 const f16_t *, f16_t *, float *);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

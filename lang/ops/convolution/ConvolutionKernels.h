@@ -15,8 +15,7 @@
 #include <memory>
 #include <string>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// NCHW convolution with an OIHW weight, by im2col and GEMM over
 /// `imagesPerGemm` images at a time in `workspace`: their columns
@@ -141,7 +140,6 @@ template <typename T>
 void conv2dHalf(int kind, const ConvShape &s, const T *first, const T *second,
                 T *result, float *workspace);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_CONVOLUTION_CONVOLUTIONKERNELS_H

@@ -29,8 +29,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 std::vector<ConvSite *> &sites() { return sitesOf<ConvSite>(); }
@@ -828,5 +827,4 @@ std::string convolutionSummary() {
                                          : std::string());
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

@@ -143,8 +143,7 @@ LogicalResult causalMaskCuda(CausalMaskOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerDataMovementEmissionModels(MLIRContext &context) {
   KernelFunctions<ReshapeOp, copyCpu<ReshapeOp>, copyCuda<ReshapeOp>>::attach(
@@ -160,5 +159,4 @@ void registerDataMovementEmissionModels(MLIRContext &context) {
   KernelFunctions<ConcatOp, concatCpu, concatCuda>::attach(context);
   KernelFunctions<CausalMaskOp, causalMaskCpu, causalMaskCuda>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

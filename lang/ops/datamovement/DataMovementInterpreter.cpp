@@ -135,8 +135,7 @@ LogicalResult interpretCausalMask(CausalMaskOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerDataMovementInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ConstantOp, interpretConstant>::attach(context);
@@ -149,5 +148,4 @@ void registerDataMovementInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ConcatOp, interpretConcat>::attach(context);
   InterpreterFunction<CausalMaskOp, interpretCausalMask>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -9,8 +9,7 @@
 
 #include <cstring>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r)
@@ -47,5 +46,4 @@ void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
                 src + o * row, row);
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

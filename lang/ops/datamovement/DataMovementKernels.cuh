@@ -10,8 +10,7 @@
 #ifndef MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTKERNELS_CUH
 #define MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTKERNELS_CUH
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 __device__ void causalMask(uint8_t *out, int64_t rows, int64_t cols) {
   int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -50,7 +49,6 @@ __device__ void concatPart(const T *in, T *out, int64_t outer, int64_t n,
   out[(o * axisOut + offset) * inner + rest] = in[e];
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTKERNELS_CUH

@@ -15,8 +15,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// A [rows, cols] mask, 1 where col <= row + (cols - rows).
 void causalMask(uint8_t *out, int64_t rows, int64_t cols);
@@ -31,7 +30,6 @@ void sliceCopy(const void *in, void *out, int64_t elementBytes, int64_t outer,
 void concatPart(const void *in, void *out, int64_t elementBytes, int64_t outer,
                 int64_t n, int64_t inner, int64_t axisOut, int64_t offset);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_DATAMOVEMENT_DATAMOVEMENTKERNELS_H

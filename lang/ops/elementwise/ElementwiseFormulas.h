@@ -35,8 +35,7 @@
 #define MNEMO_MATHF(fn, ...) __builtin_##fn##f(__VA_ARGS__)
 #endif
 
-namespace mnemo {
-namespace elementwise {
+namespace mnemo::elementwise {
 
 /// e^x in f32 to about 1 ulp, written without calls or branches so that
 /// loops over it vectorize (the C library's expf does not, short of
@@ -236,8 +235,7 @@ MNEMO_FORMULA T softplus_grad(T grad, T x, T beta, T threshold) {
   return x * beta > threshold ? grad : grad * z / (z + T(1));
 }
 
-} // namespace elementwise
-} // namespace mnemo
+} // namespace mnemo::elementwise
 
 /// Every formula above: X(name, operands, constants). The reference
 /// interpreter evaluates an op through this list, and the op-completeness

@@ -202,13 +202,11 @@ struct ElementwiseInterpreterModel
 };
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerElementwiseInterpreterModels(MLIRContext &context) {
   for (RegisteredOperationName op : context.getRegisteredOperations())
     if (op.hasTrait<FusionElementwise>())
       op.attachInterface<ElementwiseInterpreterModel>();
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -101,8 +101,7 @@ LogicalResult emitEmbeddingGradCuda(EmbeddingGradOp e,
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerEmbeddingEmissionModels(MLIRContext &context) {
   KernelFunctions<EmbeddingOp, emitEmbeddingCpu, emitEmbeddingCuda>::attach(
@@ -110,5 +109,4 @@ void registerEmbeddingEmissionModels(MLIRContext &context) {
   KernelFunctions<EmbeddingGradOp, emitEmbeddingGradCpu,
                   emitEmbeddingGradCuda>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -53,8 +53,7 @@ struct EmbeddingInterpreterModel
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerEmbeddingInterpreterModels(MLIRContext &context) {
   EmbeddingOp::attachInterface<EmbeddingInterpreterModel<EmbeddingOp, false>>(
@@ -62,5 +61,4 @@ void registerEmbeddingInterpreterModels(MLIRContext &context) {
   EmbeddingGradOp::attachInterface<
       EmbeddingInterpreterModel<EmbeddingGradOp, true>>(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -13,8 +13,7 @@
 #ifndef MNEMO_LANG_OPS_EMBEDDING_EMBEDDINGKERNELS_CUH
 #define MNEMO_LANG_OPS_EMBEDDING_EMBEDDINGKERNELS_CUH
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// out[i] = table[indices[i]]; an index out of range raises the step's
 /// error and reads as zeros.
@@ -46,7 +45,6 @@ __device__ void embeddingGradScatter(const float *grad, const int32_t *indices,
     atomicAdd(&out[int64_t(row) * dim + j], grad[e]);
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_EMBEDDING_EMBEDDINGKERNELS_CUH

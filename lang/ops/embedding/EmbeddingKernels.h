@@ -20,8 +20,7 @@
 #include <cstring>
 #include <string>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 inline void reportIndexOutOfRange(int64_t index, int64_t rows) {
   reportError("index " + std::to_string(index) + " is out of range for " +
@@ -68,7 +67,6 @@ inline bool embeddingGrad(const float *grad, const int32_t *indices,
   return true;
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_EMBEDDING_EMBEDDINGKERNELS_H

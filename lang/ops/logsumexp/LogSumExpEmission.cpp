@@ -47,12 +47,10 @@ LogicalResult emitLogSumExpCuda(LogSumExpOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLogSumExpEmissionModels(MLIRContext &context) {
   KernelFunctions<LogSumExpOp, emitLogSumExpCpu, emitLogSumExpCuda>::attach(
       context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

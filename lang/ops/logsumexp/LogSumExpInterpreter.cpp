@@ -40,11 +40,9 @@ LogicalResult interpretLogSumExp(LogSumExpOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerLogSumExpInterpreterModels(MLIRContext &context) {
   InterpreterFunction<LogSumExpOp, interpretLogSumExp>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -11,8 +11,7 @@
 #ifndef MNEMO_LANG_OPS_LOGSUMEXP_LOGSUMEXPKERNELS_CUH
 #define MNEMO_LANG_OPS_LOGSUMEXP_LOGSUMEXPKERNELS_CUH
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// The row's result from its maximum (NaN if the row has one) and the sum
 /// of exp(x - shift), shift being the maximum or 0 where that is infinite.
@@ -57,7 +56,6 @@ __device__ void logSumExpStrided(const T *x, T *y, int64_t outer, int64_t n,
   y[t] = st<T>(logSumExpOfRow(m, sum));
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_LOGSUMEXP_LOGSUMEXPKERNELS_CUH

@@ -17,8 +17,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// y[o, i] = log(sum_j exp(x[o, j, i])) for x as [outer, n, inner]: each
 /// row shifted by its maximum (0 where that is infinite, so a row of -inf
@@ -47,7 +46,6 @@ inline void logSumExp(const float *x, float *y, int64_t outer, int64_t n,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_LOGSUMEXP_LOGSUMEXPKERNELS_H

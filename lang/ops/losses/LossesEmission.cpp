@@ -545,8 +545,7 @@ LogicalResult emitMseCuda(MseOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerLossesEmissionModels(MLIRContext &context) {
   KernelFunctions<MseOp, emitMseCpu, emitMseCuda>::attach(context);
@@ -564,5 +563,4 @@ void registerLossesEmissionModels(MLIRContext &context) {
                   emitLinearCrossEntropyWithGradCpu,
                   emitLinearCrossEntropyWithGradCuda>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

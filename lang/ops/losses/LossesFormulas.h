@@ -18,8 +18,7 @@
 
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
 
-namespace mnemo {
-namespace losses {
+namespace mnemo::losses {
 
 /// A row's loss, -log_softmax(x)[target] = logSumExp - x[target], with
 /// label smoothing e mixing in the mean over the classes of
@@ -51,7 +50,6 @@ MNEMO_FORMULA bool countsTowardLoss(long long target, long long ignoreIndex) {
   return target != ignoreIndex;
 }
 
-} // namespace losses
-} // namespace mnemo
+} // namespace mnemo::losses
 
 #endif // MNEMO_LANG_OPS_LOSSES_LOSSESFORMULAS_H

@@ -283,8 +283,7 @@ LogicalResult interpretMse(MseOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerLossesInterpreterModels(MLIRContext &context) {
   InterpreterFunction<CrossEntropyOp, interpretCrossEntropy>::attach(context);
@@ -301,5 +300,4 @@ void registerLossesInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AccuracyOp, interpretAccuracy>::attach(context);
   InterpreterFunction<MseOp, interpretMse>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

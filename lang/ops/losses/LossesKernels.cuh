@@ -16,8 +16,7 @@
 
 #include "lang/ops/losses/LossesFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// log(sum(exp(x))) of a row of n, by the whole block (max-shifted).
 template <typename T> __device__ float rowLogSumExp(const T *xs, int64_t n) {
@@ -281,7 +280,6 @@ __device__ void squaredErrorPartial(const T *a, const T *b, int64_t n,
     partial[blockIdx.x] = sum;
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_LOSSES_LOSSESKERNELS_CUH

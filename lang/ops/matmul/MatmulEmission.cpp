@@ -192,8 +192,7 @@ LogicalResult emitCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerMatmulEmissionModels(MLIRContext &context) {
   KernelFunctions<MatmulOp, emitCpu<MatmulOp>, emitCuda<MatmulOp>>::attach(
@@ -201,5 +200,4 @@ void registerMatmulEmissionModels(MLIRContext &context) {
   KernelFunctions<BatchMatmulOp, emitCpu<BatchMatmulOp>,
                   emitCuda<BatchMatmulOp>>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

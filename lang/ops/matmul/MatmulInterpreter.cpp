@@ -52,13 +52,11 @@ LogicalResult interpretProduct(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerMatmulInterpreterModels(MLIRContext &context) {
   InterpreterFunction<MatmulOp, interpretProduct<MatmulOp>>::attach(context);
   InterpreterFunction<BatchMatmulOp, interpretProduct<BatchMatmulOp>>::attach(
       context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

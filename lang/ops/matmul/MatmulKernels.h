@@ -15,8 +15,7 @@
 #include <memory>
 #include <string>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// The 16-bit storage type of a product's operands and result.
 enum class MatmulData : int { BF16 = 1, F16 = 2 };
@@ -98,7 +97,6 @@ void prepareMatmuls(int threads);
 /// empty when it has none.
 std::string matmulSummary();
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_MATMUL_MATMULKERNELS_H

@@ -24,8 +24,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 #if MNEMO_HAVE_ONEDNN
 
@@ -330,5 +329,4 @@ std::string matmulSummary() {
              : "16-bit matrix products: " + sitesSummary(all, "widened sgemm");
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

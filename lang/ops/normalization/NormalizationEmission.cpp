@@ -237,8 +237,7 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerNormalizationEmissionModels(MLIRContext &context) {
   attach<LayerNormOp>(context);
@@ -252,5 +251,4 @@ void registerNormalizationEmissionModels(MLIRContext &context) {
   KernelFunctions<BatchNormGradOp, emitBatchNormCpu<BatchNormGradOp>,
                   emitBatchNormCuda<BatchNormGradOp>>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

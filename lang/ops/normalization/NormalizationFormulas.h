@@ -23,8 +23,7 @@
 
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
 
-namespace mnemo {
-namespace normalization {
+namespace mnemo::normalization {
 
 /// The normalized input, xhat = (x - mean) * rstd.
 template <typename T> MNEMO_FORMULA T normalized(T x, T mean, T rstd) {
@@ -48,7 +47,6 @@ MNEMO_FORMULA T normalizeInputGrad(T dy, T x, T scale, T mean, T rstd,
          (dy * scale - meanDxhat - normalized(x, mean, rstd) * meanDxhatXhat);
 }
 
-} // namespace normalization
-} // namespace mnemo
+} // namespace mnemo::normalization
 
 #endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONFORMULAS_H

@@ -183,8 +183,7 @@ struct NormalizationInterpreterModel
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerNormalizationInterpreterModels(MLIRContext &context) {
   LayerNormOp::attachInterface<
@@ -202,5 +201,4 @@ void registerNormalizationInterpreterModels(MLIRContext &context) {
   BatchNormGradOp::attachInterface<
       BatchNormInterpreterModel<BatchNormGradOp, true>>(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

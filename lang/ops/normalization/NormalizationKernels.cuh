@@ -16,8 +16,7 @@
 
 #include "lang/ops/normalization/NormalizationFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// A row's mean (0 for RMS norm) and reciprocal deviation: two passes over
 /// the row, the second over deviations (no cancellation).
@@ -210,7 +209,6 @@ __device__ void batchNormGrad(const T *dy, const T *x, const P *scale,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_CUH

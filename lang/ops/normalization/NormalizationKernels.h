@@ -20,8 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// Sums in double over kSumLanes running sums, element k of a run into
 /// sum k % kSumLanes, combined in a fixed order at the end: one running
@@ -412,7 +411,6 @@ void batchNormGrad(const T *dy, const T *x, const float *scale,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_NORMALIZATION_NORMALIZATIONKERNELS_H

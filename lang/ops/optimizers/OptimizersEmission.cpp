@@ -664,8 +664,7 @@ struct MultiTensorModel
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerOptimizersEmissionModels(MLIRContext &context) {
   KernelFunctions<LrScheduleOp, emitLrScheduleCpu, emitLrScheduleCuda>::attach(
@@ -684,5 +683,4 @@ void registerOptimizersEmissionModels(MLIRContext &context) {
   Adam8bitUpdateOp::attachInterface<MultiTensorModel<Adam8bitUpdateOp>>(
       context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -46,8 +46,7 @@
 #define MNEMO_OPTIMIZER_COS(x) __builtin_cos(x)
 #endif
 
-namespace mnemo {
-namespace optimizers {
+namespace mnemo::optimizers {
 
 /// The learning rate at `step` (from 1), in double as the schedule's
 /// Python arithmetic: a linear warmup to `baseLr`, then flat or a cosine
@@ -162,7 +161,6 @@ MNEMO_OPTIMIZER_HD inline float decodeCode(unsigned code, bool isSigned) {
   return sign * linear * kPowersOfTen[exponent];
 }
 
-} // namespace optimizers
-} // namespace mnemo
+} // namespace mnemo::optimizers
 
 #endif // MNEMO_LANG_OPS_OPTIMIZERS_OPTIMIZERSFORMULAS_H

@@ -257,8 +257,7 @@ LogicalResult interpretAdam8bit(Adam8bitUpdateOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerOptimizersInterpreterModels(MLIRContext &context) {
   InterpreterFunction<LrScheduleOp, interpretLrSchedule>::attach(context);
@@ -271,5 +270,4 @@ void registerOptimizersInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AdamUpdateOp, interpretAdam>::attach(context);
   InterpreterFunction<Adam8bitUpdateOp, interpretAdam8bit>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -13,8 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 float lrSchedule(bool cosine, int64_t step, int64_t totalSteps, double baseLr,
                  int64_t warmup, int64_t steps, double minLr) {
@@ -153,5 +152,4 @@ void sgdUpdate(int64_t n, const float *param, const float *grad,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

@@ -18,8 +18,7 @@
 
 #include "lang/ops/optimizers/OptimizersFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// The learning rate of this step, on the device (one thread).
 __device__ void lrSchedule(bool cosine, const int64_t *step,
@@ -279,7 +278,6 @@ __device__ void adam8bitMultiTensor(const Regions &r,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_OPTIMIZERS_OPTIMIZERSKERNELS_CUH

@@ -88,8 +88,7 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerPoolingEmissionModels(MLIRContext &context) {
   attach<MaxPool2DOp>(context);
@@ -97,5 +96,4 @@ void registerPoolingEmissionModels(MLIRContext &context) {
   attach<MaxPool2DGradOp>(context);
   attach<AvgPool2DGradOp>(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -82,8 +82,7 @@ struct PoolInterpreterModel
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerPoolingInterpreterModels(MLIRContext &context) {
   MaxPool2DOp::attachInterface<PoolInterpreterModel<MaxPool2DOp>>(context);
@@ -93,5 +92,4 @@ void registerPoolingInterpreterModels(MLIRContext &context) {
   AvgPool2DGradOp::attachInterface<PoolInterpreterModel<AvgPool2DGradOp>>(
       context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -19,8 +19,7 @@
 #include <limits>
 #include <type_traits>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 /// The common case: 2x2 windows, stride 2, no padding, even sizes.
@@ -268,5 +267,4 @@ MNEMO_INSTANTIATE_POOLING(bf16_t)
 MNEMO_INSTANTIATE_POOLING(f16_t)
 #undef MNEMO_INSTANTIATE_POOLING
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

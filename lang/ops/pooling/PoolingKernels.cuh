@@ -12,8 +12,7 @@
 #ifndef MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_CUH
 #define MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_CUH
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// The ops' getPoolGeometry(), in its order.
 struct PoolShape {
@@ -89,7 +88,6 @@ __device__ void pool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
   dx[e] = st<T>(acc);
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_CUH

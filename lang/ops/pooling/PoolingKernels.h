@@ -12,8 +12,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// The ops' getPoolGeometry(), in its order.
 struct PoolShape {
@@ -32,7 +31,6 @@ template <typename T> void avgPool2d(const PoolShape &s, const T *x, T *y);
 template <typename T>
 void avgPool2dGrad(const PoolShape &s, const T *dy, T *dx);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H

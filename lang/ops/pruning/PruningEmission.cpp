@@ -138,8 +138,7 @@ LogicalResult emitApplyMaskCuda(ApplyMaskOp a, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerPruningEmissionModels(MLIRContext &context) {
   KernelFunctions<PruneMasksOp, emitPruneMasksCpu, emitPruneMasksCuda>::attach(
@@ -147,5 +146,4 @@ void registerPruningEmissionModels(MLIRContext &context) {
   KernelFunctions<ApplyMaskOp, emitApplyMaskCpu, emitApplyMaskCuda>::attach(
       context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -30,8 +30,7 @@
 #define MNEMO_PRUNE_RINT(x) __builtin_rint(x)
 #endif
 
-namespace mnemo {
-namespace prune {
+namespace mnemo::prune {
 
 /// Whether step `step` (1-based) updates the masks, and the sparsity it
 /// prunes to. Updates happen at `start`, every `every` steps after it, and
@@ -112,7 +111,6 @@ MNEMO_PRUNE_HD inline unsigned pickBin(const unsigned long long *histogram,
   return 255;
 }
 
-} // namespace prune
-} // namespace mnemo
+} // namespace mnemo::prune
 
 #endif // MNEMO_LANG_OPS_PRUNING_PRUNINGFORMULAS_H

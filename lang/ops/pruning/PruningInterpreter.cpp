@@ -96,12 +96,10 @@ LogicalResult interpretApplyMask(ApplyMaskOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerPruningInterpreterModels(MLIRContext &context) {
   InterpreterFunction<PruneMasksOp, interpretPruneMasks>::attach(context);
   InterpreterFunction<ApplyMaskOp, interpretApplyMask>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

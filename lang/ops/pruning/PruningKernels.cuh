@@ -16,8 +16,7 @@
 
 #include "lang/ops/pruning/PruningFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// `apply_mask` on elements of `Bits` (uint32_t for f32, uint16_t for
 /// 16-bit floats, uint8_t for 8-bit codes): zero bits are zero.
@@ -267,7 +266,6 @@ __device__ void pruneMasks(const Regions &r, const PruneRef *targets, int count,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_PRUNING_PRUNINGKERNELS_CUH

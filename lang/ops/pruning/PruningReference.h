@@ -18,8 +18,7 @@
 #include <optional>
 #include <vector>
 
-namespace mnemo {
-namespace reference {
+namespace mnemo::reference {
 
 /// The sparsity step `step` (1-based) prunes to, or none when it does not
 /// update the masks: Zhu & Gupta's cubic schedule from `start` to `end`,
@@ -50,7 +49,6 @@ void pruneStructured(PruneTarget &target, double sparsity, int64_t dim,
 /// N:M pruning: m - n of every m consecutive elements.
 void pruneNofM(PruneTarget &target, int n, int m);
 
-} // namespace reference
-} // namespace mnemo
+} // namespace mnemo::reference
 
 #endif // MNEMO_LANG_OPS_PRUNING_PRUNINGREFERENCE_H

@@ -299,8 +299,7 @@ LogicalResult emitMatmulCsrCuda(MatmulCsrOp m, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerQuantizationEmissionModels(MLIRContext &context) {
   KernelFunctions<ObserveMinMaxOp, emitObserveMinMaxCpu,
@@ -320,5 +319,4 @@ void registerQuantizationEmissionModels(MLIRContext &context) {
   KernelFunctions<MatmulCsrOp, emitMatmulCsrCpu, emitMatmulCsrCuda>::attach(
       context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

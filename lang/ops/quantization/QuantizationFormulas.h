@@ -21,8 +21,7 @@
 #define MNEMO_FQ_RINT(x) __builtin_nearbyintf(x)
 #endif
 
-namespace mnemo {
-namespace fakequant {
+namespace mnemo::fakequant {
 
 struct QParams {
   float scale;
@@ -118,7 +117,6 @@ MNEMO_FQ_HD inline int sparse24Position(const signed char *rowIndices,
   return (byte >> (2 * j)) & 3;
 }
 
-} // namespace fakequant
-} // namespace mnemo
+} // namespace mnemo::fakequant
 
 #endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONFORMULAS_H

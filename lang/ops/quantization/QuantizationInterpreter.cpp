@@ -221,8 +221,7 @@ LogicalResult interpretMatmulCsr(MatmulCsrOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerQuantizationInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ObserveMinMaxOp, interpretObserveMinMax>::attach(context);
@@ -237,5 +236,4 @@ void registerQuantizationInterpreterModels(MLIRContext &context) {
       context);
   InterpreterFunction<MatmulCsrOp, interpretMatmulCsr>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -22,8 +22,7 @@
 #include <limits>
 #include <string>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 void observeMinMax(int64_t n, int64_t channels, int64_t inner, const float *x,
                    const float *lo, const float *hi, float *newLo, float *newHi,
@@ -265,5 +264,4 @@ void matmulCsr(int64_t rows, int64_t n, int64_t k, int64_t capacity,
   }
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

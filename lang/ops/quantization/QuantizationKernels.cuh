@@ -18,8 +18,7 @@
 
 #include "lang/ops/quantization/QuantizationFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 //===----------------------------------------------------------------------===//
 // Quantization-aware training
@@ -180,7 +179,6 @@ __device__ void matmulCsr(const Regions &r, int64_t rows, int64_t n, int64_t k,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONKERNELS_CUH

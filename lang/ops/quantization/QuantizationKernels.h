@@ -18,8 +18,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// `observe_minmax` and `fake_quant` / `fake_quant_grad` (grad non-null)
 /// over [outer, channels, inner].
@@ -57,7 +56,6 @@ void matmulCsr(int64_t rows, int64_t n, int64_t k, int64_t capacity,
                const int32_t *columns32, const int32_t *rowOffsets,
                float *scratch, float *out);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONKERNELS_H

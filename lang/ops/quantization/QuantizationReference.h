@@ -20,8 +20,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace reference {
+namespace mnemo::reference {
 
 /// torch.ao.quantization's _calculate_qparams for an observed range.
 struct QuantParams {
@@ -59,7 +58,6 @@ int sparse24Position(const signed char *rowIndices, int64_t group, int kept);
 uint8_t nearestCode(float x, bool isSigned);
 float codeValue(uint8_t code, bool isSigned);
 
-} // namespace reference
-} // namespace mnemo
+} // namespace mnemo::reference
 
 #endif // MNEMO_LANG_OPS_QUANTIZATION_QUANTIZATIONREFERENCE_H

@@ -162,8 +162,7 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerReductionsEmissionModels(MLIRContext &context) {
   attach<SumOp>(context);
@@ -171,5 +170,4 @@ void registerReductionsEmissionModels(MLIRContext &context) {
   attach<MaxOp>(context);
   attach<MaxGradOp>(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

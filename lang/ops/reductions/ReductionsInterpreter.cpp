@@ -92,8 +92,7 @@ LogicalResult interpretMaxGrad(MaxGradOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerReductionsInterpreterModels(MLIRContext &context) {
   InterpreterFunction<SumOp, interpretReduce<SumOp, Kind::Sum>>::attach(
@@ -104,5 +103,4 @@ void registerReductionsInterpreterModels(MLIRContext &context) {
       context);
   InterpreterFunction<MaxGradOp, interpretMaxGrad>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

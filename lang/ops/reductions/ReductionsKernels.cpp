@@ -12,8 +12,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 namespace {
 
@@ -229,5 +228,4 @@ MNEMO_INSTANTIATE_REDUCTIONS(bf16_t)
 MNEMO_INSTANTIATE_REDUCTIONS(f16_t)
 #undef MNEMO_INSTANTIATE_REDUCTIONS
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu

@@ -13,8 +13,7 @@
 #ifndef MNEMO_LANG_OPS_REDUCTIONS_REDUCTIONSKERNELS_CUH
 #define MNEMO_LANG_OPS_REDUCTIONS_REDUCTIONSKERNELS_CUH
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// A reduction split into kept and reduced dimensions (coalesced by the
 /// emitter, at most four of each), with the input's strides.
@@ -152,7 +151,6 @@ __device__ void maxGrad(const ReduceShape &s, const T *grad, const T *x,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_REDUCTIONS_REDUCTIONSKERNELS_CUH

@@ -12,8 +12,7 @@
 
 #include <cstdint>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 enum class ReduceKind { Sum, Mean, Max };
 
@@ -31,7 +30,6 @@ template <typename T>
 void maxGrad(const T *grad, const T *x, const T *maximum, const int64_t *shape,
              int rank, uint32_t reducedMask, T *out);
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_REDUCTIONS_REDUCTIONSKERNELS_H

@@ -53,8 +53,7 @@ LogicalResult emitSoftmaxCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace codegen {
+namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
 void registerSoftmaxEmissionModels(MLIRContext &context) {
   KernelFunctions<SoftmaxOp, emitSoftmaxCpu<SoftmaxOp, false>,
@@ -62,5 +61,4 @@ void registerSoftmaxEmissionModels(MLIRContext &context) {
   KernelFunctions<LogSoftmaxOp, emitSoftmaxCpu<LogSoftmaxOp, true>,
                   emitSoftmaxCuda<LogSoftmaxOp, true>>::attach(context);
 }
-} // namespace codegen
-} // namespace mnemo
+} // namespace mnemo::codegen

@@ -18,8 +18,7 @@
 
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
 
-namespace mnemo {
-namespace softmax {
+namespace mnemo::softmax {
 
 /// exp(x - rowMax): the numerator, and the term of the row's sum.
 template <typename T, typename M = elementwise::FastMath>
@@ -38,7 +37,6 @@ template <typename T> MNEMO_FORMULA T logSoftmaxValue(T x, T rowMax, T logSum) {
   return x - rowMax - logSum;
 }
 
-} // namespace softmax
-} // namespace mnemo
+} // namespace mnemo::softmax
 
 #endif // MNEMO_LANG_OPS_SOFTMAX_SOFTMAXFORMULAS_H

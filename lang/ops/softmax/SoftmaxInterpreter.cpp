@@ -48,8 +48,7 @@ LogicalResult interpretSoftmax(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo {
-namespace interp {
+namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
 void registerSoftmaxInterpreterModels(MLIRContext &context) {
   InterpreterFunction<SoftmaxOp, interpretSoftmax<SoftmaxOp, false>>::attach(
@@ -57,5 +56,4 @@ void registerSoftmaxInterpreterModels(MLIRContext &context) {
   InterpreterFunction<LogSoftmaxOp,
                       interpretSoftmax<LogSoftmaxOp, true>>::attach(context);
 }
-} // namespace interp
-} // namespace mnemo
+} // namespace mnemo::interp

@@ -14,8 +14,7 @@
 
 #include "lang/ops/softmax/SoftmaxFormulas.h"
 
-namespace mnemo {
-namespace cuda {
+namespace mnemo::cuda {
 
 /// Softmax (or log-softmax) of contiguous rows of n: one block per row.
 template <typename T>
@@ -70,7 +69,6 @@ __device__ void softmaxStrided(const T *x, T *y, int64_t outer, int64_t n,
   }
 }
 
-} // namespace cuda
-} // namespace mnemo
+} // namespace mnemo::cuda
 
 #endif // MNEMO_LANG_OPS_SOFTMAX_SOFTMAXKERNELS_CUH

@@ -18,8 +18,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace mnemo {
-namespace cpu {
+namespace mnemo::cpu {
 
 /// Softmax or log-softmax along the middle of x as [outer, n, inner].
 inline void softmaxAlongAxis(const float *x, float *y, int64_t outer, int64_t n,
@@ -57,7 +56,6 @@ inline void softmaxAlongAxis(const float *x, float *y, int64_t outer, int64_t n,
   });
 }
 
-} // namespace cpu
-} // namespace mnemo
+} // namespace mnemo::cpu
 
 #endif // MNEMO_LANG_OPS_SOFTMAX_SOFTMAXKERNELS_H
