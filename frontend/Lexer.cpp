@@ -14,120 +14,10 @@ using namespace mnemo;
 
 const char *mnemo::spell(TokenKind kind) {
   switch (kind) {
-  case TokenKind::Eof:
-    return "end of file";
-  case TokenKind::Newline:
-    return "end of line";
-  case TokenKind::Identifier:
-    return "a name";
-  case TokenKind::Integer:
-    return "an integer";
-  case TokenKind::Float:
-    return "a number";
-  case TokenKind::Size:
-    return "a size";
-  case TokenKind::String:
-    return "a string";
-  case TokenKind::KwModel:
-    return "'model'";
-  case TokenKind::KwLayer:
-    return "'layer'";
-  case TokenKind::KwImport:
-    return "'import'";
-  case TokenKind::KwParam:
-    return "'param'";
-  case TokenKind::KwBuffer:
-    return "'buffer'";
-  case TokenKind::KwInput:
-    return "'input'";
-  case TokenKind::KwTarget:
-    return "'target'";
-  case TokenKind::KwForward:
-    return "'forward'";
-  case TokenKind::KwTrain:
-    return "'train'";
-  case TokenKind::KwLet:
-    return "'let'";
-  case TokenKind::KwReturn:
-    return "'return'";
-  case TokenKind::KwRepeat:
-    return "'repeat'";
-  case TokenKind::KwFor:
-    return "'for'";
-  case TokenKind::KwIf:
-    return "'if'";
-  case TokenKind::KwElse:
-    return "'else'";
-  case TokenKind::KwTrue:
-    return "'true'";
-  case TokenKind::KwFalse:
-    return "'false'";
-  case TokenKind::KwPrune:
-    return "'prune'";
-  case TokenKind::KwQuantize:
-    return "'quantize'";
-  case TokenKind::KwCheckpoint:
-    return "'checkpoint'";
-  case TokenKind::KwAnd:
-    return "'and'";
-  case TokenKind::KwOr:
-    return "'or'";
-  case TokenKind::KwNot:
-    return "'not'";
-  case TokenKind::LParen:
-    return "'('";
-  case TokenKind::RParen:
-    return "')'";
-  case TokenKind::LBracket:
-    return "'['";
-  case TokenKind::RBracket:
-    return "']'";
-  case TokenKind::LBrace:
-    return "'{'";
-  case TokenKind::RBrace:
-    return "'}'";
-  case TokenKind::Comma:
-    return "','";
-  case TokenKind::Colon:
-    return "':'";
-  case TokenKind::Semicolon:
-    return "';'";
-  case TokenKind::DotDot:
-    return "'..'";
-  case TokenKind::Dot:
-    return "'.'";
-  case TokenKind::Assign:
-    return "'='";
-  case TokenKind::Plus:
-    return "'+'";
-  case TokenKind::Minus:
-    return "'-'";
-  case TokenKind::Star:
-    return "'*'";
-  case TokenKind::StarStar:
-    return "'**'";
-  case TokenKind::Slash:
-    return "'/'";
-  case TokenKind::SlashSlash:
-    return "'//'";
-  case TokenKind::Percent:
-    return "'%'";
-  case TokenKind::At:
-    return "'@'";
-  case TokenKind::EqEq:
-    return "'=='";
-  case TokenKind::NotEq:
-    return "'!='";
-  case TokenKind::Less:
-    return "'<'";
-  case TokenKind::LessEq:
-    return "'<='";
-  case TokenKind::Greater:
-    return "'>'";
-  case TokenKind::GreaterEq:
-    return "'>='";
-  case TokenKind::Error:
-    return "an invalid character";
+#define TOKEN(Name, Description)                                               \
+  case TokenKind::Name:                                                        \
+    return Description;
+#include "frontend/TokenKinds.def"
   }
   return "a token";
 }
@@ -301,29 +191,8 @@ Token Lexer::lexIdentifier(const char *start) {
   }
   llvm::StringRef text(start, cur - start);
   TokenKind kind = llvm::StringSwitch<TokenKind>(text)
-                       .Case("model", TokenKind::KwModel)
-                       .Case("layer", TokenKind::KwLayer)
-                       .Case("import", TokenKind::KwImport)
-                       .Case("param", TokenKind::KwParam)
-                       .Case("buffer", TokenKind::KwBuffer)
-                       .Case("input", TokenKind::KwInput)
-                       .Case("target", TokenKind::KwTarget)
-                       .Case("forward", TokenKind::KwForward)
-                       .Case("train", TokenKind::KwTrain)
-                       .Case("let", TokenKind::KwLet)
-                       .Case("return", TokenKind::KwReturn)
-                       .Case("repeat", TokenKind::KwRepeat)
-                       .Case("for", TokenKind::KwFor)
-                       .Case("if", TokenKind::KwIf)
-                       .Case("else", TokenKind::KwElse)
-                       .Case("true", TokenKind::KwTrue)
-                       .Case("false", TokenKind::KwFalse)
-                       .Case("prune", TokenKind::KwPrune)
-                       .Case("quantize", TokenKind::KwQuantize)
-                       .Case("checkpoint", TokenKind::KwCheckpoint)
-                       .Case("and", TokenKind::KwAnd)
-                       .Case("or", TokenKind::KwOr)
-                       .Case("not", TokenKind::KwNot)
+#define KEYWORD(Name, Spelling) .Case(Spelling, TokenKind::Kw##Name)
+#include "frontend/TokenKinds.def"
                        .Default(TokenKind::Identifier);
   // These only start statements, never appear inside brackets: an unclosed
   // bracket before one is an error, and newlines must count again so the

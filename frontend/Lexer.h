@@ -21,65 +21,8 @@ namespace mnemo {
 class Diagnostics;
 
 enum class TokenKind {
-  Eof,
-  Newline,
-  Identifier,
-  Integer, // 128
-  Float,   // 1e-3, 0.5
-  Size,    // 512MiB: an integer with a byte unit
-  String,  // "text"
-  // Keywords.
-  KwModel,
-  KwLayer,
-  KwImport,
-  KwParam,
-  KwBuffer,
-  KwInput,
-  KwTarget,
-  KwForward,
-  KwTrain,
-  KwLet,
-  KwReturn,
-  KwRepeat,
-  KwFor,
-  KwIf,
-  KwElse,
-  KwTrue,
-  KwFalse,
-  KwPrune,
-  KwQuantize,
-  KwCheckpoint,
-  KwAnd,
-  KwOr,
-  KwNot,
-  // Punctuation and operators.
-  LParen,
-  RParen,
-  LBracket,
-  RBracket,
-  LBrace,
-  RBrace,
-  Comma,
-  Colon,
-  Semicolon,
-  Dot,
-  DotDot,     // the range of an indexed repeat: 0..n
-  Assign,     // =
-  Plus,       // +
-  Minus,      // -
-  Star,       // *
-  StarStar,   // **
-  Slash,      // /
-  SlashSlash, // //
-  Percent,    // %
-  At,         // @
-  EqEq,       // ==
-  NotEq,      // !=
-  Less,       // <
-  LessEq,     // <=
-  Greater,    // >
-  GreaterEq,  // >=
-  Error,      // a character the lexer could not use (already diagnosed)
+#define TOKEN(Name, Description) Name,
+#include "frontend/TokenKinds.def"
 };
 
 /// A short human name for a token kind, for "expected X" messages.
