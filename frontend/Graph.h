@@ -1,5 +1,4 @@
-//===- Graph.h - The elaborated, typed model ----------------------*- C++
-//-*-===//
+//===- Graph.h - The elaborated, typed model --------------------*- C++ -*-===//
 //
 // What semantic analysis produces from a model: every layer instantiated,
 // every hyper-parameter evaluated, every tensor typed. It is a flat list of

@@ -1,5 +1,4 @@
-//===- MLIRGen.h - Graph to the mnemo dialect ---------------------*- C++
-//-*-===//
+//===- MLIRGen.h - Graph to the mnemo dialect -------------------*- C++ -*-===//
 //
 // The one bridge from the frontend to MLIR: each graph op becomes the mnemo
 // op of the same name, with a location that points at the source expression

@@ -1,5 +1,4 @@
-//===- Program.h - A model file and everything it imports --------*- C++
-//-*-===//
+//===- Program.h - A model file and everything it imports -------*- C++ -*-===//
 
 #ifndef MNEMO_FRONTEND_PROGRAM_H
 #define MNEMO_FRONTEND_PROGRAM_H

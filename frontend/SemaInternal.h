@@ -1,5 +1,4 @@
-//===- SemaInternal.h - Shared state of semantic analysis --------*- C++
-//-*-===//
+//===- SemaInternal.h - Shared state of semantic analysis -------*- C++ -*-===//
 //
 // Private to frontend/: the evaluator (Sema.cpp), the builtin op table
 // (Builtins.cpp) and the settings schemas (Settings.cpp) share this class.

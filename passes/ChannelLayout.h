@@ -1,5 +1,4 @@
-//===- ChannelLayout.h - Activations the CPU keeps in channel blocks -*- C++
-//-*-===//
+//===- ChannelLayout.h - Activations kept in channel blocks -----*- C++ -*-===//
 //
 // oneDNN's convolutions run on channel-blocked tensors (nChw16c on
 // AVX-512, nChw8c on AVX2). A plan that stores every activation in NCHW

@@ -1,5 +1,4 @@
-//===- Fusion.h - Which ops are computed inside another op's loop -*- C++
-//-*-===//
+//===- Fusion.h - Which ops compute inside another op's loop ----*- C++ -*-===//
 //
 // The fuse-elementwise pass marks an elementwise op `mnemo.fused` when its
 // only consumer is an elementwise op of the same shape: the backends then

@@ -1,5 +1,4 @@
-//===- MemoryPlanner.h - Offsets for buffers with known lifetimes -*- C++
-//-*-===//
+//===- MemoryPlanner.h - Offsets of buffers by lifetime ---------*- C++ -*-===//
 //
 // Dynamic storage allocation with everything known in advance: each buffer
 // has a size and a live interval over the schedule, and gets an offset in

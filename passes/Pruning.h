@@ -1,5 +1,4 @@
-//===- Pruning.h - The train section's `prune` directives as mnemo IR -*- C++
-//-*-===//
+//===- Pruning.h - The train section's `prune` as mnemo IR ------*- C++ -*-===//
 //
 // What `prune PATTERN = method(...)` becomes in @train_step: a bitmask per
 // pruned weight (state, one bit per element), the gradient masked before

@@ -1,5 +1,4 @@
-//===- Export.h - Compressed weights for inference (train --export) -*- C++
-//-*-===//
+//===- Export.h - Compressed weights for inference (--export) ---*- C++ -*-===//
 //
 // Writes a trained model's parameters in the form inference wants them
 // (safetensors, metadata `format: mnemo-export-1`; each compressed

@@ -1,5 +1,4 @@
-//===- OutputFiles.h - Checking a program's outputs before it runs -*- C++
-//-*-===//
+//===- OutputFiles.h - Checking a program's outputs up front ----*- C++ -*-===//
 //
 // A training run must not end by failing to write what it was asked to
 // write, nor by writing over something it should not. Before the first

@@ -1,5 +1,4 @@
-//===- Interpreter.h - The reference interpreter of the mnemo dialect
-//-*-C++-*-===//
+//===- Interpreter.h - The reference interpreter of mnemo IR ----*- C++ -*-===//
 //
 // Executes any function of the mnemo dialect on the CPU, at any point of the
 // pass pipeline. It is the oracle every pass is checked against: simple and

@@ -1,5 +1,4 @@
-//===- LibrarySites.h - Ops set up once on a library's primitives -*- C++
-//-*-===//
+//===- LibrarySites.h - Ops set up on a library's primitives ----*- C++ -*-===//
 //
 // What the convolution and 16-bit matrix-product sites share
 // (ConvolutionKernels.h, MatmulKernels.h): the registry of a kind's sites,

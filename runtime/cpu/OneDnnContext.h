@@ -1,5 +1,4 @@
-//===- OneDnnContext.h - oneDNN's CPU engine, shared by the sites -*- C++
-//-*-===//
+//===- OneDnnContext.h - oneDNN's CPU engine, shared by sites ---*- C++ -*-===//
 //
 // The oneDNN engine and stream that the convolution and matrix-product
 // sites (lang/ops/convolution, lang/ops/matmul) create their primitives on,

@@ -1,5 +1,4 @@
-//===- AttentionCudnn.h - Fused attention through cuDNN's graph API -*- C++
-//-*-===//
+//===- AttentionCudnn.h - Fused attention on cuDNN's graph API --*- C++ -*-===//
 //
 // cuDNN's flash-attention engines (the fused SDPA forward and backward of
 // cuDNN 8.9 and later) for 16-bit attention on the GPU: the CUDA executor

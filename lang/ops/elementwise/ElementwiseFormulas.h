@@ -1,5 +1,4 @@
-//===- ElementwiseFormulas.h - What each elementwise op computes -*- C++
-//-*-===//
+//===- ElementwiseFormulas.h - What each elementwise op does ----*- C++ -*-===//
 //
 // The one statement of every elementwise op's scalar formula (and of the
 // backward ops' that gradient rules emit). Everything that computes one uses

@@ -1,5 +1,4 @@
-//===- LossesFormulas.h - What the classification losses compute -*- C++
-//-*-===//
+//===- LossesFormulas.h - What the classification losses are ----*- C++ -*-===//
 //
 // The per-element formulas of cross_entropy and its gradient, stated once:
 // a row's terms from its log-sum-exp (max-shifted, found by each

@@ -1,5 +1,4 @@
-//===- NormalizationKernels.cuh - layernorm and rmsnorm on the GPU -*- CUDA
-//-*-===//
+//===- NormalizationKernels.cuh - Layer norms on the GPU -------*- CUDA -*-===//
 //
 // The device functions the generated kernels call for the normalization
 // family: one block per row for the forward and the input's gradient, and

@@ -1,5 +1,4 @@
-//===- NormalizationKernels.h - layernorm and rmsnorm on the CPU -*- C++
-//-*-===//
+//===- NormalizationKernels.h - layernorm, rmsnorm on the CPU ---*- C++ -*-===//
 //
 // The CPU kernels generated code calls for the normalization family (the
 // emission model, NormalizationEmission.cpp, includes this header where a

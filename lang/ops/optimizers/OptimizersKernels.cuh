@@ -1,5 +1,4 @@
-//===- OptimizersKernels.cuh - The optimizer on the GPU ---------*- CUDA
-//-*-===//
+//===- OptimizersKernels.cuh - The optimizer on the GPU --------*- CUDA -*-===//
 //
 // The device functions the generated kernels call for the optimizer's ops:
 // one-thread kernels for the scalars (schedule, loss scale, clipping), a
