@@ -62,11 +62,12 @@ bool Parser::consumeIf(TokenKind kind) {
   return true;
 }
 
-void Parser::errorAtCurrent(const llvm::Twine &message) {
+Parser::ParseFailed Parser::errorAtCurrent(const llvm::Twine &message) {
   diags.error(tok.loc(), message,
               tok.is(TokenKind::Newline)
                   ? llvm::ArrayRef<SMRange>{}
                   : llvm::ArrayRef<SMRange>{tok.range()});
+  return {};
 }
 
 bool Parser::expect(TokenKind kind, const char *context) {
@@ -125,17 +126,14 @@ void Parser::skipToStatementEnd() {
 
 /// module ::= (import | definition)*
 StmtPtr Parser::parseDirectiveOnly() {
-  if (!tok.is(TokenKind::KwPrune) && !tok.is(TokenKind::KwQuantize)) {
-    errorAtCurrent("expected 'prune' or 'quantize'");
-    return nullptr;
-  }
+  if (!tok.is(TokenKind::KwPrune) && !tok.is(TokenKind::KwQuantize))
+    return errorAtCurrent("expected 'prune' or 'quantize'");
   StmtPtr directive = parseTrainSetting();
   skipNewlines();
-  if (directive && !tok.is(TokenKind::Eof)) {
-    errorAtCurrent(llvm::Twine("expected the end of the directive, found ") +
-                   spell(tok.kind));
-    return nullptr;
-  }
+  if (directive && !tok.is(TokenKind::Eof))
+    return errorAtCurrent(
+        llvm::Twine("expected the end of the directive, found ") +
+        spell(tok.kind));
   return directive;
 }
 
@@ -211,11 +209,10 @@ std::unique_ptr<Definition> Parser::parseDefinition() {
     if (!tok.is(TokenKind::LBrace))
       return nullptr;
   }
-  if (!tok.is(TokenKind::LBrace)) {
-    errorAtCurrent(llvm::Twine("expected '{' to begin the body of ") + what +
-                   " '" + def->name + "', found " + spell(tok.kind));
-    return nullptr;
-  }
+  if (!tok.is(TokenKind::LBrace))
+    return errorAtCurrent(llvm::Twine("expected '{' to begin the body of ") +
+                          what + " '" + def->name + "', found " +
+                          spell(tok.kind));
   parseBlock(def->body);
   return def;
 }
@@ -288,11 +285,9 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwLet:
   case TokenKind::Identifier: {
     bool isLet = consumeIf(TokenKind::KwLet);
-    if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(llvm::Twine("expected a name after 'let', found ") +
-                     spell(tok.kind));
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Identifier))
+      return errorAtCurrent(llvm::Twine("expected a name after 'let', found ") +
+                            spell(tok.kind));
     std::string name = tok.text.str();
     SMRange nameRange = tok.range();
     advance();
@@ -313,21 +308,17 @@ StmtPtr Parser::parseStatement() {
     // let a, b = ...: a tuple's values.
     std::vector<std::pair<std::string, SMRange>> moreNames;
     while (consumeIf(TokenKind::Comma)) {
-      if (!tok.is(TokenKind::Identifier)) {
-        errorAtCurrent(llvm::Twine("expected a name after ',', found ") +
-                       spell(tok.kind));
-        return nullptr;
-      }
+      if (!tok.is(TokenKind::Identifier))
+        return errorAtCurrent(llvm::Twine("expected a name after ',', found ") +
+                              spell(tok.kind));
       moreNames.push_back({tok.text.str(), tok.range()});
       advance();
     }
-    if (!tok.is(TokenKind::Assign)) {
-      errorAtCurrent(llvm::Twine("expected '=' after '") + name +
-                     "' (statements are 'let x = ...', 'x = ...' or "
-                     "'return ...'), found " +
-                     spell(tok.kind));
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Assign))
+      return errorAtCurrent(llvm::Twine("expected '=' after '") + name +
+                            "' (statements are 'let x = ...', 'x = ...' or "
+                            "'return ...'), found " +
+                            spell(tok.kind));
     advance();
     ExprPtr value = parseExpr();
     if (!value)
@@ -362,17 +353,13 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwFor: {
     // for ::= 'for' name 'in' expr '..' expr block
     advance();
-    if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent("expected the loop's index name after 'for'");
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Identifier))
+      return errorAtCurrent("expected the loop's index name after 'for'");
     std::string index = tok.text.str();
     SMRange indexRange = tok.range();
     advance();
-    if (!tok.is(TokenKind::Identifier) || tok.text != "in") {
-      errorAtCurrent("expected 'in' after the loop's index name");
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Identifier) || tok.text != "in")
+      return errorAtCurrent("expected 'in' after the loop's index name");
     advance();
     ExprPtr first = parseExpr();
     if (!first ||
@@ -400,13 +387,11 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwBuffer: {
     bool isBuffer = tok.is(TokenKind::KwBuffer);
     advance();
-    if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(llvm::Twine("expected a ") +
-                     (isBuffer ? "buffer name after 'buffer'"
-                               : "parameter name after 'param'") +
-                     ", found " + spell(tok.kind));
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Identifier))
+      return errorAtCurrent(llvm::Twine("expected a ") +
+                            (isBuffer ? "buffer name after 'buffer'"
+                                      : "parameter name after 'param'") +
+                            ", found " + spell(tok.kind));
     std::string name = tok.text.str();
     SMRange nameRange = tok.range();
     advance();
@@ -427,12 +412,10 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwTarget: {
     bool isTarget = tok.is(TokenKind::KwTarget);
     advance();
-    if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(llvm::Twine("expected a name after '") +
-                     (isTarget ? "target" : "input") + "', found " +
-                     spell(tok.kind));
-      return nullptr;
-    }
+    if (!tok.is(TokenKind::Identifier))
+      return errorAtCurrent(llvm::Twine("expected a name after '") +
+                            (isTarget ? "target" : "input") + "', found " +
+                            spell(tok.kind));
     std::string name = tok.text.str();
     SMRange nameRange = tok.range();
     advance();
@@ -448,9 +431,8 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwTrain:
     return parseTrain();
   default:
-    errorAtCurrent(llvm::Twine("expected a statement, found ") +
-                   spell(tok.kind));
-    return nullptr;
+    return errorAtCurrent(llvm::Twine("expected a statement, found ") +
+                          spell(tok.kind));
   }
 }
 
@@ -486,11 +468,10 @@ StmtPtr Parser::parseForward() {
   if (consumeIf(TokenKind::LParen)) {
     if (!tok.is(TokenKind::RParen)) {
       do {
-        if (!tok.is(TokenKind::Identifier)) {
-          errorAtCurrent(llvm::Twine("expected an argument name, found ") +
-                         spell(tok.kind));
-          return nullptr;
-        }
+        if (!tok.is(TokenKind::Identifier))
+          return errorAtCurrent(
+              llvm::Twine("expected an argument name, found ") +
+              spell(tok.kind));
         params.emplace_back(tok.text.str(), tok.range());
         advance();
       } while (consumeIf(TokenKind::Comma));
@@ -532,13 +513,11 @@ StmtPtr Parser::parseTrainSetting() {
     return std::make_unique<DirectiveStmt>(start, isPrune, std::move(pattern),
                                            patternRange, std::move(value));
   }
-  if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(
+  if (!tok.is(TokenKind::Identifier))
+    return errorAtCurrent(
         llvm::Twine("expected a setting ('name = value'), 'prune' or "
                     "'quantize' in the train section, found ") +
         spell(tok.kind));
-    return nullptr;
-  }
   std::string name = tok.text.str();
   SMRange nameRange = tok.range();
   advance();
@@ -764,11 +743,10 @@ ExprPtr Parser::parsePostfixFrom(ExprPtr expr, SMLoc start) {
     } else if (tok.is(TokenKind::Dot)) {
       advance();
       // Numbers are allowed so that `blocks.3` can name one repeated layer.
-      if (!tok.is(TokenKind::Identifier) && !tok.is(TokenKind::Integer)) {
-        errorAtCurrent(llvm::Twine("expected a member name after '.', found ") +
-                       spell(tok.kind));
-        return nullptr;
-      }
+      if (!tok.is(TokenKind::Identifier) && !tok.is(TokenKind::Integer))
+        return errorAtCurrent(
+            llvm::Twine("expected a member name after '.', found ") +
+            spell(tok.kind));
       std::string member = tok.text.str();
       SMLoc memberLoc = tok.loc();
       advance();
@@ -912,8 +890,7 @@ ExprPtr Parser::parsePrimary() {
                                         std::move(first));
   }
   default:
-    errorAtCurrent(llvm::Twine("expected an expression, found ") +
-                   spell(tok.kind));
-    return nullptr;
+    return errorAtCurrent(llvm::Twine("expected an expression, found ") +
+                          spell(tok.kind));
   }
 }

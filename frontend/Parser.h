@@ -64,7 +64,14 @@ private:
   void advance();
   bool consumeIf(TokenKind kind);
   bool expect(TokenKind kind, const char *context);
-  void errorAtCurrent(const llvm::Twine &message);
+  /// An error at the current token. What it returns stands for a failed
+  /// parse: it converts to a null node of any kind.
+  struct ParseFailed {
+    template <typename Node> operator std::unique_ptr<Node>() const {
+      return nullptr;
+    }
+  };
+  ParseFailed errorAtCurrent(const llvm::Twine &message);
   bool endOfStatement();
   void skipToStatementEnd();
   void skipNewlines();
