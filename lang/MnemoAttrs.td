@@ -133,7 +133,11 @@ def Mnemo_GradientBucketsAttr : Mnemo_Attr<"GradientBuckets", "gradient_buckets"
                         ArrayRefParameter<"int64_t">:$sizes,
                         DefaultValuedParameter<"int64_t", "0">:$shard_bytes,
                         DefaultValuedParameter<"int64_t", "0">:$state_tensors);
-  let hasCustomAssemblyFormat = 1;
+  let assemblyFormat = [{
+    `<` `world_size` `=` $world_size `,` `offsets` `=` custom<IntegerList>($offsets)
+    `,` `sizes` `=` custom<IntegerList>($sizes)
+    (`,` `shard_bytes` `=` $shard_bytes^ `,` `state_tensors` `=` $state_tensors)? `>`
+  }];
   let genVerifyDecl = 1;
 }
 
@@ -150,7 +154,9 @@ def Mnemo_GradientSyncAttr : Mnemo_Attr<"GradientSync", "gradient_sync"> {
   }];
   let parameters = (ins ArrayRefParameter<"int64_t">:$ready,
                         ArrayRefParameter<"int64_t">:$await);
-  let hasCustomAssemblyFormat = 1;
+  let assemblyFormat = [{
+    `<` `ready` `=` custom<IntegerList>($ready) `,` `await` `=` custom<IntegerList>($await) `>`
+  }];
 }
 
 #endif // MNEMO_ATTRS_TD

@@ -12,6 +12,30 @@
 using namespace mlir;
 using namespace mnemo;
 
+/// `[1, 2, 3]`, as the plan's attributes spell offsets, sizes and indices
+/// (the second form is their assembly formats' custom<IntegerList>).
+static ParseResult parseIntegerList(AsmParser &parser,
+                                    SmallVectorImpl<int64_t> &values) {
+  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                        [&]() -> ParseResult {
+                                          int64_t v;
+                                          if (parser.parseInteger(v))
+                                            return failure();
+                                          values.push_back(v);
+                                          return success();
+                                        });
+}
+static ParseResult parseIntegerList(AsmParser &parser,
+                                    FailureOr<SmallVector<int64_t>> &values) {
+  values.emplace();
+  return parseIntegerList(parser, *values);
+}
+static void printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> values) {
+  printer << "[";
+  llvm::interleaveComma(values, printer);
+  printer << "]";
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "lang/MnemoAttrs.cpp.inc"
 
@@ -228,18 +252,6 @@ LogicalResult MnemoDialect::verifyRegionResultAttribute(Operation *op,
 //                  channel_blocked>
 //===----------------------------------------------------------------------===//
 
-static ParseResult parseIntegerList(AsmParser &parser,
-                                    SmallVectorImpl<int64_t> &values) {
-  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
-                                        [&]() -> ParseResult {
-                                          int64_t v;
-                                          if (parser.parseInteger(v))
-                                            return failure();
-                                          values.push_back(v);
-                                          return success();
-                                        });
-}
-
 Attribute PlacementAttr::parse(AsmParser &parser, Type) {
   SmallVector<int64_t> offsets, sizes, aliases, gradientOffsets;
   bool stridedView = false, channelBlocked = false;
@@ -280,92 +292,22 @@ Attribute PlacementAttr::parse(AsmParser &parser, Type) {
 }
 
 void PlacementAttr::print(AsmPrinter &printer) const {
-  auto list = [&](ArrayRef<int64_t> values) {
-    printer << "[";
-    llvm::interleaveComma(values, printer);
-    printer << "]";
-  };
   printer << "<offsets = ";
-  list(getOffsets());
+  printIntegerList(printer, getOffsets());
   printer << ", sizes = ";
-  list(getSizes());
+  printIntegerList(printer, getSizes());
   if (!getAliases().empty()) {
     printer << ", aliases = ";
-    list(getAliases());
+    printIntegerList(printer, getAliases());
   }
   if (!getGradientOffsets().empty()) {
     printer << ", gradient_offsets = ";
-    list(getGradientOffsets());
+    printIntegerList(printer, getGradientOffsets());
   }
   if (getStridedView())
     printer << ", strided_view";
   if (getChannelBlocked())
     printer << ", channel_blocked";
-  printer << ">";
-}
-
-static void printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> values) {
-  printer << "[";
-  llvm::interleaveComma(values, printer);
-  printer << "]";
-}
-
-//===----------------------------------------------------------------------===//
-// #mnemo.gradient_buckets<world_size = N, offsets = [...], sizes = [...]>
-// #mnemo.gradient_sync<ready = [...], await = [...]>
-//===----------------------------------------------------------------------===//
-
-Attribute GradientBucketsAttr::parse(AsmParser &parser, Type) {
-  int64_t worldSize = 0;
-  SmallVector<int64_t> offsets, sizes;
-  if (parser.parseLess() || parser.parseKeyword("world_size") ||
-      parser.parseEqual() || parser.parseInteger(worldSize) ||
-      parser.parseComma() || parser.parseKeyword("offsets") ||
-      parser.parseEqual() || parseIntegerList(parser, offsets) ||
-      parser.parseComma() || parser.parseKeyword("sizes") ||
-      parser.parseEqual() || parseIntegerList(parser, sizes))
-    return {};
-  int64_t shardBytes = 0, stateTensors = 0;
-  if (succeeded(parser.parseOptionalComma()) &&
-      (parser.parseKeyword("shard_bytes") || parser.parseEqual() ||
-       parser.parseInteger(shardBytes) || parser.parseComma() ||
-       parser.parseKeyword("state_tensors") || parser.parseEqual() ||
-       parser.parseInteger(stateTensors)))
-    return {};
-  if (parser.parseGreater())
-    return {};
-  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
-                    parser.getContext(), worldSize, offsets, sizes, shardBytes,
-                    stateTensors);
-}
-
-void GradientBucketsAttr::print(AsmPrinter &printer) const {
-  printer << "<world_size = " << getWorldSize() << ", offsets = ";
-  printIntegerList(printer, getOffsets());
-  printer << ", sizes = ";
-  printIntegerList(printer, getSizes());
-  if (getShardBytes())
-    printer << ", shard_bytes = " << getShardBytes()
-            << ", state_tensors = " << getStateTensors();
-  printer << ">";
-}
-
-Attribute GradientSyncAttr::parse(AsmParser &parser, Type) {
-  SmallVector<int64_t> ready, await;
-  if (parser.parseLess() || parser.parseKeyword("ready") ||
-      parser.parseEqual() || parseIntegerList(parser, ready) ||
-      parser.parseComma() || parser.parseKeyword("await") ||
-      parser.parseEqual() || parseIntegerList(parser, await) ||
-      parser.parseGreater())
-    return {};
-  return get(parser.getContext(), ready, await);
-}
-
-void GradientSyncAttr::print(AsmPrinter &printer) const {
-  printer << "<ready = ";
-  printIntegerList(printer, getReady());
-  printer << ", await = ";
-  printIntegerList(printer, getAwait());
   printer << ">";
 }
 
