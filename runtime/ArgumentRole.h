@@ -30,23 +30,9 @@ constexpr int kArgumentRoleCount = 7;
 
 /// The role's name in the IR and the generated model table.
 constexpr const char *argumentRoleName(ArgumentRole role) {
-  switch (role) {
-  case ArgumentRole::Input:
-    return "input";
-  case ArgumentRole::Target:
-    return "target";
-  case ArgumentRole::Param:
-    return "param";
-  case ArgumentRole::Buffer:
-    return "buffer";
-  case ArgumentRole::OptState:
-    return "opt_state";
-  case ArgumentRole::Step:
-    return "step";
-  case ArgumentRole::TotalSteps:
-    return "total_steps";
-  }
-  return "?";
+  constexpr const char *kNames[kArgumentRoleCount] = {
+      "input", "target", "param", "buffer", "opt_state", "step", "total_steps"};
+  return kNames[int(role)];
 }
 
 /// The role named `name` (argumentRoleName's inverse); false if there is

@@ -32,45 +32,16 @@ constexpr int kMemoryRegionCount = 7;
 
 /// The region's name in the IR, the plan JSON and the reports.
 constexpr const char *regionName(MemoryRegion region) {
-  switch (region) {
-  case MemoryRegion::Arena:
-    return "arena";
-  case MemoryRegion::Parameters:
-    return "parameters";
-  case MemoryRegion::Gradients:
-    return "gradients";
-  case MemoryRegion::OptimizerState:
-    return "optimizer_state";
-  case MemoryRegion::Inputs:
-    return "inputs";
-  case MemoryRegion::Workspace:
-    return "workspace";
-  case MemoryRegion::Buffers:
-    return "buffers";
-  }
-  return "?";
+  constexpr const char *kNames[kMemoryRegionCount] = {
+      "arena",  "parameters", "gradients", "optimizer_state",
+      "inputs", "workspace",  "buffers"};
+  return kNames[int(region)];
 }
 
 /// The base pointer that generated code names the region by (A, P, G, S,
 /// I, W, B: StepMemory's fields and the CUDA kernels' Regions).
 constexpr char regionLetter(MemoryRegion region) {
-  switch (region) {
-  case MemoryRegion::Arena:
-    return 'A';
-  case MemoryRegion::Parameters:
-    return 'P';
-  case MemoryRegion::Gradients:
-    return 'G';
-  case MemoryRegion::OptimizerState:
-    return 'S';
-  case MemoryRegion::Inputs:
-    return 'I';
-  case MemoryRegion::Workspace:
-    return 'W';
-  case MemoryRegion::Buffers:
-    return 'B';
-  }
-  return '?';
+  return "APGSIWB"[int(region)];
 }
 
 /// The region named `name` (regionName's inverse); false if there is none.
