@@ -132,22 +132,8 @@ struct UnaryExpr : Expr {
 };
 
 enum class BinaryOp {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  FloorDiv,
-  Mod,
-  Pow,
-  MatMul,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  And,
-  Or
+#define BINARY_OP(Name, Spelling, Verb) Name,
+#include "frontend/BinaryOps.def"
 };
 inline bool isComparison(BinaryOp op) {
   return op >= BinaryOp::Eq && op <= BinaryOp::Ge;

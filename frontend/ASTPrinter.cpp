@@ -18,38 +18,10 @@ using llvm::dyn_cast;
 
 const char *mnemo::spell(BinaryOp op) {
   switch (op) {
-  case BinaryOp::Add:
-    return "+";
-  case BinaryOp::Sub:
-    return "-";
-  case BinaryOp::Mul:
-    return "*";
-  case BinaryOp::Div:
-    return "/";
-  case BinaryOp::FloorDiv:
-    return "//";
-  case BinaryOp::Mod:
-    return "%";
-  case BinaryOp::Pow:
-    return "**";
-  case BinaryOp::MatMul:
-    return "@";
-  case BinaryOp::Eq:
-    return "==";
-  case BinaryOp::Ne:
-    return "!=";
-  case BinaryOp::Lt:
-    return "<";
-  case BinaryOp::Le:
-    return "<=";
-  case BinaryOp::Gt:
-    return ">";
-  case BinaryOp::Ge:
-    return ">=";
-  case BinaryOp::And:
-    return "and";
-  case BinaryOp::Or:
-    return "or";
+#define BINARY_OP(Name, Spelling, Verb)                                        \
+  case BinaryOp::Name:                                                         \
+    return Spelling;
+#include "frontend/BinaryOps.def"
   }
   return "?";
 }

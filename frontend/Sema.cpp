@@ -468,25 +468,12 @@ std::optional<ElementType> Sema::asDType(const Val &v, SMRange range,
 
 static const char *verb(BinaryOp op) {
   switch (op) {
-  case BinaryOp::Add:
-    return "add";
-  case BinaryOp::Sub:
-    return "subtract";
-  case BinaryOp::Mul:
-    return "multiply";
-  case BinaryOp::Div:
-    return "divide";
-  case BinaryOp::FloorDiv:
-    return "floor-divide";
-  case BinaryOp::Mod:
-    return "take the remainder of";
-  case BinaryOp::Pow:
-    return "raise";
-  case BinaryOp::MatMul:
-    return "matmul";
-  default:
-    return "compare";
+#define BINARY_OP(Name, Spelling, Verb)                                        \
+  case BinaryOp::Name:                                                         \
+    return Verb;
+#include "frontend/BinaryOps.def"
   }
+  return "?";
 }
 
 static const char *opName(BinaryOp op) {
