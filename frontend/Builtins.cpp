@@ -128,6 +128,18 @@ Val reduction(Sema &s, BoundArgs &a) {
                        {{"axes", *axes}, {"keep_dims", *keep}}, a.loc));
 }
 
+/// `axis` of a tensor of type `in`, from 0 (Python's negative axes count
+/// from the end); an error at `range` when it has no such axis.
+std::optional<int64_t> axisOf(Sema &s, int64_t axis, const TensorType &in,
+                              SMRange range) {
+  if (auto n = shape::normalizeAxis(axis, in.shape.size()))
+    return n;
+  return s.error(range.Start,
+                 "axis " + std::to_string(axis) + " is out of range for " +
+                     in.str(),
+                 {range});
+}
+
 Val softmaxLike(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
   auto t =
@@ -138,12 +150,9 @@ Val softmaxLike(Sema &s, BoundArgs &a) {
   auto axis = intOr(s, a, 1, -1, "axis");
   if (!axis)
     return Val::error();
-  auto n = shape::normalizeAxis(*axis, in.shape.size());
+  auto n = axisOf(s, *axis, in, a.range);
   if (!n)
-    return s.error(a.loc,
-                   "axis " + std::to_string(*axis) + " is out of range for " +
-                       in.str(),
-                   {a.range});
+    return Val::error();
   return tensor(s.emit(op, {*t}, in, {{"axis", *n}}, a.loc));
 }
 
@@ -172,6 +181,38 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
                    Twine(what) + " must be an integer or a pair",
                    {a.ranges[slot]});
   return v;
+}
+
+/// conv2d and conv_transpose2d, as torch.nn.functional's. The transposed
+/// convolution is the gradient of conv2d's input, which is the op
+/// (mnemo.conv2d_input_grad).
+Val convolution(Sema &s, BoundArgs &a) {
+  const char *op = a.callee;
+  bool transposed = llvm::StringRef(op) == "conv_transpose2d";
+  auto x =
+      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto w =
+      s.asFloatTensor(a.values[1], a.ranges[1], Twine("the weight of ") + op);
+  auto stride = pairArg(s, a, 2, {1, 1}, "stride");
+  auto padding = pairArg(s, a, 3, {0, 0}, "padding");
+  auto outputPadding = transposed ? pairArg(s, a, 4, {0, 0}, "output_padding")
+                                  : std::vector<int64_t>{0, 0};
+  if (!x || !w || !stride || !padding || !outputPadding)
+    return Val::error();
+  TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
+  std::string what = std::string(op) + " " + in.str() + " with " + wt.str();
+  if (in.dtype != wt.dtype)
+    return s.error(a.loc, "cannot " + what + ": element types differ",
+                   {a.range});
+  shape::ShapeResult r =
+      transposed ? shape::convTranspose2d(in.shape, wt.shape, *stride, *padding,
+                                          *outputPadding)
+                 : shape::conv2d(in.shape, wt.shape, *stride, *padding);
+  if (!check(s, a, r, what))
+    return Val::error();
+  return tensor(s.emit(transposed ? "conv2d_input_grad" : "conv2d", {*x, *w},
+                       {in.dtype, r.shape},
+                       {{"stride", *stride}, {"padding", *padding}}, a.loc));
 }
 
 Val pool(Sema &s, BoundArgs &a) {
@@ -842,12 +883,9 @@ const std::vector<Builtin> kBuiltins = {
        if (!t || !axis)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       auto n = shape::normalizeAxis(*axis, in.shape.size());
+       auto n = axisOf(s, *axis, in, a.ranges[1]);
        if (!n)
-         return s.error(a.ranges[1].Start,
-                        "axis " + std::to_string(*axis) +
-                            " is out of range for " + in.str(),
-                        {a.ranges[1]});
+         return Val::error();
        int64_t dim = in.shape[*n];
        int64_t bounds[3] = {0, dim, 1};
        const char *names[3] = {"start", "end", "step"};
@@ -1052,32 +1090,7 @@ const std::vector<Builtin> kBuiltins = {
        return tensor(s.emit("causal_mask", {},
                             {ElementType::I1, {*rows, *cols}}, {}, a.loc));
      }},
-    {"conv2d",
-     {"x", "weight", "stride", "padding"},
-     2,
-     [](Sema &s, BoundArgs &a) -> Val {
-       auto x =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of conv2d");
-       auto w =
-           s.asFloatTensor(a.values[1], a.ranges[1], "the weight of conv2d");
-       auto stride = pairArg(s, a, 2, {1, 1}, "stride");
-       auto padding = pairArg(s, a, 3, {0, 0}, "padding");
-       if (!x || !w || !stride || !padding)
-         return Val::error();
-       TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
-       if (in.dtype != wt.dtype)
-         return s.error(a.loc,
-                        "cannot conv2d " + in.str() + " with " + wt.str() +
-                            ": element types differ",
-                        {a.range});
-       shape::ShapeResult r =
-           shape::conv2d(in.shape, wt.shape, *stride, *padding);
-       if (!check(s, a, r, "conv2d " + in.str() + " with " + wt.str()))
-         return Val::error();
-       return tensor(s.emit("conv2d", {*x, *w}, {in.dtype, r.shape},
-                            {{"stride", *stride}, {"padding", *padding}},
-                            a.loc));
-     }},
+    {"conv2d", {"x", "weight", "stride", "padding"}, 2, convolution},
     {"upsample", {"x", "scale", "mode", "align_corners", "size"}, 1, upsample},
     {"scan",
      {"cell", "xs", "state", "args", "axis", "reverse"},
@@ -1086,33 +1099,7 @@ const std::vector<Builtin> kBuiltins = {
     {"conv_transpose2d",
      {"x", "weight", "stride", "padding", "output_padding"},
      2,
-     [](Sema &s, BoundArgs &a) -> Val {
-       // torch.nn.functional.conv_transpose2d: the gradient of conv2d's
-       // input, which is the op (mnemo.conv2d_input_grad).
-       auto x = s.asFloatTensor(a.values[0], a.ranges[0],
-                                "the input of conv_transpose2d");
-       auto w = s.asFloatTensor(a.values[1], a.ranges[1],
-                                "the weight of conv_transpose2d");
-       auto stride = pairArg(s, a, 2, {1, 1}, "stride");
-       auto padding = pairArg(s, a, 3, {0, 0}, "padding");
-       auto outputPadding = pairArg(s, a, 4, {0, 0}, "output_padding");
-       if (!x || !w || !stride || !padding || !outputPadding)
-         return Val::error();
-       TensorType in = s.typeOf(*x), wt = s.typeOf(*w);
-       if (in.dtype != wt.dtype)
-         return s.error(a.loc,
-                        "cannot conv_transpose2d " + in.str() + " with " +
-                            wt.str() + ": element types differ",
-                        {a.range});
-       shape::ShapeResult r = shape::convTranspose2d(
-           in.shape, wt.shape, *stride, *padding, *outputPadding);
-       if (!check(s, a, r,
-                  "conv_transpose2d " + in.str() + " with " + wt.str()))
-         return Val::error();
-       return tensor(s.emit("conv2d_input_grad", {*x, *w}, {in.dtype, r.shape},
-                            {{"stride", *stride}, {"padding", *padding}},
-                            a.loc));
-     }},
+     convolution},
     {"max_pool2d", {"x", "kernel", "stride", "padding"}, 2, pool},
     {"avg_pool2d", {"x", "kernel", "stride", "padding"}, 2, pool},
     {"dropout",
@@ -1268,12 +1255,9 @@ const std::vector<Builtin> kBuiltins = {
        if (!t || !axis)
          return Val::error();
        const TensorType &in = s.typeOf(*t);
-       auto n = shape::normalizeAxis(*axis, in.shape.size());
+       auto n = axisOf(s, *axis, in, a.ranges[1]);
        if (!n)
-         return s.error(a.ranges[1].Start,
-                        "axis " + std::to_string(*axis) +
-                            " is out of range for " + in.str(),
-                        {a.ranges[1]});
+         return Val::error();
        return Val::ofInt(in.shape[*n]);
      }},
     {"rank",
