@@ -495,6 +495,16 @@ static const char *opName(BinaryOp op) {
 /// `//` and `%` floor, integers stay integers and never overflow silently.
 static std::optional<Val> foldNumbers(BinaryOp op, const Val &a, const Val &b,
                                       std::string &why) {
+  if (op == BinaryOp::MatMul) {
+    why = "'@' needs tensors";
+    return std::nullopt;
+  }
+  bool dividing =
+      op == BinaryOp::Div || op == BinaryOp::FloorDiv || op == BinaryOp::Mod;
+  if (dividing && b.number() == 0) {
+    why = "division by zero";
+    return std::nullopt;
+  }
   bool ints = a.kind == Val::Kind::Int && b.kind == Val::Kind::Int;
   if (ints) {
     int64_t x = a.i, y = b.i, r = 0;
@@ -513,10 +523,6 @@ static std::optional<Val> foldNumbers(BinaryOp op, const Val &a, const Val &b,
       return Val::ofInt(r);
     case BinaryOp::FloorDiv:
     case BinaryOp::Mod: {
-      if (y == 0) {
-        why = "division by zero";
-        return std::nullopt;
-      }
       if (x == std::numeric_limits<int64_t>::min() && y == -1)
         break;
       int64_t q = x / y, m = x % y;
@@ -541,14 +547,7 @@ static std::optional<Val> foldNumbers(BinaryOp op, const Val &a, const Val &b,
       return Val::ofInt(result);
     }
     case BinaryOp::Div:
-      if (y == 0) {
-        why = "division by zero";
-        return std::nullopt;
-      }
       return Val::ofFloat(double(x) / double(y));
-    case BinaryOp::MatMul:
-      why = "'@' needs tensors";
-      return std::nullopt;
     default:
       return std::nullopt; // comparisons are handled by compare()
     }
@@ -564,24 +563,13 @@ static std::optional<Val> foldNumbers(BinaryOp op, const Val &a, const Val &b,
   case BinaryOp::Mul:
     return Val::ofFloat(x * y);
   case BinaryOp::Div:
-    if (y == 0) {
-      why = "division by zero";
-      return std::nullopt;
-    }
     return Val::ofFloat(x / y);
   case BinaryOp::FloorDiv:
   case BinaryOp::Mod:
-    if (y == 0) {
-      why = "division by zero";
-      return std::nullopt;
-    }
     return Val::ofFloat(op == BinaryOp::FloorDiv ? std::floor(x / y)
                                                  : x - std::floor(x / y) * y);
   case BinaryOp::Pow:
     return Val::ofFloat(std::pow(x, y));
-  case BinaryOp::MatMul:
-    why = "'@' needs tensors";
-    return std::nullopt;
   default:
     return std::nullopt;
   }
