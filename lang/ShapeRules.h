@@ -12,6 +12,7 @@
 #ifndef MNEMO_LANG_SHAPERULES_H
 #define MNEMO_LANG_SHAPERULES_H
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,18 @@ std::optional<int64_t> numElements(const Shape &shape);
 
 /// Maps a possibly negative axis into [0, rank); nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+/// `dims` as rows along axis `axis`: {the elements before the axis, its
+/// extent, the elements after it}. Element (o, j, i) lies at
+/// (o * extent + j) * inner + i.
+template <typename Dims>
+std::array<int64_t, 3> aroundAxis(const Dims &dims, int64_t axis) {
+  std::array<int64_t, 3> rows{1, int64_t(dims[axis]), 1};
+  for (int64_t d = 0; d < int64_t(dims.size()); ++d)
+    if (d != axis)
+      rows[d < axis ? 0 : 2] *= dims[d];
+  return rows;
+}
 
 /// numpy broadcasting of two shapes.
 ShapeResult broadcast(const Shape &a, const Shape &b);

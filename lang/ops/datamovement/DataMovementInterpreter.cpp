@@ -104,11 +104,8 @@ template <typename Op> LogicalResult interpretSlice(Op op, OpContext &context) {
 
 LogicalResult interpretConcat(ConcatOp op, OpContext &context) {
   Tensor out = context.like(op.getResult());
-  int64_t axis = int64_t(op.getAxis()), outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= out.shape[d];
-  for (int64_t d = axis + 1; d < out.rank(); ++d)
-    inner *= out.shape[d];
+  int64_t axis = int64_t(op.getAxis());
+  auto [outer, extent, inner] = shape::aroundAxis(out.shape, axis);
   int64_t offset = 0;
   for (Value input : op.getInputs()) {
     const Tensor &x = context.get(input);

@@ -179,13 +179,9 @@ template <typename Op>
 std::array<int64_t, 6> sliceGeometry(Op op, Value big, Value small) {
   ArrayRef<int64_t> b = tensorType(big).getShape();
   int64_t axis = *shape::normalizeAxis(int64_t(op.getAxis()), b.size());
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= b[d];
-  for (int64_t d = axis + 1; d < int64_t(b.size()); ++d)
-    inner *= b[d];
+  auto [outer, extent, inner] = shape::aroundAxis(b, axis);
   return {outer,
-          b[axis],
+          extent,
           inner,
           int64_t(op.getStart()),
           tensorType(small).getDimSize(axis),

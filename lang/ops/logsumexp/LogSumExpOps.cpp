@@ -13,13 +13,7 @@ int64_t LogSumExpOp::getReducedAxis() {
 }
 
 std::array<int64_t, 3> LogSumExpOp::getRowGeometry() {
-  ArrayRef<int64_t> in = typeOf(getInput()).getShape();
-  int64_t axis = getReducedAxis(), outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= in[d];
-  for (int64_t d = axis + 1; d < int64_t(in.size()); ++d)
-    inner *= in[d];
-  return {outer, in[axis], inner};
+  return shape::aroundAxis(typeOf(getInput()).getShape(), getReducedAxis());
 }
 
 LogicalResult LogSumExpOp::verify() {

@@ -23,17 +23,6 @@ static LogicalResult verifyAxis(SoftmaxLikeOp op) {
   return success();
 }
 
-template <typename SoftmaxLikeOp>
-static std::array<int64_t, 3> rowGeometry(SoftmaxLikeOp op) {
-  ArrayRef<int64_t> in = typeOf(op.getInput()).getShape();
-  int64_t axis = op.getNormalizedAxis(), outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= in[d];
-  for (int64_t d = axis + 1; d < int64_t(in.size()); ++d)
-    inner *= in[d];
-  return {outer, in[axis], inner};
-}
-
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
@@ -45,10 +34,10 @@ int64_t LogSoftmaxOp::getNormalizedAxis() {
 }
 
 std::array<int64_t, 3> SoftmaxOp::getRowGeometry() {
-  return rowGeometry(*this);
+  return shape::aroundAxis(typeOf(getInput()).getShape(), getNormalizedAxis());
 }
 std::array<int64_t, 3> LogSoftmaxOp::getRowGeometry() {
-  return rowGeometry(*this);
+  return shape::aroundAxis(typeOf(getInput()).getShape(), getNormalizedAxis());
 }
 
 SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
