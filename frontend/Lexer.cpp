@@ -99,62 +99,24 @@ Token Lexer::next() {
   if (c == '"')
     return lexString(start);
 
-  auto peekIs = [&](char want) {
-    if (cur < buffer.end() && *cur == want) {
-      ++cur;
-      return true;
-    }
-    return false;
-  };
-  switch (c) {
-  case '(':
-    ++nesting;
-    return make(TokenKind::LParen, start);
-  case '[':
-    ++nesting;
-    return make(TokenKind::LBracket, start);
-  case ')':
-    nesting = nesting > 0 ? nesting - 1 : 0;
-    return make(TokenKind::RParen, start);
-  case ']':
-    nesting = nesting > 0 ? nesting - 1 : 0;
-    return make(TokenKind::RBracket, start);
-  case '{':
-    return make(TokenKind::LBrace, start);
-  case '}':
-    return make(TokenKind::RBrace, start);
-  case ',':
-    return make(TokenKind::Comma, start);
-  case ':':
-    return make(TokenKind::Colon, start);
-  case ';':
-    return make(TokenKind::Semicolon, start);
-  case '.':
-    return make(peekIs('.') ? TokenKind::DotDot : TokenKind::Dot, start);
-  case '=':
-    return make(peekIs('=') ? TokenKind::EqEq : TokenKind::Assign, start);
-  case '<':
-    return make(peekIs('=') ? TokenKind::LessEq : TokenKind::Less, start);
-  case '>':
-    return make(peekIs('=') ? TokenKind::GreaterEq : TokenKind::Greater, start);
-  case '!':
-    if (peekIs('='))
-      return make(TokenKind::NotEq, start);
-    break;
-  case '+':
-    return make(TokenKind::Plus, start);
-  case '-':
-    return make(TokenKind::Minus, start);
-  case '*':
-    return make(peekIs('*') ? TokenKind::StarStar : TokenKind::Star, start);
-  case '/':
-    return make(peekIs('/') ? TokenKind::SlashSlash : TokenKind::Slash, start);
-  case '%':
-    return make(TokenKind::Percent, start);
-  case '@':
-    return make(TokenKind::At, start);
-  default:
-    break;
+  // Punctuation and operators: the longest of TokenKinds.def's spellings
+  // that the source continues with ('**' before '*').
+  llvm::StringRef rest(start, buffer.end() - start);
+  TokenKind punct = TokenKind::Error;
+  size_t length = 0;
+#define PUNCT(Name, Spelling)                                                  \
+  if (rest.starts_with(Spelling) && llvm::StringRef(Spelling).size() > length) \
+    punct = TokenKind::Name, length = llvm::StringRef(Spelling).size();
+#include "frontend/TokenKinds.def"
+  if (length) {
+    cur = start + length;
+    // Newlines inside parentheses and brackets do not end a statement.
+    if (punct == TokenKind::LParen || punct == TokenKind::LBracket)
+      ++nesting;
+    if ((punct == TokenKind::RParen || punct == TokenKind::RBracket) &&
+        nesting > 0)
+      --nesting;
+    return make(punct, start);
   }
   // Consume a whole UTF-8 sequence so the caret points at one character.
   while (cur < buffer.end() &&
