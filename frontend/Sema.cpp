@@ -374,6 +374,16 @@ int Sema::broadcastTo(int value, const shape::Shape &target, SMLoc loc) {
 // Coercions
 //===----------------------------------------------------------------------===//
 
+/// A coercion's failure: "WHAT must be EXPECTED, not V", unless `v` is an
+/// error already reported where it arose.
+ErrorReported Sema::notA(const Val &v, SMRange range, const llvm::Twine &what,
+                         const char *expected) {
+  if (!v.isError())
+    error(range.Start, what + " must be " + expected + ", not " + describe(v),
+          {range});
+  return {};
+}
+
 std::optional<int64_t> Sema::asInt(const Val &v, SMRange range,
                                    const llvm::Twine &what) {
   if (v.kind == Val::Kind::Int)
@@ -381,43 +391,29 @@ std::optional<int64_t> Sema::asInt(const Val &v, SMRange range,
   if (v.kind == Val::Kind::Float && std::floor(v.f) == v.f &&
       std::fabs(v.f) < 9e15)
     return int64_t(v.f);
-  if (!v.isError())
-    error(range.Start, what + " must be an integer, not " + describe(v),
-          {range});
-  return std::nullopt;
+  return notA(v, range, what, "an integer");
 }
 
 std::optional<double> Sema::asNumber(const Val &v, SMRange range,
                                      const llvm::Twine &what) {
   if (v.isNumber())
     return v.number();
-  if (!v.isError())
-    error(range.Start, what + " must be a number, not " + describe(v), {range});
-  return std::nullopt;
+  return notA(v, range, what, "a number");
 }
 
 std::optional<bool> Sema::asBool(const Val &v, SMRange range,
                                  const llvm::Twine &what) {
   if (v.kind == Val::Kind::Bool)
     return v.b;
-  if (!v.isError())
-    error(range.Start, what + " must be true or false, not " + describe(v),
-          {range});
-  return std::nullopt;
+  return notA(v, range, what, "true or false");
 }
 
 std::optional<std::vector<int64_t>> Sema::asIntList(const Val &v, SMRange range,
                                                     const llvm::Twine &what) {
   if (v.kind == Val::Kind::Int)
     return std::vector<int64_t>{v.i};
-  if (v.kind != Val::Kind::List) {
-    if (!v.isError())
-      error(range.Start,
-            what + " must be an integer or a list of integers, not " +
-                describe(v),
-            {range});
-    return std::nullopt;
-  }
+  if (v.kind != Val::Kind::List)
+    return notA(v, range, what, "an integer or a list of integers");
   std::vector<int64_t> out;
   for (const Val &e : v.list) {
     auto i = asInt(e, range, what + " entries");
@@ -432,9 +428,7 @@ std::optional<int> Sema::asTensor(const Val &v, SMRange range,
                                   const llvm::Twine &what) {
   if (v.isTensor())
     return v.tensor;
-  if (!v.isError())
-    error(range.Start, what + " must be a tensor, not " + describe(v), {range});
-  return std::nullopt;
+  return notA(v, range, what, "a tensor");
 }
 
 std::optional<int> Sema::asFloatTensor(const Val &v, SMRange range,
@@ -454,12 +448,7 @@ std::optional<ElementType> Sema::asDType(const Val &v, SMRange range,
                                          const llvm::Twine &what) {
   if (v.kind == Val::Kind::ElementType)
     return v.dtype;
-  if (!v.isError())
-    error(range.Start,
-          what + " must be an element type (f32, f16, bf16, i32, i8), not " +
-              describe(v),
-          {range});
-  return std::nullopt;
+  return notA(v, range, what, "an element type (f32, f16, bf16, i32, i8)");
 }
 
 //===----------------------------------------------------------------------===//

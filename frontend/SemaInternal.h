@@ -209,6 +209,8 @@ public:
   int broadcastTo(int value, const shape::Shape &shape, llvm::SMLoc loc);
 
   // Coercions that report an error (pointing at `range`) and return nullopt.
+  ErrorReported notA(const Val &v, llvm::SMRange range, const llvm::Twine &what,
+                     const char *expected);
   std::optional<int64_t> asInt(const Val &v, llvm::SMRange range,
                                const llvm::Twine &what);
   std::optional<double> asNumber(const Val &v, llvm::SMRange range,
