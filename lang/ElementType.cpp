@@ -2,28 +2,16 @@
 
 #include "lang/ElementType.h"
 
+#include <iterator>
+
 using namespace mnemo;
 
 const char *mnemo::spell(ElementType type) {
-  switch (type) {
-  case ElementType::F32:
-    return "f32";
-  case ElementType::F16:
-    return "f16";
-  case ElementType::BF16:
-    return "bf16";
-  case ElementType::I64:
-    return "i64";
-  case ElementType::I32:
-    return "i32";
-  case ElementType::I16:
-    return "i16";
-  case ElementType::I8:
-    return "i8";
-  case ElementType::I1:
-    return "i1";
-  }
-  return "?";
+  // In the order of the enum.
+  constexpr const char *kNames[] = {"f32", "f16", "bf16", "i64",
+                                    "i32", "i16", "i8",   "i1"};
+  static_assert(std::size(kNames) == size_t(ElementType::I1) + 1);
+  return kNames[int(type)];
 }
 
 std::optional<ElementType> mnemo::parseElementType(const std::string &name) {

@@ -26,12 +26,13 @@ enum class ArgumentRole : int {
   TotalSteps = 6, ///< the run's length in steps (schedules)
 };
 
-constexpr int kArgumentRoleCount = 7;
+constexpr int kArgumentRoleCount = int(ArgumentRole::TotalSteps) + 1;
 
 /// The role's name in the IR and the generated model table.
 constexpr const char *argumentRoleName(ArgumentRole role) {
-  constexpr const char *kNames[kArgumentRoleCount] = {
+  constexpr const char *kNames[] = {
       "input", "target", "param", "buffer", "opt_state", "step", "total_steps"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kArgumentRoleCount);
   return kNames[int(role)];
 }
 

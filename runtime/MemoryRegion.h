@@ -28,20 +28,23 @@ enum class MemoryRegion : int {
                       ///< quantization observers (persistent)
 };
 
-constexpr int kMemoryRegionCount = 7;
+constexpr int kMemoryRegionCount = int(MemoryRegion::Buffers) + 1;
 
 /// The region's name in the IR, the plan JSON and the reports.
 constexpr const char *regionName(MemoryRegion region) {
-  constexpr const char *kNames[kMemoryRegionCount] = {
+  constexpr const char *kNames[] = {
       "arena",  "parameters", "gradients", "optimizer_state",
       "inputs", "workspace",  "buffers"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kMemoryRegionCount);
   return kNames[int(region)];
 }
 
 /// The base pointer that generated code names the region by (A, P, G, S,
 /// I, W, B: StepMemory's fields and the CUDA kernels' Regions).
 constexpr char regionLetter(MemoryRegion region) {
-  return "APGSIWB"[int(region)];
+  constexpr const char kLetters[] = "APGSIWB";
+  static_assert(sizeof(kLetters) - 1 == kMemoryRegionCount);
+  return kLetters[int(region)];
 }
 
 /// The region named `name` (regionName's inverse); false if there is none.
