@@ -569,7 +569,8 @@ Val loss(Sema &s, BoundArgs &a) {
         op, {*pred, *target}, {p.dtype, {}},
         {{"ignore_index", *ignoreIndex}, {"label_smoothing", *smoothing}},
         a.loc));
-  } else if (p != t)
+  }
+  if (p != t)
     return s.error(a.loc,
                    "cannot take mse of " + p.str() + " and " + t.str() +
                        ": the types must match",
