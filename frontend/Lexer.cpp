@@ -105,8 +105,10 @@ Token Lexer::next() {
   TokenKind punct = TokenKind::Error;
   size_t length = 0;
 #define PUNCT(Name, Spelling)                                                  \
-  if (rest.starts_with(Spelling) && llvm::StringRef(Spelling).size() > length) \
-    punct = TokenKind::Name, length = llvm::StringRef(Spelling).size();
+  if (rest.starts_with(Spelling) && sizeof(Spelling) - 1 > length) {           \
+    punct = TokenKind::Name;                                                   \
+    length = sizeof(Spelling) - 1;                                             \
+  }
 #include "frontend/TokenKinds.def"
   if (length) {
     cur = start + length;

@@ -112,8 +112,7 @@ LogicalResult interpretConcat(ConcatOp op, OpContext &context) {
     int64_t n = x.shape[axis];
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < n * inner; ++j)
-        out.data[(o * out.shape[axis] + offset) * inner + j] =
-            x.data[o * n * inner + j];
+        out.data[(o * extent + offset) * inner + j] = x.data[o * n * inner + j];
     offset += n;
   }
   context.set(op.getResult(), std::move(out));
