@@ -379,6 +379,13 @@ def main():
     # steps than PyTorch's: it may differ beyond the tolerance, by no more
     # than its steps can move it, at most at both ends of each range.
     bound = None if wide else adam_bound(train, total, config.get("total_steps", total))
+    # With --drift PyTorch trains in f64 too. An element whose gradient is
+    # as small as Adam's eps steps either way on the last bits of f32 sums,
+    # which the CPU's BLAS kernel decides: where PyTorch's own f32 result is
+    # beyond the tolerance from its f64 one, Mnemo's may differ from it by
+    # as much as the element's Adam steps can move it. The drift check
+    # below still bounds the mean over every element.
+    wide_params = replay(config, init, batches, "f64")[1] if args.drift is not None else None
     for name, theirs in torch_params.items():
         done, failed = compare_exactly(name, final, theirs)
         failures += failed
@@ -398,6 +405,19 @@ def main():
                 rel = np.max((np.abs(ours - theirs) / (np.abs(theirs) + args.atol))[close],
                              initial=0.0)
                 far = 0
+        if far and wide_params is not None and bound is not None:
+            unstable = ~np.isclose(theirs, wide_params[name], rtol=args.rtol, atol=args.atol)
+            excused = ~close & unstable & (np.abs(ours - theirs) <= 2 * bound + args.atol)
+            if excused.any():
+                largest = float(np.max(np.abs(ours - theirs)[excused]))
+                print(f"  {name}: {int(np.count_nonzero(excused))} of {theirs.size} elements "
+                      f"beyond the tolerance where PyTorch's own f32 run is too (from its "
+                      f"f64 run), by at most {largest:.2g} (within their Adam steps' "
+                      f"{2 * bound:.2g})")
+                rel = np.max((np.abs(ours - theirs) / (np.abs(theirs) + args.atol))[close],
+                             initial=0.0)
+                close |= excused
+                far = int(np.count_nonzero(~close))
         worst = max(worst, rel)
         if far:
             failures += 1
@@ -408,7 +428,6 @@ def main():
         # The mean absolute difference over every parameter element: the
         # largest is an element whose gradient is as small as eps, which
         # Adam moves by about lr either way on noise alone.
-        _, wide_params, _ = replay(config, init, batches, "f64")
         def drift(a, b):
             diffs = np.concatenate([np.abs(a[n].astype(np.float64) - b[n]).ravel() for n in b])
             return float(diffs.mean()), float(diffs.max())
