@@ -47,6 +47,11 @@ public:
   virtual Tensor like(mlir::Value v) = 0;
   /// Stores a result, rounded to its element type.
   virtual void set(mlir::Value v, Tensor t) = 0;
+  /// Stores a model's last result and returns success.
+  mlir::LogicalResult finish(mlir::Value v, Tensor t) {
+    set(v, std::move(t));
+    return mlir::success();
+  }
   /// Records why `op` cannot be evaluated; returns failure.
   virtual mlir::LogicalResult fail(mlir::Operation *op,
                                    const llvm::Twine &message) = 0;

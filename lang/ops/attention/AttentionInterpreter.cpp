@@ -104,8 +104,7 @@ LogicalResult interpretAttention(AttentionOp op, OpContext &context) {
       }
     }
   context.set(op.getResult(), std::move(out));
-  context.set(op.getLogSumExp(), std::move(lse));
-  return success();
+  return context.finish(op.getLogSumExp(), std::move(lse));
 }
 
 LogicalResult interpretAttentionGrad(AttentionGradOp op, OpContext &context) {
@@ -156,8 +155,7 @@ LogicalResult interpretAttentionGrad(AttentionGradOp op, OpContext &context) {
     }
   context.set(op.getQueryGrad(), std::move(dq));
   context.set(op.getKeyGrad(), std::move(dk));
-  context.set(op.getValueGrad(), std::move(dv));
-  return success();
+  return context.finish(op.getValueGrad(), std::move(dv));
 }
 
 } // namespace

@@ -64,8 +64,7 @@ LogicalResult interpretConvolution(Op op, OpContext &context) {
               }
             }
         }
-  context.set(op->getResult(0), std::move(out));
-  return success();
+  return context.finish(op->getResult(0), std::move(out));
 }
 
 } // namespace

@@ -35,15 +35,13 @@ LogicalResult interpretConstant(ConstantOp op, OpContext &context) {
     for (APInt v : dense.getValues<APInt>())
       out.data[i++] = double(v.getSExtValue());
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretReshape(ReshapeOp op, OpContext &context) {
   Tensor out = context.get(op.getInput());
   out.shape = context.like(op.getResult()).shape;
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretTranspose(TransposeOp op, OpContext &context) {
@@ -53,10 +51,9 @@ LogicalResult interpretTranspose(TransposeOp op, OpContext &context) {
     context.readThrough(op.getResult(), op.getInput(), op.getPermutation());
     return success();
   }
-  context.set(op.getResult(),
-              permute(context.get(op.getInput()), op.getPermutation().vec(),
-                      context.like(op.getResult())));
-  return success();
+  return context.finish(op.getResult(), permute(context.get(op.getInput()),
+                                                op.getPermutation().vec(),
+                                                context.like(op.getResult())));
 }
 
 LogicalResult interpretBroadcast(BroadcastOp op, OpContext &context) {
@@ -72,8 +69,7 @@ LogicalResult interpretBroadcast(BroadcastOp op, OpContext &context) {
         source += it.index[lead + i] * inStrides[i];
     out.data[flat] = x.data[source];
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 /// slice (big to small) and slice_grad (small into zeros of big's shape).
@@ -98,8 +94,7 @@ template <typename Op> LogicalResult interpretSlice(Op op, OpContext &context) {
     else
       out.data[flat] = x.data[at];
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretConcat(ConcatOp op, OpContext &context) {
@@ -115,8 +110,7 @@ LogicalResult interpretConcat(ConcatOp op, OpContext &context) {
         out.data[(o * extent + offset) * inner + j] = x.data[o * n * inner + j];
     offset += n;
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretCausalMask(CausalMaskOp op, OpContext &context) {
@@ -125,8 +119,7 @@ LogicalResult interpretCausalMask(CausalMaskOp op, OpContext &context) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       out.data[r * cols + c] = c <= r + (cols - rows) ? 1 : 0;
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

@@ -74,8 +74,7 @@ LogicalResult interpretFormula(ElementwiseFormulaOpInterface op,
       values[k] = inputs[k]->data[i];
     out.data[i] = row->evaluate(values.data());
   }
-  context.set(operation->getResult(0), std::move(out));
-  return success();
+  return context.finish(operation->getResult(0), std::move(out));
 }
 
 template <typename Fn>
@@ -85,8 +84,7 @@ LogicalResult interpretBinary(Operation *op, OpContext &context, Fn fn) {
   Tensor out = context.like(op->getResult(0));
   for (int64_t i = 0; i < x.numElements(); ++i)
     out.data[i] = fn(x.data[i], y.data[i]);
-  context.set(op->getResult(0), std::move(out));
-  return success();
+  return context.finish(op->getResult(0), std::move(out));
 }
 
 } // namespace
@@ -126,8 +124,7 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
       .Case([&](CastOp c) {
         // set() rounds (or truncates) to the result's type.
         Tensor out = context.get(c.getInput());
-        context.set(c.getResult(), std::move(out));
-        return success();
+        return context.finish(c.getResult(), std::move(out));
       })
       .Case([&](WhereOp w) {
         const Tensor &c = context.get(w.getCondition()),
@@ -136,8 +133,7 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
         Tensor out = context.like(w.getResult());
         for (int64_t i = 0; i < out.numElements(); ++i)
           out.data[i] = c.data[i] != 0 ? a.data[i] : b.data[i];
-        context.set(w.getResult(), std::move(out));
-        return success();
+        return context.finish(w.getResult(), std::move(out));
       })
       .Case([&](CompareOp c) {
         StringRef predicate = c.getPredicate();
@@ -153,8 +149,7 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
                                            : x >= y;
           out.data[i] = holds ? 1.0 : 0.0;
         }
-        context.set(c.getResult(), std::move(out));
-        return success();
+        return context.finish(c.getResult(), std::move(out));
       })
       .Case([&](LogicalOp l) {
         StringRef kind = l.getKind();
@@ -170,8 +165,7 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
                                        : !x;
           out.data[i] = holds ? 1.0 : 0.0;
         }
-        context.set(l.getResult(), std::move(out));
-        return success();
+        return context.finish(l.getResult(), std::move(out));
       })
       .Case([&](DropoutOp d) {
         double p = d.getP().convertToDouble();
@@ -182,8 +176,7 @@ LogicalResult interp::interpretElementwise(Operation *op, OpContext &context) {
           out.data[i] = elementwise::dropoutUniform(seed, step, i) < p
                             ? 0.0
                             : x.data[i] / (1.0 - p);
-        context.set(d.getResult(), std::move(out));
-        return success();
+        return context.finish(d.getResult(), std::move(out));
       })
       .Default([&](Operation *) {
         return context.fail(op, "internal error: an elementwise op without a "

@@ -38,8 +38,7 @@ LogicalResult interpretEmbedding(Operation *op, OpContext &context, bool grad) {
         out.data[i * dim + j] = a.data[row * dim + j];
     }
   }
-  context.set(op->getResult(0), std::move(out));
-  return success();
+  return context.finish(op->getResult(0), std::move(out));
 }
 
 template <typename Op, bool Grad>

@@ -34,8 +34,7 @@ LogicalResult interpretLogSumExp(LogSumExpOp op, OpContext &context) {
         sum += std::exp(at(j) - shift);
       out.data[o * inner + i] = std::log(sum) + shift;
     }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

@@ -132,8 +132,7 @@ LogicalResult interpretCrossEntropy(CrossEntropyOp op, OpContext &context) {
     return failure();
   Tensor out = context.like(op.getResult());
   out.data[0] = meanLoss(logits.data.data(), targets, classes, o, counted);
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretCrossEntropyGrad(CrossEntropyGradOp op,
@@ -148,8 +147,7 @@ LogicalResult interpretCrossEntropyGrad(CrossEntropyGradOp op,
   logitsGradient(logits.data.data(), targets, classes, o,
                  context.get(op.getGrad()).data[0] / double(counted),
                  out.data.data());
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 /// The fused classifier loss, unfused: the whole [rows, classes] product
@@ -265,8 +263,7 @@ LogicalResult interpretAccuracy(AccuracyOp op, OpContext &context) {
   out.data[0] =
       firstMaxAccuracy(logits.data.data(), context.get(op.getTargets()),
                        logits.shape.back(), int64_t(op.getIgnoreIndex()));
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 /// mean((a - b)^2) in double.
@@ -277,8 +274,7 @@ LogicalResult interpretMse(MseOp op, OpContext &context) {
     sum += (a.data[i] - b.data[i]) * (a.data[i] - b.data[i]);
   Tensor out = context.like(op.getResult());
   out.data[0] = sum / double(a.numElements());
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

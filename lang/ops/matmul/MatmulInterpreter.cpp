@@ -46,8 +46,7 @@ LogicalResult interpretProduct(Op op, OpContext &context) {
           C[i * n + j] += av * (tb ? B[j * k + p] : B[p * n + j]);
       }
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

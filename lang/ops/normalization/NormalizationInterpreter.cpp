@@ -155,8 +155,7 @@ LogicalResult interpretBatchNorm(Operation *op, OpContext &context, double eps,
   }
   context.set(op->getResult(0), std::move(y));
   context.set(op->getResult(1), std::move(dscale));
-  context.set(op->getResult(2), std::move(dbias));
-  return success();
+  return context.finish(op->getResult(2), std::move(dbias));
 }
 
 /// The model of batch_norm and batch_norm_apply (`Grad`: batch_norm_grad).

@@ -134,8 +134,7 @@ LogicalResult interpretSgd(SgdUpdateOp op, OpContext &context) {
     newP.data[i] = p.data[i] - lr * d;
   }
   context.set(op.getNewParam(), std::move(newP));
-  context.set(op.getNewMomentumBuffer(), std::move(newBuf));
-  return success();
+  return context.finish(op.getNewMomentumBuffer(), std::move(newBuf));
 }
 
 LogicalResult interpretAdam(AdamUpdateOp op, OpContext &context) {
@@ -178,8 +177,7 @@ LogicalResult interpretAdam(AdamUpdateOp op, OpContext &context) {
   }
   context.set(op.getNewParam(), std::move(newP));
   context.set(op.getNewExpAvg(), std::move(newM));
-  context.set(op.getNewExpAvgSq(), std::move(newV));
-  return success();
+  return context.finish(op.getNewExpAvgSq(), std::move(newV));
 }
 
 LogicalResult interpretAdam8bit(Adam8bitUpdateOp op, OpContext &context) {
@@ -251,8 +249,7 @@ LogicalResult interpretAdam8bit(Adam8bitUpdateOp op, OpContext &context) {
   context.set(op.getNewExpAvgCodes(), std::move(outMc));
   context.set(op.getNewExpAvgAbsmax(), std::move(outMa));
   context.set(op.getNewExpAvgSqCodes(), std::move(outVc));
-  context.set(op.getNewExpAvgSqAbsmax(), std::move(outVa));
-  return success();
+  return context.finish(op.getNewExpAvgSqAbsmax(), std::move(outVa));
 }
 
 } // namespace

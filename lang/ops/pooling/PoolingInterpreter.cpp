@@ -75,8 +75,7 @@ struct PoolInterpreterModel
           else if (isMax && bestAt >= 0)
             out.data[bestAt] += g->data[yi];
         }
-    context.set(op.getResult(), std::move(out));
-    return success();
+    return context.finish(op.getResult(), std::move(out));
   }
 };
 

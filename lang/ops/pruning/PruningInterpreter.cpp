@@ -90,8 +90,7 @@ LogicalResult interpretApplyMask(ApplyMaskOp op, OpContext &context) {
       if (pruned[i])
         out.data[i] = 0.0;
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

@@ -63,8 +63,7 @@ LogicalResult interpretObserveMinMax(ObserveMinMaxOp op, OpContext &context) {
                                              firstStep, averaging, false);
   }
   context.set(op.getNewMin(), std::move(outLo));
-  context.set(op.getNewMax(), std::move(outHi));
-  return success();
+  return context.finish(op.getNewMax(), std::move(outHi));
 }
 
 /// fake_quant (no `grad`) and fake_quant_grad, which share their operands
@@ -93,8 +92,7 @@ LogicalResult interpretFakeQuant(Op op, OpContext &context) {
     else
       out.data[e] = reference::fakeQuantize(v, q, qmin, qmax);
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretQuantizeRows(QuantizeRowsOp op, OpContext &context) {
@@ -118,8 +116,7 @@ LogicalResult interpretQuantizeRows(QuantizeRowsOp op, OpContext &context) {
   }
   context.set(op.getCodes(), std::move(codes));
   context.set(op.getScale(), std::move(scale));
-  context.set(op.getSum(), std::move(sum));
-  return success();
+  return context.finish(op.getSum(), std::move(sum));
 }
 
 LogicalResult interpretMatmulInt8(MatmulInt8Op op, OpContext &context) {
@@ -142,8 +139,7 @@ LogicalResult interpretMatmulInt8(MatmulInt8Op op, OpContext &context) {
       out.data[m * n + j] =
           float(centered) * (float(xs.data[m]) * float(ws.data[j]));
     }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretDequantize(DequantizeOp op, OpContext &context) {
@@ -159,8 +155,7 @@ LogicalResult interpretDequantize(DequantizeOp op, OpContext &context) {
     out.data[e] =
         float(code - int(zero.data[e / inner])) * float(scale.data[e / inner]);
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 /// The sparse products sum in double (the kernels' order differs).
@@ -184,8 +179,7 @@ LogicalResult interpretMatmulSparse24(MatmulSparse24Op op, OpContext &context) {
         }
       out.data[m * n + j] = acc;
     }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretMatmulCsr(MatmulCsrOp op, OpContext &context) {
@@ -215,8 +209,7 @@ LogicalResult interpretMatmulCsr(MatmulCsrOp op, OpContext &context) {
         acc += x.data[m * k + int64_t(columns.data[e])] * values.data[e];
       out.data[m * n + j] = acc;
     }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

@@ -69,8 +69,7 @@ LogicalResult interpretReduce(Op op, OpContext &context) {
     for (double &v : out.data)
       v /= count;
   }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 LogicalResult interpretMaxGrad(MaxGradOp op, OpContext &context) {
@@ -86,8 +85,7 @@ LogicalResult interpretMaxGrad(MaxGradOp op, OpContext &context) {
   for (int64_t flat = 0; flat < x.numElements(); ++flat, again.next())
     if (x.data[flat] == m.data[*again])
       out.data[flat] = g.data[*again] / ties[*again];
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace

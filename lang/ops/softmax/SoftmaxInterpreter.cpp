@@ -42,8 +42,7 @@ LogicalResult interpretSoftmax(Op op, OpContext &context) {
                 : softmax::softmaxValue<double, ExactMath>(x.data[at(j)],
                                                            rowMax, 1.0 / sum);
     }
-  context.set(op.getResult(), std::move(out));
-  return success();
+  return context.finish(op.getResult(), std::move(out));
 }
 
 } // namespace
