@@ -29,29 +29,6 @@ bool check(Sema &s, BoundArgs &a, const shape::ShapeResult &r,
 
 Val tensor(int id) { return Val::ofTensor(id); }
 
-/// The optional argument at `slot` as `read` takes it (reporting an error
-/// and giving nullopt where it cannot), or `dflt` when it is not given.
-template <typename T>
-std::optional<T>
-argOr(Sema &s, BoundArgs &a, size_t slot, T dflt, const char *what,
-      std::optional<T> (Sema::*read)(const Val &, SMRange, const Twine &)) {
-  if (!a.has(slot))
-    return dflt;
-  return (s.*read)(a.values[slot], a.ranges[slot], what);
-}
-std::optional<double> numberOr(Sema &s, BoundArgs &a, size_t slot, double dflt,
-                               const char *what) {
-  return argOr(s, a, slot, dflt, what, &Sema::asNumber);
-}
-std::optional<int64_t> intOr(Sema &s, BoundArgs &a, size_t slot, int64_t dflt,
-                             const char *what) {
-  return argOr(s, a, slot, dflt, what, &Sema::asInt);
-}
-std::optional<bool> boolOr(Sema &s, BoundArgs &a, size_t slot, bool dflt,
-                           const char *what) {
-  return argOr(s, a, slot, dflt, what, &Sema::asBool);
-}
-
 /// A unary elementwise op, named as its builtin; on a plain number it is
 /// computed at compile time when `fold` is given (sqrt(head_dim) is a
 /// number, not a tensor).
@@ -91,7 +68,7 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
       axes.push_back(i);
     return axes;
   }
-  auto given = s.asIntList(a.values[slot], a.ranges[slot], "axis");
+  auto given = a.asIntList(slot, "axis");
   if (!given)
     return std::nullopt;
   for (int64_t axis : *given) {
@@ -112,13 +89,12 @@ std::optional<std::vector<int64_t>> axesArg(Sema &s, BoundArgs &a, size_t slot,
 
 Val reduction(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
-  auto t =
-      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t = a.asFloatTensor(0, Twine("the input of ") + op);
   if (!t)
     return Val::error();
   TensorType in = s.typeOf(*t);
   auto axes = axesArg(s, a, 1, in.shape.size());
-  auto keep = boolOr(s, a, 2, false, "keepdim");
+  auto keep = a.boolOr(2, false, "keepdim");
   if (!axes || !keep)
     return Val::error();
   shape::ShapeResult r = shape::reduce(in.shape, *axes, *keep);
@@ -142,12 +118,11 @@ std::optional<int64_t> axisOf(Sema &s, int64_t axis, const TensorType &in,
 
 Val softmaxLike(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
-  auto t =
-      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t = a.asFloatTensor(0, Twine("the input of ") + op);
   if (!t)
     return Val::error();
   TensorType in = s.typeOf(*t);
-  auto axis = intOr(s, a, 1, -1, "axis");
+  auto axis = a.intOr(1, -1, "axis");
   if (!axis)
     return Val::error();
   auto n = axisOf(s, *axis, in, a.range);
@@ -158,7 +133,7 @@ Val softmaxLike(Sema &s, BoundArgs &a) {
 
 /// A dropout probability at slot 1 (default 0.1), checked to be in [0, 1).
 std::optional<double> dropProbability(Sema &s, BoundArgs &a, const char *op) {
-  auto p = numberOr(s, a, 1, 0.1, "p");
+  auto p = a.numberOr(1, 0.1, "p");
   if (p && !(*p >= 0 && *p < 1))
     return s.error(a.ranges[1].Start, std::string(op) + " p must be in [0, 1)",
                    {a.ranges[1]});
@@ -171,7 +146,7 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
                                             const char *what) {
   if (!a.has(slot))
     return dflt;
-  auto v = s.asIntList(a.values[slot], a.ranges[slot], what);
+  auto v = a.asIntList(slot, what);
   if (!v)
     return std::nullopt;
   if (v->size() == 1)
@@ -189,10 +164,8 @@ std::optional<std::vector<int64_t>> pairArg(Sema &s, BoundArgs &a, size_t slot,
 Val convolution(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
   bool transposed = llvm::StringRef(op) == "conv_transpose2d";
-  auto x =
-      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
-  auto w =
-      s.asFloatTensor(a.values[1], a.ranges[1], Twine("the weight of ") + op);
+  auto x = a.asFloatTensor(0, Twine("the input of ") + op);
+  auto w = a.asFloatTensor(1, Twine("the weight of ") + op);
   auto stride = pairArg(s, a, 2, {1, 1}, "stride");
   auto padding = pairArg(s, a, 3, {0, 0}, "padding");
   auto outputPadding = transposed ? pairArg(s, a, 4, {0, 0}, "output_padding")
@@ -217,8 +190,7 @@ Val convolution(Sema &s, BoundArgs &a) {
 
 Val pool(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
-  auto t =
-      s.asFloatTensor(a.values[0], a.ranges[0], Twine("the input of ") + op);
+  auto t = a.asFloatTensor(0, Twine("the input of ") + op);
   auto kernel = pairArg(s, a, 1, {}, "kernel");
   if (!t || !kernel)
     return Val::error();
@@ -252,7 +224,7 @@ Val reshapeTo(Sema &s, BoundArgs &a, int t, const shape::Shape &requested) {
 /// must then be buffers. In evaluation: the running statistics, as
 /// x * scale + shift with [C] scale and shift (elementwise, fused).
 Val batchNorm(Sema &s, BoundArgs &a) {
-  auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of batch_norm");
+  auto x = a.asFloatTensor(0, "the input of batch_norm");
   if (!x)
     return Val::error();
   TensorType in = s.typeOf(*x);
@@ -267,7 +239,7 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   auto channelArg = [&](size_t slot, const char *what) -> std::optional<int> {
     if (!a.has(slot))
       return -1;
-    auto t = s.asFloatTensor(a.values[slot], a.ranges[slot], what);
+    auto t = a.asFloatTensor(slot, what);
     if (!t)
       return std::nullopt;
     if (s.typeOf(*t) != perChannel)
@@ -283,9 +255,9 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   auto bias = channelArg(4, "bias");
   std::optional<bool> training = false;
   if (a.has(5))
-    training = s.asBool(a.values[5], a.ranges[5], "training");
-  auto momentum = numberOr(s, a, 6, 0.1, "momentum");
-  auto eps = numberOr(s, a, 7, 1e-5, "eps");
+    training = a.asBool(5, "training");
+  auto momentum = a.numberOr(6, 0.1, "momentum");
+  auto eps = a.numberOr(7, 1e-5, "eps");
   if (!mean || !var || !weight || !bias || !training || !momentum || !eps)
     return Val::error();
   if ((*mean < 0) != (*var < 0))
@@ -386,7 +358,7 @@ std::optional<UpsampleSize> upsampleSize(Sema &s, BoundArgs &a,
                    {a.range});
   UpsampleSize out;
   if (a.has(1)) {
-    auto scale = s.asNumber(a.values[1], a.ranges[1], "scale");
+    auto scale = a.asNumber(1, "scale");
     if (!scale)
       return std::nullopt;
     out.height = int64_t(std::floor(double(h) * *scale));
@@ -401,7 +373,7 @@ std::optional<UpsampleSize> upsampleSize(Sema &s, BoundArgs &a,
     out.ratioH = out.ratioW = 1.0 / *scale;
     return out;
   }
-  auto size = s.asIntList(a.values[4], a.ranges[4], "size");
+  auto size = a.asIntList(4, "size");
   if (!size)
     return std::nullopt;
   if (size->size() != 2 || (*size)[0] < 1 || (*size)[1] < 1)
@@ -475,7 +447,7 @@ Val resampleFirstAxis(Sema &s, BoundArgs &a, int value, int64_t size,
 }
 
 Val upsample(Sema &s, BoundArgs &a) {
-  auto x = s.asFloatTensor(a.values[0], a.ranges[0], "the input of upsample");
+  auto x = a.asFloatTensor(0, "the input of upsample");
   if (!x)
     return Val::error();
   TensorType in = s.typeOf(*x);
@@ -499,7 +471,7 @@ Val upsample(Sema &s, BoundArgs &a) {
                      {a.ranges[2]});
     mode = a.values[2].s;
   }
-  std::optional<bool> alignCorners = boolOr(s, a, 3, false, "align_corners");
+  std::optional<bool> alignCorners = a.boolOr(3, false, "align_corners");
   if (!alignCorners)
     return Val::error();
   if (mode == "nearest" && out->height % h == 0 && out->width % w == 0 &&
@@ -541,10 +513,8 @@ Val upsample(Sema &s, BoundArgs &a) {
 /// Loss operands: the prediction must be floating point.
 Val loss(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
-  auto pred = s.asFloatTensor(a.values[0], a.ranges[0],
-                              Twine("the prediction of ") + op);
-  auto target =
-      s.asTensor(a.values[1], a.ranges[1], Twine("the target of ") + op);
+  auto pred = a.asFloatTensor(0, Twine("the prediction of ") + op);
+  auto target = a.asTensor(1, Twine("the target of ") + op);
   if (!pred || !target)
     return Val::error();
   TensorType p = s.typeOf(*pred), t = s.typeOf(*target);
@@ -558,8 +528,8 @@ Val loss(Sema &s, BoundArgs &a) {
                "take cross_entropy of " + p.str() + " and " + t.str()))
       return Val::error();
     // torch.nn.functional.cross_entropy's ignore_index and label_smoothing.
-    auto ignoreIndex = intOr(s, a, 2, -100, "ignore_index");
-    auto smoothing = numberOr(s, a, 3, 0.0, "label_smoothing");
+    auto ignoreIndex = a.intOr(2, -100, "ignore_index");
+    auto smoothing = a.numberOr(3, 0.0, "label_smoothing");
     if (!ignoreIndex || !smoothing)
       return Val::error();
     if (!(*smoothing >= 0 && *smoothing <= 1))
@@ -586,9 +556,9 @@ constexpr int64_t kMaxArangeElements = int64_t(1) << 20;
 /// it for a negative step), computed in double and rounded to f32 as
 /// PyTorch's CPU kernel does. One argument is `end`, from 0.
 Val arange(Sema &s, BoundArgs &a) {
-  auto first = s.asNumber(a.values[0], a.ranges[0], "the start of arange");
-  auto end = numberOr(s, a, 1, 0, "the end of arange");
-  auto step = numberOr(s, a, 2, 1, "the step of arange");
+  auto first = a.asNumber(0, "the start of arange");
+  auto end = a.numberOr(1, 0, "the end of arange");
+  auto step = a.numberOr(2, 1, "the step of arange");
   if (!first || !end || !step)
     return Val::error();
   double start = a.has(1) ? *first : 0, stop = a.has(1) ? *end : *first;
@@ -634,11 +604,11 @@ const std::vector<Builtin> kBuiltins = {
      2,
      [](Sema &s, BoundArgs &a) -> Val {
        // torch.full: a constant tensor (an RNN's zero initial state).
-       auto dims = s.asIntList(a.values[0], a.ranges[0], "the shape of full");
-       auto value = s.asNumber(a.values[1], a.ranges[1], "the value of full");
+       auto dims = a.asIntList(0, "the shape of full");
+       auto value = a.asNumber(1, "the value of full");
        std::optional<ElementType> dtype = ElementType::F32;
        if (a.has(2))
-         dtype = s.asDType(a.values[2], a.ranges[2], "the dtype of full");
+         dtype = a.asDType(2, "the dtype of full");
        if (!dims || !value || !dtype)
          return Val::error();
        for (int64_t d : *dims)
@@ -655,9 +625,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "approximate"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the argument of gelu");
-       auto approx = boolOr(s, a, 1, false, "approximate");
+       auto t = a.asFloatTensor(0, "the argument of gelu");
+       auto approx = a.boolOr(1, false, "approximate");
        if (!t || !approx)
          return Val::error();
        return tensor(s.emit("gelu", {*t}, s.typeOf(*t),
@@ -668,10 +637,9 @@ const std::vector<Builtin> kBuiltins = {
      1,
      [](Sema &s, BoundArgs &a) -> Val {
        // torch.nn.functional.softplus's defaults.
-       auto t = s.asFloatTensor(a.values[0], a.ranges[0],
-                                "the argument of softplus");
-       auto beta = numberOr(s, a, 1, 1.0, "beta");
-       auto threshold = numberOr(s, a, 2, 20.0, "threshold");
+       auto t = a.asFloatTensor(0, "the argument of softplus");
+       auto beta = a.numberOr(1, 1.0, "beta");
+       auto threshold = a.numberOr(2, 20.0, "threshold");
        if (!t || !beta || !threshold)
          return Val::error();
        return tensor(s.emit("softplus", {*t}, s.typeOf(*t),
@@ -699,10 +667,9 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "axis", "keepdim"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of logsumexp");
-       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
-       auto keep = boolOr(s, a, 2, false, "keepdim");
+       auto t = a.asFloatTensor(0, "the input of logsumexp");
+       auto axis = a.asInt(1, "axis");
+       auto keep = a.boolOr(2, false, "keepdim");
        if (!t || !axis || !keep)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -718,13 +685,10 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "scale", "bias", "eps"},
      3,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto x =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of layernorm");
-       auto g =
-           s.asFloatTensor(a.values[1], a.ranges[1], "the scale of layernorm");
-       auto b =
-           s.asFloatTensor(a.values[2], a.ranges[2], "the bias of layernorm");
-       auto eps = numberOr(s, a, 3, 1e-5, "eps");
+       auto x = a.asFloatTensor(0, "the input of layernorm");
+       auto g = a.asFloatTensor(1, "the scale of layernorm");
+       auto b = a.asFloatTensor(2, "the bias of layernorm");
+       auto eps = a.numberOr(3, 1e-5, "eps");
        if (!x || !g || !b || !eps)
          return Val::error();
        TensorType in = s.typeOf(*x);
@@ -751,11 +715,9 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "scale", "eps"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto x =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of rmsnorm");
-       auto g =
-           s.asFloatTensor(a.values[1], a.ranges[1], "the scale of rmsnorm");
-       auto eps = numberOr(s, a, 2, 1e-6, "eps");
+       auto x = a.asFloatTensor(0, "the input of rmsnorm");
+       auto g = a.asFloatTensor(1, "the scale of rmsnorm");
+       auto eps = a.numberOr(2, 1e-6, "eps");
        if (!x || !g || !eps)
          return Val::error();
        TensorType in = s.typeOf(*x);
@@ -769,9 +731,8 @@ const std::vector<Builtin> kBuiltins = {
      {"table", "indices"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto table =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the embedding table");
-       auto idx = s.asTensor(a.values[1], a.ranges[1], "the indices");
+       auto table = a.asFloatTensor(0, "the embedding table");
+       auto idx = a.asTensor(1, "the indices");
        if (!table || !idx)
          return Val::error();
        TensorType tt = s.typeOf(*table), it = s.typeOf(*idx);
@@ -789,8 +750,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "shape"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of reshape");
-       auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
+       auto t = a.asTensor(0, "the input of reshape");
+       auto dims = a.asIntList(1, "the shape");
        if (!t || !dims)
          return Val::error();
        return reshapeTo(s, a, *t, *dims);
@@ -799,11 +760,11 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "start"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of flatten");
+       auto t = a.asTensor(0, "the input of flatten");
        if (!t)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       auto start = intOr(s, a, 1, 1, "start");
+       auto start = a.intOr(1, 1, "start");
        if (!start)
          return Val::error();
        auto n = shape::normalizeAxis(*start, in.shape.size());
@@ -820,12 +781,12 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "dim0", "dim1"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of transpose");
+       auto t = a.asTensor(0, "the input of transpose");
        if (!t)
          return Val::error();
        TensorType in = s.typeOf(*t);
-       auto d0 = intOr(s, a, 1, -2, "dim0");
-       auto d1 = intOr(s, a, 2, -1, "dim1");
+       auto d0 = a.intOr(1, -2, "dim0");
+       auto d1 = a.intOr(2, -1, "dim1");
        if (!d0 || !d1)
          return Val::error();
        auto n0 = shape::normalizeAxis(*d0, in.shape.size());
@@ -847,8 +808,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "dims"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of permute");
-       auto dims = s.asIntList(a.values[1], a.ranges[1], "dims");
+       auto t = a.asTensor(0, "the input of permute");
+       auto dims = a.asIntList(1, "dims");
        if (!t || !dims)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -865,8 +826,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "shape"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of broadcast");
-       auto dims = s.asIntList(a.values[1], a.ranges[1], "the shape");
+       auto t = a.asTensor(0, "the input of broadcast");
+       auto dims = a.asIntList(1, "the shape");
        if (!t || !dims)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -879,8 +840,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "axis", "start", "end", "step"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of slice");
-       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
+       auto t = a.asTensor(0, "the input of slice");
+       auto axis = a.asInt(1, "axis");
        if (!t || !axis)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -893,7 +854,7 @@ const std::vector<Builtin> kBuiltins = {
        for (int k = 0; k < 3; ++k) {
          if (!a.has(2 + k))
            continue;
-         auto v = s.asInt(a.values[2 + k], a.ranges[2 + k], names[k]);
+         auto v = a.asInt(2 + k, names[k]);
          if (!v)
            return Val::error();
          bounds[k] = *v;
@@ -920,9 +881,9 @@ const std::vector<Builtin> kBuiltins = {
      [](Sema &s, BoundArgs &a) -> Val {
        // F.pad's constant mode: `pad` lists (before, after) amounts for the
        // last axis, then the one before it, ...; a negative amount crops.
-       auto t = s.asFloatTensor(a.values[0], a.ranges[0], "the input of pad");
-       auto amounts = s.asIntList(a.values[1], a.ranges[1], "pad");
-       auto value = numberOr(s, a, 2, 0.0, "value");
+       auto t = a.asFloatTensor(0, "the input of pad");
+       auto amounts = a.asIntList(1, "pad");
+       auto value = a.numberOr(2, 0.0, "value");
        if (!t || !amounts || !value)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -1016,7 +977,7 @@ const std::vector<Builtin> kBuiltins = {
          operands.push_back(*t);
          shapes.push_back(s.typeOf(*t).shape);
        }
-       auto axis = intOr(s, a, 1, 0, "axis");
+       auto axis = a.intOr(1, 0, "axis");
        if (!axis)
          return Val::error();
        shape::ShapeResult r = shape::concat(shapes, *axis);
@@ -1035,7 +996,7 @@ const std::vector<Builtin> kBuiltins = {
        // that depends on a repeat's index).
        if (a.values[0].kind == Val::Kind::Bool)
          return a.values[0].b ? a.values[1] : a.values[2];
-       auto c = s.asTensor(a.values[0], a.ranges[0], "the condition of where");
+       auto c = a.asTensor(0, "the condition of where");
        if (!c)
          return Val::error();
        if (s.typeOf(*c).dtype != ElementType::I1)
@@ -1080,10 +1041,10 @@ const std::vector<Builtin> kBuiltins = {
      {"rows", "cols"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto rows = s.asInt(a.values[0], a.ranges[0], "rows");
+       auto rows = a.asInt(0, "rows");
        if (!rows)
          return Val::error();
-       auto cols = intOr(s, a, 1, *rows, "cols");
+       auto cols = a.intOr(1, *rows, "cols");
        if (!cols)
          return Val::error();
        if (*rows < 1 || *cols < 1 || !shape::numElements({*rows, *cols}))
@@ -1107,8 +1068,7 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "p"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of dropout");
+       auto t = a.asFloatTensor(0, "the input of dropout");
        auto p = dropProbability(s, a, "dropout");
        if (!t || !p)
          return Val::error();
@@ -1126,8 +1086,7 @@ const std::vector<Builtin> kBuiltins = {
        // with probability p, the others scaled by 1 / (1 - p). The mask is
        // a dropout of ones [batch, 1, ...] (one seed-drawn number per
        // example, nothing stored), broadcast over the example.
-       auto t =
-           s.asFloatTensor(a.values[0], a.ranges[0], "the input of drop_path");
+       auto t = a.asFloatTensor(0, "the input of drop_path");
        auto p = dropProbability(s, a, "drop_path");
        if (!t || !p)
          return Val::error();
@@ -1152,12 +1111,9 @@ const std::vector<Builtin> kBuiltins = {
      [](Sema &s, BoundArgs &a) -> Val {
        // torch.nn.functional.scaled_dot_product_attention, fused: the
        // probabilities are never kept (lang/ops/attention/).
-       auto q = s.asFloatTensor(a.values[0], a.ranges[0],
-                                "the queries of attention");
-       auto k =
-           s.asFloatTensor(a.values[1], a.ranges[1], "the keys of attention");
-       auto v =
-           s.asFloatTensor(a.values[2], a.ranges[2], "the values of attention");
+       auto q = a.asFloatTensor(0, "the queries of attention");
+       auto k = a.asFloatTensor(1, "the keys of attention");
+       auto v = a.asFloatTensor(2, "the values of attention");
        if (!q || !k || !v)
          return Val::error();
        TensorType qt = s.typeOf(*q), kt = s.typeOf(*k), vt = s.typeOf(*v);
@@ -1170,7 +1126,7 @@ const std::vector<Builtin> kBuiltins = {
        std::vector<int> operands{*q, *k, *v};
        std::optional<shape::Shape> maskShape;
        if (a.has(3)) {
-         auto m = s.asTensor(a.values[3], a.ranges[3], "the mask of attention");
+         auto m = a.asTensor(3, "the mask of attention");
          if (!m)
            return Val::error();
          TensorType mt = s.typeOf(*m);
@@ -1184,8 +1140,8 @@ const std::vector<Builtin> kBuiltins = {
          operands.push_back(*m);
          maskShape = mt.shape;
        }
-       auto causal = boolOr(s, a, 4, false, "causal");
-       auto p = numberOr(s, a, 5, 0.0, "dropout");
+       auto causal = a.boolOr(4, false, "causal");
+       auto p = a.numberOr(5, 0.0, "dropout");
        if (!causal || !p)
          return Val::error();
        if (!(*p >= 0 && *p < 1))
@@ -1200,7 +1156,7 @@ const std::vector<Builtin> kBuiltins = {
                       " and values " + vt.str()))
          return Val::error();
        auto scale =
-           numberOr(s, a, 6, 1.0 / std::sqrt(double(qt.shape.back())), "scale");
+           a.numberOr(6, 1.0 / std::sqrt(double(qt.shape.back())), "scale");
        if (!scale)
          return Val::error();
        if (!(std::isfinite(*scale) && *scale != 0))
@@ -1224,8 +1180,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "dtype"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of cast");
-       auto d = s.asDType(a.values[1], a.ranges[1], "the target of cast");
+       auto t = a.asTensor(0, "the input of cast");
+       auto d = a.asDType(1, "the target of cast");
        if (!t || !d)
          return Val::error();
        TensorType in = s.typeOf(*t);
@@ -1235,8 +1191,7 @@ const std::vector<Builtin> kBuiltins = {
      {"condition", "message"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto cond =
-           s.asBool(a.values[0], a.ranges[0], "the condition of assert");
+       auto cond = a.asBool(0, "the condition of assert");
        if (!cond)
          return Val::error();
        if (a.values[1].kind != Val::Kind::String)
@@ -1251,8 +1206,8 @@ const std::vector<Builtin> kBuiltins = {
      {"x", "axis"},
      2,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of size");
-       auto axis = s.asInt(a.values[1], a.ranges[1], "axis");
+       auto t = a.asTensor(0, "the input of size");
+       auto axis = a.asInt(1, "axis");
        if (!t || !axis)
          return Val::error();
        const TensorType &in = s.typeOf(*t);
@@ -1265,7 +1220,7 @@ const std::vector<Builtin> kBuiltins = {
      {"x"},
      1,
      [](Sema &s, BoundArgs &a) -> Val {
-       auto t = s.asTensor(a.values[0], a.ranges[0], "the input of rank");
+       auto t = a.asTensor(0, "the input of rank");
        if (!t)
          return Val::error();
        return Val::ofInt(int64_t(s.typeOf(*t).shape.size()));

@@ -58,7 +58,7 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
             s.describe(a.values[0]),
         {a.ranges[0]});
   LayerInstance &cell = *a.values[0].layer;
-  auto xs = s.asTensor(a.values[1], a.ranges[1], "the sequence of scan");
+  auto xs = a.asTensor(1, "the sequence of scan");
   auto state = stateTensors(s, a.values[2], a.ranges[2]);
   if (!xs || !state)
     return Val::error();
@@ -68,14 +68,14 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
                                                 : std::vector<Val>{a.values[3]};
   int64_t axis = 1;
   if (a.has(4)) {
-    auto v = s.asInt(a.values[4], a.ranges[4], "axis");
+    auto v = a.asInt(4, "axis");
     if (!v)
       return Val::error();
     axis = *v;
   }
   bool reverse = false;
   if (a.has(5)) {
-    auto v = s.asBool(a.values[5], a.ranges[5], "reverse");
+    auto v = a.asBool(5, "reverse");
     if (!v)
       return Val::error();
     reverse = *v;

@@ -451,6 +451,32 @@ std::optional<ElementType> Sema::asDType(const Val &v, SMRange range,
   return notA(v, range, what, "an element type (f32, f16, bf16, i32, i8)");
 }
 
+#define BOUND_ARG_COERCION(Type, Name)                                         \
+  std::optional<Type> BoundArgs::Name(size_t slot, const llvm::Twine &what) {  \
+    return sema->Name(values[slot], ranges[slot], what);                       \
+  }
+BOUND_ARG_COERCION(int64_t, asInt)
+BOUND_ARG_COERCION(double, asNumber)
+BOUND_ARG_COERCION(bool, asBool)
+BOUND_ARG_COERCION(std::vector<int64_t>, asIntList)
+BOUND_ARG_COERCION(int, asTensor)
+BOUND_ARG_COERCION(int, asFloatTensor)
+BOUND_ARG_COERCION(ElementType, asDType)
+#undef BOUND_ARG_COERCION
+
+std::optional<int64_t> BoundArgs::intOr(size_t slot, int64_t dflt,
+                                        const char *what) {
+  return has(slot) ? asInt(slot, what) : dflt;
+}
+std::optional<double> BoundArgs::numberOr(size_t slot, double dflt,
+                                          const char *what) {
+  return has(slot) ? asNumber(slot, what) : dflt;
+}
+std::optional<bool> BoundArgs::boolOr(size_t slot, bool dflt,
+                                      const char *what) {
+  return has(slot) ? asBool(slot, what) : dflt;
+}
+
 //===----------------------------------------------------------------------===//
 // Arithmetic
 //===----------------------------------------------------------------------===//
@@ -1224,6 +1250,7 @@ Val Sema::evalCall(const CallExpr &call) {
 
 Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
   BoundArgs args;
+  args.sema = this;
   args.callee = builtin.name;
   args.loc = call.loc();
   args.range = call.getRange();

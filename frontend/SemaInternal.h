@@ -126,9 +126,12 @@ struct LayerInstance {
   std::map<std::string, int> buffers;
 };
 
+class Sema;
+
 /// The arguments of a builtin call, bound to its parameters by position or
 /// keyword. Missing optional arguments are Error values with given = false.
 struct BoundArgs {
+  Sema *sema = nullptr; // reports the coercions' errors
   std::vector<Val> values;
   std::vector<llvm::SMRange> ranges;
   std::vector<bool> given;
@@ -137,9 +140,21 @@ struct BoundArgs {
   const char *callee = ""; // the builtin's name: its op's, where one op
 
   bool has(size_t i) const { return given[i]; }
-};
 
-class Sema;
+  // Sema's coercions of the argument at `slot`, its errors pointing there.
+  std::optional<int64_t> asInt(size_t slot, const llvm::Twine &what);
+  std::optional<double> asNumber(size_t slot, const llvm::Twine &what);
+  std::optional<bool> asBool(size_t slot, const llvm::Twine &what);
+  std::optional<std::vector<int64_t>> asIntList(size_t slot,
+                                                const llvm::Twine &what);
+  std::optional<int> asTensor(size_t slot, const llvm::Twine &what);
+  std::optional<int> asFloatTensor(size_t slot, const llvm::Twine &what);
+  std::optional<ElementType> asDType(size_t slot, const llvm::Twine &what);
+  // An optional argument's: `dflt` when it is not given.
+  std::optional<int64_t> intOr(size_t slot, int64_t dflt, const char *what);
+  std::optional<double> numberOr(size_t slot, double dflt, const char *what);
+  std::optional<bool> boolOr(size_t slot, bool dflt, const char *what);
+};
 
 struct Builtin {
   const char *name;

@@ -630,6 +630,7 @@ std::optional<int> Sema::evalLoss(const Expr &expr, int output) {
                        ", write 'loss = " + name->name + "(output, <target>)'",
                    {expr.getRange()});
     BoundArgs args;
+    args.sema = this;
     args.callee = builtin->name;
     args.loc = expr.loc();
     args.range = expr.getRange();
