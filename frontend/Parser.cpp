@@ -70,6 +70,16 @@ Parser::ParseFailed Parser::errorAtCurrent(const llvm::Twine &message) {
   return {};
 }
 
+std::optional<Parser::Name> Parser::expectName(const llvm::Twine &what) {
+  if (!tok.is(TokenKind::Identifier)) {
+    errorAtCurrent("expected " + what + ", found " + spell(tok.kind));
+    return std::nullopt;
+  }
+  Name name{tok.text.str(), tok.range()};
+  advance();
+  return name;
+}
+
 bool Parser::expect(TokenKind kind, const char *context) {
   if (consumeIf(kind))
     return true;
@@ -166,15 +176,12 @@ void Parser::parseImport(Module &module) {
   advance(); // import
   SMLoc start = tok.loc();
   Import import;
-  if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(
-        llvm::Twine("expected a module name after 'import', found ") +
-        spell(tok.kind));
+  auto first = expectName("a module name after 'import'");
+  if (!first) {
     skipToStatementEnd();
     return;
   }
-  import.path = tok.text.str();
-  advance();
+  import.path = first->text;
   while (consumeIf(TokenKind::Dot)) {
     if (!tok.is(TokenKind::Identifier)) {
       errorAtCurrent("expected a name after '.' in the import path");
@@ -195,15 +202,13 @@ std::unique_ptr<Definition> Parser::parseDefinition() {
   def->isModel = tok.is(TokenKind::KwModel);
   const char *what = def->isModel ? "model" : "layer";
   advance();
-  if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(llvm::Twine("expected a name after '") + what + "', found " +
-                   spell(tok.kind));
+  auto name = expectName(llvm::Twine("a name after '") + what + "'");
+  if (!name) {
     skipToStatementEnd();
     return nullptr;
   }
-  def->name = tok.text.str();
-  def->nameRange = tok.range();
-  advance();
+  def->name = name->text;
+  def->nameRange = name->range;
   if (tok.is(TokenKind::LParen) && !parseHyperParams(*def)) {
     skipToStatementEnd();
     if (!tok.is(TokenKind::LBrace))
@@ -223,15 +228,12 @@ bool Parser::parseHyperParams(Definition &def) {
   if (consumeIf(TokenKind::RParen))
     return true;
   do {
-    if (!tok.is(TokenKind::Identifier)) {
-      errorAtCurrent(llvm::Twine("expected a hyper-parameter name, found ") +
-                     spell(tok.kind));
+    auto name = expectName("a hyper-parameter name");
+    if (!name)
       return false;
-    }
     HyperParam hp;
-    hp.name = tok.text.str();
-    hp.range = tok.range();
-    advance();
+    hp.name = name->text;
+    hp.range = name->range;
     if (consumeIf(TokenKind::Assign)) {
       hp.defaultValue = parseExpr();
       if (!hp.defaultValue)
@@ -285,16 +287,13 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwLet:
   case TokenKind::Identifier: {
     bool isLet = consumeIf(TokenKind::KwLet);
-    if (!tok.is(TokenKind::Identifier))
-      return errorAtCurrent(llvm::Twine("expected a name after 'let', found ") +
-                            spell(tok.kind));
-    std::string name = tok.text.str();
-    SMRange nameRange = tok.range();
-    advance();
+    auto name = expectName("a name after 'let'");
+    if (!name)
+      return nullptr;
     if (!isLet && (tok.is(TokenKind::LParen) || tok.is(TokenKind::Dot))) {
       // An expression statement: only a call makes sense on its own.
-      ExprPtr expr =
-          parsePostfixFrom(std::make_unique<NameExpr>(nameRange, name), start);
+      ExprPtr expr = parsePostfixFrom(
+          std::make_unique<NameExpr>(name->range, name->text), start);
       if (!expr)
         return nullptr;
       if (!llvm::isa<CallExpr>(expr.get())) {
@@ -308,14 +307,13 @@ StmtPtr Parser::parseStatement() {
     // let a, b = ...: a tuple's values.
     std::vector<std::pair<std::string, SMRange>> moreNames;
     while (consumeIf(TokenKind::Comma)) {
-      if (!tok.is(TokenKind::Identifier))
-        return errorAtCurrent(llvm::Twine("expected a name after ',', found ") +
-                              spell(tok.kind));
-      moreNames.push_back({tok.text.str(), tok.range()});
-      advance();
+      auto more = expectName("a name after ','");
+      if (!more)
+        return nullptr;
+      moreNames.push_back({more->text, more->range});
     }
     if (!tok.is(TokenKind::Assign))
-      return errorAtCurrent(llvm::Twine("expected '=' after '") + name +
+      return errorAtCurrent(llvm::Twine("expected '=' after '") + name->text +
                             "' (statements are 'let x = ...', 'x = ...' or "
                             "'return ...'), found " +
                             spell(tok.kind));
@@ -324,8 +322,8 @@ StmtPtr Parser::parseStatement() {
     if (!value)
       return nullptr;
     auto bind = std::make_unique<BindStmt>(
-        isLet ? Stmt::Kind::Let : Stmt::Kind::Assign, start, std::move(name),
-        nameRange, std::move(value));
+        isLet ? Stmt::Kind::Let : Stmt::Kind::Assign, start,
+        std::move(name->text), name->range, std::move(value));
     bind->moreNames = std::move(moreNames);
     return bind;
   }
@@ -387,14 +385,10 @@ StmtPtr Parser::parseStatement() {
   case TokenKind::KwBuffer: {
     bool isBuffer = tok.is(TokenKind::KwBuffer);
     advance();
-    if (!tok.is(TokenKind::Identifier))
-      return errorAtCurrent(llvm::Twine("expected a ") +
-                            (isBuffer ? "buffer name after 'buffer'"
-                                      : "parameter name after 'param'") +
-                            ", found " + spell(tok.kind));
-    std::string name = tok.text.str();
-    SMRange nameRange = tok.range();
-    advance();
+    auto name = expectName(isBuffer ? "a buffer name after 'buffer'"
+                                    : "a parameter name after 'param'");
+    if (!name)
+      return nullptr;
     TypeSpec type;
     if (!expect(TokenKind::Colon,
                 isBuffer ? "and a type after the buffer name"
@@ -404,27 +398,24 @@ StmtPtr Parser::parseStatement() {
     ExprPtr init;
     if (consumeIf(TokenKind::Assign) && !(init = parseExpr()))
       return nullptr;
-    return std::make_unique<ParamStmt>(start, std::move(name), nameRange,
-                                       std::move(type), std::move(init),
-                                       isBuffer);
+    return std::make_unique<ParamStmt>(start, std::move(name->text),
+                                       name->range, std::move(type),
+                                       std::move(init), isBuffer);
   }
   case TokenKind::KwInput:
   case TokenKind::KwTarget: {
     bool isTarget = tok.is(TokenKind::KwTarget);
     advance();
-    if (!tok.is(TokenKind::Identifier))
-      return errorAtCurrent(llvm::Twine("expected a name after '") +
-                            (isTarget ? "target" : "input") + "', found " +
-                            spell(tok.kind));
-    std::string name = tok.text.str();
-    SMRange nameRange = tok.range();
-    advance();
+    auto name =
+        expectName(isTarget ? "a name after 'target'" : "a name after 'input'");
+    if (!name)
+      return nullptr;
     TypeSpec type;
     if (!expect(TokenKind::Colon, "and a type after the name") ||
         !parseType(type))
       return nullptr;
-    return std::make_unique<DataStmt>(start, isTarget, std::move(name),
-                                      nameRange, std::move(type));
+    return std::make_unique<DataStmt>(start, isTarget, std::move(name->text),
+                                      name->range, std::move(type));
   }
   case TokenKind::KwForward:
     return parseForward();
@@ -468,12 +459,10 @@ StmtPtr Parser::parseForward() {
   if (consumeIf(TokenKind::LParen)) {
     if (!tok.is(TokenKind::RParen)) {
       do {
-        if (!tok.is(TokenKind::Identifier))
-          return errorAtCurrent(
-              llvm::Twine("expected an argument name, found ") +
-              spell(tok.kind));
-        params.emplace_back(tok.text.str(), tok.range());
-        advance();
+        auto name = expectName("an argument name");
+        if (!name)
+          return nullptr;
+        params.emplace_back(name->text, name->range);
       } while (consumeIf(TokenKind::Comma));
     }
     if (!expect(TokenKind::RParen, "after the forward arguments"))
@@ -513,21 +502,18 @@ StmtPtr Parser::parseTrainSetting() {
     return std::make_unique<DirectiveStmt>(start, isPrune, std::move(pattern),
                                            patternRange, std::move(value));
   }
-  if (!tok.is(TokenKind::Identifier))
-    return errorAtCurrent(
-        llvm::Twine("expected a setting ('name = value'), 'prune' or "
-                    "'quantize' in the train section, found ") +
-        spell(tok.kind));
-  std::string name = tok.text.str();
-  SMRange nameRange = tok.range();
-  advance();
+  auto name = expectName("a setting ('name = value'), 'prune' or 'quantize' "
+                         "in the train section");
+  if (!name)
+    return nullptr;
   if (!expect(TokenKind::Assign, "after the setting name"))
     return nullptr;
   ExprPtr value = parseExpr();
   if (!value)
     return nullptr;
-  return std::make_unique<BindStmt>(Stmt::Kind::Assign, start, std::move(name),
-                                    nameRange, std::move(value));
+  return std::make_unique<BindStmt>(Stmt::Kind::Assign, start,
+                                    std::move(name->text), name->range,
+                                    std::move(value));
 }
 
 /// pattern ::= part ('.' part)*   part ::= NAME | INTEGER | '*'
@@ -554,15 +540,11 @@ bool Parser::parseDirectivePattern(std::string &pattern, SMRange &range) {
 /// type ::= NAME '[' (expr (',' expr)*)? ']'
 bool Parser::parseType(TypeSpec &type) {
   SMLoc start = tok.loc();
-  if (!tok.is(TokenKind::Identifier)) {
-    errorAtCurrent(
-        llvm::Twine("expected a type such as f32[128, 784], found ") +
-        spell(tok.kind));
+  auto dtype = expectName("a type such as f32[128, 784]");
+  if (!dtype)
     return false;
-  }
-  type.dtype = tok.text.str();
-  type.dtypeRange = tok.range();
-  advance();
+  type.dtype = dtype->text;
+  type.dtypeRange = dtype->range;
   if (!expect(TokenKind::LBracket, "with the shape after the element type"))
     return false;
   if (!tok.is(TokenKind::RBracket)) {

@@ -72,6 +72,13 @@ private:
     }
   };
   ParseFailed errorAtCurrent(const llvm::Twine &message);
+  /// A name token, consumed.
+  struct Name {
+    std::string text;
+    llvm::SMRange range;
+  };
+  /// Consumes a name; otherwise reports "expected <what>, found <token>".
+  std::optional<Name> expectName(const llvm::Twine &what);
   bool endOfStatement();
   void skipToStatementEnd();
   void skipNewlines();
