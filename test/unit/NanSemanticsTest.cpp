@@ -153,6 +153,12 @@ TEST(NanSemantics, MaxPoolPropagatesNan) {
   cpu::maxPool2d(general, xf.data(), out.data());
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_TRUE(std::isnan(out[1]));
+  // Both windows hold the NaN, which takes their gradients (PyTorch's
+  // choice, and PoolingFormulas.h's windowArgmax for the interpreter and
+  // the GPU), not the 7 that is the first window's largest number.
+  std::vector<float> dy = {1, 1}, dx(8);
+  cpu::maxPool2dGrad(general, dy.data(), xf.data(), dx.data());
+  EXPECT_EQ(dx, (std::vector<float>{0, 2, 0, 0, 0, 0, 0, 0}));
 }
 
 TEST(NanSemantics, ErfKeepsItsLimitsAndNan) {

@@ -1,16 +1,18 @@
 //===- PoolingInterpreter.cpp - Pooling in the reference interpreter ------===//
 //
 // The interpreter's models of the pooling ops: every window visited in
-// double, padding left out of the maximum and counted as zeros in the
-// average (count_include_pad, PyTorch's default). Max pooling's gradient
-// goes to the window's first maximum, or its last NaN, as PyTorch's.
+// double by PoolingFormulas.h's formulas, padding left out of the maximum
+// and counted as zeros in the average (count_include_pad, PyTorch's
+// default). Max pooling's gradient goes to the window's first maximum, or
+// its last NaN, as PyTorch's.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lang/MnemoOps.h"
 #include "lang/interpreter/OpContext.h"
+#include "lang/ops/pooling/PoolingFormulas.h"
 
-#include <limits>
+#include <tuple>
 #include <type_traits>
 
 using namespace mlir;
@@ -29,9 +31,11 @@ struct PoolInterpreterModel
 
   LogicalResult interpret(Operation *operation, OpContext &context) const {
     auto op = llvm::cast<Op>(operation);
-    // x [N*C, H, W] pooled to y [N*C, HO, WO].
-    auto [planes, h, w, ho, wo, kh, kw, strideH, strideW, padH, padW] =
-        op.getPoolGeometry();
+    // x [N*C, H, W] pooled to y [N*C, HO, WO], by PoolingFormulas.h's
+    // windows in double.
+    pooling::PoolShape s =
+        std::apply([](auto... sizes) { return pooling::PoolShape{sizes...}; },
+                   op.getPoolGeometry());
     const Tensor *x = nullptr, *g = nullptr;
     if constexpr (isGrad) {
       g = &context.get(op.getGrad());
@@ -41,40 +45,26 @@ struct PoolInterpreterModel
       x = &context.get(op.getInput());
     }
     Tensor out = context.like(op.getResult());
-    double windowSize = double(kh * kw);
-    for (int64_t p = 0; p < planes; ++p)
-      for (int64_t oh = 0; oh < ho; ++oh)
-        for (int64_t ow = 0; ow < wo; ++ow) {
-          int64_t yi = (p * ho + oh) * wo + ow;
-          double best = -std::numeric_limits<double>::infinity(), sum = 0;
-          int64_t bestAt = -1;
-          for (int64_t i = 0; i < kh; ++i) {
-            int64_t ih = oh * strideH - padH + i;
-            if (ih < 0 || ih >= h)
-              continue;
-            for (int64_t j = 0; j < kw; ++j) {
-              int64_t iw = ow * strideW - padW + j;
-              if (iw < 0 || iw >= w)
-                continue;
-              int64_t xi = (p * h + ih) * w + iw;
-              if (isMax) {
-                double v = x->data[xi];
-                if (v > best || bestAt < 0 || v != v) {
-                  best = v;
-                  bestAt = xi;
-                }
-              } else if (isGrad) {
-                out.data[xi] += g->data[yi] / windowSize;
-              } else {
-                sum += x->data[xi];
-              }
-            }
+    for (int64_t p = 0; p < s.nc; ++p) {
+      int64_t plane = p * s.h * s.w;
+      auto at = [&](int64_t i) { return x->data[plane + i]; };
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          int64_t yi = (p * s.ho + oh) * s.wo + ow;
+          if (!isGrad) {
+            out.data[yi] = pooling::poolWindow<isMax, double>(s, oh, ow, at);
+          } else if (isMax) {
+            out.data[plane + pooling::windowArgmax<double>(s, oh, ow, at)] +=
+                g->data[yi];
+          } else {
+            pooling::Window win = pooling::windowOf(s, oh, ow);
+            for (int64_t ih = win.h0; ih < win.h1; ++ih)
+              for (int64_t iw = win.w0; iw < win.w1; ++iw)
+                out.data[plane + ih * s.w + iw] +=
+                    g->data[yi] / double(s.kh * s.kw);
           }
-          if (!isGrad)
-            out.data[yi] = isMax ? best : sum / windowSize;
-          else if (isMax && bestAt >= 0)
-            out.data[bestAt] += g->data[yi];
         }
+    }
     return context.finish(op.getResult(), std::move(out));
   }
 };

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 namespace mnemo::cpu {
@@ -36,42 +35,6 @@ bool windowsDisjoint(const PoolShape &s) {
 
 /// All ones where `c`, else zeros.
 template <typename Bits> Bits maskIf(bool c) { return Bits(-Bits(c)); }
-
-/// The first maximum of a window, row-major (PyTorch's choice), as an
-/// index into the plane; -1 for a window entirely in the padding.
-template <typename T>
-int64_t windowArgmax(const PoolShape &s, const T *plane, int64_t oh,
-                     int64_t ow) {
-  int64_t at = -1;
-  float best = 0;
-  for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
-       ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh); ++ih)
-    for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
-         iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw); ++iw) {
-      float v = float(plane[ih * s.w + iw]);
-      if (at < 0 || v > best) {
-        best = v;
-        at = ih * s.w + iw;
-      }
-    }
-  return at;
-}
-
-/// Calls f(oh, ow) for every output window that contains input (ih, iw):
-/// a gradient as a gather, with no scratch to accumulate in.
-template <typename F>
-void windowsContaining(const PoolShape &s, int64_t ih, int64_t iw, F f) {
-  int64_t oh0 =
-      std::max<int64_t>(0, (ih + s.padH - s.kh + s.strideH) / s.strideH);
-  int64_t ow0 =
-      std::max<int64_t>(0, (iw + s.padW - s.kw + s.strideW) / s.strideW);
-  for (int64_t oh = oh0; oh <= std::min(s.ho - 1, (ih + s.padH) / s.strideH);
-       ++oh)
-    for (int64_t ow = ow0; ow <= std::min(s.wo - 1, (iw + s.padW) / s.strideW);
-         ++ow)
-      if (ih >= oh * s.strideH - s.padH && iw >= ow * s.strideW - s.padW)
-        f(oh, ow);
-}
 
 /// dx from each window's gradient as `contribution` spreads it: its
 /// scatter(plane, p, oh, ow, add) calls add(input, g) for each input that
@@ -103,7 +66,7 @@ void poolGradient(const PoolShape &s, const T *x, T *dx,
       for (int64_t ih = 0; ih < s.h; ++ih)
         for (int64_t iw = 0; iw < s.w; ++iw) {
           float acc = 0;
-          windowsContaining(s, ih, iw, [&](int64_t oh, int64_t ow) {
+          pooling::forEachWindowHolding(s, ih, iw, [&](int64_t oh, int64_t ow) {
             acc += contribution.gather(plane, p, oh, ow, ih * s.w + iw);
           });
           dx[(p * s.h + ih) * s.w + iw] = T(acc);
@@ -112,24 +75,27 @@ void poolGradient(const PoolShape &s, const T *x, T *dx,
   });
 }
 
-/// Max pooling's gradient: each window's first maximum gets the window's
-/// gradient.
+/// Max pooling's gradient: each window's first maximum (or last NaN) gets
+/// the window's gradient.
 template <typename T> struct FirstMaximum {
   const PoolShape &s;
   const T *dy;
   float g(int64_t p, int64_t oh, int64_t ow) const {
     return float(dy[(p * s.ho + oh) * s.wo + ow]);
   }
+  static int64_t argmax(const PoolShape &s, const T *plane, int64_t oh,
+                        int64_t ow) {
+    return pooling::windowArgmax<float>(
+        s, oh, ow, [plane](int64_t i) { return float(plane[i]); });
+  }
   template <typename Add>
   void scatter(const T *plane, int64_t p, int64_t oh, int64_t ow,
                Add add) const {
-    int64_t at = windowArgmax(s, plane, oh, ow);
-    if (at >= 0)
-      add(at, g(p, oh, ow));
+    add(argmax(s, plane, oh, ow), g(p, oh, ow));
   }
   float gather(const T *plane, int64_t p, int64_t oh, int64_t ow,
                int64_t at) const {
-    return windowArgmax(s, plane, oh, ow) == at ? g(p, oh, ow) : 0.0f;
+    return argmax(s, plane, oh, ow) == at ? g(p, oh, ow) : 0.0f;
   }
 };
 
@@ -144,16 +110,30 @@ template <typename T> struct EveryInput {
   template <typename Add>
   void scatter(const T *, int64_t p, int64_t oh, int64_t ow, Add add) const {
     float share = g(p, oh, ow);
-    for (int64_t ih = std::max<int64_t>(0, oh * s.strideH - s.padH);
-         ih < std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh); ++ih)
-      for (int64_t iw = std::max<int64_t>(0, ow * s.strideW - s.padW);
-           iw < std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw); ++iw)
+    pooling::Window win = pooling::windowOf(s, oh, ow);
+    for (int64_t ih = win.h0; ih < win.h1; ++ih)
+      for (int64_t iw = win.w0; iw < win.w1; ++iw)
         add(ih * s.w + iw, share);
   }
   float gather(const T *, int64_t p, int64_t oh, int64_t ow, int64_t) const {
     return g(p, oh, ow);
   }
 };
+
+/// Every window of every plane, as PoolingFormulas.h's poolWindow.
+template <bool IsMax, typename T>
+void poolWindows(const PoolShape &s, const T *x, T *y) {
+  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const T *plane = x + p * s.h * s.w;
+      auto at = [plane](int64_t i) { return float(plane[i]); };
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow)
+          y[(p * s.ho + oh) * s.wo + ow] =
+              T(pooling::poolWindow<IsMax, float>(s, oh, ow, at));
+    }
+  });
+}
 
 } // namespace
 
@@ -172,25 +152,7 @@ template <typename T> void maxPool2d(const PoolShape &s, const T *x, T *y) {
         });
     return;
   }
-  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const T *plane = x + p * s.h * s.w;
-      T *out = y + p * s.ho * s.wo;
-      for (int64_t oh = 0; oh < s.ho; ++oh) {
-        int64_t h0 = std::max<int64_t>(0, oh * s.strideH - s.padH);
-        int64_t h1 = std::min<int64_t>(s.h, oh * s.strideH - s.padH + s.kh);
-        for (int64_t ow = 0; ow < s.wo; ++ow) {
-          int64_t w0 = std::max<int64_t>(0, ow * s.strideW - s.padW);
-          int64_t w1 = std::min<int64_t>(s.w, ow * s.strideW - s.padW + s.kw);
-          float best = -std::numeric_limits<float>::infinity();
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw)
-              best = nanMax(best, float(plane[ih * s.w + iw]));
-          out[oh * s.wo + ow] = T(best);
-        }
-      }
-    }
-  });
+  poolWindows<true>(s, x, y);
 }
 
 template <typename T>
@@ -230,25 +192,7 @@ void maxPool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
 }
 
 template <typename T> void avgPool2d(const PoolShape &s, const T *x, T *y) {
-  float window = float(s.kh * s.kw);
-  parallelFor(s.nc, rowGrain(s.h * s.w), [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p)
-      for (int64_t oh = 0; oh < s.ho; ++oh)
-        for (int64_t ow = 0; ow < s.wo; ++ow) {
-          float sum = 0;
-          for (int64_t kh = 0; kh < s.kh; ++kh) {
-            int64_t ih = oh * s.strideH - s.padH + kh;
-            if (ih < 0 || ih >= s.h)
-              continue;
-            for (int64_t kw = 0; kw < s.kw; ++kw) {
-              int64_t iw = ow * s.strideW - s.padW + kw;
-              if (iw >= 0 && iw < s.w)
-                sum += float(x[(p * s.h + ih) * s.w + iw]);
-            }
-          }
-          y[(p * s.ho + oh) * s.wo + ow] = T(sum / window);
-        }
-  });
+  poolWindows<false>(s, x, y);
 }
 
 template <typename T>

@@ -3,22 +3,18 @@
 // The CPU kernels generated code calls for the pooling ops (the emission
 // model, PoolingEmission.cpp, includes this header). Their bodies are in
 // PoolingKernels.cpp, built into the trainer's runtime: plain C++17, no
-// LLVM. Tensors are NCHW; N and C are one dimension of planes.
+// LLVM. The windows' formulas are PoolingFormulas.h's.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H
 #define MNEMO_LANG_OPS_POOLING_POOLINGKERNELS_H
 
-#include <cstdint>
+#include "lang/ops/pooling/PoolingFormulas.h"
 
 namespace mnemo::cpu {
 
-/// The ops' getPoolGeometry(), in its order.
-struct PoolShape {
-  int64_t nc, h, w, ho, wo;
-  int64_t kh, kw, strideH, strideW, padH, padW;
-};
+using pooling::PoolShape;
 
 /// Max pooling propagates a NaN (as PyTorch's); its gradient goes to each
 /// window's first maximum. Average pooling counts padding as zeros. T is

@@ -37,7 +37,7 @@ class Mnemo_PoolOp<string mnemonic, string what, Trait amp = Mnemo_AmpFollow>
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The pooling's geometry as PoolingKernels.h's PoolShape initializer
+    /// The pooling's geometry as PoolingFormulas.h's PoolShape initializer
     /// lists it: {N*C, H, W, HO, WO, KH, KW, strideH, strideW, padH, padW}.
     std::array<int64_t, 11> getPoolGeometry();
   }];
@@ -68,7 +68,7 @@ def Mnemo_MaxPool2DGradOp : Mnemo_Op<"max_pool2d_grad", [Mnemo_AmpFollow, Mnemo_
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The pooling's geometry as PoolingKernels.h's PoolShape initializer
+    /// The pooling's geometry as PoolingFormulas.h's PoolShape initializer
     /// lists it: {N*C, H, W, HO, WO, KH, KW, strideH, strideW, padH, padW}.
     std::array<int64_t, 11> getPoolGeometry();
   }];
@@ -89,7 +89,7 @@ def Mnemo_AvgPool2DGradOp : Mnemo_Op<"avg_pool2d_grad", [Mnemo_AmpFollow, Mnemo_
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The pooling's geometry as PoolingKernels.h's PoolShape initializer
+    /// The pooling's geometry as PoolingFormulas.h's PoolShape initializer
     /// lists it: {N*C, H, W, HO, WO, KH, KW, strideH, strideW, padH, padW}.
     std::array<int64_t, 11> getPoolGeometry();
   }];
