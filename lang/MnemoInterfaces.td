@@ -16,9 +16,11 @@ def Mnemo_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   let methods = [
     InterfaceMethod<[{
         Emits the gradients of the operands given the gradients of the
-        results (null for a result that does not reach the loss). Returns
-        one value per operand, null where the operand gets no gradient
-        (integer operands, masks).
+        results (null for a result that does not reach the loss). The
+        backward pass calls it only where some result reaches the loss, so
+        a one-result op always gets its result's gradient. Returns one
+        value per operand, null where the operand gets no gradient (integer
+        operands, masks).
       }],
       "::llvm::SmallVector<::mlir::Value>", "buildGradient",
       (ins "::mlir::OpBuilder &":$builder,

@@ -107,8 +107,6 @@ LogicalResult Conv2DWeightGradOp::verify() {
 
 SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
                                            ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   Value dx = b.create<Conv2DInputGradOp>(getLoc(), getInput().getType(),
                                          grads[0], getWeight(), getStrideAttr(),
                                          getPaddingAttr());
@@ -120,8 +118,6 @@ SmallVector<Value> Conv2DOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> Conv2DInputGradOp::buildGradient(OpBuilder &b,
                                                     ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   // result = convT(g, W): g has the shape conv2d(result, W) has, and W
   // relates them as a convolution's weight relates its input (result's
   // gradient here) to its output (g).

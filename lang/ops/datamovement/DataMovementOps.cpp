@@ -83,7 +83,7 @@ LogicalResult BroadcastOp::verify() {
 
 SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b,
                                             ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
+  if (!isFloatTensor(getInput()))
     return {Value()};
   Emitter e{b, getLoc()};
   return {e.reshape(grads[0], typeOf(getInput()))};
@@ -91,7 +91,7 @@ SmallVector<Value> ReshapeOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> TransposeOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
+  if (!isFloatTensor(getInput()))
     return {Value()};
   ArrayRef<int64_t> perm = getPermutation();
   SmallVector<int64_t> inverse(perm.size());
@@ -104,7 +104,7 @@ SmallVector<Value> TransposeOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> BroadcastOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
+  if (!isFloatTensor(getInput()))
     return {Value()};
   Emitter e{b, getLoc()};
   // Sum over the dimensions the broadcast added or stretched.
@@ -197,7 +197,7 @@ std::array<int64_t, 6> SliceGradOp::getSliceGeometry() {
 }
 
 SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
+  if (!isFloatTensor(getInput()))
     return {Value()};
   return {b.create<SliceGradOp>(getLoc(), getInput().getType(), grads[0],
                                 getAxisAttr(), getStartAttr(), getEndAttr(),
@@ -209,8 +209,6 @@ SmallVector<Value> SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 // zeros with it), so it has a gradient of its own: the slice back out.
 SmallVector<Value> SliceGradOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   return {b.create<SliceOp>(getLoc(), getGrad().getType(), grads[0],
                             getAxisAttr(), getStartAttr(), getEndAttr(),
                             getStepAttr())
@@ -220,7 +218,7 @@ SmallVector<Value> SliceGradOp::buildGradient(OpBuilder &b,
 SmallVector<Value> ConcatOp::buildGradient(OpBuilder &b,
                                            ArrayRef<Value> grads) {
   SmallVector<Value> result(getInputs().size());
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return result;
   int64_t axis = int64_t(getAxis());
   int64_t offset = 0;

@@ -18,8 +18,6 @@ SmallVector<Value> mnemo::buildActivationGradient(Operation *op,
                                                   OpBuilder &builder,
                                                   ArrayRef<Value> grads,
                                                   bool fromOutput) {
-  if (!grads[0])
-    return {Value()};
   // `foo_grad(grad, input or output)` with foo's attributes: the multiclass
   // gives the two ops the same ones.
   OperationState state(op->getLoc(),
@@ -35,27 +33,27 @@ SmallVector<Value> mnemo::buildActivationGradient(Operation *op,
 }
 
 SmallVector<Value> AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return {Value(), Value()};
   return {grads[0], grads[0]};
 }
 
 SmallVector<Value> SubOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return {Value(), Value()};
   Emitter e{b, getLoc()};
   return {grads[0], e.neg(grads[0])};
 }
 
 SmallVector<Value> MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return {Value(), Value()};
   Emitter e{b, getLoc()};
   return {e.mul(grads[0], getRhs()), e.mul(grads[0], getLhs())};
 }
 
 SmallVector<Value> DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return {Value(), Value()};
   Emitter e{b, getLoc()};
   // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b, reusing the quotient.
@@ -133,14 +131,14 @@ SmallVector<Value> PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 }
 
 SmallVector<Value> CastOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getInput()))
+  if (!isFloatTensor(getInput()))
     return {Value()};
   return {
       b.create<CastOp>(getLoc(), getInput().getType(), grads[0]).getResult()};
 }
 
 SmallVector<Value> WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0] || !isFloatTensor(getResult()))
+  if (!isFloatTensor(getResult()))
     return {Value(), Value(), Value()};
   Emitter e{b, getLoc()};
   Value zero = e.splatLike(grads[0], 0.0);
@@ -154,8 +152,6 @@ SmallVector<Value> DropoutOp::buildGradient(OpBuilder &b,
                                             ArrayRef<Value> grads) {
   // The mask is a function of the seed, the step and the position, so the
   // same op on the gradient drops (and scales) exactly the same elements.
-  if (!grads[0])
-    return {Value()};
   return {b.create<DropoutOp>(getLoc(), grads[0].getType(), grads[0],
                               getPAttr(), getSeedAttr())
               .getResult()};

@@ -30,8 +30,6 @@ LogicalResult EmbeddingGradOp::verify() {
 
 SmallVector<Value> EmbeddingOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   auto table = llvm::cast<RankedTensorType>(getTable().getType());
   if (table.getElementType().isF32())
     return {b.create<EmbeddingGradOp>(getLoc(), table, grads[0], getIndices())

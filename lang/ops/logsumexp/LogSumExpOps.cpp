@@ -30,8 +30,6 @@ LogicalResult LogSumExpOp::verify() {
 
 SmallVector<Value> LogSumExpOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   // d/dx logsumexp(x) = exp(x - logsumexp(x)), the softmax along the axis;
   // the three elementwise ops fuse into one loop over the input.
   Emitter e{b, getLoc()};

@@ -40,8 +40,6 @@ LogicalResult CrossEntropyOp::verify() {
 
 SmallVector<Value> CrossEntropyOp::buildGradient(OpBuilder &b,
                                                  ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   return {b.create<CrossEntropyGradOp>(getLoc(), getLogits().getType(),
                                        grads[0], getLogits(), getTargets(),
                                        getIgnoreIndex(), getLabelSmoothing())
@@ -254,8 +252,6 @@ LogicalResult MseOp::verify() {
 }
 
 SmallVector<Value> MseOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   Emitter e{b, getLoc()};
   // d/da mean((a - b)^2) = 2 (a - b) / N.
   double n = double(typeOf(getLhs()).getNumElements());

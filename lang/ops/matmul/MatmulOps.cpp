@@ -102,8 +102,6 @@ LogicalResult BatchMatmulOp::canonicalize(BatchMatmulOp op,
 SmallVector<Value> MatmulOp::buildGradient(OpBuilder &b,
                                            ArrayRef<Value> grads) {
   Value g = grads[0];
-  if (!g)
-    return {Value(), Value()};
   Emitter e{b, getLoc()};
   Value a = getLhs(), w = getRhs();
   bool ta = getTransposeLhs(), tw = getTransposeRhs();
@@ -135,8 +133,6 @@ SmallVector<Value> MatmulOp::buildGradient(OpBuilder &b,
 SmallVector<Value> BatchMatmulOp::buildGradient(OpBuilder &b,
                                                 ArrayRef<Value> grads) {
   Value g = grads[0];
-  if (!g)
-    return {Value(), Value()};
   Value a = getLhs(), w = getRhs();
   bool ta = getTransposeLhs(), tw = getTransposeRhs();
   Location loc = getLoc();

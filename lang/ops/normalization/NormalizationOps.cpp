@@ -123,8 +123,6 @@ SmallVector<Value> BatchNormOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> LayerNormOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value(), Value()};
   auto op = b.create<LayerNormGradOp>(
       getLoc(), getInput().getType(), getScale().getType(), getBias().getType(),
       grads[0], getInput(), getScale(), getEpsilonAttr());
@@ -133,8 +131,6 @@ SmallVector<Value> LayerNormOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> RmsNormOp::buildGradient(OpBuilder &b,
                                             ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value(), Value()};
   auto op = b.create<RmsNormGradOp>(getLoc(), getInput().getType(),
                                     getScale().getType(), grads[0], getInput(),
                                     getScale(), getEpsilonAttr());

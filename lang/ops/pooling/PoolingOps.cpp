@@ -63,8 +63,6 @@ std::array<int64_t, 11> AvgPool2DGradOp::getPoolGeometry() {
 
 SmallVector<Value> MaxPool2DOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   return {b.create<MaxPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
                                     getInput(), getKernelAttr(),
                                     getStrideAttr(), getPaddingAttr())
@@ -73,8 +71,6 @@ SmallVector<Value> MaxPool2DOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> AvgPool2DOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   return {b.create<AvgPool2DGradOp>(getLoc(), getInput().getType(), grads[0],
                                     getKernelAttr(), getStrideAttr(),
                                     getPaddingAttr())

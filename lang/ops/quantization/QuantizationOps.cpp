@@ -53,8 +53,6 @@ SmallVector<Value> FakeQuantOp::buildGradient(OpBuilder &b,
                                               ArrayRef<Value> grads) {
   // The straight-through estimator, clipped to the range; the observed
   // range gets no gradient (PyTorch's FakeQuantize, without learned scale).
-  if (!grads[0])
-    return {Value(), Value(), Value()};
   return {b.create<FakeQuantGradOp>(getLoc(), getInput().getType(), grads[0],
                                     getInput(), getMin(), getMax(),
                                     getAxisAttr(), getQuantMinAttr(),

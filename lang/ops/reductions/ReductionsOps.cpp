@@ -86,15 +86,11 @@ LogicalResult MaxGradOp::verify() {
 }
 
 SmallVector<Value> SumOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   Emitter e{b, getLoc()};
   return {e.unreduce(grads[0], typeOf(getInput()), getAxes())};
 }
 
 SmallVector<Value> MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   Emitter e{b, getLoc()};
   int64_t count = typeOf(getInput()).getNumElements() /
                   typeOf(getResult()).getNumElements();
@@ -103,8 +99,6 @@ SmallVector<Value> MeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
 }
 
 SmallVector<Value> MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   return {b.create<MaxGradOp>(getLoc(), getInput().getType(), grads[0],
                               getInput(), getResult(), getAxesAttr(),
                               getKeepDimsAttr())

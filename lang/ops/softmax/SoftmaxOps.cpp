@@ -42,8 +42,6 @@ std::array<int64_t, 3> LogSoftmaxOp::getRowGeometry() {
 
 SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
                                             ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   Emitter e{b, getLoc()};
   // dx = y * (g - sum(g * y)) along the axis.
   Value y = getResult(), g = grads[0];
@@ -54,8 +52,6 @@ SmallVector<Value> SoftmaxOp::buildGradient(OpBuilder &b,
 
 SmallVector<Value> LogSoftmaxOp::buildGradient(OpBuilder &b,
                                                ArrayRef<Value> grads) {
-  if (!grads[0])
-    return {Value()};
   Emitter e{b, getLoc()};
   // dx = g - softmax(x) * sum(g) along the axis; softmax(x) = exp(y).
   Value y = getResult(), g = grads[0];
