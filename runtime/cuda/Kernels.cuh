@@ -100,27 +100,19 @@ __device__ __forceinline__ void raiseError(const Regions &r, int code,
     r.control[kErrorValue] = value;
 }
 
-__device__ __forceinline__ float *f32(uint8_t *p) {
-  return reinterpret_cast<float *>(p);
-}
-__device__ __forceinline__ __nv_bfloat16 *bf16(uint8_t *p) {
-  return reinterpret_cast<__nv_bfloat16 *>(p);
-}
-__device__ __forceinline__ __half *f16(uint8_t *p) {
-  return reinterpret_cast<__half *>(p);
-}
-__device__ __forceinline__ int64_t *i64(uint8_t *p) {
-  return reinterpret_cast<int64_t *>(p);
-}
-__device__ __forceinline__ int32_t *i32(uint8_t *p) {
-  return reinterpret_cast<int32_t *>(p);
-}
-__device__ __forceinline__ int16_t *i16(uint8_t *p) {
-  return reinterpret_cast<int16_t *>(p);
-}
-__device__ __forceinline__ int8_t *i8(uint8_t *p) {
-  return reinterpret_cast<int8_t *>(p);
-}
+// Generated code reads the plan's bytes as elements through these.
+#define MNEMO_ELEMENTS_AS(name, T)                                             \
+  __device__ __forceinline__ T *name(uint8_t *p) {                             \
+    return reinterpret_cast<T *>(p);                                           \
+  }
+MNEMO_ELEMENTS_AS(f32, float)
+MNEMO_ELEMENTS_AS(bf16, __nv_bfloat16)
+MNEMO_ELEMENTS_AS(f16, __half)
+MNEMO_ELEMENTS_AS(i64, int64_t)
+MNEMO_ELEMENTS_AS(i32, int32_t)
+MNEMO_ELEMENTS_AS(i16, int16_t)
+MNEMO_ELEMENTS_AS(i8, int8_t)
+#undef MNEMO_ELEMENTS_AS
 __device__ __forceinline__ uint8_t *u8(uint8_t *p) { return p; }
 
 __device__ __forceinline__ float ld(float x) { return x; }
