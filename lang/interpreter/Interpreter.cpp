@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/bit.h"
 
 #include <cmath>
 #include <cstring>
@@ -83,48 +84,44 @@ double decodeF16(uint16_t bits) {
   return sign * std::ldexp(double(frac + 1024), e - 25);
 }
 
+/// Element i of an array of T at `p`, by bytes (the plan's memory is not
+/// aligned for T).
+template <typename T> void store(uint8_t *p, int64_t i, T x) {
+  std::memcpy(p + sizeof(T) * i, &x, sizeof(T));
+}
+template <typename T> T load(const uint8_t *p, int64_t i) {
+  T x;
+  std::memcpy(&x, p + sizeof(T) * i, sizeof(T));
+  return x;
+}
+
 /// Writes `t` into `bytes` at `offset` in its element type's storage format.
 void encode(const Tensor &t, std::vector<uint8_t> &bytes, int64_t offset) {
   uint8_t *p = bytes.data() + offset;
   for (int64_t i = 0; i < t.numElements(); ++i) {
     double v = t.data[i];
     switch (t.type) {
-    case ElementType::F32: {
-      float f = float(v);
-      std::memcpy(p + 4 * i, &f, 4);
+    case ElementType::F32:
+      store(p, i, float(v));
       break;
-    }
-    case ElementType::BF16: {
-      float f = float(v);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      uint16_t top = uint16_t(bits >> 16);
-      std::memcpy(p + 2 * i, &top, 2);
+    case ElementType::BF16: // the top half of the f32 (v is rounded already)
+      store(p, i, uint16_t(llvm::bit_cast<uint32_t>(float(v)) >> 16));
       break;
-    }
-    case ElementType::F16: {
-      uint16_t h = encodeF16(v);
-      std::memcpy(p + 2 * i, &h, 2);
+    case ElementType::F16:
+      store(p, i, encodeF16(v));
       break;
-    }
-    case ElementType::I64: {
-      int64_t x = int64_t(v);
-      std::memcpy(p + 8 * i, &x, 8);
+    case ElementType::I64:
+      store(p, i, int64_t(v));
       break;
-    }
-    case ElementType::I32: {
-      int32_t x = int32_t(v);
-      std::memcpy(p + 4 * i, &x, 4);
+    case ElementType::I32:
+      store(p, i, int32_t(v));
       break;
-    }
-    case ElementType::I16: {
-      int16_t x = int16_t(v);
-      std::memcpy(p + 2 * i, &x, 2);
+    case ElementType::I16:
+      store(p, i, int16_t(v));
       break;
-    }
     case ElementType::I8:
     case ElementType::I1:
-      p[i] = uint8_t(int8_t(v));
+      store(p, i, int8_t(v));
       break;
     }
   }
@@ -134,47 +131,26 @@ void decode(Tensor &t, const std::vector<uint8_t> &bytes, int64_t offset) {
   const uint8_t *p = bytes.data() + offset;
   for (int64_t i = 0; i < t.numElements(); ++i) {
     switch (t.type) {
-    case ElementType::F32: {
-      float f;
-      std::memcpy(&f, p + 4 * i, 4);
-      t.data[i] = f;
+    case ElementType::F32:
+      t.data[i] = load<float>(p, i);
       break;
-    }
-    case ElementType::BF16: {
-      uint16_t top;
-      std::memcpy(&top, p + 2 * i, 2);
-      uint32_t bits = uint32_t(top) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      t.data[i] = f;
+    case ElementType::BF16:
+      t.data[i] = llvm::bit_cast<float>(uint32_t(load<uint16_t>(p, i)) << 16);
       break;
-    }
-    case ElementType::F16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      t.data[i] = decodeF16(h);
+    case ElementType::F16:
+      t.data[i] = decodeF16(load<uint16_t>(p, i));
       break;
-    }
-    case ElementType::I64: {
-      int64_t x;
-      std::memcpy(&x, p + 8 * i, 8);
-      t.data[i] = double(x);
+    case ElementType::I64:
+      t.data[i] = double(load<int64_t>(p, i));
       break;
-    }
-    case ElementType::I32: {
-      int32_t x;
-      std::memcpy(&x, p + 4 * i, 4);
-      t.data[i] = x;
+    case ElementType::I32:
+      t.data[i] = load<int32_t>(p, i);
       break;
-    }
-    case ElementType::I16: {
-      int16_t x;
-      std::memcpy(&x, p + 2 * i, 2);
-      t.data[i] = x;
+    case ElementType::I16:
+      t.data[i] = load<int16_t>(p, i);
       break;
-    }
     case ElementType::I8:
-      t.data[i] = int8_t(p[i]);
+      t.data[i] = load<int8_t>(p, i);
       break;
     case ElementType::I1:
       t.data[i] = p[i] != 0;
