@@ -35,13 +35,15 @@ Val tensor(int id) { return Val::ofTensor(id); }
 template <double (*fold)(double)> Val unary(Sema &s, BoundArgs &a) {
   const char *op = a.callee;
   const Val &x = a.values[0];
-  if (x.isNumber() && fold) {
-    double r = fold(x.number());
-    if (std::isnan(r))
-      return s.error(a.loc,
-                     Twine(op) + " of " + s.describe(x) + " is undefined",
-                     {a.range});
-    return Val::ofFloat(r);
+  if constexpr (fold != nullptr) {
+    if (x.isNumber()) {
+      double r = fold(x.number());
+      if (std::isnan(r))
+        return s.error(a.loc,
+                       Twine(op) + " of " + s.describe(x) + " is undefined",
+                       {a.range});
+      return Val::ofFloat(r);
+    }
   }
   auto t = s.asFloatTensor(x, a.ranges[0], Twine("the argument of ") + op);
   if (!t)
@@ -253,9 +255,7 @@ Val batchNorm(Sema &s, BoundArgs &a) {
   auto var = channelArg(2, "running_var");
   auto weight = channelArg(3, "weight");
   auto bias = channelArg(4, "bias");
-  std::optional<bool> training = false;
-  if (a.has(5))
-    training = a.asBool(5, "training");
+  auto training = a.boolOr(5, false, "training");
   auto momentum = a.numberOr(6, 0.1, "momentum");
   auto eps = a.numberOr(7, 1e-5, "eps");
   if (!mean || !var || !weight || !bias || !training || !momentum || !eps)
@@ -606,9 +606,8 @@ const std::vector<Builtin> kBuiltins = {
        // torch.full: a constant tensor (an RNN's zero initial state).
        auto dims = a.asIntList(0, "the shape of full");
        auto value = a.asNumber(1, "the value of full");
-       std::optional<ElementType> dtype = ElementType::F32;
-       if (a.has(2))
-         dtype = a.asDType(2, "the dtype of full");
+       auto dtype = a.has(2) ? a.asDType(2, "the dtype of full")
+                             : std::optional(ElementType::F32);
        if (!dims || !value || !dtype)
          return Val::error();
        for (int64_t d : *dims)

@@ -66,27 +66,17 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
   if (a.has(3))
     extra = a.values[3].kind == Val::Kind::List ? a.values[3].list
                                                 : std::vector<Val>{a.values[3]};
-  int64_t axis = 1;
-  if (a.has(4)) {
-    auto v = a.asInt(4, "axis");
-    if (!v)
-      return Val::error();
-    axis = *v;
-  }
-  bool reverse = false;
-  if (a.has(5)) {
-    auto v = a.asBool(5, "reverse");
-    if (!v)
-      return Val::error();
-    reverse = *v;
-  }
+  auto axis = a.intOr(4, 1, "axis");
+  auto reverse = a.boolOr(5, false, "reverse");
+  if (!axis || !reverse)
+    return Val::error();
 
   TensorType seq = s.typeOf(*xs);
-  auto n = shape::normalizeAxis(axis, seq.shape.size());
+  auto n = shape::normalizeAxis(*axis, seq.shape.size());
   if (!n || seq.shape.size() < 2)
     return s.error(
         a.ranges[1].Start,
-        "scan runs along axis " + std::to_string(axis) + " of " + seq.str() +
+        "scan runs along axis " + std::to_string(*axis) + " of " + seq.str() +
             ", which it does not have (the sequence needs a batch or "
             "feature axis besides it)",
         {a.ranges[1]});
@@ -97,7 +87,7 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
   std::vector<int> current = *state;
   std::vector<int> outputs(length, -1);
   for (int64_t step = 0; step < length; ++step) {
-    int64_t t = reverse ? length - 1 - step : step;
+    int64_t t = *reverse ? length - 1 - step : step;
     shape::Shape sliced = seq.shape;
     sliced[*n] = 1;
     int piece = s.emit(
