@@ -312,55 +312,41 @@ static std::optional<ConfigValue> checkParam(const SettingParam &param,
                   value.kind == ConfigValue::Kind::Float;
   double x = value.number();
   bool isInt = value.kind == ConfigValue::Kind::Int;
+  auto reject = [&](std::string reason) {
+    why = std::move(reason);
+    return std::nullopt;
+  };
   switch (param.type) {
   case ParamType::Number:
   case ParamType::Positive:
   case ParamType::NonNegative:
   case ParamType::Fraction:
-    if (!isNumber || std::isnan(x)) {
-      why = "must be a number";
-      return std::nullopt;
-    }
-    if (param.type == ParamType::Positive && !(x > 0)) {
-      why = "must be positive";
-      return std::nullopt;
-    }
-    if (param.type == ParamType::NonNegative && !(x >= 0)) {
-      why = "must not be negative";
-      return std::nullopt;
-    }
-    if (param.type == ParamType::Fraction && !(x >= 0 && x < 1)) {
-      why = "must be in [0, 1)";
-      return std::nullopt;
-    }
+    if (!isNumber || std::isnan(x))
+      return reject("must be a number");
+    if (param.type == ParamType::Positive && !(x > 0))
+      return reject("must be positive");
+    if (param.type == ParamType::NonNegative && !(x >= 0))
+      return reject("must not be negative");
+    if (param.type == ParamType::Fraction && !(x >= 0 && x < 1))
+      return reject("must be in [0, 1)");
     return ConfigValue::ofFloat(x);
   case ParamType::Int:
   case ParamType::PositiveInt:
   case ParamType::NonNegativeInt:
   case ParamType::Bits:
-    if (!isInt) {
-      why = "must be an integer";
-      return std::nullopt;
-    }
-    if (param.type == ParamType::PositiveInt && value.intValue < 1) {
-      why = "must be at least 1";
-      return std::nullopt;
-    }
-    if (param.type == ParamType::NonNegativeInt && value.intValue < 0) {
-      why = "must not be negative";
-      return std::nullopt;
-    }
+    if (!isInt)
+      return reject("must be an integer");
+    if (param.type == ParamType::PositiveInt && value.intValue < 1)
+      return reject("must be at least 1");
+    if (param.type == ParamType::NonNegativeInt && value.intValue < 0)
+      return reject("must not be negative");
     if (param.type == ParamType::Bits && value.intValue != 4 &&
-        value.intValue != 8) {
-      why = "must be 4 or 8";
-      return std::nullopt;
-    }
+        value.intValue != 8)
+      return reject("must be 4 or 8");
     return value;
   case ParamType::Bool:
-    if (value.kind != ConfigValue::Kind::Bool) {
-      why = "must be true or false";
-      return std::nullopt;
-    }
+    if (value.kind != ConfigValue::Kind::Bool)
+      return reject("must be true or false");
     return value;
   case ParamType::Enum: {
     if (value.kind == ConfigValue::Kind::Symbol ||
@@ -368,25 +354,21 @@ static std::optional<ConfigValue> checkParam(const SettingParam &param,
       for (const char *option : param.options)
         if (value.text == option)
           return ConfigValue::ofSymbol(option);
-    why = "must be one of";
+    std::string options;
     for (size_t i = 0; i < param.options.size(); ++i)
-      why += std::string(i ? ", " : " ") + param.options[i];
-    return std::nullopt;
+      options += std::string(i ? ", " : " ") + param.options[i];
+    return reject("must be one of" + options);
   }
   case ParamType::Betas: {
-    if (value.kind != ConfigValue::Kind::List || value.list.size() != 2) {
-      why = "must be a pair [beta1, beta2]";
-      return std::nullopt;
-    }
+    if (value.kind != ConfigValue::Kind::List || value.list.size() != 2)
+      return reject("must be a pair [beta1, beta2]");
     ConfigValue out;
     out.kind = ConfigValue::Kind::List;
     for (const ConfigValue &b : value.list) {
       bool num = b.kind == ConfigValue::Kind::Int ||
                  b.kind == ConfigValue::Kind::Float;
-      if (!num || !(b.number() >= 0 && b.number() < 1)) {
-        why = "must be two numbers in [0, 1)";
-        return std::nullopt;
-      }
+      if (!num || !(b.number() >= 0 && b.number() < 1))
+        return reject("must be two numbers in [0, 1)");
       out.list.push_back(ConfigValue::ofFloat(b.number()));
     }
     return out;
