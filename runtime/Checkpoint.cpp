@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - Training checkpoints ------------------------------===//
 
 #include "runtime/Checkpoint.h"
+#include "runtime/Failure.h"
 #include "runtime/Safetensors.h"
 #include "runtime/cpu/Half.h"
 
@@ -80,17 +81,15 @@ bool checkValues(const StoredTensor &t, std::string &error) {
       b.bits = f.bits = h;
       v = t.dtype == "BF16" ? float(b) : float(f);
     }
-    if (!std::isfinite(v)) {
-      error = "'" + t.name + "' holds " + (std::isnan(v) ? "nan" : "inf") +
-              " at element " + std::to_string(i) +
-              "; training from it would only spread it";
-      return false;
-    }
-    if (nonNegative && v < 0) {
-      error = "'" + t.name + "' holds " + std::to_string(v) + " at element " +
-              std::to_string(i) + ", and it cannot be negative";
-      return false;
-    }
+    if (!std::isfinite(v))
+      return failWith(error, "'" + t.name + "' holds " +
+                                 (std::isnan(v) ? "nan" : "inf") +
+                                 " at element " + std::to_string(i) +
+                                 "; training from it would only spread it");
+    if (nonNegative && v < 0)
+      return failWith(error, "'" + t.name + "' holds " + std::to_string(v) +
+                                 " at element " + std::to_string(i) +
+                                 ", and it cannot be negative");
   }
   return true;
 }
@@ -135,13 +134,13 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   // Resuming needs the run's position and optimizer state: a file of
   // weights alone (another program's, or --export's) is said to be one.
   auto format = file.metadata.find("format");
-  if (withState && (format == file.metadata.end() ||
-                    format->second != "mnemo-checkpoint-1")) {
-    error = "'" + path +
+  if (withState &&
+      (format == file.metadata.end() || format->second != "mnemo-checkpoint-1"))
+    return failWith(
+        error,
+        "'" + path +
             "' is not a Mnemo checkpoint (no run position or optimizer state "
-            "in it); use --init to start from its weights";
-    return false;
-  }
+            "in it); use --init to start from its weights");
   const StepInfo &step = model.trainStep;
   for (int i = 0; i < step.numArguments; ++i) {
     const ArgumentInfo &a = step.arguments[i];
@@ -149,23 +148,19 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
       continue;
     const StoredTensor *t = file.find(a.name);
     std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-    if (!t) {
-      error = "'" + path + "' has no tensor '" + a.name + "'" +
+    if (!t)
+      return failWith(
+          error,
+          "'" + path + "' has no tensor '" + a.name + "'" +
               (a.role == ArgumentRole::OptState
                    ? " (optimizer state: was it saved by another optimizer?)"
-                   : "");
-      return false;
-    }
-    if (t->dtype != safetensorsDtype(a.dtype) || t->shape != shape) {
-      error = "'" + path + "': '" + a.name + "' is " + t->dtype +
-              shapeText(t->shape) + " but the model's is " +
-              safetensorsDtype(a.dtype) + shapeText(shape);
-      return false;
-    }
-    if (!checkValues(*t, error)) {
-      error = "'" + path + "': " + error;
-      return false;
-    }
+                   : ""));
+    if (t->dtype != safetensorsDtype(a.dtype) || t->shape != shape)
+      return failWith(error, "'" + path + "': '" + a.name + "' is " + t->dtype +
+                                 shapeText(t->shape) + " but the model's is " +
+                                 safetensorsDtype(a.dtype) + shapeText(shape));
+    if (!checkValues(*t, error))
+      return failWith(error, "'" + path + "': " + error);
   }
   if (!withState)
     return true;
@@ -183,12 +178,11 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   };
   int64_t done = 0, total = 0, seed = 0, threads = 0;
   if (!number("step", done) || !number("total_steps", total) ||
-      !number("seed", seed) || !number("threads", threads)) {
-    error = "'" + path +
-            "' has a damaged run position (step, total_steps, "
-            "seed, threads) in its metadata";
-    return false;
-  }
+      !number("seed", seed) || !number("threads", threads))
+    return failWith(error,
+                    "'" + path +
+                        "' has a damaged run position (step, total_steps, "
+                        "seed, threads) in its metadata");
   checkpoint.position.step = done;
   checkpoint.position.totalSteps = total;
   checkpoint.position.seed = uint64_t(seed);
@@ -198,12 +192,11 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   bool hasBatch = file.metadata.count("global_batch") != 0;
   bool hasRanks = file.metadata.count("ranks") != 0;
   if ((hasBatch && !number("global_batch", globalBatch)) ||
-      (hasRanks && !number("ranks", ranks))) {
-    error = "'" + path +
-            "' has a damaged run position (global_batch, ranks) in its "
-            "metadata";
-    return false;
-  }
+      (hasRanks && !number("ranks", ranks)))
+    return failWith(
+        error, "'" + path +
+                   "' has a damaged run position (global_batch, ranks) in its "
+                   "metadata");
   checkpoint.position.globalBatch = globalBatch;
   checkpoint.position.ranks = int(ranks);
   return true;

@@ -1,6 +1,7 @@
 //===- Data.cpp - Batches for the trainer ---------------------------------===//
 
 #include "runtime/Data.h"
+#include "runtime/Failure.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
 #include "runtime/Npy.h"
@@ -80,35 +81,32 @@ public:
     if (!readIdx(paths[0], trainImages, error, 0, 3) ||
         !readIdx(paths[1], trainLabels, error, 0, 1))
       return false;
-    if (trainImages.shape[0] != trainLabels.shape[0]) {
-      error = "'" + paths[0] + "' holds " +
-              std::to_string(trainImages.shape[0]) + " images and '" +
-              paths[1] + "' " + std::to_string(trainLabels.shape[0]) +
-              " labels; they must be as many";
-      return false;
-    }
+    if (trainImages.shape[0] != trainLabels.shape[0])
+      return failWith(error, "'" + paths[0] + "' holds " +
+                                 std::to_string(trainImages.shape[0]) +
+                                 " images and '" + paths[1] + "' " +
+                                 std::to_string(trainLabels.shape[0]) +
+                                 " labels; they must be as many");
     // The test split is optional: missing, it is no error; present, it
     // must be sound.
     bool haveTest = exists(paths[2]) || exists(paths[3]);
     if (haveTest && (!readIdx(paths[2], testImages, error, 0, 3) ||
                      !readIdx(paths[3], testLabels, error, 0, 1)))
       return false;
-    if (haveTest && testImages.shape[0] != testLabels.shape[0]) {
-      error = "'" + paths[2] + "' holds " +
-              std::to_string(testImages.shape[0]) + " images and '" + paths[3] +
-              "' " + std::to_string(testLabels.shape[0]) +
-              " labels; they must be as many";
-      return false;
-    }
+    if (haveTest && testImages.shape[0] != testLabels.shape[0])
+      return failWith(error, "'" + paths[2] + "' holds " +
+                                 std::to_string(testImages.shape[0]) +
+                                 " images and '" + paths[3] + "' " +
+                                 std::to_string(testLabels.shape[0]) +
+                                 " labels; they must be as many");
     if (haveTest && (testImages.shape[1] != trainImages.shape[1] ||
-                     testImages.shape[2] != trainImages.shape[2])) {
-      error = "'" + paths[2] + "' holds " +
-              std::to_string(testImages.shape[1]) + "x" +
-              std::to_string(testImages.shape[2]) + " images, '" + paths[0] +
-              "' " + std::to_string(trainImages.shape[1]) + "x" +
-              std::to_string(trainImages.shape[2]);
-      return false;
-    }
+                     testImages.shape[2] != trainImages.shape[2]))
+      return failWith(error, "'" + paths[2] + "' holds " +
+                                 std::to_string(testImages.shape[1]) + "x" +
+                                 std::to_string(testImages.shape[2]) +
+                                 " images, '" + paths[0] + "' " +
+                                 std::to_string(trainImages.shape[1]) + "x" +
+                                 std::to_string(trainImages.shape[2]));
     pixels = trainImages.shape[1] * trainImages.shape[2];
     for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
       if (l->tensors.empty())
@@ -119,34 +117,31 @@ public:
           l->tensors[1]->role != ArgumentRole::Target ||
           std::string(l->tensors[1]->dtype) != "i32" ||
           elements(*l->tensors[0]) != l->batchSize * pixels ||
-          elements(*l->tensors[1]) != l->batchSize) {
-        error = "image data needs a model with one f32 input of " +
-                std::to_string(pixels) +
-                " values per example (such as f32[batch, " +
-                std::to_string(trainImages.shape[1]) + ", " +
-                std::to_string(trainImages.shape[2]) +
-                "]) and one i32 target of shape [batch]";
-        return false;
-      }
+          elements(*l->tensors[1]) != l->batchSize)
+        return failWith(error,
+                        "image data needs a model with one f32 input of " +
+                            std::to_string(pixels) +
+                            " values per example (such as f32[batch, " +
+                            std::to_string(trainImages.shape[1]) + ", " +
+                            std::to_string(trainImages.shape[2]) +
+                            "]) and one i32 target of shape [batch]");
     }
     int64_t classes = trainLayout.tensors[1]->indexLimit;
     for (auto [labels, file] :
          {std::pair<const IdxArray *, std::string>{&trainLabels, paths[1]},
           {&testLabels, paths[3]}})
       for (size_t i = 0; i < labels->data.size(); ++i)
-        if (classes > 0 && labels->data[i] >= classes) {
-          error = "label " + std::to_string(labels->data[i]) + " (item " +
-                  std::to_string(i) + " of '" + file +
-                  "') is out of range for the model's " +
-                  std::to_string(classes) + " classes";
-          return false;
-        }
-    if (trainLabels.shape[0] < globalBatch()) {
-      error = std::to_string(trainLabels.shape[0]) +
-              " training examples do not fill one batch of " +
-              std::to_string(globalBatch());
-      return false;
-    }
+        if (classes > 0 && labels->data[i] >= classes)
+          return failWith(error, "label " + std::to_string(labels->data[i]) +
+                                     " (item " + std::to_string(i) + " of '" +
+                                     file +
+                                     "') is out of range for the model's " +
+                                     std::to_string(classes) + " classes");
+    if (trainLabels.shape[0] < globalBatch())
+      return failWith(error,
+                      std::to_string(trainLabels.shape[0]) +
+                          " training examples do not fill one batch of " +
+                          std::to_string(globalBatch()));
     name = dir;
     return true;
   }
@@ -240,21 +235,19 @@ public:
   bool open(const std::string &file, std::string &error) {
     path = file;
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      error = "cannot open '" + path + "': " + std::strerror(errno);
-      return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      error = "'" + path +
+    if (::stat(path.c_str(), &st) != 0)
+      return failWith(error,
+                      "cannot open '" + path + "': " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode))
+      return failWith(
+          error,
+          "'" + path +
               "' is not a regular file; a token file holds uint16 tokens "
-              "(raw, or after llm.c's 1024-byte header)";
-      return false;
-    }
+              "(raw, or after llm.c's 1024-byte header)");
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      error = "cannot open '" + path + "': " + std::strerror(errno);
-      return false;
-    }
+    if (fd < 0)
+      return failWith(error,
+                      "cannot open '" + path + "': " + std::strerror(errno));
     mappedBytes = size_t(st.st_size);
     if (mappedBytes > 0) {
       void *p = ::mmap(nullptr, mappedBytes, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -273,20 +266,19 @@ public:
       int32_t header[3];
       std::memcpy(header, bytes, sizeof(header));
       if (header[0] == 20240520) {
-        if (int64_t(mappedBytes - 1024) != int64_t(header[2]) * 2) {
-          error = "'" + path + "' says it holds " + std::to_string(header[2]) +
-                  " tokens but has room for " +
-                  std::to_string((mappedBytes - 1024) / 2);
-          return false;
-        }
+        if (int64_t(mappedBytes - 1024) != int64_t(header[2]) * 2)
+          return failWith(error, "'" + path + "' says it holds " +
+                                     std::to_string(header[2]) +
+                                     " tokens but has room for " +
+                                     std::to_string((mappedBytes - 1024) / 2));
         headerBytes = 1024;
       }
     }
-    if ((mappedBytes - headerBytes) % 2 != 0) {
-      error = "'" + path +
-              "' is not a token file (uint16 tokens: its size must be even)";
-      return false;
-    }
+    if ((mappedBytes - headerBytes) % 2 != 0)
+      return failWith(
+          error,
+          "'" + path +
+              "' is not a token file (uint16 tokens: its size must be even)");
     tokens = reinterpret_cast<const uint16_t *>(bytes + headerBytes);
     count = int64_t((mappedBytes - headerBytes) / 2);
     return true;
@@ -329,11 +321,11 @@ public:
       const ArgumentInfo *x = l->tensors[0], *y = l->tensors.back();
       if (l->tensors.size() != 2 || std::string(x->dtype) != "i32" ||
           std::string(y->dtype) != "i32" || x->rank != 2 ||
-          shapeString(*x) != shapeString(*y)) {
-        error = "token data needs a model with one i32[batch, context] input "
-                "and a target of the same shape";
-        return false;
-      }
+          shapeString(*x) != shapeString(*y))
+        return failWith(
+            error,
+            "token data needs a model with one i32[batch, context] input "
+            "and a target of the same shape");
     }
     context = trainLayout.tensors[0]->shape[1];
     if (!trainFile.open(path, error))
@@ -359,31 +351,29 @@ public:
                              trainLayout.tensors[1]->indexLimit);
     for (const TokenFile *file : {&trainFile, &valFile})
       for (int64_t i = 0; limit > 0 && i < file->count; ++i)
-        if (file->tokens[i] >= limit) {
-          error = "token " + std::to_string(file->tokens[i]) + " at " +
-                  file->position(i) +
-                  " is out of range for the model's vocabulary of " +
-                  std::to_string(limit);
-          return false;
-        }
-    if (trainTokens.count < context + 1) {
-      error = "'" + path + "' holds " + std::to_string(trainFile.count) +
-              " tokens" +
-              (trainTokens.count != trainFile.count
-                   ? " (" + std::to_string(trainTokens.count) +
-                         " for training, the last tenth held out)"
-                   : std::string()) +
-              ", fewer than one context of " + std::to_string(context + 1);
-      return false;
-    }
-    if (streams && streamLength() < context + 1) {
-      error = "--streams: " + std::to_string(trainTokens.count) +
-              " training tokens in " +
-              std::to_string(trainLayout.batchSize * shard.ranks) +
-              " streams leave fewer than one context of " +
-              std::to_string(context + 1) + " per stream";
-      return false;
-    }
+        if (file->tokens[i] >= limit)
+          return failWith(
+              error, "token " + std::to_string(file->tokens[i]) + " at " +
+                         file->position(i) +
+                         " is out of range for the model's vocabulary of " +
+                         std::to_string(limit));
+    if (trainTokens.count < context + 1)
+      return failWith(error,
+                      "'" + path + "' holds " +
+                          std::to_string(trainFile.count) + " tokens" +
+                          (trainTokens.count != trainFile.count
+                               ? " (" + std::to_string(trainTokens.count) +
+                                     " for training, the last tenth held out)"
+                               : std::string()) +
+                          ", fewer than one context of " +
+                          std::to_string(context + 1));
+    if (streams && streamLength() < context + 1)
+      return failWith(error,
+                      "--streams: " + std::to_string(trainTokens.count) +
+                          " training tokens in " +
+                          std::to_string(trainLayout.batchSize * shard.ranks) +
+                          " streams leave fewer than one context of " +
+                          std::to_string(context + 1) + " per stream");
     name = path;
     return true;
   }
@@ -611,12 +601,10 @@ private:
                                      ? std::vector<const ArgumentInfo *>()
                                      : layout.tensors) {
       std::string file = where + "/" + a->name + suffix;
-      if (!exists(file)) {
-        error = "'" + where + "' has no " + a->name + suffix +
-                " for the model's " + roleName(*a) + " '" + a->name + "' (" +
-                arrayShape(*a) + ")";
-        return false;
-      }
+      if (!exists(file))
+        return failWith(error, "'" + where + "' has no " + a->name + suffix +
+                                   " for the model's " + roleName(*a) + " '" +
+                                   a->name + "' (" + arrayShape(*a) + ")");
       StoredTensor t;
       if (!readNpy(file, a->name, t, error))
         return false;
@@ -647,52 +635,50 @@ private:
       for (size_t d = 0; d < t->shape.size(); ++d)
         stored += (d ? "," : "") + std::to_string(t->shape[d]);
       stored += "]";
-      if (t->shape.empty() || std::vector<int64_t>(t->shape.begin() + 1,
-                                                   t->shape.end()) != example) {
-        error = "array '" + std::string(a->name) + "' of '" + where + "' is " +
-                stored + ", and the model's " + a->name + " needs " + wanted +
-                " (N examples)";
-        return false;
-      }
-      if (!converts(t->dtype, a->dtype)) {
-        error = "array '" + std::string(a->name) + "' of '" + where + "' is " +
-                stored + ", which cannot feed the model's " + wanted +
-                (std::string(a->dtype) == "f32"
-                     ? " (floats need F32, F64 or U8 images)"
-                     : " (integers need an integer or bool array)");
-        return false;
-      }
+      if (t->shape.empty() ||
+          std::vector<int64_t>(t->shape.begin() + 1, t->shape.end()) != example)
+        return failWith(error, "array '" + std::string(a->name) + "' of '" +
+                                   where + "' is " + stored +
+                                   ", and the model's " + a->name + " needs " +
+                                   wanted + " (N examples)");
+      if (!converts(t->dtype, a->dtype))
+        return failWith(
+            error, "array '" + std::string(a->name) + "' of '" + where +
+                       "' is " + stored + ", which cannot feed the model's " +
+                       wanted +
+                       (std::string(a->dtype) == "f32"
+                            ? " (floats need F32, F64 or U8 images)"
+                            : " (integers need an integer or bool array)"));
       if (split.arrays.empty())
         split.examples = t->shape[0];
-      if (t->shape[0] != split.examples) {
-        error = "array '" + std::string(a->name) + "' of '" + where +
-                "' holds " + std::to_string(t->shape[0]) + " examples, and '" +
-                split.arrays.front()->name + "' " +
-                std::to_string(split.examples);
-        return false;
-      }
+      if (t->shape[0] != split.examples)
+        return failWith(error,
+                        "array '" + std::string(a->name) + "' of '" + where +
+                            "' holds " + std::to_string(t->shape[0]) +
+                            " examples, and '" + split.arrays.front()->name +
+                            "' " + std::to_string(split.examples));
       if (a->indexLimit > 0)
         for (int64_t i = 0; i < int64_t(t->bytes.size()) / dtypeSize(t->dtype);
              ++i) {
           int64_t v = integerAt(*t, i);
           if ((v < 0 || v >= a->indexLimit) &&
-              !(a->ignores && v == a->ignoredIndex)) {
-            error = "array '" + std::string(a->name) + "' of '" + where +
-                    "' holds " + std::to_string(v) + " at element " +
-                    std::to_string(i) + ", out of range for the model's " +
-                    std::to_string(a->indexLimit) + " classes";
-            return false;
-          }
+              !(a->ignores && v == a->ignoredIndex))
+            return failWith(error, "array '" + std::string(a->name) + "' of '" +
+                                       where + "' holds " + std::to_string(v) +
+                                       " at element " + std::to_string(i) +
+                                       ", out of range for the model's " +
+                                       std::to_string(a->indexLimit) +
+                                       " classes");
         }
       split.arrays.push_back(t);
     }
     int64_t batch = &layout == &trainLayout ? layout.batchSize * shard.ranks
                                             : layout.batchSize;
-    if (&layout == &trainLayout && split.examples < batch) {
-      error = "'" + where + "' holds " + std::to_string(split.examples) +
-              " examples, fewer than one batch of " + std::to_string(batch);
-      return false;
-    }
+    if (&layout == &trainLayout && split.examples < batch)
+      return failWith(error, "'" + where + "' holds " +
+                                 std::to_string(split.examples) +
+                                 " examples, fewer than one batch of " +
+                                 std::to_string(batch));
     return true;
   }
 
@@ -788,13 +774,11 @@ public:
       if (!all)
         break;
     }
-    if (steps == 0) {
-      error = "'" + path +
-              "' holds no recorded batch for this model (it "
-              "needs tensors named like '" +
-              std::string(layout.tensors[0]->name) + ".1')";
-      return false;
-    }
+    if (steps == 0)
+      return failWith(error, "'" + path +
+                                 "' holds no recorded batch for this model (it "
+                                 "needs tensors named like '" +
+                                 std::string(layout.tensors[0]->name) + ".1')");
     name = path;
     return true;
   }
@@ -809,25 +793,24 @@ public:
       std::string dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
       // A recorded batch is a global batch: this rank reads its rows.
       int64_t bytes = elements(*a) * 4;
-      if (t->dtype != dtype ||
-          int64_t(t->bytes.size()) != bytes * shard.ranks) {
-        error = "recorded batch '" + key + "' is not " + shapeString(*a) +
+      if (t->dtype != dtype || int64_t(t->bytes.size()) != bytes * shard.ranks)
+        return failWith(
+            error,
+            "recorded batch '" + key + "' is not " + shapeString(*a) +
                 (shard.ranks > 1 ? " times " + std::to_string(shard.ranks) +
                                        " ranks in its first dimension"
-                                 : std::string());
-        return false;
-      }
+                                 : std::string()));
       const uint8_t *rows = t->bytes.data() + shard.rank * bytes;
       if (dtype == "I32" && a->indexLimit > 0)
         for (int64_t i = 0; i < bytes; i += 4) {
           int32_t v;
           std::memcpy(&v, rows + i, 4);
           if ((v < 0 || v >= a->indexLimit) &&
-              !(a->ignores && v == a->ignoredIndex)) {
-            error = "recorded batch '" + key + "' holds " + std::to_string(v) +
-                    ", out of range for " + std::to_string(a->indexLimit);
-            return false;
-          }
+              !(a->ignores && v == a->ignoredIndex))
+            return failWith(error, "recorded batch '" + key + "' holds " +
+                                       std::to_string(v) +
+                                       ", out of range for " +
+                                       std::to_string(a->indexLimit));
         }
       std::memcpy(inputs + a->offset, rows, bytes);
     }

@@ -2,6 +2,7 @@
 
 #include "runtime/Executor.h"
 
+#include "runtime/Failure.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 
@@ -78,17 +79,14 @@ bool mnemo::runtime::startDevice(const ModelInfo &model,
                                  std::string &error) {
   std::string noGpu, noCpu;
   bool gpu = cudaDeviceAvailable(noGpu);
-  if (options.device == "cuda" && !gpu) {
-    error = "--device cuda: " + noGpu;
-    return false;
-  }
+  if (options.device == "cuda" && !gpu)
+    return failWith(error, "--device cuda: " + noGpu);
   bool cpu = options.device == "cpu" || !gpu;
-  if (cpu && !cpu::backendAvailable(noCpu)) {
-    error = options.device == "cpu"
-                ? "--device cpu: " + noCpu
-                : "no device to run on: " + noGpu + "; and " + noCpu;
-    return false;
-  }
+  if (cpu && !cpu::backendAvailable(noCpu))
+    return failWith(error,
+                    options.device == "cpu"
+                        ? "--device cpu: " + noCpu
+                        : "no device to run on: " + noGpu + "; and " + noCpu);
   if (cpu) {
     device.executor.reset();
     device.description =
@@ -97,10 +95,8 @@ bool mnemo::runtime::startDevice(const ModelInfo &model,
     return true;
   }
   device.executor = makeCudaExecutor(model, options.cuda, error);
-  if (!device.executor) {
-    error = "the CUDA backend: " + error;
-    return false;
-  }
+  if (!device.executor)
+    return failWith(error, "the CUDA backend: " + error);
   device.description = device.executor->describe();
   return true;
 }
@@ -114,10 +110,8 @@ bool HostPlanMemory::allocate(StepMemory &memory, std::string &error) {
   int64_t total = bytes();
   block = static_cast<uint8_t *>(std::aligned_alloc(
       4096, std::max<int64_t>(4096, (total + 4095) / 4096 * 4096)));
-  if (!block) {
-    error = "cannot allocate the plan's " + mib(total);
-    return false;
-  }
+  if (!block)
+    return failWith(error, "cannot allocate the plan's " + mib(total));
   std::memset(block, 0, total);
   placeRegions(block, sizes, memory);
   return true;

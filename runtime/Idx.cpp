@@ -1,6 +1,7 @@
 //===- Idx.cpp - IDX files (MNIST, Fashion-MNIST) -------------------------===//
 
 #include "runtime/Idx.h"
+#include "runtime/Failure.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -41,12 +42,11 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
                              std::string &error, int64_t maxItems,
                              int expectedRank) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    error = "'" + path + "' is " +
-            (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
-            ", not an IDX file";
-    return false;
-  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return failWith(error, "'" + path + "' is " +
+                               (S_ISDIR(st.st_mode) ? "a directory"
+                                                    : "not a regular file") +
+                               ", not an IDX file");
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) {
     error =

@@ -5,6 +5,7 @@
 #include "lang/ops/pruning/PruningKernels.h"
 #include "runtime/Checkpoint.h"
 #include "runtime/Export.h"
+#include "runtime/Failure.h"
 #include "runtime/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -283,10 +284,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
   SafetensorsFile file;
   if (!readSafetensors(path, file, error))
     return false;
-  if (!compressOnLoad(model, file, loaded.compressedOnLoad, error)) {
-    error = path + ": " + error;
-    return false;
-  }
+  if (!compressOnLoad(model, file, loaded.compressedOnLoad, error))
+    return failWith(error, path + ": " + error);
   const StepInfo &step = model.evalStep;
   std::set<std::string> owners;
   for (int i = 0; i < step.numArguments; ++i) {
@@ -318,10 +317,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
                                           "plan reads it dense)");
         continue;
       }
-      if (!why.empty()) {
-        error = path + ": " + why;
-        return false;
-      }
+      if (!why.empty())
+        return failWith(error, path + ": " + why);
     }
     if (!t) {
       const StoredTensor *dense = file.find(owner);
@@ -360,10 +357,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
               "], and the plan reads " + shapeText(a);
       return false;
     }
-    if (!checkValues(*t, error)) {
-      error = path + ": " + error;
-      return false;
-    }
+    if (!checkValues(*t, error))
+      return failWith(error, path + ": " + error);
     int64_t stored = int64_t(t->bytes.size());
     if (stored != bytes && !(csr && stored < bytes && stored % width == 0)) {
       error = path + ": '" + name + "' holds " +

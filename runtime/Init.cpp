@@ -1,6 +1,7 @@
 //===- Init.cpp - Parameter initializers ----------------------------------===//
 
 #include "runtime/Init.h"
+#include "runtime/Failure.h"
 
 #include <nlohmann/json.hpp>
 
@@ -162,10 +163,9 @@ bool mnemo::runtime::initialize(const InitSpec &spec,
   }
   bool needsFans =
       spec.kind.rfind("xavier", 0) == 0 || spec.kind.rfind("kaiming", 0) == 0;
-  if (needsFans && shape.size() < 2) {
-    error = spec.kind + " needs a tensor of rank >= 2 to compute its fans";
-    return false;
-  }
+  if (needsFans && shape.size() < 2)
+    return failWith(
+        error, spec.kind + " needs a tensor of rank >= 2 to compute its fans");
   auto fillUniform = [&](double low, double high) {
     for (float &x : out)
       x = float(low + (high - low) * rng.uniform());

@@ -1,6 +1,7 @@
 //===- Npy.cpp - NumPy's .npy files ---------------------------------------===//
 
 #include "runtime/Npy.h"
+#include "runtime/Failure.h"
 
 #include <cstring>
 #include <fstream>
@@ -77,10 +78,9 @@ bool field(const std::string &header, const std::string &key,
 bool readNpy(const std::string &path, const std::string &name,
              StoredTensor &tensor, std::string &error) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
-    return false;
-  }
+  if (!in)
+    return failWith(error,
+                    "cannot open '" + path + "': " + std::strerror(errno));
   auto bad = [&](const std::string &why) {
     error = "'" + path + "' is not an array this trainer reads: " + why;
     return false;

@@ -1,6 +1,7 @@
 //===- OutputFiles.cpp - Checking a program's outputs before it runs ------===//
 
 #include "runtime/OutputFiles.h"
+#include "runtime/Failure.h"
 
 #include <cerrno>
 #include <climits>
@@ -66,66 +67,52 @@ std::string quoted(const std::string &path) { return "'" + path + "'"; }
 bool probeDirectory(const std::string &option, const std::string &target,
                     const std::string &directory, std::string &error) {
   struct stat st;
-  if (::stat(directory.c_str(), &st) != 0) {
-    error = option + " " + quoted(target) + ": the directory " +
-            quoted(directory) + " does not exist";
-    return false;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    error = option + " " + quoted(target) + ": " + quoted(directory) +
-            " is not a directory";
-    return false;
-  }
+  if (::stat(directory.c_str(), &st) != 0)
+    return failWith(error, option + " " + quoted(target) + ": the directory " +
+                               quoted(directory) + " does not exist");
+  if (!S_ISDIR(st.st_mode))
+    return failWith(error, option + " " + quoted(target) + ": " +
+                               quoted(directory) + " is not a directory");
   std::string probe = directory + "/.mnemo-probe." + std::to_string(::getpid());
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = option + " " + quoted(target) + ": cannot create a file in " +
-            quoted(directory) + ": " + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0)
+    return failWith(error, option + " " + quoted(target) +
+                               ": cannot create a file in " +
+                               quoted(directory) + ": " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
   return true;
 }
 
 bool checkFile(const NamedFile &out, std::string &error) {
-  if (out.path.empty()) {
-    error = out.option + " needs a file name, not ''";
-    return false;
-  }
+  if (out.path.empty())
+    return failWith(error, out.option + " needs a file name, not ''");
   struct stat st;
   if (::stat(out.path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      error = out.option + " " + quoted(out.path) +
-              " is a directory; name a file in it";
-      return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      error = out.option + " " + quoted(out.path) +
+    if (S_ISDIR(st.st_mode))
+      return failWith(error, out.option + " " + quoted(out.path) +
+                                 " is a directory; name a file in it");
+    if (!S_ISREG(st.st_mode))
+      return failWith(
+          error,
+          out.option + " " + quoted(out.path) +
               " exists and is not a regular file; writing it would replace "
-              "it";
-      return false;
-    }
+              "it");
   }
-  if (out.path.back() == '/') {
-    error = out.option + " " + quoted(out.path) + " names a directory";
-    return false;
-  }
+  if (out.path.back() == '/')
+    return failWith(error,
+                    out.option + " " + quoted(out.path) + " names a directory");
   return probeDirectory(out.option, out.path, parentOf(out.path), error);
 }
 
 bool checkDirectory(const NamedFile &dir, std::string &error) {
-  if (dir.path.empty()) {
-    error = dir.option + " needs a directory name, not ''";
-    return false;
-  }
+  if (dir.path.empty())
+    return failWith(error, dir.option + " needs a directory name, not ''");
   struct stat st;
   if (::stat(dir.path.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) {
-      error = dir.option + " " + quoted(dir.path) +
-              " exists and is not a directory";
-      return false;
-    }
+    if (!S_ISDIR(st.st_mode))
+      return failWith(error, dir.option + " " + quoted(dir.path) +
+                                 " exists and is not a directory");
     return probeDirectory(dir.option, dir.path, dir.path, error);
   }
   std::string path = dir.path;
@@ -160,10 +147,9 @@ bool writeAtomically(const std::string &path, const std::vector<Bytes> &pieces,
                      std::string &error) {
   std::string tmp = temporaryFor(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0)
+    return failWith(error,
+                    "cannot write '" + path + "': " + std::strerror(errno));
   bool ok = true;
   for (const Bytes &piece : pieces)
     ok = ok && writeAll(fd, piece.data, piece.size);
@@ -199,18 +185,16 @@ bool checkOutputs(const std::vector<NamedFile> &outputs,
     ids.push_back(identify(f.path));
   for (size_t i = 0; i < files.size(); ++i) {
     for (size_t j = 0; j < i; ++j)
-      if (sameFile(ids[i], ids[j])) {
-        error = files[j].option + " and " + files[i].option + " both name " +
-                quoted(files[i].path) + "; one would overwrite the other";
-        return false;
-      }
+      if (sameFile(ids[i], ids[j]))
+        return failWith(error, files[j].option + " and " + files[i].option +
+                                   " both name " + quoted(files[i].path) +
+                                   "; one would overwrite the other");
     for (const NamedFile &in : inputs)
-      if (!in.path.empty() && sameFile(ids[i], identify(in.path))) {
-        error = files[i].option + " " + quoted(files[i].path) +
-                " is the file " + in.option + " reads; writing it would " +
-                "destroy the input";
-        return false;
-      }
+      if (!in.path.empty() && sameFile(ids[i], identify(in.path)))
+        return failWith(error, files[i].option + " " + quoted(files[i].path) +
+                                   " is the file " + in.option +
+                                   " reads; writing it would " +
+                                   "destroy the input");
   }
   return true;
 }

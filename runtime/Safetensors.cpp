@@ -1,6 +1,7 @@
 //===- Safetensors.cpp - Reading and writing .safetensors files -----------===//
 
 #include "runtime/Safetensors.h"
+#include "runtime/Failure.h"
 #include "runtime/OutputFiles.h"
 
 #include <nlohmann/json.hpp>
@@ -83,11 +84,11 @@ bool mnemo::runtime::writeSafetensors(const std::string &path,
     int64_t count = 1;
     for (int64_t d : t.shape)
       count *= d;
-    if (uint64_t(count * dtypeSize(t.dtype)) != t.bytes.size()) {
-      error = "tensor '" + t.name + "' has " + std::to_string(t.bytes.size()) +
-              " bytes, which does not match its shape and dtype";
-      return false;
-    }
+    if (uint64_t(count * dtypeSize(t.dtype)) != t.bytes.size())
+      return failWith(error,
+                      "tensor '" + t.name + "' has " +
+                          std::to_string(t.bytes.size()) +
+                          " bytes, which does not match its shape and dtype");
     header[t.name] = {{"dtype", t.dtype},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + t.bytes.size()}}};
@@ -114,17 +115,15 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
                                      SafetensorsFile &file,
                                      std::string &error) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    error = "'" + path + "' is " +
-            (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
-            ", not a safetensors file";
-    return false;
-  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return failWith(error, "'" + path + "' is " +
+                               (S_ISDIR(st.st_mode) ? "a directory"
+                                                    : "not a regular file") +
+                               ", not a safetensors file");
   FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
-    return false;
-  }
+  if (!f)
+    return failWith(error,
+                    "cannot open '" + path + "': " + std::strerror(errno));
   auto fail = [&](const std::string &why) {
     error = "'" + path + "' is not a valid safetensors file: " + why;
     std::fclose(f);
@@ -231,24 +230,24 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
   std::sort(extents.begin(), extents.end());
   uint64_t covered = 0;
   for (const Extent &e : extents) {
-    if (e.begin < covered) {
-      error = "'" + path + "' is not a valid safetensors file: tensor '" +
-              e.name + "' overlaps another's data (bytes " +
-              std::to_string(e.begin) + " to " + std::to_string(e.end) + ")";
-      return false;
-    }
-    if (e.begin > covered) {
-      error = "'" + path + "' is not a valid safetensors file: bytes " +
-              std::to_string(covered) + " to " + std::to_string(e.begin) +
-              " of its data belong to no tensor";
-      return false;
-    }
+    if (e.begin < covered)
+      return failWith(error, "'" + path +
+                                 "' is not a valid safetensors file: tensor '" +
+                                 e.name + "' overlaps another's data (bytes " +
+                                 std::to_string(e.begin) + " to " +
+                                 std::to_string(e.end) + ")");
+    if (e.begin > covered)
+      return failWith(error, "'" + path +
+                                 "' is not a valid safetensors file: bytes " +
+                                 std::to_string(covered) + " to " +
+                                 std::to_string(e.begin) +
+                                 " of its data belong to no tensor");
     covered = e.end;
   }
-  if (covered != dataSize) {
-    error = "'" + path + "' is not a valid safetensors file: its last " +
-            std::to_string(dataSize - covered) + " bytes belong to no tensor";
-    return false;
-  }
+  if (covered != dataSize)
+    return failWith(error, "'" + path +
+                               "' is not a valid safetensors file: its last " +
+                               std::to_string(dataSize - covered) +
+                               " bytes belong to no tensor");
   return true;
 }

@@ -25,6 +25,7 @@
 #include "runtime/Data.h"
 #include "runtime/Executor.h"
 #include "runtime/Export.h"
+#include "runtime/Failure.h"
 #include "runtime/Init.h"
 #include "runtime/Model.h"
 #include "runtime/OutputFiles.h"
@@ -219,10 +220,8 @@ public:
     Slot &slot = slots[step % 2];
     std::unique_lock<std::mutex> lock(mutex);
     changed.wait(lock, [&] { return slot.step == step; });
-    if (!slot.error.empty()) {
-      error = slot.error;
-      return false;
-    }
+    if (!slot.error.empty())
+      return failWith(error, slot.error);
     for (const ArgumentInfo *a : layout.tensors)
       std::memcpy(inputs + a->offset, slot.bytes.data() + a->offset, a->bytes);
     slot.step = 0; // free for step + 2

@@ -1,6 +1,7 @@
 //===- Parallel.cpp - The CPU trainer's worker threads --------------------===//
 
 #include "runtime/cpu/Parallel.h"
+#include "runtime/Failure.h"
 
 #include <algorithm>
 #include <atomic>
@@ -237,32 +238,29 @@ bool setThreads(int n, std::string &error) {
       char *end = nullptr;
       errno = 0;
       long v = std::strtol(env, &end, 10);
-      if (errno || end == env || *end || v < 1 || v > kMaxThreads) {
-        error = "OMP_NUM_THREADS must be a number of threads from 1 to " +
-                std::to_string(kMaxThreads) + ", not '" + env + "'";
-        return false;
-      }
+      if (errno || end == env || *end || v < 1 || v > kMaxThreads)
+        return failWith(
+            error, "OMP_NUM_THREADS must be a number of threads from 1 to " +
+                       std::to_string(kMaxThreads) + ", not '" + env + "'");
       n = int(v);
     } else {
       n = availableCores();
     }
   }
-  if (n > kMaxThreads) {
-    error = "--threads is at most " + std::to_string(kMaxThreads) + ", not " +
-            std::to_string(n);
-    return false;
-  }
+  if (n > kMaxThreads)
+    return failWith(error, "--threads is at most " +
+                               std::to_string(kMaxThreads) + ", not " +
+                               std::to_string(n));
   flushDenormals(); // the calling thread runs chunks too
   // OpenBLAS runs single-threaded inside our chunks: two thread pools on
   // the same cores spin against each other (sched_yield) between kernels.
 #if MNEMO_HAVE_BLAS
   openblas_set_num_threads(1);
 #endif
-  if (!pool().resize(n)) {
-    error = "the system refused to start " + std::to_string(n) +
-            " threads (see ulimit -u); ask for fewer with --threads";
-    return false;
-  }
+  if (!pool().resize(n))
+    return failWith(
+        error, "the system refused to start " + std::to_string(n) +
+                   " threads (see ulimit -u); ask for fewer with --threads");
   return true;
 }
 

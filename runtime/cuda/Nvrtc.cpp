@@ -1,6 +1,7 @@
 //===- Nvrtc.cpp - Compiling generated kernels with NVRTC -----------------===//
 
 #include "runtime/cuda/Nvrtc.h"
+#include "runtime/Failure.h"
 
 #include <nvrtc.h>
 
@@ -160,10 +161,8 @@ bool mnemo::cuda::compileKernels(const std::string &source,
   }
   if (nvrtcCreateProgram(&program, source.c_str(), "model_kernels.cu",
                          int(headers.size()), headers.data(),
-                         headerNames.data()) != NVRTC_SUCCESS) {
-    error = "NVRTC could not create a program";
-    return false;
-  }
+                         headerNames.data()) != NVRTC_SUCCESS)
+    return failWith(error, "NVRTC could not create a program");
   std::vector<const char *> args;
   for (const std::string &o : options)
     args.push_back(o.c_str());
