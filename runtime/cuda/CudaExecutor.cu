@@ -39,6 +39,7 @@
 
 #include "lang/ops/attention/AttentionCudnn.h"
 #include "runtime/Executor.h"
+#include "runtime/Failure.h"
 #include "runtime/Ranks.h"
 #include "runtime/cuda/CudaModel.h"
 #include "runtime/cuda/DeviceLayout.h"
@@ -92,10 +93,8 @@ struct Driver {
         !get("cuModuleGetFunction",
              reinterpret_cast<void **>(&moduleGetFunction)) ||
         !get("cuLaunchKernel", reinterpret_cast<void **>(&launchKernel)) ||
-        !get("cuGetErrorString", reinterpret_cast<void **>(&getErrorString))) {
-      error = "the CUDA driver does not provide the module API";
-      return false;
-    }
+        !get("cuGetErrorString", reinterpret_cast<void **>(&getErrorString)))
+      return failWith(error, "the CUDA driver does not provide the module API");
     return true;
   }
   std::string message(CUresult r) const {
@@ -388,18 +387,14 @@ CudaExecutor::~CudaExecutor() {
 bool CudaExecutor::start(std::string &error) {
   sizes = regionsOf(model);
   cudaDeviceProp props;
-  if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount")) {
-    error = failure;
-    return false;
-  }
+  if (!check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount"))
+    return failWith(error, failure);
   int device = settings.device % std::max(devices, 1);
   if (!check(cudaSetDevice(device), "cudaSetDevice") ||
       !check(cudaGetDeviceProperties(&props, device),
              "cudaGetDeviceProperties") ||
-      !check(cudaFree(nullptr), "creating the CUDA context")) {
-    error = failure;
-    return false;
-  }
+      !check(cudaFree(nullptr), "creating the CUDA context"))
+    return failWith(error, failure);
   std::string arch =
       "sm_" + std::to_string(props.major) + std::to_string(props.minor);
   description = std::string("CUDA: ") + props.name + " (" + arch + ", " +
@@ -413,30 +408,27 @@ bool CudaExecutor::start(std::string &error) {
   if (!compileKernels(cudaModel.kernelSource, arch, true, compiled, error))
     return false;
   CUresult loaded = driver.moduleLoadData(&module, compiled.cubin.data());
-  if (loaded != CUDA_SUCCESS) {
-    error = "cannot load the compiled kernels: " + driver.message(loaded);
-    return false;
-  }
+  if (loaded != CUDA_SUCCESS)
+    return failWith(error, "cannot load the compiled kernels: " +
+                               driver.message(loaded));
   functions.resize(cudaModel.numKernels);
   for (int k = 0; k < cudaModel.numKernels; ++k) {
     CUresult found = driver.moduleGetFunction(&functions[k], module,
                                               cudaModel.kernelNames[k]);
-    if (found != CUDA_SUCCESS) {
-      error = std::string("kernel ") + cudaModel.kernelNames[k] +
-              " is missing from the module: " + driver.message(found);
-      return false;
-    }
+    if (found != CUDA_SUCCESS)
+      return failWith(
+          error, std::string("kernel ") + cudaModel.kernelNames[k] +
+                     " is missing from the module: " + driver.message(found));
   }
   for (auto [name, function] :
        {std::make_pair("mnemoBiasEpilogue", &biasEpilogueKernel),
         std::make_pair("mnemoGemmInt8", &gemmInt8Kernel),
         std::make_pair("mnemoGemmPointers", &gemmPointersKernel)}) {
     CUresult found = driver.moduleGetFunction(function, module, name);
-    if (found != CUDA_SUCCESS) {
-      error = std::string("kernel ") + name +
-              " is missing from the module: " + driver.message(found);
-      return false;
-    }
+    if (found != CUDA_SUCCESS)
+      return failWith(
+          error, std::string("kernel ") + name +
+                     " is missing from the module: " + driver.message(found));
   }
   description += compiled.fromCache
                      ? ", kernels from the cache"
@@ -454,14 +446,10 @@ bool CudaExecutor::start(std::string &error) {
       !check(cudaEventCreateWithFlags(&uploaded[0], cudaEventDisableTiming),
              "cudaEventCreate") ||
       !check(cudaEventCreateWithFlags(&uploaded[1], cudaEventDisableTiming),
-             "cudaEventCreate")) {
-    error = failure;
-    return false;
-  }
-  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
-    error = "cannot create a cuBLASLt handle";
-    return false;
-  }
+             "cudaEventCreate"))
+    return failWith(error, failure);
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS)
+    return failWith(error, "cannot create a cuBLASLt handle");
   // cuDNN's handle is made at the first convolution (planConv): a model
   // without one runs even where cuDNN is broken.
 
@@ -489,10 +477,8 @@ bool CudaExecutor::start(std::string &error) {
              "cudaMallocHost") ||
       !check(cudaMallocHost(&pinnedInputs[1], size_t(inputs)),
              "cudaMallocHost") ||
-      !check(cudaMallocHost(&pinnedControl, 4096), "cudaMallocHost")) {
-    error = failure;
-    return false;
-  }
+      !check(cudaMallocHost(&pinnedControl, 4096), "cudaMallocHost"))
+    return failWith(error, failure);
   // Pinned scratch: per-slot control words, then results, then the error
   // words read back each step.
   pinnedResults = reinterpret_cast<float *>(pinnedControl + 2 * kControlSlots);
@@ -504,10 +490,8 @@ bool CudaExecutor::start(std::string &error) {
   opEnd.resize(ops);
   for (int i = 0; i < ops; ++i)
     if (!check(cudaEventCreate(&opStart[i]), "cudaEventCreate") ||
-        !check(cudaEventCreate(&opEnd[i]), "cudaEventCreate")) {
-      error = failure;
-      return false;
-    }
+        !check(cudaEventCreate(&opEnd[i]), "cudaEventCreate"))
+      return failWith(error, failure);
   return true;
 }
 
@@ -544,10 +528,8 @@ bool CudaExecutor::upload(const StepMemory &host, std::string &error) {
                              compute),
              "uploading the buffers") ||
       // The host buffers are pageable and may change once this returns.
-      !check(cudaStreamSynchronize(compute), "uploading the parameters")) {
-    error = failure;
-    return false;
-  }
+      !check(cudaStreamSynchronize(compute), "uploading the parameters"))
+    return failWith(error, failure);
   return true;
 }
 
@@ -564,10 +546,8 @@ bool CudaExecutor::download(StepMemory &host, std::string &error) {
                              size_t(sizes.buffers), cudaMemcpyDeviceToHost,
                              compute),
              "downloading the buffers") ||
-      !check(cudaStreamSynchronize(compute), "the last step")) {
-    error = failure;
-    return false;
-  }
+      !check(cudaStreamSynchronize(compute), "the last step"))
+    return failWith(error, failure);
   return true;
 }
 
@@ -582,10 +562,8 @@ bool CudaExecutor::stage(int64_t step, const FetchBatch &fetch,
                              size_t(sizes.inputs), cudaMemcpyHostToDevice,
                              copy),
              "copying a batch") ||
-      !check(cudaEventRecord(uploaded[slot], copy), "cudaEventRecord")) {
-    error = failure;
-    return false;
-  }
+      !check(cudaEventRecord(uploaded[slot], copy), "cudaEventRecord"))
+    return failWith(error, failure);
   stagedStep[slot] = step;
   return true;
 }
@@ -596,35 +574,28 @@ bool CudaExecutor::readResults(const StepInfo &step, StepMemory &host,
     if (!check(cudaMemcpyAsync(pinnedResults + i,
                                regions.arena + step.results[i].arenaOffset, 4,
                                cudaMemcpyDeviceToHost, compute),
-               "reading a result")) {
-      error = failure;
-      return false;
-    }
+               "reading a result"))
+      return failWith(error, failure);
   if (!check(cudaMemcpyAsync(pinnedErrors, regions.control + 1, 16,
                              cudaMemcpyDeviceToHost, compute),
-             "reading the error flag")) {
-    error = failure;
-    return false;
-  }
+             "reading the error flag"))
+    return failWith(error, failure);
   return true;
 }
 
 bool CudaExecutor::checkStep(std::string &error) {
-  if (!failure.empty()) {
-    error = failure;
-    return false;
-  }
-  if (pinnedErrors[0] != 0) {
-    error = pinnedErrors[0] == 1
-                ? "a target (" + std::to_string(pinnedErrors[1]) +
-                      ") is out of range for the model's classes"
-            : pinnedErrors[0] == 2
-                ? "an index (" + std::to_string(pinnedErrors[1]) +
-                      ") is out of range for its embedding table"
-                : "row " + std::to_string(pinnedErrors[1]) +
-                      " of a CSR weight has offsets or columns out of range";
-    return false;
-  }
+  if (!failure.empty())
+    return failWith(error, failure);
+  if (pinnedErrors[0] != 0)
+    return failWith(
+        error,
+        pinnedErrors[0] == 1 ? "a target (" + std::to_string(pinnedErrors[1]) +
+                                   ") is out of range for the model's classes"
+        : pinnedErrors[0] == 2
+            ? "an index (" + std::to_string(pinnedErrors[1]) +
+                  ") is out of range for its embedding table"
+            : "row " + std::to_string(pinnedErrors[1]) +
+                  " of a CSR weight has offsets or columns out of range");
   return true;
 }
 
@@ -679,15 +650,14 @@ bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
           "--device cpu";
   return false;
 #else
-  if (joined.localSize() > devices) {
-    error = std::to_string(joined.localSize()) + " ranks share this " +
-            "machine's " + std::to_string(devices) + " GPU" +
-            (devices == 1 ? "" : "s") +
-            ": NCCL needs a GPU for each rank (launch at most " +
-            std::to_string(devices) +
-            " per machine, or train with --device cpu)";
-    return false;
-  }
+  if (joined.localSize() > devices)
+    return failWith(error,
+                    std::to_string(joined.localSize()) + " ranks share this " +
+                        "machine's " + std::to_string(devices) + " GPU" +
+                        (devices == 1 ? "" : "s") +
+                        ": NCCL needs a GPU for each rank (launch at most " +
+                        std::to_string(devices) +
+                        " per machine, or train with --device cpu)");
   // Rank 0's id reaches the others through MPI, with whether it has one
   // (so that a failure there does not leave the others waiting).
   struct {
@@ -698,11 +668,9 @@ bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
   if (joined.leader())
     message.made = ncclGetUniqueId(&message.id) == ncclSuccess;
   joined.broadcast(&message, int(sizeof(message)));
-  if (!message.made) {
-    error = "NCCL: rank 0 could not make the communicator's id "
-            "(ncclGetUniqueId; NCCL_DEBUG=WARN says why)";
-    return false;
-  }
+  if (!message.made)
+    return failWith(error, "NCCL: rank 0 could not make the communicator's id "
+                           "(ncclGetUniqueId; NCCL_DEBUG=WARN says why)");
   // Every rank reached the broadcast, so every rank is here: the
   // initialization (blocking) finds them all.
   if (!ncclCheck(
@@ -716,20 +684,16 @@ bool CudaExecutor::joinRanks(Ranks &joined, std::string &error) {
   bucketReady.assign(buckets, nullptr);
   bucketSummed.assign(buckets, nullptr);
   if (!check(cudaStreamCreateWithFlags(&collectives, cudaStreamNonBlocking),
-             "cudaStreamCreate")) {
-    error = failure;
-    return false;
-  }
+             "cudaStreamCreate"))
+    return failWith(error, failure);
   for (int k = 0; k < buckets; ++k)
     if (!check(
             cudaEventCreateWithFlags(&bucketReady[k], cudaEventDisableTiming),
             "cudaEventCreate") ||
         !check(
             cudaEventCreateWithFlags(&bucketSummed[k], cudaEventDisableTiming),
-            "cudaEventCreate")) {
-      error = failure;
-      return false;
-    }
+            "cudaEventCreate"))
+      return failWith(error, failure);
   int version = 0;
   ncclGetVersion(&version);
   description += "; NCCL " + std::to_string(version / 10000) + "." +
@@ -871,10 +835,8 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
       !check(cudaMemcpyAsync(regions.control,
                              pinnedControl + slot * kControlSlots, 8,
                              cudaMemcpyHostToDevice, compute),
-             "setting the step")) {
-    error = failure;
-    return false;
-  }
+             "setting the step"))
+    return failWith(error, failure);
   profiling = opSeconds != nullptr;
   if (!graphs[slot] && !profiling && eagerSteps > 0 && !noGraphs)
     captureStep(slot);
@@ -909,10 +871,8 @@ bool CudaExecutor::train(int64_t step, int64_t lastStep,
 }
 
 bool CudaExecutor::eval(StepMemory &host, std::string &error) {
-  if (!cudaModel.evalStep.run) {
-    error = "the model has no eval step";
-    return false;
-  }
+  if (!cudaModel.evalStep.run)
+    return failWith(error, "the model has no eval step");
   // The eval batch goes to the last train step's buffer (that step has
   // run; the other buffer may hold the next step's batch, already taken
   // from the loader).
@@ -922,10 +882,8 @@ bool CudaExecutor::eval(StepMemory &host, std::string &error) {
       !check(cudaMemcpyAsync(inputSlots[slot], host.inputs,
                              size_t(sizes.inputs), cudaMemcpyHostToDevice,
                              compute),
-             "copying a batch")) {
-    error = failure;
-    return false;
-  }
+             "copying a batch"))
+    return failWith(error, failure);
   stagedStep[slot] = -1;
   cudaModel.evalStep.run(*this);
   if (!readResults(model.evalStep, host, error))
@@ -1540,20 +1498,14 @@ bool mnemo::runtime::cudaBuiltIn() { return true; }
 bool mnemo::runtime::cudaDeviceAvailable(std::string &why) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
-  if (status == cudaErrorInsufficientDriver) {
-    why = "no CUDA driver (or one older than CUDA " +
-          std::to_string(CUDART_VERSION / 1000) + ")";
-    return false;
-  }
-  if (status != cudaSuccess) {
-    why = std::string("no usable CUDA device (") + cudaGetErrorString(status) +
-          ")";
-    return false;
-  }
-  if (count == 0) {
-    why = "no CUDA device";
-    return false;
-  }
+  if (status == cudaErrorInsufficientDriver)
+    return failWith(why, "no CUDA driver (or one older than CUDA " +
+                             std::to_string(CUDART_VERSION / 1000) + ")");
+  if (status != cudaSuccess)
+    return failWith(why, std::string("no usable CUDA device (") +
+                             cudaGetErrorString(status) + ")");
+  if (count == 0)
+    return failWith(why, "no CUDA device");
   return true;
 }
 
