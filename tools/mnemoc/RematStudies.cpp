@@ -204,28 +204,21 @@ bool mnemo::writeRematCurve(const Program &program,
   os << llvm::formatv("<text x=\"16\" y=\"{0}\" transform=\"rotate(-90 16 "
                       "{0})\" text-anchor=\"middle\">extra FLOPs</text>\n",
                       (top + height - bottom) / 2);
-  // auto: the front, as a line through its points.
-  std::string line;
-  for (const Point &p : autoPoints)
-    line += llvm::formatv("{0:f1},{1:f1} ", x(p.peak), y(p.extraFlops)).str();
-  os << "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" "
-        "points=\""
-     << line << "\"/>\n";
-  for (const Point &p : autoPoints)
-    os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
-                        "fill=\"#1f77b4\"/>\n",
-                        x(p.peak), y(p.extraFlops));
-  std::string optimalLine;
-  for (const Point &p : optimalPoints)
-    optimalLine +=
-        llvm::formatv("{0:f1},{1:f1} ", x(p.peak), y(p.extraFlops)).str();
-  os << "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"2\" "
-        "stroke-dasharray=\"6 4\" points=\""
-     << optimalLine << "\"/>\n";
-  for (const Point &p : optimalPoints)
-    os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
-                        "fill=\"#ff7f0e\"/>\n",
-                        x(p.peak), y(p.extraFlops));
+  // auto's front and optimal's (dashed): lines through their points.
+  auto series = [&](const std::vector<Point> &points, const char *color,
+                    const char *dash) {
+    std::string line;
+    for (const Point &p : points)
+      line += llvm::formatv("{0:f1},{1:f1} ", x(p.peak), y(p.extraFlops)).str();
+    os << "<polyline fill=\"none\" stroke=\"" << color
+       << "\" stroke-width=\"2\" " << dash << "points=\"" << line << "\"/>\n";
+    for (const Point &p : points)
+      os << llvm::formatv("<circle cx=\"{0:f1}\" cy=\"{1:f1}\" r=\"3\" "
+                          "fill=\"{2}\"/>\n",
+                          x(p.peak), y(p.extraFlops), color);
+  };
+  series(autoPoints, "#1f77b4", "");
+  series(optimalPoints, "#ff7f0e", "stroke-dasharray=\"6 4\" ");
   auto marker = [&](const std::optional<Point> &p, const char *label,
                     const char *color) {
     if (!p)
