@@ -148,6 +148,11 @@ TEST(NanSemantics, MaxPoolPropagatesNan) {
   cpu::maxPool2d(halving, xf.data(), out.data());
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_EQ(out[1], 8.0f);
+  // The first window's gradient goes to its NaN, the second's to its 8
+  // (torch.nn.functional.max_pool2d's backward gives these two vectors).
+  std::vector<float> ones = {1, 1}, grad(8);
+  cpu::maxPool2dGrad(halving, ones.data(), xf.data(), grad.data());
+  EXPECT_EQ(grad, (std::vector<float>{0, 1, 0, 0, 0, 0, 0, 1}));
   // A 2x3 window with stride 1: the general kernel, not the halving one.
   cpu::PoolShape general{1, 2, 4, 1, 2, 2, 3, 1, 1, 0, 0};
   cpu::maxPool2d(general, xf.data(), out.data());
@@ -156,9 +161,9 @@ TEST(NanSemantics, MaxPoolPropagatesNan) {
   // Both windows hold the NaN, which takes their gradients (PyTorch's
   // choice, and PoolingFormulas.h's windowArgmax for the interpreter and
   // the GPU), not the 7 that is the first window's largest number.
-  std::vector<float> dy = {1, 1}, dx(8);
-  cpu::maxPool2dGrad(general, dy.data(), xf.data(), dx.data());
-  EXPECT_EQ(dx, (std::vector<float>{0, 2, 0, 0, 0, 0, 0, 0}));
+  std::fill(grad.begin(), grad.end(), 0.0f);
+  cpu::maxPool2dGrad(general, ones.data(), xf.data(), grad.data());
+  EXPECT_EQ(grad, (std::vector<float>{0, 2, 0, 0, 0, 0, 0, 0}));
 }
 
 TEST(NanSemantics, ErfKeepsItsLimitsAndNan) {

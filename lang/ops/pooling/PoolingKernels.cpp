@@ -166,6 +166,7 @@ void maxPool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
             const T *top = x + r * 2 * s.w, *bottom = top + s.w;
             T *dtop = dx + r * 2 * s.w, *dbottom = dtop + s.w;
             const T *g = dy + r * s.wo;
+            bool rowHasNan = false;
             for (int64_t ow = 0; ow < s.wo; ++ow) {
               float a = float(top[2 * ow]), b = float(top[2 * ow + 1]),
                     c = float(bottom[2 * ow]), d = float(bottom[2 * ow + 1]);
@@ -183,7 +184,23 @@ void maxPool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
                              Bits(bits & isC), Bits(bits & isD)};
               std::memcpy(&dtop[2 * ow], &out[0], 2 * sizeof(T));
               std::memcpy(&dbottom[2 * ow], &out[2], 2 * sizeof(T));
+              rowHasNan |= (a != a) | (b != b) | (c != c) | (d != d);
             }
+            // PyTorch gives a window that holds a NaN's gradient to its
+            // last NaN (PoolingFormulas.h's windowArgmax): such rows again,
+            // apart, so that the loop above stays branch-free.
+            if (rowHasNan)
+              for (int64_t ow = 0; ow < s.wo; ++ow) {
+                T *cells[4] = {&dtop[2 * ow], &dtop[2 * ow + 1],
+                               &dbottom[2 * ow], &dbottom[2 * ow + 1]};
+                float v[4] = {float(top[2 * ow]), float(top[2 * ow + 1]),
+                              float(bottom[2 * ow]), float(bottom[2 * ow + 1])};
+                int last = -1;
+                for (int k = 0; k < 4; ++k)
+                  last = v[k] != v[k] ? k : last;
+                for (int k = 0; last >= 0 && k < 4; ++k)
+                  *cells[k] = k == last ? g[ow] : T(0.0f);
+              }
           }
         });
     return;
