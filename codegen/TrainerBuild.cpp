@@ -1,6 +1,7 @@
 //===- TrainerBuild.cpp - Building a trainer from generated C++ -----------===//
 
 #include "codegen/TrainerBuild.h"
+#include "runtime/Failure.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -149,10 +150,9 @@ bool writeFile(const llvm::Twine &path, llvm::StringRef contents,
                std::string &error) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path.str(), ec);
-  if (ec) {
-    error = "cannot write '" + path.str() + "': " + ec.message();
-    return false;
-  }
+  if (ec)
+    return failWith(error,
+                    "cannot write '" + path.str() + "': " + ec.message());
   os << contents;
   return true;
 }

@@ -1,6 +1,7 @@
 //===- MemoryPlanner.cpp - Offsets for buffers with known lifetimes -------===//
 
 #include "passes/MemoryPlanner.h"
+#include "runtime/Failure.h"
 
 #include <algorithm>
 #include <numeric>
@@ -259,19 +260,18 @@ mnemo::planExact(const std::vector<BufferInterval> &buffers, int64_t nodeLimit,
 
 bool mnemo::verifyPlan(const std::vector<BufferInterval> &buffers,
                        const MemoryPlan &plan, std::string &error) {
-  if (plan.offsets.size() != buffers.size()) {
-    error = "the plan has " + std::to_string(plan.offsets.size()) +
-            " offsets for " + std::to_string(buffers.size()) + " buffers";
-    return false;
-  }
+  if (plan.offsets.size() != buffers.size())
+    return failWith(error, "the plan has " +
+                               std::to_string(plan.offsets.size()) +
+                               " offsets for " +
+                               std::to_string(buffers.size()) + " buffers");
   for (size_t i = 0; i < buffers.size(); ++i) {
     int64_t offset = plan.offsets[i];
-    if (offset < 0 || offset + buffers[i].size > plan.arenaBytes) {
-      error = "buffer " + std::to_string(i) + " at offset " +
-              std::to_string(offset) + " does not fit the arena of " +
-              std::to_string(plan.arenaBytes) + " bytes";
-      return false;
-    }
+    if (offset < 0 || offset + buffers[i].size > plan.arenaBytes)
+      return failWith(error, "buffer " + std::to_string(i) + " at offset " +
+                                 std::to_string(offset) +
+                                 " does not fit the arena of " +
+                                 std::to_string(plan.arenaBytes) + " bytes");
   }
   // Sweep over time in start order; compare each buffer with those still
   // live when it starts.
@@ -289,14 +289,14 @@ bool mnemo::verifyPlan(const std::vector<BufferInterval> &buffers,
     for (size_t j : live) {
       int64_t a0 = plan.offsets[i], a1 = a0 + buffers[i].size;
       int64_t b0 = plan.offsets[j], b1 = b0 + buffers[j].size;
-      if (a0 < b1 && b0 < a1 && buffers[i].size > 0 && buffers[j].size > 0) {
-        error = "buffers " + std::to_string(j) + " and " + std::to_string(i) +
-                " are live together at step " +
-                std::to_string(buffers[i].start) + " and overlap in memory ([" +
-                std::to_string(b0) + ", " + std::to_string(b1) + ") and [" +
-                std::to_string(a0) + ", " + std::to_string(a1) + "))";
-        return false;
-      }
+      if (a0 < b1 && b0 < a1 && buffers[i].size > 0 && buffers[j].size > 0)
+        return failWith(
+            error, "buffers " + std::to_string(j) + " and " +
+                       std::to_string(i) + " are live together at step " +
+                       std::to_string(buffers[i].start) +
+                       " and overlap in memory ([" + std::to_string(b0) + ", " +
+                       std::to_string(b1) + ") and [" + std::to_string(a0) +
+                       ", " + std::to_string(a1) + "))");
     }
     live.push_back(i);
   }

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/RematMilp.h"
+#include "runtime/Failure.h"
 
 #include <cfloat>
 #include <coin/Cbc_C_Interface.h>
@@ -318,12 +319,10 @@ bool Formulation::addCapacityRows(std::string &error) {
   double capacity = kib(p.capacity);
   for (int t = 0; t < n; ++t) {
     if (terms[t].empty()) {
-      if (constant[t] > capacity + 1e-6) {
-        error = "op " + std::to_string(t) +
-                " alone needs more than the "
-                "capacity, whatever is recomputed";
-        return false;
-      }
+      if (constant[t] > capacity + 1e-6)
+        return failWith(error, "op " + std::to_string(t) +
+                                   " alone needs more than the "
+                                   "capacity, whatever is recomputed");
       continue;
     }
     lp.atMost(terms[t], capacity - constant[t]);
@@ -435,10 +434,9 @@ bool runCbcWithDeadline(const Program &lp, double seconds,
   size_t bytes = sizeof(CbcOutcome) + binaries.size();
   void *shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) {
-    error = std::string("cannot start the solver: ") + std::strerror(errno);
-    return false;
-  }
+  if (shared == MAP_FAILED)
+    return failWith(error, std::string("cannot start the solver: ") +
+                               std::strerror(errno));
   std::fflush(nullptr); // nothing buffered is written twice
   pid_t child = ::fork();
   if (child < 0) {
@@ -537,13 +535,12 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
   solution.solverSeconds = std::chrono::duration<double>(now - solving).count();
   if (!ran)
     return false;
-  if (!outcome.found) {
-    error = outcome.infeasible ? "no choice of recomputations fits"
-            : outcome.secondsLimitReached
-                ? "the solver found no solution within the time limit"
-                : "the solver failed";
-    return false;
-  }
+  if (!outcome.found)
+    return failWith(error,
+                    outcome.infeasible ? "no choice of recomputations fits"
+                    : outcome.secondsLimitReached
+                        ? "the solver found no solution within the time limit"
+                        : "the solver failed");
   solution.provedOptimal = outcome.provedOptimal;
   solution.gap = outcome.provedOptimal ? 0
                  : outcome.objective > 1e-9

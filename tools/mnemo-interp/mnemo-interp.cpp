@@ -25,6 +25,7 @@
 #include "lang/interpreter/Interpreter.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
+#include "runtime/Failure.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
 #include "runtime/Safetensors.h"
@@ -205,12 +206,11 @@ bool loadSplit(const std::string &prefix, Dataset &d, std::string &error) {
   if (!runtime::readIdx(find("images-idx3-ubyte"), d.images, error, limit, 3) ||
       !runtime::readIdx(find("labels-idx1-ubyte"), d.labels, error, limit, 1))
     return false;
-  if (d.images.shape.size() != 3 || d.images.shape[0] != d.labels.shape[0]) {
-    error = "the images and labels in '" + dataDir + "' do not match (" +
-            std::to_string(d.images.shape[0]) + " images, " +
-            std::to_string(d.labels.shape[0]) + " labels)";
-    return false;
-  }
+  if (d.images.shape.size() != 3 || d.images.shape[0] != d.labels.shape[0])
+    return failWith(error, "the images and labels in '" + dataDir +
+                               "' do not match (" +
+                               std::to_string(d.images.shape[0]) + " images, " +
+                               std::to_string(d.labels.shape[0]) + " labels)");
   return true;
 }
 

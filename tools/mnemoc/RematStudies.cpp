@@ -4,6 +4,7 @@
 
 #include "frontend/Diagnostics.h"
 #include "passes/MemoryReport.h"
+#include "runtime/Failure.h"
 #include "tools/driver/ModelDriver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -121,10 +122,9 @@ bool mnemo::writeRematCurve(const Program &program,
     return p;
   };
   std::optional<Point> none = planned("none", 0);
-  if (!none) {
-    error = "the model does not compile (it needs a train section)";
-    return false;
-  }
+  if (!none)
+    return failWith(error,
+                    "the model does not compile (it needs a train section)");
   std::optional<Point> all = planned("all", 0);
   std::optional<Point> sqrt = planned("sqrt", 0);
   // A strategy at a budget every `stepPercent` of the plan from 96%, down to
@@ -167,10 +167,8 @@ bool mnemo::writeRematCurve(const Program &program,
   };
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    error = "cannot write '" + path + "': " + ec.message();
-    return false;
-  }
+  if (ec)
+    return failWith(error, "cannot write '" + path + "': " + ec.message());
   os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" "
                       "width=\"{0}\" height=\"{1}\" font-family=\"sans-serif\" "
                       "font-size=\"12\">\n",
@@ -259,11 +257,10 @@ bool mnemo::fitBatch(const Program &program, const ElaborateOptions &options,
     return p;
   };
   std::optional<Point> first = planned("none", 0, 1);
-  if (!first) {
-    error = "the model does not compile with batch = 1 (it needs a 'batch' "
-            "hyper-parameter and a train section)";
-    return false;
-  }
+  if (!first)
+    return failWith(
+        error, "the model does not compile with batch = 1 (it needs a 'batch' "
+               "hyper-parameter and a train section)");
   os << llvm::formatv("largest batch whose planned step fits {0:f2} MiB:\n",
                       mib(budget));
   // A batch that auto's search is known to fit: it tries the plan without
