@@ -330,14 +330,15 @@ private:
       return v ? hostPointer(v, kernelOp) : std::string("nullptr");
     };
     int site = attentionSites++;
+    const attention::AttentionGeometry &g = a.geometry;
     body << "  static const AttentionCall attention" << site << " = {" << site
          << ", AttentionKind::" << (a.forward ? "Forward" : "Backward") << ", "
-         << dtypeOf(ctypeOf(a.query.getType())) << ", " << a.batch << ", "
-         << a.heads << ", " << a.kvHeads << ", " << a.queries << ", " << a.keys
-         << ", " << a.headDim << ", " << a.valueDim << ", "
-         << (a.causal ? "true" : "false") << ", "
-         << llvm::formatv("{0:e9}f", a.scale).str() << ", "
-         << llvm::formatv("{0:e17}", a.dropoutP).str() << ", " << a.seed
+         << dtypeOf(ctypeOf(a.query.getType())) << ", " << g.batch << ", "
+         << g.heads << ", " << g.kvHeads << ", " << g.queries << ", " << g.keys
+         << ", " << g.headDim << ", " << g.valueDim << ", "
+         << (g.causal ? "true" : "false") << ", "
+         << llvm::formatv("{0:e9}f", g.scale).str() << ", "
+         << llvm::formatv("{0:e17}", g.dropoutP).str() << ", " << g.seed
          << "};\n  if (!L.attention(attention" << site << ", {"
          << pointer(a.query) << ", " << pointer(a.key) << ", "
          << pointer(a.value) << ", " << pointer(a.output) << ", "

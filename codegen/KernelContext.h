@@ -12,6 +12,7 @@
 #define MNEMO_CODEGEN_KERNELCONTEXT_H
 
 #include "lang/MnemoInterfaces.h"
+#include "lang/ops/attention/AttentionFormulas.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -133,10 +134,7 @@ struct CudaAttention {
   bool forward;
   mlir::Value query, key, value, output, logSumExp, gradOutput, gradQuery,
       gradKey, gradValue;
-  long long batch, heads, kvHeads, queries, keys, headDim, valueDim;
-  bool causal;
-  double scale, dropoutP;
-  long long seed;
+  attention::AttentionGeometry geometry;
 };
 
 class CudaKernelContext {

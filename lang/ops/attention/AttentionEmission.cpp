@@ -107,24 +107,6 @@ std::string maskType(Value mask, CudaKernelContext &context) {
   return mask ? context.elementType(mask) : "float";
 }
 
-/// The problem as the executor's cuDNN path takes it (CudaAttention).
-CudaAttention cudnnProblem(const AttentionGeometry &g, bool forward) {
-  CudaAttention a;
-  a.forward = forward;
-  a.batch = g.batch;
-  a.heads = g.heads;
-  a.kvHeads = g.kvHeads;
-  a.queries = g.queries;
-  a.keys = g.keys;
-  a.headDim = g.headDim;
-  a.valueDim = g.valueDim;
-  a.causal = g.causal;
-  a.scale = g.scale;
-  a.dropoutP = g.dropoutP;
-  a.seed = g.seed;
-  return a;
-}
-
 bool onCudnn(const AttentionGeometry &g, Value query) {
   return attention::cudnnCandidate(
       g, llvm::cast<ShapedType>(query.getType()).getElementTypeBitWidth());
@@ -139,13 +121,17 @@ LogicalResult emitForwardCuda(AttentionOp op, CudaKernelContext &context) {
   std::string type = context.elementType(op.getQuery());
   bool cudnn = onCudnn(g, op.getQuery());
   if (cudnn) {
-    CudaAttention a = cudnnProblem(g, /*forward=*/true);
-    a.query = op.getQuery();
-    a.key = op.getKey();
-    a.value = op.getValue();
-    a.output = op.getResult();
-    a.logSumExp = op.getLogSumExp();
-    context.cudnnAttentionOrElse(a);
+    context.cudnnAttentionOrElse({/*forward=*/true,
+                                  op.getQuery(),
+                                  op.getKey(),
+                                  op.getValue(),
+                                  op.getResult(),
+                                  op.getLogSumExp(),
+                                  {},
+                                  {},
+                                  {},
+                                  {},
+                                  g});
   }
   context.launch(
       llvm::formatv("attentionForward<{0}, {1}, {2}, {3}>({4}, {5}, {6}, {7}, "
@@ -186,17 +172,10 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
   int64_t queryRows = g.batch * g.heads * g.queries;
   bool cudnn = onCudnn(g, op.getQuery());
   if (cudnn) {
-    CudaAttention a = cudnnProblem(g, /*forward=*/false);
-    a.query = op.getQuery();
-    a.key = op.getKey();
-    a.value = op.getValue();
-    a.output = op.getOutput();
-    a.logSumExp = op.getLogSumExp();
-    a.gradOutput = op.getGradOutput();
-    a.gradQuery = op->getResult(0);
-    a.gradKey = op->getResult(1);
-    a.gradValue = op->getResult(2);
-    context.cudnnAttentionOrElse(a);
+    context.cudnnAttentionOrElse(
+        {/*forward=*/false, op.getQuery(), op.getKey(), op.getValue(),
+         op.getOutput(), op.getLogSumExp(), op.getGradOutput(),
+         op->getResult(0), op->getResult(1), op->getResult(2), g});
   }
   context.launch(llvm::formatv("attentionBackwardDelta<{0}>({1}, {2}, {3}, "
                                "{4}, {5});",
