@@ -186,21 +186,18 @@ void maxPool2dGrad(const PoolShape &s, const T *dy, const T *x, T *dx) {
               std::memcpy(&dbottom[2 * ow], &out[2], 2 * sizeof(T));
               rowHasNan |= (a != a) | (b != b) | (c != c) | (d != d);
             }
-            // PyTorch gives a window that holds a NaN's gradient to its
-            // last NaN (PoolingFormulas.h's windowArgmax): such rows again,
-            // apart, so that the loop above stays branch-free.
-            if (rowHasNan)
+            // A window that holds a NaN gives its gradient to its last NaN
+            // (PyTorch's choice): such a row again, apart, through
+            // windowArgmax, so that the loop above stays branch-free.
+            if (rowHasNan) {
+              int64_t oh = r % s.ho, plane = (r / s.ho) * s.h * s.w;
               for (int64_t ow = 0; ow < s.wo; ++ow) {
-                T *cells[4] = {&dtop[2 * ow], &dtop[2 * ow + 1],
-                               &dbottom[2 * ow], &dbottom[2 * ow + 1]};
-                float v[4] = {float(top[2 * ow]), float(top[2 * ow + 1]),
-                              float(bottom[2 * ow]), float(bottom[2 * ow + 1])};
-                int last = -1;
-                for (int k = 0; k < 4; ++k)
-                  last = v[k] != v[k] ? k : last;
-                for (int k = 0; last >= 0 && k < 4; ++k)
-                  *cells[k] = k == last ? g[ow] : T(0.0f);
+                dtop[2 * ow] = dtop[2 * ow + 1] = T(0.0f);
+                dbottom[2 * ow] = dbottom[2 * ow + 1] = T(0.0f);
+                dx[plane + FirstMaximum<T>::argmax(s, x + plane, oh, ow)] =
+                    g[ow];
               }
+            }
           }
         });
     return;
