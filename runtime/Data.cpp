@@ -57,165 +57,6 @@ std::vector<int32_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 //===----------------------------------------------------------------------===//
-// IDX images
-//===----------------------------------------------------------------------===//
-
-class ImageSource : public BatchSource {
-public:
-  ImageSource(BatchLayout train, BatchLayout eval, uint64_t seed,
-              DataShard shard)
-      : trainLayout(std::move(train)), evalLayout(std::move(eval)), seed(seed),
-        shard(shard) {}
-
-  bool open(const std::string &dir, std::string &error) {
-    auto find = [&](const std::string &stem) {
-      for (const char *suffix : {".gz", ""})
-        if (exists(dir + "/" + stem + suffix))
-          return dir + "/" + stem + suffix;
-      return dir + "/" + stem + ".gz";
-    };
-    for (const char *stem :
-         {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
-      paths.push_back(find(stem));
-    if (!readIdx(paths[0], trainImages, error, 0, 3) ||
-        !readIdx(paths[1], trainLabels, error, 0, 1))
-      return false;
-    if (trainImages.shape[0] != trainLabels.shape[0])
-      return failWith(error, "'" + paths[0] + "' holds " +
-                                 std::to_string(trainImages.shape[0]) +
-                                 " images and '" + paths[1] + "' " +
-                                 std::to_string(trainLabels.shape[0]) +
-                                 " labels; they must be as many");
-    // The test split is optional: missing, it is no error; present, it
-    // must be sound.
-    bool haveTest = exists(paths[2]) || exists(paths[3]);
-    if (haveTest && (!readIdx(paths[2], testImages, error, 0, 3) ||
-                     !readIdx(paths[3], testLabels, error, 0, 1)))
-      return false;
-    if (haveTest && testImages.shape[0] != testLabels.shape[0])
-      return failWith(error, "'" + paths[2] + "' holds " +
-                                 std::to_string(testImages.shape[0]) +
-                                 " images and '" + paths[3] + "' " +
-                                 std::to_string(testLabels.shape[0]) +
-                                 " labels; they must be as many");
-    if (haveTest && (testImages.shape[1] != trainImages.shape[1] ||
-                     testImages.shape[2] != trainImages.shape[2]))
-      return failWith(error, "'" + paths[2] + "' holds " +
-                                 std::to_string(testImages.shape[1]) + "x" +
-                                 std::to_string(testImages.shape[2]) +
-                                 " images, '" + paths[0] + "' " +
-                                 std::to_string(trainImages.shape[1]) + "x" +
-                                 std::to_string(trainImages.shape[2]));
-    pixels = trainImages.shape[1] * trainImages.shape[2];
-    for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
-      if (l->tensors.empty())
-        continue;
-      if (l->tensors.size() != 2 ||
-          l->tensors[0]->role != ArgumentRole::Input ||
-          std::string(l->tensors[0]->dtype) != "f32" ||
-          l->tensors[1]->role != ArgumentRole::Target ||
-          std::string(l->tensors[1]->dtype) != "i32" ||
-          elements(*l->tensors[0]) != l->batchSize * pixels ||
-          elements(*l->tensors[1]) != l->batchSize)
-        return failWith(error,
-                        "image data needs a model with one f32 input of " +
-                            std::to_string(pixels) +
-                            " values per example (such as f32[batch, " +
-                            std::to_string(trainImages.shape[1]) + ", " +
-                            std::to_string(trainImages.shape[2]) +
-                            "]) and one i32 target of shape [batch]");
-    }
-    int64_t classes = trainLayout.tensors[1]->indexLimit;
-    for (auto [labels, file] :
-         {std::pair<const IdxArray *, std::string>{&trainLabels, paths[1]},
-          {&testLabels, paths[3]}})
-      for (size_t i = 0; i < labels->data.size(); ++i)
-        if (classes > 0 && labels->data[i] >= classes)
-          return failWith(error, "label " + std::to_string(labels->data[i]) +
-                                     " (item " + std::to_string(i) + " of '" +
-                                     file +
-                                     "') is out of range for the model's " +
-                                     std::to_string(classes) + " classes");
-    if (trainLabels.shape[0] < globalBatch())
-      return failWith(error,
-                      std::to_string(trainLabels.shape[0]) +
-                          " training examples do not fill one batch of " +
-                          std::to_string(globalBatch()));
-    name = dir;
-    return true;
-  }
-
-  int64_t stepsPerEpoch() const override {
-    return trainLabels.shape[0] / globalBatch();
-  }
-
-  bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
-    int64_t perEpoch = stepsPerEpoch();
-    int64_t epoch = (step - 1) / perEpoch, within = (step - 1) % perEpoch;
-    if (epoch != orderEpoch) {
-      order = epochOrder(trainLabels.shape[0], seed, epoch);
-      orderEpoch = epoch;
-    }
-    fill(trainLayout, trainImages, trainLabels,
-         order.data() + within * globalBatch() +
-             shard.rank * trainLayout.batchSize,
-         inputs);
-    return true;
-  }
-
-  int64_t evalBatches() const override {
-    if (evalLayout.tensors.empty() || testLabels.shape.empty())
-      return 0;
-    return testLabels.shape[0] / evalLayout.batchSize;
-  }
-
-  bool evalBatch(int64_t index, uint8_t *inputs, std::string &) override {
-    std::vector<int32_t> rows(evalLayout.batchSize);
-    std::iota(rows.begin(), rows.end(), int32_t(index * evalLayout.batchSize));
-    fill(evalLayout, testImages, testLabels, rows.data(), inputs);
-    return true;
-  }
-
-  std::string describe() const override {
-    return "images from " + name + ": " + std::to_string(trainLabels.shape[0]) +
-           " for training, " +
-           (testLabels.shape.empty()
-                ? std::string("no test set")
-                : std::to_string(testLabels.shape[0]) + " for testing");
-  }
-
-  std::vector<std::string> files() const override { return paths; }
-
-private:
-  void fill(const BatchLayout &layout, const IdxArray &images,
-            const IdxArray &labels, const int32_t *rows, uint8_t *inputs) {
-    float *image =
-        reinterpret_cast<float *>(inputs + layout.tensors[0]->offset);
-    int32_t *label =
-        reinterpret_cast<int32_t *>(inputs + layout.tensors[1]->offset);
-    for (int64_t b = 0; b < layout.batchSize; ++b) {
-      const uint8_t *src = images.data.data() + int64_t(rows[b]) * pixels;
-      for (int64_t p = 0; p < pixels; ++p)
-        image[b * pixels + p] = float(src[p]) / 255.0f;
-      label[b] = labels.data[rows[b]];
-    }
-  }
-
-  int64_t globalBatch() const { return trainLayout.batchSize * shard.ranks; }
-
-  BatchLayout trainLayout, evalLayout;
-  uint64_t seed;
-  DataShard shard;
-  IdxArray trainImages, trainLabels, testImages, testLabels;
-  std::vector<std::string> paths;
-  int64_t pixels = 0;
-  std::vector<int32_t> order;
-  int64_t orderEpoch = -1;
-  std::string name;
-};
-
-//===----------------------------------------------------------------------===//
 // Token files
 //===----------------------------------------------------------------------===//
 
@@ -491,8 +332,9 @@ struct ArraySplit {
 
 /// Arrays named after the model's inputs and targets: a .safetensors file,
 /// or a directory with train.safetensors (and test.safetensors), or with
-/// train/NAME.npy (and test/NAME.npy). Examples are shuffled each epoch as
-/// images are; the test split is evaluated in order.
+/// train/NAME.npy (and test/NAME.npy); or a directory of IDX images and
+/// their labels. Examples are shuffled each epoch; the test split is
+/// evaluated in order.
 class ArraySource : public BatchSource {
 public:
   ArraySource(BatchLayout train, BatchLayout eval, uint64_t seed,
@@ -517,6 +359,108 @@ public:
     return load(path + "/train", ".npy", trainLayout, train, error) &&
            (!isDirectory(path + "/test") || evalLayout.tensors.empty() ||
             load(path + "/test", ".npy", evalLayout, test, error));
+  }
+
+  /// MNIST's four IDX files in `dir`, the test pair optional: the images
+  /// become the input's array (bytes, scaled to [0, 1] as they are read),
+  /// the labels the target's.
+  bool openImages(const std::string &dir, std::string &error) {
+    name = dir;
+    kind = "images";
+    std::vector<std::string> paths;
+    IdxArray trainImages, trainLabels, testImages, testLabels;
+    auto find = [&](const std::string &stem) {
+      for (const char *suffix : {".gz", ""})
+        if (exists(dir + "/" + stem + suffix))
+          return dir + "/" + stem + suffix;
+      return dir + "/" + stem + ".gz";
+    };
+    for (const char *stem :
+         {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+      paths.push_back(find(stem));
+    if (!readIdx(paths[0], trainImages, error, 0, 3) ||
+        !readIdx(paths[1], trainLabels, error, 0, 1))
+      return false;
+    if (trainImages.shape[0] != trainLabels.shape[0])
+      return failWith(error, "'" + paths[0] + "' holds " +
+                                 std::to_string(trainImages.shape[0]) +
+                                 " images and '" + paths[1] + "' " +
+                                 std::to_string(trainLabels.shape[0]) +
+                                 " labels; they must be as many");
+    // The test split is optional: missing, it is no error; present, it
+    // must be sound.
+    bool haveTest = exists(paths[2]) || exists(paths[3]);
+    if (haveTest && (!readIdx(paths[2], testImages, error, 0, 3) ||
+                     !readIdx(paths[3], testLabels, error, 0, 1)))
+      return false;
+    if (haveTest && testImages.shape[0] != testLabels.shape[0])
+      return failWith(error, "'" + paths[2] + "' holds " +
+                                 std::to_string(testImages.shape[0]) +
+                                 " images and '" + paths[3] + "' " +
+                                 std::to_string(testLabels.shape[0]) +
+                                 " labels; they must be as many");
+    if (haveTest && (testImages.shape[1] != trainImages.shape[1] ||
+                     testImages.shape[2] != trainImages.shape[2]))
+      return failWith(error, "'" + paths[2] + "' holds " +
+                                 std::to_string(testImages.shape[1]) + "x" +
+                                 std::to_string(testImages.shape[2]) +
+                                 " images, '" + paths[0] + "' " +
+                                 std::to_string(trainImages.shape[1]) + "x" +
+                                 std::to_string(trainImages.shape[2]));
+    int64_t pixels = trainImages.shape[1] * trainImages.shape[2];
+    for (const BatchLayout *l : {&trainLayout, &evalLayout}) {
+      if (l->tensors.empty())
+        continue;
+      if (l->tensors.size() != 2 ||
+          l->tensors[0]->role != ArgumentRole::Input ||
+          std::string(l->tensors[0]->dtype) != "f32" ||
+          l->tensors[1]->role != ArgumentRole::Target ||
+          std::string(l->tensors[1]->dtype) != "i32" ||
+          elements(*l->tensors[0]) != l->batchSize * pixels ||
+          elements(*l->tensors[1]) != l->batchSize)
+        return failWith(error,
+                        "image data needs a model with one f32 input of " +
+                            std::to_string(pixels) +
+                            " values per example (such as f32[batch, " +
+                            std::to_string(trainImages.shape[1]) + ", " +
+                            std::to_string(trainImages.shape[2]) +
+                            "]) and one i32 target of shape [batch]");
+    }
+    int64_t classes = trainLayout.tensors[1]->indexLimit;
+    for (auto [labels, file] :
+         {std::pair<const IdxArray *, std::string>{&trainLabels, paths[1]},
+          {&testLabels, paths[3]}})
+      for (size_t i = 0; i < labels->data.size(); ++i)
+        if (classes > 0 && labels->data[i] >= classes)
+          return failWith(error, "label " + std::to_string(labels->data[i]) +
+                                     " (item " + std::to_string(i) + " of '" +
+                                     file +
+                                     "') is out of range for the model's " +
+                                     std::to_string(classes) + " classes");
+    int64_t globalBatch = trainLayout.batchSize * shard.ranks;
+    if (trainLabels.shape[0] < globalBatch)
+      return failWith(error, std::to_string(trainLabels.shape[0]) +
+                                 " training examples do not fill one batch "
+                                 "of " +
+                                 std::to_string(globalBatch));
+    holdImages(train, trainImages, trainLabels, {paths[0], paths[1]});
+    holdImages(test, testImages, testLabels, {paths[2], paths[3]});
+    return true;
+  }
+
+  /// A split's images and labels as its two U8 arrays.
+  static void holdImages(ArraySplit &split, IdxArray &images, IdxArray &labels,
+                         std::vector<std::string> files) {
+    split.files = std::move(files);
+    if (labels.shape.empty())
+      return;
+    split.examples = labels.shape[0];
+    for (IdxArray *array : {&images, &labels})
+      split.storage.tensors.push_back(
+          {"", "U8", std::move(array->shape), std::move(array->data)});
+    for (const StoredTensor &t : split.storage.tensors)
+      split.arrays.push_back(&t);
   }
 
   int64_t stepsPerEpoch() const override {
@@ -551,7 +495,7 @@ public:
   }
 
   std::string describe() const override {
-    return "arrays from " + name + ": " + std::to_string(train.examples) +
+    return kind + " from " + name + ": " + std::to_string(train.examples) +
            " for training, " +
            (test.examples ? std::to_string(test.examples) + " for testing"
                           : std::string("no test set"));
@@ -750,7 +694,7 @@ private:
   ArraySplit train, test;
   std::vector<int32_t> order;
   int64_t orderEpoch = -1;
-  std::string name;
+  std::string name, kind = "arrays";
 };
 
 //===----------------------------------------------------------------------===//
@@ -875,8 +819,8 @@ openBatchSource(const std::string &path, const BatchLayout &train,
     return source;
   }
   if (isDirectory(path)) {
-    auto source = std::make_unique<ImageSource>(train, eval, seed, shard);
-    if (!source->open(path, error))
+    auto source = std::make_unique<ArraySource>(train, eval, seed, shard);
+    if (!source->openImages(path, error))
       return nullptr;
     return source;
   }
