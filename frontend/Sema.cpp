@@ -1248,6 +1248,41 @@ Val Sema::evalCall(const CallExpr &call) {
   }
 }
 
+bool Sema::matchArguments(
+    const CallExpr &call, llvm::ArrayRef<llvm::StringRef> params,
+    llvm::StringRef kind, const std::string &tooMany,
+    llvm::function_ref<std::string(llvm::StringRef)> unknown,
+    llvm::function_ref<bool(size_t, const Argument &)> bind) {
+  bool ok = true;
+  size_t position = 0;
+  bool sawKeyword = false;
+  std::vector<bool> matched(params.size(), false);
+  for (const Argument &arg : call.args) {
+    SMRange range = arg.value->getRange();
+    sawKeyword |= !arg.name.empty();
+    size_t slot = arg.name.empty()
+                      ? position++
+                      : llvm::find(params, arg.name) - params.begin();
+    if (arg.name.empty() && sawKeyword)
+      error(range.Start,
+            "a positional argument cannot follow a keyword argument", {range});
+    else if (arg.name.empty() && slot >= params.size())
+      error(range.Start, tooMany, {range});
+    else if (slot >= params.size())
+      error(arg.nameLoc, unknown(arg.name), {SMRange(arg.nameLoc, range.End)});
+    else if (matched[slot])
+      error(arg.nameLoc, kind + " '" + arg.name + "' is given twice",
+            {SMRange(arg.nameLoc, range.End)});
+    else {
+      matched[slot] = true;
+      ok &= bind(slot, arg);
+      continue;
+    }
+    ok = false;
+  }
+  return ok;
+}
+
 Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
   BoundArgs args;
   args.sema = this;
@@ -1258,63 +1293,30 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
   args.values.assign(n, Val::error());
   args.ranges.assign(n, call.getRange());
   args.given.assign(n, false);
-  bool ok = true;
-  size_t position = 0;
   std::string signature = std::string(builtin.name) + "(";
   for (size_t i = 0; i < n; ++i)
     signature += (i ? ", " : "") + std::string(builtin.params[i]) +
                  (i >= builtin.required ? "=..." : "");
   signature += ")";
-  bool sawKeyword = false;
-  for (const Argument &arg : call.args) {
-    size_t slot;
-    SMRange range = arg.value->getRange();
-    sawKeyword |= !arg.name.empty();
-    if (arg.name.empty() && sawKeyword) {
-      error(range.Start,
-            "a positional argument cannot follow a keyword argument", {range});
-      ok = false;
-      continue;
-    }
-    if (arg.name.empty()) {
-      slot = position++;
-      if (slot >= n) {
-        error(range.Start,
-              Twine("too many arguments; the signature is ") + signature,
-              {range});
-        ok = false;
-        continue;
-      }
-    } else {
-      slot = n;
-      for (size_t i = 0; i < n; ++i)
-        if (arg.name == builtin.params[i])
-          slot = i;
-      if (slot == n) {
-        error(arg.nameLoc,
-              "'" + arg.name + "' is not an argument of " + signature,
-              {SMRange(arg.nameLoc, range.End)});
-        ok = false;
-        continue;
-      }
-      if (args.given[slot]) {
-        error(arg.nameLoc, "argument '" + arg.name + "' is given twice",
-              {range});
-        ok = false;
-        continue;
-      }
-    }
-    Val value = eval(*arg.value);
-    // `mask = none` (often a layer's hyper-parameter passed on) leaves the
-    // argument to its default, as if it were not written.
-    if (value.kind == Val::Kind::None)
-      continue;
-    args.values[slot] = value;
-    args.ranges[slot] = range;
-    args.given[slot] = true;
-    if (args.values[slot].isError())
-      ok = false;
-  }
+  std::vector<llvm::StringRef> params(builtin.params.begin(),
+                                      builtin.params.end());
+  bool ok = matchArguments(
+      call, params, "argument",
+      "too many arguments; the signature is " + signature,
+      [&](llvm::StringRef name) {
+        return "'" + name.str() + "' is not an argument of " + signature;
+      },
+      [&](size_t slot, const Argument &arg) {
+        Val value = eval(*arg.value);
+        // `mask = none` (often a layer's hyper-parameter passed on) leaves
+        // the argument to its default, as if it were not written.
+        if (value.kind == Val::Kind::None)
+          return true;
+        args.values[slot] = value;
+        args.ranges[slot] = arg.value->getRange();
+        args.given[slot] = true;
+        return !value.isError();
+      });
   for (size_t i = 0; ok && i < builtin.required; ++i) {
     if (!args.given[i]) {
       error(call.loc(),
@@ -1336,13 +1338,6 @@ Val Sema::callBuiltin(const Builtin &builtin, const CallExpr &call) {
 bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
                            const CallExpr *call) {
   bool ok = true;
-  std::vector<bool> bound(def.hyperParams.size(), false);
-  auto slotOf = [&](const std::string &name) -> int {
-    for (size_t i = 0; i < def.hyperParams.size(); ++i)
-      if (def.hyperParams[i].name == name)
-        return int(i);
-    return -1;
-  };
   auto check = [&](const Val &v, SMRange range, const std::string &name) {
     if (v.isError())
       return false;
@@ -1360,58 +1355,24 @@ bool Sema::bindHyperParams(const Definition &def, LayerInstance &instance,
   };
   if (call) {
     // Explicit arguments, evaluated in the caller's scope.
-    size_t position = 0;
-    bool sawKeyword = false;
-    for (const Argument &arg : call->args) {
-      SMRange range = arg.value->getRange();
-      int slot;
-      sawKeyword |= !arg.name.empty();
-      if (arg.name.empty() && sawKeyword) {
-        error(range.Start,
-              "a positional argument cannot follow a keyword argument",
-              {range});
-        ok = false;
-        continue;
-      }
-      if (arg.name.empty()) {
-        slot = position < def.hyperParams.size() ? int(position) : -1;
-        ++position;
-        if (slot < 0) {
-          error(range.Start,
-                "too many arguments for layer '" + def.name +
-                    "', which takes " + std::to_string(def.hyperParams.size()),
-                {range});
-          ok = false;
-          continue;
-        }
-      } else {
-        slot = slotOf(arg.name);
-        if (slot < 0) {
-          error(arg.nameLoc,
-                "layer '" + def.name + "' has no hyper-parameter '" + arg.name +
-                    "'",
-                {SMRange(arg.nameLoc, range.End)});
-          ok = false;
-          continue;
-        }
-      }
-      if (bound[slot]) {
-        error(range.Start,
-              "hyper-parameter '" + def.hyperParams[slot].name +
-                  "' is given twice",
-              {range});
-        ok = false;
-        continue;
-      }
-      Val v = eval(*arg.value);
-      bound[slot] = true;
-      if (!check(v, range, def.hyperParams[slot].name)) {
-        ok = false;
-        continue;
-      }
-      instance.members.vars[def.hyperParams[slot].name] = v;
-    }
-    return ok;
+    std::vector<llvm::StringRef> params;
+    for (const HyperParam &hp : def.hyperParams)
+      params.push_back(hp.name);
+    return matchArguments(
+        *call, params, "hyper-parameter",
+        "too many arguments for layer '" + def.name + "', which takes " +
+            std::to_string(params.size()),
+        [&](llvm::StringRef name) {
+          return "layer '" + def.name + "' has no hyper-parameter '" +
+                 name.str() + "'";
+        },
+        [&](size_t slot, const Argument &arg) {
+          Val v = eval(*arg.value);
+          if (!check(v, arg.value->getRange(), def.hyperParams[slot].name))
+            return false;
+          instance.members.vars[def.hyperParams[slot].name] = v;
+          return true;
+        });
   }
   // Defaults are evaluated inside the instance, so they may use earlier
   // hyper-parameters: layer Attn(dim, heads = dim // 64).

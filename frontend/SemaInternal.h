@@ -135,8 +135,8 @@ struct BoundArgs {
   std::vector<Val> values;
   std::vector<llvm::SMRange> ranges;
   std::vector<bool> given;
-  llvm::SMLoc loc;     // the call
-  llvm::SMRange range; // the whole call
+  llvm::SMLoc loc;         // the call
+  llvm::SMRange range;     // the whole call
   const char *callee = ""; // the builtin's name: its op's, where one op
 
   bool has(size_t i) const { return given[i]; }
@@ -331,6 +331,16 @@ private:
   Val evalName(const NameExpr &name);
   Val evalMember(const MemberExpr &member);
   Val evalCall(const CallExpr &call);
+  /// Matches `call`'s arguments to `params`, in order, then by name: each
+  /// goes to `bind(slot, argument)` (false if it fails, having said why).
+  /// Reports a positional argument after a keyword one, one too many
+  /// (`tooMany`), an unknown name (`unknown(name)`) and a `kind` given
+  /// twice. False if any was reported or a bind failed.
+  bool matchArguments(const CallExpr &call,
+                      llvm::ArrayRef<llvm::StringRef> params,
+                      llvm::StringRef kind, const std::string &tooMany,
+                      llvm::function_ref<std::string(llvm::StringRef)> unknown,
+                      llvm::function_ref<bool(size_t, const Argument &)> bind);
   Val callBuiltin(const Builtin &builtin, const CallExpr &call);
   Val construct(const Definition &def, const CallExpr &call,
                 const std::string &name);
