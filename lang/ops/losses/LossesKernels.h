@@ -190,24 +190,17 @@ inline void narrowInto(const float *x, int64_t n, T *out) {
 
 namespace cpu {
 
-/// log(sum(exp(row))) of a row of `classes`, max-shifted, summed and
-/// returned in double (the loss is a mean in double).
-inline double rowLogSumExpDouble(const float *row, int64_t classes) {
+/// log(sum(exp(row))) of a row of `classes`, max-shifted and summed in
+/// double; returned in double for the loss (a mean in double), or in f32,
+/// the log rounded before the shift is added back (what the gradient
+/// kernels exponentiate against).
+template <typename Result = float>
+inline Result rowLogSumExp(const float *row, int64_t classes) {
   float m = *std::max_element(row, row + classes);
   double sum = 0;
   for (int64_t c = 0; c < classes; ++c)
     sum += fastExp(row[c] - m);
-  return std::log(sum) + m;
-}
-
-/// The same in f32, the log rounded before the shift is added back (what
-/// the gradient kernels exponentiate against).
-inline float rowLogSumExp(const float *row, int64_t classes) {
-  float m = *std::max_element(row, row + classes);
-  double sum = 0;
-  for (int64_t c = 0; c < classes; ++c)
-    sum += fastExp(row[c] - m);
-  return float(std::log(sum)) + m;
+  return Result(std::log(sum)) + m;
 }
 
 /// Whether `t` is a class or ignore_index; reports it if neither.
@@ -264,7 +257,7 @@ inline bool crossEntropy(const float *logits, const int32_t *targets,
     if (!losses::countsTowardLoss(t, ignoreIndex))
       continue;
     const float *row = logits + r * classes;
-    total += rowLossTerm(row, classes, t, rowLogSumExpDouble(row, classes),
+    total += rowLossTerm(row, classes, t, rowLogSumExp<double>(row, classes),
                          smoothing);
     ++counted;
   }

@@ -58,26 +58,18 @@ Normalization describe(RmsNormOp op) {
           /*rms=*/true,
           /*backward=*/false};
 }
-Normalization describe(LayerNormGradOp op) {
+template <typename GradOp> Normalization describeGrad(GradOp op) {
   return {op.getGrad(),
           op.getInput(),
           op.getScale(),
           {},
           op.getEpsilon().convertToDouble(),
-          /*rms=*/false,
+          /*rms=*/std::is_same_v<GradOp, RmsNormGradOp>,
           /*backward=*/true,
           op.getCudaGradChunks()};
 }
-Normalization describe(RmsNormGradOp op) {
-  return {op.getGrad(),
-          op.getInput(),
-          op.getScale(),
-          {},
-          op.getEpsilon().convertToDouble(),
-          /*rms=*/true,
-          /*backward=*/true,
-          op.getCudaGradChunks()};
-}
+Normalization describe(LayerNormGradOp op) { return describeGrad(op); }
+Normalization describe(RmsNormGradOp op) { return describeGrad(op); }
 
 template <typename Op>
 LogicalResult emitNormalizationCpu(Op opOp, CpuKernelContext &context) {
