@@ -11,6 +11,11 @@
 #ifndef MNEMO_CODEGEN_KERNELCONTEXT_H
 #define MNEMO_CODEGEN_KERNELCONTEXT_H
 
+// registerFamilyEmissionModels: attaches every op family's CPU and CUDA
+// models (CpuKernelOpInterface, CudaKernelOpInterface), the
+// register*Models function of each lang/ops/*/*Emission.cpp that has one;
+// attaching again changes nothing. lang/CMakeLists.txt generates it.
+#include "lang/FamilyEmissionModels.h"
 #include "lang/MnemoInterfaces.h"
 #include "lang/ops/attention/AttentionFormulas.h"
 
@@ -259,12 +264,6 @@ struct KernelFunctions {
     Op::template attachInterface<Cpu, Cuda>(context);
   }
 };
-
-/// Attaches every op family's CPU and CUDA models (CpuKernelOpInterface,
-/// CudaKernelOpInterface) to `context`'s ops: the register*Models function
-/// of each lang/ops/*/*Emission.cpp that has one, called from a file
-/// lang/CMakeLists.txt generates. Attaching again changes nothing.
-void registerFamilyEmissionModels(mlir::MLIRContext &context);
 
 /// Threads of a block for grid-stride loops.
 constexpr int kCudaThreads = 256;

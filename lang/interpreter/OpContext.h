@@ -11,6 +11,11 @@
 #ifndef MNEMO_LANG_INTERPRETER_OPCONTEXT_H
 #define MNEMO_LANG_INTERPRETER_OPCONTEXT_H
 
+// registerFamilyInterpreterModels: attaches every op family's interpreter
+// model (InterpretedOpInterface), the register*Models function of each
+// lang/ops/*/*Interpreter.cpp; attaching again changes nothing.
+// lang/CMakeLists.txt generates it.
+#include "lang/FamilyInterpreterModels.h"
 #include "lang/MnemoInterfaces.h"
 #include "lang/interpreter/Interpreter.h"
 #include "lang/interpreter/Tensor.h"
@@ -77,12 +82,6 @@ struct InterpreterFunction
     Op::template attachInterface<InterpreterFunction>(context);
   }
 };
-
-/// Attaches every op family's interpreter model (InterpretedOpInterface)
-/// to `context`'s ops: the register*Models function of each
-/// lang/ops/*/*Interpreter.cpp, called from a file lang/CMakeLists.txt
-/// generates. Attaching again changes nothing.
-void registerFamilyInterpreterModels(mlir::MLIRContext &context);
 
 /// The elementwise family (lang/ops/elementwise/ElementwiseInterpreter.cpp):
 /// every op with the FusionElementwise trait.

@@ -201,12 +201,10 @@ LogicalResult emitBackwardCuda(AttentionGradOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerAttentionEmissionModels(MLIRContext &context) {
+void codegen::registerAttentionEmissionModels(MLIRContext &context) {
   KernelFunctions<AttentionOp, emitForwardCpu, emitForwardCuda>::attach(
       context);
   KernelFunctions<AttentionGradOp, emitBackwardCpu, emitBackwardCuda>::attach(
       context);
 }
-} // namespace mnemo::codegen

@@ -160,10 +160,8 @@ LogicalResult interpretAttentionGrad(AttentionGradOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerAttentionInterpreterModels(MLIRContext &context) {
+void interp::registerAttentionInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AttentionOp, interpretAttention>::attach(context);
   InterpreterFunction<AttentionGradOp, interpretAttentionGrad>::attach(context);
 }
-} // namespace mnemo::interp

@@ -86,9 +86,8 @@ LogicalResult emitConvolutionCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerConvolutionEmissionModels(MLIRContext &context) {
+void codegen::registerConvolutionEmissionModels(MLIRContext &context) {
   KernelFunctions<Conv2DOp, emitConvolutionCpu<Conv2DOp>,
                   emitConvolutionCuda<Conv2DOp>>::attach(context);
   KernelFunctions<Conv2DInputGradOp, emitConvolutionCpu<Conv2DInputGradOp>,
@@ -96,4 +95,3 @@ void registerConvolutionEmissionModels(MLIRContext &context) {
   KernelFunctions<Conv2DWeightGradOp, emitConvolutionCpu<Conv2DWeightGradOp>,
                   emitConvolutionCuda<Conv2DWeightGradOp>>::attach(context);
 }
-} // namespace mnemo::codegen

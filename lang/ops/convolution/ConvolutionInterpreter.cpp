@@ -69,9 +69,8 @@ LogicalResult interpretConvolution(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerConvolutionInterpreterModels(MLIRContext &context) {
+void interp::registerConvolutionInterpreterModels(MLIRContext &context) {
   InterpreterFunction<
       Conv2DOp,
       interpretConvolution<Conv2DOp, ConvProduct::Output>>::attach(context);
@@ -84,4 +83,3 @@ void registerConvolutionInterpreterModels(MLIRContext &context) {
       interpretConvolution<Conv2DWeightGradOp,
                            ConvProduct::WeightGrad>>::attach(context);
 }
-} // namespace mnemo::interp

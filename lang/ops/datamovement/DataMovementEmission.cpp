@@ -143,9 +143,8 @@ LogicalResult causalMaskCuda(CausalMaskOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerDataMovementEmissionModels(MLIRContext &context) {
+void codegen::registerDataMovementEmissionModels(MLIRContext &context) {
   KernelFunctions<ReshapeOp, copyCpu<ReshapeOp>, copyCuda<ReshapeOp>>::attach(
       context);
   KernelFunctions<TransposeOp, copyCpu<TransposeOp>,
@@ -159,4 +158,3 @@ void registerDataMovementEmissionModels(MLIRContext &context) {
   KernelFunctions<ConcatOp, concatCpu, concatCuda>::attach(context);
   KernelFunctions<CausalMaskOp, causalMaskCpu, causalMaskCuda>::attach(context);
 }
-} // namespace mnemo::codegen

@@ -124,9 +124,8 @@ LogicalResult interpretCausalMask(CausalMaskOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerDataMovementInterpreterModels(MLIRContext &context) {
+void interp::registerDataMovementInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ConstantOp, interpretConstant>::attach(context);
   InterpreterFunction<ReshapeOp, interpretReshape>::attach(context);
   InterpreterFunction<TransposeOp, interpretTranspose>::attach(context);
@@ -137,4 +136,3 @@ void registerDataMovementInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ConcatOp, interpretConcat>::attach(context);
   InterpreterFunction<CausalMaskOp, interpretCausalMask>::attach(context);
 }
-} // namespace mnemo::interp

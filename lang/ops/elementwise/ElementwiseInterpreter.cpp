@@ -195,11 +195,9 @@ struct ElementwiseInterpreterModel
 };
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerElementwiseInterpreterModels(MLIRContext &context) {
+void interp::registerElementwiseInterpreterModels(MLIRContext &context) {
   for (RegisteredOperationName op : context.getRegisteredOperations())
     if (op.hasTrait<FusionElementwise>())
       op.attachInterface<ElementwiseInterpreterModel>();
 }
-} // namespace mnemo::interp

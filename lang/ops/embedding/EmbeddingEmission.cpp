@@ -101,12 +101,10 @@ LogicalResult emitEmbeddingGradCuda(EmbeddingGradOp e,
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerEmbeddingEmissionModels(MLIRContext &context) {
+void codegen::registerEmbeddingEmissionModels(MLIRContext &context) {
   KernelFunctions<EmbeddingOp, emitEmbeddingCpu, emitEmbeddingCuda>::attach(
       context);
   KernelFunctions<EmbeddingGradOp, emitEmbeddingGradCpu,
                   emitEmbeddingGradCuda>::attach(context);
 }
-} // namespace mnemo::codegen

@@ -52,12 +52,10 @@ struct EmbeddingInterpreterModel
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerEmbeddingInterpreterModels(MLIRContext &context) {
+void interp::registerEmbeddingInterpreterModels(MLIRContext &context) {
   EmbeddingOp::attachInterface<EmbeddingInterpreterModel<EmbeddingOp, false>>(
       context);
   EmbeddingGradOp::attachInterface<
       EmbeddingInterpreterModel<EmbeddingGradOp, true>>(context);
 }
-} // namespace mnemo::interp

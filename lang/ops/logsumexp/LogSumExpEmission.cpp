@@ -47,10 +47,8 @@ LogicalResult emitLogSumExpCuda(LogSumExpOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerLogSumExpEmissionModels(MLIRContext &context) {
+void codegen::registerLogSumExpEmissionModels(MLIRContext &context) {
   KernelFunctions<LogSumExpOp, emitLogSumExpCpu, emitLogSumExpCuda>::attach(
       context);
 }
-} // namespace mnemo::codegen

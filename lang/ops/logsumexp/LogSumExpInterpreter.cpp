@@ -39,9 +39,7 @@ LogicalResult interpretLogSumExp(LogSumExpOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerLogSumExpInterpreterModels(MLIRContext &context) {
+void interp::registerLogSumExpInterpreterModels(MLIRContext &context) {
   InterpreterFunction<LogSumExpOp, interpretLogSumExp>::attach(context);
 }
-} // namespace mnemo::interp

@@ -545,9 +545,8 @@ LogicalResult emitMseCuda(MseOp op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerLossesEmissionModels(MLIRContext &context) {
+void codegen::registerLossesEmissionModels(MLIRContext &context) {
   KernelFunctions<MseOp, emitMseCpu, emitMseCuda>::attach(context);
   KernelFunctions<CrossEntropyOp, emitLossCpu<CrossEntropyOp>,
                   emitRowMeanCuda<CrossEntropyOp>>::attach(context);
@@ -563,4 +562,3 @@ void registerLossesEmissionModels(MLIRContext &context) {
                   emitLinearCrossEntropyWithGradCpu,
                   emitLinearCrossEntropyWithGradCuda>::attach(context);
 }
-} // namespace mnemo::codegen

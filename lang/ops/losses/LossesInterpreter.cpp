@@ -279,9 +279,8 @@ LogicalResult interpretMse(MseOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerLossesInterpreterModels(MLIRContext &context) {
+void interp::registerLossesInterpreterModels(MLIRContext &context) {
   InterpreterFunction<CrossEntropyOp, interpretCrossEntropy>::attach(context);
   InterpreterFunction<CrossEntropyGradOp, interpretCrossEntropyGrad>::attach(
       context);
@@ -296,4 +295,3 @@ void registerLossesInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AccuracyOp, interpretAccuracy>::attach(context);
   InterpreterFunction<MseOp, interpretMse>::attach(context);
 }
-} // namespace mnemo::interp

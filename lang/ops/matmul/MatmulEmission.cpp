@@ -192,12 +192,10 @@ LogicalResult emitCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerMatmulEmissionModels(MLIRContext &context) {
+void codegen::registerMatmulEmissionModels(MLIRContext &context) {
   KernelFunctions<MatmulOp, emitCpu<MatmulOp>, emitCuda<MatmulOp>>::attach(
       context);
   KernelFunctions<BatchMatmulOp, emitCpu<BatchMatmulOp>,
                   emitCuda<BatchMatmulOp>>::attach(context);
 }
-} // namespace mnemo::codegen

@@ -51,11 +51,9 @@ LogicalResult interpretProduct(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerMatmulInterpreterModels(MLIRContext &context) {
+void interp::registerMatmulInterpreterModels(MLIRContext &context) {
   InterpreterFunction<MatmulOp, interpretProduct<MatmulOp>>::attach(context);
   InterpreterFunction<BatchMatmulOp, interpretProduct<BatchMatmulOp>>::attach(
       context);
 }
-} // namespace mnemo::interp

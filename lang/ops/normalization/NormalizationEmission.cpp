@@ -229,9 +229,8 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerNormalizationEmissionModels(MLIRContext &context) {
+void codegen::registerNormalizationEmissionModels(MLIRContext &context) {
   attach<LayerNormOp>(context);
   attach<RmsNormOp>(context);
   attach<LayerNormGradOp>(context);
@@ -243,4 +242,3 @@ void registerNormalizationEmissionModels(MLIRContext &context) {
   KernelFunctions<BatchNormGradOp, emitBatchNormCpu<BatchNormGradOp>,
                   emitBatchNormCuda<BatchNormGradOp>>::attach(context);
 }
-} // namespace mnemo::codegen

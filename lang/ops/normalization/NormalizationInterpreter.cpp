@@ -182,9 +182,8 @@ struct NormalizationInterpreterModel
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerNormalizationInterpreterModels(MLIRContext &context) {
+void interp::registerNormalizationInterpreterModels(MLIRContext &context) {
   LayerNormOp::attachInterface<
       NormalizationInterpreterModel<LayerNormOp, false, false>>(context);
   RmsNormOp::attachInterface<
@@ -200,4 +199,3 @@ void registerNormalizationInterpreterModels(MLIRContext &context) {
   BatchNormGradOp::attachInterface<
       BatchNormInterpreterModel<BatchNormGradOp, true>>(context);
 }
-} // namespace mnemo::interp

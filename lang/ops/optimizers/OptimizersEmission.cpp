@@ -664,9 +664,8 @@ struct MultiTensorModel
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerOptimizersEmissionModels(MLIRContext &context) {
+void codegen::registerOptimizersEmissionModels(MLIRContext &context) {
   KernelFunctions<LrScheduleOp, emitLrScheduleCpu, emitLrScheduleCuda>::attach(
       context);
   KernelFunctions<GlobalNormOp, emitGlobalNormCpu, emitGlobalNormCuda>::attach(
@@ -683,4 +682,3 @@ void registerOptimizersEmissionModels(MLIRContext &context) {
   Adam8bitUpdateOp::attachInterface<MultiTensorModel<Adam8bitUpdateOp>>(
       context);
 }
-} // namespace mnemo::codegen

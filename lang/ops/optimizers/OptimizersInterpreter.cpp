@@ -254,9 +254,8 @@ LogicalResult interpretAdam8bit(Adam8bitUpdateOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerOptimizersInterpreterModels(MLIRContext &context) {
+void interp::registerOptimizersInterpreterModels(MLIRContext &context) {
   InterpreterFunction<LrScheduleOp, interpretLrSchedule>::attach(context);
   InterpreterFunction<GlobalNormOp, interpretGlobalNorm>::attach(context);
   InterpreterFunction<ClipCoefficientOp, interpretClipCoefficient>::attach(
@@ -267,4 +266,3 @@ void registerOptimizersInterpreterModels(MLIRContext &context) {
   InterpreterFunction<AdamUpdateOp, interpretAdam>::attach(context);
   InterpreterFunction<Adam8bitUpdateOp, interpretAdam8bit>::attach(context);
 }
-} // namespace mnemo::interp

@@ -88,12 +88,10 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerPoolingEmissionModels(MLIRContext &context) {
+void codegen::registerPoolingEmissionModels(MLIRContext &context) {
   attach<MaxPool2DOp>(context);
   attach<AvgPool2DOp>(context);
   attach<MaxPool2DGradOp>(context);
   attach<AvgPool2DGradOp>(context);
 }
-} // namespace mnemo::codegen

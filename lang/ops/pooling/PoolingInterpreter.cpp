@@ -71,9 +71,8 @@ struct PoolInterpreterModel
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerPoolingInterpreterModels(MLIRContext &context) {
+void interp::registerPoolingInterpreterModels(MLIRContext &context) {
   MaxPool2DOp::attachInterface<PoolInterpreterModel<MaxPool2DOp>>(context);
   AvgPool2DOp::attachInterface<PoolInterpreterModel<AvgPool2DOp>>(context);
   MaxPool2DGradOp::attachInterface<PoolInterpreterModel<MaxPool2DGradOp>>(
@@ -81,4 +80,3 @@ void registerPoolingInterpreterModels(MLIRContext &context) {
   AvgPool2DGradOp::attachInterface<PoolInterpreterModel<AvgPool2DGradOp>>(
       context);
 }
-} // namespace mnemo::interp

@@ -138,12 +138,10 @@ LogicalResult emitApplyMaskCuda(ApplyMaskOp a, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerPruningEmissionModels(MLIRContext &context) {
+void codegen::registerPruningEmissionModels(MLIRContext &context) {
   KernelFunctions<PruneMasksOp, emitPruneMasksCpu, emitPruneMasksCuda>::attach(
       context);
   KernelFunctions<ApplyMaskOp, emitApplyMaskCpu, emitApplyMaskCuda>::attach(
       context);
 }
-} // namespace mnemo::codegen

@@ -95,10 +95,8 @@ LogicalResult interpretApplyMask(ApplyMaskOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerPruningInterpreterModels(MLIRContext &context) {
+void interp::registerPruningInterpreterModels(MLIRContext &context) {
   InterpreterFunction<PruneMasksOp, interpretPruneMasks>::attach(context);
   InterpreterFunction<ApplyMaskOp, interpretApplyMask>::attach(context);
 }
-} // namespace mnemo::interp

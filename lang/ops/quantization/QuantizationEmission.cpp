@@ -299,9 +299,8 @@ LogicalResult emitMatmulCsrCuda(MatmulCsrOp m, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerQuantizationEmissionModels(MLIRContext &context) {
+void codegen::registerQuantizationEmissionModels(MLIRContext &context) {
   KernelFunctions<ObserveMinMaxOp, emitObserveMinMaxCpu,
                   emitObserveMinMaxCuda>::attach(context);
   KernelFunctions<FakeQuantOp, emitFakeQuantCpu<FakeQuantOp>,
@@ -319,4 +318,3 @@ void registerQuantizationEmissionModels(MLIRContext &context) {
   KernelFunctions<MatmulCsrOp, emitMatmulCsrCpu, emitMatmulCsrCuda>::attach(
       context);
 }
-} // namespace mnemo::codegen

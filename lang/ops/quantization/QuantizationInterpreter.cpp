@@ -214,9 +214,8 @@ LogicalResult interpretMatmulCsr(MatmulCsrOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerQuantizationInterpreterModels(MLIRContext &context) {
+void interp::registerQuantizationInterpreterModels(MLIRContext &context) {
   InterpreterFunction<ObserveMinMaxOp, interpretObserveMinMax>::attach(context);
   InterpreterFunction<FakeQuantOp, interpretFakeQuant<FakeQuantOp>>::attach(
       context);
@@ -229,4 +228,3 @@ void registerQuantizationInterpreterModels(MLIRContext &context) {
       context);
   InterpreterFunction<MatmulCsrOp, interpretMatmulCsr>::attach(context);
 }
-} // namespace mnemo::interp

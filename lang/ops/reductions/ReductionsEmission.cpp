@@ -162,12 +162,10 @@ template <typename Op> void attach(MLIRContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerReductionsEmissionModels(MLIRContext &context) {
+void codegen::registerReductionsEmissionModels(MLIRContext &context) {
   attach<SumOp>(context);
   attach<MeanOp>(context);
   attach<MaxOp>(context);
   attach<MaxGradOp>(context);
 }
-} // namespace mnemo::codegen

@@ -90,9 +90,8 @@ LogicalResult interpretMaxGrad(MaxGradOp op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerReductionsInterpreterModels(MLIRContext &context) {
+void interp::registerReductionsInterpreterModels(MLIRContext &context) {
   InterpreterFunction<SumOp, interpretReduce<SumOp, Kind::Sum>>::attach(
       context);
   InterpreterFunction<MeanOp, interpretReduce<MeanOp, Kind::Mean>>::attach(
@@ -101,4 +100,3 @@ void registerReductionsInterpreterModels(MLIRContext &context) {
       context);
   InterpreterFunction<MaxGradOp, interpretMaxGrad>::attach(context);
 }
-} // namespace mnemo::interp

@@ -53,12 +53,10 @@ LogicalResult emitSoftmaxCuda(Op op, CudaKernelContext &context) {
 
 } // namespace
 
-namespace mnemo::codegen {
 /// Called by registerFamilyEmissionModels (generated).
-void registerSoftmaxEmissionModels(MLIRContext &context) {
+void codegen::registerSoftmaxEmissionModels(MLIRContext &context) {
   KernelFunctions<SoftmaxOp, emitSoftmaxCpu<SoftmaxOp, false>,
                   emitSoftmaxCuda<SoftmaxOp, false>>::attach(context);
   KernelFunctions<LogSoftmaxOp, emitSoftmaxCpu<LogSoftmaxOp, true>,
                   emitSoftmaxCuda<LogSoftmaxOp, true>>::attach(context);
 }
-} // namespace mnemo::codegen

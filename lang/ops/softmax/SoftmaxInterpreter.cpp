@@ -47,12 +47,10 @@ LogicalResult interpretSoftmax(Op op, OpContext &context) {
 
 } // namespace
 
-namespace mnemo::interp {
 /// Called by registerFamilyInterpreterModels (generated).
-void registerSoftmaxInterpreterModels(MLIRContext &context) {
+void interp::registerSoftmaxInterpreterModels(MLIRContext &context) {
   InterpreterFunction<SoftmaxOp, interpretSoftmax<SoftmaxOp, false>>::attach(
       context);
   InterpreterFunction<LogSoftmaxOp,
                       interpretSoftmax<LogSoftmaxOp, true>>::attach(context);
 }
-} // namespace mnemo::interp
