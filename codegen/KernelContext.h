@@ -24,6 +24,7 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -69,6 +70,14 @@ public:
   /// Makes the generated file include `header`, a path from the source
   /// root (the family's CPU kernels).
   virtual void include(llvm::StringRef header) = 0;
+  /// Includes `header` and writes `  statement;`, a kernel call: the whole
+  /// code of most ops.
+  mlir::LogicalResult call(llvm::StringRef header,
+                           const llvm::Twine &statement) {
+    include(header);
+    out() << "  " << statement << ";\n";
+    return mlir::success();
+  }
   /// A float pointer to `bytes` of the plan's CPU workspace, valid while
   /// the op runs. The op declares its need (CpuWorkspaceOpInterface, in
   /// its family's FAMILYOps.cpp); asking for more is an internal error.

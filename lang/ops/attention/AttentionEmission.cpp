@@ -57,13 +57,14 @@ LogicalResult emitForwardCpu(AttentionOp op, CpuKernelContext &context) {
       context.workspace(op.getCpuWorkspaceBytes());
   if (failed(operands) || failed(mask) || failed(workspace))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  attentionForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, dropoutStep, "
-      "{7});\n",
-      (*operands)[0], (*operands)[1], (*operands)[2], *mask, context.result(0),
-      context.result(1), geometryLiteral(op.getGeometry()), *workspace);
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv(
+          "attentionForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, dropoutStep, "
+          "{7})",
+          (*operands)[0], (*operands)[1], (*operands)[2], *mask,
+          context.result(0), context.result(1),
+          geometryLiteral(op.getGeometry()), *workspace));
 }
 
 LogicalResult emitBackwardCpu(AttentionGradOp op, CpuKernelContext &context) {
@@ -75,15 +76,14 @@ LogicalResult emitBackwardCpu(AttentionGradOp op, CpuKernelContext &context) {
       context.workspace(op.getCpuWorkspaceBytes());
   if (failed(operands) || failed(mask) || failed(workspace))
     return failure();
-  context.include(kCpuKernels);
   const std::vector<std::string> &in = *operands;
-  context.out() << llvm::formatv(
-      "  attentionBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10}, dropoutStep, {11});\n",
-      in[0], in[1], in[2], in[3], in[4], in[5], *mask, context.result(0),
-      context.result(1), context.result(2), geometryLiteral(op.getGeometry()),
-      *workspace);
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("attentionBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                    "{8}, {9}, {10}, dropoutStep, {11})",
+                    in[0], in[1], in[2], in[3], in[4], in[5], *mask,
+                    context.result(0), context.result(1), context.result(2),
+                    geometryLiteral(op.getGeometry()), *workspace));
 }
 
 /// The kernels' template bounds: the head-dimension bound and the tile of

@@ -62,12 +62,12 @@ LogicalResult sliceCpu(Op op, CpuKernelContext &context) {
   FailureOr<std::string> input = context.operand(op->getOperand(0));
   if (failed(input))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  sliceCopy({0}, {1}, {2}, {3}, {4});\n", *input, context.result(),
-      elementBytes(op.getResult()), listOf(op.getSliceGeometry()),
-      std::is_same_v<Op, SliceGradOp> ? "true" : "false");
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("sliceCopy({0}, {1}, {2}, {3}, {4})", *input,
+                    context.result(), elementBytes(op.getResult()),
+                    listOf(op.getSliceGeometry()),
+                    std::is_same_v<Op, SliceGradOp> ? "true" : "false"));
 }
 
 /// On the GPU the slice's start is folded into the pointer to the whole
@@ -126,10 +126,8 @@ LogicalResult concatCuda(ConcatOp op, CudaKernelContext &context) {
 
 LogicalResult causalMaskCpu(CausalMaskOp op, CpuKernelContext &context) {
   Shape s = shapeOf(op.getResult());
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  causalMask({0}, {1}, {2});\n",
-                                 context.result(), s[0], s[1]);
-  return success();
+  return context.call(kCpuKernels, llvm::formatv("causalMask({0}, {1}, {2})",
+                                                 context.result(), s[0], s[1]));
 }
 
 LogicalResult causalMaskCuda(CausalMaskOp op, CudaKernelContext &context) {

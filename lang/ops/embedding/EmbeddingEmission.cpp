@@ -38,11 +38,10 @@ LogicalResult emitCpu(Op op, Value first, Value table, const char *kernel,
   FailureOr<std::string> indices = context.operand(op.getIndices());
   if (failed(values) || failed(indices))
     return failure();
-  context.include("lang/ops/embedding/EmbeddingKernels.h");
-  context.out() << llvm::formatv("  {0}({1}, {2}, {3}, {4}, {5}, {6});\n",
-                                 kernel, *values, *indices, s.count, s.rows,
-                                 s.dim, context.result());
-  return success();
+  return context.call("lang/ops/embedding/EmbeddingKernels.h",
+                      llvm::formatv("{0}({1}, {2}, {3}, {4}, {5}, {6})", kernel,
+                                    *values, *indices, s.count, s.rows, s.dim,
+                                    context.result()));
 }
 
 LogicalResult emitEmbeddingCpu(EmbeddingOp e, CpuKernelContext &context) {

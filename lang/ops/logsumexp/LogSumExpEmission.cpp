@@ -22,10 +22,9 @@ LogicalResult emitLogSumExpCpu(LogSumExpOp op, CpuKernelContext &context) {
   FailureOr<std::string> input = context.operand(op.getInput());
   if (failed(input))
     return failure();
-  context.include("lang/ops/logsumexp/LogSumExpKernels.h");
-  context.out() << llvm::formatv("  logSumExp({0}, {1}, {2}, {3}, {4});\n",
-                                 *input, context.result(), outer, n, inner);
-  return success();
+  return context.call("lang/ops/logsumexp/LogSumExpKernels.h",
+                      llvm::formatv("logSumExp({0}, {1}, {2}, {3}, {4})",
+                                    *input, context.result(), outer, n, inner));
 }
 
 LogicalResult emitLogSumExpCuda(LogSumExpOp op, CudaKernelContext &context) {

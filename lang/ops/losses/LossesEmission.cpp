@@ -57,11 +57,10 @@ LogicalResult emitLossCpu(Op op, CpuKernelContext &context) {
       return failure();
     arguments += *pointer + ", ";
   }
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  {0}({1}{2}, {3}, {4}, {5});\n", kernel,
-                                 arguments, rows, classes, lossOptions(op),
-                                 context.result());
-  return success();
+  return context.call(kCpuKernels,
+                      llvm::formatv("{0}({1}{2}, {3}, {4}, {5})", kernel,
+                                    arguments, rows, classes, lossOptions(op),
+                                    context.result()));
 }
 
 /// The fused classifier loss's sizes as the aggregate the kernels take.
@@ -519,11 +518,10 @@ LogicalResult emitMseCpu(MseOp op, CpuKernelContext &context) {
                          b = context.operand(op.getRhs());
   if (failed(a) || failed(b))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  mse({0}, {1}, {2}, {3});\n", *a, *b,
-                                 product(shapeOf(op.getLhs())),
-                                 context.result());
-  return success();
+  return context.call(kCpuKernels,
+                      llvm::formatv("mse({0}, {1}, {2}, {3})", *a, *b,
+                                    product(shapeOf(op.getLhs())),
+                                    context.result()));
 }
 
 LogicalResult emitMseCuda(MseOp op, CudaKernelContext &context) {

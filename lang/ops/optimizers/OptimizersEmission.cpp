@@ -84,13 +84,12 @@ LogicalResult emitLrScheduleCpu(LrScheduleOp op, CpuKernelContext &context) {
   auto p = context.operands({op.getStep(), op.getTotalSteps()});
   if (failed(p))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  *{0} = lrSchedule({1}, *{2}, *{3}, {4}, {5}, {6}, {7});\n",
-      context.result(), boolean(op.getKind() == "cosine"), (*p)[0], (*p)[1],
-      literal(op.getBaseLr()), op.getWarmup(), op.getSteps(),
-      literal(op.getMinLr()));
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("*{0} = lrSchedule({1}, *{2}, *{3}, {4}, {5}, {6}, {7})",
+                    context.result(), boolean(op.getKind() == "cosine"),
+                    (*p)[0], (*p)[1], literal(op.getBaseLr()), op.getWarmup(),
+                    op.getSteps(), literal(op.getMinLr())));
 }
 
 LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
@@ -135,13 +134,13 @@ LogicalResult emitLossScaleUpdateCpu(LossScaleUpdateOp op,
   auto p = context.operands({op.getNorm(), op.getScale(), op.getCount()});
   if (failed(p))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  lossScaleUpdate(*{0}, *{1}, *{2}, {3}, {4}, {5}, {6}, {7}, {8});\n",
-      (*p)[0], (*p)[1], (*p)[2], context.result(0), context.result(1),
-      context.result(2), literal(op.getGrowthFactor()),
-      literal(op.getBackoffFactor()), op.getGrowthInterval());
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv(
+          "lossScaleUpdate(*{0}, *{1}, *{2}, {3}, {4}, {5}, {6}, {7}, {8})",
+          (*p)[0], (*p)[1], (*p)[2], context.result(0), context.result(1),
+          context.result(2), literal(op.getGrowthFactor()),
+          literal(op.getBackoffFactor()), op.getGrowthInterval()));
 }
 
 LogicalResult emitClipCoefficientCpu(ClipCoefficientOp op,
@@ -149,11 +148,10 @@ LogicalResult emitClipCoefficientCpu(ClipCoefficientOp op,
   FailureOr<std::string> norm = context.operand(op.getNorm());
   if (failed(norm))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  *{0} = mnemo::optimizers::clipCoefficient(*{1}, {2});\n",
-      context.result(), *norm, literal(op.getMaxNorm()));
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("*{0} = mnemo::optimizers::clipCoefficient(*{1}, {2})",
+                    context.result(), *norm, literal(op.getMaxNorm())));
 }
 
 LogicalResult emitSgdCpu(SgdUpdateOp op, CpuKernelContext &context) {
@@ -229,17 +227,17 @@ LogicalResult emitAdam8bitCpu(Adam8bitUpdateOp op, CpuKernelContext &context) {
   auto bytes = [](const std::string &pointer) {
     return "reinterpret_cast<uint8_t *>(" + pointer + ")";
   };
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  adam8bitUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10}, {11}, {12}, *{13}, *{14}, {15}, {16}, {17}, {18}, {19});\n",
-      elements(op.getParam()), op.getBlockSize(), (*p)[0], (*p)[1],
-      bytes((*p)[2]), (*p)[3], bytes((*p)[4]), (*p)[5], context.result(0),
-      bytes(context.result(1)), context.result(2), bytes(context.result(3)),
-      context.result(4), (*p)[6], (*p)[7], literal(op.getBeta1()),
-      literal(op.getBeta2()), literal(op.getEps()),
-      literal(op.getWeightDecay()), skipOf(op, *p));
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv(
+          "adam8bitUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+          "{10}, {11}, {12}, *{13}, *{14}, {15}, {16}, {17}, {18}, {19})",
+          elements(op.getParam()), op.getBlockSize(), (*p)[0], (*p)[1],
+          bytes((*p)[2]), (*p)[3], bytes((*p)[4]), (*p)[5], context.result(0),
+          bytes(context.result(1)), context.result(2), bytes(context.result(3)),
+          context.result(4), (*p)[6], (*p)[7], literal(op.getBeta1()),
+          literal(op.getBeta2()), literal(op.getEps()),
+          literal(op.getWeightDecay()), skipOf(op, *p)));
 }
 
 //===----------------------------------------------------------------------===//

@@ -72,13 +72,13 @@ LogicalResult emitApplyMaskCpu(ApplyMaskOp a, CpuKernelContext &context) {
                   : FailureOr<std::string>(std::string("nullptr"));
   if (failed(input) || failed(mask) || failed(when))
     return failure();
-  context.include("lang/ops/pruning/PruningKernels.h");
-  context.out() << llvm::formatv(
-      "  applyMask({0}, {1}, {2}, reinterpret_cast<const uint32_t *>({3}), "
-      "{4}, {5});\n",
-      product(shapeOf(a.getInput())), ctypeOf(a.getInput().getType()).bytes,
-      *input, *mask, context.result(), *when);
-  return success();
+  return context.call(
+      "lang/ops/pruning/PruningKernels.h",
+      llvm::formatv(
+          "applyMask({0}, {1}, {2}, reinterpret_cast<const uint32_t *>({3}), "
+          "{4}, {5})",
+          product(shapeOf(a.getInput())), ctypeOf(a.getInput().getType()).bytes,
+          *input, *mask, context.result(), *when));
 }
 
 LogicalResult emitPruneMasksCuda(PruneMasksOp p, CudaKernelContext &context) {

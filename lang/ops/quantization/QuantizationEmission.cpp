@@ -107,11 +107,10 @@ LogicalResult emitQuantizeRowsCpu(QuantizeRowsOp q, CpuKernelContext &context) {
   if (failed(input))
     return failure();
   auto [rows, k] = verification::rowsAndDepth(q.getInput());
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  quantizeRows({0}, {1}, {2}, {3}, {4}, {5});\n", rows, k, *input,
-      context.result(0), context.result(1), context.result(2));
-  return success();
+  return context.call(
+      kCpuKernels, llvm::formatv("quantizeRows({0}, {1}, {2}, {3}, {4}, {5})",
+                                 rows, k, *input, context.result(0),
+                                 context.result(1), context.result(2)));
 }
 
 LogicalResult emitMatmulInt8Cpu(MatmulInt8Op m, CpuKernelContext &context) {
@@ -119,23 +118,23 @@ LogicalResult emitMatmulInt8Cpu(MatmulInt8Op m, CpuKernelContext &context) {
   if (failed(operands))
     return failure();
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  matmulInt8({0}, {1}, {2}, {3}, {4});\n",
-                                 rows, shapeOf(m.getRhs())[0], k,
-                                 llvm::join(*operands, ", "), context.result());
-  return success();
+  return context.call(kCpuKernels,
+                      llvm::formatv("matmulInt8({0}, {1}, {2}, {3}, {4})", rows,
+                                    shapeOf(m.getRhs())[0], k,
+                                    llvm::join(*operands, ", "),
+                                    context.result()));
 }
 
 LogicalResult emitDequantizeCpu(DequantizeOp d, CpuKernelContext &context) {
   auto operands = context.operands(d->getOperands());
   if (failed(operands))
     return failure();
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  dequantize({0}, {1}, {2}, {3}, {4});\n",
-                                 product(shapeOf(d.getResult())),
-                                 shapeOf(d.getScale())[0], d.getBits(),
-                                 llvm::join(*operands, ", "), context.result());
-  return success();
+  return context.call(kCpuKernels,
+                      llvm::formatv("dequantize({0}, {1}, {2}, {3}, {4})",
+                                    product(shapeOf(d.getResult())),
+                                    shapeOf(d.getScale())[0], d.getBits(),
+                                    llvm::join(*operands, ", "),
+                                    context.result()));
 }
 
 /// The sparse products' CPU calls: a tile of output channels at a time
@@ -160,12 +159,11 @@ LogicalResult emitMatmulSparse24Cpu(MatmulSparse24Op m,
   if (failed(operands) || failed(scratch))
     return failure();
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  matmulSparse24({0}, {1}, {2}, {3}, {4}, {5});\n", rows,
-      shapeOf(m.getValues())[0], k, llvm::join(*operands, ", "), *scratch,
-      context.result());
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("matmulSparse24({0}, {1}, {2}, {3}, {4}, {5})", rows,
+                    shapeOf(m.getValues())[0], k, llvm::join(*operands, ", "),
+                    *scratch, context.result()));
 }
 
 LogicalResult emitMatmulCsrCpu(MatmulCsrOp m, CpuKernelContext &context) {
@@ -175,14 +173,14 @@ LogicalResult emitMatmulCsrCpu(MatmulCsrOp m, CpuKernelContext &context) {
     return failure();
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   auto [narrow, wide] = csrColumns(m, (*operands)[2]);
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv(
-      "  matmulCsr({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
-      "{10});\n",
-      rows, shapeOf(m.getRowOffsets())[0] - 1, k, shapeOf(m.getValues())[0],
-      (*operands)[0], (*operands)[1], narrow, wide, (*operands)[3], *scratch,
-      context.result());
-  return success();
+  return context.call(
+      kCpuKernels,
+      llvm::formatv(
+          "matmulCsr({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
+          "{10})",
+          rows, shapeOf(m.getRowOffsets())[0] - 1, k, shapeOf(m.getValues())[0],
+          (*operands)[0], (*operands)[1], narrow, wide, (*operands)[3],
+          *scratch, context.result()));
 }
 
 //===----------------------------------------------------------------------===//

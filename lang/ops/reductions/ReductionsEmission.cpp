@@ -53,11 +53,10 @@ LogicalResult emitReduceCpu(Op op, CpuKernelContext &context) {
   } else {
     prefix = llvm::formatv("reduce({0}, {1}", cpuKind<Op>(), *input);
   }
-  context.include(kCpuKernels);
-  context.out() << llvm::formatv("  {0}, {1}, {2}, {3}u, {4});\n", prefix,
-                                 context.constantArray(in), in.size(),
-                                 op.getReducedMask(), context.result());
-  return success();
+  return context.call(kCpuKernels,
+                      llvm::formatv("{0}, {1}, {2}, {3}u, {4})", prefix,
+                                    context.constantArray(in), in.size(),
+                                    op.getReducedMask(), context.result()));
 }
 
 /// The input as kept and reduced groups of dimensions (neighbours of the

@@ -23,11 +23,11 @@ LogicalResult emitSoftmaxCpu(Op op, CpuKernelContext &context) {
   FailureOr<std::string> input = context.operand(op.getInput());
   if (failed(input))
     return failure();
-  context.include("lang/ops/softmax/SoftmaxKernels.h");
-  context.out() << llvm::formatv(
-      "  softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5});\n", *input,
-      context.result(), outer, n, inner, Logarithm ? "true" : "false");
-  return success();
+  return context.call(
+      "lang/ops/softmax/SoftmaxKernels.h",
+      llvm::formatv("softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5})", *input,
+                    context.result(), outer, n, inner,
+                    Logarithm ? "true" : "false"));
 }
 
 template <typename Op, bool Logarithm>
