@@ -58,21 +58,15 @@ struct SettingFamily {
 
 namespace {
 SettingParam required(const char *name, ParamType type) {
-  SettingParam p{name, type, false, 0, nullptr, {}};
-  p.required = true;
-  return p;
+  return {name, type, /*required=*/true};
 }
 SettingParam optional(const char *name, ParamType type, double dflt) {
-  SettingParam p{name, type, false, 0, nullptr, {}};
-  p.number = dflt;
-  return p;
+  return {name, type, /*required=*/false, dflt};
 }
 SettingParam choice(const char *name, std::vector<const char *> options,
                     const char *dflt) {
-  SettingParam p{name, ParamType::Enum, false, 0, nullptr, {}};
-  p.options = std::move(options);
-  p.symbol = dflt;
-  return p;
+  return {name, ParamType::Enum,   /*required=*/false, 0,
+          dflt, std::move(options)};
 }
 /// Which parameters weight decay applies to: "all" (one parameter group, as
 /// torch.optim with model.parameters()), or "matrices", the parameters of
@@ -82,10 +76,7 @@ SettingParam choice(const char *name, std::vector<const char *> options,
 SettingParam decayParams() {
   return choice("decay_params", {"all", "matrices"}, "all");
 }
-SettingParam betas() {
-  SettingParam p{"betas", ParamType::Betas, false, 0, nullptr, {}};
-  return p;
-}
+SettingParam betas() { return {"betas", ParamType::Betas}; }
 
 /// Gradual pruning follows Zhu & Gupta: sparsity ramps up cubically from
 /// `start` to `end`, updated every `every` steps; end = 0 means one-shot.
@@ -676,14 +667,8 @@ void Sema::evalDirective(
     return;
   // Each matched weight must suit the directive: f32; N:M groups or
   // quantization groups dividing its rows; the dim it prunes along.
-  auto arg = [&](const std::string &name) -> const ConfigValue * {
-    for (const Setting &s : value->args)
-      if (s.key == name)
-        return &s.value;
-    return nullptr;
-  };
   auto integer = [&](const char *name, int64_t fallback) {
-    const ConfigValue *v = arg(name);
+    const ConfigValue *v = value->arg(name);
     return v ? int64_t(v->number()) : fallback;
   };
   auto problem = [&](const TensorType &type) -> std::string {
@@ -693,7 +678,7 @@ void Sema::evalDirective(
     if (dir->isPrune)
       return shape::pruneProblem(value->text, type.shape, integer("dim", 0),
                                  integer("n", 2), integer("m", 4));
-    const ConfigValue *granularity = arg("granularity");
+    const ConfigValue *granularity = value->arg("granularity");
     int64_t group = integer("group", 128), row = shape::rowLength(type.shape);
     if (value->text == "qat" || !granularity ||
         granularity->text != "per_group" || row % group == 0)
