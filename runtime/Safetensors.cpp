@@ -50,22 +50,6 @@ StoredTensor StoredTensor::i32(std::string name, std::vector<int64_t> shape,
   return t;
 }
 
-std::vector<float> StoredTensor::asF32() const {
-  if (dtype != "F32")
-    return {};
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
-std::vector<int32_t> StoredTensor::asI32() const {
-  if (dtype != "I32")
-    return {};
-  std::vector<int32_t> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
 const StoredTensor *SafetensorsFile::find(const std::string &name) const {
   for (const StoredTensor &t : tensors)
     if (t.name == name)

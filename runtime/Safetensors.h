@@ -35,9 +35,6 @@ struct StoredTensor {
                           const std::vector<double> &values);
   static StoredTensor i32(std::string name, std::vector<int64_t> shape,
                           const std::vector<int32_t> &values);
-  /// The values as floats (F32 only); empty if the dtype differs.
-  std::vector<float> asF32() const;
-  std::vector<int32_t> asI32() const;
 };
 
 struct SafetensorsFile {
