@@ -438,12 +438,11 @@ public:
                                      file +
                                      "') is out of range for the model's " +
                                      std::to_string(classes) + " classes");
-    int64_t globalBatch = trainLayout.batchSize * shard.ranks;
-    if (trainLabels.shape[0] < globalBatch)
+    if (trainLabels.shape[0] < globalBatch())
       return failWith(error, std::to_string(trainLabels.shape[0]) +
                                  " training examples do not fill one batch "
                                  "of " +
-                                 std::to_string(globalBatch));
+                                 std::to_string(globalBatch()));
     holdImages(train, trainImages, trainLabels, {paths[0], paths[1]});
     holdImages(test, testImages, testLabels, {paths[2], paths[3]});
     return true;
@@ -464,7 +463,7 @@ public:
   }
 
   int64_t stepsPerEpoch() const override {
-    return train.examples / (trainLayout.batchSize * shard.ranks);
+    return train.examples / globalBatch();
   }
 
   bool trainBatch(int64_t step, uint8_t *inputs, std::string &) override {
@@ -474,9 +473,8 @@ public:
       order = epochOrder(train.examples, seed, epoch);
       orderEpoch = epoch;
     }
-    int64_t globalBatch = trainLayout.batchSize * shard.ranks;
     fill(trainLayout, train,
-         order.data() + within * globalBatch +
+         order.data() + within * globalBatch() +
              shard.rank * trainLayout.batchSize,
          inputs);
     return true;
@@ -508,6 +506,9 @@ public:
   }
 
 private:
+  /// A step's examples over all ranks.
+  int64_t globalBatch() const { return trainLayout.batchSize * shard.ranks; }
+
   /// Whether an array of `stored` type can feed a tensor of `dtype`: floats
   /// from floats and bytes (images, scaled to [0, 1]); integers from
   /// integers and booleans.
@@ -616,8 +617,7 @@ private:
         }
       split.arrays.push_back(t);
     }
-    int64_t batch = &layout == &trainLayout ? layout.batchSize * shard.ranks
-                                            : layout.batchSize;
+    int64_t batch = &layout == &trainLayout ? globalBatch() : layout.batchSize;
     if (&layout == &trainLayout && split.examples < batch)
       return failWith(error, "'" + where + "' holds " +
                                  std::to_string(split.examples) +
