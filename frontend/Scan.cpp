@@ -146,8 +146,7 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
   int ys = pieces.size() == 1 ? pieces[0]
                               : s.emit("concat", pieces, {first.dtype, stacked},
                                        {{"axis", *n}}, a.loc);
-  Val tuple;
-  tuple.kind = Val::Kind::List;
+  Val tuple(Val::Kind::List);
   tuple.list.push_back(Val::ofTensor(ys));
   for (int v : current)
     tuple.list.push_back(Val::ofTensor(v));

@@ -961,16 +961,14 @@ Val Sema::eval(const Expr &expr) {
     return n.isInt ? Val::ofInt(n.intValue) : Val::ofFloat(n.floatValue);
   }
   case Expr::Kind::Size: {
-    Val v;
-    v.kind = Val::Kind::Size;
+    Val v(Val::Kind::Size);
     v.i = cast<SizeExpr>(expr).bytes;
     return v;
   }
   case Expr::Kind::Bool:
     return Val::ofBool(cast<BoolExpr>(expr).value);
   case Expr::Kind::String: {
-    Val v;
-    v.kind = Val::Kind::String;
+    Val v(Val::Kind::String);
     v.s = cast<StringExpr>(expr).value;
     return v;
   }
@@ -1037,8 +1035,7 @@ Val Sema::eval(const Expr &expr) {
                   b.rhs->getRange());
   }
   case Expr::Kind::List: {
-    Val v;
-    v.kind = Val::Kind::List;
+    Val v(Val::Kind::List);
     for (const ExprPtr &e : cast<ListExpr>(expr).elements) {
       v.list.push_back(eval(*e));
       if (v.list.back().isError())
@@ -1094,20 +1091,17 @@ Val Sema::evalName(const NameExpr &name) {
                            ? frame().self->def->module
                            : nullptr;
   if (const Definition *def = program.find(expanded, from)) {
-    Val v;
-    v.kind = Val::Kind::LayerDef;
+    Val v(Val::Kind::LayerDef);
     v.def = def;
     return v;
   }
   if (const Builtin *b = findBuiltin(expanded)) {
-    Val v;
-    v.kind = Val::Kind::Builtin;
+    Val v(Val::Kind::Builtin);
     v.builtin = b;
     return v;
   }
   if (auto d = parseElementType(expanded)) {
-    Val v;
-    v.kind = Val::Kind::ElementType;
+    Val v(Val::Kind::ElementType);
     v.dtype = *d;
     return v;
   }
@@ -1127,9 +1121,7 @@ Val Sema::evalName(const NameExpr &name) {
   if (expanded == "pi")
     return Val::ofFloat(M_PI);
   if (expanded == "none") {
-    Val v;
-    v.kind = Val::Kind::None;
-    return v;
+    return Val(Val::Kind::None);
   }
   if (namesInitializer(expanded))
     return evalInitializer(name);
@@ -1148,10 +1140,7 @@ Val Sema::evalMember(const MemberExpr &member) {
       int64_t index = -1;
       if (llvm::to_integer(member.member, index) && index >= 0 &&
           size_t(index) < layer->sequence.size()) {
-        Val v;
-        v.kind = Val::Kind::Layer;
-        v.layer = layer->sequence[index];
-        return v;
+        return Val::ofLayer(layer->sequence[index]);
       }
       return error(member.memberLoc,
                    "'" + layer->path + "' is a sequence of " +
@@ -1465,10 +1454,7 @@ Val Sema::construct(const Definition &def, const CallExpr &call,
   // same mistake in other words.
   if (diags.errorCount() != errorsBefore)
     return Val::error();
-  Val v;
-  v.kind = Val::Kind::Layer;
-  v.layer = &instance;
-  return v;
+  return Val::ofLayer(&instance);
 }
 
 Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
@@ -1519,10 +1505,7 @@ Val Sema::constructRepeat(const RepeatExpr &repeat, const std::string &name) {
   frames.pop_back();
   sequence.typeName = "repeat " + std::to_string(*count) + " x " +
                       sequence.sequence.front()->typeName;
-  Val v;
-  v.kind = Val::Kind::Layer;
-  v.layer = &sequence;
-  return v;
+  return Val::ofLayer(&sequence);
 }
 
 LayerInstance &Sema::beginSequence(const std::string &name) {
@@ -1574,10 +1557,7 @@ Val Sema::constructSequence(const ListExpr &list, const std::string &name) {
   }
   frames.pop_back();
   sequence.typeName = "[" + types + "]";
-  Val v;
-  v.kind = Val::Kind::Layer;
-  v.layer = &sequence;
-  return v;
+  return Val::ofLayer(&sequence);
 }
 
 Val Sema::apply(LayerInstance &layer, const CallExpr &call) {

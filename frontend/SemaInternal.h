@@ -60,29 +60,32 @@ struct Val {
   const Builtin *builtin = nullptr;
   ConfigValue initializer; // Initializer: the call, defaults filled in
 
+  Val() = default;
+  explicit Val(Kind kind) : kind(kind) {}
   static Val error() { return Val(); }
   static Val ofInt(int64_t v) {
-    Val x;
-    x.kind = Kind::Int;
+    Val x(Kind::Int);
     x.i = v;
     return x;
   }
   static Val ofFloat(double v) {
-    Val x;
-    x.kind = Kind::Float;
+    Val x(Kind::Float);
     x.f = v;
     return x;
   }
   static Val ofBool(bool v) {
-    Val x;
-    x.kind = Kind::Bool;
+    Val x(Kind::Bool);
     x.b = v;
     return x;
   }
   static Val ofTensor(int id) {
-    Val x;
-    x.kind = Kind::Tensor;
+    Val x(Kind::Tensor);
     x.tensor = id;
+    return x;
+  }
+  static Val ofLayer(LayerInstance *instance) {
+    Val x(Kind::Layer);
+    x.layer = instance;
     return x;
   }
 

@@ -561,8 +561,7 @@ Val Sema::evalInitializer(const Expr &expr) {
   std::optional<ConfigValue> init = evalSetting(expr, initializerFamily());
   if (!init)
     return Val::error();
-  Val v;
-  v.kind = Val::Kind::Initializer;
+  Val v(Val::Kind::Initializer);
   v.initializer = std::move(*init);
   return v;
 }
