@@ -45,6 +45,52 @@ function(mnemo_library_runs result library symbol)
   endif()
 endfunction()
 
+# oneDNN and MPI, each optional; the compiler's own build of the runtime
+# (runtime/CMakeLists.txt) finds them the same way. Sets MNEMO_HAVE_ONEDNN,
+# MNEMO_DNNL_LIBRARY, MNEMO_DNNL_INCLUDE, MNEMO_HAVE_MPI, MNEMO_MPI_INCLUDE
+# and MNEMO_MPI_LIBRARIES.
+macro(mnemo_find_optional_libraries)
+  # oneDNN (Debian's libdnnl-dev): the CPU convolutions' primitives
+  # (lang/ops/convolution/ConvolutionSiteKernels.cpp); without it they run
+  # im2col and sgemm. It needs the CPU backend. -DMNEMO_ONEDNN=OFF leaves
+  # it out.
+  option(MNEMO_ONEDNN "Use oneDNN for the CPU convolutions when found" ON)
+  set(MNEMO_HAVE_ONEDNN OFF)
+  if(MNEMO_ONEDNN AND MNEMO_HAVE_BLAS)
+    find_library(MNEMO_DNNL_LIBRARY dnnl)
+    find_path(MNEMO_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
+    if(MNEMO_DNNL_LIBRARY AND MNEMO_DNNL_INCLUDE)
+      set(MNEMO_HAVE_ONEDNN ON)
+      message(STATUS "Mnemo: oneDNN from ${MNEMO_DNNL_LIBRARY}")
+    endif()
+  endif()
+  if(NOT MNEMO_HAVE_ONEDNN)
+    set(MNEMO_DNNL_INCLUDE "")
+    message(STATUS "Mnemo: no oneDNN (libdnnl-dev); the CPU convolutions "
+      "run im2col")
+  endif()
+  # MPI (Debian's libopenmpi-dev): data parallelism under mpirun
+  # (runtime/Ranks.cpp); without it the trainer runs as one process.
+  # -DMNEMO_MPI=OFF leaves it out.
+  option(MNEMO_MPI "Use MPI for data parallelism when found" ON)
+  set(MNEMO_HAVE_MPI OFF)
+  set(MNEMO_MPI_INCLUDE "")
+  set(MNEMO_MPI_LIBRARIES "")
+  if(MNEMO_MPI)
+    find_package(MPI COMPONENTS C QUIET)
+    if(MPI_C_FOUND)
+      set(MNEMO_HAVE_MPI ON)
+      set(MNEMO_MPI_INCLUDE ${MPI_C_INCLUDE_DIRS})
+      set(MNEMO_MPI_LIBRARIES ${MPI_C_LIBRARIES})
+      message(STATUS "Mnemo: MPI from ${MPI_C_LIBRARIES}")
+    endif()
+  endif()
+  if(NOT MNEMO_HAVE_MPI)
+    message(STATUS "Mnemo: no MPI (libopenmpi-dev); the trainer runs as one "
+      "process")
+  endif()
+endmacro()
+
 macro(mnemo_find_host_libraries)
   set(deps_lib "")
   set(deps_include "")
@@ -144,42 +190,11 @@ macro(mnemo_find_host_libraries)
     message(STATUS "Mnemo: no OpenBLAS; the trainer has no CPU backend and "
       "runs on the GPU only")
   endif()
-  # oneDNN (Debian's libdnnl-dev), optional: the CPU convolutions'
-  # primitives (lang/ops/convolution/ConvolutionSiteKernels.cpp); without
-  # it they run im2col and sgemm. -DMNEMO_ONEDNN=OFF leaves it out.
-  option(MNEMO_ONEDNN "Use oneDNN for the CPU convolutions when found" ON)
-  set(MNEMO_HAVE_ONEDNN OFF)
-  if(MNEMO_ONEDNN AND MNEMO_HAVE_BLAS)
-    find_library(MNEMO_DNNL_LIBRARY dnnl)
-    find_path(MNEMO_DNNL_INCLUDE oneapi/dnnl/dnnl.h)
-    if(MNEMO_DNNL_LIBRARY AND MNEMO_DNNL_INCLUDE)
-      set(MNEMO_HAVE_ONEDNN ON)
-      list(APPEND MNEMO_HOST_LIBRARIES ${MNEMO_DNNL_LIBRARY})
-      message(STATUS "Mnemo: oneDNN from ${MNEMO_DNNL_LIBRARY}")
-    endif()
+  mnemo_find_optional_libraries()
+  if(MNEMO_HAVE_ONEDNN)
+    list(APPEND MNEMO_HOST_LIBRARIES ${MNEMO_DNNL_LIBRARY})
   endif()
-  if(NOT MNEMO_HAVE_ONEDNN)
-    set(MNEMO_DNNL_INCLUDE "")
-    message(STATUS "Mnemo: no oneDNN; the CPU convolutions run im2col")
-  endif()
-  # MPI (Debian's libopenmpi-dev), optional: data parallelism under mpirun
-  # (runtime/Ranks.cpp); without it the trainer runs as one process.
-  # -DMNEMO_MPI=OFF leaves it out.
-  option(MNEMO_MPI "Use MPI for data parallelism when found" ON)
-  set(MNEMO_HAVE_MPI OFF)
-  set(MNEMO_MPI_INCLUDE "")
-  if(MNEMO_MPI)
-    find_package(MPI COMPONENTS C QUIET)
-    if(MPI_C_FOUND)
-      set(MNEMO_HAVE_MPI ON)
-      set(MNEMO_MPI_INCLUDE ${MPI_C_INCLUDE_DIRS})
-      list(APPEND MNEMO_HOST_LIBRARIES ${MPI_C_LIBRARIES})
-      message(STATUS "Mnemo: MPI from ${MPI_C_LIBRARIES}")
-    endif()
-  endif()
-  if(NOT MNEMO_HAVE_MPI)
-    message(STATUS "Mnemo: no MPI; the trainer runs as one process")
-  endif()
+  list(APPEND MNEMO_HOST_LIBRARIES ${MNEMO_MPI_LIBRARIES})
   if(MNEMO_DEPS_RPATH)
     list(REMOVE_DUPLICATES MNEMO_DEPS_RPATH)
     string(REPLACE ";" ":" rpath "${MNEMO_DEPS_RPATH}")

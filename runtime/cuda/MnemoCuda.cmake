@@ -150,23 +150,13 @@ function(mnemo_add_cuda_library name runtime_dir)
   configure_file(${runtime_dir}/cuda/Kernels.cuh
     ${CMAKE_CURRENT_BINARY_DIR}/${name}/Kernels.cuh COPYONLY)
   file(READ ${runtime_dir}/cuda/Kernels.cuh kernels)
-  # NVRTC sees one header: the op families' formulas that it includes
-  # (lang/ops/FAMILY/*Formulas.h, include-free) are spliced in.
-  get_filename_component(root ${runtime_dir} DIRECTORY)
-  file(GLOB formula_headers ${root}/lang/ops/*/*Formulas.h)
-  foreach(header ${formula_headers})
-    file(RELATIVE_PATH relative ${root} ${header})
-    get_filename_component(header_name ${header} NAME)
-    configure_file(${header}
-      ${CMAKE_CURRENT_BINARY_DIR}/${name}/${header_name} COPYONLY)
-    file(READ ${header} header_text)
-    string(REPLACE "#include \"${relative}\"" "${header_text}"
-      kernels "${kernels}")
-  endforeach()
   # The op families' device functions (lang/ops/FAMILY/*.cuh), which a
   # model's kernels include by path where they use them, and the formulas
-  # those include: NVRTC gets each as a header of that name (a formula
-  # header spliced above is skipped by its include guard).
+  # (lang/ops/FAMILY/*Formulas.h, include-free): NVRTC gets each as a header
+  # of that name. It sees the kernel library as one header: the formulas
+  # that it includes are spliced in (and skipped by their include guards
+  # where a family's header includes them again).
+  get_filename_component(root ${runtime_dir} DIRECTORY)
   file(GLOB family_kernels ${root}/lang/ops/*/*.cuh
        ${root}/lang/ops/*/*Formulas.h)
   set(family_names "")
@@ -177,6 +167,8 @@ function(mnemo_add_cuda_library name runtime_dir)
     configure_file(${header}
       ${CMAKE_CURRENT_BINARY_DIR}/${name}/${header_name} COPYONLY)
     file(READ ${header} header_text)
+    string(REPLACE "#include \"${relative}\"" "${header_text}"
+      kernels "${kernels}")
     string(APPEND family_names "\"${relative}\", ")
     string(APPEND family_sources "R\"mnemo(${header_text})mnemo\", ")
   endforeach()
