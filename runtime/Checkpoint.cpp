@@ -39,20 +39,6 @@ std::string safetensorsDtype(const std::string &dtype) {
   return "U8";
 }
 
-int64_t elementCount(const ArgumentInfo &a) {
-  int64_t n = 1;
-  for (int i = 0; i < a.rank; ++i)
-    n *= a.shape[i];
-  return n;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 } // namespace
 
 bool checkValues(const StoredTensor &t, std::string &error) {
@@ -99,7 +85,7 @@ StoredTensor storedArgument(const ArgumentInfo &a, const StepMemory &memory) {
   t.name = a.name;
   t.dtype = safetensorsDtype(a.dtype);
   t.shape.assign(a.shape, a.shape + a.rank);
-  int64_t bytes = elementCount(a) * dtypeSize(t.dtype);
+  int64_t bytes = a.elements() * dtypeSize(t.dtype);
   const uint8_t *src = regionOf(a, memory);
   t.bytes.assign(src, src + bytes);
   return t;

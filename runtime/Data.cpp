@@ -33,18 +33,6 @@ bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-int64_t elements(const ArgumentInfo &a) {
-  int64_t n = 1;
-  for (int i = 0; i < a.rank; ++i)
-    n *= a.shape[i];
-  return n;
-}
-std::string shapeString(const ArgumentInfo &a) {
-  std::string s = std::string(a.dtype) + "[";
-  for (int i = 0; i < a.rank; ++i)
-    s += (i ? "," : "") + std::to_string(a.shape[i]);
-  return s + "]";
-}
 
 /// A permutation of [0, n) that depends only on (seed, epoch).
 std::vector<int32_t> epochOrder(int64_t n, uint64_t seed, int64_t epoch) {
@@ -162,7 +150,7 @@ public:
       const ArgumentInfo *x = l->tensors[0], *y = l->tensors.back();
       if (l->tensors.size() != 2 || std::string(x->dtype) != "i32" ||
           std::string(y->dtype) != "i32" || x->rank != 2 ||
-          shapeString(*x) != shapeString(*y))
+          x->typeText() != y->typeText())
         return failWith(
             error,
             "token data needs a model with one i32[batch, context] input "
@@ -417,8 +405,8 @@ public:
           std::string(l->tensors[0]->dtype) != "f32" ||
           l->tensors[1]->role != ArgumentRole::Target ||
           std::string(l->tensors[1]->dtype) != "i32" ||
-          elements(*l->tensors[0]) != l->batchSize * pixels ||
-          elements(*l->tensors[1]) != l->batchSize)
+          l->tensors[0]->elements() != l->batchSize * pixels ||
+          l->tensors[1]->elements() != l->batchSize)
         return failWith(error,
                         "image data needs a model with one f32 input of " +
                             std::to_string(pixels) +
@@ -663,7 +651,7 @@ private:
     for (size_t k = 0; k < layout.tensors.size(); ++k) {
       const ArgumentInfo &a = *layout.tensors[k];
       const StoredTensor &t = *split.arrays[k];
-      int64_t per = elements(a) / layout.batchSize;
+      int64_t per = a.elements() / layout.batchSize;
       std::string dtype = a.dtype;
       for (int64_t b = 0; b < layout.batchSize; ++b) {
         int64_t from = int64_t(rows[b]) * per, to = b * per;
@@ -736,12 +724,12 @@ public:
       const StoredTensor *t = file.find(key);
       std::string dtype = std::string(a->dtype) == "f32" ? "F32" : "I32";
       // A recorded batch is a global batch: this rank reads its rows.
-      int64_t bytes = elements(*a) * 4;
+      int64_t bytes = a->elements() * 4;
       if (t->dtype != dtype || int64_t(t->bytes.size()) != bytes * shard.ranks)
-        return failWith(
-            error,
-            "recorded batch '" + key + "' is not " + shapeString(*a) +
-                (shard.ranks > 1 ? " times " + std::to_string(shard.ranks) +
+        return failWith(error,
+                        "recorded batch '" + key + "' is not " + a->typeText() +
+                            (shard.ranks > 1
+                                 ? " times " + std::to_string(shard.ranks) +
                                        " ranks in its first dimension"
                                  : std::string()));
       const uint8_t *rows = t->bytes.data() + shard.rank * bytes;

@@ -20,20 +20,8 @@ namespace {
 struct Argument {
   const ArgumentInfo *info = nullptr;
   const uint8_t *data = nullptr;
-  int64_t count() const {
-    int64_t n = 1;
-    for (int d = 0; d < info->rank; ++d)
-      n *= info->shape[d];
-    return n;
-  }
+  int64_t count() const { return info->elements(); }
 };
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t d = 0; d < shape.size(); ++d)
-    s += (d ? "," : "") + std::to_string(shape[d]);
-  return s + "]";
-}
 
 StoredTensor raw(std::string name, std::string dtype,
                  std::vector<int64_t> shape, const void *data, size_t bytes) {

@@ -35,14 +35,6 @@ bool endsWith(const std::string &s, const char *suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-std::string shapeText(const ArgumentInfo &a) {
-  std::string text = a.dtype;
-  text += "[";
-  for (int d = 0; d < a.rank; ++d)
-    text += (d ? "," : "") + std::to_string(a.shape[d]);
-  return text + "]";
-}
-
 /// The parameter a compressed tensor belongs to: "fc1.weight.scale" ->
 /// "fc1.weight".
 std::string ownerOf(const std::string &name) {
@@ -218,9 +210,7 @@ bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
     if (compressedInFile)
       continue;
     // Read dense: the directive's zeros, nothing else.
-    int64_t count = 1;
-    for (int d = 0; d < a.rank; ++d)
-      count *= a.shape[d];
+    int64_t count = a.elements();
     if (t && t->dtype == "F32" && std::string(a.dtype) == "f32" &&
         owner == name && int64_t(t->bytes.size()) == 4 * count) {
       if (mask == masks.end())
@@ -295,9 +285,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
       continue;
     std::string name = a.name;
     uint8_t *const at = memory.base(a.region) + a.offset;
-    int64_t count = 1;
-    for (int d = 0; d < a.rank; ++d)
-      count *= a.shape[d];
+    int64_t count = a.elements();
     int64_t width =
         std::string(a.dtype) == "f32" || std::string(a.dtype) == "i32" ? 4
         : std::string(a.dtype) == "i8"                                 ? 1
@@ -322,7 +310,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     }
     if (!t) {
       const StoredTensor *dense = file.find(owner);
-      error = path + " has no tensor '" + name + "' (" + shapeText(a) + ")";
+      error = path + " has no tensor '" + name + "' (" + a.typeText() + ")";
       if (dense && dense->dtype == "F32" && owner != name)
         error += ": it holds '" + owner +
                  "' uncompressed, and this plan reads it compressed as the "
@@ -336,7 +324,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     }
     if (!storesAs(t->dtype, a.dtype)) {
       error = path + ": '" + name + "' is " + t->dtype +
-              ", and the plan reads " + shapeText(a);
+              ", and the plan reads " + a.typeText();
       if (t->dtype == "F32")
         error += ": write the weights with `train --export FILE`, which "
                  "compresses them as the model's quantize and prune "
@@ -354,7 +342,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
       for (size_t d = 0; d < t->shape.size(); ++d)
         stored += (d ? "," : "") + std::to_string(t->shape[d]);
       error = path + ": '" + name + "' is " + t->dtype + stored +
-              "], and the plan reads " + shapeText(a);
+              "], and the plan reads " + a.typeText();
       return false;
     }
     if (!checkValues(*t, error))
@@ -363,7 +351,7 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     if (stored != bytes && !(csr && stored < bytes && stored % width == 0)) {
       error = path + ": '" + name + "' holds " +
               std::to_string(stored / width) + " elements, and the plan's " +
-              shapeText(a) + " holds " + std::to_string(count);
+              a.typeText() + " holds " + std::to_string(count);
       if (csr)
         error += " (the final sparsity of its prune directive keeps at "
                  "most " +

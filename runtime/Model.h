@@ -17,6 +17,7 @@
 #include "runtime/MemoryRegion.h"
 
 #include <cstdint>
+#include <string>
 
 namespace mnemo::runtime {
 
@@ -151,6 +152,21 @@ struct ArgumentInfo {
   /// loss's ignore_index) may stand in for a class, as PyTorch's -100.
   bool ignores;
   int64_t ignoredIndex;
+
+  /// The number of elements: the product of the shape.
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d)
+      n *= shape[d];
+    return n;
+  }
+  /// "f32[8,784]", for messages.
+  std::string typeText() const {
+    std::string text = std::string(dtype) + "[";
+    for (int d = 0; d < rank; ++d)
+      text += (d ? "," : "") + std::to_string(shape[d]);
+    return text + "]";
+  }
 };
 
 /// A result the trainer reads (loss, lr, grad_norm, accuracy): an f32

@@ -74,9 +74,7 @@ void RunDump::recordBatch(const BatchLayout &batch, const StepMemory &memory,
     t.shape.assign(a->shape, a->shape + a->rank);
     // The batch's elements, 4 bytes each, without the alignment padding
     // the plan may give a batch tensor.
-    int64_t n = 4;
-    for (int d = 0; d < a->rank; ++d)
-      n *= a->shape[d];
+    int64_t n = 4 * a->elements();
     const uint8_t *bytes = memory.inputs + a->offset;
     t.bytes.assign(bytes, bytes + std::min(n, a->bytes));
     t.bytes.resize(n);

@@ -26,6 +26,13 @@ int64_t mnemo::runtime::dtypeSize(const std::string &dtype) {
   return it == sizes.end() ? 0 : it->second;
 }
 
+std::string mnemo::runtime::shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? "," : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
 StoredTensor StoredTensor::f32(std::string name, std::vector<int64_t> shape,
                                const std::vector<float> &values) {
   StoredTensor t{std::move(name), "F32", std::move(shape), {}};

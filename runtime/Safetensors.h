@@ -47,6 +47,9 @@ struct SafetensorsFile {
 /// Bytes per element of a safetensors dtype, or 0 if unknown.
 int64_t dtypeSize(const std::string &dtype);
 
+/// "[8,784]", for messages.
+std::string shapeText(const std::vector<int64_t> &shape);
+
 /// Writes `file` to `path` atomically. Returns false and sets `error` on
 /// failure; an existing file at `path` is then left as it was.
 bool writeSafetensors(const std::string &path, const SafetensorsFile &file,

@@ -337,9 +337,7 @@ std::vector<MaskSparsity> maskSparsity(const ModelInfo &model,
     m.weight = name.substr(0, name.size() - 5);
     for (int j = 0; j < step.numArguments; ++j)
       if (m.weight == step.arguments[j].name) {
-        m.elements = 1;
-        for (int d = 0; d < step.arguments[j].rank; ++d)
-          m.elements *= step.arguments[j].shape[d];
+        m.elements = step.arguments[j].elements();
       }
     if (memory) {
       const uint8_t *words = memory->optimizerState + mask.offset;
