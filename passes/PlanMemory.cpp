@@ -23,6 +23,56 @@ using namespace mlir;
 using namespace mnemo;
 
 namespace {
+/// Sorts `gradients` (buffers) by the op that finishes each: its last write
+/// before its first read by another op (writes after it, gradient
+/// clipping's scaling in place, work on the finished sum).
+void sortByReadiness(const BufferAnalysis &analysis,
+                     std::vector<size_t> &gradients) {
+  llvm::DenseMap<Operation *, unsigned> position;
+  for (Operation *op : analysis.order)
+    position[op] = position.size();
+  auto finished = [&](size_t i) {
+    const auto &values = analysis.buffers[i].values;
+    llvm::DenseSet<Operation *> writers;
+    for (Value v : values)
+      if (Operation *def = v.getDefiningOp())
+        writers.insert(def);
+    unsigned firstRead = ~0u, last = 0;
+    for (Value v : values)
+      for (Operation *user : v.getUsers())
+        if (!writers.contains(user) && position.count(user))
+          firstRead = std::min(firstRead, position.lookup(user));
+    for (Operation *def : writers)
+      if (position.lookup(def) < firstRead)
+        last = std::max(last, position.lookup(def));
+    return last;
+  };
+  llvm::DenseMap<size_t, unsigned> finishedAt;
+  for (size_t i : gradients)
+    finishedAt[i] = finished(i);
+  std::stable_sort(gradients.begin(), gradients.end(), [&](size_t a, size_t b) {
+    return finishedAt[a] < finishedAt[b];
+  });
+}
+
+/// The step's arguments in persistent regions by role, laid out in order.
+void placeArguments(func::FuncOp func) {
+  int64_t regionEnd[kMemoryRegionCount] = {};
+  SmallVector<SlotAttr> slots;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    std::optional<ArgumentRole> role = model::argumentRole(func, i);
+    MemoryRegion region = role == ArgumentRole::Param ? MemoryRegion::Parameters
+                          : role == ArgumentRole::Buffer ? MemoryRegion::Buffers
+                          : role == ArgumentRole::OptState
+                              ? MemoryRegion::OptimizerState
+                              : MemoryRegion::Inputs;
+    int64_t &end = regionEnd[int(region)];
+    slots.push_back(SlotAttr::get(func.getContext(), region, end));
+    end += storageBytes(func.getArgumentTypes()[i]);
+  }
+  plan::setSlots(func, slots);
+}
+
 struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
   using PlanMemoryBase::PlanMemoryBase;
 
@@ -32,64 +82,11 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
         return signalPassFailure();
   }
 
-  LogicalResult plan(func::FuncOp func) {
-    FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
-    if (failed(analysis))
-      return failure();
-    // Gradients go to their persistent region, one slot each, in order;
-    // everything else is planned in the arena.
-    std::vector<int64_t> gradientOffset(analysis->buffers.size(), -1);
-    std::vector<size_t> inArena, gradients;
-    std::vector<BufferInterval> intervals;
-    for (auto [i, b] : llvm::enumerate(analysis->buffers)) {
-      if (!transientGradients && b.kind == BufferKind::Gradient) {
-        gradients.push_back(i);
-        continue;
-      }
-      inArena.push_back(i);
-      intervals.push_back(b.interval);
-    }
-    // For data parallelism, in the order the step finishes them (the last
-    // op writing each), so that buckets of neighbours become ready one
-    // after another.
-    if (gradientsByReadiness) {
-      llvm::DenseMap<Operation *, unsigned> position;
-      for (Operation *op : analysis->order)
-        position[op] = position.size();
-      // A gradient is finished at its last write before its first read
-      // by another op (writes after it, gradient clipping's scaling in
-      // place, work on the finished sum).
-      auto finished = [&](size_t i) {
-        const auto &values = analysis->buffers[i].values;
-        llvm::DenseSet<Operation *> writers;
-        for (Value v : values)
-          if (Operation *def = v.getDefiningOp())
-            writers.insert(def);
-        unsigned firstRead = ~0u, last = 0;
-        for (Value v : values)
-          for (Operation *user : v.getUsers())
-            if (!writers.contains(user) && position.count(user))
-              firstRead = std::min(firstRead, position.lookup(user));
-        for (Operation *def : writers)
-          if (position.lookup(def) < firstRead)
-            last = std::max(last, position.lookup(def));
-        return last;
-      };
-      llvm::DenseMap<size_t, unsigned> finishedAt;
-      for (size_t i : gradients)
-        finishedAt[i] = finished(i);
-      std::stable_sort(
-          gradients.begin(), gradients.end(),
-          [&](size_t a, size_t b) { return finishedAt[a] < finishedAt[b]; });
-    }
-    int64_t gradientBytes = 0;
-    for (size_t i : gradients) {
-      gradientOffset[i] = gradientBytes;
-      gradientBytes += analysis->buffers[i].interval.size;
-    }
+  /// The arena's placement: the greedy heuristic; above the lower bound, a
+  /// local search over the greedy placement order (cheap, and it scales),
+  /// then, for small functions, the exact search.
+  MemoryPlan placeArena(const std::vector<BufferInterval> &intervals) const {
     MemoryPlan plan = planHeuristic(intervals);
-    // Above the lower bound, a local search over the greedy placement order
-    // (cheap, and it scales), then, for small functions, the exact search.
     if (plan.arenaBytes > lowerBound(intervals)) {
       std::vector<size_t> order(intervals.size());
       std::iota(order.begin(), order.end(), 0);
@@ -115,6 +112,37 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
           plan.method += ", optimal"; // the exact search found nothing better
       }
     }
+    return plan;
+  }
+
+  LogicalResult plan(func::FuncOp func) {
+    FailureOr<BufferAnalysis> analysis = BufferAnalysis::analyze(func);
+    if (failed(analysis))
+      return failure();
+    // Gradients go to their persistent region, one slot each, in order;
+    // everything else is planned in the arena.
+    std::vector<int64_t> gradientOffset(analysis->buffers.size(), -1);
+    std::vector<size_t> inArena, gradients;
+    std::vector<BufferInterval> intervals;
+    for (auto [i, b] : llvm::enumerate(analysis->buffers)) {
+      if (!transientGradients && b.kind == BufferKind::Gradient) {
+        gradients.push_back(i);
+        continue;
+      }
+      inArena.push_back(i);
+      intervals.push_back(b.interval);
+    }
+    // For data parallelism, in the order the step finishes them (the last
+    // op writing each), so that buckets of neighbours become ready one
+    // after another.
+    if (gradientsByReadiness)
+      sortByReadiness(*analysis, gradients);
+    int64_t gradientBytes = 0;
+    for (size_t i : gradients) {
+      gradientOffset[i] = gradientBytes;
+      gradientBytes += analysis->buffers[i].interval.size;
+    }
+    MemoryPlan plan = placeArena(intervals);
     std::string error;
     if (!verifyPlan(intervals, plan, error))
       return func.emitError()
@@ -160,21 +188,7 @@ struct PlanMemoryPass : public mnemo::impl::PlanMemoryBase<PlanMemoryPass> {
     int64_t cudaWorkspace = workspace;
     for (Operation *op : analysis->order)
       cudaWorkspace = std::max(cudaWorkspace, cudaScratchBytes(op));
-    // Arguments live in persistent regions by role, laid out in order.
-    int64_t regionEnd[kMemoryRegionCount] = {};
-    SmallVector<SlotAttr> slots;
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      std::optional<ArgumentRole> role = model::argumentRole(func, i);
-      MemoryRegion region =
-          role == ArgumentRole::Param      ? MemoryRegion::Parameters
-          : role == ArgumentRole::Buffer   ? MemoryRegion::Buffers
-          : role == ArgumentRole::OptState ? MemoryRegion::OptimizerState
-                                           : MemoryRegion::Inputs;
-      int64_t &end = regionEnd[int(region)];
-      slots.push_back(SlotAttr::get(context, region, end));
-      end += storageBytes(func.getArgumentTypes()[i]);
-    }
-    plan::setSlots(func, slots);
+    placeArguments(func);
     plan::setStepPlan(
         func, StepPlanAttr::get(context, plan.arenaBytes, lowerBound(intervals),
                                 naiveBytes(intervals), gradientBytes, workspace,

@@ -41,6 +41,44 @@ int64_t allocatedBytes(Operation *op) {
   return bytes;
 }
 
+/// Write-after-read edges: an update written into its argument must follow
+/// every other reader of that argument (and of views of it). Returns the
+/// updates each reader unblocks, and counts them in `waiting`.
+llvm::DenseMap<Operation *, SmallVector<Operation *>>
+writeAfterReadEdges(func::FuncOp func,
+                    llvm::DenseMap<Operation *, int64_t> &waiting) {
+  Block &body = func.getBody().front();
+  Operation *terminator = body.getTerminator();
+  llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks;
+  for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
+    std::optional<unsigned> reuses = plan::reusedArgument(func, r);
+    if (!reuses)
+      continue;
+    // (A pruned weight: the optimizer's update, masked in place.)
+    Operation *update =
+        Pruning::maskedChain(terminator->getOperand(r)).back().getDefiningOp();
+    if (!update)
+      continue;
+    llvm::SmallPtrSet<Operation *, 8> readers;
+    SmallVector<Value> work{body.getArgument(*reuses)};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (user == update || user == terminator)
+          continue;
+        readers.insert(user);
+        if (auto view = llvm::dyn_cast<ReshapeOp>(user))
+          work.push_back(view.getResult());
+      }
+    }
+    for (Operation *reader : readers) {
+      unblocks[reader].push_back(update);
+      ++waiting[update];
+    }
+  }
+  return unblocks;
+}
+
 struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
   void runOnOperation() override {
     for (func::FuncOp func : stepFunctions(getOperation()))
@@ -75,36 +113,8 @@ struct SchedulePass : public mnemo::impl::ScheduleBase<SchedulePass> {
     }
     for (Value v : terminator->getOperands())
       ++remainingUses[v]; // returned values never die
-    // An update written into its argument must follow every other reader
-    // of that argument (and of views of it): a write-after-read edge.
-    llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks;
-    for (unsigned r = 0; r < terminator->getNumOperands(); ++r) {
-      std::optional<unsigned> reuses = plan::reusedArgument(func, r);
-      if (!reuses)
-        continue;
-      // (A pruned weight: the optimizer's update, masked in place.)
-      Operation *update = Pruning::maskedChain(terminator->getOperand(r))
-                              .back()
-                              .getDefiningOp();
-      if (!update)
-        continue;
-      llvm::SmallPtrSet<Operation *, 8> readers;
-      SmallVector<Value> work{body.getArgument(*reuses)};
-      while (!work.empty()) {
-        Value v = work.pop_back_val();
-        for (Operation *user : v.getUsers()) {
-          if (user == update || user == terminator)
-            continue;
-          readers.insert(user);
-          if (auto view = llvm::dyn_cast<ReshapeOp>(user))
-            work.push_back(view.getResult());
-        }
-      }
-      for (Operation *reader : readers) {
-        unblocks[reader].push_back(update);
-        ++waiting[update];
-      }
-    }
+    llvm::DenseMap<Operation *, SmallVector<Operation *>> unblocks =
+        writeAfterReadEdges(func, waiting);
     auto freedBy = [&](Operation *op) {
       int64_t bytes = 0;
       llvm::SmallDenseMap<Value, int64_t> uses;
