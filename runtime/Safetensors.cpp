@@ -102,6 +102,62 @@ bool mnemo::runtime::writeSafetensors(const std::string &path,
   return writeAtomically(path, pieces, error);
 }
 
+namespace {
+
+/// The header's JSON; `repeated` names a key an object repeats. JSON leaves
+/// a repeated key's meaning open (nlohmann keeps the last); safetensors' own
+/// reader refuses one, and so does this one, at any depth.
+json parseHeader(const std::string &text, std::string &repeated) {
+  std::vector<std::set<std::string>> keys;
+  json::parser_callback_t noRepeats = [&](int, json::parse_event_t event,
+                                          json &parsed) {
+    if (event == json::parse_event_t::object_start)
+      keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty())
+      keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             parsed.is_string() &&
+             !keys.back().insert(parsed.get<std::string>()).second &&
+             repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
+  return json::parse(text, noRepeats, /*allow_exceptions=*/false);
+}
+
+/// A tensor's bytes in the data.
+struct Extent {
+  uint64_t begin, end;
+  std::string name;
+  bool operator<(const Extent &o) const {
+    return begin != o.begin ? begin < o.begin : end < o.end;
+  }
+};
+
+/// Why the tensors do not tile the data exactly, or "": safetensors' reader
+/// requires that no two share bytes and no byte belongs to none (a file
+/// whose offsets overlap or leave gaps was not written by a safetensors
+/// writer).
+std::string tilingProblem(std::vector<Extent> extents, uint64_t dataSize) {
+  std::sort(extents.begin(), extents.end());
+  uint64_t covered = 0;
+  for (const Extent &e : extents) {
+    if (e.begin < covered)
+      return "tensor '" + e.name + "' overlaps another's data (bytes " +
+             std::to_string(e.begin) + " to " + std::to_string(e.end) + ")";
+    if (e.begin > covered)
+      return "bytes " + std::to_string(covered) + " to " +
+             std::to_string(e.begin) + " of its data belong to no tensor";
+    covered = e.end;
+  }
+  if (covered != dataSize)
+    return "its last " + std::to_string(dataSize - covered) +
+           " bytes belong to no tensor";
+  return "";
+}
+
+} // namespace
+
 bool mnemo::runtime::readSafetensors(const std::string &path,
                                      SafetensorsFile &file,
                                      std::string &error) {
@@ -135,37 +191,14 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
   std::string text(headerSize, '\0');
   if (std::fread(text.data(), 1, headerSize, f) != headerSize)
     return fail("the header is truncated");
-  // JSON leaves a repeated key's meaning open (nlohmann keeps the last);
-  // safetensors' own reader refuses one, and so does this one, at any depth.
-  std::vector<std::set<std::string>> keys;
   std::string repeated;
-  json::parser_callback_t noRepeats = [&](int, json::parse_event_t event,
-                                          json &parsed) {
-    if (event == json::parse_event_t::object_start)
-      keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty())
-      keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() &&
-             parsed.is_string() &&
-             !keys.back().insert(parsed.get<std::string>()).second &&
-             repeated.empty())
-      repeated = parsed.get<std::string>();
-    return true;
-  };
-  json header = json::parse(text, noRepeats, /*allow_exceptions=*/false);
+  json header = parseHeader(text, repeated);
   if (header.is_discarded() || !header.is_object())
     return fail("the header is not a JSON object");
   if (!repeated.empty())
     return fail("the header names '" + repeated + "' twice");
   uint64_t dataSize = uint64_t(fileSize) - 8 - headerSize;
   file = SafetensorsFile();
-  struct Extent {
-    uint64_t begin, end;
-    std::string name;
-    bool operator<(const Extent &o) const {
-      return begin != o.begin ? begin < o.begin : end < o.end;
-    }
-  };
   std::vector<Extent> extents;
   for (auto &[name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -214,31 +247,9 @@ bool mnemo::runtime::readSafetensors(const std::string &path,
     extents.push_back({begin, end, name});
     file.tensors.push_back(std::move(t));
   }
+  std::string why = tilingProblem(extents, dataSize);
+  if (!why.empty())
+    return fail(why);
   std::fclose(f);
-  // The tensors tile the data exactly, as safetensors' reader requires: no
-  // two share bytes, and no byte belongs to none (a file whose offsets
-  // overlap or leave gaps was not written by a safetensors writer).
-  std::sort(extents.begin(), extents.end());
-  uint64_t covered = 0;
-  for (const Extent &e : extents) {
-    if (e.begin < covered)
-      return failWith(error, "'" + path +
-                                 "' is not a valid safetensors file: tensor '" +
-                                 e.name + "' overlaps another's data (bytes " +
-                                 std::to_string(e.begin) + " to " +
-                                 std::to_string(e.end) + ")");
-    if (e.begin > covered)
-      return failWith(error, "'" + path +
-                                 "' is not a valid safetensors file: bytes " +
-                                 std::to_string(covered) + " to " +
-                                 std::to_string(e.begin) +
-                                 " of its data belong to no tensor");
-    covered = e.end;
-  }
-  if (covered != dataSize)
-    return failWith(error, "'" + path +
-                               "' is not a valid safetensors file: its last " +
-                               std::to_string(dataSize - covered) +
-                               " bytes belong to no tensor");
   return true;
 }
