@@ -564,10 +564,7 @@ private:
         return false;
       }
       std::vector<int64_t> example(a->shape + 1, a->shape + a->rank);
-      std::string stored = t->dtype + "[";
-      for (size_t d = 0; d < t->shape.size(); ++d)
-        stored += (d ? "," : "") + std::to_string(t->shape[d]);
-      stored += "]";
+      std::string stored = t->dtype + shapeText(t->shape);
       if (t->shape.empty() ||
           std::vector<int64_t>(t->shape.begin() + 1, t->shape.end()) != example)
         return failWith(error, "array '" + std::string(a->name) + "' of '" +

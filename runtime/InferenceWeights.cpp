@@ -338,11 +338,8 @@ bool mnemo::runtime::loadInferenceWeights(const std::string &path,
     // elements in another shape (a transposed weight) is another weight.
     std::vector<int64_t> shape(a.shape, a.shape + a.rank);
     if (!csr && t->shape != shape) {
-      std::string stored = "[";
-      for (size_t d = 0; d < t->shape.size(); ++d)
-        stored += (d ? "," : "") + std::to_string(t->shape[d]);
-      error = path + ": '" + name + "' is " + t->dtype + stored +
-              "], and the plan reads " + a.typeText();
+      error = path + ": '" + name + "' is " + t->dtype + shapeText(t->shape) +
+              ", and the plan reads " + a.typeText();
       return false;
     }
     if (!checkValues(*t, error))
