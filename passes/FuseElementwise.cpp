@@ -70,6 +70,9 @@ bool loopCanCompute(Operation *user, Value value) {
 }
 
 bool canFuseInto(Operation *producer) {
+  // Returns and in-place updates have no result to fuse.
+  if (producer->getNumResults() == 0)
+    return false;
   Value result = producer->getResult(0);
   // A broadcast is an index computation: every consumer's loop can do it.
   if (llvm::isa<BroadcastOp>(producer))
