@@ -46,7 +46,10 @@ namespace mnemo::elementwise {
 /// and a NaN stays NaN.
 MNEMO_FORMULA float fastExp(float x) {
   float in = x;
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  // Written so that a NaN clamps too (to -87.3): converting a NaN to int
+  // below would be undefined behaviour. The result is `in` then.
+  x = x > -87.3f ? x : -87.3f;
+  x = x < 88.7f ? x : 88.7f;
   // n = round(x / ln2), by the 1.5 * 2^23 trick (exact for |n| < 2^22).
   float t = x * 1.44269504088896341f + 12582912.0f;
   float n = t - 12582912.0f;
