@@ -114,9 +114,11 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
       truncated = true;
     }
     array.shape.push_back(d);
-    count *= d;
-    if (count > (int64_t(1) << 34))
+    // Checked before multiplying: the product of two dimensions of up to
+    // 2^30 and 2^34 would overflow.
+    if (d > (int64_t(1) << 34) / count)
       return fail("it is too large");
+    count *= d;
   }
   // Grow the buffer as data arrives rather than trusting the header's
   // size: a damaged header must not make us allocate gigabytes for a file

@@ -3,8 +3,9 @@
 # files for the frontend, checkpoints and data files for the runtime).
 # Usage: run-fuzzer.sh FUZZER SECONDS CORPUS_DIR DICT SEED_DIR...
 # (DICT may be empty.)
-# Exits non-zero if the fuzzer found a crash, a hang, a leak or a verifier
-# disagreement (the reproducer is left in the corpus directory's parent).
+# Exits non-zero if the fuzzer found a crash, a hang, a leak, undefined
+# behaviour or a verifier disagreement (the reproducer is left in the
+# corpus directory's parent).
 set -euo pipefail
 fuzzer=$1 seconds=${MNEMO_FUZZ_SECONDS:-$2} corpus=$3 dict=$4
 shift 4
