@@ -126,6 +126,8 @@ private:
       return builder.getF16Type();
     case ElementType::BF16:
       return builder.getBF16Type();
+    case ElementType::I64:
+      return builder.getI64Type();
     case ElementType::I32:
       return builder.getI32Type();
     case ElementType::I16:
@@ -135,7 +137,7 @@ private:
     case ElementType::I1:
       return builder.getI1Type();
     }
-    return builder.getF32Type();
+    llvm_unreachable("an element type without an MLIR type");
   }
 
   RankedTensorType tensorType(const mnemo::TensorType &type) {

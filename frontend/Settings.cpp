@@ -40,7 +40,7 @@ struct SettingParam {
   bool required = false;
   double number = 0;            // default of numeric and Bool parameters
   const char *symbol = nullptr; // default of Enum parameters
-  std::vector<const char *> options;
+  std::vector<const char *> options = {};
 };
 
 struct SettingFunction {

@@ -25,11 +25,6 @@ static ParseResult parseIntegerList(AsmParser &parser,
                                           return success();
                                         });
 }
-static ParseResult parseIntegerList(AsmParser &parser,
-                                    FailureOr<SmallVector<int64_t>> &values) {
-  values.emplace();
-  return parseIntegerList(parser, *values);
-}
 static void printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> values) {
   printer << "[";
   llvm::interleaveComma(values, printer);

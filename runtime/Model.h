@@ -105,7 +105,7 @@ struct StepMemory {
   }
   /// Seconds spent in each op, accumulated when profiling (--profile);
   /// null otherwise.
-  double *opSeconds;
+  double *opSeconds = nullptr;
   /// The other ranks of a data-parallel run; null in a single process.
   GradientExchange *exchange = nullptr;
   /// ZeRO-1: this rank's part of the gradient region (shardBytes 0: the
@@ -150,8 +150,8 @@ struct ArgumentInfo {
   int64_t indexLimit;
   /// For a loss's class targets: whether a value of ignoredIndex (the
   /// loss's ignore_index) may stand in for a class, as PyTorch's -100.
-  bool ignores;
-  int64_t ignoredIndex;
+  bool ignores = false;
+  int64_t ignoredIndex = 0;
 
   /// The number of elements: the product of the shape.
   int64_t elements() const {
