@@ -114,8 +114,8 @@ bool mnemo::runtime::readIdx(const std::string &path, IdxArray &array,
       truncated = true;
     }
     array.shape.push_back(d);
-    // Checked before multiplying: the product of two dimensions of up to
-    // 2^30 and 2^34 would overflow.
+    // Checked before multiplying: a count of up to 2^34 times a dimension
+    // of up to 2^30 overflows int64.
     if (d > (int64_t(1) << 34) / count)
       return fail("it is too large");
     count *= d;
