@@ -28,26 +28,17 @@
 #include "lang/PlanAttributes.h"
 
 #include "lang/MnemoOps.h"
-#include "lang/ShapeRules.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
-#include "passes/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/BuiltinTypes.h"
 
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/xxhash.h"
 
 #include <map>
 #include <set>
-#include <sstream>
 
 using namespace mlir;
 using namespace mnemo;

@@ -16,8 +16,6 @@
 
 #include "llvm/Support/raw_ostream.h"
 
-#include <string>
-
 namespace mnemo {
 
 /// Emits the module's step functions and description as C++. Fails with

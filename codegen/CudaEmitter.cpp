@@ -34,10 +34,8 @@
 #include "runtime/cuda/CudaModel.h"
 
 #include "lang/MnemoOps.h"
-#include "lang/ShapeRules.h"
 #include "passes/BufferAnalysis.h"
 #include "passes/Fusion.h"
-#include "passes/PlanExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -234,40 +232,33 @@ private:
          << ", " << block << ", " << (index.empty() ? "0" : index) << ", {"
          << llvm::join(site.offsets, ", ") << "});\n";
   }
-  /// A kernel whose body is one statement.
-  void kernelCall(const std::string &statement, int64_t gridX, int block,
-                  int64_t gridY = 1) {
-    beginKernel(block);
-    kernels << "  " << statement << "\n}\n\n";
-    launch(gridX, gridY, block);
-  }
   /// A pointer for a host-side call (cuBLASLt, cuDNN, memset); GEMM
   /// operands may be strided views (their strides become transposes and
   /// leading dimensions).
   std::string hostPointer(Value v, Operation *user, bool strided = false);
   std::string P(Value v, Operation *user);
   std::string pointerAt(Value v, int64_t elements);
-  std::string res(Operation *op, unsigned i = 0) {
-    return layouts[op->getResult(i)].pointer;
-  }
-  std::string T(Value v) {
-    CType t = ctypeOf(v.getType());
-    return t.name;
-  }
 
   // What an op family's emission model sees (CudaKernelContext).
   std::string operand(Value v) override { return P(v, kernelOp); }
-  std::string result(unsigned i) override { return res(kernelOp, i); }
+  std::string result(unsigned i) override {
+    return layouts[kernelOp->getResult(i)].pointer;
+  }
   std::string operandAt(Value v, int64_t elements) override {
     return pointerAt(v, elements);
   }
   std::string resultAt(unsigned i, int64_t elements) override {
     return pointerAt(kernelOp->getResult(i), elements);
   }
-  std::string elementType(Value v) override { return T(v); }
+  std::string elementType(Value v) override {
+    return ctypeOf(v.getType()).name;
+  }
+  /// A kernel whose body is one statement.
   void launch(const std::string &statement, int64_t blocks, int threads,
               int64_t blocksY) override {
-    kernelCall(statement, blocks, threads, blocksY);
+    beginKernel(threads);
+    kernels << "  " << statement << "\n}\n\n";
+    launch(blocks, blocksY, threads);
   }
   void hostCode(const std::string &line) override {
     body << "  " << line << "\n";

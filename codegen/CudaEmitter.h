@@ -14,8 +14,6 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
-#include "llvm/Support/raw_ostream.h"
-
 #include <string>
 
 namespace mnemo {

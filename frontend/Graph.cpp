@@ -13,40 +13,32 @@ std::string TensorType::str() const {
   return spell(dtype) + shape::format(shape);
 }
 
-ConfigValue ConfigValue::ofInt(int64_t v) {
+/// A ConfigValue of `kind` whose `field` holds `value`.
+template <typename Field, typename T>
+static ConfigValue with(ConfigValue::Kind kind, Field ConfigValue::*field,
+                        T value) {
   ConfigValue c;
-  c.kind = Kind::Int;
-  c.intValue = v;
+  c.kind = kind;
+  c.*field = std::move(value);
   return c;
+}
+ConfigValue ConfigValue::ofInt(int64_t v) {
+  return with(Kind::Int, &ConfigValue::intValue, v);
 }
 ConfigValue ConfigValue::ofFloat(double v) {
-  ConfigValue c;
-  c.kind = Kind::Float;
-  c.floatValue = v;
-  return c;
+  return with(Kind::Float, &ConfigValue::floatValue, v);
 }
 ConfigValue ConfigValue::ofBool(bool v) {
-  ConfigValue c;
-  c.kind = Kind::Bool;
-  c.boolValue = v;
-  return c;
+  return with(Kind::Bool, &ConfigValue::boolValue, v);
 }
 ConfigValue ConfigValue::ofString(std::string s) {
-  ConfigValue c;
-  c.kind = Kind::String;
-  c.text = std::move(s);
-  return c;
+  return with(Kind::String, &ConfigValue::text, std::move(s));
 }
 ConfigValue ConfigValue::ofSymbol(std::string s) {
-  ConfigValue c;
-  c.kind = Kind::Symbol;
-  c.text = std::move(s);
-  return c;
+  return with(Kind::Symbol, &ConfigValue::text, std::move(s));
 }
 ConfigValue ConfigValue::ofCall(std::string name, std::vector<Setting> args) {
-  ConfigValue c;
-  c.kind = Kind::Call;
-  c.text = std::move(name);
+  ConfigValue c = with(Kind::Call, &ConfigValue::text, std::move(name));
   c.args = std::move(args);
   return c;
 }

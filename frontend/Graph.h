@@ -15,7 +15,6 @@
 #include "runtime/ArgumentRole.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <variant>
 #include <vector>

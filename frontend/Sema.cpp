@@ -491,19 +491,12 @@ static const char *verb(BinaryOp op) {
   return "?";
 }
 
+/// The elementwise op of an arithmetic operator on tensors (BinaryOps.def
+/// lists Add, Sub, Mul and Div first); null for the others.
 static const char *opName(BinaryOp op) {
-  switch (op) {
-  case BinaryOp::Add:
-    return "add";
-  case BinaryOp::Sub:
-    return "sub";
-  case BinaryOp::Mul:
-    return "mul";
-  case BinaryOp::Div:
-    return "div";
-  default:
-    return nullptr;
-  }
+  static const char *const names[] = {"add", "sub", "mul", "div"};
+  static_assert(int(BinaryOp::Div) == 3);
+  return int(op) <= int(BinaryOp::Div) ? names[int(op)] : nullptr;
 }
 
 /// Arithmetic on two compile-time numbers, Python style: `/` gives a float,
@@ -960,18 +953,12 @@ Val Sema::eval(const Expr &expr) {
     auto &n = cast<NumberExpr>(expr);
     return n.isInt ? Val::ofInt(n.intValue) : Val::ofFloat(n.floatValue);
   }
-  case Expr::Kind::Size: {
-    Val v(Val::Kind::Size);
-    v.i = cast<SizeExpr>(expr).bytes;
-    return v;
-  }
+  case Expr::Kind::Size:
+    return Val::of(Val::Kind::Size, &Val::i, cast<SizeExpr>(expr).bytes);
   case Expr::Kind::Bool:
     return Val::ofBool(cast<BoolExpr>(expr).value);
-  case Expr::Kind::String: {
-    Val v(Val::Kind::String);
-    v.s = cast<StringExpr>(expr).value;
-    return v;
-  }
+  case Expr::Kind::String:
+    return Val::of(Val::Kind::String, &Val::s, cast<StringExpr>(expr).value);
   case Expr::Kind::Name:
     return evalName(cast<NameExpr>(expr));
   case Expr::Kind::Member:
@@ -1090,21 +1077,12 @@ Val Sema::evalName(const NameExpr &name) {
   const Module *from = !frames.empty() && frame().self && frame().self->def
                            ? frame().self->def->module
                            : nullptr;
-  if (const Definition *def = program.find(expanded, from)) {
-    Val v(Val::Kind::LayerDef);
-    v.def = def;
-    return v;
-  }
-  if (const Builtin *b = findBuiltin(expanded)) {
-    Val v(Val::Kind::Builtin);
-    v.builtin = b;
-    return v;
-  }
-  if (auto d = parseElementType(expanded)) {
-    Val v(Val::Kind::ElementType);
-    v.dtype = *d;
-    return v;
-  }
+  if (const Definition *def = program.find(expanded, from))
+    return Val::of(Val::Kind::LayerDef, &Val::def, def);
+  if (const Builtin *b = findBuiltin(expanded))
+    return Val::of(Val::Kind::Builtin, &Val::builtin, b);
+  if (auto d = parseElementType(expanded))
+    return Val::of(Val::Kind::ElementType, &Val::dtype, *d);
   if (expanded == "training") {
     // A compile-time bool: the forward is elaborated once for training and,
     // when something reads this, once more for evaluation.
@@ -1120,9 +1098,8 @@ Val Sema::evalName(const NameExpr &name) {
     return Val::ofFloat(std::numeric_limits<double>::infinity());
   if (expanded == "pi")
     return Val::ofFloat(M_PI);
-  if (expanded == "none") {
+  if (expanded == "none")
     return Val(Val::Kind::None);
-  }
   if (namesInitializer(expanded))
     return evalInitializer(name);
   suggestName(expanded, name.getRange());

@@ -19,7 +19,6 @@
 
 #include <deque>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 
@@ -63,30 +62,20 @@ struct Val {
   Val() = default;
   explicit Val(Kind kind) : kind(kind) {}
   static Val error() { return Val(); }
-  static Val ofInt(int64_t v) {
-    Val x(Kind::Int);
-    x.i = v;
+  /// A value of `kind` whose `field` holds `value`:
+  /// Val::of(Val::Kind::Size, &Val::i, bytes).
+  template <typename Field, typename T>
+  static Val of(Kind kind, Field Val::*field, T &&value) {
+    Val x(kind);
+    x.*field = std::forward<T>(value);
     return x;
   }
-  static Val ofFloat(double v) {
-    Val x(Kind::Float);
-    x.f = v;
-    return x;
-  }
-  static Val ofBool(bool v) {
-    Val x(Kind::Bool);
-    x.b = v;
-    return x;
-  }
-  static Val ofTensor(int id) {
-    Val x(Kind::Tensor);
-    x.tensor = id;
-    return x;
-  }
-  static Val ofLayer(LayerInstance *instance) {
-    Val x(Kind::Layer);
-    x.layer = instance;
-    return x;
+  static Val ofInt(int64_t v) { return of(Kind::Int, &Val::i, v); }
+  static Val ofFloat(double v) { return of(Kind::Float, &Val::f, v); }
+  static Val ofBool(bool v) { return of(Kind::Bool, &Val::b, v); }
+  static Val ofTensor(int id) { return of(Kind::Tensor, &Val::tensor, id); }
+  static Val ofLayer(LayerInstance *l) {
+    return of(Kind::Layer, &Val::layer, l);
   }
 
   bool isError() const { return kind == Kind::Error; }

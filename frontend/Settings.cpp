@@ -561,9 +561,7 @@ Val Sema::evalInitializer(const Expr &expr) {
   std::optional<ConfigValue> init = evalSetting(expr, initializerFamily());
   if (!init)
     return Val::error();
-  Val v(Val::Kind::Initializer);
-  v.initializer = std::move(*init);
-  return v;
+  return Val::of(Val::Kind::Initializer, &Val::initializer, std::move(*init));
 }
 
 /// `blocks.*.mlp.fc1.weight` against `blocks.3.mlp.fc1.weight`: `*` stands

@@ -9,7 +9,6 @@
 #ifndef MNEMO_LANG_ELEMENTTYPE_H
 #define MNEMO_LANG_ELEMENTTYPE_H
 
-#include <cstdint>
 #include <optional>
 #include <string>
 

@@ -12,7 +12,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
 using namespace mnemo;

@@ -3,7 +3,6 @@
 #include "lang/ShapeRules.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace mnemo::shape {
 

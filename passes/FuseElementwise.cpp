@@ -23,8 +23,6 @@
 #include "lang/MnemoOps.h"
 #include "lang/PlanAttributes.h"
 
-#include "mlir/IR/Builders.h"
-
 namespace mnemo {
 #define GEN_PASS_DEF_FUSEELEMENTWISE
 #include "passes/Passes.h.inc"

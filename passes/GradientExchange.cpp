@@ -7,7 +7,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/BufferAnalysis.h"
 #include "passes/Passes.h"
 
 #include "lang/MnemoOps.h"

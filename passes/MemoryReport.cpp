@@ -9,9 +9,6 @@
 #include "runtime/Overhead.h"
 #include "runtime/cuda/DeviceLayout.h"
 
-#include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/Location.h"
-
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 

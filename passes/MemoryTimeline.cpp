@@ -6,8 +6,6 @@
 #include "passes/MemoryReport.h"
 #include "passes/SourcePlace.h"
 
-#include "mlir/IR/BuiltinTypes.h"
-
 #include "llvm/Support/Format.h"
 
 using namespace mlir;

@@ -4,7 +4,6 @@
 #include "lang/ops/losses/LossesKernels.h"
 #include "passes/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"

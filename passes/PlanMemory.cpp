@@ -6,7 +6,6 @@
 #include "passes/Passes.h"
 #include "passes/Workspace.h"
 
-#include "lang/MnemoOps.h"
 #include "lang/ModelAttributes.h"
 #include "lang/PlanAttributes.h"
 

@@ -5,8 +5,6 @@
 
 #include "lang/MnemoOps.h"
 
-#include <algorithm>
-
 using namespace mlir;
 using namespace mnemo;
 

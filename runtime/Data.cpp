@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <numeric>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -17,7 +17,6 @@
 
 #include "runtime/Model.h"
 
-#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
-#include <unistd.h>
 
 using namespace mnemo::runtime;
 using json = nlohmann::json;

@@ -8,9 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/interpreter/Interpreter.h"
-#include "lang/MnemoOps.h"
 #include "lang/PlanAttributes.h"
-#include "lang/ShapeRules.h"
 #include "lang/interpreter/OpContext.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -21,7 +19,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <unordered_map>
 
 using namespace mlir;

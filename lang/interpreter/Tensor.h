@@ -14,7 +14,6 @@
 #include "lang/ElementType.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,7 +1,6 @@
 //===- Kernels.cpp - The CPU backend's kernels ----------------------------===//
 
 #include "runtime/cpu/Kernels.h"
-#include "lang/ops/quantization/QuantizationFormulas.h"
 
 // MNEMO_HAVE_BLAS is 0 in a trainer built where OpenBLAS is not (a GPU
 // machine with the CUDA toolkit alone): it runs its steps on the GPU, and
@@ -20,9 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <mutex>
-#include <vector>
 
 namespace mnemo::cpu {
 

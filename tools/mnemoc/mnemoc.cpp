@@ -22,7 +22,6 @@
 #include "frontend/Parser.h"
 #include "frontend/Program.h"
 #include "frontend/Sema.h"
-#include "lang/MnemoDialect.h"
 #include "lang/ModelAttributes.h"
 #include "lang/ShapeRules.h"
 #include "passes/MemoryReport.h"

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/convolution/ConvolutionKernels.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 

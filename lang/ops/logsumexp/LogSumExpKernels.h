@@ -12,7 +12,6 @@
 #include "lang/ops/elementwise/ElementwiseFormulas.h"
 #include "runtime/cpu/Parallel.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>

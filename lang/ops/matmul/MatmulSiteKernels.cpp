@@ -15,7 +15,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/matmul/MatmulKernels.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/LibrarySites.h"
 #include "runtime/cpu/OneDnnContext.h"

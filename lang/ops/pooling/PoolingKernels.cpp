@@ -10,7 +10,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "lang/ops/pooling/PoolingKernels.h"
-#include "runtime/cpu/Half.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Parallel.h"
 

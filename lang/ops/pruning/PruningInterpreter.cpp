@@ -12,7 +12,6 @@
 #include "lang/interpreter/OpContext.h"
 #include "lang/ops/pruning/PruningReference.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 

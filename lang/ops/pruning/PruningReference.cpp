@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 using namespace mnemo;
 using namespace mnemo::reference;
