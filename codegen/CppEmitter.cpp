@@ -111,8 +111,12 @@ private:
   static void writeLoop(const Loop &loop, llvm::raw_ostream &os);
 
   // What an op family's emission model sees (CpuKernelContext).
-  FailureOr<std::string> operand(Value v) override {
-    return layouts.pointer(v, kernelOp);
+  std::string operand(Value v) override {
+    if (opFailed) // one error per op
+      return "nullptr";
+    FailureOr<std::string> pointer = layouts.pointer(v, kernelOp);
+    opFailed = failed(pointer);
+    return opFailed ? "nullptr" : *pointer;
   }
   std::string result(unsigned i) override {
     return layouts[kernelOp->getResult(i)].pointer;
@@ -126,14 +130,16 @@ private:
     constants << type << " " << name << "(" << arguments << ");\n";
     return name;
   }
-  FailureOr<std::string> workspace(int64_t bytes) override {
+  std::string workspace(int64_t bytes) override {
     auto declared = llvm::dyn_cast<CpuWorkspaceOpInterface>(kernelOp);
-    if (!declared || bytes > declared.getCpuWorkspaceBytes())
-      return error(kernelOp, "internal error: the op's CPU kernels ask for " +
-                                 std::to_string(bytes) +
-                                 " bytes of workspace, more than it "
-                                 "declares (CpuWorkspaceOpInterface)");
-    return std::string("f32(W)");
+    if (!opFailed && (!declared || bytes > declared.getCpuWorkspaceBytes())) {
+      error(kernelOp, "internal error: the op's CPU kernels ask for " +
+                          std::to_string(bytes) +
+                          " bytes of workspace, more than it declares "
+                          "(CpuWorkspaceOpInterface)");
+      opFailed = true;
+    }
+    return "f32(W)";
   }
   FailureOr<GemmProblem> gemmProblem(bool ta, bool tb) override {
     return layouts.gemmProblem(kernelOp, ta, tb);
@@ -148,8 +154,10 @@ private:
   llvm::raw_ostream *current;
   llvm::raw_ostream &out() override { return *current; }
   StepLayouts layouts;
-  /// The op a family's model is emitting.
+  /// The op a family's model is emitting, and whether an operand or the
+  /// workspace it asked for could not be given (its emission then fails).
   Operation *kernelOp = nullptr;
+  bool opFailed = false;
   /// File-scope declarations, and the counter that names them.
   llvm::raw_ostream &constants;
   int &constantCount;
@@ -315,8 +323,9 @@ LogicalResult StepEmitter::emitOpBody(Operation *op) {
   if (isElementwiseKernel(op))
     return emitLoop(op);
   kernelOp = op;
+  opFailed = false;
   if (auto kernel = llvm::dyn_cast<CpuKernelOpInterface>(op))
-    return kernel.emitCpuKernel(*this);
+    return failure(failed(kernel.emitCpuKernel(*this)) || opFailed);
   return error(op, "this op has no CPU kernel");
 }
 

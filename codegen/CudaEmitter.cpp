@@ -338,18 +338,17 @@ private:
          << pointer(a.gradValue) << "})) {\n";
   }
   using CudaKernelContext::tensorRef;
-  FailureOr<std::string> tensorRef(Value v, int64_t first,
-                                   int64_t count) override {
+  std::string tensorRef(Value v, int64_t first, int64_t count) override {
     Layout l = layouts.lookup(v);
-    if (l.isSplat() || !l.region)
-      return error(kernelOp, "internal error: a tensor a device table "
-                             "refers to is a constant");
     int64_t elements = product(l.shape);
     if (count < 0)
       count = elements - first;
-    if (first < 0 || first + count > elements)
-      return error(kernelOp, "internal error: a device table's piece lies "
-                             "outside its tensor");
+    if (l.isSplat() || !l.region || first < 0 || first + count > elements) {
+      error(kernelOp, "internal error: a device table refers to a constant, "
+                      "or to a piece outside its tensor");
+      opFailed = true;
+      return "{}";
+    }
     return "{" + std::to_string(int(*l.region)) + ", " +
            std::to_string(l.offset + first * ctypeOf(v.getType()).bytes) +
            ", " + std::to_string(count) + "}";
@@ -370,7 +369,7 @@ private:
                           std::to_string(bytes) +
                           " bytes of scratch, more than it declares "
                           "(CudaScratchOpInterface)");
-      failedOperand = true;
+      opFailed = true;
     }
     needScratch(bytes);
     return "r.W";
@@ -421,7 +420,9 @@ private:
   /// The body of the current op's host code.
   std::string bodyText;
   llvm::raw_string_ostream body{bodyText};
-  bool failedOperand = false;
+  /// Whether an operand, table entry or scratch the op asked for could not
+  /// be given (its emission then fails).
+  bool opFailed = false;
 };
 
 void CudaStepEmitter::beginKernel(int maxThreads) {
@@ -436,7 +437,7 @@ std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
   if (l.isSplat() || !l.region || (!strided && !l.isContiguous())) {
     error(user, "a cuBLASLt or cuDNN operand must live in the plan (not a "
                 "constant or a strided view)");
-    failedOperand = true;
+    opFailed = true;
     return "nullptr";
   }
   return std::string(1, regionLetter(*l.region)) + " + " +
@@ -446,7 +447,7 @@ std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
 std::string CudaStepEmitter::P(Value v, Operation *user) {
   FailureOr<std::string> p = layouts.pointer(v, user);
   if (failed(p)) {
-    failedOperand = true;
+    opFailed = true;
     return "nullptr";
   }
   return *p;
@@ -455,7 +456,7 @@ std::string CudaStepEmitter::P(Value v, Operation *user) {
 std::string CudaStepEmitter::pointerAt(Value v, int64_t elements) {
   FailureOr<std::string> p = layouts.pointerAt(v, kernelOp, elements);
   if (failed(p)) {
-    failedOperand = true;
+    opFailed = true;
     return "nullptr";
   }
   return *p;
@@ -747,13 +748,10 @@ LogicalResult CudaStepEmitter::emitMultiTensorRun(ArrayRef<Operation *> ops,
 LogicalResult CudaStepEmitter::emitOp(Operation *op) {
   if (isElementwiseKernel(op))
     return emitLoop(op);
-  if (auto kernel = llvm::dyn_cast<CudaKernelOpInterface>(op)) {
-    kernelOp = op;
-    failedOperand = false;
-    if (failed(kernel.emitCudaKernel(*this)) || failedOperand)
-      return failure();
-    return success();
-  }
+  kernelOp = op;
+  opFailed = false;
+  if (auto kernel = llvm::dyn_cast<CudaKernelOpInterface>(op))
+    return failure(failed(kernel.emitCudaKernel(*this)) || opFailed);
   return error(op, "this op has no CUDA kernel");
 }
 

@@ -40,18 +40,14 @@ class CpuKernelContext {
 public:
   virtual ~CpuKernelContext() = default;
   /// A pointer to `v`'s contiguous elements (a splat constant gets an array
-  /// of its own); an error on the op when there is none.
-  virtual mlir::FailureOr<std::string> operand(mlir::Value v) = 0;
-  /// The pointers of `values`, in order; failure (the error is on the op)
-  /// if one has none.
-  mlir::FailureOr<std::vector<std::string>> operands(mlir::ValueRange values) {
+  /// of its own). Where there is none, the error is on the op and its
+  /// emission fails (as with the CUDA context's operands and scratch).
+  virtual std::string operand(mlir::Value v) = 0;
+  /// The pointers of `values`, in order.
+  std::vector<std::string> operands(mlir::ValueRange values) {
     std::vector<std::string> pointers;
-    for (mlir::Value v : values) {
-      mlir::FailureOr<std::string> pointer = operand(v);
-      if (mlir::failed(pointer))
-        return mlir::failure();
-      pointers.push_back(*pointer);
-    }
+    for (mlir::Value v : values)
+      pointers.push_back(operand(v));
     return pointers;
   }
   /// The pointer to result `i`.
@@ -81,7 +77,7 @@ public:
   /// A float pointer to `bytes` of the plan's CPU workspace, valid while
   /// the op runs. The op declares its need (CpuWorkspaceOpInterface, in
   /// its family's FAMILYOps.cpp); asking for more is an internal error.
-  virtual mlir::FailureOr<std::string> workspace(int64_t bytes) = 0;
+  virtual std::string workspace(int64_t bytes) = 0;
   /// The op's two operands and result as a GEMM (StepLayout.h), the
   /// operands read transposed as given; an error on the op if they cannot
   /// be one.
@@ -202,14 +198,13 @@ public:
   /// Where `v` lives as a TensorRef initializer ("{region, offset,
   /// elements}", runtime/cuda/Kernels.cuh), for device tables of tensors
   /// that one kernel walks (the kernel resolves it against its Regions
-  /// `r`); an error on the op when `v` is a constant, not in the plan.
-  mlir::FailureOr<std::string> tensorRef(mlir::Value v) {
-    return tensorRef(v, 0, -1);
-  }
+  /// `r`). Where `v` is a constant, not in the plan, the error is on the op
+  /// and its emission fails.
+  std::string tensorRef(mlir::Value v) { return tensorRef(v, 0, -1); }
   /// As tensorRef(v), for `count` elements of `v` from element `first`
   /// (count -1: to its end): ZeRO-1's updates walk a rank's parts.
-  virtual mlir::FailureOr<std::string> tensorRef(mlir::Value v, int64_t first,
-                                                 int64_t count) = 0;
+  virtual std::string tensorRef(mlir::Value v, int64_t first,
+                                int64_t count) = 0;
   /// Declares `__device__ const type name[] = {entries};` at file scope,
   /// before the op's kernels, and returns its name (unique in the file).
   virtual std::string deviceTable(llvm::StringRef type,

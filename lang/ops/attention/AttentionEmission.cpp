@@ -43,47 +43,37 @@ std::string geometryLiteral(const AttentionGeometry &g) {
 }
 
 /// The mask's pointer, or a typed null (the kernels deduce its type).
-FailureOr<std::string> cpuMask(Value mask, CpuKernelContext &context) {
-  if (mask)
-    return context.operand(mask);
-  return std::string("static_cast<const float *>(nullptr)");
+std::string cpuMask(Value mask, CpuKernelContext &context) {
+  return mask ? context.operand(mask) : "static_cast<const float *>(nullptr)";
 }
 
 LogicalResult emitForwardCpu(AttentionOp op, CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> operands =
+  std::vector<std::string> in =
       context.operands({op.getQuery(), op.getKey(), op.getValue()});
-  FailureOr<std::string> mask = cpuMask(op.getMask(), context);
-  FailureOr<std::string> workspace =
-      context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(operands) || failed(mask) || failed(workspace))
-    return failure();
+  std::string mask = cpuMask(op.getMask(), context),
+              workspace = context.workspace(op.getCpuWorkspaceBytes());
   return context.call(
       kCpuKernels,
       llvm::formatv(
           "attentionForward({0}, {1}, {2}, {3}, {4}, {5}, {6}, dropoutStep, "
           "{7})",
-          (*operands)[0], (*operands)[1], (*operands)[2], *mask,
-          context.result(0), context.result(1),
-          geometryLiteral(op.getGeometry()), *workspace));
+          in[0], in[1], in[2], mask, context.result(0), context.result(1),
+          geometryLiteral(op.getGeometry()), workspace));
 }
 
 LogicalResult emitBackwardCpu(AttentionGradOp op, CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> operands =
+  std::vector<std::string> in =
       context.operands({op.getQuery(), op.getKey(), op.getValue(),
                         op.getOutput(), op.getLogSumExp(), op.getGradOutput()});
-  FailureOr<std::string> mask = cpuMask(op.getMask(), context);
-  FailureOr<std::string> workspace =
-      context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(operands) || failed(mask) || failed(workspace))
-    return failure();
-  const std::vector<std::string> &in = *operands;
+  std::string mask = cpuMask(op.getMask(), context),
+              workspace = context.workspace(op.getCpuWorkspaceBytes());
   return context.call(
       kCpuKernels,
       llvm::formatv("attentionBackward({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                     "{8}, {9}, {10}, dropoutStep, {11})",
-                    in[0], in[1], in[2], in[3], in[4], in[5], *mask,
+                    in[0], in[1], in[2], in[3], in[4], in[5], mask,
                     context.result(0), context.result(1), context.result(2),
-                    geometryLiteral(op.getGeometry()), *workspace));
+                    geometryLiteral(op.getGeometry()), workspace));
 }
 
 /// The kernels' template bounds: the head-dimension bound and the tile of

@@ -41,12 +41,9 @@ template <typename Op>
 LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
   constexpr ConvKindNames kind = kindOf<Op>();
   ConvGeometry g = op.getConvGeometry();
-  FailureOr<std::string> first = context.operand(op->getOperand(0));
-  FailureOr<std::string> second = context.operand(op->getOperand(1));
-  FailureOr<std::string> workspace =
-      context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(first) || failed(second) || failed(workspace))
-    return failure();
+  std::string first = context.operand(op->getOperand(0)),
+              second = context.operand(op->getOperand(1)),
+              workspace = context.workspace(op.getCpuWorkspaceBytes());
   context.include("lang/ops/convolution/ConvolutionKernels.h");
   std::string shape = llvm::formatv(
       "{{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, "
@@ -73,7 +70,7 @@ LogicalResult emitConvolutionCpu(Op op, CpuKernelContext &context) {
                                 kind.site, op.getCpuWorkspaceBytes(), options)
                       .str());
   context.out() << llvm::formatv("  {0}.run({1}, {2}, {3}, {4});\n", site,
-                                 *first, *second, context.result(), *workspace);
+                                 first, second, context.result(), workspace);
   return success();
 }
 

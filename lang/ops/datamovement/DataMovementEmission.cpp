@@ -59,12 +59,10 @@ SmallVector<std::array<int64_t, 5>> concatParts(ConcatOp op) {
 
 template <typename Op>
 LogicalResult sliceCpu(Op op, CpuKernelContext &context) {
-  FailureOr<std::string> input = context.operand(op->getOperand(0));
-  if (failed(input))
-    return failure();
+  std::string input = context.operand(op->getOperand(0));
   return context.call(
       kCpuKernels,
-      llvm::formatv("sliceCopy({0}, {1}, {2}, {3}, {4})", *input,
+      llvm::formatv("sliceCopy({0}, {1}, {2}, {3}, {4})", input,
                     context.result(), elementBytes(op.getResult()),
                     listOf(op.getSliceGeometry()),
                     std::is_same_v<Op, SliceGradOp> ? "true" : "false"));
@@ -96,12 +94,10 @@ LogicalResult sliceCuda(Op op, CudaKernelContext &context) {
 }
 
 LogicalResult concatCpu(ConcatOp op, CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> inputs = context.operands(op.getInputs());
-  if (failed(inputs))
-    return failure();
+  auto inputs = context.operands(op.getInputs());
   context.include(kCpuKernels);
   for (auto [input, pointer, part] :
-       llvm::zip(op.getInputs(), *inputs, concatParts(op)))
+       llvm::zip(op.getInputs(), inputs, concatParts(op)))
     context.out() << llvm::formatv("  concatPart({0}, {1}, {2}, {3});\n",
                                    pointer, context.result(),
                                    elementBytes(input), listOf(part));

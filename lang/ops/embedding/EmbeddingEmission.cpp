@@ -34,13 +34,11 @@ template <typename Op>
 LogicalResult emitCpu(Op op, Value first, Value table, const char *kernel,
                       CpuKernelContext &context) {
   EmbeddingSizes s = sizesOf(op.getIndices(), table);
-  FailureOr<std::string> values = context.operand(first);
-  FailureOr<std::string> indices = context.operand(op.getIndices());
-  if (failed(values) || failed(indices))
-    return failure();
+  std::string values = context.operand(first),
+              indices = context.operand(op.getIndices());
   return context.call("lang/ops/embedding/EmbeddingKernels.h",
                       llvm::formatv("{0}({1}, {2}, {3}, {4}, {5}, {6})", kernel,
-                                    *values, *indices, s.count, s.rows, s.dim,
+                                    values, indices, s.count, s.rows, s.dim,
                                     context.result()));
 }
 

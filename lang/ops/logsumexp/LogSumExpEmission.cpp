@@ -19,12 +19,10 @@ namespace {
 
 LogicalResult emitLogSumExpCpu(LogSumExpOp op, CpuKernelContext &context) {
   auto [outer, n, inner] = op.getRowGeometry();
-  FailureOr<std::string> input = context.operand(op.getInput());
-  if (failed(input))
-    return failure();
+  std::string input = context.operand(op.getInput());
   return context.call("lang/ops/logsumexp/LogSumExpKernels.h",
-                      llvm::formatv("logSumExp({0}, {1}, {2}, {3}, {4})",
-                                    *input, context.result(), outer, n, inner));
+                      llvm::formatv("logSumExp({0}, {1}, {2}, {3}, {4})", input,
+                                    context.result(), outer, n, inner));
 }
 
 LogicalResult emitLogSumExpCuda(LogSumExpOp op, CudaKernelContext &context) {

@@ -51,12 +51,8 @@ LogicalResult emitLossCpu(Op op, CpuKernelContext &context) {
                                                           : "crossEntropyGrad";
   auto [rows, classes] = rowsOf(op.getLogits());
   std::string arguments;
-  for (Value v : op->getOperands()) {
-    FailureOr<std::string> pointer = context.operand(v);
-    if (failed(pointer))
-      return failure();
-    arguments += *pointer + ", ";
-  }
+  for (Value v : op->getOperands())
+    arguments += context.operand(v) + ", ";
   return context.call(kCpuKernels,
                       llvm::formatv("{0}({1}{2}, {3}, {4}, {5})", kernel,
                                     arguments, rows, classes, lossOptions(op),
@@ -81,9 +77,8 @@ template <typename Op> std::string classifierLossOptions(Op op) {
 }
 
 /// The pointer to an optional operand (the bias), or nullptr.
-FailureOr<std::string> optionalOperand(Value v, CpuKernelContext &context) {
-  return v ? context.operand(v)
-           : FailureOr<std::string>(std::string("nullptr"));
+std::string optionalOperand(Value v, CpuKernelContext &context) {
+  return v ? context.operand(v) : "nullptr";
 }
 
 /// "transposeWeight, ignoreIndex, smoothing", as the CPU kernels take them.
@@ -101,14 +96,10 @@ template <typename Op>
 LogicalResult emitClassifierCpu(Op op, CpuKernelContext &context,
                                 StringRef kernel, ValueRange operands,
                                 ArrayRef<std::string> results) {
-  FailureOr<std::vector<std::string>> in = context.operands(operands);
-  FailureOr<std::string> bias = optionalOperand(op.getBias(), context),
-                         workspace =
-                             context.workspace(op.getCpuWorkspaceBytes());
-  if (failed(in) || failed(bias) || failed(workspace))
-    return failure();
-  std::vector<std::string> arguments = *in;
-  arguments.insert(arguments.end(), {*bias, geometryLiteral(op.getGeometry()),
+  std::vector<std::string> arguments = context.operands(operands);
+  std::string bias = optionalOperand(op.getBias(), context),
+              workspace = context.workspace(op.getCpuWorkspaceBytes());
+  arguments.insert(arguments.end(), {bias, geometryLiteral(op.getGeometry()),
                                      classifierOptions(op)});
   arguments.insert(arguments.end(), results.begin(), results.end());
   context.include(kCpuKernels);
@@ -124,7 +115,7 @@ LogicalResult emitClassifierCpu(Op op, CpuKernelContext &context,
                           (op.getTransposeWeight() ? "true" : "false") +
                           (bf16 ? ", MatmulData::BF16" : ", MatmulData::F16"))
           : "nullptr");
-  arguments.push_back(*workspace);
+  arguments.push_back(workspace);
   context.out() << "  " << kernel << "(" << llvm::join(arguments, ", ")
                 << ");\n";
   return success();
@@ -514,12 +505,10 @@ LogicalResult emitCrossEntropyGradCuda(CrossEntropyGradOp op,
 }
 
 LogicalResult emitMseCpu(MseOp op, CpuKernelContext &context) {
-  FailureOr<std::string> a = context.operand(op.getLhs()),
-                         b = context.operand(op.getRhs());
-  if (failed(a) || failed(b))
-    return failure();
+  std::string a = context.operand(op.getLhs()),
+              b = context.operand(op.getRhs());
   return context.call(kCpuKernels,
-                      llvm::formatv("mse({0}, {1}, {2}, {3})", *a, *b,
+                      llvm::formatv("mse({0}, {1}, {2}, {3})", a, b,
                                     product(shapeOf(op.getLhs())),
                                     context.result()));
 }

@@ -49,13 +49,8 @@ template <typename Op> LogicalResult emitCpu(Op op, CpuKernelContext &context) {
   int64_t workspaceBytes =
       half ? llvm::cast<CpuWorkspaceOpInterface>(*op).getCpuWorkspaceBytes()
            : 0;
-  std::string workspace;
-  if (half) {
-    FailureOr<std::string> w = context.workspace(workspaceBytes);
-    if (failed(w))
-      return failure();
-    workspace = ", " + *w;
-  }
+  std::string workspace =
+      half ? ", " + context.workspace(workspaceBytes) : std::string();
   auto arguments = [&](int64_t rows) {
     return llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}{6}, {7}, {8}, {9}, "
                          "{10}{11}, {12}{13}",

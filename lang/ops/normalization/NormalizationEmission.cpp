@@ -76,26 +76,21 @@ LogicalResult emitNormalizationCpu(Op opOp, CpuKernelContext &context) {
   Operation *op = opOp;
   Normalization n = describe(llvm::cast<Op>(op));
   auto [rows, d] = verification::rowsAndDepth(n.input);
-  FailureOr<std::string> input = context.operand(n.input);
-  FailureOr<std::string> scale = context.operand(n.scale);
-  FailureOr<std::string> bias =
-      n.bias ? context.operand(n.bias)
-             : FailureOr<std::string>(std::string("nullptr"));
-  FailureOr<std::string> grad =
-      n.grad ? context.operand(n.grad) : FailureOr<std::string>(std::string());
-  if (failed(input) || failed(scale) || failed(bias) || failed(grad))
-    return failure();
+  std::string input = context.operand(n.input),
+              scale = context.operand(n.scale),
+              bias = n.bias ? context.operand(n.bias) : "nullptr",
+              grad = n.grad ? context.operand(n.grad) : "";
   context.include(kCpuKernels);
   std::string eps = floatLiteral(n.eps), rms = n.rms ? "true" : "false";
   if (!n.backward)
     context.out() << llvm::formatv(
-        "  layerNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n", *input,
-        *scale, *bias, context.result(), rows, d, eps, rms);
+        "  layerNorm({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7});\n", input, scale,
+        bias, context.result(), rows, d, eps, rms);
   else
     context.out() << llvm::formatv(
         "  layerNormGrad({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
         "{9});\n",
-        *grad, *input, *scale, context.result(0), context.result(1),
+        grad, input, scale, context.result(0), context.result(1),
         n.rms ? "nullptr" : context.result(2), rows, d, eps, rms);
   return success();
 }
@@ -184,17 +179,14 @@ std::vector<std::string> layoutAndEpsilon(Op op, const ChannelLayout &l) {
 /// The CPU call, with the channel block of the input's layout last.
 template <typename Op>
 LogicalResult emitBatchNormCpu(Op op, CpuKernelContext &context) {
-  FailureOr<std::vector<std::string>> args =
-      context.operands(op->getOperands());
-  if (failed(args))
-    return failure();
+  std::vector<std::string> args = context.operands(op->getOperands());
   context.include(kCpuKernels);
   for (unsigned r = 0; r < op->getNumResults(); ++r)
-    args->push_back(context.result(r));
-  llvm::append_range(*args, layoutAndEpsilon(op, channelLayout(op.getInput())));
-  args->push_back(channelBlock(op.getInput(), context));
+    args.push_back(context.result(r));
+  llvm::append_range(args, layoutAndEpsilon(op, channelLayout(op.getInput())));
+  args.push_back(channelBlock(op.getInput(), context));
   context.out() << "  " << batchNormKernel<Op>() << "("
-                << llvm::join(*args, ", ") << ");\n";
+                << llvm::join(args, ", ") << ");\n";
   return success();
 }
 

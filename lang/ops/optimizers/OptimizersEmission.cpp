@@ -82,20 +82,16 @@ std::string skipOf(Op op, const std::vector<std::string> &operands) {
 
 LogicalResult emitLrScheduleCpu(LrScheduleOp op, CpuKernelContext &context) {
   auto p = context.operands({op.getStep(), op.getTotalSteps()});
-  if (failed(p))
-    return failure();
   return context.call(
       kCpuKernels,
       llvm::formatv("*{0} = lrSchedule({1}, *{2}, *{3}, {4}, {5}, {6}, {7})",
-                    context.result(), boolean(op.getKind() == "cosine"),
-                    (*p)[0], (*p)[1], literal(op.getBaseLr()), op.getWarmup(),
+                    context.result(), boolean(op.getKind() == "cosine"), p[0],
+                    p[1], literal(op.getBaseLr()), op.getWarmup(),
                     op.getSteps(), literal(op.getMinLr())));
 }
 
 LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
   auto p = context.operands(op.getInputs());
-  if (failed(p))
-    return failure();
   SmallVector<std::string> sizes;
   for (Value v : op.getInputs())
     sizes.push_back(std::to_string(elements(v)));
@@ -116,15 +112,15 @@ LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
         "sizes, {3});\n    if (memory.exchange)\n      "
         "memory.exchange->sumOverRanks(&squares, 1);\n    "
         "*{4} = float(std::sqrt(squares));\n  }\n",
-        llvm::join(*p, ", "), llvm::join(sizes, ", "),
-        llvm::join(offsets, ", "), sizes.size(), context.result());
+        llvm::join(p, ", "), llvm::join(sizes, ", "), llvm::join(offsets, ", "),
+        sizes.size(), context.result());
     return success();
   }
   context.out() << llvm::formatv(
       "  {{\n    const float *const tensors[] = {{{0}};\n    static const "
       "int64_t sizes[] = {{{1}};\n    *{2} = globalNorm(tensors, sizes, "
       "{3});\n  }\n",
-      llvm::join(*p, ", "), llvm::join(sizes, ", "), context.result(),
+      llvm::join(p, ", "), llvm::join(sizes, ", "), context.result(),
       sizes.size());
   return success();
 }
@@ -132,59 +128,51 @@ LogicalResult emitGlobalNormCpu(GlobalNormOp op, CpuKernelContext &context) {
 LogicalResult emitLossScaleUpdateCpu(LossScaleUpdateOp op,
                                      CpuKernelContext &context) {
   auto p = context.operands({op.getNorm(), op.getScale(), op.getCount()});
-  if (failed(p))
-    return failure();
   return context.call(
       kCpuKernels,
       llvm::formatv(
           "lossScaleUpdate(*{0}, *{1}, *{2}, {3}, {4}, {5}, {6}, {7}, {8})",
-          (*p)[0], (*p)[1], (*p)[2], context.result(0), context.result(1),
+          p[0], p[1], p[2], context.result(0), context.result(1),
           context.result(2), literal(op.getGrowthFactor()),
           literal(op.getBackoffFactor()), op.getGrowthInterval()));
 }
 
 LogicalResult emitClipCoefficientCpu(ClipCoefficientOp op,
                                      CpuKernelContext &context) {
-  FailureOr<std::string> norm = context.operand(op.getNorm());
-  if (failed(norm))
-    return failure();
+  std::string norm = context.operand(op.getNorm());
   return context.call(
       kCpuKernels,
       llvm::formatv("*{0} = mnemo::optimizers::clipCoefficient(*{1}, {2})",
-                    context.result(), *norm, literal(op.getMaxNorm())));
+                    context.result(), norm, literal(op.getMaxNorm())));
 }
 
 LogicalResult emitSgdCpu(SgdUpdateOp op, CpuKernelContext &context) {
   // param, grad, momentum_buffer, lr, step and the optional skip.
   auto p = context.operands(op->getOperands());
-  if (failed(p))
-    return failure();
   context.include(kCpuKernels);
   if (std::optional<int64_t> at = shardedGradientOffset(op, op.getGrad())) {
     openShardPart(context, *at, elements(op.getParam()));
     context.out() << llvm::formatv(
         "    sgdUpdate(part.count, {0} + part.first, {1} + part.first, {2}, "
         "{0} + part.first, {2}, *{3}, *{4}, {5}, {6}, {7}, {8});\n  }\n",
-        (*p)[0], (*p)[1], shardState(0), (*p)[3], (*p)[4],
-        literal(op.getMomentum()), literal(op.getDampening()),
-        literal(op.getWeightDecay()), boolean(op.getNesterov()));
+        p[0], p[1], shardState(0), p[3], p[4], literal(op.getMomentum()),
+        literal(op.getDampening()), literal(op.getWeightDecay()),
+        boolean(op.getNesterov()));
     return success();
   }
   context.out() << llvm::formatv(
       "  sgdUpdate({0}, {1}, {2}, {3}, {4}, {5}, *{6}, *{7}, {8}, {9}, {10}, "
       "{11}, {12});\n",
-      elements(op.getParam()), (*p)[0], (*p)[1], (*p)[2], context.result(0),
-      context.result(1), (*p)[3], (*p)[4], literal(op.getMomentum()),
+      elements(op.getParam()), p[0], p[1], p[2], context.result(0),
+      context.result(1), p[3], p[4], literal(op.getMomentum()),
       literal(op.getDampening()), literal(op.getWeightDecay()),
-      boolean(op.getNesterov()), skipOf(op, *p));
+      boolean(op.getNesterov()), skipOf(op, p));
   return success();
 }
 
 LogicalResult emitAdamCpu(AdamUpdateOp op, CpuKernelContext &context) {
   // param, grad, exp_avg, exp_avg_sq, lr, step and the optional skip.
   auto p = context.operands(op->getOperands());
-  if (failed(p))
-    return failure();
   context.include(kCpuKernels);
   if (std::optional<int64_t> at = shardedGradientOffset(op, op.getGrad())) {
     // In place: the parameter's part, and the moments in this rank's
@@ -194,7 +182,7 @@ LogicalResult emitAdamCpu(AdamUpdateOp op, CpuKernelContext &context) {
         "    adamUpdate(part.count, {0} + part.first, {1} + part.first, {2}, "
         "{3}, {0} + part.first, {2}, {3}, *{4}, *{5}, {6}, {7}, {8}, {9}, "
         "{10});\n  }\n",
-        (*p)[0], (*p)[1], shardState(0), shardState(1), (*p)[4], (*p)[5],
+        p[0], p[1], shardState(0), shardState(1), p[4], p[5],
         literal(op.getBeta1()), literal(op.getBeta2()), literal(op.getEps()),
         literal(op.getWeightDecay()), boolean(op.getDecoupled()));
     return success();
@@ -202,10 +190,10 @@ LogicalResult emitAdamCpu(AdamUpdateOp op, CpuKernelContext &context) {
   context.out() << llvm::formatv(
       "  adamUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, *{8}, *{9}, {10}, "
       "{11}, {12}, {13}, {14}, {15});\n",
-      elements(op.getParam()), (*p)[0], (*p)[1], (*p)[2], (*p)[3],
-      context.result(0), context.result(1), context.result(2), (*p)[4], (*p)[5],
-      literal(op.getBeta1()), literal(op.getBeta2()), literal(op.getEps()),
-      literal(op.getWeightDecay()), boolean(op.getDecoupled()), skipOf(op, *p));
+      elements(op.getParam()), p[0], p[1], p[2], p[3], context.result(0),
+      context.result(1), context.result(2), p[4], p[5], literal(op.getBeta1()),
+      literal(op.getBeta2()), literal(op.getEps()),
+      literal(op.getWeightDecay()), boolean(op.getDecoupled()), skipOf(op, p));
   return success();
 }
 
@@ -222,8 +210,6 @@ LogicalResult emitAdam8bitCpu(Adam8bitUpdateOp op, CpuKernelContext &context) {
   // param, grad, the moments' codes and maxima, lr, step and the optional
   // skip.
   auto p = context.operands(op->getOperands());
-  if (failed(p))
-    return failure();
   auto bytes = [](const std::string &pointer) {
     return "reinterpret_cast<uint8_t *>(" + pointer + ")";
   };
@@ -232,12 +218,11 @@ LogicalResult emitAdam8bitCpu(Adam8bitUpdateOp op, CpuKernelContext &context) {
       llvm::formatv(
           "adam8bitUpdate({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
           "{10}, {11}, {12}, *{13}, *{14}, {15}, {16}, {17}, {18}, {19})",
-          elements(op.getParam()), op.getBlockSize(), (*p)[0], (*p)[1],
-          bytes((*p)[2]), (*p)[3], bytes((*p)[4]), (*p)[5], context.result(0),
-          bytes(context.result(1)), context.result(2), bytes(context.result(3)),
-          context.result(4), (*p)[6], (*p)[7], literal(op.getBeta1()),
-          literal(op.getBeta2()), literal(op.getEps()),
-          literal(op.getWeightDecay()), skipOf(op, *p)));
+          elements(op.getParam()), op.getBlockSize(), p[0], p[1], bytes(p[2]),
+          p[3], bytes(p[4]), p[5], context.result(0), bytes(context.result(1)),
+          context.result(2), bytes(context.result(3)), context.result(4), p[6],
+          p[7], literal(op.getBeta1()), literal(op.getBeta2()),
+          literal(op.getEps()), literal(op.getWeightDecay()), skipOf(op, p)));
 }
 
 //===----------------------------------------------------------------------===//
@@ -326,10 +311,7 @@ LogicalResult emitShardedGlobalNormCuda(GlobalNormOp op,
       runtime::ShardPart part = shards.part(r, *at, elements(v));
       if (part.count == 0)
         continue;
-      FailureOr<std::string> ref = context.tensorRef(v, part.first, part.count);
-      if (failed(ref))
-        return failure();
-      rows.entries.push_back(*ref);
+      rows.entries.push_back(context.tensorRef(v, part.first, part.count));
       count += part.count;
     }
     rows.endRank(count);
@@ -362,12 +344,8 @@ LogicalResult emitGlobalNormCuda(GlobalNormOp op, CudaKernelContext &context) {
   if (std::optional<Shards> shards = shardsOf(op))
     return emitShardedGlobalNormCuda(op, context, *shards);
   SmallVector<std::string> refs;
-  for (Value v : op.getInputs()) {
-    FailureOr<std::string> ref = context.tensorRef(v);
-    if (failed(ref))
-      return failure();
-    refs.push_back(*ref);
-  }
+  for (Value v : op.getInputs())
+    refs.push_back(context.tensorRef(v));
   int64_t blocks = op.getCudaBlocks();
   std::string partial = "f32(" + context.scratch(blocks * 4) + ")";
   std::string table = context.deviceTable("TensorRef", refs);
@@ -479,17 +457,12 @@ std::string skipAndClip(CudaKernelContext &context, Value skip, Value grad) {
 }
 
 /// The device table entries of `values` (a gradient as the launch reads
-/// it); failure if one is not in the plan.
-FailureOr<std::string> tableEntry(CudaKernelContext &context,
-                                  ArrayRef<Value> values,
-                                  ArrayRef<int64_t> ints) {
+/// it).
+std::string tableEntry(CudaKernelContext &context, ArrayRef<Value> values,
+                       ArrayRef<int64_t> ints) {
   SmallVector<std::string> fields;
-  for (Value v : values) {
-    FailureOr<std::string> ref = context.tensorRef(v);
-    if (failed(ref))
-      return failure();
-    fields.push_back(*ref);
-  }
+  for (Value v : values)
+    fields.push_back(context.tensorRef(v));
   for (int64_t i : ints)
     fields.push_back(std::to_string(i));
   return "{" + llvm::join(fields, ", ") + "}";
@@ -513,19 +486,18 @@ LogicalResult emitShardedAdamCuda(AdamUpdateOp op, CudaKernelContext &context,
       runtime::ShardPart part = shards.part(r, *at, elements(u.getParam()));
       if (part.count == 0)
         continue;
-      FailureOr<std::string> param =
-          context.tensorRef(u.getParam(), part.first, part.count);
-      FailureOr<std::string> grad = context.tensorRef(
-          context.foldedScale(u.getGrad()).value, part.first, part.count);
-      if (failed(param) || failed(grad))
-        return failure();
+      std::string param =
+                      context.tensorRef(u.getParam(), part.first, part.count),
+                  grad =
+                      context.tensorRef(context.foldedScale(u.getGrad()).value,
+                                        part.first, part.count);
       auto moment = [&](int t) {
         return "{" + state + ", " + std::to_string(part.state(t)) + ", " +
                std::to_string(part.count) + "}";
       };
       rows.entries.push_back(llvm::formatv("{{{0}, {1}, {2}, {3}, {0}, {2}, "
                                            "{3}, {4}}",
-                                           *param, *grad, moment(0), moment(1),
+                                           param, grad, moment(0), moment(1),
                                            first));
       first += part.count;
     }
@@ -556,15 +528,12 @@ LogicalResult emitAdamCuda(AdamUpdateOp op, CudaKernelContext &context) {
   int64_t first = 0;
   for (Operation *member : context.group()) {
     auto u = llvm::cast<AdamUpdateOp>(member);
-    FailureOr<std::string> entry =
+    entries.push_back(
         tableEntry(context,
                    {u.getParam(), context.foldedScale(u.getGrad()).value,
                     u.getExpAvg(), u.getExpAvgSq(), u.getNewParam(),
                     u.getNewExpAvg(), u.getNewExpAvgSq()},
-                   {first});
-    if (failed(entry))
-      return failure();
-    entries.push_back(*entry);
+                   {first}));
     first += elements(u.getParam());
   }
   std::string table = context.deviceTable("AdamTensor", entries);
@@ -595,17 +564,14 @@ LogicalResult emitAdam8bitCuda(Adam8bitUpdateOp op,
     if (!hasF32Parameter(u))
       return u.emitError("adamw8bit needs f32 parameters");
     int64_t n = elements(u.getParam());
-    FailureOr<std::string> entry = tableEntry(
+    entries.push_back(tableEntry(
         context,
         {u.getParam(), context.foldedScale(u.getGrad()).value,
          u.getExpAvgCodes(), u.getExpAvgAbsmax(), u.getExpAvgSqCodes(),
          u.getExpAvgSqAbsmax(), u.getNewParam(), u.getNewExpAvgCodes(),
          u.getNewExpAvgAbsmax(), u.getNewExpAvgSqCodes(),
          u.getNewExpAvgSqAbsmax()},
-        {n, firstBlock});
-    if (failed(entry))
-      return failure();
-    entries.push_back(*entry);
+        {n, firstBlock}));
     firstBlock += ceilDiv(n, op.getBlockSize());
   }
   // The kernel's shared memory holds one block's two moments.

@@ -30,24 +30,16 @@ constexpr bool isGrad =
 
 /// The operands after the shape, in the kernels' order: (x) for a forward,
 /// (dy, x) for max's gradient, (dy) for average's.
-template <typename Op, typename Operand>
-FailureOr<std::string> operandsOf(Op op, Operand operand) {
+template <typename Op, typename Context>
+std::string operandsOf(Op op, Context &context) {
   std::string list;
-  for (Value v : op->getOperands()) {
-    FailureOr<std::string> pointer = operand(v);
-    if (failed(pointer))
-      return failure();
-    list += *pointer + ", ";
-  }
+  for (Value v : op->getOperands())
+    list += context.operand(v) + ", ";
   return list;
 }
 
 template <typename Op>
 LogicalResult emitPoolCpu(Op op, CpuKernelContext &context) {
-  FailureOr<std::string> operands =
-      operandsOf(op, [&](Value v) { return context.operand(v); });
-  if (failed(operands))
-    return failure();
   const char *name = isMax<Op>    ? (isGrad<Op> ? "maxPool2dGrad" : "maxPool2d")
                      : isGrad<Op> ? "avgPool2dGrad"
                                   : "avgPool2d";
@@ -55,17 +47,15 @@ LogicalResult emitPoolCpu(Op op, CpuKernelContext &context) {
   context.out() << llvm::formatv(
       "  {\n    static const PoolShape pool = {{{0}};\n    {1}(pool, "
       "{2}{3});\n  }\n",
-      listOf(op.getPoolGeometry()), name, *operands, context.result());
+      listOf(op.getPoolGeometry()), name, operandsOf(op, context),
+      context.result());
   return success();
 }
 
 template <typename Op>
 LogicalResult emitPoolCuda(Op op, CudaKernelContext &context) {
   std::string type = context.elementType(op.getResult());
-  std::string operands =
-      *operandsOf(op, [&](Value v) -> FailureOr<std::string> {
-        return context.operand(v);
-      });
+  std::string operands = operandsOf(op, context);
   // Average pooling's gradient reads no input.
   if (isGrad<Op> && !isMax<Op>)
     operands += "(const " + type + " *)nullptr, ";

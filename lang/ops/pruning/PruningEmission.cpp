@@ -31,20 +31,16 @@ int methodNumber(PruneMasksOp p) {
 
 LogicalResult emitPruneMasksCpu(PruneMasksOp p, CpuKernelContext &context) {
   static const char *const methods[] = {"Magnitude", "Structured", "NM"};
-  FailureOr<std::string> step = context.operand(p.getStep());
-  if (failed(step))
-    return failure();
+  std::string step = context.operand(p.getStep());
   std::vector<std::string> targets, masks;
   for (auto [i, weight] : llvm::enumerate(p.getWeights())) {
-    FailureOr<std::string> w = context.operand(weight);
-    FailureOr<std::string> mask = context.operand(p.getMasks()[i]);
-    if (failed(w) || failed(mask))
-      return failure();
+    std::string w = context.operand(weight),
+                mask = context.operand(p.getMasks()[i]);
     Shape shape = shapeOf(weight);
     targets.push_back(llvm::formatv(
-        "{{{0}, reinterpret_cast<uint32_t *>({1}), {2}, {3}}", *w,
+        "{{{0}, reinterpret_cast<uint32_t *>({1}), {2}, {3}}", w,
         context.result(i), context.constantArray(shape), shape.size()));
-    masks.push_back("reinterpret_cast<const uint32_t *>(" + *mask + ")");
+    masks.push_back("reinterpret_cast<const uint32_t *>(" + mask + ")");
   }
   context.include("lang/ops/pruning/PruningKernels.h");
   context.out() << llvm::formatv(
@@ -59,26 +55,22 @@ LogicalResult emitPruneMasksCpu(PruneMasksOp p, CpuKernelContext &context) {
       doubleLiteral(p.getSparsity().convertToDouble()), p.getStart(),
       p.getEnd(), p.getEvery(), p.getNorm() == "l1" ? "true" : "false",
       p.getDim(), p.getN(), p.getM(), llvm::join(targets, ", "),
-      llvm::join(masks, ", "), context.result(p.getNewMasks().size()), *step,
+      llvm::join(masks, ", "), context.result(p.getNewMasks().size()), step,
       targets.size());
   return success();
 }
 
 LogicalResult emitApplyMaskCpu(ApplyMaskOp a, CpuKernelContext &context) {
-  FailureOr<std::string> input = context.operand(a.getInput());
-  FailureOr<std::string> mask = context.operand(a.getMask());
-  FailureOr<std::string> when =
-      a.getWhen() ? context.operand(a.getWhen())
-                  : FailureOr<std::string>(std::string("nullptr"));
-  if (failed(input) || failed(mask) || failed(when))
-    return failure();
+  std::string input = context.operand(a.getInput()),
+              mask = context.operand(a.getMask()),
+              when = a.getWhen() ? context.operand(a.getWhen()) : "nullptr";
   return context.call(
       "lang/ops/pruning/PruningKernels.h",
       llvm::formatv(
           "applyMask({0}, {1}, {2}, reinterpret_cast<const uint32_t *>({3}), "
           "{4}, {5})",
           product(shapeOf(a.getInput())), ctypeOf(a.getInput().getType()).bytes,
-          *input, *mask, context.result(), *when));
+          input, mask, context.result(), when));
 }
 
 LogicalResult emitPruneMasksCuda(PruneMasksOp p, CudaKernelContext &context) {
@@ -94,13 +86,11 @@ LogicalResult emitPruneMasksCuda(PruneMasksOp p, CudaKernelContext &context) {
         return context.error("structured pruning on the GPU takes at most "
                              "65536 slices");
     }
-    FailureOr<std::string> w = context.tensorRef(weight);
-    FailureOr<std::string> mask = context.tensorRef(p.getMasks()[i]);
-    FailureOr<std::string> out = context.tensorRef(p.getNewMasks()[i]);
-    if (failed(w) || failed(mask) || failed(out))
-      return failure();
-    targets.push_back(llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", *w, *mask,
-                                    *out, slices, inner));
+    std::string w = context.tensorRef(weight),
+                mask = context.tensorRef(p.getMasks()[i]),
+                out = context.tensorRef(p.getNewMasks()[i]);
+    targets.push_back(llvm::formatv("{{{0}, {1}, {2}, {3}, {4}}", w, mask, out,
+                                    slices, inner));
   }
   context.include("lang/ops/pruning/PruningKernels.cuh");
   std::string table = context.deviceTable("PruneRef", targets);

@@ -81,11 +81,9 @@ LogicalResult emitObserveMinMaxCpu(ObserveMinMaxOp o,
                                    CpuKernelContext &context) {
   auto operands =
       context.operands({o.getInput(), o.getMin(), o.getMax(), o.getStep()});
-  if (failed(operands))
-    return failure();
   context.include(kCpuKernels);
   context.out() << "  "
-                << observeCall(o, *operands, "*" + (*operands)[3],
+                << observeCall(o, operands, "*" + operands[3],
                                context.result(0), context.result(1))
                 << "\n";
   return success();
@@ -94,53 +92,41 @@ LogicalResult emitObserveMinMaxCpu(ObserveMinMaxOp o,
 template <typename Op>
 LogicalResult emitFakeQuantCpu(Op f, CpuKernelContext &context) {
   auto operands = context.operands(fakeQuantOperands(f));
-  if (failed(operands))
-    return failure();
   context.include(kCpuKernels);
-  context.out() << "  " << fakeQuantCall(f, *operands, context.result())
-                << "\n";
+  context.out() << "  " << fakeQuantCall(f, operands, context.result()) << "\n";
   return success();
 }
 
 LogicalResult emitQuantizeRowsCpu(QuantizeRowsOp q, CpuKernelContext &context) {
-  FailureOr<std::string> input = context.operand(q.getInput());
-  if (failed(input))
-    return failure();
+  std::string input = context.operand(q.getInput());
   auto [rows, k] = verification::rowsAndDepth(q.getInput());
   return context.call(
       kCpuKernels, llvm::formatv("quantizeRows({0}, {1}, {2}, {3}, {4}, {5})",
-                                 rows, k, *input, context.result(0),
+                                 rows, k, input, context.result(0),
                                  context.result(1), context.result(2)));
 }
 
 LogicalResult emitMatmulInt8Cpu(MatmulInt8Op m, CpuKernelContext &context) {
   auto operands = context.operands(m->getOperands());
-  if (failed(operands))
-    return failure();
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
-  return context.call(kCpuKernels,
-                      llvm::formatv("matmulInt8({0}, {1}, {2}, {3}, {4})", rows,
-                                    shapeOf(m.getRhs())[0], k,
-                                    llvm::join(*operands, ", "),
-                                    context.result()));
+  return context.call(
+      kCpuKernels, llvm::formatv("matmulInt8({0}, {1}, {2}, {3}, {4})", rows,
+                                 shapeOf(m.getRhs())[0], k,
+                                 llvm::join(operands, ", "), context.result()));
 }
 
 LogicalResult emitDequantizeCpu(DequantizeOp d, CpuKernelContext &context) {
   auto operands = context.operands(d->getOperands());
-  if (failed(operands))
-    return failure();
-  return context.call(kCpuKernels,
-                      llvm::formatv("dequantize({0}, {1}, {2}, {3}, {4})",
-                                    product(shapeOf(d.getResult())),
-                                    shapeOf(d.getScale())[0], d.getBits(),
-                                    llvm::join(*operands, ", "),
-                                    context.result()));
+  return context.call(
+      kCpuKernels,
+      llvm::formatv("dequantize({0}, {1}, {2}, {3}, {4})",
+                    product(shapeOf(d.getResult())), shapeOf(d.getScale())[0],
+                    d.getBits(), llvm::join(operands, ", "), context.result()));
 }
 
 /// The sparse products' CPU calls: a tile of output channels at a time
 /// decompressed into the workspace the op declares, then sgemm.
-FailureOr<std::string> sparseWorkspace(Operation *op,
-                                       CpuKernelContext &context) {
+std::string sparseWorkspace(Operation *op, CpuKernelContext &context) {
   return context.workspace(
       llvm::cast<CpuWorkspaceOpInterface>(op).getCpuWorkspaceBytes());
 }
@@ -155,32 +141,28 @@ std::pair<std::string, std::string> csrColumns(MatmulCsrOp m,
 LogicalResult emitMatmulSparse24Cpu(MatmulSparse24Op m,
                                     CpuKernelContext &context) {
   auto operands = context.operands(m->getOperands());
-  FailureOr<std::string> scratch = sparseWorkspace(m, context);
-  if (failed(operands) || failed(scratch))
-    return failure();
+  std::string scratch = sparseWorkspace(m, context);
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
   return context.call(
       kCpuKernels,
       llvm::formatv("matmulSparse24({0}, {1}, {2}, {3}, {4}, {5})", rows,
-                    shapeOf(m.getValues())[0], k, llvm::join(*operands, ", "),
-                    *scratch, context.result()));
+                    shapeOf(m.getValues())[0], k, llvm::join(operands, ", "),
+                    scratch, context.result()));
 }
 
 LogicalResult emitMatmulCsrCpu(MatmulCsrOp m, CpuKernelContext &context) {
   auto operands = context.operands(m->getOperands());
-  FailureOr<std::string> scratch = sparseWorkspace(m, context);
-  if (failed(operands) || failed(scratch))
-    return failure();
+  std::string scratch = sparseWorkspace(m, context);
   auto [rows, k] = verification::rowsAndDepth(m.getLhs());
-  auto [narrow, wide] = csrColumns(m, (*operands)[2]);
+  auto [narrow, wide] = csrColumns(m, operands[2]);
   return context.call(
       kCpuKernels,
       llvm::formatv(
           "matmulCsr({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, "
           "{10})",
           rows, shapeOf(m.getRowOffsets())[0] - 1, k, shapeOf(m.getValues())[0],
-          (*operands)[0], (*operands)[1], narrow, wide, (*operands)[3],
-          *scratch, context.result()));
+          operands[0], operands[1], narrow, wide, operands[3], scratch,
+          context.result()));
 }
 
 //===----------------------------------------------------------------------===//

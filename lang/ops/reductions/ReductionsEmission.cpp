@@ -40,18 +40,14 @@ template <typename Op> constexpr const char *cudaKind() {
 template <typename Op>
 LogicalResult emitReduceCpu(Op op, CpuKernelContext &context) {
   Shape in = shapeOf(op.getInput());
-  FailureOr<std::string> input = context.operand(op.getInput());
-  if (failed(input))
-    return failure();
+  std::string input = context.operand(op.getInput());
   std::string prefix;
   if constexpr (std::is_same_v<Op, MaxGradOp>) {
-    FailureOr<std::string> grad = context.operand(op.getGrad()),
-                           maximum = context.operand(op.getMaximum());
-    if (failed(grad) || failed(maximum))
-      return failure();
-    prefix = llvm::formatv("maxGrad({0}, {1}, {2}", *grad, *input, *maximum);
+    std::string grad = context.operand(op.getGrad()),
+                maximum = context.operand(op.getMaximum());
+    prefix = llvm::formatv("maxGrad({0}, {1}, {2}", grad, input, maximum);
   } else {
-    prefix = llvm::formatv("reduce({0}, {1}", cpuKind<Op>(), *input);
+    prefix = llvm::formatv("reduce({0}, {1}", cpuKind<Op>(), input);
   }
   return context.call(kCpuKernels,
                       llvm::formatv("{0}, {1}, {2}, {3}u, {4})", prefix,

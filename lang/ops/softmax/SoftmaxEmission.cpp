@@ -20,12 +20,10 @@ namespace {
 template <typename Op, bool Logarithm>
 LogicalResult emitSoftmaxCpu(Op op, CpuKernelContext &context) {
   auto [outer, n, inner] = op.getRowGeometry();
-  FailureOr<std::string> input = context.operand(op.getInput());
-  if (failed(input))
-    return failure();
+  std::string input = context.operand(op.getInput());
   return context.call(
       "lang/ops/softmax/SoftmaxKernels.h",
-      llvm::formatv("softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5})", *input,
+      llvm::formatv("softmaxAlongAxis({0}, {1}, {2}, {3}, {4}, {5})", input,
                     context.result(), outer, n, inner,
                     Logarithm ? "true" : "false"));
 }
