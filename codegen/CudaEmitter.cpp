@@ -235,12 +235,12 @@ private:
   /// A pointer for a host-side call (cuBLASLt, cuDNN, memset); GEMM
   /// operands may be strided views (their strides become transposes and
   /// leading dimensions).
-  std::string hostPointer(Value v, Operation *user, bool strided = false);
-  std::string P(Value v, Operation *user);
+  std::string hostPointer(Value v, bool strided = false);
+  /// A kernel's pointer to `v`, `elements` further on.
   std::string pointerAt(Value v, int64_t elements);
 
   // What an op family's emission model sees (CudaKernelContext).
-  std::string operand(Value v) override { return P(v, kernelOp); }
+  std::string operand(Value v) override { return pointerAt(v, 0); }
   std::string result(unsigned i) override {
     return layouts[kernelOp->getResult(i)].pointer;
   }
@@ -269,20 +269,18 @@ private:
     kernels << "  " << statement << "\n}\n\n";
     launch(blocks, 1, threads, index);
   }
-  std::string hostOperand(Value v) override { return hostPointer(v, kernelOp); }
+  std::string hostOperand(Value v) override { return hostPointer(v); }
   std::string hostScratch(int64_t bytes) override {
     scratch(bytes); // declared and counted as the kernels' scratch is
     return "W";
   }
   void gemm(const CudaGemm &g) override {
-    std::string A = !g.aAt.empty()
-                        ? g.aAt
-                        : hostPointer(g.a, kernelOp, g.stridedOperands),
-                B = !g.bAt.empty()
-                        ? g.bAt
-                        : hostPointer(g.b, kernelOp, g.stridedOperands),
-                C = !g.cAt.empty() ? g.cAt : hostPointer(g.c, kernelOp),
-                bias = g.bias ? hostPointer(g.bias, kernelOp) : "nullptr";
+    std::string A = !g.aAt.empty() ? g.aAt
+                                   : hostPointer(g.a, g.stridedOperands),
+                B = !g.bAt.empty() ? g.bAt
+                                   : hostPointer(g.b, g.stridedOperands),
+                C = !g.cAt.empty() ? g.cAt : hostPointer(g.c),
+                bias = g.bias ? hostPointer(g.bias) : "nullptr";
     body << "  {\n    static const GemmCall call = {" << gemmSites++ << ", "
          << (g.transposeA ? "true" : "false") << ", "
          << (g.transposeB ? "true" : "false") << ", " << g.m << ", " << g.n
@@ -304,9 +302,8 @@ private:
   }
   void convolution(const CudaConvolution &c) override {
     const ConvGeometry &g = c.geometry;
-    std::string first = hostPointer(c.first, kernelOp),
-                second = hostPointer(c.second, kernelOp),
-                out = hostPointer(c.result, kernelOp);
+    std::string first = hostPointer(c.first), second = hostPointer(c.second),
+                out = hostPointer(c.result);
     body << "  {\n    static const ConvCall call = {" << convSites++
          << ", ConvKind::" << c.kind << ", " << g.n << ", " << g.c << ", "
          << g.h << ", " << g.w << ", " << g.o << ", " << g.kh << ", " << g.kw
@@ -318,7 +315,7 @@ private:
   }
   void cudnnAttentionOrElse(const CudaAttention &a) override {
     auto pointer = [&](Value v) {
-      return v ? hostPointer(v, kernelOp) : std::string("nullptr");
+      return v ? hostPointer(v) : std::string("nullptr");
     };
     int site = attentionSites++;
     const attention::AttentionGeometry &g = a.geometry;
@@ -376,7 +373,7 @@ private:
   }
   void zero(Value v) override {
     auto type = llvm::cast<ShapedType>(v.getType());
-    body << "  L.zero(" << hostPointer(v, kernelOp) << ", "
+    body << "  L.zero(" << hostPointer(v) << ", "
          << type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8)
          << ");\n";
   }
@@ -431,26 +428,16 @@ void CudaStepEmitter::beginKernel(int maxThreads) {
           << ") " << KernelSet::kNameToken << "(const Regions r) {\n";
 }
 
-std::string CudaStepEmitter::hostPointer(Value v, Operation *user,
-                                         bool strided) {
+std::string CudaStepEmitter::hostPointer(Value v, bool strided) {
   Layout l = layouts.lookup(v);
   if (l.isSplat() || !l.region || (!strided && !l.isContiguous())) {
-    error(user, "a cuBLASLt or cuDNN operand must live in the plan (not a "
-                "constant or a strided view)");
+    error(kernelOp, "a cuBLASLt or cuDNN operand must live in the plan (not "
+                    "a constant or a strided view)");
     opFailed = true;
     return "nullptr";
   }
   return std::string(1, regionLetter(*l.region)) + " + " +
          std::to_string(l.offset);
-}
-
-std::string CudaStepEmitter::P(Value v, Operation *user) {
-  FailureOr<std::string> p = layouts.pointer(v, user);
-  if (failed(p)) {
-    opFailed = true;
-    return "nullptr";
-  }
-  return *p;
 }
 
 std::string CudaStepEmitter::pointerAt(Value v, int64_t elements) {

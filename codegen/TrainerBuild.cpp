@@ -24,6 +24,17 @@ std::string setting(const char *variable, const char *builtIn) {
   return builtIn;
 }
 
+bool writeFile(const llvm::Twine &path, llvm::StringRef contents,
+               std::string &error) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path.str(), ec);
+  if (ec)
+    return failWith(error,
+                    "cannot write '" + path.str() + "': " + ec.message());
+  os << contents;
+  return true;
+}
+
 } // namespace
 
 bool mnemo::runtimeHasCuda() {
@@ -48,23 +59,11 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
   llvm::sys::path::append(cudaFile, "model_cuda.cpp");
   llvm::sys::path::append(trainer, inference ? "infer" : "train");
   llvm::sys::path::append(logFile, "build.log");
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(modelFile, ec);
-    if (ec)
-      return {Status::UserError,
-              "cannot write '" + modelFile.str().str() + "': " + ec.message()};
-    os << source;
-  }
   bool cuda = runtimeHasCuda();
-  if (cuda) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(cudaFile, ec);
-    if (ec)
-      return {Status::UserError,
-              "cannot write '" + cudaFile.str().str() + "': " + ec.message()};
-    os << cudaSource;
-  }
+  std::string error;
+  if (!writeFile(modelFile, source, error) ||
+      (cuda && !writeFile(cudaFile, cudaSource, error)))
+    return {Status::UserError, error};
 
   std::string compiler = setting("CXX", "c++");
   auto program = llvm::sys::findProgramByName(compiler);
@@ -94,7 +93,6 @@ TrainerBuildResult mnemo::buildTrainer(llvm::StringRef directory,
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, logFile.str(),
                                                 logFile.str()};
-  std::string error;
   int status = llvm::sys::ExecuteAndWait(args[0], argRefs, std::nullopt,
                                          redirects, 0, 0, &error);
   if (status != 0) {
@@ -144,17 +142,6 @@ std::string projectCMake(llvm::StringRef modelName, bool inference) {
      << "include(${CMAKE_CURRENT_SOURCE_DIR}/runtime/MnemoProject.cmake)\n"
      << "mnemo_project(" << program << ")\n";
   return os.str();
-}
-
-bool writeFile(const llvm::Twine &path, llvm::StringRef contents,
-               std::string &error) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path.str(), ec);
-  if (ec)
-    return failWith(error,
-                    "cannot write '" + path.str() + "': " + ec.message());
-  os << contents;
-  return true;
 }
 
 } // namespace
