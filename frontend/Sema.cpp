@@ -785,47 +785,18 @@ Val Sema::binary(BinaryOp op, const Val &lhs, const Val &rhs, SMLoc loc,
                  Twine("'") + spell(op) + "' works on numbers, not tensors",
                  {whole});
 
+  if (lhs.isTensor() && rhs.isTensor() &&
+      typeOf(lhs.tensor).dtype != typeOf(rhs.tensor).dtype)
+    return error(loc,
+                 Twine("cannot ") + verb(op) + " " + typeOf(lhs.tensor).str() +
+                     " and " + typeOf(rhs.tensor).str() +
+                     ": element types differ (use cast)",
+                 {whole});
   // A number next to a tensor becomes a constant of the tensor's type.
-  auto materialize = [&](const Val &number, const TensorType &like,
-                         SMRange range) -> std::optional<int> {
-    if (!isFloat(like.dtype) && number.kind != Val::Kind::Int)
-      return error(range.Start,
-                   "cannot combine " + describe(number) +
-                       " with the integer tensor " + like.str(),
-                   {range});
-    return splat(number.number(), like, loc);
-  };
-  int a, b;
-  if (!lhs.isTensor()) {
-    auto c = materialize(lhs, typeOf(rhs.tensor), lhsRange);
-    if (!c)
-      return Val::error();
-    a = *c;
-    b = rhs.tensor;
-  } else if (!rhs.isTensor()) {
-    auto c = materialize(rhs, typeOf(lhs.tensor), rhsRange);
-    if (!c)
-      return Val::error();
-    a = lhs.tensor;
-    b = *c;
-  } else {
-    a = lhs.tensor;
-    b = rhs.tensor;
-    const TensorType &ta = typeOf(a), &tb = typeOf(b);
-    if (ta.dtype != tb.dtype)
-      return error(loc,
-                   Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
-                       tb.str() + ": element types differ (use cast)",
-                   {whole});
-    shape::ShapeResult r = shape::broadcast(ta.shape, tb.shape);
-    if (!r.ok())
-      return error(loc,
-                   Twine("cannot ") + verb(op) + " " + ta.str() + " and " +
-                       tb.str() + ": " + r.error,
-                   {whole});
-    a = broadcastTo(a, r.shape, loc);
-    b = broadcastTo(b, r.shape, loc);
-  }
+  auto pair = broadcastPair(lhs, rhs, loc, lhsRange, rhsRange, verb(op));
+  if (!pair)
+    return Val::error();
+  int a = pair->first, b = pair->second;
   if (typeOf(a).dtype == ElementType::I1)
     return error(loc, Twine("cannot ") + verb(op) + " boolean masks", {whole});
   TensorType result = typeOf(a);
