@@ -43,13 +43,6 @@ int64_t codegen::product(ArrayRef<int64_t> dims) {
   return n;
 }
 
-Shape codegen::rowMajorStrides(const Shape &shape) {
-  Shape strides(shape.size(), 1);
-  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
-  return strides;
-}
-
 CType codegen::ctypeOf(Type type) {
   if (auto shaped = llvm::dyn_cast<ShapedType>(type))
     type = shaped.getElementType();

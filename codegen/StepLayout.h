@@ -11,6 +11,7 @@
 #ifndef MNEMO_CODEGEN_STEPLAYOUT_H
 #define MNEMO_CODEGEN_STEPLAYOUT_H
 
+#include "lang/ShapeRules.h"
 #include "runtime/MemoryRegion.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,7 +30,7 @@ using Shape = std::vector<int64_t>;
 
 Shape shapeOf(mlir::Value v);
 int64_t product(llvm::ArrayRef<int64_t> dims);
-Shape rowMajorStrides(const Shape &shape);
+using shape::rowMajorStrides;
 /// A float literal that C++ and CUDA read back exactly.
 std::string floatLiteral(double value);
 std::string doubleLiteral(double value);

@@ -24,19 +24,9 @@ using namespace mnemo::sema;
 
 namespace {
 
+/// Elements of a shape (beyond kMaxElements: more than anything folds).
 int64_t elements(const shape::Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// Row-major strides of `shape`.
-std::vector<int64_t> strides(const shape::Shape &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
-    s[i] = s[i + 1] * shape[i + 1];
-  return s;
+  return shape::numElements(shape).value_or(INT64_MAX);
 }
 
 /// `value` as its element type holds it.
@@ -143,8 +133,8 @@ std::optional<std::vector<double>> mnemo::sema::foldConstant(
     // stretched.
     const shape::Shape &from = inTypes[0].shape;
     size_t lead = result.shape.size() - from.size();
-    std::vector<int64_t> fromStrides = strides(from);
-    std::vector<int64_t> outStrides = strides(result.shape);
+    std::vector<int64_t> fromStrides = shape::rowMajorStrides(from);
+    std::vector<int64_t> outStrides = shape::rowMajorStrides(result.shape);
     for (int64_t i = 0; i < n; ++i) {
       int64_t source = 0;
       for (size_t d = lead; d < result.shape.size(); ++d) {
@@ -161,8 +151,8 @@ std::optional<std::vector<double>> mnemo::sema::foldConstant(
     if (!perm || !std::holds_alternative<std::vector<int64_t>>(*perm))
       return std::nullopt;
     const auto &order = std::get<std::vector<int64_t>>(*perm);
-    std::vector<int64_t> fromStrides = strides(inTypes[0].shape);
-    std::vector<int64_t> outStrides = strides(result.shape);
+    std::vector<int64_t> fromStrides = shape::rowMajorStrides(inTypes[0].shape);
+    std::vector<int64_t> outStrides = shape::rowMajorStrides(result.shape);
     for (int64_t i = 0; i < n; ++i) {
       int64_t source = 0;
       for (size_t d = 0; d < result.shape.size(); ++d)

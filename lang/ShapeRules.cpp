@@ -18,6 +18,13 @@ std::string format(const Shape &shape) {
   return out + "]";
 }
 
+Shape rowMajorStrides(const Shape &shape) {
+  Shape strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
 std::optional<int64_t> numElements(const Shape &shape) {
   int64_t count = 1;
   for (int64_t d : shape) {

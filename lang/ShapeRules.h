@@ -45,6 +45,9 @@ std::string format(const Shape &shape);
 /// count exceeds kMaxElements.
 std::optional<int64_t> numElements(const Shape &shape);
 
+/// Row-major strides of `shape`, in elements.
+Shape rowMajorStrides(const Shape &shape);
+
 /// Maps a possibly negative axis into [0, rank); nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
