@@ -287,9 +287,7 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
                std::vector<NamedAttr> attrs, SMLoc loc) {
   // An op of constants is computed now (ConstantFolding.cpp): a table the
   // model builds from arange and numbers is baked into the program.
-  int64_t count = 1;
-  for (int64_t d : result.shape)
-    count *= d;
+  int64_t count = shape::numElements(result.shape).value_or(INT64_MAX);
   if (op != "constant" && op != "broadcast" && !operands.empty() &&
       count <= kMaxFoldedElements && llvm::all_of(operands, [&](int v) {
         return constantNodes.count(v) != 0;
