@@ -128,8 +128,10 @@ Val mnemo::sema::scanBuiltin(Sema &s, BoundArgs &a) {
     outputs[t] = current[0];
   }
 
-  // ys: the first state of each step, stacked along the axis.
-  const TensorType &first = s.typeOf(current[0]);
+  // ys: the first state of each step, stacked along the axis. A copy of its
+  // type: the reshapes below grow the value table a reference would point
+  // into.
+  TensorType first = s.typeOf(current[0]);
   if (*n > int64_t(first.shape.size()))
     return s.error(a.loc,
                    "cannot stack the outputs " + first.str() + " along axis " +

@@ -190,6 +190,8 @@ public:
   ErrorReported error(llvm::SMLoc loc, const llvm::Twine &message,
                       llvm::ArrayRef<llvm::SMRange> ranges = {});
 
+  /// A reference into the value table, valid until the next emit (which may
+  /// grow the table): copy a type that must outlive an emitted op.
   const TensorType &typeOf(int value) const { return graph.values[value]; }
   /// Appends op `op` to the graph and returns its result value; an op of
   /// constants becomes the constant it computes.
