@@ -273,24 +273,40 @@ std::optional<std::vector<double>> Sema::constantValues(int value) const {
       continue;
     if (const auto *elements = std::get_if<std::vector<double>>(&attr.value))
       return *elements;
-    if (const auto *splat = std::get_if<double>(&attr.value)) {
-      int64_t n = 1;
-      for (int64_t d : typeOf(value).shape)
-        n *= d;
-      return std::vector<double>(size_t(n), *splat);
-    }
+    if (const auto *splat = std::get_if<double>(&attr.value))
+      return std::vector<double>(
+          size_t(shape::numElements(typeOf(value).shape).value_or(0)), *splat);
   }
+  return std::nullopt;
+}
+
+std::optional<double> Sema::splatValue(int value) const {
+  auto it = constantNodes.find(value);
+  if (it == constantNodes.end())
+    return std::nullopt;
+  const Node &node = graph.nodes[it->second];
+  if (node.op == "broadcast")
+    return splatValue(node.operands[0]);
+  for (const NamedAttr &attr : node.attrs)
+    if (const auto *splat = std::get_if<double>(&attr.value);
+        splat && attr.name == "value")
+      return *splat;
   return std::nullopt;
 }
 
 int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
                std::vector<NamedAttr> attrs, SMLoc loc) {
   // An op of constants is computed now (ConstantFolding.cpp): a table the
-  // model builds from arange and numbers is baked into the program.
-  int64_t count = shape::numElements(result.shape).value_or(INT64_MAX);
+  // model builds from arange and numbers is baked into the program. A large
+  // constant stays an op, and so does an op of one (the sum of a splat
+  // would otherwise spell the splat out first).
+  auto small = [](const TensorType &type) {
+    return shape::numElements(type.shape).value_or(INT64_MAX) <=
+           kMaxFoldedElements;
+  };
   if (op != "constant" && op != "broadcast" && !operands.empty() &&
-      count <= kMaxFoldedElements && llvm::all_of(operands, [&](int v) {
-        return constantNodes.count(v) != 0;
+      small(result) && llvm::all_of(operands, [&](int v) {
+        return constantNodes.count(v) != 0 && small(typeOf(v));
       })) {
     std::vector<std::vector<double>> data;
     std::vector<TensorType> types;
@@ -317,7 +333,7 @@ int Sema::emit(llvm::StringRef op, std::vector<int> operands, TensorType result,
   node.checkpoint = checkpointBlock;
   if (node.op == "constant" ||
       (node.op == "broadcast" && constantNodes.count(node.operands[0]) &&
-       count <= kMaxFoldedElements))
+       small(graph.values[node.result])))
     constantNodes[node.result] = graph.nodes.size();
   graph.nodes.push_back(std::move(node));
   return graph.nodes.back().result;
@@ -824,7 +840,9 @@ Val Sema::integerDivision(BinaryOp op, int a, int b, SMLoc loc) {
   // A zero divisor: an error when it is a constant; in data, the kernels
   // must not trap (SIGFPE), so a zero divides as one and the quotient and
   // remainder are then 0 (PyTorch raises instead).
-  if (std::optional<std::vector<double>> divisor = constantValues(b)) {
+  std::optional<double> repeated = splatValue(b);
+  if (std::optional<std::vector<double>> divisor =
+          repeated ? std::vector<double>{*repeated} : constantValues(b)) {
     if (llvm::is_contained(*divisor, 0.0))
       return error(loc, "integer division by zero");
   } else {

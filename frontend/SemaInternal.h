@@ -266,8 +266,12 @@ public:
 
   int64_t nextDropoutSeed() { return dropoutSeeds++; }
 
-  /// The elements of a constant value (a splat expanded), or nullopt.
+  /// The elements of a constant value (a splat expanded: ask splatValue
+  /// first where the value may be large), or nullopt.
   std::optional<std::vector<double>> constantValues(int value) const;
+  /// The number a splat constant (or a broadcast of one) repeats, or
+  /// nullopt.
+  std::optional<double> splatValue(int value) const;
   /// Tables larger than this are computed by the step instead (as arange's
   /// limit).
   static constexpr int64_t kMaxFoldedElements = int64_t(1) << 20;
