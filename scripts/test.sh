@@ -40,7 +40,12 @@ run_ctest() {
   (cd "$MNEMO_BUILD" && ctest --output-on-failure "$@") >"$log" 2>&1
   local status=$?
   grep -E "tests passed|tests failed|\*\*\*Failed|mnemo-fuzz-[a-z]*:" "$log" | grep -v "^ *[0-9]*/[0-9]* Test" || true
-  [ "$status" -ne 0 ] && tail -n 60 "$log"
+  if [ "$status" -ne 0 ]; then
+    tail -n 60 "$log"
+    # A fuzzer's finding in one line (sanitizer, kind, place), last: where
+    # only the end of this output is shown, it still names the bug.
+    grep -E "SUMMARY: " "$log" | sed 's/^[0-9]*: //' | awk '!seen[$0]++'
+  fi
   local total fail
   total=$(grep -oE "tests failed out of [0-9]+" "$log" | grep -oE "[0-9]+$" || echo 0)
   fail=$(grep -oE "[0-9]+ tests failed out of" "$log" | grep -oE "^[0-9]+" || echo 0)
