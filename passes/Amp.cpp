@@ -107,6 +107,18 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       chosen = "f32";
     if (chosen == "fp16")
       chosen = "f16";
+    Policy policy;
+    if (settings)
+      if (auto keep = settings.getAs<ArrayAttr>("keep_f32"))
+        for (Attribute a : keep)
+          if (auto s = llvm::dyn_cast<StringAttr>(a))
+            policy.keepF32.push_back(s.getValue().str());
+    // Read in f32 too, where it changes nothing, so that a wrong path or a
+    // malformed policy is reported when it is given.
+    if (!policyFile.empty() && failed(readPolicy(policy))) {
+      model::markUserError(getOperation());
+      return signalPassFailure();
+    }
     if (chosen.empty() || chosen == "f32" || !forward)
       return;
     Type low;
@@ -115,19 +127,8 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     else if (chosen == "f16")
       low = Float16Type::get(&getContext());
     else {
-      module.emitError() << "--precision must be f32, bf16 or f16, not '"
-                         << chosen << "'";
-      model::markUserError(getOperation());
-      return signalPassFailure();
-    }
-
-    Policy policy;
-    if (settings)
-      if (auto keep = settings.getAs<ArrayAttr>("keep_f32"))
-        for (Attribute a : keep)
-          if (auto s = llvm::dyn_cast<StringAttr>(a))
-            policy.keepF32.push_back(s.getValue().str());
-    if (!policyFile.empty() && failed(readPolicy(policy))) {
+      optionError("--precision")
+          << "--precision must be f32, bf16 or f16, not '" << chosen << "'";
       model::markUserError(getOperation());
       return signalPassFailure();
     }
@@ -136,10 +137,16 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     convert(forward, policy, low);
   }
 
+  /// An error in a command-line option, not in the model file: it points
+  /// at the option (tools/driver prints it as the option's own error).
+  InFlightDiagnostic optionError(StringRef option) {
+    return emitError(NameLoc::get(StringAttr::get(&getContext(), option)));
+  }
+
   LogicalResult readPolicy(Policy &policy) {
     auto buffer = llvm::MemoryBuffer::getFile(policyFile);
     if (!buffer) {
-      getOperation().emitError()
+      optionError("--amp-policy")
           << "cannot read the mixed-precision policy '" << policyFile
           << "': " << buffer.getError().message();
       return failure();
@@ -150,7 +157,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
     if (!object) {
       if (!json)
         llvm::consumeError(json.takeError());
-      getOperation().emitError()
+      optionError("--amp-policy")
           << "the mixed-precision policy '" << policyFile
           << "' is not a JSON object of lists (low, f32, follow, keep_f32)";
       return failure();
@@ -167,7 +174,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       else if (key != "keep_f32")
         list = nullptr;
       if (!list) {
-        getOperation().emitError()
+        optionError("--amp-policy")
             << "the mixed-precision policy '" << policyFile << "': '"
             << key.str() << "' is not one of low, f32, follow, keep_f32 "
             << "with a list of names";
@@ -176,7 +183,7 @@ struct AmpPass : public mnemo::impl::AmpBase<AmpPass> {
       for (const llvm::json::Value &item : *list) {
         std::optional<StringRef> name = item.getAsString();
         if (!name) {
-          getOperation().emitError()
+          optionError("--amp-policy")
               << "the mixed-precision policy '" << policyFile << "': '"
               << key.str() << "' must list names";
           return failure();

@@ -177,8 +177,11 @@ void mnemo::reportFlagDiagnostics(mlir::MLIRContext &context,
         std::string given = flag.str();
         if (flag == "--memory-budget")
           given += "=" + memoryBudgetFlag();
-        llvm::errs() << tool << ": error: " << given << ": " << diag.str()
-                     << "\n";
+        std::string message = diag.str();
+        // "--precision must be ..." names its flag already.
+        if (!llvm::StringRef(message).starts_with(flag))
+          message = given + ": " + message;
+        llvm::errs() << tool << ": error: " << message << "\n";
         return mlir::success();
       });
 }

@@ -347,34 +347,57 @@ static LoweredModel runPipeline(mlir::MLIRContext &context, const Graph &graph,
   return lowerModel(context, graph, options, hooks);
 }
 
-/// -o and --memory-timeline write into an existing directory, as
-/// compilers do (a typo in a path must not create a tree), and never over
-/// the model file.
-static mlir::LogicalResult checkOutputPaths(Diagnostics &diags) {
-  auto check = [&](const std::string &option,
-                   const std::string &path) -> mlir::LogicalResult {
+/// -o, --memory-timeline and --remat-curve write into an existing
+/// directory, as compilers do (a typo in a path must not create a tree),
+/// each to a file of its own, and never over an input: the model file,
+/// an imported one, the AMP policy. `inputs`: what each is ("the model
+/// file"), and its path.
+static mlir::LogicalResult
+checkOutputPaths(const std::vector<std::pair<std::string, std::string>> &inputs,
+                 Diagnostics &diags) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (outputFile.getNumOccurrences())
+    outputs.emplace_back("-o", outputFile);
+  outputs.emplace_back("--memory-timeline", memoryTimeline);
+  outputs.emplace_back("--remat-curve", rematCurve);
+  auto absolute = [](llvm::StringRef path) {
+    llvm::SmallString<256> result(path);
+    llvm::sys::fs::make_absolute(result);
+    llvm::sys::path::remove_dots(result, /*remove_dot_dot=*/true);
+    return result;
+  };
+  // The same file: by name before it exists, by inode once it does (a
+  // link, or a name with other folders in it).
+  auto same = [&](llvm::StringRef a, llvm::StringRef b) {
+    return absolute(a) == absolute(b) || llvm::sys::fs::equivalent(a, b);
+  };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[option, path] = outputs[i];
     if (path.empty() || path == "-")
-      return mlir::success();
-    llvm::SmallString<256> absolute(path);
-    llvm::sys::fs::make_absolute(absolute);
-    llvm::StringRef parent = llvm::sys::path::parent_path(absolute);
+      continue;
+    llvm::SmallString<256> whole = absolute(path);
+    llvm::StringRef parent = llvm::sys::path::parent_path(whole);
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent)) {
       diags.error(option + " " + path + ": the directory '" +
                   llvm::sys::path::parent_path(path).str() +
                   "' does not exist");
       return mlir::failure();
     }
-    if (inputFile != "-" && llvm::sys::fs::exists(path) &&
-        llvm::sys::fs::equivalent(path, inputFile)) {
-      diags.error(option + " " + path +
-                  " is the model file; writing it would destroy it");
-      return mlir::failure();
-    }
-    return mlir::success();
-  };
-  if (outputFile.getNumOccurrences() && failed(check("-o", outputFile)))
-    return mlir::failure();
-  return check("--memory-timeline", memoryTimeline);
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].second.empty() && outputs[j].second != "-" &&
+          same(path, outputs[j].second)) {
+        diags.error(option + " " + path + " is also " + outputs[j].first +
+                    "'s file; each output needs a file of its own");
+        return mlir::failure();
+      }
+    for (const auto &[what, input] : inputs)
+      if (!input.empty() && input != "-" && same(path, input)) {
+        diags.error(option + " " + path + " is " + what +
+                    "; writing it would destroy it");
+        return mlir::failure();
+      }
+  }
+  return mlir::success();
 }
 
 /// --prune and --quantize: parsed as the directive they spell, from a
@@ -587,12 +610,19 @@ int main(int argc, char **argv) {
   if (!pipeline)
     return 1;
   pipeline->inference = mode == Mode::Inference;
-  if (failed(checkOutputPaths(diags)))
+  if (failed(checkOutputPaths({{"the model file", inputFile},
+                               {"the --amp-policy file", pipeline->ampPolicy}},
+                              diags)))
     return 1;
 
   std::unique_ptr<Program> program =
       loadProgramFile(inputFile, modelSearchPaths(), diags);
   if (!program || diags.hadError())
+    return 1;
+  std::vector<std::pair<std::string, std::string>> imports;
+  for (const auto &module : program->modules)
+    imports.emplace_back("a file the model imports", module->fileName);
+  if (failed(checkOutputPaths(imports, diags)))
     return 1;
   if (!wholeModelBits.empty() &&
       !addWholeModelQuantization(*program, options, wholeModelBits, sourceMgr,
