@@ -195,6 +195,12 @@ bool checkOutputs(const std::vector<NamedFile> &outputs,
                                    " is the file " + in.option +
                                    " reads; writing it would " +
                                    "destroy the input");
+    // The program's own file (Linux names it /proc/self/exe).
+    Identity self = identify("/proc/self/exe");
+    if (self.exists && sameFile(ids[i], self))
+      return failWith(error, files[i].option + " " + quoted(files[i].path) +
+                                 " is this program; writing it would "
+                                 "destroy it");
   }
   return true;
 }

@@ -10,8 +10,8 @@
 // - it is not a directory, nor anything but a regular file when it exists
 //   (a rename onto /dev/null would replace the device);
 // - no two outputs name the same file, and no output names an input (the
-//   training data, the checkpoint resumed from), by path or by identity
-//   (hard and symbolic links).
+//   training data, the checkpoint resumed from) or the program itself, by
+//   path or by identity (hard and symbolic links).
 //
 // Writes go through a temporary "<target>.tmp.<pid>" beside the target
 // (runtime/Safetensors.h); one left by a save that was killed is removed

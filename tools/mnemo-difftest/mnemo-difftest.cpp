@@ -29,6 +29,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <cmath>
+
 using namespace mlir;
 namespace cl = llvm::cl;
 
@@ -62,6 +64,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(argc, argv,
                               "mnemo-difftest: check passes by execution\n");
+  // A check that cannot fail is no check: no trials, or a tolerance that
+  // is negative, NaN or infinite (every comparison passes or none does).
+  if (trials == 0) {
+    llvm::errs() << "mnemo-difftest: error: --trials must be at least 1\n";
+    return 1;
+  }
+  for (auto [name, value] : {std::pair{"--rtol", relativeTolerance.getValue()},
+                             {"--atol", absoluteTolerance.getValue()}})
+    if (!(value >= 0 && std::isfinite(value))) {
+      llvm::errs() << "mnemo-difftest: error: " << name
+                   << " must be a finite number of at least 0\n";
+      return 1;
+    }
 
   DialectRegistry registry;
   registry.insert<mnemo::MnemoDialect, func::FuncDialect>();

@@ -28,6 +28,7 @@
 #include "runtime/Failure.h"
 #include "runtime/Idx.h"
 #include "runtime/Init.h"
+#include "runtime/OutputFiles.h"
 #include "runtime/Safetensors.h"
 #include "tools/driver/ModelDriver.h"
 
@@ -587,6 +588,35 @@ llvm::json::Object InterpretedRun::dumpConfig() const {
 
 } // namespace
 
+/// The options' values, checked before any work, as the trainer checks
+/// its own: a run of 0 steps, or a --dump that cannot be written (the
+/// files of writeDump), is an error now, not after the steps.
+static bool checkOptions() {
+  auto fail = [](const std::string &message) {
+    llvm::errs() << "mnemo-interp: error: " << message << "\n";
+    return false;
+  };
+  for (auto [option, value, least] :
+       {std::tuple<const char *, int64_t, int64_t>{"--steps", steps, 1},
+        {"--epochs", epochs, 0},
+        {"--limit", limit, 0}})
+    if (value < least)
+      return fail(std::string(option) + " needs a whole number of at least " +
+                  std::to_string(least) + ", not " + std::to_string(value));
+  if (!(ignoredTargets >= 0 && ignoredTargets <= 1))
+    return fail("--ignored-targets is a fraction from 0 to 1");
+  std::string error;
+  if (!dumpDir.empty() &&
+      !runtime::checkOutputs(
+          {},
+          {{{"--dump", dumpDir},
+            {"init.safetensors", "batches.safetensors", "final.safetensors",
+             "losses.safetensors", "config.json"}}},
+          {{"--data", dataDir}}, error))
+    return fail(error);
+  return true;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions({&category, &modelFlagsCategory()});
@@ -594,6 +624,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "mnemo-interp: train a model with the reference interpreter\n");
 
+  if (!checkOptions())
+    return 1;
   llvm::SourceMgr sourceMgr;
   Diagnostics diags(sourceMgr, llvm::errs());
   ElaborateOptions options;
