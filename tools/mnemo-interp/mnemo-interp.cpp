@@ -519,9 +519,7 @@ bool InterpretedRun::evaluateTestSet() {
 /// on the last batch.
 bool InterpretedRun::writeDump() {
   if (dumpDir.empty())
-    return true;
-  if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
-    return reportError("cannot create '" + dumpDir + "': " + ec.message());
+    return true; // checkOptions created the directory
   runtime::SafetensorsFile finalFile, lossesFile;
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].role == ArgumentRole::Param ||
@@ -605,9 +603,14 @@ static bool checkOptions() {
                   std::to_string(least) + ", not " + std::to_string(value));
   if (!(ignoredTargets >= 0 && ignoredTargets <= 1))
     return fail("--ignored-targets is a fraction from 0 to 1");
+  if (dumpDir.empty())
+    return true;
+  // --dump creates its directory, parents included.
+  if (!llvm::sys::fs::exists(dumpDir))
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
+      return fail("cannot create '" + dumpDir + "': " + ec.message());
   std::string error;
-  if (!dumpDir.empty() &&
-      !runtime::checkOutputs(
+  if (!runtime::checkOutputs(
           {},
           {{{"--dump", dumpDir},
             {"init.safetensors", "batches.safetensors", "final.safetensors",
