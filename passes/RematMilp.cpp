@@ -516,9 +516,10 @@ bool mnemo::solveRematMilp(const RematProblem &p, double timeLimitSeconds,
       if (p.values[v].candidate)
         start.push_back(greedy.recompute[v] ? 1.0 : 0.0);
   // Past CBC's own limit, a margin for loading the program and for CBC to
-  // stop at its next check.
+  // stop at its next check. At most a day (mnemoc's bound; the pass option
+  // may say more): the deadline's nanoseconds must fit an int64.
   double secondsLeft =
-      timeLimitSeconds -
+      std::min(timeLimitSeconds, 86400.0) -
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
   auto deadline =

@@ -202,10 +202,10 @@ std::optional<PipelineOptions> mnemo::readPipelineFlags(llvm::StringRef tool) {
     return std::nullopt;
   }
   options.budgetDevice = budgetDevice;
-  if (!(rematTimeLimit > 0)) {
+  if (!(rematTimeLimit > 0 && rematTimeLimit <= 86400)) {
     llvm::errs() << tool
                  << ": error: --remat-time-limit must be a positive "
-                    "number of seconds\n";
+                    "number of seconds, at most 86400 (a day)\n";
     return std::nullopt;
   }
   options.rematTimeLimit = rematTimeLimit;
