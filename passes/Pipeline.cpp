@@ -96,86 +96,15 @@ namespace {
 /// `mnemo-default{transient-gradients=true memory-budget=1000000}`.
 struct DefaultPipelineTextOptions
     : mlir::PassPipelineOptions<DefaultPipelineTextOptions> {
-  Option<bool> transientGradients{
-      *this, "transient-gradients",
-      llvm::cl::desc("Plan parameter gradients in the arena"),
-      llvm::cl::init(false)};
-  Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("bf16, f16 or f32 (default: the "
-                                               "train section's)")};
-  Option<std::string> ampPolicy{
-      *this, "amp-policy",
-      llvm::cl::desc("A JSON file that overrides the mixed-precision policy")};
-  Option<int64_t> memoryBudget{
-      *this, "memory-budget",
-      llvm::cl::desc("Bytes the planned peak may use (0: the train section's)"),
-      llvm::cl::init(0)};
-  Option<std::string> budgetDevice{
-      *this, "device",
-      llvm::cl::desc("cpu or cuda: whose memory the budget "
-                     "counts"),
-      llvm::cl::init("cpu")};
-  Option<std::string> remat{*this, "remat",
-                            llvm::cl::desc("none, all, sqrt, auto or optimal"),
-                            llvm::cl::init("auto")};
-  Option<double> rematTimeLimit{
-      *this, "remat-time-limit",
-      llvm::cl::desc("Seconds the MILP of --remat=optimal may search"),
-      llvm::cl::init(60)};
-  Option<bool> fuseAttention{
-      *this, "fuse-attention",
-      llvm::cl::desc("Rewrite written-out attention to the fused op"),
-      llvm::cl::init(true)};
-  Option<bool> fuseLinearCrossEntropy{
-      *this, "fuse-linear-cross-entropy",
-      llvm::cl::desc("Fuse cross_entropy of a classifier's product"),
-      llvm::cl::init(true)};
-  Option<bool> fuseClassifierGradient{
-      *this, "fuse-classifier-gradient",
-      llvm::cl::desc("Compute the fused classifier loss's gradient with "
-                     "the loss"),
-      llvm::cl::init(true)};
-  Option<bool> recomputeCheap{
-      *this, "recompute-cheap",
-      llvm::cl::desc("Recompute cheap ops' results in the backward when "
-                     "their operands are kept anyway"),
-      llvm::cl::init(true)};
-  Option<int64_t> worldSize{
-      *this, "world-size",
-      llvm::cl::desc("Ranks of a data-parallel run (gradients summed over "
-                     "them; 0: not data-parallel)"),
-      llvm::cl::init(0)};
-  Option<int64_t> gradientBucketBytes{
-      *this, "bucket-bytes",
-      llvm::cl::desc("Gradient bytes per sum over the ranks"),
-      llvm::cl::init(4 << 20)};
-  Option<bool> shardOptimizer{
-      *this, "shard-optimizer",
-      llvm::cl::desc("ZeRO-1: each rank keeps 1/world-size of the optimizer "
-                     "state"),
-      llvm::cl::init(false)};
-  Option<bool> inference{
-      *this, "inference",
-      llvm::cl::desc("The inference program: @eval_step alone, compressed"),
-      llvm::cl::init(false)};
+#define PIPELINE_OPTION(Type, field, name, initial, help)                      \
+  Option<Type> field{*this, name, llvm::cl::desc(help),                        \
+                     llvm::cl::init(Type(initial))};
+#include "passes/PipelineOptions.def"
 
   mnemo::PipelineOptions options() const {
     mnemo::PipelineOptions o;
-    o.transientGradients = transientGradients;
-    o.precision = precision;
-    o.ampPolicy = ampPolicy;
-    o.memoryBudget = memoryBudget;
-    o.budgetDevice = budgetDevice;
-    o.remat = remat;
-    o.rematTimeLimit = rematTimeLimit;
-    o.inference = inference;
-    o.fuseAttention = fuseAttention;
-    o.fuseLinearCrossEntropy = fuseLinearCrossEntropy;
-    o.fuseClassifierGradient = fuseClassifierGradient;
-    o.recomputeCheap = recomputeCheap;
-    o.worldSize = worldSize;
-    o.gradientBucketBytes = gradientBucketBytes;
-    o.shardOptimizer = shardOptimizer;
+#define PIPELINE_OPTION(Type, field, name, initial, help) o.field = field;
+#include "passes/PipelineOptions.def"
     return o;
   }
 };

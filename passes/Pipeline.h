@@ -12,6 +12,7 @@
 #ifndef MNEMO_PASSES_PIPELINE_H
 #define MNEMO_PASSES_PIPELINE_H
 
+#include <cstdint>
 #include <string>
 
 namespace mlir {
@@ -20,46 +21,10 @@ class OpPassManager;
 
 namespace mnemo {
 
+/// Which passes run and how (PipelineOptions.def lists the fields).
 struct PipelineOptions {
-  /// Plan parameter gradients in the arena rather than in a persistent
-  /// region of their own (less memory; nothing can read them after the step).
-  bool transientGradients = false;
-  /// Rewrite written-out attention to mnemo.attention (fuse-attention).
-  bool fuseAttention = true;
-  /// Fuse cross_entropy(h @ W^T) into mnemo.linear_cross_entropy
-  /// (fuse-linear-cross-entropy).
-  bool fuseLinearCrossEntropy = true;
-  /// Compute the training step's linear_cross_entropy gradient with the
-  /// loss, in one pass over each chunk's logits (fuse-classifier-gradient).
-  bool fuseClassifierGradient = true;
-  /// Recompute in the backward what an elementwise or normalization op
-  /// computes from values the backward keeps anyway (remat's
-  /// recompute-cheap).
-  bool recomputeCheap = true;
-  /// bf16, f16 or f32; empty: the train section's precision.
-  std::string precision;
-  /// A JSON file that overrides the mixed-precision policy.
-  std::string ampPolicy;
-  /// Bytes the planned peak may use; 0: the train section's memory_budget.
-  int64_t memoryBudget = 0;
-  /// The device whose memory the budget and the report's peak count: "cpu"
-  /// or "cuda" (with the CUDA workspace and the executor's buffers).
-  std::string budgetDevice = "cpu";
-  /// Rematerialization strategy (none, all, sqrt, auto, optimal).
-  std::string remat = "auto";
-  /// Seconds --remat=optimal's MILP solver may search.
-  double rematTimeLimit = 60;
-  /// mnemoc --mode=inference: @eval_step alone, with compressed weights.
-  bool inference = false;
-  /// Data parallelism: the ranks the plan is for (mnemoc --world-size; 0: a
-  /// plan for one process that sums nothing, 1: the data-parallel plan on
-  /// one rank, which runs the collectives' path), and the gradient bytes
-  /// each of their sums collects (plan-gradient-exchange).
-  int64_t worldSize = 0;
-  int64_t gradientBucketBytes = 4 << 20;
-  /// ZeRO-1: each rank keeps 1/worldSize of the optimizer state
-  /// (mnemoc --shard-optimizer).
-  bool shardOptimizer = false;
+#define PIPELINE_OPTION(Type, field, name, initial, help) Type field = initial;
+#include "passes/PipelineOptions.def"
 };
 
 /// Adds the default pipeline that `mnemoc --emit=mlir` runs on a module
