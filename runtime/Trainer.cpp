@@ -717,17 +717,23 @@ void TrainingRun::decideLength() {
   totalSteps = options.steps;
   if (!totalSteps) {
     int64_t epochs = options.epochs ? options.epochs : setting("epochs");
-    totalSteps = !epochs && setting("steps")
-                     ? setting("steps")
-                     : std::max<int64_t>(1, epochs) * perEpoch;
+    if (!epochs && setting("steps")) {
+      totalSteps = setting("steps");
+    } else {
+      epochs = std::max<int64_t>(1, epochs);
+      if (epochs > INT64_MAX / std::max<int64_t>(1, perEpoch))
+        fail(std::to_string(epochs) + " epochs of " + std::to_string(perEpoch) +
+             " steps do not fit the step counter (at most 2^63 - 1 steps)");
+      totalSteps = epochs * perEpoch;
+    }
   }
   if (!options.resume.empty() && !options.steps && !options.epochs &&
       position.totalSteps > 0)
     totalSteps = position.totalSteps; // the interrupted run's length
   firstStep = position.step + 1;
   lastStep = totalSteps;
-  if (options.stopAfter)
-    lastStep = std::min(lastStep, position.step + options.stopAfter);
+  if (options.stopAfter && options.stopAfter < lastStep - position.step)
+    lastStep = position.step + options.stopAfter;
   if (firstStep > totalSteps)
     fail("the checkpoint is at step " + std::to_string(position.step) +
          ", past this run's " + std::to_string(totalSteps) + " steps");
