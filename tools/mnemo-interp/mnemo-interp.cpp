@@ -338,6 +338,10 @@ bool InterpretedRun::prepareBatches() {
     return reportError(llvm::Twine(train.count()) +
                        " examples do not fill one batch of " +
                        llvm::Twine(batchSize));
+  if (epochs > INT64_MAX / stepsPerEpoch())
+    return reportError(llvm::Twine(epochs) + " epochs of " +
+                       llvm::Twine(stepsPerEpoch()) +
+                       " steps do not fit the step counter");
   if (epochs > 0)
     totalSteps = stepsPerEpoch() * epochs;
   return true;
