@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -150,21 +151,25 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   }
   if (!withState)
     return true;
-  auto number = [&](const char *key, int64_t &value) {
+  // At most `most`: the step after the checkpoint's must be countable,
+  // and thread and rank counts are ints.
+  auto number = [&](const char *key, int64_t &value,
+                    int64_t most = INT64_MAX - 1) {
     auto entry = file.metadata.find(key);
     if (entry == file.metadata.end())
       return false;
     char *end = nullptr;
     errno = 0;
     long long v = std::strtoll(entry->second.c_str(), &end, 10);
-    if (errno || !end || *end || entry->second.empty() || v < 0)
+    if (errno || !end || *end || entry->second.empty() || v < 0 || v > most)
       return false;
     value = v;
     return true;
   };
   int64_t done = 0, total = 0, seed = 0, threads = 0;
   if (!number("step", done) || !number("total_steps", total) ||
-      !number("seed", seed) || !number("threads", threads))
+      !number("seed", seed, INT64_MAX) ||
+      !number("threads", threads, INT32_MAX))
     return failWith(error,
                     "'" + path +
                         "' has a damaged run position (step, total_steps, "
@@ -178,7 +183,7 @@ bool readCheckpoint(const std::string &path, const ModelInfo &model,
   bool hasBatch = file.metadata.count("global_batch") != 0;
   bool hasRanks = file.metadata.count("ranks") != 0;
   if ((hasBatch && !number("global_batch", globalBatch)) ||
-      (hasRanks && !number("ranks", ranks)))
+      (hasRanks && !number("ranks", ranks, INT32_MAX)))
     return failWith(
         error, "'" + path +
                    "' has a damaged run position (global_batch, ranks) in its "

@@ -10,6 +10,8 @@ Usage: make_bad_files.py KIND OUT [IN]
                              negative element in a second moment
   transposed, rank3          IN (an export) with fc1.weight stored
                              transposed [784,512], or as [512,784,1]
+  last-step                  IN (a checkpoint) at step 2^63 - 1, after
+                             which no step can be counted
   idx-labels-200             an IDX labels file whose first label is 200
 """
 import gzip
@@ -60,9 +62,11 @@ def main():
             name = names[0]
             entry = json.dumps({name: entries[name]})[1:-1]
             write_raw(out, "{" + entry + ", " + text[1:], data)
-    elif kind in ("nan", "negative", "transposed", "rank3"):
+    elif kind in ("nan", "negative", "transposed", "rank3", "last-step"):
         tensors, meta = safetensors_numpy.load(src)
-        if kind == "nan":
+        if kind == "last-step":
+            meta["step"] = str(2**63 - 1)
+        elif kind == "nan":
             name = next(k for k in tensors if k.endswith("weight"))
             tensors[name] = tensors[name].copy()
             tensors[name].flat[7] = np.nan
