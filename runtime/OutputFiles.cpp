@@ -183,6 +183,8 @@ bool checkOutputs(const std::vector<NamedFile> &outputs,
   std::vector<Identity> ids;
   for (const NamedFile &f : files)
     ids.push_back(identify(f.path));
+  // The program's own file (Linux names it /proc/self/exe).
+  Identity self = identify("/proc/self/exe");
   for (size_t i = 0; i < files.size(); ++i) {
     for (size_t j = 0; j < i; ++j)
       if (sameFile(ids[i], ids[j]))
@@ -195,14 +197,16 @@ bool checkOutputs(const std::vector<NamedFile> &outputs,
                                    " is the file " + in.option +
                                    " reads; writing it would " +
                                    "destroy the input");
-    // The program's own file (Linux names it /proc/self/exe).
-    Identity self = identify("/proc/self/exe");
     if (self.exists && sameFile(ids[i], self))
       return failWith(error, files[i].option + " " + quoted(files[i].path) +
                                  " is this program; writing it would "
                                  "destroy it");
   }
   return true;
+}
+
+bool namesSameFile(const std::string &a, const std::string &b) {
+  return sameFile(identify(a), identify(b));
 }
 
 std::vector<std::string> removeStaleTemporaries(const std::string &path) {

@@ -49,6 +49,10 @@ bool checkOutputs(const std::vector<NamedFile> &outputs,
                   const std::vector<OutputDirectory> &directories,
                   const std::vector<NamedFile> &inputs, std::string &error);
 
+/// Whether `a` and `b` name one file: by identity where both exist (hard
+/// and symbolic links), else by their canonical paths.
+bool namesSameFile(const std::string &a, const std::string &b);
+
 /// Removes the temporary files "<path>.tmp.<pid>" that a killed write to
 /// `path` left, where process <pid> no longer exists; returns what it
 /// removed.

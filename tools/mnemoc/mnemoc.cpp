@@ -28,6 +28,7 @@
 #include "passes/MemoryTimeline.h"
 #include "passes/Pipeline.h"
 #include "passes/PlanExport.h"
+#include "runtime/OutputFiles.h"
 #include "tools/driver/ModelDriver.h"
 #include <optional>
 #include <set>
@@ -350,8 +351,9 @@ static LoweredModel runPipeline(mlir::MLIRContext &context, const Graph &graph,
 /// -o, --memory-timeline and --remat-curve write into an existing
 /// directory, as compilers do (a typo in a path must not create a tree),
 /// each to a file of its own, and never over an input: the model file,
-/// an imported one, the AMP policy. `inputs`: what each is ("the model
-/// file"), and its path.
+/// an imported one, the AMP policy (compared as the trainer compares its
+/// outputs, links included). `inputs`: what each is ("the model file"),
+/// and its path.
 static mlir::LogicalResult
 checkOutputPaths(const std::vector<std::pair<std::string, std::string>> &inputs,
                  Diagnostics &diags) {
@@ -360,22 +362,12 @@ checkOutputPaths(const std::vector<std::pair<std::string, std::string>> &inputs,
     outputs.emplace_back("-o", outputFile);
   outputs.emplace_back("--memory-timeline", memoryTimeline);
   outputs.emplace_back("--remat-curve", rematCurve);
-  auto absolute = [](llvm::StringRef path) {
-    llvm::SmallString<256> result(path);
-    llvm::sys::fs::make_absolute(result);
-    llvm::sys::path::remove_dots(result, /*remove_dot_dot=*/true);
-    return result;
-  };
-  // The same file: by name before it exists, by inode once it does (a
-  // link, or a name with other folders in it).
-  auto same = [&](llvm::StringRef a, llvm::StringRef b) {
-    return absolute(a) == absolute(b) || llvm::sys::fs::equivalent(a, b);
-  };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto &[option, path] = outputs[i];
     if (path.empty() || path == "-")
       continue;
-    llvm::SmallString<256> whole = absolute(path);
+    llvm::SmallString<256> whole(path);
+    llvm::sys::fs::make_absolute(whole);
     llvm::StringRef parent = llvm::sys::path::parent_path(whole);
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent)) {
       diags.error(option + " " + path + ": the directory '" +
@@ -385,13 +377,14 @@ checkOutputPaths(const std::vector<std::pair<std::string, std::string>> &inputs,
     }
     for (size_t j = 0; j < i; ++j)
       if (!outputs[j].second.empty() && outputs[j].second != "-" &&
-          same(path, outputs[j].second)) {
+          runtime::namesSameFile(path, outputs[j].second)) {
         diags.error(option + " " + path + " is also " + outputs[j].first +
                     "'s file; each output needs a file of its own");
         return mlir::failure();
       }
     for (const auto &[what, input] : inputs)
-      if (!input.empty() && input != "-" && same(path, input)) {
+      if (!input.empty() && input != "-" &&
+          runtime::namesSameFile(path, input)) {
         diags.error(option + " " + path + " is " + what +
                     "; writing it would destroy it");
         return mlir::failure();
