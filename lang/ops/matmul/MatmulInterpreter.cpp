@@ -1,13 +1,15 @@
 //===- MatmulInterpreter.cpp - Matrix products in the interpreter ---------===//
 //
 // The interpreter's model of matmul and batch_matmul: the textbook triple
-// loop in double over each matrix of the batch, reading the transposed
-// operands by index, with none of the kernels' blocking or BLAS.
+// loop in double over each matrix of the batch, with none of the kernels'
+// blocking or BLAS.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lang/MnemoOps.h"
 #include "lang/interpreter/OpContext.h"
+
+#include <vector>
 
 using namespace mlir;
 using namespace mnemo;
@@ -33,17 +35,33 @@ LogicalResult interpretProduct(Op op, OpContext &context) {
   int64_t batches = 1;
   for (int64_t d = 0; d + 2 < ar; ++d)
     batches *= a.shape[d];
+  // A transposed B is copied to [k, n] first (once for matmul's shared B),
+  // so that the inner loop reads contiguous rows; every element of C still
+  // sums its products in the order of p, skipping zeros of A, as the
+  // textbook loop does: the copy changes the speed, not one bit.
+  std::vector<double> rowsOfB(tb ? k * n : 0);
+  auto readB = [&](const double *B) {
+    if (!tb)
+      return B;
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        rowsOfB[p * n + j] = B[j * k + p];
+    return static_cast<const double *>(rowsOfB.data());
+  };
+  const double *sharedB = batched ? nullptr : readB(b.data.data());
   for (int64_t batch = 0; batch < batches; ++batch) {
     const double *A = &a.data[batch * aMat];
-    const double *B = batched ? &b.data[batch * bMat] : b.data.data();
+    const double *B = batched ? readB(&b.data[batch * bMat]) : sharedB;
     double *C = &out.data[batch * m * n];
     for (int64_t i = 0; i < m; ++i)
       for (int64_t p = 0; p < k; ++p) {
         double av = ta ? A[p * m + i] : A[i * k + p];
         if (av == 0)
           continue;
+        const double *row = B + p * n;
+        double *c = C + i * n;
         for (int64_t j = 0; j < n; ++j)
-          C[i * n + j] += av * (tb ? B[j * k + p] : B[p * n + j]);
+          c[j] += av * row[j];
       }
   }
   return context.finish(op.getResult(), std::move(out));
