@@ -25,6 +25,22 @@ def Mnemo_MemoryRegionParameter
   let printer = [{ $_printer << ::mnemo::regionName($_self) }];
 }
 
+// Integer lists in brackets, `[1, 2, 3]` (the default spelling has none,
+// which struct(params) could not tell from the next parameter).
+def Mnemo_IntegerListParameter : ArrayRefParameter<"int64_t"> {
+  let parser = [{ ::mnemo::parseIntegerList($_parser) }];
+  let printer = [{ ::mnemo::printIntegerList($_printer, $_self) }];
+}
+def Mnemo_OptionalIntegerListParameter : OptionalArrayRefParameter<"int64_t"> {
+  let parser = [{ ::mnemo::parseIntegerList($_parser) }];
+  let printer = [{ ::mnemo::printIntegerList($_printer, $_self) }];
+}
+// A flag, `true` or `false`; struct(params) leaves it out when false.
+def Mnemo_FlagParameter : DefaultValuedParameter<"bool", "false"> {
+  let parser = [{ ::mnemo::parseFlag($_parser) }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
 def Mnemo_SlotAttr : Mnemo_Attr<"Slot", "slot"> {
   let summary = "where a step argument lives: a persistent region and an offset";
   let description = [{
@@ -61,13 +77,13 @@ def Mnemo_PlacementAttr : Mnemo_Attr<"Placement", "placement"> {
     %5 = mnemo.relu %4 {mnemo.placement = #mnemo.placement<offsets = [1024], sizes = [1024]>}
     ```
   }];
-  let parameters = (ins ArrayRefParameter<"int64_t">:$offsets,
-                        ArrayRefParameter<"int64_t">:$sizes,
-                        OptionalArrayRefParameter<"int64_t">:$aliases,
-                        OptionalArrayRefParameter<"int64_t">:$gradient_offsets,
-                        DefaultValuedParameter<"bool", "false">:$strided_view,
-                        DefaultValuedParameter<"bool", "false">:$channel_blocked);
-  let hasCustomAssemblyFormat = 1;
+  let parameters = (ins Mnemo_IntegerListParameter:$offsets,
+                        Mnemo_IntegerListParameter:$sizes,
+                        Mnemo_OptionalIntegerListParameter:$aliases,
+                        Mnemo_OptionalIntegerListParameter:$gradient_offsets,
+                        Mnemo_FlagParameter:$strided_view,
+                        Mnemo_FlagParameter:$channel_blocked);
+  let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
 
@@ -129,15 +145,11 @@ def Mnemo_GradientBucketsAttr : Mnemo_Attr<"GradientBuckets", "gradient_buckets"
     ```
   }];
   let parameters = (ins "int64_t":$world_size,
-                        ArrayRefParameter<"int64_t">:$offsets,
-                        ArrayRefParameter<"int64_t">:$sizes,
+                        Mnemo_IntegerListParameter:$offsets,
+                        Mnemo_IntegerListParameter:$sizes,
                         DefaultValuedParameter<"int64_t", "0">:$shard_bytes,
                         DefaultValuedParameter<"int64_t", "0">:$state_tensors);
-  let assemblyFormat = [{
-    `<` `world_size` `=` $world_size `,` `offsets` `=` custom<IntegerList>($offsets)
-    `,` `sizes` `=` custom<IntegerList>($sizes)
-    (`,` `shard_bytes` `=` $shard_bytes^ `,` `state_tensors` `=` $state_tensors)? `>`
-  }];
+  let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
 
@@ -152,11 +164,9 @@ def Mnemo_GradientSyncAttr : Mnemo_Attr<"GradientSync", "gradient_sync"> {
     %7 = mnemo.adam_update ... {mnemo.gradient_sync = #mnemo.gradient_sync<ready = [], await = [0]>}
     ```
   }];
-  let parameters = (ins ArrayRefParameter<"int64_t">:$ready,
-                        ArrayRefParameter<"int64_t">:$await);
-  let assemblyFormat = [{
-    `<` `ready` `=` custom<IntegerList>($ready) `,` `await` `=` custom<IntegerList>($await) `>`
-  }];
+  let parameters = (ins Mnemo_IntegerListParameter:$ready,
+                        Mnemo_IntegerListParameter:$await);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif // MNEMO_ATTRS_TD

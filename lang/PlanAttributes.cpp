@@ -12,25 +12,6 @@
 using namespace mlir;
 using namespace mnemo;
 
-/// `[1, 2, 3]`, as the plan's attributes spell offsets, sizes and indices
-/// (the second form is their assembly formats' custom<IntegerList>).
-static ParseResult parseIntegerList(AsmParser &parser,
-                                    SmallVectorImpl<int64_t> &values) {
-  return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
-                                        [&]() -> ParseResult {
-                                          int64_t v;
-                                          if (parser.parseInteger(v))
-                                            return failure();
-                                          values.push_back(v);
-                                          return success();
-                                        });
-}
-static void printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> values) {
-  printer << "[";
-  llvm::interleaveComma(values, printer);
-  printer << "]";
-}
-
 #define GET_ATTRDEF_CLASSES
 #include "lang/MnemoAttrs.cpp.inc"
 
@@ -67,6 +48,29 @@ FailureOr<MemoryRegion> mnemo::parseMemoryRegion(AsmParser &parser) {
                                    "optimizer_state, inputs, workspace, "
                                    "buffers)";
   return region;
+}
+
+FailureOr<SmallVector<int64_t>> mnemo::parseIntegerList(AsmParser &parser) {
+  SmallVector<int64_t> list;
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+        return parser.parseInteger(list.emplace_back());
+      }))
+    return failure();
+  return list;
+}
+
+void mnemo::printIntegerList(AsmPrinter &printer, ArrayRef<int64_t> list) {
+  printer << "[";
+  llvm::interleaveComma(list, printer);
+  printer << "]";
+}
+
+FailureOr<bool> mnemo::parseFlag(AsmParser &parser) {
+  if (succeeded(parser.parseOptionalKeyword("true")))
+    return true;
+  if (parser.parseKeyword("false", " or 'true'"))
+    return failure();
+  return false;
 }
 
 //===----------------------------------------------------------------------===//
@@ -239,71 +243,6 @@ LogicalResult MnemoDialect::verifyRegionResultAttribute(Operation *op,
     return op->emitError() << "result " << resultIndex << "'s '" << kReusesArg
                            << "' must be an integer";
   return success();
-}
-
-//===----------------------------------------------------------------------===//
-// #mnemo.placement<offsets = [...], sizes = [...], aliases = [...],
-//                  gradient_offsets = [...], strided_view,
-//                  channel_blocked>
-//===----------------------------------------------------------------------===//
-
-Attribute PlacementAttr::parse(AsmParser &parser, Type) {
-  SmallVector<int64_t> offsets, sizes, aliases, gradientOffsets;
-  bool stridedView = false, channelBlocked = false;
-  if (parser.parseLess() || parser.parseKeyword("offsets") ||
-      parser.parseEqual() || parseIntegerList(parser, offsets) ||
-      parser.parseComma() || parser.parseKeyword("sizes") ||
-      parser.parseEqual() || parseIntegerList(parser, sizes))
-    return {};
-  while (succeeded(parser.parseOptionalComma())) {
-    if (succeeded(parser.parseOptionalKeyword("strided_view"))) {
-      stridedView = true;
-      continue;
-    }
-    if (succeeded(parser.parseOptionalKeyword("channel_blocked"))) {
-      channelBlocked = true;
-      continue;
-    }
-    std::string key;
-    SMLoc at = parser.getCurrentLocation();
-    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
-      return {};
-    SmallVectorImpl<int64_t> *list = key == "aliases" ? &aliases
-                                     : key == "gradient_offsets"
-                                         ? &gradientOffsets
-                                         : nullptr;
-    if (!list) {
-      parser.emitError(at) << "unknown placement field '" << key << "'";
-      return {};
-    }
-    if (parseIntegerList(parser, *list))
-      return {};
-  }
-  if (parser.parseGreater())
-    return {};
-  return parser.getChecked<PlacementAttr>(parser.getContext(), offsets, sizes,
-                                          aliases, gradientOffsets, stridedView,
-                                          channelBlocked);
-}
-
-void PlacementAttr::print(AsmPrinter &printer) const {
-  printer << "<offsets = ";
-  printIntegerList(printer, getOffsets());
-  printer << ", sizes = ";
-  printIntegerList(printer, getSizes());
-  if (!getAliases().empty()) {
-    printer << ", aliases = ";
-    printIntegerList(printer, getAliases());
-  }
-  if (!getGradientOffsets().empty()) {
-    printer << ", gradient_offsets = ";
-    printIntegerList(printer, getGradientOffsets());
-  }
-  if (getStridedView())
-    printer << ", strided_view";
-  if (getChannelBlocked())
-    printer << ", channel_blocked";
-  printer << ">";
 }
 
 //===----------------------------------------------------------------------===//

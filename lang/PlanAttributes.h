@@ -21,8 +21,14 @@
 #include <optional>
 
 namespace mnemo {
-/// `parameters`, `optimizer_state`, ...: a MemoryRegion in the IR.
+/// The plan attributes' parameters in the IR: a MemoryRegion
+/// (`parameters`, `optimizer_state`, ...), an integer list (`[1, 2, 3]`)
+/// and a flag (`true` or `false`).
 mlir::FailureOr<MemoryRegion> parseMemoryRegion(mlir::AsmParser &parser);
+mlir::FailureOr<llvm::SmallVector<int64_t>>
+parseIntegerList(mlir::AsmParser &parser);
+void printIntegerList(mlir::AsmPrinter &printer, llvm::ArrayRef<int64_t> list);
+mlir::FailureOr<bool> parseFlag(mlir::AsmParser &parser);
 } // namespace mnemo
 
 #define GET_ATTRDEF_CLASSES

@@ -92,3 +92,28 @@ func.func @train_step() attributes {mnemo.gradient_buckets = #mnemo.gradient_buc
   // expected-error@+1 {{gradient bucket 1 is not one of its step's 1}}
   return {mnemo.gradient_sync = #mnemo.gradient_sync<ready = [], await = [1]>}
 }
+
+// -----
+
+func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{duplicate or unknown struct parameter name: strided}}
+  %0 = mnemo.relu %a {mnemo.placement = #mnemo.placement<offsets = [0], sizes = [16], strided = true>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+2 {{expected 'false' or 'true'}}
+  // expected-error@+1 {{failed to parse Mnemo_PlacementAttr parameter 'channel_blocked'}}
+  %0 = mnemo.relu %a {mnemo.placement = #mnemo.placement<offsets = [0], sizes = [16], channel_blocked = 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @train_step(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{has 1 offsets and 2 sizes}}
+  %0 = mnemo.relu %a {mnemo.placement = #mnemo.placement<offsets = [0], sizes = [16, 16]>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -23,7 +23,7 @@ func.func @eval_step(%x: tensor<2x8x4x16xf32> {mnemo.role = "input", mnemo.name 
 // CHECK-LABEL: func.func @eval_step
 // CHECK: mnemo.exp {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[E:[0-9]+]]], sizes = [4096]
 // The transpose is read in place, with permuted strides.
-// CHECK: mnemo.transpose {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[E]]], sizes = [4096], strided_view>
+// CHECK: mnemo.transpose {{.*}}mnemo.placement = #mnemo.placement<offsets = {{\[}}[[E]]], sizes = [4096], strided_view = true>
 // neg reads the view, so it does not write over it, even though neither
 // the view nor exp's result is used later.
 // CHECK: mnemo.neg {{.*}}offsets = {{\[}}[[N:[0-9]+]]]
