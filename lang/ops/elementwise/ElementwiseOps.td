@@ -210,7 +210,7 @@ def Mnemo_WhereOp : Mnemo_Op<"where", [Mnemo_AmpFollow, Mnemo_FusionElementwise,
 
     ```mlir
     %m = mnemo.where %mask, %scores, %neg_inf
-        : tensor<64x64xi1>, tensor<16x4x64x64xf32>
+        : tensor<16x4x64x64xi1>, tensor<16x4x64x64xf32>
     ```
   }];
   let arguments = (ins Mnemo_MaskTensor:$condition,
