@@ -170,6 +170,51 @@ TEST(InferenceOps, Int8EqualsFakeQuantWithinRoundingAffine) {
   checkInt8(false);
 }
 
+// A row with a NaN or an infinity gives NaN in each of its outputs, as
+// x @ W^T does in f32 (its scale is infinite, its codes 0); before, NaN
+// codes were converted to int, which is undefined. The other rows are
+// untouched. The interpreter and the CPU kernels agree.
+TEST(InferenceOps, Int8RowsWithNanOrInfinityGiveNan) {
+  std::string text = kInt8Module;
+  text.replace(text.find("SYMMETRIC"), 9, "true");
+  Fixture fixture(text);
+  ASSERT_TRUE(fixture.module);
+  std::mt19937 rng(3);
+  Tensor x = random({kRows, kDepth}, 1.0, rng);
+  x.data[3 * kDepth + 7] = std::nan("");
+  x.data[5 * kDepth] = -INFINITY;
+  Tensor codes(ElementType::I8, {kChannels, kDepth}),
+      scale(ElementType::F32, {kChannels}), zero(ElementType::I32, {kChannels});
+  for (int64_t e = 0; e < kChannels * kDepth; ++e)
+    codes.data[e] = int(e % 255) - 127;
+  for (int64_t c = 0; c < kChannels; ++c)
+    scale.data[c] = 0.01 * double(c + 1);
+  std::vector<Tensor> int8 = fixture.run("int8", {x, codes, scale, zero});
+  ASSERT_EQ(int8.size(), 2u);
+
+  std::vector<float> xf = floats(x), sf = floats(scale), xs(kRows),
+                     y(kRows * kChannels);
+  std::vector<int8_t> xq(kRows * kDepth),
+      wq(codes.data.begin(), codes.data.end());
+  std::vector<int32_t> xsum(kRows), zf(kChannels, 0);
+  cpu::quantizeRows(kRows, kDepth, xf.data(), xq.data(), xs.data(),
+                    xsum.data());
+  cpu::matmulInt8(kRows, kChannels, kDepth, xq.data(), xs.data(), xsum.data(),
+                  wq.data(), sf.data(), zf.data(), y.data());
+  for (int64_t m = 0; m < kRows; ++m) {
+    bool poisoned = m == 3 || m == 5;
+    EXPECT_EQ(std::isinf(xs[m]), poisoned) << "row " << m;
+    EXPECT_EQ(std::isinf(int8[1].data[m]), poisoned) << "row " << m;
+    for (int64_t n = 0; n < kChannels; ++n) {
+      int64_t e = m * kChannels + n;
+      EXPECT_EQ(std::isnan(y[e]), poisoned) << m << "," << n;
+      EXPECT_EQ(std::isnan(int8[0].data[e]), poisoned) << m << "," << n;
+      if (!poisoned)
+        EXPECT_EQ(y[e], float(int8[0].data[e])) << m << "," << n;
+    }
+  }
+}
+
 TEST(InferenceOps, DequantizeUnpacksInt4Groups) {
   Fixture fixture(R"mlir(
 func.func @f(%c: tensor<6xi8>, %s: tensor<3xf32>, %z: tensor<3xi32>)

@@ -98,6 +98,21 @@ TEST(Quantize, InferenceFormatsMatchTheReference) {
             << probe << " at scale " << scale;
     }
   }
+  // NaN has code 0 (converting it to int is undefined); infinities clamp.
+  for (float probe : {std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+    int expected = std::isnan(probe) ? 0 : probe > 0 ? 127 : -127;
+    EXPECT_EQ(fakequant::rowCode(probe, 0.5f), expected) << probe;
+    EXPECT_EQ(reference::rowCode(probe, 2.0f), expected) << probe;
+  }
+  // A row with a NaN or an infinity has an infinite scale: its codes are 0.
+  EXPECT_EQ(fakequant::rowCode(1.5f, 0.0f), 0);
+  EXPECT_EQ(fakequant::rowCode(std::numeric_limits<float>::infinity(), 0.0f),
+            0);
+  EXPECT_EQ(reference::rowCode(std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::infinity()),
+            0);
   // Every byte of the packed int4 and 2:4 formats.
   for (int byte = 0; byte < 256; ++byte) {
     signed char packed[2] = {static_cast<signed char>(byte),

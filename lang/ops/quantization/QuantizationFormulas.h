@@ -84,12 +84,17 @@ MNEMO_FQ_HD inline float observe(float old, float seen, bool first,
 
 /// Inference's dynamic int8 activations (quantize_rows): a row's scale is
 /// max|x| / 127 (1 for a row of zeros), its codes round(x / scale) in
-/// [-127, 127], computed as x * (1 / scale) everywhere.
+/// [-127, 127], computed as x * (1 / scale) everywhere. A NaN or an
+/// infinity counts as an infinite max|x|: the row's scale is infinite, its
+/// codes 0 (NaN, from inf * 0, has code 0 too: converting it to int is
+/// undefined), and each of its outputs 0 * inf = NaN, as in f32.
 MNEMO_FQ_HD inline float rowScale(float absMax) {
   return absMax > 0.0f ? absMax / 127.0f : 1.0f;
 }
 MNEMO_FQ_HD inline int rowCode(float x, float inverseScale) {
   float v = MNEMO_FQ_RINT(x * inverseScale);
+  if (v != v)
+    return 0;
   return int(v < -127.0f ? -127.0f : (v > 127.0f ? 127.0f : v));
 }
 

@@ -101,9 +101,14 @@ LogicalResult interpretQuantizeRows(QuantizeRowsOp op, OpContext &context) {
   Tensor codes = context.like(op.getCodes()),
          scale = context.like(op.getScale()), sum = context.like(op.getSum());
   for (int64_t m = 0; m < rows; ++m) {
+    // A NaN or an infinity makes the row's scale infinite, so that each of
+    // its outputs is NaN, as in f32.
     float absMax = 0.0f;
-    for (int64_t c = 0; c < k; ++c)
-      absMax = std::max(absMax, std::fabs(float(x.data[m * k + c])));
+    for (int64_t c = 0; c < k; ++c) {
+      double v = x.data[m * k + c];
+      absMax = std::isfinite(v) ? std::max(absMax, std::fabs(float(v)))
+                                : std::numeric_limits<float>::infinity();
+    }
     float rowScale = reference::rowScale(absMax);
     int64_t total = 0;
     for (int64_t c = 0; c < k; ++c) {

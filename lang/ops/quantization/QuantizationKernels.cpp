@@ -85,8 +85,10 @@ void quantizeRows(int64_t rows, int64_t k, const float *x, int8_t *codes,
                 for (int64_t m = first; m < last; ++m) {
                   const float *row = x + m * k;
                   float absMax = 0.0f;
-                  for (int64_t c = 0; c < k; ++c)
-                    absMax = std::max(absMax, std::fabs(row[c]));
+                  for (int64_t c = 0; c < k; ++c) // NaN: see rowCode
+                    absMax = std::max(absMax, std::isnan(row[c])
+                                                  ? INFINITY
+                                                  : std::fabs(row[c]));
                   float rowScale = fakequant::rowScale(absMax);
                   float inverse = 1.0f / rowScale;
                   int32_t total = 0;

@@ -73,8 +73,8 @@ __device__ void quantizeRows(int64_t k, const float *x, int8_t *codes,
   int64_t m = blockIdx.x;
   const float *row = x + m * k;
   float absMax = 0.0f;
-  for (int64_t c = threadIdx.x; c < k; c += blockDim.x)
-    absMax = fmaxf(absMax, fabsf(row[c]));
+  for (int64_t c = threadIdx.x; c < k; c += blockDim.x) // NaN: see rowCode
+    absMax = fmaxf(absMax, isnan(row[c]) ? INFINITY : fabsf(row[c]));
   absMax = blockMax(absMax);
   if (threadIdx.x == 0)
     total = 0;

@@ -110,7 +110,9 @@ def Mnemo_QuantizeRowsOp : Mnemo_Op<"quantize_rows", [Mnemo_AmpFollow, Mnemo_Fus
     own `scale = max|x| / 127` (1 for a row of zeros), and the sum of the
     row's codes (what an affine weight's zero point needs). The activations
     of an int8 GEMM, quantized per batch as PyTorch's `quantize_dynamic`
-    does per tensor.
+    does per tensor. A row holding a NaN or an infinity gets an infinite
+    scale and codes 0, so that `matmul_int8` gives NaN in each of its
+    outputs, as the f32 product would.
 
     ```mlir
     %xq, %xs, %xsum = mnemo.quantize_rows %x

@@ -57,7 +57,8 @@ float reference::rowScale(float absMax) {
 }
 
 int reference::rowCode(float x, float scale) {
-  return int(std::clamp(std::nearbyint(x * (1.0f / scale)), -127.0f, 127.0f));
+  float code = std::nearbyint(x * (1.0f / scale));
+  return std::isnan(code) ? 0 : int(std::clamp(code, -127.0f, 127.0f));
 }
 
 int reference::int4Code(const signed char *packed, int64_t e) {
