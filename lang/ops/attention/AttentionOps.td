@@ -89,7 +89,9 @@ def Mnemo_AttentionGradOp : Mnemo_AttentionLikeOp<"attention_grad", [Mnemo_AmpFo
     ```mlir
     %dq, %dk, %dv = mnemo.attention_grad %q, %k, %v, %o, %lse, %do
         {causal = true, dropout_p = 0.0 : f64, scale = 0.125 : f64, seed = 0 : i64}
-        : (...) -> (tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>)
+        : (tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>,
+           tensor<2x12x256x64xf32>, tensor<2x12x256xf32>, tensor<2x12x256x64xf32>)
+        -> (tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>, tensor<2x12x256x64xf32>)
     ```
   }];
   let arguments = (ins Mnemo_FloatTensor:$query, Mnemo_FloatTensor:$key,

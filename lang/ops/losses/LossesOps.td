@@ -132,7 +132,8 @@ def Mnemo_LinearCrossEntropyGradOp : Mnemo_Op<"linear_cross_entropy_grad", [Mnem
     ```mlir
     %dh, %dw = mnemo.linear_cross_entropy_grad %g, %h, %wte, %y, %lse {chunk_rows = 128 : i64,
         ignore_index = -100 : i64, label_smoothing = 0.0 : f64, transpose_weight = true}
-        : (...) -> (tensor<8x1024x768xf32>, tensor<50257x768xf32>)
+        : (tensor<f32>, tensor<8x1024x768xf32>, tensor<50257x768xf32>, tensor<8x1024xi32>,
+           tensor<8x1024xf32>) -> (tensor<8x1024x768xf32>, tensor<50257x768xf32>)
     ```
   }];
   let arguments = (ins 0DTensorOf<[F32]>:$grad, Mnemo_FloatTensor:$hidden,
@@ -171,7 +172,8 @@ def Mnemo_LinearCrossEntropyWithGradOp : Mnemo_Op<"linear_cross_entropy_with_gra
     ```mlir
     %loss, %dh, %dw = mnemo.linear_cross_entropy_with_grad %one, %h, %wte, %y {chunk_rows = 128 : i64,
         ignore_index = -100 : i64, label_smoothing = 0.0 : f64, transpose_weight = true}
-        : (...) -> (tensor<f32>, tensor<8x1024x768xf32>, tensor<50257x768xf32>)
+        : (tensor<f32>, tensor<8x1024x768xf32>, tensor<50257x768xf32>, tensor<8x1024xi32>)
+        -> (tensor<f32>, tensor<8x1024x768xf32>, tensor<50257x768xf32>)
     ```
   }];
   let arguments = (ins 0DTensorOf<[F32]>:$grad, Mnemo_FloatTensor:$hidden,

@@ -32,7 +32,7 @@ def Mnemo_LrScheduleOp : Mnemo_Op<"lr_schedule", [Mnemo_AmpFollow, Mnemo_FusionK
     ```mlir
     %lr = mnemo.lr_schedule %step, %total {base_lr = 3.0e-04 : f64, kind = "cosine",
         min_lr = 0.0 : f64, steps = 0 : i64, warmup = 100 : i64}
-        : (tensor<i32>, tensor<i32>) -> tensor<f32>
+        : (tensor<i64>, tensor<i64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins 0DTensorOf<[I64]>:$step, 0DTensorOf<[I64]>:$total_steps,
@@ -114,7 +114,7 @@ def Mnemo_SgdUpdateOp : Mnemo_Op<"sgd_update", [Mnemo_AmpFollow, Mnemo_FusionKer
     ```mlir
     %p2, %b2 = mnemo.sgd_update %p, %g, %b, %lr, %step {dampening = 0.0 : f64,
         momentum = 0.9 : f64, nesterov = false, weight_decay = 0.0 : f64}
-        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i32>)
+        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i64>)
         -> (tensor<10xf32>, tensor<10xf32>)
     ```
   }];
@@ -145,7 +145,7 @@ def Mnemo_AdamUpdateOp : Mnemo_Op<"adam_update", [Mnemo_AmpFollow, Mnemo_FusionK
     ```mlir
     %p2, %m2, %v2 = mnemo.adam_update %p, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64,
         beta2 = 0.999 : f64, decoupled = true, eps = 1.0e-08 : f64, weight_decay = 0.01 : f64}
-        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i32>)
+        : (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>, tensor<i64>)
         -> (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>)
     ```
   }];
@@ -181,7 +181,7 @@ def Mnemo_Adam8bitUpdateOp : Mnemo_Op<"adam8bit_update", [Mnemo_AmpFollow, Mnemo
     %p2, %mc2, %ma2, %vc2, %va2 = mnemo.adam8bit_update %p, %g, %mc, %ma, %vc, %va, %lr, %step
         {beta1 = 0.9 : f64, beta2 = 0.999 : f64, block_size = 2048 : i64, eps = 1.0e-08 : f64, weight_decay = 0.01 : f64}
         : (tensor<64x128xf32>, tensor<64x128xf32>, tensor<64x128xi8>, tensor<4xf32>,
-           tensor<64x128xi8>, tensor<4xf32>, tensor<f32>, tensor<i32>)
+           tensor<64x128xi8>, tensor<4xf32>, tensor<f32>, tensor<i64>)
         -> (tensor<64x128xf32>, tensor<64x128xi8>, tensor<4xf32>, tensor<64x128xi8>, tensor<4xf32>)
     ```
   }];

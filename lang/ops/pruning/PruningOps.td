@@ -46,7 +46,7 @@ def Mnemo_PruneMasksOp : Mnemo_Op<"prune_masks", [Mnemo_AmpFollow, Mnemo_FusionK
     this step recomputed the masks, else 0.
 
     ```mlir
-    %m2 = mnemo.prune_masks %step : tensor<i64> weights(%w : tensor<512x784xf32>) masks(%m : tensor<12544xi32>)
+    %m2, %updated = mnemo.prune_masks %step : tensor<i64> weights(%w : tensor<512x784xf32>) masks(%m : tensor<12544xi32>)
         {dim = 0 : i64, end = 2000 : i64, every = 100 : i64, m = 4 : i64, method = "magnitude",
          n = 2 : i64, norm = "l2", sparsity = 5.000000e-01 : f64, start = 200 : i64} -> (tensor<12544xi32>), tensor<i32>
     ```

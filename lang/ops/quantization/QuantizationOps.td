@@ -37,7 +37,7 @@ def Mnemo_ObserveMinMaxOp : Mnemo_Op<"observe_minmax", [Mnemo_AmpFollow, Mnemo_F
 
     ```mlir
     %lo2, %hi2 = mnemo.observe_minmax %w, %lo, %hi, %step {averaging_constant = 0.0 : f64, axis = 0 : i64}
-        : (tensor<512x784xf32>, tensor<512xf32>, tensor<512xf32>, tensor<i32>) -> (tensor<512xf32>, tensor<512xf32>)
+        : (tensor<512x784xf32>, tensor<512xf32>, tensor<512xf32>, tensor<i64>) -> (tensor<512xf32>, tensor<512xf32>)
     ```
   }];
   let arguments = (ins StaticShapeTensorOf<[F32]>:$input,
