@@ -74,7 +74,7 @@ def Mnemo_PlacementAttr : Mnemo_Attr<"Placement", "placement"> {
     layout. The CUDA backend keeps every tensor plain.
 
     ```mlir
-    %5 = mnemo.relu %4 {mnemo.placement = #mnemo.placement<offsets = [1024], sizes = [1024]>}
+    %5 = mnemo.relu %4 {mnemo.placement = #mnemo.placement<offsets = [1024], sizes = [1024]>} : tensor<16x16xf32>
     ```
   }];
   let parameters = (ins Mnemo_IntegerListParameter:$offsets,
