@@ -121,7 +121,8 @@ private:
     }
     std::string searched;
     for (const std::string &c : candidates)
-      searched += "\n    " + c;
+      searched += "\n    " + c +
+                  (llvm::sys::fs::exists(c) ? " (not a regular file)" : "");
     diags.error(import.range.Start,
                 "cannot find module '" + import.path + "'; looked for" +
                     searched,
