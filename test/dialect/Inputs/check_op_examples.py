@@ -7,8 +7,9 @@ mislead a reader for good. Each example's operands are not defined in it:
 this script declares them as arguments of a function, with the types the
 example's own type list gives them, and runs mnemo-opt on the function.
 
-An example whose operand types the script cannot tell (elided as `(...)`,
-or a format it does not know) fails: an example gives its types.
+Each op has one example. An example whose operand types the script cannot
+tell (elided as `(...)`, or a format it does not know) fails: an example
+gives its types.
 
 usage: check_op_examples.py docs/ir.md MNEMO_OPT
 """
@@ -74,8 +75,15 @@ def main():
     doc, mnemo_opt = sys.argv[1], sys.argv[2]
     text = open(doc).read()
     reference = text[text.index("## Op reference"):]
-    checked, failures = 0, []
-    for example in re.findall(r"```mlir\n(.*?)```", reference, re.S):
+    checked, failures, examples = 0, [], []
+    # One section per op, each with one example.
+    for section in re.split(r"\n(?=### `mnemo\.)", reference)[1:]:
+        name = re.match(r"### `(mnemo\.\w+)`", section).group(1)
+        found = re.findall(r"```mlir\n(.*?)```", section, re.S)
+        if len(found) != 1:
+            failures.append((name, f"{len(found)} examples, not 1", ""))
+        examples += found
+    for example in examples:
         flat = " ".join(example.split())
         match = re.match(r"(?:%[\w, %]+ = )?(mnemo\.\w+)", flat)
         if not match:
