@@ -61,9 +61,9 @@ namespace {
 /// tensors and describe them.
 struct ParameterExport {
   ParameterExport(const ParameterData &p, SafetensorsFile &file,
-                  std::string &line)
+                  std::string &line, std::string &error)
       : p(p), name(p.name), shape(p.shape), file(file), line(line),
-        before(file.tensors.size()),
+        error(error), before(file.tensors.size()),
         w(reinterpret_cast<const float *>(p.data)) {
     for (int64_t d : shape)
       n *= d;
@@ -98,7 +98,7 @@ struct ParameterExport {
   const std::string &name;
   const std::vector<int64_t> &shape;
   SafetensorsFile &file;
-  std::string &line;
+  std::string &line, &error;
   size_t before;
   const float *w;
   int64_t n = 1, denseBytes = 0;
@@ -114,6 +114,16 @@ bool ParameterExport::quantized(const nlohmann::json &quantize) {
              : kind == "int8" ? 8
                               : 4;
   int qmin = -(1 << (bits - 1)), qmax = (1 << (bits - 1)) - 1;
+  // A NaN or an infinity has no code (converting it is undefined) and
+  // would give its whole range a useless scale; a last step that diverged
+  // leaves such weights.
+  for (int64_t e = 0; e < n; ++e)
+    if (!std::isfinite(w[e])) {
+      error = "cannot quantize '" + name + "' to int" + std::to_string(bits) +
+              ": it holds " + (std::isnan(w[e]) ? "nan" : "inf") +
+              " at element " + std::to_string(e);
+      return false;
+    }
   bool symmetric = !trained || text(quantize, "scheme") == "symmetric";
   bool perGroup = !trained && text(quantize, "granularity") == "per_group";
   int64_t channels =
@@ -127,6 +137,12 @@ bool ParameterExport::quantized(const nlohmann::json &quantize) {
     if (trained) {
       std::memcpy(&lows[c], p.observedMin + 4 * c, 4);
       std::memcpy(&highs[c], p.observedMax + 4 * c, 4);
+      if (!std::isfinite(lows[c]) || !std::isfinite(highs[c])) {
+        error = "cannot quantize '" + name + "': its observed range " +
+                std::to_string(c) + " is [" + std::to_string(lows[c]) + ", " +
+                std::to_string(highs[c]) + "]";
+        return false;
+      }
       continue;
     }
     lows[c] = highs[c] = w[c * inner];
@@ -271,8 +287,8 @@ bool ParameterExport::csr() {
 
 bool runtime::compressParameter(const nlohmann::json &train,
                                 const ParameterData &p, SafetensorsFile &file,
-                                std::string &line) {
-  ParameterExport out(p, file, line);
+                                std::string &line, std::string &error) {
+  ParameterExport out(p, file, line, error);
   bool f32 = p.dtype == "f32";
   const nlohmann::json *quantize = directiveFor(train, "quantize", p.name);
   std::string kind = quantize ? text(*quantize, "kind") : "";
@@ -286,7 +302,8 @@ bool runtime::compressParameter(const nlohmann::json &train,
   std::string stored = f32 ? "F32" : p.dtype == "bf16" ? "BF16" : "F16";
   file.tensors.push_back(
       raw(p.name, stored, p.shape, p.data, size_t(out.denseBytes)));
-  return false;
+  line.clear();
+  return true;
 }
 
 bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
@@ -329,7 +346,9 @@ bool runtime::exportWeights(const std::string &path, const ModelInfo &model,
     }
     size_t before = file.tensors.size();
     std::string line;
-    if (compressParameter(train, p, file, line))
+    if (!compressParameter(train, p, file, line, error))
+      return false;
+    if (!line.empty())
       summary.lines.push_back(line);
     summary.denseBytes += byName[p.name].count() * (p.dtype == "f32" ? 4 : 2);
     for (size_t t = before; t < file.tensors.size(); ++t)

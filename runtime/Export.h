@@ -67,10 +67,12 @@ struct ParameterData {
 
 /// Appends `p` to `file` in its exported form, as the train section's
 /// directives for it say (the list above), with its layout in the
-/// metadata. True with `line` ("fc1.weight  int8 per channel ...: 1605632
-/// -> 405504 bytes") when compressed; false when stored as it is.
+/// metadata, and sets `line` ("fc1.weight  int8 per channel ...: 1605632
+/// -> 405504 bytes") when compressed (empty when stored as it is). False
+/// with `error` when a weight to quantize holds a NaN or an infinity.
 bool compressParameter(const nlohmann::json &train, const ParameterData &p,
-                       SafetensorsFile &file, std::string &line);
+                       SafetensorsFile &file, std::string &line,
+                       std::string &error);
 
 /// Writes the export of the parameters in `memory` (host copies) to `path`
 /// atomically. `train` is the model's train section (JSON).

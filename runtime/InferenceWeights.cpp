@@ -248,7 +248,9 @@ bool compressOnLoad(const ModelInfo &model, SafetensorsFile &file,
     }
     SafetensorsFile compressed;
     std::string line;
-    if (!compressParameter(train, p, compressed, line))
+    if (!compressParameter(train, p, compressed, line, error))
+      return false;
+    if (line.empty())
       continue; // stays dense; the checked copy below says what is missing
     std::vector<StoredTensor> kept;
     for (StoredTensor &old : file.tensors)
