@@ -93,18 +93,18 @@ def main():
         types = type_section(flat)
         body = flat[match.end():]
         # Operands: the %names the example uses before its attributes and
-        # types; those it defines are its results.
+        # types (prune_masks names each one's type beside it, `%w : T`);
+        # those it defines are its results.
+        beside = op == "mnemo.prune_masks"
         defined = set(re.findall(r"%\w+", flat[:match.start(1)]))
-        # (prune_masks names its operands' types beside them, after ':'.)
-        operands = body if op == "mnemo.prune_masks" else body.split(" : ")[0]
+        operands = body if beside else body.split(" : ")[0]
         used = []
         for name in re.findall(r"%\w+", operands):
             if name not in defined and name not in used:
                 used.append(name)
-        inline = dict(re.findall(r"(%\w+) : ([\w<>]+)", body))
-        if op == "mnemo.prune_masks":
-            inline["%step"] = "tensor<i64>"
-            listed = [inline.get(n) for n in used]
+        if beside:
+            typed = dict(re.findall(r"(%\w+) : ([\w<>]+)", body))
+            listed = [typed.get(n) for n in used]
         else:
             listed = operand_types(op, used, types)
         if types is None or listed is None or None in listed:
